@@ -1,0 +1,5 @@
+import sys
+
+from tritonft.cli import main
+
+sys.exit(main())
