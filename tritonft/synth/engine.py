@@ -1,0 +1,157 @@
+"""Run Pulumi programs under the mock engine, deterministically (pulumi-practice.md §1.3-1.4).
+
+The SDK sends every monitor RPC through ``loop.run_in_executor``; with a thread pool, resource references are
+rehydrated on a pool thread's private loop and the run flakes ("Task attached to a different loop",
+pulumi/pulumi#6561). Running RPCs inline on the calling thread (as Pulumi's own tests do, PR #7666) makes the
+mock engine deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from typing import Any
+
+import pulumi
+
+
+class InlineExecutor(ThreadPoolExecutor):
+    """Runs each submitted call immediately on the calling thread."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        try:
+            fut.set_result(fn(*args, **kwargs))
+        except BaseException as exc:
+            fut.set_exception(exc)
+        return fut
+
+
+@contextmanager
+def mock_engine(
+    mocks: pulumi.runtime.Mocks,
+    project: str,
+    stack: str,
+    config: dict[str, str] | None = None,
+    secret_keys: list[str] | None = None,
+) -> Iterator[None]:
+    """A fresh event loop + mock monitor for one program run; everything is torn down afterwards."""
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(InlineExecutor(max_workers=1))
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False)
+        pulumi.runtime.set_all_config(dict(config or {}), secret_keys or [])
+        yield
+    finally:
+        pulumi.runtime.set_all_config({}, [])
+        pulumi.runtime.settings.reset_options()
+        loop.close()
+        asyncio.set_event_loop(None)
+
+
+def run_program(build: Callable[[], Any]) -> None:
+    """Run ``build`` under the active mock engine until every registration, RPC and apply has finished."""
+    pulumi.runtime.test(build)()  # type: ignore[no-untyped-call]
+
+
+def _fake_digest(*parts: str) -> str:
+    import hashlib
+
+    return "sha256:" + hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def _ecr_repository(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    account, region = "123456789012", "us-east-1"
+    name = str(args.inputs.get("name") or args.name)
+    return {
+        "repositoryUrl": f"{account}.dkr.ecr.{region}.amazonaws.com/{name}",
+        "registryId": account,
+        "arn": f"arn:aws:ecr:{region}:{account}:repository/{name}",
+    }
+
+
+def _docker_build_image(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    import json
+
+    digest = _fake_digest(args.name, json.dumps(args.inputs, sort_keys=True, default=str))
+    tags = list(args.inputs.get("tags") or [])
+    repo = str(tags[0]).rsplit(":", 1)[0] if tags else f"registry.invalid/{args.name}"
+    return {"digest": digest, "ref": f"{repo}@{digest}"}
+
+
+def _eks_cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": args.name, "cluster": {"server": f"https://{args.name}.eks.invalid"}}],
+        "contexts": [{"name": args.name, "context": {"cluster": args.name, "user": args.name}}],
+        "current-context": args.name,
+        "users": [{"name": args.name, "user": {}}],
+    }
+    import json
+
+    return {"kubeconfig": kubeconfig, "kubeconfigJson": json.dumps(kubeconfig, sort_keys=True)}
+
+
+OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str, Any]]] = {
+    "aws:ecr/repository:Repository": _ecr_repository,
+    "docker-build:index:Image": _docker_build_image,
+    "eks:index:Cluster": _eks_cluster,
+}
+"""Fake provider outputs per type token (wire names), for outputs the program reads back."""
+
+CALL_RESULTS: dict[str, dict[str, Any]] = {
+    "aws:ecr/getAuthorizationToken:getAuthorizationToken": {
+        "userName": "AWS",
+        "password": "mock-ecr-password",
+        "proxyEndpoint": "https://123456789012.dkr.ecr.us-east-1.amazonaws.com",
+        "authorizationToken": "bW9jaw==",
+        "expiresAt": "2099-01-01T00:00:00Z",
+        "id": "123456789012",
+    },
+    "aws:index/getCallerIdentity:getCallerIdentity": {
+        "accountId": "123456789012",
+        "arn": "arn:aws:iam::123456789012:user/mock",
+        "userId": "mock",
+        "id": "123456789012",
+    },
+    "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
+    "aws:index/getAvailabilityZones:getAvailabilityZones": {
+        "names": ["us-east-1a", "us-east-1b", "us-east-1c"],
+        "zoneIds": ["use1-az1", "use1-az2", "use1-az3"],
+        "id": "us-east-1",
+    },
+}
+"""Fake invoke results per function token."""
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Echoes inputs as state (keeps resource references resolvable), adds fake outputs, records every call."""
+
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+        self.calls: list[pulumi.runtime.MockCallArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
+        self.resources.append(args)
+        state = dict(args.inputs)
+        template = OUTPUT_TEMPLATES.get(args.typ)
+        if template is not None:
+            state |= template(args)
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
+        self.calls.append(args)
+        return dict(CALL_RESULTS.get(args.token, {})), None
+
+    def of_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
+        """Every registered resource of one type token, in registration order."""
+        return [r for r in self.resources if r.typ == typ]
+
+    def named(self, name: str) -> pulumi.runtime.MockResourceArgs:
+        """The one registered resource with this logical name."""
+        (match,) = [r for r in self.resources if r.name == name]
+        return match
