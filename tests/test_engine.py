@@ -40,3 +40,26 @@ def test_an_ecr_repository_reads_back_a_fake_repository_url(mocks: RecordingMock
 
     run_program(build)
     assert seen == ["123456789012.dkr.ecr.us-east-1.amazonaws.com/server"]
+
+
+class _Guarded(pulumi.ComponentResource):
+    def __init__(self, name: str) -> None:
+        super().__init__("test:index:Guarded", name, {}, None)
+        first = pulumi.CustomResource("test:index:Thing", f"{name}-first", {}, pulumi.ResourceOptions(parent=self))
+        pulumi.CustomResource(
+            "test:index:Thing",
+            f"{name}-second",
+            {},
+            pulumi.ResourceOptions(parent=self, protect=True, depends_on=[first], retain_on_delete=True),
+        )
+        self.register_outputs({})
+
+
+def test_resource_options_parent_protect_and_depends_on_are_recorded(mocks: RecordingMocks) -> None:
+    run_program(lambda: _Guarded("g"))
+    component, first, second = mocks.resources
+    assert first.parent == component.urn
+    assert second.protect and second.retain_on_delete
+    assert second.depends_on == (first.urn,)
+    assert not first.protect
+    assert second.urn.endswith("test:index:Guarded$test:index:Thing::g-second")

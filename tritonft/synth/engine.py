@@ -12,9 +12,11 @@ import asyncio
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from pulumi.runtime.mocks import MockMonitor
 
 
 class InlineExecutor(ThreadPoolExecutor):
@@ -31,18 +33,18 @@ class InlineExecutor(ThreadPoolExecutor):
 
 @contextmanager
 def mock_engine(
-    mocks: pulumi.runtime.Mocks,
+    mocks: RecordingMocks,
     project: str,
     stack: str,
     config: dict[str, str] | None = None,
     secret_keys: list[str] | None = None,
 ) -> Iterator[None]:
-    """A fresh event loop + mock monitor for one program run; everything is torn down afterwards."""
+    """A fresh event loop + recording mock monitor for one program run; everything is torn down afterwards."""
     loop = asyncio.new_event_loop()
     loop.set_default_executor(InlineExecutor(max_workers=1))
     asyncio.set_event_loop(loop)
     try:
-        pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False)
+        pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=RecordingMonitor(mocks))
         pulumi.runtime.set_all_config(dict(config or {}), secret_keys or [])
         yield
     finally:
@@ -128,15 +130,37 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
 """Fake invoke results per function token."""
 
 
+@dataclass(frozen=True)
+class Registered:
+    """One registered resource: what the program asked the engine for (inputs *and* resource options)."""
+
+    typ: str
+    name: str
+    urn: str
+    parent: str
+    custom: bool
+    provider: str
+    inputs: dict[str, Any]
+    protect: bool = False
+    retain_on_delete: bool = False
+    delete_before_replace: bool = False
+    depends_on: tuple[str, ...] = ()
+    custom_timeouts: dict[str, str] = field(default_factory=dict)
+    ignore_changes: tuple[str, ...] = ()
+    replace_on_changes: tuple[str, ...] = ()
+    additional_secret_outputs: tuple[str, ...] = ()
+
+
 class RecordingMocks(pulumi.runtime.Mocks):
     """Echoes inputs as state (keeps resource references resolvable), adds fake outputs, records every call."""
 
     def __init__(self) -> None:
-        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+        self.resources: list[Registered] = []
         self.calls: list[pulumi.runtime.MockCallArgs] = []
+        self._request: Any = None
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
-        self.resources.append(args)
+        self.resources.append(_registered(args, self._request))
         state = dict(args.inputs)
         template = OUTPUT_TEMPLATES.get(args.typ)
         if template is not None:
@@ -147,11 +171,58 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.calls.append(args)
         return dict(CALL_RESULTS.get(args.token, {})), None
 
-    def of_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
+    def of_type(self, typ: str) -> list[Registered]:
         """Every registered resource of one type token, in registration order."""
         return [r for r in self.resources if r.typ == typ]
 
-    def named(self, name: str) -> pulumi.runtime.MockResourceArgs:
+    def named(self, name: str) -> Registered:
         """The one registered resource with this logical name."""
         (match,) = [r for r in self.resources if r.name == name]
         return match
+
+    def by_urn(self, urn: str) -> Registered:
+        (match,) = [r for r in self.resources if r.urn == urn]
+        return match
+
+
+class RecordingMonitor(MockMonitor):
+    """The SDK's mock monitor, plus the resource options (parent, protect, dependsOn, ...) of each registration."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.recorder = mocks
+
+    def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        self.recorder._request = (request, self.make_urn(request.parent, request.type, request.name))
+        try:
+            return super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        finally:
+            self.recorder._request = None
+
+
+def _registered(args: pulumi.runtime.MockResourceArgs, pending: Any) -> Registered:
+    if pending is None:
+        return Registered(args.typ, args.name, "", "", bool(args.custom), args.provider or "", dict(args.inputs))
+    request, urn = pending
+    timeouts = request.customTimeouts
+    return Registered(
+        typ=args.typ,
+        name=args.name,
+        urn=urn,
+        parent=request.parent,
+        custom=bool(args.custom),
+        provider=args.provider or "",
+        inputs=dict(args.inputs),
+        protect=bool(request.protect),
+        retain_on_delete=bool(request.retainOnDelete),
+        delete_before_replace=bool(request.deleteBeforeReplace),
+        depends_on=tuple(request.dependencies),
+        custom_timeouts={
+            k: v
+            for k, v in (("create", timeouts.create), ("update", timeouts.update), ("delete", timeouts.delete))
+            if v
+        },
+        ignore_changes=tuple(request.ignoreChanges),
+        replace_on_changes=tuple(request.replaceOnChanges),
+        additional_secret_outputs=tuple(request.additionalSecretOutputs),
+    )
