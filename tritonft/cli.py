@@ -15,7 +15,12 @@ from collections.abc import Sequence
 from tritonft import __version__
 from tritonft.errors import UserError
 
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "synth": (
+        "tritonft.synth.command",
+        "run the Pulumi program offline (mock engine) and write the whole plan to disk",
+    ),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:

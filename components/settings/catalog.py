@@ -1,0 +1,60 @@
+"""Architectures of well-known Hugging Face checkpoints, so a stack can name a model without restating its shape.
+
+Values are the checkpoints' own ``config.json`` numbers. A model not listed here needs an ``architecture`` block
+in its stack entry (the validator says so).
+"""
+
+from __future__ import annotations
+
+from tritonft.spec import Architecture, Family
+
+
+def _t5(d: int, heads: int, layers: int, d_ff: int, *, d_kv: int = 64, gated: bool = False) -> Architecture:
+    return Architecture(
+        d_model=d,
+        num_heads=heads,
+        num_layers=layers,
+        num_decoder_layers=layers,
+        d_ff=d_ff,
+        vocab_size=32128,
+        d_kv=d_kv,
+        gated_ffn=gated,
+        tied_embeddings=not gated,
+        max_positions=512,
+    )
+
+
+def _gpt2(d: int, heads: int, layers: int) -> Architecture:
+    return Architecture(d_model=d, num_heads=heads, num_layers=layers, d_ff=4 * d, vocab_size=50257, max_positions=1024)
+
+
+_T5 = {
+    "t5-small": _t5(512, 8, 6, 2048),
+    "t5-base": _t5(768, 12, 12, 3072),
+    "t5-large": _t5(1024, 16, 24, 4096),
+    "t5-3b": _t5(1024, 32, 24, 16384, d_kv=128),
+    "t5-11b": _t5(1024, 128, 24, 65536, d_kv=128),
+}
+_FLAN = {
+    "flan-t5-small": _t5(512, 6, 8, 1024, gated=True),
+    "flan-t5-base": _t5(768, 12, 12, 2048, gated=True),
+    "flan-t5-large": _t5(1024, 16, 24, 2816, gated=True),
+    "flan-t5-xl": _t5(2048, 32, 24, 5120, gated=True),
+}
+_GPT2 = {
+    "gpt2": _gpt2(768, 12, 12),
+    "gpt2-medium": _gpt2(1024, 16, 24),
+    "gpt2-large": _gpt2(1280, 20, 36),
+    "gpt2-xl": _gpt2(1600, 25, 48),
+}
+
+KNOWN_MODELS: dict[str, tuple[Family, Architecture]] = {
+    **{repo: (Family.T5, a) for name, a in _T5.items() for repo in (name, f"google-t5/{name}")},
+    **{f"google/{name}": (Family.T5, a) for name, a in _FLAN.items()},
+    **{repo: (Family.GPT2, a) for name, a in _GPT2.items() for repo in (name, f"openai-community/{name}")},
+    "EleutherAI/gpt-j-6b": (
+        Family.GPTJ,
+        Architecture(d_model=4096, num_heads=16, num_layers=28, d_ff=16384, vocab_size=50400, max_positions=2048),
+    ),
+}
+"""Hugging Face repository id -> (family, architecture)."""

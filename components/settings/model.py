@@ -1,0 +1,149 @@
+"""The validated, typed settings of one stack. Frozen: read once, passed down, never re-read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components.settings.gpus import GpuNodeType
+from tritonft.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class KubernetesClusterSettings:
+    """An existing cluster reached through a kubeconfig."""
+
+    kubeconfig: str | None
+    context: str | None
+    existing_addons: frozenset[str]
+    image_registry: str | None
+
+
+@dataclass(frozen=True)
+class AwsClusterSettings:
+    """EKS built by this stack."""
+
+    region: str
+    kubernetes_version: str
+    vpc_cidr: str
+    subnet_ids: tuple[str, ...]
+    gpu_nodes_min: int
+    gpu_nodes_max: int
+    gpu_nodes_desired: int
+    gpu_node_disk_gib: int | None
+    gpu_ami: str
+    gpu_capacity_type: str
+    system_instance_type: str
+    system_nodes_min: int
+    system_nodes_max: int
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """Where workloads run, whatever the platform."""
+
+    platform: str
+    gpu_node: GpuNodeType
+    gpu_node_selector: dict[str, str]
+    gpu_tolerations: tuple[dict[str, str], ...]
+    cpu_node_selector: dict[str, str]
+    storage_class: str | None
+    ingress_class: str
+    addons: frozenset[str]
+    """Add-ons this stack installs."""
+    kubernetes: KubernetesClusterSettings | None = None
+    aws: AwsClusterSettings | None = None
+
+    @property
+    def available_addons(self) -> frozenset[str]:
+        """Installed by this stack or already present in an existing cluster."""
+        present = self.kubernetes.existing_addons if self.kubernetes else frozenset()
+        return self.addons | present
+
+
+@dataclass(frozen=True)
+class ImageSettings:
+    """Server and tools images: built by the stack, or prebuilt and pinned by digest."""
+
+    server_image: str | None
+    tools_image: str | None
+    triton_version: str
+    ft_backend_commit: str
+    cuda_archs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class StorageSettings:
+    """The RWX model store."""
+
+    size_gib: int | None
+    headroom_percent: int
+    protect: bool
+
+
+@dataclass(frozen=True)
+class IngressSettings:
+    """HTTP and gRPC ingresses."""
+
+    host: str
+    grpc_host: str
+    class_name: str
+    tls: bool
+    tls_issuer: str | None
+    tls_secret_name: str
+    auth: str
+    basic_auth_secret: str | None
+    """Existing Secret with htpasswd lines; None = created from the ``ingressHtpasswd`` secret."""
+    oidc_auth_url: str | None
+    oidc_signin_url: str | None
+
+
+@dataclass(frozen=True)
+class AutoscalingSettings:
+    """HPA (or KEDA) on Triton's queue:compute ratio."""
+
+    enabled: bool
+    target_ratio: str
+    scale_up_stabilization_s: int
+    scale_down_stabilization_s: int
+    scale_to_zero: bool
+
+
+@dataclass(frozen=True)
+class ServingSettings:
+    """The Triton Deployment and everything around it."""
+
+    replicas_min: int
+    replicas_max: int
+    ingress: IngressSettings
+    autoscaling: AutoscalingSettings
+    monitoring: bool
+    load_bandwidth_mibps: int
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """The post-deploy integration probe."""
+
+    enabled: bool
+    protocol: str
+    requests: int
+    timeout_s: int
+    bleu_threshold: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything one stack asks for, validated."""
+
+    project: str
+    stack: str
+    environment: str
+    namespace: str
+    cluster: ClusterSettings
+    image: ImageSettings
+    storage: StorageSettings
+    models: tuple[ModelSpec, ...]
+    serving: ServingSettings
+    probe: ProbeSettings
+    secrets: frozenset[str]
+    """Names of the secret keys the stack sets (their values are read as Pulumi secrets, never here)."""
