@@ -120,7 +120,8 @@ def resource_record(res: Registered) -> dict[str, Any]:
 def manifest_yaml(manifest: Manifest) -> str:
     head = {k: manifest.body[k] for k in ("apiVersion", "kind", "metadata") if k in manifest.body}
     rest = {k: manifest.body[k] for k in sorted(manifest.body) if k not in head}
-    return yaml.safe_dump({**head, **rest}, sort_keys=False, default_flow_style=False, width=120)
+    ordered: dict[str, Any] = {**head, **rest}
+    return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=False, width=120)
 
 
 def _dump_json(data: Any) -> str:

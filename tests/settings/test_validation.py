@@ -1,0 +1,284 @@
+"""Stack settings validation: every problem reported at once, each with its exact key path and a fix."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from components.settings import load_settings
+from components.settings.catalog import KNOWN_MODELS
+from components.settings.gpus import AWS_GPU_INSTANCES
+from tritonft.errors import UserError
+from tritonft.spec import DataType, Family, parameter_count
+
+T5_SMALL = {"name": "t5-small", "hfRepo": "google-t5/t5-small", "revision": "df1b051c49625cf57a3d0d8d3863ed4d13564fe4"}
+GPTJ = {"name": "gpt-j-6b", "hfRepo": "EleutherAI/gpt-j-6b", "revision": "47e169305d2e8376be1d31e765533382721b2cc1"}
+
+
+def kubernetes_stack(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "platform": "kubernetes",
+        "environment": "local",
+        "gpuType": "A10G",
+        "imageRegistry": "localhost:5000/triton-ft",
+        "models": [dict(T5_SMALL)],
+    }
+    return base | overrides
+
+
+def aws_stack(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "platform": "aws",
+        "environment": "dev",
+        "awsRegion": "us-west-2",
+        "gpuInstanceType": "g5.12xlarge",
+        "ingressAuth": "none",
+        "models": [dict(T5_SMALL)],
+    }
+    return base | overrides
+
+
+def as_cli(values: dict[str, Any]) -> dict[str, str]:
+    """Values as the Pulumi CLI hands them to a program: strings, with objects and lists as JSON."""
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+
+
+def problems_of(values: dict[str, Any], secret_keys: tuple[str, ...] = ()) -> list[str]:
+    with pytest.raises(UserError) as info:
+        load_settings(as_cli(values), project="triton-ft", stack="test", secret_keys=secret_keys)
+    return info.value.problems
+
+
+def model(**fields: Any) -> dict[str, Any]:
+    return dict(T5_SMALL) | fields
+
+
+INVALID: list[tuple[str, dict[str, Any], str]] = [
+    ("typo in a top-level key", kubernetes_stack(replicaMax=2), "replicaMax: unknown key; did you mean `replicasMax`?"),
+    ("typo in a model key", kubernetes_stack(models=[model(tensorParalel=2)]), "models[0].tensorParalel: unknown key"),
+    ("platform missing", {k: v for k, v in kubernetes_stack().items() if k != "platform"}, "platform: is required"),
+    ("unknown platform", kubernetes_stack(platform="gke"), "platform: must be one of kubernetes, aws"),
+    (
+        "integer with a unit",
+        kubernetes_stack(storageSizeGiB="100Gi"),
+        "storageSizeGiB: is a whole number of GiB: write 100",
+    ),
+    (
+        "seconds as a duration",
+        kubernetes_stack(probeTimeoutSeconds="10m"),
+        "probeTimeoutSeconds: is a whole number of seconds",
+    ),
+    ("not a boolean", kubernetes_stack(autoscaling="yes"), "autoscaling: must be true or false"),
+    (
+        "not a quantity",
+        kubernetes_stack(autoscaleTargetRatio="half"),
+        "autoscaleTargetRatio: must be a Kubernetes quantity",
+    ),
+    (
+        "tensor parallel 3",
+        kubernetes_stack(models=[model(tensorParallel=3)]),
+        "models[0].tensorParallel: 3 is not one of 1, 2, 4, 8",
+    ),
+    (
+        "tensor parallel does not divide heads",
+        aws_stack(gpuInstanceType="g5.48xlarge", models=[model(tensorParallel=16)]),
+        "models[0].tensorParallel: 16 is not one of",
+    ),
+    (
+        "tensor parallel larger than the node's GPUs",
+        aws_stack(gpuInstanceType="g5.2xlarge", models=[model(tensorParallel=2)]),
+        "models[0].tensorParallel: 2 x pipelineParallel 1 = 2 GPUs, but a g5.2xlarge node has 1 A10G",
+    ),
+    (
+        "GPUs per node not divisible by TP x PP",
+        kubernetes_stack(gpusPerNode=6, models=[model(tensorParallel=4)]),
+        "models[0].tensorParallel: existing has 6 GPUs per node, which TP x PP = 4 does not divide",
+    ),
+    (
+        "min replicas above max",
+        kubernetes_stack(replicasMin=3, replicasMax=2),
+        "replicasMin: 3 is larger than replicasMax=2",
+    ),
+    (
+        "unknown GPU instance type",
+        aws_stack(gpuInstanceType="g5.3xlarge"),
+        "gpuInstanceType: 'g5.3xlarge' is not a GPU instance type we know",
+    ),
+    (
+        "CPU instance as GPU type",
+        aws_stack(gpuInstanceType="m6i.large"),
+        "gpuInstanceType: 'm6i.large' is not a GPU instance type",
+    ),
+    ("unknown GPU model", kubernetes_stack(gpuType="RTX9090"), "gpuType: must be one of"),
+    (
+        "weights do not fit the GPU",
+        kubernetes_stack(gpuType="T4", models=[dict(GPTJ) | {"dataType": "fp32"}]),
+        "models[0].tensorParallel: weights need ~22.5 GiB per GPU at dataType fp32 and TP 1",
+    ),
+    (
+        "duplicate model names",
+        kubernetes_stack(models=[dict(T5_SMALL), dict(T5_SMALL)]),
+        "models[1].name: 't5-small' is already used by models[0]",
+    ),
+    (
+        "model name not a Kubernetes name",
+        kubernetes_stack(models=[model(name="T5_Small")]),
+        "models[0].name: 'T5_Small' is not a valid Kubernetes name",
+    ),
+    (
+        "namespace not a Kubernetes name",
+        kubernetes_stack(namespace="Triton"),
+        "namespace: 'Triton' is not a valid Kubernetes name",
+    ),
+    ("branch as revision", kubernetes_stack(models=[model(revision="main")]), "models[0].revision: 'main' is a branch"),
+    (
+        "unknown repo without architecture",
+        kubernetes_stack(models=[model(hfRepo="acme/t5-custom")]),
+        "models[0].architecture: 'acme/t5-custom' is not in the catalog",
+    ),
+    (
+        "custom architecture missing fields",
+        kubernetes_stack(models=[model(hfRepo="acme/t5-custom", family="t5", architecture={"dModel": 512})]),
+        "models[0].architecture: missing numHeads, numLayers, dFf, vocabSize",
+    ),
+    (
+        "bf16 on a pre-Ampere GPU",
+        kubernetes_stack(gpuType="T4", models=[model(dataType="bf16")]),
+        "models[0].dataType: bf16 needs an Ampere or newer GPU",
+    ),
+    (
+        "int8 on a T5 model",
+        kubernetes_stack(models=[model(int8Mode=1)]),
+        "models[0].int8Mode: weight-only int8 is supported for gpt2 only",
+    ),
+    (
+        "preferred batch above max",
+        kubernetes_stack(models=[model(maxBatchSize=8, preferredBatchSizes=[4, 16])]),
+        "models[0].preferredBatchSizes: must be integers between 1 and maxBatchSize=8",
+    ),
+    (
+        "key of the other platform",
+        kubernetes_stack(gpuInstanceType="g5.xlarge"),
+        "gpuInstanceType: applies to platform `aws` only",
+    ),
+    (
+        "aws region missing",
+        {k: v for k, v in aws_stack().items() if k != "awsRegion"},
+        "awsRegion: is required for platform `aws`",
+    ),
+    ("GPU node min above max", aws_stack(gpuNodesMin=3, gpuNodesMax=2), "gpuNodesMin: 3 is larger than gpuNodesMax=2"),
+    (
+        "tag-only prebuilt image",
+        kubernetes_stack(serverImage="nvcr.io/acme/triton:latest"),
+        "serverImage: 'nvcr.io/acme/triton:latest' is not pinned by digest",
+    ),
+    (
+        "no registry for a build",
+        {k: v for k, v in kubernetes_stack().items() if k != "imageRegistry"},
+        "imageRegistry: required on platform kubernetes",
+    ),
+    (
+        "GPU arch not compiled",
+        kubernetes_stack(gpuType="H100", cudaArchs=["80", "86"]),
+        "cudaArchs: the H100 GPUs need sm_90",
+    ),
+    ("basic auth without credentials", aws_stack(ingressAuth="basic"), "ingressAuth: basic needs credentials"),
+    ("scale to zero without KEDA", kubernetes_stack(scaleToZero=True, replicasMin=0), "scaleToZero: needs KEDA"),
+    (
+        "monitoring without Prometheus operator",
+        kubernetes_stack(monitoring=True),
+        "monitoring: needs the Prometheus operator CRDs",
+    ),
+    ("models not a list", kubernetes_stack(models={"name": "x"}), "models: must be a list"),
+    (
+        "architecture field of the wrong type",
+        kubernetes_stack(
+            models=[
+                model(
+                    hfRepo="acme/t",
+                    family="t5",
+                    architecture={"dModel": "big", "numHeads": 8, "numLayers": 2, "dFf": 64, "vocabSize": 100},
+                )
+            ]
+        ),
+        "models[0].architecture.dModel: must be a positive integer",
+    ),
+]
+
+
+@pytest.mark.parametrize(("values", "expected"), [(v, e) for _, v, e in INVALID], ids=[i for i, _, _ in INVALID])
+def test_invalid_config_names_the_key_path_and_the_fix(values: dict[str, Any], expected: str) -> None:
+    problems = problems_of(values)
+    assert any(expected in p for p in problems), problems
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    values = kubernetes_stack(
+        replicaMax=2, storageSizeGiB="5Gi", models=[model(tensorParallel=3), model(revision="main")]
+    )
+    problems = problems_of(values)
+    assert len(problems) >= 4
+    assert {p.split(":")[0] for p in problems} >= {
+        "replicaMax",
+        "storageSizeGiB",
+        "models[0].tensorParallel",
+        "models[1].revision",
+    }
+
+
+def test_secret_keys_must_be_stored_as_secrets() -> None:
+    problems = problems_of(kubernetes_stack(hfToken="hf_plaintext"))
+    assert any(p.startswith("hfToken: must be stored as a secret") for p in problems)
+    assert not any("hf_plaintext" in p for p in problems), "the value itself must never be echoed"
+
+
+def test_a_valid_local_stack_yields_typed_frozen_settings() -> None:
+    settings = load_settings(as_cli(kubernetes_stack()), project="triton-ft", stack="local")
+    (spec,) = settings.models
+    assert spec.family is Family.T5 and spec.data_type is DataType.FP16
+    assert spec.architecture == KNOWN_MODELS["google-t5/t5-small"][1]
+    assert settings.cluster.gpu_node.gpu.name == "A10G"
+    assert settings.serving.ingress.tls is False and settings.serving.ingress.auth == "none"
+    with pytest.raises(AttributeError):
+        settings.namespace = "other"  # type: ignore[misc]
+
+
+def test_outside_local_tls_and_auth_default_on() -> None:
+    settings = load_settings(
+        as_cli(aws_stack(ingressAuth=None, basicAuthSecretName="creds") | {"ingressAuth": "basic"}),
+        project="triton-ft",
+        stack="dev",
+    )
+    assert settings.serving.ingress.tls is True
+    assert settings.serving.ingress.auth == "basic"
+
+
+def test_prod_protects_storage_by_default() -> None:
+    settings = load_settings(as_cli(aws_stack(environment="prod")), project="triton-ft", stack="prod")
+    assert settings.storage.protect is True
+
+
+def test_custom_architecture_is_accepted_with_a_family() -> None:
+    arch = {"dModel": 256, "numHeads": 4, "numLayers": 2, "dFf": 1024, "vocabSize": 1000}
+    settings = load_settings(
+        as_cli(kubernetes_stack(models=[model(hfRepo="acme/tiny-gpt", family="gpt2", architecture=arch)])),
+        project="triton-ft",
+        stack="local",
+    )
+    assert settings.models[0].architecture.d_model == 256
+    assert settings.models[0].family is Family.GPT2
+
+
+def test_known_parameter_counts_match_the_published_sizes() -> None:
+    # Published sizes: t5-small 60.5M, gpt2 124.4M, gpt-j-6b 6.05B (Hugging Face model cards).
+    assert parameter_count(*KNOWN_MODELS["t5-small"]) == pytest.approx(60.5e6, rel=0.01)
+    assert parameter_count(*KNOWN_MODELS["gpt2"]) == pytest.approx(124.4e6, rel=0.01)
+    assert parameter_count(*KNOWN_MODELS["EleutherAI/gpt-j-6b"]) == pytest.approx(6.05e9, rel=0.01)
+
+
+def test_gpu_instance_table_knows_the_four_gpu_g5_shapes() -> None:
+    assert AWS_GPU_INSTANCES["g5.12xlarge"].gpus == 4
+    assert AWS_GPU_INSTANCES["g5.12xlarge"].gpu.memory_gib == 24
+    assert AWS_GPU_INSTANCES["p5.48xlarge"].gpu.compute_capability == 90
