@@ -118,7 +118,8 @@ def resource_record(res: Registered) -> dict[str, Any]:
 
 
 def manifest_yaml(manifest: Manifest) -> str:
-    head = {k: manifest.body[k] for k in ("apiVersion", "kind", "metadata") if k in manifest.body}
+    first: tuple[str, ...] = ("apiVersion", "kind", "metadata")
+    head = {k: manifest.body[k] for k in first if k in manifest.body}
     rest = {k: manifest.body[k] for k in sorted(manifest.body) if k not in head}
     ordered: dict[str, Any] = {**head, **rest}
     return yaml.safe_dump(ordered, sort_keys=False, default_flow_style=False, width=120)
@@ -149,7 +150,7 @@ def _write_atomically(result: SynthResult, extras: tuple[Extra, ...]) -> None:
             path.write_text(manifest_yaml(manifest))
         for extra in extras:
             extra(result, staging)
-        (staging / "summary.txt").write_text(render_summary(result) + "\n")
+        (staging / "summary.txt").write_text(render_summary(result, with_path=False) + "\n")
         if target.exists():
             old = target.with_name(f".{target.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -163,7 +164,7 @@ def _write_atomically(result: SynthResult, extras: tuple[Extra, ...]) -> None:
         raise
 
 
-def render_summary(result: SynthResult, *, totals_only: bool = False) -> str:
+def render_summary(result: SynthResult, *, totals_only: bool = False, with_path: bool = True) -> str:
     """The resource tree per component, then the counts per type."""
     by_urn = {r.urn: r for r in result.resources}
     children: dict[str, list[Registered]] = {}
@@ -174,7 +175,7 @@ def render_summary(result: SynthResult, *, totals_only: bool = False) -> str:
     totals = (
         f"stack {result.stack.stack}: {len(result.resources)} resources "
         f"({sum(1 for r in result.resources if not r.custom)} components), "
-        f"{len(result.manifests)} Kubernetes manifests -> {result.out}"
+        f"{len(result.manifests)} Kubernetes manifests" + (f" -> {result.out}" if with_path else "")
     )
     if totals_only:
         return totals
