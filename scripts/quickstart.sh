@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up a fresh machine and run the main job on the embedded default: an offline synth of the `local` stack
+# (the real Pulumi program under Pulumi's mock engine), written to build/synth/local.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/bootstrap.sh
+.venv/bin/tritonft synth --stack local
