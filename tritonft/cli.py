@@ -15,7 +15,9 @@ from collections.abc import Sequence
 from tritonft import __version__
 from tritonft.errors import UserError
 
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "repo": ("tritonft.repo.command", "render and check a model's Triton repository (FT model, tokenizers, ensemble)"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
