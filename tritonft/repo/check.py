@@ -139,11 +139,9 @@ def ft_problems(model: Model, root: Path, require_checkpoint: bool) -> list[str]
     model_type = _parameter(config, "model_type") or ""
     if integers.get("int8_mode") and model_type not in FT_INT8_MODEL_TYPES:
         problems.append(f"{label}: int8_mode applies to GPT only, not {model_type!r}")
-    if config.HasField("sequence_batching"):
-        if config.max_batch_size != 1:
-            problems.append(f"{label}: sequence_batching needs max_batch_size 1")
-        if config.HasField("dynamic_batching"):
-            problems.append(f"{label}: sequence_batching and dynamic_batching exclude each other")
+    # sequence_batching and dynamic_batching are one protobuf oneof, so the parser already refuses both at once.
+    if config.HasField("sequence_batching") and config.max_batch_size != 1:
+        problems.append(f"{label}: sequence_batching needs max_batch_size 1")
     shapes = {
         (tuple(b.target_name), tuple(b.source_input))
         for b in config.batch_input
