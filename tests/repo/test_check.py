@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from google.protobuf import text_format
+from google.protobuf import text_format  # type: ignore[import-untyped]
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tritonft.repo import check_repository, ft_checkpoint_path, write_repository

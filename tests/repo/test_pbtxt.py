@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from google.protobuf import text_format
+from google.protobuf import text_format  # type: ignore[import-untyped]
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tritonft.errors import UserError
