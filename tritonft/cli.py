@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tritonft.synth.command",
         "run the Pulumi program offline (mock engine) and write the whole plan to disk",
     ),
+    "repo": ("tritonft.repo.command", "render and check a model's Triton repository (FT model, tokenizers, ensemble)"),
 }
 
 

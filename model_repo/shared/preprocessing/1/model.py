@@ -1,0 +1,43 @@
+"""Triton Python-backend glue of the ``preprocessing`` model: prompts (BYTES) -> FasterTransformer input tensors.
+
+All logic lives in ``tritonft_tokenization`` (copied next to this file by ``tritonft.repo``); this file only moves
+tensors between Triton and those functions. The tokenizer files sit in this version directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import triton_python_backend_utils as pb_utils
+from tritonft_tokenization import TokenizerSettings, load_tokenizer, preprocess
+
+OPTIONAL_INPUTS = ("max_output_len", "bad_words", "stop_words")
+
+
+class TritonPythonModel:
+    def initialize(self, args: dict[str, str]) -> None:
+        config = json.loads(args["model_config"])
+        self.settings = TokenizerSettings.from_parameters(config.get("parameters", {}))
+        self.tokenizer = load_tokenizer(Path(args["model_repository"]) / args["model_version"])
+        self.output_dtypes = {
+            output["name"]: pb_utils.triton_string_to_numpy(output["data_type"]) for output in config["output"]
+        }
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        responses = []
+        for request in requests:
+            inputs = {}
+            for name in ("text_input", *OPTIONAL_INPUTS):
+                tensor = pb_utils.get_input_tensor_by_name(request, name)
+                if tensor is not None:
+                    inputs[name] = tensor.as_numpy()
+            try:
+                outputs = preprocess(self.tokenizer, self.settings, inputs)
+            except ValueError as exc:
+                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(exc))))
+                continue
+            tensors = [pb_utils.Tensor(name, array.astype(self.output_dtypes[name])) for name, array in outputs.items()]
+            responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
+        return responses

@@ -1,0 +1,153 @@
+"""Tokenizer logic round-trips text through tokenizers trained inside the tests (no downloads)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tritonft.repo.tokenization import (
+    TokenizerSettings,
+    load_tokenizer,
+    parse_phrases,
+    postprocess,
+    preprocess,
+    to_word_list,
+)
+
+from .conftest import CORPUS
+
+GPT = TokenizerSettings(pad_id=0, end_id=0, max_input_len=64, default_output_len=16)
+T5 = TokenizerSettings(pad_id=0, end_id=1, max_input_len=64, default_output_len=16, append_id=1)
+PROMPTS = [CORPUS[0], "Hello world", "The quick brown fox jumps over the lazy dog."]
+
+
+def as_bytes_column(texts: list[str]) -> np.ndarray:
+    return np.array([[t.encode("utf-8")] for t in texts], dtype=object)
+
+
+def fake_generation(
+    input_ids: np.ndarray, lengths: np.ndarray, completion: list[list[int]], end_id: int, include_prompt: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """FT-shaped outputs ``[B, 1, T]``: (prompt +) completion + end id padding, and ``sequence_length [B, 1]``."""
+    rows = []
+    for b, tokens in enumerate(completion):
+        prompt = list(input_ids[b, : lengths[b, 0]]) if include_prompt else []
+        rows.append(prompt + tokens)
+    width = max(len(r) for r in rows) + 3
+    ids = np.full((len(rows), 1, width), end_id, dtype=np.uint32)
+    for b, row in enumerate(rows):
+        ids[b, 0, : len(row)] = row
+    return ids, np.array([[len(r)] for r in rows], dtype=np.int32)
+
+
+def test_gpt_batch_round_trips_prompts_and_pads_with_end_id(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    out = preprocess(tokenizer, GPT, {"text_input": as_bytes_column(PROMPTS)})
+    ids, lengths = out["input_ids"], out["input_lengths"]
+    assert ids.dtype == np.uint32 and ids.shape == (3, int(lengths.max()))
+    assert lengths.shape == (3, 1)
+    for b, prompt in enumerate(PROMPTS):
+        n = int(lengths[b, 0])
+        assert tokenizer.decode(ids[b, :n].tolist()) == prompt
+        assert (ids[b, n:] == GPT.end_id).all()
+    assert (out["request_output_len"] == 16).all() and out["request_output_len"].shape == (3, 1)
+
+
+def test_gpt_postprocess_strips_the_prompt_and_stops_at_end_id(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    out = preprocess(tokenizer, GPT, {"text_input": as_bytes_column(PROMPTS[:2])})
+    completions = [
+        tokenizer.encode(" once upon a time", add_special_tokens=False),
+        [*tokenizer.encode(" lamb.", add_special_tokens=False), GPT.end_id],
+    ]
+    ids, seq = fake_generation(out["input_ids"], out["input_lengths"], completions, GPT.end_id, include_prompt=True)
+    texts = postprocess(tokenizer, GPT, ids, seq, out["input_lengths"])
+    assert texts.shape == (2, 1)
+    assert [t.decode() for t in texts[:, 0]] == [" once upon a time", " lamb."]
+
+
+def test_t5_batch_round_trips_with_sentencepiece_and_appends_eos(t5_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(t5_tokenizer_dir)
+    out = preprocess(tokenizer, T5, {"text_input": as_bytes_column(PROMPTS)})
+    ids, lengths = out["input_ids"], out["input_lengths"]
+    for b, prompt in enumerate(PROMPTS):
+        n = int(lengths[b, 0])
+        assert ids[b, n - 1] == T5.end_id
+        assert (ids[b, n:] == T5.pad_id).all()
+        assert tokenizer.decode(ids[b, : n - 1].tolist()) == prompt
+
+
+def test_t5_postprocess_decodes_generated_tokens_until_eos(t5_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(t5_tokenizer_dir)
+    target = tokenizer.encode(CORPUS[1], add_special_tokens=False)
+    output_ids = np.array([[[*target, 1, 0, 0]]], dtype=np.int32)
+    texts = postprocess(tokenizer, T5, output_ids, np.array([[len(target) + 1]], dtype=np.int32))
+    assert texts[0, 0].decode() == CORPUS[1]
+
+
+def test_word_lists_use_the_two_row_layout(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    words = to_word_list(tokenizer, [["Hello", " lazy dog"], [], ["fox"]])
+    hello = tokenizer.encode("Hello", add_special_tokens=False)
+    lazy = tokenizer.encode(" lazy dog", add_special_tokens=False)
+    fox = tokenizer.encode("fox", add_special_tokens=False)
+    width = len(hello) + len(lazy)
+    assert words.dtype == np.int32 and words.shape == (3, 2, width)
+    assert list(words[0, 0]) == hello + lazy
+    assert list(words[0, 1]) == [len(hello), width] + [-1] * (width - 2)
+    assert list(words[1, 0]) == [0] * width and list(words[1, 1]) == [-1] * width
+    assert list(words[2, 0, : len(fox)]) == fox and words[2, 1, 0] == len(fox)
+
+
+def test_empty_word_lists_are_one_wide_no_words(gpt_tokenizer_dir: Path) -> None:
+    out = preprocess(load_tokenizer(gpt_tokenizer_dir), GPT, {"text_input": as_bytes_column(["a", "b"])})
+    for name in ("bad_words_list", "stop_words_list"):
+        assert out[name].tolist() == [[[0], [-1]], [[0], [-1]]]
+
+
+def test_stop_words_arrive_as_one_csv_string_per_row(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    inputs = {"text_input": as_bytes_column(["a"]), "stop_words": as_bytes_column(['stop, "here, now"'])}
+    out = preprocess(tokenizer, GPT, inputs)
+    expected = to_word_list(tokenizer, [["stop", "here, now"]])
+    assert np.array_equal(out["stop_words_list"], expected)
+
+
+def test_parse_phrases_handles_quotes_and_blanks() -> None:
+    assert parse_phrases('a, "b, c",, d') == ["a", "b, c", "d"]
+    assert parse_phrases("  ") == []
+
+
+def test_requested_output_length_overrides_default(gpt_tokenizer_dir: Path) -> None:
+    inputs = {"text_input": as_bytes_column(["a", "b"]), "max_output_len": np.array([[5], [9]], dtype=np.uint32)}
+    out = preprocess(load_tokenizer(gpt_tokenizer_dir), GPT, inputs)
+    assert out["request_output_len"].tolist() == [[5], [9]]
+
+
+def test_too_long_prompt_is_rejected_naming_the_row_and_limit(gpt_tokenizer_dir: Path) -> None:
+    short = TokenizerSettings(pad_id=0, end_id=0, max_input_len=4, default_output_len=8)
+    with pytest.raises(ValueError, match=r"row 1 is \d+ tokens long; this model accepts at most 4"):
+        preprocess(load_tokenizer(gpt_tokenizer_dir), short, {"text_input": as_bytes_column(["a", CORPUS[0]])})
+
+
+def test_invalid_utf8_is_rejected_naming_the_row(gpt_tokenizer_dir: Path) -> None:
+    bad = np.array([[b"ok"], [b"\xff\xfe"]], dtype=object)
+    with pytest.raises(ValueError, match="text_input: row 1 is not valid UTF-8"):
+        preprocess(load_tokenizer(gpt_tokenizer_dir), GPT, {"text_input": bad})
+
+
+def test_settings_read_triton_parameter_json() -> None:
+    params = {
+        k: {"string_value": v}
+        for k, v in {"pad_id": "0", "end_id": "1", "max_input_len": "8", "default_output_len": "4"}.items()
+    }
+    assert TokenizerSettings.from_parameters(params) == TokenizerSettings(0, 1, 8, 4, -1)
+    with pytest.raises(ValueError, match="'end_id' is missing"):
+        TokenizerSettings.from_parameters({"pad_id": "0"})
+
+
+def test_missing_tokenizer_names_the_expected_files(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"expected tokenizer.json or spiece.model or vocab.json \+ merges.txt"):
+        load_tokenizer(tmp_path)

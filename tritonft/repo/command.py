@@ -1,0 +1,56 @@
+"""``tritonft repo``: render a model's Triton repository (FT model, tokenizer models, ensemble) and check it."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spec", required=True, type=Path, help="model spec JSON file (ModelSpec.to_json())")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="converter output: the directory holding <TP>-gpu/ (or that directory); its config.ini is checked "
+        "against the spec and its tokenizer files are shipped unless --tokenizer is given",
+    )
+    parser.add_argument(
+        "--tokenizer", type=Path, help="directory with tokenizer.json, spiece.model or vocab.json+merges.txt"
+    )
+    parser.add_argument("--out", required=True, type=Path, help="Triton model repository root to write into")
+    parser.add_argument(
+        "--model-root",
+        default="/models",
+        help="absolute path at which Triton sees --out (model_checkpoint_path is absolute; default /models)",
+    )
+    parser.add_argument(
+        "--require-checkpoint",
+        action="store_true",
+        help="also fail when the weights or tokenizer files are not in the repository (use in the conversion Job)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from tritonft.errors import UserError
+    from tritonft.repo import check_repository, write_repository
+    from tritonft.spec import ModelSpec
+
+    try:
+        spec = ModelSpec.from_json(args.spec.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"--spec {args.spec}: cannot read ({exc.strerror})") from exc
+    except ValueError as exc:
+        raise UserError(f"--spec {args.spec}: {exc}") from exc
+    written = write_repository(
+        spec, args.out, args.checkpoint, tokenizer_dir=args.tokenizer, model_root=args.model_root
+    )
+    print(f"wrote {len(written.files)} files for models {', '.join(written.models)} into {written.root}")
+    if written.config_ini:
+        print(f"checked against {written.config_ini}")
+    if written.tokenizer:
+        print(f"tokenizer files: {', '.join(written.tokenizer)}")
+    problems = check_repository(args.out, require_checkpoint=args.require_checkpoint)
+    if problems:
+        raise UserError(f"the repository in {args.out} has problems", problems)
+    print("repository check: OK")
+    return 0

@@ -1,0 +1,196 @@
+"""Render a complete Triton model repository for one ``ModelSpec`` (pure) and write it atomically.
+
+:func:`render_repository_files` returns ``{relative path: bytes}`` and touches no disk beyond reading the
+templates; :func:`write_repository` adds the tokenizer files and swaps the result into place.
+
+Tokenizer files copied into both Python models' version directories (the first set found, see
+``tokenization.TOKENIZER_FILE_SETS``): ``tokenizer.json``, else ``spiece.model``, else ``vocab.json`` +
+``merges.txt``. They are looked up in ``tokenizer_dir`` (default: the checkpoint directory).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tritonft.errors import UserError
+from tritonft.repo import pbtxt, tokenization
+from tritonft.repo.checkpoint import (
+    CheckpointIni,
+    default_token_ids,
+    find_config_ini,
+    ini_problems,
+    other_tp_dirs,
+)
+from tritonft.repo.naming import SPEC_FILE, TOKENIZATION_MODULE, VERSION, RepoNames
+from tritonft.repo.templates import template_bytes
+from tritonft.repo.validate import spec_problems
+from tritonft.spec import ModelSpec
+
+ENSEMBLE_VERSION_MARKER = ".keep"
+"""Empty file that keeps the ensemble's (otherwise empty) version directory in place; Triton needs the directory."""
+
+
+def render_repository_files(
+    spec: ModelSpec, checkpoint_ini: str | None = None, model_root: str = "/models"
+) -> dict[str, bytes]:
+    """Every file of the repository except weights and tokenizer files, keyed by path relative to its root.
+
+    ``checkpoint_ini`` (the converted ``config.ini`` text) supplies the special token ids and is checked against
+    the spec; without it the family defaults are used (T5: start 0, end 1, pad 0; GPT-2/GPT-J: 50256).
+    ``model_root`` is where Triton sees the repository (``model_checkpoint_path`` is absolute).
+    Raises ``UserError`` listing every problem of the spec or disagreement with ``config.ini``.
+    """
+    problems = spec_problems(spec, model_root)
+    ids = default_token_ids(spec.family)
+    if checkpoint_ini is not None:
+        try:
+            ini = CheckpointIni.parse(checkpoint_ini)
+        except ValueError as exc:
+            raise UserError(str(exc)) from exc
+        problems += ini_problems(spec, ini)
+        if not problems:
+            ids = ini.token_ids(spec.family)
+    if problems:
+        raise UserError(f"cannot render the Triton repository for model {spec.name!r}", problems)
+
+    names = RepoNames.of(spec)
+    ft = pbtxt.ft_config(spec, model_root)
+    files: dict[str, bytes] = {
+        f"{names.ft}/config.pbtxt": pbtxt.render(ft, spec.name),
+        f"{names.ft}/{SPEC_FILE}": spec.to_json().encode("utf-8") + b"\n",
+        f"{names.preprocessing}/config.pbtxt": pbtxt.render(pbtxt.preprocessing_config(spec, ids), spec.name),
+        f"{names.postprocessing}/config.pbtxt": pbtxt.render(pbtxt.postprocessing_config(spec, ids, ft), spec.name),
+        f"{names.ensemble}/config.pbtxt": pbtxt.render(pbtxt.ensemble_config(spec), spec.name),
+        f"{names.ensemble}/{VERSION}/{ENSEMBLE_VERSION_MARKER}": b"",
+    }
+    tokenization_source = Path(tokenization.__file__).read_bytes()
+    for model, role in ((names.preprocessing, "preprocessing"), (names.postprocessing, "postprocessing")):
+        files[f"{model}/{VERSION}/model.py"] = template_bytes(f"shared/{role}/{VERSION}/model.py")
+        files[f"{model}/{VERSION}/{TOKENIZATION_MODULE}"] = tokenization_source
+    return dict(sorted(files.items()))
+
+
+def tokenizer_files(directory: Path) -> dict[str, bytes]:
+    """The tokenizer files to ship from ``directory``; ``UserError`` naming the files looked for when none."""
+    names = tokenization.find_tokenizer_files(directory)
+    if names is None:
+        wanted = " or ".join(" + ".join(group) for group in tokenization.TOKENIZER_FILE_SETS)
+        raise UserError(
+            f"no tokenizer files in {directory}: expected {wanted}; pass the Hugging Face download directory "
+            "with --tokenizer"
+        )
+    return {name: (directory / name).read_bytes() for name in names}
+
+
+@dataclass(frozen=True)
+class WrittenRepository:
+    """What :func:`write_repository` did."""
+
+    root: Path
+    models: tuple[str, ...]
+    files: tuple[str, ...]
+    config_ini: Path | None
+    tokenizer: tuple[str, ...]
+
+
+def read_checkpoint_ini(spec: ModelSpec, checkpoint_dir: Path) -> tuple[Path | None, str | None]:
+    """The checkpoint's ``config.ini`` (path, text) for the spec's TP; ``UserError`` when only other TPs exist."""
+    if not checkpoint_dir.is_dir():
+        raise UserError(f"checkpoint directory {checkpoint_dir} does not exist")
+    path = find_config_ini(checkpoint_dir, spec)
+    if path is None:
+        others = other_tp_dirs(checkpoint_dir)
+        if others:
+            raise UserError(
+                f"checkpoint {checkpoint_dir} holds {', '.join(others)} but the model spec says "
+                f"tensor_parallel={spec.tensor_parallel} (expected {spec.checkpoint_dir}/); reconvert or fix the spec"
+            )
+        return None, None
+    return path, path.read_text(encoding="utf-8")
+
+
+def write_repository(
+    spec: ModelSpec,
+    out_dir: Path,
+    checkpoint_dir: Path | None = None,
+    *,
+    tokenizer_dir: Path | None = None,
+    model_root: str = "/models",
+) -> WrittenRepository:
+    """Render and write the repository of ``spec`` into ``out_dir`` (a Triton repository root, maybe shared).
+
+    ``checkpoint_dir`` is the converter's output (the directory holding ``<TP>-gpu/``, or that directory itself):
+    its ``config.ini`` is checked against the spec and supplies token ids. Tokenizer files come from
+    ``tokenizer_dir`` (default ``checkpoint_dir``). Weights are never copied: the converter writes them to
+    ``<out>/<NAME>-ft/1/<TP>-gpu`` (see :func:`tritonft.repo.naming.ft_checkpoint_path`), and they survive
+    a re-render.
+
+    Atomic per model: each model directory is staged in a temporary directory inside ``out_dir`` and renamed into
+    place (composing models first, the ensemble last); the FT model directory is updated file by file
+    (``os.replace``) so existing weights stay put. On any error before the swap nothing in ``out_dir`` changes.
+    """
+    config_ini_path, config_ini = (None, None) if checkpoint_dir is None else read_checkpoint_ini(spec, checkpoint_dir)
+    files = render_repository_files(spec, config_ini, model_root)
+    names = RepoNames.of(spec)
+    token_source = tokenizer_dir or checkpoint_dir
+    shipped: dict[str, bytes] = {}
+    if token_source is not None:
+        shipped = tokenizer_files(token_source)
+        for model in (names.preprocessing, names.postprocessing):
+            for name, content in shipped.items():
+                files[f"{model}/{VERSION}/{name}"] = content
+    out_dir.mkdir(parents=True, exist_ok=True)
+    order = (names.ft, names.preprocessing, names.postprocessing, names.ensemble)
+    staging = Path(tempfile.mkdtemp(prefix=f".tritonft-{spec.name}-", dir=out_dir))
+    try:
+        _stage(staging, files)
+        for model in order:
+            if model == names.ft:
+                _merge_into(staging / model, out_dir / model)
+            else:
+                _swap_directory(staging / model, out_dir / model)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return WrittenRepository(
+        root=out_dir,
+        models=order,
+        files=tuple(sorted(files)),
+        config_ini=config_ini_path,
+        tokenizer=tuple(shipped),
+    )
+
+
+def _stage(staging: Path, files: Mapping[str, bytes]) -> None:
+    for relative, content in files.items():
+        path = staging / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content)
+        os.chmod(path, 0o644)
+
+
+def _swap_directory(new: Path, target: Path) -> None:
+    """Replace ``target`` by ``new`` with two renames (the old tree is deleted afterwards)."""
+    if not target.exists():
+        new.rename(target)
+        return
+    trash = new.parent / f"{target.name}.old"
+    target.rename(trash)
+    new.rename(target)
+    shutil.rmtree(trash)
+
+
+def _merge_into(new: Path, target: Path) -> None:
+    """Move every staged file of ``new`` into ``target`` with ``os.replace``, keeping other files (weights)."""
+    if not target.exists():
+        new.rename(target)
+    else:
+        for path in sorted(p for p in new.rglob("*") if p.is_file()):
+            destination = target / path.relative_to(new)
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, destination)
+    (target / VERSION).mkdir(exist_ok=True)

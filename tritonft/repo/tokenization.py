@@ -1,0 +1,296 @@
+"""Tokenizer logic of the Python-backend ``preprocessing`` / ``postprocessing`` models, importable without Triton.
+
+This module is copied verbatim into each rendered Python model's version directory as ``tritonft_tokenization.py``
+(the Python backend puts that directory on ``sys.path``), so it must stay self-contained: numpy plus, lazily, the
+``tokenizers`` or ``sentencepiece`` library. Tokenization itself is always done by those libraries from the
+model's own tokenizer files; nothing here implements BPE or Unigram.
+
+Tensor conventions (batch dimension first, as Triton hands them over):
+
+* prompts: ``[B, 1]`` BYTES (UTF-8);
+* ``input_ids`` ``[B, L]`` uint32, padded on the right with ``pad_id``; ``input_lengths`` ``[B, 1]`` uint32;
+* word lists (``bad_words_list`` / ``stop_words_list``): ``[B, 2, L]`` int32, FasterTransformer's layout: row 0 the
+  flattened token ids of all phrases (padded with 0), row 1 the cumulative end offset of each phrase (padded with -1);
+* FT outputs: ``output_ids`` ``[B, beams, T]`` and ``sequence_length`` ``[B, beams]``.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+TOKENIZER_JSON = "tokenizer.json"
+SENTENCEPIECE_MODEL = "spiece.model"
+BPE_VOCAB = "vocab.json"
+BPE_MERGES = "merges.txt"
+
+TOKENIZER_FILE_SETS: tuple[tuple[str, ...], ...] = (
+    (TOKENIZER_JSON,),
+    (SENTENCEPIECE_MODEL,),
+    (BPE_VOCAB, BPE_MERGES),
+)
+"""The tokenizer file sets understood, in order of preference: a ``tokenizers`` JSON (any family), a
+SentencePiece model (T5), or GPT-2 style byte-level BPE ``vocab.json`` + ``merges.txt``."""
+
+
+class TextTokenizer(Protocol):
+    """The two operations the Triton models need."""
+
+    def encode(self, text: str, *, add_special_tokens: bool) -> list[int]: ...
+
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+
+class HuggingFaceTokenizer:
+    """A ``tokenizers.Tokenizer`` (from ``tokenizer.json`` or GPT-2 ``vocab.json`` + ``merges.txt``)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self._tokenizer = tokenizer
+
+    def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
+        return list(self._tokenizer.encode(text, add_special_tokens=add_special_tokens).ids)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return str(self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=True))
+
+
+class SentencePieceTokenizer:
+    """A SentencePiece model (T5's ``spiece.model``). ``append_id`` is added by :func:`encode_prompts`, not here."""
+
+    def __init__(self, processor: Any) -> None:
+        self._processor = processor
+
+    def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
+        return [int(i) for i in self._processor.encode(text)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        # Control symbols (<pad>, </s>) decode to the empty string.
+        return str(self._processor.decode([int(i) for i in ids]))
+
+
+def find_tokenizer_files(directory: Path) -> tuple[str, ...] | None:
+    """The first complete tokenizer file set present in ``directory`` (see :data:`TOKENIZER_FILE_SETS`)."""
+    for names in TOKENIZER_FILE_SETS:
+        if all((directory / name).is_file() for name in names):
+            return names
+    return None
+
+
+def load_tokenizer(directory: Path) -> TextTokenizer:
+    """Load the tokenizer stored in ``directory``; ``FileNotFoundError`` names the files looked for."""
+    names = find_tokenizer_files(directory)
+    if names is None:
+        wanted = " or ".join(" + ".join(group) for group in TOKENIZER_FILE_SETS)
+        raise FileNotFoundError(f"no tokenizer in {directory}: expected {wanted}")
+    if names == (TOKENIZER_JSON,):
+        from tokenizers import Tokenizer
+
+        return HuggingFaceTokenizer(Tokenizer.from_file(str(directory / TOKENIZER_JSON)))
+    if names == (SENTENCEPIECE_MODEL,):
+        import sentencepiece
+
+        return SentencePieceTokenizer(sentencepiece.SentencePieceProcessor(model_file=str(directory / names[0])))
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    tokenizer = Tokenizer(models.BPE.from_file(str(directory / BPE_VOCAB), str(directory / BPE_MERGES)))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    return HuggingFaceTokenizer(tokenizer)
+
+
+@dataclass(frozen=True)
+class TokenizerSettings:
+    """Per-model knobs, rendered into the Python models' ``config.pbtxt`` ``parameters``.
+
+    ``pad_id`` pads ``input_ids`` (GPT: the end id, as FT's own GPT preprocessing does; T5: ``pad_token_id``).
+    ``append_id`` (T5 with SentencePiece: ``</s>``) is appended to every prompt when the tokenizer does not add
+    it itself. ``end_id`` cuts decoded outputs; ``max_input_len`` bounds prompts (longer ones are rejected, never
+    truncated silently); ``default_output_len`` is used when a request does not say ``max_output_len``.
+    """
+
+    pad_id: int
+    end_id: int
+    max_input_len: int
+    default_output_len: int
+    append_id: int = -1
+
+    @classmethod
+    def from_parameters(cls, parameters: Mapping[str, Any]) -> TokenizerSettings:
+        """Read Triton's ``parameters`` JSON (``{"key": {"string_value": "1"}}``) or a plain ``{"key": "1"}`` map."""
+
+        def get(key: str, default: str | None = None) -> int:
+            raw = parameters.get(key)
+            value = raw.get("string_value") if isinstance(raw, Mapping) else raw
+            if value is None:
+                if default is None:
+                    raise ValueError(f"model parameter {key!r} is missing; re-render the repository")
+                value = default
+            try:
+                return int(value)
+            except ValueError as exc:
+                raise ValueError(f"model parameter {key!r} must be an integer, got {value!r}") from exc
+
+        return cls(
+            pad_id=get("pad_id"),
+            end_id=get("end_id"),
+            max_input_len=get("max_input_len"),
+            default_output_len=get("default_output_len"),
+            append_id=get("append_id", "-1"),
+        )
+
+
+def decode_utf8_rows(array: npt.NDArray[Any], what: str) -> list[str]:
+    """One string per batch row of a ``[B, 1]`` (or ``[B]``) BYTES tensor; ``ValueError`` names the bad row."""
+    rows = np.asarray(array, dtype=object).reshape(len(array), -1)
+    texts: list[str] = []
+    for index, row in enumerate(rows):
+        if row.size != 1:
+            raise ValueError(f"{what}: row {index} has {row.size} elements; send exactly one string per row")
+        value = row[0]
+        if isinstance(value, bytes | bytearray):
+            try:
+                texts.append(bytes(value).decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{what}: row {index} is not valid UTF-8 ({exc.reason})") from exc
+        else:
+            texts.append(str(value))
+    return texts
+
+
+def encode_prompts(
+    tokenizer: TextTokenizer, texts: Sequence[str], settings: TokenizerSettings
+) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
+    """Tokenize a batch of prompts: ``(input_ids [B, L], input_lengths [B, 1])``, right-padded with ``pad_id``."""
+    encoded: list[list[int]] = []
+    for index, text in enumerate(texts):
+        ids = tokenizer.encode(text, add_special_tokens=True)
+        if settings.append_id >= 0 and (not ids or ids[-1] != settings.append_id):
+            ids.append(settings.append_id)
+        if not ids:
+            raise ValueError(f"text_input: row {index} encodes to no tokens; send a non-empty prompt")
+        if len(ids) > settings.max_input_len:
+            raise ValueError(
+                f"text_input: row {index} is {len(ids)} tokens long; this model accepts at most "
+                f"{settings.max_input_len} (shorten the prompt or raise max_input_len in the model spec)"
+            )
+        encoded.append(ids)
+    width = max((len(ids) for ids in encoded), default=1)
+    input_ids = np.full((len(encoded), width), settings.pad_id, dtype=np.uint32)
+    for row, ids in enumerate(encoded):
+        input_ids[row, : len(ids)] = ids
+    lengths = np.array([[len(ids)] for ids in encoded], dtype=np.uint32).reshape(len(encoded), 1)
+    return input_ids, lengths
+
+
+def parse_phrases(text: str) -> list[str]:
+    """Phrases of one word-list string: comma-separated, CSV quoting allowed (``'a, "b, c"'`` → ``a``, ``b, c``)."""
+    if not text.strip():
+        return []
+    return [phrase for phrase in next(csv.reader([text], skipinitialspace=True)) if phrase]
+
+
+def to_word_list(tokenizer: TextTokenizer, phrase_rows: Sequence[Sequence[str]]) -> npt.NDArray[np.int32]:
+    """FasterTransformer word-list tensor ``[B, 2, L]``: flattened phrase ids and cumulative end offsets.
+
+    A row without phrases becomes ids ``[0, ...]`` and offsets ``[-1, ...]`` (FT's "no words"); ``L`` is at least 1.
+    """
+    flat_rows: list[list[int]] = []
+    offset_rows: list[list[int]] = []
+    for phrases in phrase_rows:
+        flat: list[int] = []
+        offsets: list[int] = []
+        for phrase in phrases:
+            ids = tokenizer.encode(phrase, add_special_tokens=False)
+            if not ids:
+                continue
+            flat.extend(ids)
+            offsets.append(len(flat))
+        flat_rows.append(flat)
+        offset_rows.append(offsets)
+    width = max([1, *(len(flat) for flat in flat_rows)])
+    result = np.zeros((len(flat_rows), 2, width), dtype=np.int32)
+    result[:, 1, :] = -1
+    for row, (flat, offsets) in enumerate(zip(flat_rows, offset_rows, strict=True)):
+        result[row, 0, : len(flat)] = flat
+        result[row, 1, : len(offsets)] = offsets
+    return result
+
+
+def output_lengths(
+    requested: npt.NDArray[Any] | None, batch: int, settings: TokenizerSettings
+) -> npt.NDArray[np.uint32]:
+    """``request_output_len`` ``[B, 1]``: the request's value per row, or ``default_output_len``."""
+    if requested is None:
+        return np.full((batch, 1), settings.default_output_len, dtype=np.uint32)
+    values = np.asarray(requested).reshape(batch, -1)[:, :1].astype(np.int64)
+    if (values < 1).any():
+        raise ValueError("max_output_len: every row must be at least 1")
+    return values.astype(np.uint32)
+
+
+def preprocess(
+    tokenizer: TextTokenizer, settings: TokenizerSettings, inputs: Mapping[str, npt.NDArray[Any]]
+) -> dict[str, npt.NDArray[Any]]:
+    """The whole ``preprocessing`` model: request tensors by input name → response tensors by output name.
+
+    Inputs: ``text_input`` (required), ``max_output_len``, ``bad_words``, ``stop_words`` (optional; word lists are
+    one comma-separated string per row). Outputs: ``input_ids``, ``input_lengths``, ``request_output_len``,
+    ``bad_words_list``, ``stop_words_list``.
+    """
+    if "text_input" not in inputs:
+        raise ValueError("text_input is required: one UTF-8 prompt per batch row")
+    texts = decode_utf8_rows(inputs["text_input"], "text_input")
+    input_ids, input_lengths = encode_prompts(tokenizer, texts, settings)
+    outputs: dict[str, npt.NDArray[Any]] = {
+        "input_ids": input_ids,
+        "input_lengths": input_lengths,
+        "request_output_len": output_lengths(inputs.get("max_output_len"), len(texts), settings),
+    }
+    for source, target in (("bad_words", "bad_words_list"), ("stop_words", "stop_words_list")):
+        raw = inputs.get(source)
+        rows = [parse_phrases(text) for text in decode_utf8_rows(raw, source)] if raw is not None else []
+        if raw is not None and len(rows) != len(texts):
+            raise ValueError(f"{source}: {len(rows)} rows for {len(texts)} prompts; send one string per prompt")
+        outputs[target] = to_word_list(tokenizer, rows or [[] for _ in texts])
+    return outputs
+
+
+def generated_tokens(ids: npt.NDArray[Any], length: int, start: int, end_id: int) -> list[int]:
+    """The tokens of one beam between ``start`` (prompt length, GPT) and ``length``, cut at the first ``end_id``."""
+    tokens = [int(t) for t in np.asarray(ids).reshape(-1)[start:length]]
+    if end_id in tokens:
+        tokens = tokens[: tokens.index(end_id)]
+    return tokens
+
+
+def postprocess(
+    tokenizer: TextTokenizer,
+    settings: TokenizerSettings,
+    output_ids: npt.NDArray[Any],
+    sequence_length: npt.NDArray[Any],
+    input_lengths: npt.NDArray[Any] | None = None,
+) -> npt.NDArray[np.object_]:
+    """Decode FT's ``output_ids [B, beams, T]`` to ``text_output [B, beams]`` (UTF-8 bytes).
+
+    With ``input_lengths`` (GPT models, non-streaming) the prompt is stripped, so the text is the completion only;
+    without it the whole sequence is decoded (T5 outputs hold only generated tokens anyway).
+    """
+    ids = np.asarray(output_ids)
+    if ids.ndim == 2:
+        ids = ids[:, np.newaxis, :]
+    batch, beams = ids.shape[0], ids.shape[1]
+    lengths = np.asarray(sequence_length).reshape(batch, -1)
+    starts = np.asarray(input_lengths).reshape(batch, -1)[:, 0] if input_lengths is not None else np.zeros(batch, int)
+    texts = np.empty((batch, beams), dtype=object)
+    for b in range(batch):
+        for k in range(beams):
+            length = int(lengths[b, min(k, lengths.shape[1] - 1)])
+            tokens = generated_tokens(ids[b, k], length, int(starts[b]), settings.end_id)
+            texts[b, k] = tokenizer.decode(tokens).encode("utf-8")
+    return texts
