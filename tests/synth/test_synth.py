@@ -146,3 +146,34 @@ def test_summary_prints_the_resource_tree_and_counts(capsys: pytest.CaptureFixtu
     assert "+ local  [triton-ft:cluster:ExistingCluster]" in out
     assert "Resources by type:" in out
     assert "kubernetes:core/v1:Namespace" in out
+
+
+def test_synth_writes_each_models_rendered_repository(tmp_path: Path) -> None:
+    from google.protobuf import text_format  # type: ignore[import-untyped]
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    synthesize("local", out=tmp_path, project_dir=REPO)
+    ensemble = tmp_path / "model_repos" / "t5-small" / "t5-small" / "config.pbtxt"
+    config = text_format.Parse(ensemble.read_text(), mc.ModelConfig())
+    assert config.platform == "ensemble"
+    ft = text_format.Parse((tmp_path / "model_repos/t5-small/t5-small-ft/config.pbtxt").read_text(), mc.ModelConfig())
+    assert ft.parameters["model_checkpoint_path"].string_value == "/models/t5-small-ft/1/1-gpu"
+
+
+def test_synth_fails_when_a_rendered_repository_breaks_the_ensemble_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+
+    from tritonft.errors import UserError
+    from tritonft.repo import templates
+
+    broken = tmp_path / "templates"
+    shutil.copytree(REPO / "model_repo", broken)
+    pbtxt = broken / "t5" / "ensemble" / "config.pbtxt"
+    pbtxt.write_text(pbtxt.read_text().replace('"output_ids"', '"output_idz"', 1))
+    monkeypatch.setenv(templates.TEMPLATES_ENV, str(broken))
+    templates._read.cache_clear()
+    with pytest.raises(UserError, match="fails the ensemble check"):
+        synthesize("local", out=tmp_path / "plan", project_dir=REPO)
+    assert not (tmp_path / "plan").exists(), "a failed synth writes nothing"

@@ -4,8 +4,8 @@
 (config template + ``1/model.py``). Templates are partial ``ModelConfig`` messages in protobuf text format; they
 are parsed with Triton's own schema, so a typo in a template fails loudly here.
 
-The directory is found next to the ``tritonft`` package (source checkout or the tools image, which copies the
-project); ``TRITONFT_MODEL_REPO_TEMPLATES`` overrides it.
+The directory is found inside the installed package (``tritonft/model_repo``, put there by the wheel build) or
+next to the ``tritonft`` package in a source checkout; ``TRITONFT_MODEL_REPO_TEMPLATES`` overrides both.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ TEMPLATES_ENV = "TRITONFT_MODEL_REPO_TEMPLATES"
 def templates_dir() -> Path:
     """The ``model_repo/`` directory; ``UserError`` when it cannot be found."""
     override = os.environ.get(TEMPLATES_ENV)
-    path = Path(override) if override else Path(__file__).resolve().parents[2] / "model_repo"
+    package = Path(__file__).resolve().parents[1]
+    bundled = package / "model_repo"
+    path = Path(override) if override else bundled if bundled.is_dir() else package.parent / "model_repo"
     if not (path / "shared").is_dir():
         raise UserError(
             f"model repository templates not found at {path}; set {TEMPLATES_ENV} to the project's model_repo/ "

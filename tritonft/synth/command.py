@@ -16,8 +16,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tritonft.synth.model_repos import write_model_repositories
     from tritonft.synth.run import synthesize
 
-    result = synthesize(args.stack, out=args.out, project_dir=args.project_dir)
+    result = synthesize(args.stack, out=args.out, project_dir=args.project_dir, extras=(write_model_repositories,))
     print(result.summary_text(totals_only=args.quiet))
     return 0

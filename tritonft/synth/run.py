@@ -52,9 +52,16 @@ class SynthResult:
 
 
 def synthesize(
-    stack: str, *, out: Path | None = None, project_dir: Path | None = None, extras: tuple[Extra, ...] = ()
+    stack: str, *, out: Path | None = None, project_dir: Path | None = None, extras: tuple[Extra, ...] | None = None
 ) -> SynthResult:
-    """Synthesize one stack. Raises :class:`UserError` (every problem listed) for an invalid stack config."""
+    """Synthesize one stack. Raises :class:`UserError` (every problem listed) for an invalid stack config.
+
+    ``extras`` are later stages writing into the same output; by default the rendered model repositories.
+    """
+    if extras is None:
+        from tritonft.synth.model_repos import write_model_repositories
+
+        extras = (write_model_repositories,)
     root = project_dir.resolve() if project_dir else find_project_root(Path.cwd())
     config = read_stack(root, stack)
     mocks = RecordingMocks()
@@ -193,6 +200,9 @@ def render_summary(result: SynthResult, *, totals_only: bool = False, with_path:
     width = max((len(t) for t in counts), default=0)
     lines.extend(f"  {typ.ljust(width)}  {n}" for typ, n in sorted(counts.items()))
     lines.append("")
+    repos = sorted({f.split("/")[1] for f in result.extra_files if f.startswith("model_repos/")})
+    if repos:
+        lines.append("Model repositories: " + ", ".join(f"model_repos/{r}" for r in repos))
     lines.append("Outputs: " + (", ".join(sorted(result.outputs)) or "none"))
     lines.append(totals)
     return "\n".join(lines)
