@@ -15,7 +15,10 @@ from collections.abc import Sequence
 from tritonft import __version__
 from tritonft.errors import UserError
 
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "probe": ("tritonft.probe.cli", "check a deployed endpoint: health, contract, a judged inference, latency"),
+    "bench": ("tritonft.bench.cli", "load-test an endpoint at several concurrencies (table, CSV, PNG plot)"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
