@@ -19,13 +19,22 @@ from tritonft.probe.contract import DEFAULT_TEXT_CONTRACT, TextContract, compare
 from tritonft.probe.endpoint import Endpoint, Protocol, parse_endpoint
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, judge, samples_for
 from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
-from tritonft.probe.retry import Deadline, PermanentError, RetriesExhaustedError, TransientError, retry
+from tritonft.probe.retry import (
+    MIN_CALL_TIMEOUT_S,
+    Deadline,
+    PermanentError,
+    RetriesExhaustedError,
+    TransientError,
+    retry,
+)
 from tritonft.probe.stats import LatencySummary
 from tritonft.spec import Family
 
 DEFAULT_DEADLINE_S = 300.0
 DEFAULT_CALL_TIMEOUT_S = 30.0
 DEFAULT_LATENCY_REQUESTS = 20
+READINESS_SHARE = 0.75
+"""Waiting for readiness may use this share of the deadline; the rest is kept for checking the ready models."""
 
 
 @dataclass(frozen=True)
@@ -145,8 +154,11 @@ class _Run:
         return self.attempt("server_live", check)
 
     def server_metadata(self) -> dict[str, Any]:
+        timeout = self.deadline.call_timeout(self.config.call_timeout_s)
+        if timeout < MIN_CALL_TIMEOUT_S:
+            return {}
         try:
-            return self.client.server_metadata(self.deadline.call_timeout(self.config.call_timeout_s))
+            return self.client.server_metadata(timeout)
         except (TransientError, PermanentError):
             return {}
 
@@ -162,10 +174,12 @@ class _Run:
         """Poll server readiness and every model's readiness together until all are ready or the deadline passes.
 
         Polled together because a V2 server is ready only when all its models are: the per-model answers say
-        which model holds it back. Records ``server_ready`` and one ``model_ready`` outcome per model; returns the
-        models that became ready.
+        which model holds it back. The wait may use :data:`READINESS_SHARE` of the remaining time, so the models
+        that did become ready are still checked. Records ``server_ready`` and one ``model_ready`` outcome per
+        model; returns the models that became ready.
         """
         started = self.deadline.elapsed()
+        budget = Deadline(max(self.deadline.remaining() * READINESS_SHARE, 1e-3))
         server_ready = False
         server_reason = "the deadline passed before the server was asked"
         ready: set[str] = set()
@@ -175,29 +189,29 @@ class _Run:
             nonlocal server_ready, server_reason
             if not server_ready:
                 try:
-                    server_ready = self.client.server_ready(self.deadline.call_timeout(self.config.call_timeout_s))
+                    server_ready = self.client.server_ready(budget.call_timeout(self.config.call_timeout_s))
                     server_reason = "the server answered not ready"
                 except (TransientError, PermanentError) as exc:
                     server_reason = str(exc)
             for name in names:
                 if name in ready:
                     continue
-                timeout = self.deadline.call_timeout(self.config.call_timeout_s)
+                timeout = budget.call_timeout(self.config.call_timeout_s)
                 try:
                     if self.client.model_ready(name, timeout):
                         ready.add(name)
                         continue
-                    reasons[name] = self.not_ready_reason(name, self.deadline.call_timeout(timeout))
+                    reasons[name] = self.not_ready_reason(name, budget.call_timeout(timeout))
                 except (TransientError, PermanentError) as exc:
                     reasons[name] = str(exc)  # an unknown model may still be registering: keep polling
             if not server_ready or len(ready) < len(names):
                 raise TransientError("not ready yet")
 
         try:
-            attempts = retry(poll, self.deadline, self.config.call_timeout_s, sleep=self.sleep).attempts
+            attempts = retry(poll, budget, self.config.call_timeout_s, sleep=self.sleep).attempts
         except RetriesExhaustedError as exc:
             attempts = exc.attempts
-        within = f"not ready within the {self.deadline.seconds:g} s deadline"
+        within = f"not ready within {budget.seconds:.1f} s ({READINESS_SHARE:.0%} of the deadline)"
         if server_ready:
             self.record("server_ready", True, "ok", started, attempts=attempts)
         else:
@@ -270,7 +284,7 @@ class _Run:
         latencies: list[float] = []
         for _ in range(wanted):
             timeout = self.deadline.call_timeout(self.config.call_timeout_s)
-            if timeout <= 0:
+            if timeout < MIN_CALL_TIMEOUT_S:
                 detail = f"the deadline passed after {len(latencies)} of {wanted} requests"
                 self.record("latency", False, detail, started, target.name, attempts=len(latencies))
                 return None
