@@ -10,7 +10,7 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
-import dill
+import dill  # type: ignore[import-untyped]
 import pulumi
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
