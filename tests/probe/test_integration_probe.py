@@ -1,0 +1,256 @@
+"""The IntegrationProbe dynamic provider (called directly), its pickling and its registration under mocks."""
+
+from __future__ import annotations
+
+import base64
+import pickletools
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+import dill  # type: ignore[import-untyped]
+import pulumi
+import pytest
+from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.runtime.rpc import _special_secret_sig, _special_sig_key
+
+import components.probe as probe_module
+from components.probe import (
+    IntegrationProbe,
+    IntegrationProbeArgs,
+    IntegrationProbeProvider,
+    ProbeFailedError,
+    probe_trigger,
+)
+from tritonft.probe import CheckOutcome, LatencySummary, ModelReport, ModelStatus, ModelTarget, ProbeReport
+from tritonft.spec import Architecture, Family, ModelSpec
+from tritonft.synth.engine import RecordingMocks, run_program
+
+REPO = Path(__file__).resolve().parents[2]
+TYPE_TOKEN = "pulumi-python:dynamic/tritonft:IntegrationProbe"
+
+
+def props(**overrides: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "endpoint": "http://127.0.0.1:8000",
+        "models": [ModelTarget("t5", Family.T5).to_dict()],
+        "trigger": probe_trigger("sha256:aaa", {"t5": "rev1"}, "cfg1"),
+        "deadline_s": 60.0,
+        "call_timeout_s": 5.0,
+        "latency_requests": 20.0,  # the engine passes numbers as floats
+        "bleu_threshold": 15.0,
+    }
+    return base | overrides
+
+
+def passing_report(endpoint: str = "http://127.0.0.1:8000") -> ProbeReport:
+    latency = LatencySummary(count=20, p50_ms=12.5, p95_ms=20.0, mean_ms=13.0, max_ms=21.0)
+    return ProbeReport(
+        endpoint=endpoint,
+        protocol="http",
+        ok=True,
+        elapsed_s=0.4,
+        checks=(CheckOutcome("server_live", True, "ok", 0.01),),
+        models=(ModelReport("t5", "t5", ModelStatus.OK, "translate ...", "Das ist gut.", 100.0, latency),),
+    )
+
+
+def failing_report() -> ProbeReport:
+    return ProbeReport(
+        endpoint="http://127.0.0.1:8000",
+        protocol="http",
+        ok=False,
+        elapsed_s=60.0,
+        checks=(CheckOutcome("model_ready", False, "not ready within 45.0 s: still loading", 45.0, model="t5"),),
+        models=(ModelReport("t5", "t5", ModelStatus.NOT_READY),),
+    )
+
+
+@pytest.fixture
+def probed(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Replace the network step with a passing report; record what it was asked to probe."""
+    seen: list[dict[str, Any]] = []
+
+    def fake(p: dict[str, Any]) -> ProbeReport:
+        seen.append(dict(p))
+        return passing_report(p["endpoint"])
+
+    monkeypatch.setattr(probe_module, "_probe", fake)
+    return seen
+
+
+# --- check ---------------------------------------------------------------------------------------------------
+def test_check_accepts_valid_inputs() -> None:
+    result = IntegrationProbeProvider().check({}, props())
+    assert result.failures == []
+    assert result.inputs == props()
+
+
+def test_check_names_every_bad_input() -> None:
+    result = IntegrationProbeProvider().check({}, props(endpoint="ftp://x", models=[], deadline_s=0.0))
+    reasons = {f.property: f.reason for f in result.failures}
+    assert set(reasons) == {"endpoint", "models", "deadline_s"}
+    assert "scheme 'ftp'" in reasons["endpoint"]
+
+
+def test_check_defers_validation_of_values_unknown_during_preview() -> None:
+    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+    assert IntegrationProbeProvider().check({}, props(endpoint=unknown)).failures == []
+
+
+# --- diff ----------------------------------------------------------------------------------------------------
+def test_diff_is_empty_when_nothing_changed() -> None:
+    assert IntegrationProbeProvider().diff("id", props(ok=True), props()).changes is False
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"trigger": probe_trigger("sha256:bbb", {"t5": "rev1"}, "cfg1")},  # new image
+        {"trigger": probe_trigger("sha256:aaa", {"t5": "rev2"}, "cfg1")},  # new model revision
+        {"trigger": probe_trigger("sha256:aaa", {"t5": "rev1"}, "cfg2")},  # new serving config
+        {"endpoint": "http://10.0.0.1:8000"},
+        {"models": [ModelTarget("gpt", Family.GPT2).to_dict()]},
+    ],
+)
+def test_diff_reruns_the_probe_when_a_release_input_changes(change: dict[str, Any]) -> None:
+    result = IntegrationProbeProvider().diff("id", props(), props(**change))
+    assert result.changes is True
+    assert result.replaces == []  # re-probing is an update, never a replacement
+
+
+def test_diff_ignores_rotated_auth_headers() -> None:
+    old, new = props(), props(headers={"Authorization": "Bearer new"})
+    assert IntegrationProbeProvider().diff("id", old, new).changes is False
+
+
+def test_trigger_is_stable_and_order_independent() -> None:
+    a = probe_trigger("sha256:x", {"t5": "r1", "gpt": "r2"}, "c")
+    assert a == probe_trigger("sha256:x", {"gpt": "r2", "t5": "r1"}, "c")
+    assert a.startswith("sha256:") and len(a) == len("sha256:") + 64
+
+
+# --- create / update / delete ----------------------------------------------------------------------------------
+def test_create_probes_and_exports_the_results(probed: list[dict[str, Any]]) -> None:
+    result = IntegrationProbeProvider().create(props())
+
+    assert probed == [props()]
+    assert result.id.startswith("probe-")
+    outs = result.outs
+    assert outs is not None
+    assert outs["ok"] is True
+    assert outs["model_status"] == {"t5": "ok"}
+    assert outs["sample_answers"] == {"t5": "Das ist gut."}
+    assert outs["latency_ms"] == {"t5": {"p50": 12.5, "p95": 20.0}}
+    assert ProbeReport.from_dict(outs["report"]) == passing_report()
+    assert outs["trigger"] == props()["trigger"]
+
+
+def test_create_never_exports_auth_headers(probed: list[dict[str, Any]]) -> None:
+    result = IntegrationProbeProvider().create(props(headers={"Authorization": "Bearer s3cret"}))
+
+    assert probed[0]["headers"] == {"Authorization": "Bearer s3cret"}  # used for the requests...
+    assert "s3cret" not in repr(result.outs)  # ...but not kept in state
+
+
+def test_create_fails_with_the_failed_checks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe_module, "_probe", lambda _p: failing_report())
+    with pytest.raises(ProbeFailedError, match=r"model_ready\[t5\]: not ready within 45.0 s: still loading"):
+        IntegrationProbeProvider().create(props())
+
+
+def test_update_probes_the_new_inputs(probed: list[dict[str, Any]]) -> None:
+    new = props(endpoint="http://10.0.0.2:8000")
+    result = IntegrationProbeProvider().update("probe-1", props(), new)
+
+    assert probed == [new]
+    assert result.outs is not None and result.outs["report"]["endpoint"] == "http://10.0.0.2:8000"
+
+
+def test_update_failure_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe_module, "_probe", lambda _p: failing_report())
+    with pytest.raises(ProbeFailedError):
+        IntegrationProbeProvider().update("probe-1", props(), props(trigger="sha256:new"))
+
+
+def test_delete_needs_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(_p: dict[str, Any]) -> ProbeReport:
+        raise AssertionError("delete must not probe")
+
+    monkeypatch.setattr(probe_module, "_probe", boom)
+    IntegrationProbeProvider().delete("probe-1", props())  # returns without touching the network
+
+
+# --- serialisation -----------------------------------------------------------------------------------------------
+def test_provider_is_pickled_by_reference() -> None:
+    blob = base64.b64decode(serialize_provider(IntegrationProbeProvider()))
+    listing = StringIO()
+    pickletools.dis(blob, out=listing)
+
+    assert "'components.probe'" in listing.getvalue() and "'IntegrationProbeProvider'" in listing.getvalue()
+    assert b"co_code" not in blob and len(blob) < 200  # a reference, not pickled bytecode
+    assert type(dill.loads(blob)) is IntegrationProbeProvider
+
+
+def test_provider_object_is_not_secret_by_default() -> None:
+    assert IntegrationProbeProvider.serialize_as_secret_always is False
+
+
+def test_module_import_creates_no_resources() -> None:
+    code = "import components.probe, pulumi.runtime.settings as s; assert s.SETTINGS.monitor is None; print('ok')"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+# --- registration under mocks (check/create never run there: assert the registered inputs) -----------------------
+def t5_spec() -> ModelSpec:
+    arch = Architecture(d_model=512, num_heads=8, num_layers=6, d_ff=2048, vocab_size=32128, d_kv=64)
+    return ModelSpec(name="t5-small", family=Family.T5, hf_repo="t5-small", revision="df1b051", architecture=arch)
+
+
+def test_registers_with_release_trigger_and_model_targets(mocks: RecordingMocks) -> None:
+    def build() -> None:
+        args = IntegrationProbeArgs.from_specs(
+            pulumi.Output.from_input("http://triton.example.internal:8000"),
+            [t5_spec()],
+            image_digest="sha256:abc",
+            serving_config="repo-hash-1",
+            deadline_s=600.0,
+        )
+        IntegrationProbe("smoke", args)
+
+    run_program(build)
+
+    (probe,) = mocks.of_type(TYPE_TOKEN)
+    assert probe.name == "smoke"
+    assert probe.inputs["endpoint"] == "http://triton.example.internal:8000"
+    assert probe.inputs["models"] == [ModelTarget("t5-small", Family.T5).to_dict()]
+    assert probe.inputs["trigger"] == probe_trigger("sha256:abc", {"t5-small": "df1b051"}, "repo-hash-1")
+    assert probe.inputs["deadline_s"] == 600.0
+    assert "headers" not in probe.inputs
+    assert probe.inputs["__provider"]  # the pickled provider travels with the resource
+
+
+def test_auth_headers_are_registered_as_secret(mocks: RecordingMocks) -> None:
+    def build() -> None:
+        args = IntegrationProbeArgs(
+            endpoint="https://triton.example.com",
+            models=[ModelTarget("gpt", Family.GPT2)],
+            headers={"Authorization": "Bearer s3cret"},
+        )
+        IntegrationProbe("smoke", args)
+
+    run_program(build)
+
+    (probe,) = mocks.of_type(TYPE_TOKEN)
+    # the wire form of a secret value: {sig: secret-sig, "value": ...}
+    assert probe.inputs["headers"] == {
+        _special_sig_key: _special_secret_sig,
+        "value": {"Authorization": "Bearer s3cret"},
+    }
+    assert probe.inputs["trigger"] == probe_trigger(None, {}, None)

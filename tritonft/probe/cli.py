@@ -1,0 +1,171 @@
+"""``tritonft probe``: the post-deploy checks from a shell or CI; exit 0 when every check passed, 1 otherwise.
+
+Example after ``pulumi up``::
+
+    tritonft probe --url "$(pulumi stack output endpoint)" --model t5 --family t5 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from tritonft.errors import UserError
+from tritonft.probe.contract import TextContract
+from tritonft.probe.endpoint import Protocol
+from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD
+from tritonft.probe.report import ProbeReport
+from tritonft.probe.runner import (
+    DEFAULT_CALL_TIMEOUT_S,
+    DEFAULT_LATENCY_REQUESTS,
+    ModelTarget,
+    ProbeConfig,
+    run_probe,
+)
+from tritonft.spec import Family
+
+CLI_DEADLINE_S = 120.0
+
+
+def add_target_arguments(parser: argparse.ArgumentParser) -> None:
+    """Endpoint, protocol and tensor-contract flags shared with ``tritonft bench``."""
+    parser.add_argument(
+        "--url",
+        required=True,
+        help="endpoint: http(s)://host[:port][/prefix], grpc(s)://host[:port] or host[:port]",
+    )
+    parser.add_argument(
+        "--protocol",
+        choices=[p.value for p in Protocol],
+        default=None,
+        help="transport; inferred from the URL scheme, HTTP for a bare host:port",
+    )
+    parser.add_argument(
+        "--input-name", default="INPUT_0", help="BYTES input tensor that receives the prompt (default INPUT_0)"
+    )
+    parser.add_argument(
+        "--output-name", default="OUTPUT_0", help="BYTES output tensor that holds the answer (default OUTPUT_0)"
+    )
+    parser.add_argument(
+        "--header-from-env",
+        action="append",
+        default=[],
+        metavar="NAME=ENV_VAR",
+        help="send header NAME with the value of environment variable ENV_VAR (e.g. Authorization=PROBE_TOKEN); "
+        "read from the environment so secrets stay out of the process list; repeatable",
+    )
+
+
+def headers_from_env(specs: list[str]) -> dict[str, str]:
+    """``["Authorization=TOKEN_VAR"]`` -> ``{"Authorization": os.environ["TOKEN_VAR"]}``; UserError names the fix."""
+    headers: dict[str, str] = {}
+    for spec in specs:
+        name, sep, var = spec.partition("=")
+        if not sep or not name.strip() or not var.strip():
+            raise UserError(f"--header-from-env {spec!r} must look like NAME=ENV_VAR")
+        value = os.environ.get(var.strip())
+        if value is None:
+            raise UserError(f"--header-from-env {spec!r}: environment variable {var.strip()} is not set")
+        headers[name.strip()] = value
+    return headers
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_target_arguments(parser)
+    parser.add_argument(
+        "--model", action="append", required=True, metavar="NAME", help="served model name; repeat to check several"
+    )
+    parser.add_argument(
+        "--family",
+        choices=[f.value for f in Family],
+        default=None,
+        help="model family for the answer check (t5: BLEU on the bundled en->de set; gpt2/gptj: non-empty "
+        "continuation); without it only a non-empty text answer is required",
+    )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=CLI_DEADLINE_S,
+        metavar="S",
+        help=f"overall time budget in seconds, including waiting for the server (default {CLI_DEADLINE_S:g})",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_CALL_TIMEOUT_S,
+        metavar="S",
+        help=f"timeout of each request in seconds (default {DEFAULT_CALL_TIMEOUT_S:g})",
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        default=DEFAULT_LATENCY_REQUESTS,
+        metavar="N",
+        help=f"sequential requests for latency p50/p95 (default {DEFAULT_LATENCY_REQUESTS})",
+    )
+    parser.add_argument(
+        "--bleu-threshold",
+        type=float,
+        default=DEFAULT_BLEU_THRESHOLD,
+        help=f"T5 pass mark, corpus BLEU 0..100 (default {DEFAULT_BLEU_THRESHOLD:g})",
+    )
+    parser.add_argument("--json", action="store_true", help="print the full report as JSON instead of text")
+
+
+def config_from_args(args: argparse.Namespace) -> ProbeConfig:
+    try:
+        contract = TextContract.simple(args.input_name, args.output_name)
+    except ValueError as exc:
+        raise UserError(f"--input-name/--output-name: {exc}") from exc
+    family = Family(args.family) if args.family else None
+    config = ProbeConfig(
+        url=args.url,
+        models=tuple(ModelTarget(name, family, contract) for name in args.model),
+        protocol=Protocol(args.protocol) if args.protocol else None,
+        deadline_s=args.deadline,
+        call_timeout_s=args.timeout,
+        latency_requests=args.requests,
+        bleu_threshold=args.bleu_threshold,
+        headers=headers_from_env(args.header_from_env),
+    )
+    flags = {
+        "url": "--url",
+        "models": "--model",
+        "deadline_s": "--deadline",
+        "call_timeout_s": "--timeout",
+        "latency_requests": "--requests",
+        "bleu_threshold": "--bleu-threshold",
+    }
+    problems = [f"{flags.get(key, key)}: {why}" for key, why in config.problems()]
+    if problems:
+        raise UserError("invalid probe options", problems)
+    return config
+
+
+def format_report(report: ProbeReport) -> str:
+    """Human-readable report: one line per check, then one line per model."""
+    server = f" ({report.server.get('name')} {report.server.get('version', '')})" if report.server else ""
+    lines = [f"probe {report.endpoint} [{report.protocol}]{server}"]
+    for c in report.checks:
+        mark = "SKIP" if c.degraded else ("PASS" if c.ok else "FAIL")
+        lines.append(f"  {mark}  {c.label:<28} {c.detail} ({c.elapsed_s:.2f} s)")
+    for m in report.models:
+        latency = f", p50 {m.latency.p50_ms:.1f} ms, p95 {m.latency.p95_ms:.1f} ms" if m.latency else ""
+        answer = f", sample answer {m.sample_answer!r}" if m.sample_answer is not None else ""
+        lines.append(f"  model {m.name}: {m.status}{latency}{answer}")
+    verdict = "OK" if report.ok else "FAILED"
+    lines.append(f"{verdict} in {report.elapsed_s:.2f} s")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    report = run_probe(config_from_args(args))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(format_report(report))
+    if not report.ok:
+        print(f"probe failed:\n{report.failure_message()}", file=sys.stderr)
+    return 0 if report.ok else 1

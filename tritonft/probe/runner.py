@@ -1,0 +1,371 @@
+"""The probe: server live -> server ready -> each model ready -> metadata/config contract -> a real inference
+judged per family -> latency over N requests.
+
+All of it shares one deadline. Transient failures are retried with backoff inside it; every network call gets a
+timeout that cannot outlive it, so the probe never hangs and returns within the deadline plus one call's
+teardown. A failed check names itself and says why; later checks of that model are skipped (a model that is not
+ready cannot answer), other models are still checked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from tritonft.probe.client import TritonClient, V2Client
+from tritonft.probe.contract import DEFAULT_TEXT_CONTRACT, TextContract, compare_metadata, compare_model_config
+from tritonft.probe.endpoint import Endpoint, Protocol, parse_endpoint
+from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, judge, samples_for
+from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
+from tritonft.probe.retry import (
+    MIN_CALL_TIMEOUT_S,
+    Deadline,
+    PermanentError,
+    RetriesExhaustedError,
+    TransientError,
+    retry,
+)
+from tritonft.probe.stats import LatencySummary
+from tritonft.spec import Family
+
+DEFAULT_DEADLINE_S = 300.0
+DEFAULT_CALL_TIMEOUT_S = 30.0
+DEFAULT_LATENCY_REQUESTS = 20
+READINESS_SHARE = 0.75
+"""Waiting for readiness may use this share of the deadline; the rest is kept for checking the ready models."""
+
+
+@dataclass(frozen=True)
+class ModelTarget:
+    """One model to check: its served name, its family (decides the answer check) and its tensor contract."""
+
+    name: str
+    family: Family | None = None
+    contract: TextContract = DEFAULT_TEXT_CONTRACT
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "family": str(self.family) if self.family else None,
+            "contract": self.contract.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> ModelTarget:
+        family = raw.get("family")
+        contract = raw.get("contract")
+        return cls(
+            name=str(raw["name"]),
+            family=Family(family) if family else None,
+            contract=TextContract.from_dict(dict(contract)) if contract else DEFAULT_TEXT_CONTRACT,
+        )
+
+
+@dataclass(frozen=True)
+class ProbeConfig:
+    """What to probe and how hard.
+
+    ``deadline_s`` bounds the whole probe (including waiting for a rolling-out server to come up);
+    ``call_timeout_s`` bounds each request (shortened near the deadline); ``latency_requests`` sequential requests
+    of the first sample prompt give p50/p95; ``bleu_threshold`` is the T5 pass mark. ``headers`` are sent with
+    every request and never reported.
+    """
+
+    url: str
+    models: tuple[ModelTarget, ...]
+    protocol: Protocol | None = None
+    deadline_s: float = DEFAULT_DEADLINE_S
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S
+    latency_requests: int = DEFAULT_LATENCY_REQUESTS
+    bleu_threshold: float = DEFAULT_BLEU_THRESHOLD
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Every invalid setting as ``(field, reason)``; empty when the config can run."""
+        found: list[tuple[str, str]] = []
+        try:
+            parse_endpoint(self.url, self.protocol)
+        except ValueError as exc:
+            found.append(("url", str(exc)))
+        if not self.models:
+            found.append(("models", "at least one model name is required"))
+        names = [m.name for m in self.models]
+        if any(not n.strip() for n in names):
+            found.append(("models", "model names must be non-empty"))
+        if len(set(names)) != len(names):
+            found.append(("models", f"model names must be unique, got {names}"))
+        if self.deadline_s <= 0:
+            found.append(("deadline_s", f"must be positive, got {self.deadline_s}"))
+        if self.call_timeout_s <= 0:
+            found.append(("call_timeout_s", f"must be positive, got {self.call_timeout_s}"))
+        if self.latency_requests < 1:
+            found.append(("latency_requests", f"must be at least 1, got {self.latency_requests}"))
+        if not 0 <= self.bleu_threshold <= 100:
+            found.append(("bleu_threshold", f"must be within 0..100, got {self.bleu_threshold}"))
+        return found
+
+
+ClientFactory = Callable[[Endpoint, Mapping[str, str]], V2Client]
+
+
+class _Run:
+    def __init__(self, config: ProbeConfig, client: V2Client, deadline: Deadline, sleep: Callable[[float], None]):
+        self.config = config
+        self.client = client
+        self.deadline = deadline
+        self.sleep = sleep
+        self.checks: list[CheckOutcome] = []
+        self.server_info = ""
+
+    def record(
+        self, check: str, ok: bool, detail: str, started: float, model: str | None = None, **extra: Any
+    ) -> CheckOutcome:
+        outcome = CheckOutcome(
+            check=check,
+            ok=ok,
+            detail=detail,
+            elapsed_s=round(self.deadline.elapsed() - started, 3),
+            model=model,
+            **extra,
+        )
+        self.checks.append(outcome)
+        return outcome
+
+    def attempt(self, check: str, call: Callable[[float], str], model: str | None = None) -> bool:
+        """Run one retried check (``call`` returns its success detail); record it; return whether it passed."""
+        started = self.deadline.elapsed()
+        try:
+            done = retry(call, self.deadline, self.config.call_timeout_s, sleep=self.sleep)
+        except RetriesExhaustedError as exc:
+            self.record(check, False, exc.reason, started, model, attempts=exc.attempts)
+            return False
+        self.record(check, True, done.value, started, model, attempts=done.attempts)
+        return True
+
+    # --- server --------------------------------------------------------------------------------------------
+    def server_live(self) -> bool:
+        def check(timeout: float) -> str:
+            if not self.client.server_live(timeout):
+                raise TransientError("server live: the server answered not live")
+            return "ok"
+
+        return self.attempt("server_live", check)
+
+    def server_metadata(self) -> dict[str, Any]:
+        timeout = self.deadline.call_timeout(self.config.call_timeout_s)
+        if timeout < MIN_CALL_TIMEOUT_S:
+            return {}
+        try:
+            return self.client.server_metadata(timeout)
+        except (TransientError, PermanentError):
+            return {}
+
+    # --- models --------------------------------------------------------------------------------------------
+    def not_ready_reason(self, model: str, timeout: float) -> str:
+        try:
+            self.client.model_metadata(model, timeout)
+        except (TransientError, PermanentError) as exc:
+            return str(exc)
+        return f"model {model!r} is known to the server but not ready (still loading, or its load failed)"
+
+    def wait_ready(self, names: list[str]) -> set[str]:
+        """Poll server readiness and every model's readiness together until all are ready or the deadline passes.
+
+        Polled together because a V2 server is ready only when all its models are: the per-model answers say
+        which model holds it back. The wait may use :data:`READINESS_SHARE` of the remaining time, so the models
+        that did become ready are still checked. Records ``server_ready`` and one ``model_ready`` outcome per
+        model; returns the models that became ready.
+        """
+        started = self.deadline.elapsed()
+        budget = Deadline(max(self.deadline.remaining() * READINESS_SHARE, 1e-3))
+        server_ready = False
+        server_reason = "the deadline passed before the server was asked"
+        ready: set[str] = set()
+        reasons: dict[str, str] = {}
+
+        def poll(_timeout: float) -> None:
+            nonlocal server_ready, server_reason
+            if not server_ready:
+                try:
+                    server_ready = self.client.server_ready(budget.call_timeout(self.config.call_timeout_s))
+                    server_reason = "the server answered not ready"
+                except (TransientError, PermanentError) as exc:
+                    server_reason = str(exc)
+            for name in names:
+                if name in ready:
+                    continue
+                timeout = budget.call_timeout(self.config.call_timeout_s)
+                try:
+                    if self.client.model_ready(name, timeout):
+                        ready.add(name)
+                        continue
+                    reasons[name] = self.not_ready_reason(name, budget.call_timeout(timeout))
+                except (TransientError, PermanentError) as exc:
+                    reasons[name] = str(exc)  # an unknown model may still be registering: keep polling
+            if not server_ready or len(ready) < len(names):
+                raise TransientError("not ready yet")
+
+        try:
+            attempts = retry(poll, budget, self.config.call_timeout_s, sleep=self.sleep).attempts
+        except RetriesExhaustedError as exc:
+            attempts = exc.attempts
+        within = f"not ready within {budget.seconds:.1f} s ({READINESS_SHARE:.0%} of the deadline)"
+        if server_ready:
+            self.record("server_ready", True, "ok", started, attempts=attempts)
+        else:
+            self.record("server_ready", False, f"{within}: {server_reason}", started, attempts=attempts)
+        for name in names:
+            if name in ready:
+                self.record("model_ready", True, "ok", started, name, attempts=attempts)
+            else:
+                reason = reasons.get(name, "the deadline passed before the model was asked")
+                self.record("model_ready", False, f"{within}: {reason}", started, name, attempts=attempts)
+        return ready
+
+    def check_contract(self, target: ModelTarget) -> bool:
+        def check(timeout: float) -> str:
+            problems = compare_metadata(target.contract, self.client.model_metadata(target.name, timeout))
+            if problems:
+                raise PermanentError("served tensors differ from the rendered contract: " + "; ".join(problems))
+            return "inputs/outputs match the rendered contract"
+
+        return self.attempt("metadata", check, target.name)
+
+    def check_config(self, target: ModelTarget) -> bool:
+        started = self.deadline.elapsed()
+
+        def check(timeout: float) -> dict[str, Any] | None:
+            return self.client.model_config(target.name, timeout)
+
+        try:
+            done = retry(check, self.deadline, self.config.call_timeout_s, sleep=self.sleep)
+        except RetriesExhaustedError as exc:
+            self.record("model_config", False, exc.reason, started, target.name, attempts=exc.attempts)
+            return False
+        if done.value is None:
+            server = self.server_info or "this server"
+            detail = f"skipped: {server} has no model-configuration endpoint (not Triton); metadata was checked"
+            self.record("model_config", True, detail, started, target.name, degraded=True)
+            return True
+        problems = compare_model_config(target.contract, done.value)
+        if problems:
+            detail = "model configuration differs from the rendered contract: " + "; ".join(problems)
+            self.record("model_config", False, detail, started, target.name, attempts=done.attempts)
+            return False
+        self.record("model_config", True, "config inputs/outputs match", started, target.name, attempts=done.attempts)
+        return True
+
+    def infer_one(self, target: ModelTarget, prompt: str) -> str:
+        def check(timeout: float) -> str:
+            return self.client.infer_text(target.name, target.contract, [prompt], timeout)[0]
+
+        return retry(check, self.deadline, self.config.call_timeout_s, sleep=self.sleep).value
+
+    def check_answers(self, target: ModelTarget) -> ModelReport:
+        samples = samples_for(target.family)
+        started = self.deadline.elapsed()
+        answers: list[str] = []
+        try:
+            for sample in samples:
+                answers.append(self.infer_one(target, sample.prompt))
+        except RetriesExhaustedError as exc:
+            self.record("inference", False, exc.reason, started, target.name, attempts=exc.attempts)
+            return self.model_report(target, ModelStatus.INFERENCE_FAILED, samples[0].prompt, None)
+        verdict = judge(target.family, samples, answers, self.config.bleu_threshold)
+        self.record("inference", verdict.ok, verdict.detail, started, target.name, attempts=len(samples))
+        status = ModelStatus.OK if verdict.ok else ModelStatus.WRONG_ANSWER
+        return self.model_report(target, status, samples[0].prompt, answers[0], bleu=verdict.score)
+
+    def measure_latency(self, target: ModelTarget, prompt: str) -> LatencySummary | None:
+        started = self.deadline.elapsed()
+        wanted = self.config.latency_requests
+        latencies: list[float] = []
+        for _ in range(wanted):
+            timeout = self.deadline.call_timeout(self.config.call_timeout_s)
+            if timeout < MIN_CALL_TIMEOUT_S:
+                detail = f"the deadline passed after {len(latencies)} of {wanted} requests"
+                self.record("latency", False, detail, started, target.name, attempts=len(latencies))
+                return None
+            t0 = time.perf_counter()
+            try:
+                self.client.infer_text(target.name, target.contract, [prompt], timeout)
+            except (TransientError, PermanentError) as exc:
+                detail = f"request {len(latencies) + 1} of {wanted} failed: {exc}"
+                self.record("latency", False, detail, started, target.name, attempts=len(latencies) + 1)
+                return None
+            latencies.append(time.perf_counter() - t0)
+        summary = LatencySummary.of_seconds(latencies)
+        detail = f"p50 {summary.p50_ms:.1f} ms, p95 {summary.p95_ms:.1f} ms over {summary.count} requests"
+        self.record("latency", True, detail, started, target.name, attempts=wanted)
+        return summary
+
+    @staticmethod
+    def model_report(
+        target: ModelTarget, status: ModelStatus, prompt: str | None, answer: str | None, **extra: Any
+    ) -> ModelReport:
+        family = str(target.family) if target.family else None
+        return ModelReport(target.name, family, status, prompt, answer, **extra)
+
+    def check_model(self, target: ModelTarget) -> ModelReport:
+        if not self.check_contract(target):
+            return self.model_report(target, ModelStatus.CONTRACT_MISMATCH, None, None)
+        if not self.check_config(target):
+            return self.model_report(target, ModelStatus.CONTRACT_MISMATCH, None, None)
+        report = self.check_answers(target)
+        if report.status is not ModelStatus.OK or report.sample_prompt is None:
+            return report
+        latency = self.measure_latency(target, report.sample_prompt)
+        if latency is None:
+            return ModelReport(**{**report.__dict__, "status": ModelStatus.INFERENCE_FAILED})
+        return ModelReport(**{**report.__dict__, "latency": latency})
+
+
+def default_client(endpoint: Endpoint, headers: Mapping[str, str]) -> V2Client:
+    return TritonClient(endpoint, headers)
+
+
+def run_probe(
+    config: ProbeConfig,
+    client_factory: ClientFactory = default_client,
+    sleep: Callable[[float], None] = time.sleep,
+) -> ProbeReport:
+    """Run every check against ``config.url`` and return the report (never raises for server problems).
+
+    Raises ``ValueError`` listing every problem when ``config`` itself is invalid.
+    """
+    problems = config.problems()
+    if problems:
+        raise ValueError("invalid probe settings: " + "; ".join(f"{k}: {why}" for k, why in problems))
+    endpoint = parse_endpoint(config.url, config.protocol)
+    deadline = Deadline(config.deadline_s)
+    client = client_factory(endpoint, config.headers)
+    run = _Run(config, client, deadline, sleep)
+    models: list[ModelReport] = []
+    server: dict[str, Any] = {}
+    try:
+        if run.server_live():
+            ready = run.wait_ready([m.name for m in config.models])
+            server = run.server_metadata()
+            if server.get("name"):
+                run.server_info = f"{server.get('name')} {server.get('version', '')}".strip()
+            for target in config.models:
+                if target.name in ready:
+                    models.append(run.check_model(target))
+                else:
+                    models.append(run.model_report(target, ModelStatus.NOT_READY, None, None))
+        else:
+            models = [run.model_report(m, ModelStatus.NOT_CHECKED, None, None) for m in config.models]
+    finally:
+        client.close()
+    ok = all(c.ok for c in run.checks) and all(m.status is ModelStatus.OK for m in models)
+    return ProbeReport(
+        endpoint=endpoint.url,
+        protocol=str(endpoint.protocol),
+        ok=ok,
+        elapsed_s=round(deadline.elapsed(), 3),
+        server={k: server[k] for k in ("name", "version", "extensions") if k in server},
+        checks=tuple(run.checks),
+        models=tuple(models),
+    )
