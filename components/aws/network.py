@@ -95,7 +95,9 @@ class Network(pulumi.ComponentResource):
             tags={"Name": f"{name}-vpc"},
             opts=child,
         )
-        vpc_opts = pulumi.ResourceOptions(parent=vpc, provider=provider)
+        # Everything is a direct child of this component: `depends_on=[network]` then waits for (and on destroy
+        # outlives) each of them, NAT route included. Children of children would not be covered.
+        vpc_opts = child
         igw = aws.ec2.InternetGateway(f"{name}-igw", vpc_id=vpc.id, tags={"Name": f"{name}-igw"}, opts=vpc_opts)
         public_rt = aws.ec2.RouteTable(
             f"{name}-public-rt",
@@ -137,14 +139,14 @@ class Network(pulumi.ComponentResource):
             f"{name}-nat-ip",
             domain="vpc",
             tags={"Name": f"{name}-nat"},
-            opts=pulumi.ResourceOptions(parent=vpc, provider=provider, depends_on=[igw]),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[igw]),
         )
         nat = aws.ec2.NatGateway(
             f"{name}-nat",
             allocation_id=eip.id,
             subnet_id=public_subnets[0].id,
             tags={"Name": f"{name}-nat"},
-            opts=pulumi.ResourceOptions(parent=vpc, provider=provider, depends_on=[igw]),
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=[igw]),
         )
         private_rt = aws.ec2.RouteTable(
             f"{name}-private-rt",
