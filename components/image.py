@@ -179,7 +179,7 @@ class TritonImage(pulumi.ComponentResource):
         build_args: dict[str, str],
         cache: aws.ecr.Repository,
     ) -> pulumi.Output[str]:
-        repo = self._repository(resource_name, repo_name)
+        repo = self._repository(f"{resource_name}-repo", repo_name)
         auth = aws.ecr.get_authorization_token_output(
             registry_id=repo.registry_id,
             opts=pulumi.InvokeOutputOptions(provider=self._args.aws_provider, parent=self),
