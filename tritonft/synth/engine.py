@@ -95,13 +95,25 @@ def _eks_cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     }
     import json
 
-    return {"kubeconfig": kubeconfig, "kubeconfigJson": json.dumps(kubeconfig, sort_keys=True)}
+    issuer = f"oidc.eks.us-east-1.amazonaws.com/id/{args.name.upper()}"
+    return {
+        "kubeconfig": kubeconfig,
+        "kubeconfigJson": json.dumps(kubeconfig, sort_keys=True),
+        "oidcProviderArn": f"arn:aws:iam::123456789012:oidc-provider/{issuer}",
+        "oidcProviderUrl": issuer,
+    }
+
+
+def _iam_role(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    name = str(args.inputs.get("name") or args.name)
+    return {"arn": f"arn:aws:iam::123456789012:role/{name}", "name": name}
 
 
 OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str, Any]]] = {
     "aws:ecr/repository:Repository": _ecr_repository,
     "docker-build:index:Image": _docker_build_image,
     "eks:index:Cluster": _eks_cluster,
+    "aws:iam/role:Role": _iam_role,
 }
 """Fake provider outputs per type token (wire names), for outputs the program reads back."""
 
@@ -121,6 +133,7 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
         "id": "123456789012",
     },
     "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
+    "aws:ec2/getVpc:getVpc": {"id": "vpc-0123456789abcdef0", "cidrBlock": "10.20.0.0/16", "default": False},
     "aws:index/getAvailabilityZones:getAvailabilityZones": {
         "names": ["us-east-1a", "us-east-1b", "us-east-1c"],
         "zoneIds": ["use1-az1", "use1-az2", "use1-az3"],
@@ -169,7 +182,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         self.calls.append(args)
-        return dict(CALL_RESULTS.get(args.token, {})), None
+        # An empty failure list, not None: the SDK's MockMonitor iterates the second element of a tuple.
+        return dict(CALL_RESULTS.get(args.token, {})), []
 
     def of_type(self, typ: str) -> list[Registered]:
         """Every registered resource of one type token, in registration order."""

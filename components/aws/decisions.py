@@ -1,0 +1,133 @@
+"""Pure decisions for the AWS platform: sizing, validation, naming, tags. No Pulumi resources here."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+from collections.abc import Iterable, Mapping
+
+from tritonft.errors import UserError
+
+AL2023_NVIDIA = "AL2023_x86_64_NVIDIA"
+BOTTLEROCKET_NVIDIA = "BOTTLEROCKET_x86_64_NVIDIA"
+GPU_AMI_TYPES = (AL2023_NVIDIA, BOTTLEROCKET_NVIDIA)
+"""EKS AMI types with the NVIDIA driver. AL2023 needs the device plugin installed; Bottlerocket bundles it."""
+
+CPU_AMI_TYPE = "AL2023_x86_64_STANDARD"
+
+NVIDIA_X86_FAMILIES = ("g4dn", "g5", "g6", "g6e", "gr6", "p3", "p3dn", "p4d", "p4de", "p5", "p5e", "p5en", "p6")
+"""x86_64 EC2 families with NVIDIA GPUs. ARM GPU families (g5g) have no AL2023 NVIDIA AMI (pulumi-eks#1526)."""
+
+OS_RESERVE_GIB = 20
+"""Root filesystem, kubelet, logs and system images on a node."""
+
+EBS_MAX_GIB = 16384
+
+
+def default_tags(project: str, stack: str, environment: str, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Tags put on every AWS resource through the provider's ``default_tags`` (cost allocation + ownership)."""
+    tags = {
+        "app.kubernetes.io/part-of": "triton-ft",
+        "pulumi:project": project,
+        "pulumi:stack": stack,
+        "environment": environment,
+        "managed-by": "pulumi",
+    }
+    return tags | dict(extra or {})
+
+
+def is_prod(environment: str) -> bool:
+    """Production stacks protect data and refuse force-deletes."""
+    return environment.lower() in {"prod", "production"}
+
+
+def storage_protected(environment: str, override: bool | None) -> bool:
+    """Whether the model store survives ``pulumi destroy``: prod by default, ``override`` wins when set."""
+    return is_prod(environment) if override is None else override
+
+
+def efs_reclaim_policy(protected: bool) -> str:
+    """StorageClass reclaim policy: keep the access point (and its data) when the store is protected."""
+    return "Retain" if protected else "Delete"
+
+
+def instance_family(instance_type: str) -> str:
+    return instance_type.split(".", 1)[0]
+
+
+def validate_gpu_instance_types(group: str, instance_types: Iterable[str]) -> list[str]:
+    """Problems with a GPU node group's instance types (empty list = fine)."""
+    types = list(instance_types)
+    if not types:
+        return [f"gpuNodeGroups.{group}.instanceTypes: empty; give at least one NVIDIA type such as g5.xlarge"]
+    problems = []
+    for t in types:
+        if not re.fullmatch(r"[a-z0-9]+\.[a-z0-9]+", t):
+            problems.append(f"gpuNodeGroups.{group}.instanceTypes: '{t}' is not an EC2 instance type (e.g. g5.xlarge)")
+        elif instance_family(t) not in NVIDIA_X86_FAMILIES:
+            problems.append(
+                f"gpuNodeGroups.{group}.instanceTypes: '{t}' is not an x86_64 NVIDIA GPU type; "
+                f"use one of the families {', '.join(NVIDIA_X86_FAMILIES)}"
+            )
+    return problems
+
+
+def validate_scaling(where: str, min_size: int, desired_size: int, max_size: int) -> list[str]:
+    """Problems with a node group's scaling limits: 0 <= min <= desired <= max, max >= 1."""
+    if max_size < 1:
+        return [f"{where}.maxSize: {max_size}; must be at least 1"]
+    if not 0 <= min_size <= desired_size <= max_size:
+        return [
+            f"{where}: need 0 <= minSize ({min_size}) <= desiredSize ({desired_size}) <= maxSize ({max_size}); "
+            "adjust the limits"
+        ]
+    return []
+
+
+def validate_ami_type(group: str, ami_type: str) -> list[str]:
+    if ami_type not in GPU_AMI_TYPES:
+        allowed = ", ".join(GPU_AMI_TYPES)
+        return [f"gpuNodeGroups.{group}.amiType: '{ami_type}' has no NVIDIA driver; use one of {allowed}"]
+    return []
+
+
+def needs_device_plugin(ami_type: str) -> bool:
+    """AL2023 NVIDIA AMIs need the NVIDIA device plugin installed; Bottlerocket NVIDIA ships it (EKS user guide)."""
+    return ami_type == AL2023_NVIDIA
+
+
+def node_disk_gib(image_gib: float, local_weights_gib: float) -> int:
+    """Root volume for a node: OS reserve + every image twice (compressed layers + unpacked snapshot) + weights
+    staged locally with 25 % headroom, rounded up to 10 GiB."""
+    if image_gib < 0 or local_weights_gib < 0:
+        raise UserError(f"disk sizing: image_gib={image_gib} and local_weights_gib={local_weights_gib} must be >= 0")
+    raw = OS_RESERVE_GIB + 2 * image_gib + 1.25 * local_weights_gib
+    size = int(math.ceil(raw / 10.0) * 10)
+    if size > EBS_MAX_GIB:
+        raise UserError(
+            f"disk sizing: {size} GiB exceeds the EBS limit of {EBS_MAX_GIB} GiB; "
+            "keep weights on the EFS model store instead of staging them on the node"
+        )
+    return size
+
+
+def subnet_cidrs(vpc_cidr: str, az_count: int) -> tuple[list[str], list[str]]:
+    """(private, public) subnet CIDRs: the VPC is cut into 8 equal blocks; private get the first ``az_count``
+    (large, where nodes and pods live), public the blocks from the 5th on (load balancers, NAT)."""
+    try:
+        network = ipaddress.ip_network(vpc_cidr)
+    except ValueError as exc:
+        raise UserError(f"network.vpcCidr: '{vpc_cidr}' is not a CIDR block ({exc}); e.g. 10.0.0.0/16") from exc
+    if not 2 <= az_count <= 4:
+        raise UserError(f"network.azCount: {az_count}; EKS needs at least 2 availability zones, at most 4 are used")
+    if network.prefixlen > 21:
+        raise UserError(f"network.vpcCidr: /{network.prefixlen} is too small for node + pod IPs; use /16 to /21")
+    blocks = [str(b) for b in network.subnets(prefixlen_diff=3)]
+    return blocks[:az_count], blocks[4 : 4 + az_count]
+
+
+def cluster_physical_name(project: str, stack: str) -> str:
+    """EKS cluster name (unique per account + region; 1-100 chars of [A-Za-z0-9_-], starting alphanumeric)."""
+    raw = re.sub(r"[^A-Za-z0-9_-]+", "-", f"{project}-{stack}").strip("-_")
+    return raw[:100] or "triton-ft"
