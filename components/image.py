@@ -103,6 +103,9 @@ class TritonImageArgs:
     repository_prefix: str = "triton-ft"
     """ECR repositories are ``<prefix>/server``, ``<prefix>/tools`` and ``<prefix>/build-cache``."""
     build: ImageBuild = field(default_factory=ImageBuild)
+    registry: str | None = None
+    """Push to this registry (``host[:port]/path``) instead of ECR; credentials come from the operator's docker
+    login (used on ``platform: kubernetes``)."""
     server_prebuilt: str | None = None
     """Use this server image (``repo@sha256:...``) instead of building one."""
     tools_prebuilt: str | None = None
@@ -120,13 +123,18 @@ class TritonImage(pulumi.ComponentResource):
     def __init__(self, name: str, args: TritonImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         server_ref = validate_prebuilt("serverImage", args.server_prebuilt) if args.server_prebuilt else None
         tools_ref = validate_prebuilt("toolsImage", args.tools_prebuilt) if args.tools_prebuilt else None
-        if (server_ref is None or tools_ref is None) and args.aws_provider is None:
-            raise UserError("images: building an image needs the AWS provider (ECR); pass aws_provider")
+        if (server_ref is None or tools_ref is None) and args.aws_provider is None and not args.registry:
+            raise UserError(
+                "images: building an image needs somewhere to push it: ECR (aws_provider) or a registry "
+                "(imageRegistry); or give both images prebuilt and pinned by digest"
+            )
         super().__init__("triton-ft:image:TritonImage", name, {}, opts)
         self._args = args
         root = Path(args.build.context_dir)
+        cache: aws.ecr.Repository | None = None
         if server_ref is None or tools_ref is None:
-            cache = self._repository(f"{name}-build-cache", f"{args.repository_prefix}/build-cache", mutable=True)
+            if args.aws_provider is not None:
+                cache = self._repository(f"{name}-build-cache", f"{args.repository_prefix}/build-cache", mutable=True)
             self._docker = docker_build.Provider(f"{name}-docker-build", opts=pulumi.ResourceOptions(parent=self))
         if server_ref is None:
             build_args = server_build_args(args.build)
@@ -177,14 +185,32 @@ class TritonImage(pulumi.ComponentResource):
         dockerfile: str,
         tag: str,
         build_args: dict[str, str],
-        cache: aws.ecr.Repository,
+        cache: aws.ecr.Repository | None,
     ) -> pulumi.Output[str]:
-        repo = self._repository(f"{resource_name}-repo", repo_name)
-        auth = aws.ecr.get_authorization_token_output(
-            registry_id=repo.registry_id,
-            opts=pulumi.InvokeOutputOptions(provider=self._args.aws_provider, parent=self),
-        )
-        cache_ref = cache.repository_url.apply(lambda url: f"{url}:{resource_name}")
+        registries: list[docker_build.RegistryArgs] = []
+        depends: list[pulumi.Resource] = []
+        if cache is None:
+            registry = str(self._args.registry).rstrip("/")
+            repo_url: pulumi.Output[str] = pulumi.Output.from_input(f"{registry}/{repo_name}")
+            cache_ref: pulumi.Output[str] = pulumi.Output.from_input(
+                f"{registry}/{self._args.repository_prefix}/build-cache:{resource_name}"
+            )
+        else:
+            repo = self._repository(f"{resource_name}-repo", repo_name)
+            auth = aws.ecr.get_authorization_token_output(
+                registry_id=repo.registry_id,
+                opts=pulumi.InvokeOutputOptions(provider=self._args.aws_provider, parent=self),
+            )
+            repo_url = repo.repository_url
+            cache_ref = cache.repository_url.apply(lambda url: f"{url}:{resource_name}")
+            registries.append(
+                docker_build.RegistryArgs(
+                    address=repo.repository_url.apply(lambda url: url.split("/", 1)[0]),
+                    username=auth.user_name,
+                    password=auth.password,
+                )
+            )
+            depends.append(cache)
         image = docker_build.Image(
             resource_name,
             context=docker_build.BuildContextArgs(location=context),
@@ -193,7 +219,7 @@ class TritonImage(pulumi.ComponentResource):
             build_args=build_args,
             push=True,
             build_on_preview=self._args.build.build_on_preview,
-            tags=[repo.repository_url.apply(lambda url: f"{url}:{tag}")],
+            tags=[repo_url.apply(lambda url: f"{url}:{tag}")],
             cache_from=[docker_build.CacheFromArgs(registry=docker_build.CacheFromRegistryArgs(ref=cache_ref))],
             # ECR only accepts registry caches as an image manifest with OCI media types.
             cache_to=[
@@ -203,13 +229,7 @@ class TritonImage(pulumi.ComponentResource):
                     )
                 )
             ],
-            registries=[
-                docker_build.RegistryArgs(
-                    address=repo.repository_url.apply(lambda url: url.split("/", 1)[0]),
-                    username=auth.user_name,
-                    password=auth.password,
-                )
-            ],
-            opts=pulumi.ResourceOptions(parent=self, provider=self._docker, depends_on=[cache]),
+            registries=registries,
+            opts=pulumi.ResourceOptions(parent=self, provider=self._docker, depends_on=depends),
         )
-        return pulumi.Output.concat(repo.repository_url, "@", image.digest)
+        return pulumi.Output.concat(repo_url, "@", image.digest)
