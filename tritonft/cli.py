@@ -15,7 +15,14 @@ from collections.abc import Sequence
 from tritonft import __version__
 from tritonft.errors import UserError
 
-COMMANDS: dict[str, tuple[str, str]] = {}
+COMMANDS: dict[str, tuple[str, str]] = {
+    "convert": (
+        "tritonft.convert.cmd_convert",
+        "convert a Hugging Face T5/GPT-2/GPT-J checkpoint to FasterTransformer",
+    ),
+    "verify": ("tritonft.convert.cmd_verify", "re-check a converted <N>-gpu directory against its manifest"),
+    "download": ("tritonft.download", "download the files conversion and tokenization need from the Hugging Face Hub"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
