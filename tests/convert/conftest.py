@@ -26,15 +26,16 @@ def cli(capsys):
     return run
 
 
-def subprocess_cli(*args: object, env: dict[str, str] | None = None, **kwargs) -> subprocess.Popen:
+def subprocess_cli(*args: object, env: dict[str, str] | None = None, **kwargs: object) -> subprocess.Popen[str]:
     """Start ``python -m tritonft ARGS`` (a real process: it can be killed, run as another user, see env vars)."""
     full_env = {**os.environ, **(env or {})}
-    return subprocess.Popen(
+    proc: subprocess.Popen[str] = subprocess.Popen(
         [sys.executable, "-m", "tritonft", *map(str, args)],
         cwd=REPO,
         env=full_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        **kwargs,
+        **kwargs,  # type: ignore[call-overload]
     )
+    return proc

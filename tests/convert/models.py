@@ -28,8 +28,8 @@ def write_safetensors(path: Path, tensors: dict[str, np.ndarray], stored: str) -
     header: dict[str, Any] = {}
     blobs: list[bytes] = []
     offset = 0
-    for name, value in tensors.items():
-        value = np.ascontiguousarray(value, dtype=np.float32)
+    for name, original in tensors.items():
+        value = np.ascontiguousarray(original, dtype=np.float32)
         if stored == "bf16":
             raw = (value.view(np.uint32) >> 16).astype("<u2").tobytes()
         elif stored == "fp16":
@@ -76,7 +76,9 @@ def _rand(rng: np.random.Generator, *shape: int, stored: str) -> np.ndarray:
     return bf16_round(values) if stored == "bf16" else values
 
 
-def t5_model(stored: str = "fp32", gated: bool = False, tied: bool = True, lm_head: bool = False, seed: int = 0) -> Model:
+def t5_model(
+    stored: str = "fp32", gated: bool = False, tied: bool = True, lm_head: bool = False, seed: int = 0
+) -> Model:
     rng = np.random.default_rng(seed)
     d, heads, dkv, ff, vocab, buckets = 64, 4, 16, 96, 120, 8
     enc_layers, dec_layers = 2, 3
@@ -98,7 +100,10 @@ def t5_model(stored: str = "fp32", gated: bool = False, tied: bool = True, lm_he
         "eos_token_id": 1,
         "layer_norm_epsilon": 1e-06,
     }
-    r = lambda *shape: _rand(rng, *shape, stored=stored)  # noqa: E731
+
+    def r(*shape: int) -> np.ndarray:
+        return _rand(rng, *shape, stored=stored)
+
     t: dict[str, np.ndarray] = {"shared.weight": r(vocab, d)}
     if lm_head or not tied:
         t["lm_head.weight"] = r(vocab, d)
@@ -154,7 +159,10 @@ def gpt2_model(stored: str = "fp32", prefix: str = "transformer.", seed: int = 1
         "layer_norm_epsilon": 1e-05,
         "activation_function": "gelu_new",
     }
-    r = lambda *shape: _rand(rng, *shape, stored=stored)  # noqa: E731
+
+    def r(*shape: int) -> np.ndarray:
+        return _rand(rng, *shape, stored=stored)
+
     t = {f"{prefix}wte.weight": r(vocab, d), f"{prefix}wpe.weight": r(positions, d)}
     t[f"{prefix}ln_f.weight"], t[f"{prefix}ln_f.bias"] = r(d), r(d)
     extra = {}
@@ -189,7 +197,10 @@ def gptj_model(stored: str = "fp32", seed: int = 2, rotary_dim: int | None = 8) 
         "activation_function": "gelu_new",
         "tie_word_embeddings": False,
     }
-    r = lambda *shape: _rand(rng, *shape, stored=stored)  # noqa: E731
+
+    def r(*shape: int) -> np.ndarray:
+        return _rand(rng, *shape, stored=stored)
+
     t = {"transformer.wte.weight": r(vocab, d), "lm_head.weight": r(vocab, d), "lm_head.bias": r(vocab)}
     t["transformer.ln_f.weight"], t["transformer.ln_f.bias"] = r(d), r(d)
     for i in range(layers):
@@ -330,10 +341,11 @@ def file_bytes(value: np.ndarray, dtype: str) -> bytes:
 
 def spec_file_count(model: Model, tp: int) -> int:
     """The file-count formulas of ft-format.md §2.2, §3.2, §4.2."""
-    c, n = model.config, tp
+    c: dict[str, Any] = model.config
+    n = tp
     if model.family == "t5":
         g = 1 if c["feed_forward_proj"].startswith("gated") else 0
-        return 5 + c["num_layers"] * (2 + n * (6 + g)) + n + c["num_decoder_layers"] * (3 + n * (8 + g)) + n
+        return int(5 + c["num_layers"] * (2 + n * (6 + g)) + n + c["num_decoder_layers"] * (3 + n * (8 + g)) + n)
     if model.family == "gpt2":
-        return 4 + c["n_layer"] * (6 + 6 * n)
-    return 5 + c["n_layer"] * (3 + 5 * n)
+        return int(4 + c["n_layer"] * (6 + 6 * n))
+    return int(5 + c["n_layer"] * (3 + 5 * n))

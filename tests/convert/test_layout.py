@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import configparser
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pytest
 
 from tests.convert.models import Model, expected_files, file_bytes, gpt2_model, gptj_model, spec_file_count, t5_model
 
-BUILDERS = {"t5": t5_model, "gpt2": gpt2_model, "gptj": gptj_model}
+BUILDERS: dict[str, Callable[..., Model]] = {"t5": t5_model, "gpt2": gpt2_model, "gptj": gptj_model}
 
 
-def convert(cli, model: Model, tmp_path, tp: int, dtype: str, stored: str, shards: int = 1):
+def convert(cli, model: Model, tmp_path, tp: int, dtype: str, stored: str, shards: int = 1):  # noqa: PLR0917
     src = model.save(tmp_path / "hf", stored=stored, shards=shards)
-    code, out, err = cli("convert", "--input", src, "--output", tmp_path / "ft", "--tp", tp, "--dtype", dtype)
+    code, _, err = cli("convert", "--input", src, "--output", tmp_path / "ft", "--tp", tp, "--dtype", dtype)
     assert code == 0, err
     return tmp_path / "ft" / f"{tp}-gpu"
 
@@ -41,7 +42,7 @@ def read_ini(target) -> configparser.ConfigParser:
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
 @pytest.mark.parametrize("tp", [1, 2, 4])
 @pytest.mark.parametrize("family", ["t5", "gpt2", "gptj"])
-def test_every_file_equals_the_spec_derivation(cli, tmp_path, family, tp, dtype, stored):
+def test_every_file_equals_the_spec_derivation(cli, tmp_path, family, tp, dtype, stored):  # noqa: PLR0917
     model = BUILDERS[family](stored=stored)
     target = convert(cli, model, tmp_path, tp, dtype, stored)
     assert_matches_spec(model, target, tp, dtype)
