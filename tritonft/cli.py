@@ -23,6 +23,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "repo": ("tritonft.repo.command", "render and check a model's Triton repository (FT model, tokenizers, ensemble)"),
     "probe": ("tritonft.probe.cli", "check a deployed endpoint: health, contract, a judged inference, latency"),
     "bench": ("tritonft.bench.cli", "load-test an endpoint at several concurrencies (table, CSV, PNG plot)"),
+    "convert": (
+        "tritonft.convert.cmd_convert",
+        "convert a Hugging Face T5/GPT-2/GPT-J checkpoint to FasterTransformer",
+    ),
+    "verify": ("tritonft.convert.cmd_verify", "re-check a converted <N>-gpu directory against its manifest"),
+    "download": ("tritonft.download", "download the files conversion and tokenization need from the Hugging Face Hub"),
 }
 
 

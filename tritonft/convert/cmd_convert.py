@@ -1,0 +1,73 @@
+"""``tritonft convert``: Hugging Face checkpoint -> ``OUT/<N>-gpu/`` for the FasterTransformer Triton backend."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from tritonft.spec import Family, WeightDType
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--input", required=True, type=Path, help="Hugging Face model directory (config.json + weights)"
+    )
+    parser.add_argument("--output", required=True, type=Path, help="directory that receives <TP>-gpu/")
+    parser.add_argument("--tp", required=True, type=int, help="tensor-parallel size the weights are split for")
+    parser.add_argument(
+        "--dtype",
+        choices=[d.value for d in WeightDType],
+        default=WeightDType.FP32.value,
+        help="element type of the .bin files (weight_data_type); the GPU compute type is set separately in "
+        "config.pbtxt (default: fp32, what FT's docs use for t5-v1.1/flan-t5)",
+    )
+    parser.add_argument(
+        "--family",
+        choices=[f.value for f in Family],
+        help="model family (default: from config.json model_type)",
+    )
+    parser.add_argument("--workers", type=int, default=2, help="conversion threads; memory grows with it (default: 2)")
+    parser.add_argument(
+        "--fsync",
+        action="store_true",
+        help="fsync every file before the final rename (survives power loss; slower). Without it a killed "
+        "process still never leaves a partial <TP>-gpu directory",
+    )
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)  # unwinds like Ctrl-C, so the partial directory is removed
+
+
+def run(args: argparse.Namespace) -> int:
+    from tritonft.convert.progress import Progress
+    from tritonft.convert.writer import Request, convert
+
+    signal.signal(signal.SIGTERM, _terminate)  # Kubernetes stops Jobs with SIGTERM
+    request = Request(
+        input_dir=args.input,
+        output_dir=args.output,
+        tp=args.tp,
+        dtype=WeightDType(args.dtype),
+        family=Family(args.family) if args.family else None,
+        workers=args.workers,
+        fsync=args.fsync,
+    )
+    started = time.monotonic()
+    result = convert(request, progress=lambda total, files: Progress("convert", total, files))
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    manifest = result.manifest
+    summary = f"{len(manifest['files'])} files + config.ini, {manifest['total_bytes']} bytes"
+    if result.skipped:
+        print(f"up to date: {result.target} already holds this conversion ({summary}); nothing written")
+    else:
+        print(
+            f"converted {manifest['family']} TP={manifest['tensor_parallel']} {manifest['weight_data_type']} "
+            f"-> {result.target} ({summary}) in {time.monotonic() - started:.1f}s"
+        )
+    return 0

@@ -1,0 +1,391 @@
+"""Write ``OUT/<N>-gpu/`` atomically, idempotently and streaming, with a ``manifest.json`` beside the weights.
+
+How a run proceeds (:func:`convert`):
+
+1. Validate everything (config.json, every safetensors header/byte range, the plan's tensor names and shapes) —
+   a failure raises :class:`~tritonft.errors.UserError` before anything is created.
+2. Take an exclusive lock ``OUT/.<N>-gpu.lock`` (``flock``), so concurrent runs into the same ``OUT`` serialise;
+   under the lock, leftovers of killed runs (``OUT/.<N>-gpu.partial-*``, ``OUT/.<N>-gpu.old-*``) are removed.
+3. If ``OUT/<N>-gpu/manifest.json`` already describes this exact conversion (same converter version, family, TP,
+   dtype, config.ini and file list, same source files — by size + mtime, else by sha256) and every file has its
+   recorded size, nothing is done. A ``<N>-gpu`` directory without a manifest was not written by this tool and is
+   never replaced.
+4. Jobs run on a small thread pool (numpy copies, hashing and file writes release the GIL); each job reads its
+   source tensor(s) once and writes its files block by block while hashing them, so memory stays bounded by
+   ``workers x largest job`` instead of the model size. Sources are hashed concurrently.
+5. ``config.ini`` and ``manifest.json`` are written last, then the directory is renamed to ``<N>-gpu`` (an older
+   conversion is moved aside first and deleted after). A killed run leaves only a ``.partial-*`` sibling.
+
+``manifest.json`` schema (``schema = "tritonft.ft-weights/1"``; all paths relative to the manifest's directory)::
+
+    {
+      "schema": "tritonft.ft-weights/1",
+      "converter_version": "0.1.0+layout1",   # changes whenever output bytes could change
+      "family": "t5" | "gpt2" | "gptj",
+      "ft_model_type": "T5" | "GPT" | "GPT-J",  # the Triton backend's model_type parameter
+      "ini_section": "encoder" | "gpt" | "gptj",
+      "tensor_parallel": 2,                    # the <N> of <N>-gpu; config.pbtxt tensor_para_size must equal it
+      "weight_data_type": "fp32" | "fp16",
+      "architecture": {...},                   # tritonft.spec.Architecture fields
+      "config_ini": {"sha256": "...", "size": 1234},
+      "files": {"<name>.bin": {"sha256": "...", "size": 4096, "shape": [64, 16], "dtype": "fp32"}, ...},
+      "total_bytes": 123456,                   # sum of the .bin sizes
+      "source": {"files": {"config.json": {"sha256": "...", "size": 1, "mtime_ns": 1}, "model.safetensors": {...}}},
+      "ignored_tensors": {"encoder.embed_tokens.weight": "why it is not converted", ...},
+      "dropped_config_keys": ["task_specific_params"]   # config.json keys too long for FT's INI parser
+    }
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tritonft import __version__
+from tritonft.convert.ini import config_ini
+from tritonft.convert.model import CONFIG_FILE, build_plan, detect_family, load_config
+from tritonft.convert.plan import Job, Plan, blocks, full_view
+from tritonft.convert.progress import Progress
+from tritonft.convert.tensors import Checkpoint, cast, file_fingerprint, iter_file_chunks, open_checkpoint
+from tritonft.errors import UserError
+from tritonft.spec import Family, WeightDType
+
+SCHEMA = "tritonft.ft-weights/1"
+LAYOUT_VERSION = 1
+CONVERTER_VERSION = f"{__version__}+layout{LAYOUT_VERSION}"
+MANIFEST = "manifest.json"
+CONFIG_INI = "config.ini"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to convert: the CLI arguments, validated."""
+
+    input_dir: Path
+    output_dir: Path
+    tp: int
+    dtype: WeightDType = WeightDType.FP32
+    family: Family | None = None
+    workers: int = 2
+    fsync: bool = False
+    """fsync every file and the directory before the rename (durable across power loss; slower)."""
+    name: str | None = None
+    """Model name recorded in config.ini (default: the input path as given, like the reference converters)."""
+
+
+@dataclass
+class Result:
+    target: Path
+    manifest: dict[str, Any]
+    skipped: bool
+    """True when an identical conversion was already in place (nothing written)."""
+    notes: list[str] = field(default_factory=list)
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    for block in iter_file_chunks(path):
+        digest.update(block)
+    return digest.hexdigest()
+
+
+def convert(request: Request, progress: Callable[[int, int], Progress] | None = None) -> Result:
+    """Run one conversion (see the module docstring). ``progress(total_bytes, total_files)`` makes a reporter."""
+    config = load_config(request.input_dir)
+    family = detect_family(config, request.family)
+    checkpoint = open_checkpoint(request.input_dir)
+    plan = build_plan(family, config, checkpoint.shapes, request.tp)
+    ini_text, dropped = config_ini(
+        family, config, plan.architecture, request.dtype, tp=request.tp, name=request.name or str(request.input_dir)
+    )
+    sources = [request.input_dir / CONFIG_FILE, *checkpoint.files]
+    expected = expected_manifest(plan, request, ini_text, dropped)
+    target = request.output_dir / f"{request.tp}-gpu"
+    notes = [f"not converted: {name} ({why})" for name, why in plan.ignored.items()]
+    notes += [
+        f"config.json key {key!r} left out of config.ini (line longer than FT's 200-byte limit)" for key in dropped
+    ]
+
+    with _locked(request.output_dir, target.name):
+        _remove_leftovers(request.output_dir, target.name)
+        existing = _read_existing(target)
+        source_hashes = _SourceHasher(request.input_dir, sources)
+        if existing is not None and _up_to_date(existing, expected, target, source_hashes):
+            return Result(target, existing, skipped=True, notes=notes)
+        source_hashes.start()
+        partial = request.output_dir / f".{target.name}.partial-{os.getpid()}"
+        try:
+            partial.mkdir()
+            files = _write_jobs(plan, checkpoint, request, partial, progress)
+            manifest = {**expected, "files": files, "source": {"files": source_hashes.result()}}
+            manifest["config_ini"] = _write_text(partial / CONFIG_INI, ini_text, request.fsync)
+            _write_text(partial / MANIFEST, json.dumps(manifest, indent=1, sort_keys=False) + "\n", request.fsync)
+            if request.fsync:
+                _fsync_dir(partial)
+            _swap_into_place(partial, target)
+        except BaseException as exc:
+            source_hashes.abandon()
+            shutil.rmtree(partial, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise UserError(
+                    f"writing {target} failed: {exc.strerror or exc} ({exc.filename or partial}); nothing was "
+                    "written — free space or fix permissions on --output and re-run"
+                ) from exc
+            raise
+    return Result(target, manifest, skipped=False, notes=notes)
+
+
+def expected_manifest(plan: Plan, request: Request, ini_text: str, dropped: list[str]) -> dict[str, Any]:
+    """Everything in the manifest that is known before writing (hashes of outputs and sources come later)."""
+    return {
+        "schema": SCHEMA,
+        "converter_version": CONVERTER_VERSION,
+        "family": str(plan.family),
+        "ft_model_type": plan.family.ft_model_type,
+        "ini_section": plan.family.ini_section,
+        "tensor_parallel": plan.tp,
+        "weight_data_type": str(request.dtype),
+        "architecture": asdict(plan.architecture),
+        "config_ini": {"sha256": hashlib.sha256(ini_text.encode()).hexdigest(), "size": len(ini_text.encode())},
+        "files": {
+            out.name: {"size": _nbytes(out.shape, request.dtype), "shape": list(out.shape), "dtype": str(request.dtype)}
+            for out in plan.files
+        },
+        "total_bytes": sum(_nbytes(out.shape, request.dtype) for out in plan.files),
+        "ignored_tensors": dict(plan.ignored),
+        "dropped_config_keys": list(dropped),
+    }
+
+
+def _nbytes(shape: tuple[int, ...], dtype: WeightDType) -> int:
+    count = 1
+    for dim in shape:
+        count *= dim
+    return count * dtype.nbytes
+
+
+# --------------------------------------------------------------------------------------------- rerun detection
+
+
+class _SourceHasher:
+    """sha256 of the source files, computed once: in the background during a conversion, or on demand."""
+
+    def __init__(self, root: Path, files: list[Path]) -> None:
+        self.root = root
+        self.files = files
+        self._thread: threading.Thread | None = None
+        self._result: dict[str, dict[str, Any]] | None = None
+        self._error: BaseException | None = None
+        self._stop = threading.Event()
+
+    def fingerprints(self) -> dict[str, dict[str, int]]:
+        return {self._rel(p): file_fingerprint(p) for p in self.files}
+
+    def start(self) -> None:
+        if self._result is None and self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="hash-sources", daemon=True)
+            self._thread.start()
+
+    def abandon(self) -> None:
+        self._stop.set()
+
+    def result(self) -> dict[str, dict[str, Any]]:
+        if self._result is None:
+            if self._thread is None:
+                self._run()
+            else:
+                self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    def _run(self) -> None:
+        try:
+            out: dict[str, dict[str, Any]] = {}
+            for path in self.files:
+                digest = hashlib.sha256()
+                for block in iter_file_chunks(path):
+                    if self._stop.is_set():
+                        return
+                    digest.update(block)
+                out[self._rel(path)] = {"sha256": digest.hexdigest(), **file_fingerprint(path)}
+            self._result = out
+        except BaseException as exc:
+            self._error = exc
+
+
+def _read_existing(target: Path) -> dict[str, Any] | None:
+    if not target.exists():
+        return None
+    try:
+        manifest = json.loads((target / MANIFEST).read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{target} exists but has no readable {MANIFEST}, so it was not written by `tritonft convert`; "
+            "remove it or choose another --output"
+        ) from exc
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        raise UserError(f"{target}/{MANIFEST} is not a tritonft manifest; remove {target} or choose another --output")
+    return manifest
+
+
+_COMPARED = ("schema", "converter_version", "family", "tensor_parallel", "weight_data_type", "config_ini")
+
+
+def _up_to_date(existing: dict[str, Any], expected: dict[str, Any], target: Path, sources: _SourceHasher) -> bool:
+    if any(existing.get(key) != expected[key] for key in _COMPARED):
+        return False
+    recorded = existing.get("files", {})
+    if {n: (f.get("size"), f.get("shape")) for n, f in recorded.items()} != {
+        n: (f["size"], f["shape"]) for n, f in expected["files"].items()
+    }:
+        return False
+    for name, entry in recorded.items():
+        path = target / name
+        if not path.is_file() or path.stat().st_size != entry["size"]:
+            return False
+    old_sources: dict[str, dict[str, Any]] = existing.get("source", {}).get("files", {})
+    now = sources.fingerprints()
+    if set(old_sources) != set(now):
+        return False
+    if all({k: old_sources[n].get(k) for k in ("size", "mtime_ns")} == fp for n, fp in now.items()):
+        return True
+    hashes = sources.result()  # same names, different stat: decide by content
+    return all(old_sources[n].get("sha256") == hashes[n]["sha256"] for n in hashes)
+
+
+# ------------------------------------------------------------------------------------------------------ writing
+
+
+@contextlib.contextmanager
+def _locked(output_dir: Path, name: str) -> Iterator[None]:
+    try:
+        output_dir.mkdir(parents=True, exist_ok=True)
+        handle = (output_dir / f".{name}.lock").open("a")
+    except OSError as exc:
+        raise UserError(f"cannot write to --output {output_dir}: {exc.strerror}; choose a writable directory") from exc
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove_leftovers(output_dir: Path, name: str) -> None:
+    for pattern in (f".{name}.partial-*", f".{name}.old-*"):
+        for stale in output_dir.glob(pattern):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _swap_into_place(partial: Path, target: Path) -> None:
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        target.rename(old)
+        partial.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        partial.rename(target)
+
+
+def _write_text(path: Path, text: str, durable: bool) -> dict[str, Any]:
+    data = text.encode()
+    with path.open("wb") as handle:
+        handle.write(data)
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
+    return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _run_job(job: Job, checkpoint: Checkpoint, request: Request, directory: Path) -> dict[str, dict[str, Any]]:
+    arrays = [cast(checkpoint.read(name), checkpoint.tensors[name].dtype, request.dtype) for name in job.sources]
+    mats = full_view(job, arrays)
+    written: dict[str, dict[str, Any]] = {}
+    for out in job.outputs:
+        digest = hashlib.sha256()
+        size = 0
+        with (directory / out.name).open("wb", buffering=0) as handle:
+            for block in blocks(job, mats, out):
+                view = block.data.cast("B")
+                digest.update(view)
+                handle.write(view)
+                size += view.nbytes
+            if request.fsync:
+                os.fsync(handle.fileno())
+        expected = _nbytes(out.shape, request.dtype)
+        if size != expected:  # an internal invariant: FT would silently read garbage
+            raise RuntimeError(f"{out.name}: wrote {size} bytes, expected {expected} for shape {list(out.shape)}")
+        written[out.name] = {
+            "sha256": digest.hexdigest(),
+            "size": size,
+            "shape": list(out.shape),
+            "dtype": str(request.dtype),
+        }
+    return written
+
+
+def _write_jobs(
+    plan: Plan,
+    checkpoint: Checkpoint,
+    request: Request,
+    directory: Path,
+    progress: Callable[[int, int], Progress] | None,
+) -> dict[str, dict[str, Any]]:
+    """Run the jobs with at most ``workers`` in flight; returns the manifest's ``files`` in plan order."""
+    total = sum(_nbytes(out.shape, request.dtype) for out in plan.files)
+    reporter = progress(total, len(plan.files)) if progress else None
+    results: dict[int, dict[str, dict[str, Any]]] = {}
+    workers = max(1, request.workers)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="convert") as pool:
+        pending: dict[Future[dict[str, dict[str, Any]]], int] = {}
+        queue = iter(enumerate(plan.jobs))
+        try:
+            for index, job in queue:
+                pending[pool.submit(_run_job, job, checkpoint, request, directory)] = index
+                while len(pending) >= workers:
+                    _collect(pending, results, reporter, wait(pending, return_when=FIRST_COMPLETED).done)
+            while pending:
+                _collect(pending, results, reporter, wait(pending, return_when=FIRST_COMPLETED).done)
+        except BaseException:
+            for future in pending:
+                future.cancel()
+            raise
+    if reporter:
+        reporter.close()
+    return {name: entry for index in sorted(results) for name, entry in results[index].items()}
+
+
+def _collect(
+    pending: dict[Future[dict[str, dict[str, Any]]], int],
+    results: dict[int, dict[str, dict[str, Any]]],
+    reporter: Progress | None,
+    done: set[Future[dict[str, dict[str, Any]]]],
+) -> None:
+    for future in done:
+        index = pending.pop(future)
+        results[index] = future.result()
+        if reporter:
+            reporter.advance(sum(f["size"] for f in results[index].values()), len(results[index]))

@@ -1,0 +1,234 @@
+"""``tritonft download``: fetch exactly the files conversion and tokenization need, at a pinned revision.
+
+Files go through the Hugging Face cache (``--cache-dir``, default: huggingface_hub's ``HF_HUB_CACHE``), which
+makes downloads resumable (interrupted blobs are continued, finished ones are not fetched again) and works
+offline (``HF_HUB_OFFLINE=1``) from a populated cache. ``--dest`` is then assembled atomically from the cached
+snapshot (hard links where the filesystem allows, copies otherwise) with a ``download.json`` record (repo,
+requested revision, resolved commit, files and sizes); a rerun for the same commit is a no-op.
+
+Which files (:func:`select_files`): ``config.json`` (+ ``generation_config.json``), the weights — safetensors
+(single ``model.safetensors`` or ``model-XXXXX-of-YYYYY.safetensors`` shards + index) when the repository has them,
+otherwise the ``pytorch_model*.bin`` equivalents — and the tokenizer files (``tokenizer.json``,
+``tokenizer_config.json``, ``special_tokens_map.json``, ``added_tokens.json``, ``spiece.model``, ``vocab.json``,
+``merges.txt``). Other weight formats (Flax, TF, ONNX, fp16 variants) are never fetched.
+
+The token comes from ``--token-file`` (a mounted Kubernetes secret) or the ``HF_TOKEN`` environment variable; it
+is passed to huggingface_hub and never printed or written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tritonft.errors import UserError
+
+CONFIG_FILES = ("config.json", "generation_config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "spiece.model",
+    "vocab.json",
+    "merges.txt",
+)
+_SAFETENSORS = re.compile(r"^model(-\d{5}-of-\d{5})?\.safetensors$|^model\.safetensors\.index\.json$")
+_TORCH = re.compile(r"^pytorch_model(-\d{5}-of-\d{5})?\.bin$|^pytorch_model\.bin\.index\.json$")
+RECORD = "download.json"
+
+
+def select_files(repo_files: Iterable[str]) -> list[str]:
+    """The repository files to fetch (top level only), safetensors preferred over ``pytorch_model.bin``."""
+    files = sorted(set(repo_files))
+    if "config.json" not in files:
+        raise UserError("the repository has no config.json at its top level; it is not a transformers model repo")
+    weights = [f for f in files if _SAFETENSORS.match(f)]
+    if not any(f.endswith(".safetensors") for f in weights):
+        weights = [f for f in files if _TORCH.match(f)]
+    if not weights:
+        raise UserError(
+            "the repository has neither model*.safetensors nor pytorch_model*.bin at its top level; "
+            "check --repo and --revision"
+        )
+    extras = [f for f in files if f in CONFIG_FILES or f in TOKENIZER_FILES]
+    return sorted({*weights, *extras})
+
+
+def read_token(token_file: Path | None) -> str | None:
+    """``--token-file`` contents (stripped), else ``HF_TOKEN``, else ``None`` (public repositories)."""
+    if token_file is not None:
+        try:
+            token = token_file.read_text().strip()
+        except OSError as exc:
+            raise UserError(
+                f"--token-file {token_file} is not readable ({exc.strerror}); mount the secret there"
+            ) from exc
+        if not token:
+            raise UserError(f"--token-file {token_file} is empty; it must hold a Hugging Face access token")
+        return token
+    return os.environ.get("HF_TOKEN") or None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repo", required=True, help="Hugging Face repository id, e.g. google/flan-t5-base")
+    parser.add_argument("--revision", required=True, help="commit sha (recommended) or tag/branch to pin")
+    parser.add_argument("--dest", required=True, type=Path, help="directory that receives the model files")
+    parser.add_argument("--token-file", type=Path, help="file holding the access token (default: $HF_TOKEN)")
+    parser.add_argument("--cache-dir", type=Path, help="Hugging Face cache to download through (default: HF_HUB_CACHE)")
+
+
+def _hub_error(exc: Exception, repo: str, revision: str) -> UserError:
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if isinstance(exc, GatedRepoError):
+        return UserError(
+            f"{repo} is gated: accept its licence on the Hub and provide a token (--token-file or HF_TOKEN)"
+        )
+    if isinstance(exc, RepositoryNotFoundError):
+        return UserError(
+            f"{repo} was not found (or is private and the token has no access); check --repo and the token"
+        )
+    if isinstance(exc, RevisionNotFoundError):
+        return UserError(f"{repo} has no revision {revision!r}; check --revision")
+    if isinstance(exc, LocalEntryNotFoundError):
+        return UserError(
+            f"{repo}@{revision} is not in the local cache and the Hub cannot be reached (offline?); "
+            "download it once with network access or point --cache-dir at a populated cache"
+        )
+    return UserError(f"downloading {repo}@{revision} failed: {type(exc).__name__}: {exc}")
+
+
+def _progress_class(stream: Any) -> Any:
+    """A tqdm that prints a plain line at most every 5 s when stderr is not a terminal (Job logs)."""
+    if stream.isatty():
+        return None
+    import time
+
+    from tqdm.auto import tqdm  # type: ignore[import-untyped]
+
+    class LogLines(tqdm):  # type: ignore[misc]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.update(file=stream, mininterval=0, disable=False)
+            self._last_line = 0.0
+            super().__init__(*args, **kwargs)
+
+        def display(self, msg: str | None = None, pos: int | None = None) -> bool:
+            now = time.monotonic()
+            if now - self._last_line >= 5.0 or self.n == self.total:
+                self._last_line = now
+                stream.write(f"download: {self.format_meter(**self.format_dict)}\n")
+                stream.flush()
+            return True
+
+    return LogLines
+
+
+def _list_repo(repo: str, revision: str, token: str | None, cache_dir: Path | None) -> list[str]:
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    try:
+        return list(HfApi(token=token).list_repo_files(repo, revision=revision))
+    except (OfflineModeIsEnabled, OSError, HfHubHTTPError) as exc:
+        from huggingface_hub.errors import GatedRepoError, RepositoryNotFoundError, RevisionNotFoundError
+
+        if isinstance(exc, GatedRepoError | RepositoryNotFoundError | RevisionNotFoundError):
+            raise
+        # No Hub: use what the cache holds for this revision.
+        folder = Path(
+            snapshot_download(repo, revision=revision, cache_dir=cache_dir, token=token, local_files_only=True)
+        )
+        return [p.name for p in folder.iterdir() if p.is_file()]
+
+
+def _materialise(snapshot: Path, files: list[str], dest: Path, record: dict[str, Any]) -> None:
+    """Build ``dest`` beside itself and rename it into place (hard links into the cache where possible)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    try:
+        partial.mkdir()
+        for name in files:
+            source = (snapshot / name).resolve()
+            if not source.is_file():
+                raise UserError(f"{name} is missing from the cached snapshot {snapshot}; re-run with network access")
+            try:
+                os.link(source, partial / name)
+            except OSError:
+                shutil.copyfile(source, partial / name)
+        (partial / RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        if dest.exists():
+            old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
+            dest.rename(old)
+            partial.rename(dest)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            partial.rename(dest)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def _existing_record(dest: Path) -> dict[str, Any] | None:
+    if not dest.exists():
+        return None
+    try:
+        record = json.loads((dest / RECORD).read_text())
+    except (OSError, ValueError) as exc:
+        if dest.is_dir() and not any(dest.iterdir()):
+            return None
+        raise UserError(
+            f"--dest {dest} exists and was not written by `tritonft download`; remove it or pick another"
+        ) from exc
+    return record if isinstance(record, dict) else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled
+
+    token = read_token(args.token_file)
+    try:
+        files = select_files(_list_repo(args.repo, args.revision, token, args.cache_dir))
+        print(f"download: {args.repo}@{args.revision}: {len(files)} files: {', '.join(files)}", file=sys.stderr)
+        snapshot = Path(
+            snapshot_download(
+                args.repo,
+                revision=args.revision,
+                cache_dir=args.cache_dir,
+                allow_patterns=files,
+                token=token,
+                tqdm_class=_progress_class(sys.stderr),
+            )
+        )
+    except (HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled, OSError) as exc:
+        raise _hub_error(exc, args.repo, args.revision) from exc
+    record = {
+        "repo": args.repo,
+        "revision": args.revision,
+        "commit": snapshot.name,
+        "files": {name: (snapshot / name).stat().st_size for name in files},
+    }
+    existing = _existing_record(args.dest)
+    if existing == record and all(
+        (args.dest / n).is_file() and (args.dest / n).stat().st_size == s for n, s in record["files"].items()
+    ):
+        print(f"up to date: {args.dest} already holds {args.repo}@{snapshot.name}")
+        return 0
+    _materialise(snapshot, files, args.dest, record)
+    total = sum(record["files"].values())
+    print(f"downloaded {args.repo}@{snapshot.name} -> {args.dest} ({len(files)} files, {total} bytes)")
+    return 0
