@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,7 @@ GPT2_MEDIUM = {
 }
 
 
-def t5_shapes(c: dict) -> dict[str, tuple[int, ...]]:
+def t5_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     d, inner, ff, v = c["d_model"], c["num_heads"] * c["d_kv"], c["d_ff"], c["vocab_size"]
     s: dict[str, tuple[int, ...]] = {
         "shared.weight": (v, d),
@@ -75,7 +76,7 @@ def t5_shapes(c: dict) -> dict[str, tuple[int, ...]]:
     return s
 
 
-def gpt2_shapes(c: dict) -> dict[str, tuple[int, ...]]:
+def gpt2_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     d, v = c["n_embd"], c["vocab_size"]
     s: dict[str, tuple[int, ...]] = {
         "transformer.wte.weight": (v, d),
