@@ -94,7 +94,7 @@ def gpt2_shapes(c: dict[str, Any]) -> dict[str, tuple[int, ...]]:
     return s
 
 
-def write_checkpoint(directory: Path, config: dict, shapes: dict[str, tuple[int, ...]]) -> int:
+def write_checkpoint(directory: Path, config: dict[str, Any], shapes: dict[str, tuple[int, ...]]) -> int:
     """Random fp32 safetensors, written tensor by tensor (never the whole model in memory)."""
     directory.mkdir(parents=True)
     (directory / "config.json").write_text(json.dumps(config))
