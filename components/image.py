@@ -18,14 +18,9 @@ import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 
 from components.aws.decisions import is_prod
+from components.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 from tritonft.errors import UserError
 
-FT_BACKEND_COMMIT = "c6936c39be6fc57c161db34cfe5c45d1bef81ee2"
-"""triton-inference-server/fastertransformer_backend, last commit (2023-10-19); the project is frozen."""
-FT_COMMIT = "df4a7534860137e060e18d2ebf019906120ea204"
-"""NVIDIA/FasterTransformer, last commit (2023-10-19)."""
-DEFAULT_CUDA_ARCHS = ("70", "75", "80", "86", "89", "90")
-"""V100, T4, A100, A10G/A40, L4/L40S, H100/H200: native code for every GPU EC2 offers (FT's ``SM`` variable)."""
 DIGEST_REF = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*?)(?::[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 
 SERVER_DOCKERFILE = "images/triton-ft/Dockerfile"
@@ -82,7 +77,7 @@ class ImageBuild:
 
     context_dir: str = "."
     """Repository root (holds ``images/`` and the ``tritonft`` package)."""
-    triton_version: str = "23.04"
+    triton_version: str = TRITON_VERSION
     """NGC ``tritonserver:<version>-py3`` base; FT backend builds are known to work up to 23.05."""
     ft_backend_commit: str = FT_BACKEND_COMMIT
     ft_commit: str = FT_COMMIT

@@ -48,8 +48,6 @@ MAX_MODEL_NAME = 40
 DEFAULT_GPU_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
 )
-AWS_GPU_NODE_LABEL = {"triton-ft/node-role": "gpu"}
-AWS_SYSTEM_NODE_LABEL = {"triton-ft/node-role": "system"}
 AWS_EFS_STORAGE_CLASS = "triton-ft-efs"
 
 
@@ -224,6 +222,14 @@ def _cluster(top: _Reader, platform: Any, problems: list[str]) -> ClusterSetting
         problems.append(f"gpuNodesMin: {lo} is larger than gpuNodesMax={hi}; lower the minimum or raise the maximum")
     elif not lo <= want <= hi:
         problems.append(f"gpuNodesDesired: {want} must lie within gpuNodesMin..gpuNodesMax = {lo}..{hi}")
+    subnets, vpc_id = top.get("subnetIds", []), top.get("vpcId")
+    if bool(subnets) != bool(vpc_id):
+        problems.append("vpcId: an existing VPC needs both vpcId and subnetIds (one private subnet per zone, >= 2)")
+    elif subnets and len(subnets) < 2:
+        problems.append("subnetIds: EKS needs private subnets in at least 2 availability zones")
+    addons = set(top.get("addons", []))
+    if "prometheus-adapter" in addons and "kube-prometheus-stack" not in addons:
+        problems.append("addons: prometheus-adapter reads the Prometheus of kube-prometheus-stack; add it too")
     slo, shi = top.get("systemNodesMin", 1), top.get("systemNodesMax", 3)
     if slo > shi:
         problems.append(f"systemNodesMin: {slo} is larger than systemNodesMax={shi}")
@@ -232,14 +238,16 @@ def _cluster(top: _Reader, platform: Any, problems: list[str]) -> ClusterSetting
     return ClusterSettings(
         platform="aws",
         gpu_node=node,
-        gpu_node_selector=dict(top.get("gpuNodeSelector", AWS_GPU_NODE_LABEL)),
-        cpu_node_selector=dict(top.get("cpuNodeSelector", AWS_SYSTEM_NODE_LABEL)),
+        gpu_node_selector={},
+        cpu_node_selector={},
         storage_class=top.get("storageClass", AWS_EFS_STORAGE_CLASS),
         aws=AwsClusterSettings(
             region=top.get("awsRegion", ""),
             kubernetes_version=top.get("kubernetesVersion", "1.33"),
             vpc_cidr=top.get("vpcCidr", "10.0.0.0/16"),
+            vpc_id=top.get("vpcId"),
             subnet_ids=tuple(top.get("subnetIds", [])),
+            public_subnet_ids=tuple(top.get("publicSubnetIds", [])),
             gpu_nodes_min=lo,
             gpu_nodes_max=hi,
             gpu_nodes_desired=want,
@@ -497,9 +505,9 @@ def _image(top: _Reader, platform: Any, cluster: ClusterSettings | None, problem
             "imageRegistry: required on platform kubernetes unless both serverImage and toolsImage are prebuilt "
             "(the built images must be pushed somewhere the cluster can pull from)"
         )
-    commit = top.get("ftBackendCommit", "")
-    if not re.fullmatch(r"[0-9a-f]{7,40}", commit):
-        problems.append(f"ftBackendCommit: {commit!r} is not a git commit sha (7-40 lower-case hex digits)")
+    for key in ("ftBackendCommit", "ftCommit"):
+        if not re.fullmatch(r"[0-9a-f]{40}", top.get(key) or ""):
+            problems.append(f"{key}: {top.get(key)!r} is not a full git commit sha (40 lower-case hex digits)")
     archs = top.get("cudaArchs", [])
     bad = [a for a in archs if not re.fullmatch(r"[5-9][0-9]", a)]
     if bad:
@@ -513,7 +521,8 @@ def _image(top: _Reader, platform: Any, cluster: ClusterSettings | None, problem
     return ImageSettings(
         server_image=server,
         tools_image=tools,
-        triton_version=top.get("tritonVersion", "23.04"),
-        ft_backend_commit=commit,
+        triton_version=top.get("tritonVersion"),
+        ft_backend_commit=top.get("ftBackendCommit", ""),
+        ft_commit=top.get("ftCommit", ""),
         cuda_archs=tuple(archs),
     )

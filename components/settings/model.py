@@ -25,7 +25,9 @@ class AwsClusterSettings:
     region: str
     kubernetes_version: str
     vpc_cidr: str
+    vpc_id: str | None
     subnet_ids: tuple[str, ...]
+    public_subnet_ids: tuple[str, ...]
     gpu_nodes_min: int
     gpu_nodes_max: int
     gpu_nodes_desired: int
@@ -68,6 +70,7 @@ class ImageSettings:
     tools_image: str | None
     triton_version: str
     ft_backend_commit: str
+    ft_commit: str
     cuda_archs: tuple[str, ...]
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from components.settings.gpus import GPU_MODELS
+from components.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 
 KnobType = Literal["string", "integer", "boolean", "array", "object", "quantity"]
 Scope = Literal["any", "kubernetes", "aws"]
@@ -188,7 +189,8 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "gpuNodeSelector",
         "object",
         "Node selector that lands pods on GPU nodes (label -> value).",
-        default_doc="`{}` on kubernetes; the GPU node group's label on aws",
+        default_doc="`{}` (on aws the platform labels and selects its own GPU nodes)",
+        scope="kubernetes",
     ),
     Knob(
         "gpuTolerations",
@@ -196,12 +198,14 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Tolerations for the GPU nodes' taints (Kubernetes toleration objects).",
         items="object",
         default_doc="`nvidia.com/gpu` Exists NoSchedule",
+        scope="kubernetes",
     ),
     Knob(
         "cpuNodeSelector",
         "object",
         "Node selector for CPU work (conversion Jobs); never GPU nodes.",
-        default_doc="`{}` on kubernetes; the system node group's label on aws",
+        default_doc="`{}` (on aws: the system node group)",
+        scope="kubernetes",
     ),
     Knob(
         "storageClass",
@@ -226,6 +230,14 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "string",
         "CIDR of the VPC this stack creates (ignored with `subnetIds`).",
         default="10.0.0.0/16",
+        scope="aws",
+    ),
+    Knob("vpcId", "string", "Existing VPC id (with `subnetIds`).", scope="aws", default_doc="a new VPC"),
+    Knob(
+        "publicSubnetIds",
+        "array",
+        "Existing public subnets for internet-facing load balancers (with `vpcId`).",
+        default=[],
         scope="aws",
     ),
     Knob(
@@ -275,7 +287,14 @@ STACK_KNOBS: tuple[Knob, ...] = (
     ),
     Knob("systemNodesMin", "integer", "Minimum system nodes.", default=1, minimum=1, scope="aws"),
     Knob("systemNodesMax", "integer", "Maximum system nodes.", default=3, minimum=1, scope="aws"),
-    Knob("addons", "array", "Add-ons this stack installs with pinned Helm charts.", default=[], choices=ADDONS),
+    Knob(
+        "addons",
+        "array",
+        "Add-ons this stack installs with pinned Helm charts.",
+        default=[],
+        choices=ADDONS,
+        scope="aws",
+    ),
     # -- images
     Knob(
         "serverImage",
@@ -296,18 +315,19 @@ STACK_KNOBS: tuple[Knob, ...] = (
         scope="kubernetes",
         default_doc="required unless both images are prebuilt",
     ),
-    Knob("tritonVersion", "string", "Triton container release the server image builds on.", default="23.04"),
+    Knob("tritonVersion", "string", "Triton container release the server image builds on.", default=TRITON_VERSION),
     Knob(
         "ftBackendCommit",
         "string",
         "fastertransformer_backend commit built into the server image.",
-        default="c6936c39",
+        default=FT_BACKEND_COMMIT,
     ),
+    Knob("ftCommit", "string", "FasterTransformer commit the backend is built against.", default=FT_COMMIT),
     Knob(
         "cudaArchs",
         "array",
         "CUDA SM architectures compiled into FasterTransformer.",
-        default=["70", "75", "80", "86", "89", "90"],
+        default=list(DEFAULT_CUDA_ARCHS),
     ),
     # -- storage
     Knob(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from components.image import FT_BACKEND_COMMIT, FT_COMMIT
+from components.versions import FT_BACKEND_COMMIT, FT_COMMIT
 from tests.aws.helpers import REPO_ROOT
 
 SERVER = REPO_ROOT / "images" / "triton-ft" / "Dockerfile"

@@ -7,6 +7,7 @@ integers, no nulls, and every secret replaced by ``[secret]`` so nothing secret 
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -25,15 +26,30 @@ def is_secret(value: Any) -> bool:
 
 
 def plain(value: Any) -> Any:
-    """Inputs as JSON/YAML-ready data: secrets masked, integral floats as ints, ``None`` dropped."""
+    """Inputs as JSON/YAML-ready data: secrets masked, integral floats as ints, ``None`` dropped, keys sorted.
+
+    Keys are sorted because the engine hands maps over as protobuf Structs, whose iteration order is not stable
+    between runs; sorting is what makes synth output byte-identical.
+    """
     if is_secret(value):
         return SECRET_PLACEHOLDER
     if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items() if v is not None and not str(k).startswith("__")}
+        items = sorted((str(k), v) for k, v in value.items() if v is not None and not str(k).startswith("__"))
+        return {k: plain(v) for k, v in items}
     if isinstance(value, list | tuple):
         return [plain(v) for v in value if v is not None]
     if isinstance(value, float) and value.is_integer():
         return int(value)
+    return value
+
+
+def canonical_json_string(value: Any) -> Any:
+    """Provider configuration arrives as JSON text (e.g. ``defaultTags``); re-dump it with sorted keys."""
+    if isinstance(value, str) and value[:1] in "{[":
+        try:
+            return json.dumps(json.loads(value), sort_keys=True)
+        except ValueError:
+            return value
     return value
 
 

@@ -2,7 +2,7 @@
 
 Output (``build/synth/<stack>/`` by default), all deterministic (same input -> byte-identical files):
 
-- ``resources.json``: every registered resource in registration order: type token, logical name, URN, parent
+- ``resources.json``: every registered resource, sorted by URN: type token, logical name, URN, parent
   URN, provider, resource options that matter for review (protect, dependsOn, ...), inputs; secrets ``[secret]``.
 - ``manifests/<namespace>/<kind>-<name>.yaml``: each Kubernetes object as ``kubectl`` would apply it.
 - ``outputs.json``: the stack outputs (secret outputs ``[secret]``).
@@ -29,7 +29,7 @@ import yaml
 
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks, Registered, mock_engine, run_program
-from tritonft.synth.manifests import SECRET_PLACEHOLDER, Manifest, manifests_of, plain
+from tritonft.synth.manifests import SECRET_PLACEHOLDER, Manifest, canonical_json_string, manifests_of, plain
 from tritonft.synth.stackfile import StackConfig, find_project_root, read_stack
 
 Extra = Callable[["SynthResult", Path], None]
@@ -113,14 +113,17 @@ def resource_record(res: Registered) -> dict[str, Any]:
         "protect": res.protect,
         "retainOnDelete": res.retain_on_delete,
         "deleteBeforeReplace": res.delete_before_replace,
-        "dependsOn": list(res.depends_on),
+        "dependsOn": sorted(res.depends_on),
         "customTimeouts": res.custom_timeouts,
         "ignoreChanges": list(res.ignore_changes),
         "replaceOnChanges": list(res.replace_on_changes),
         "additionalSecretOutputs": list(res.additional_secret_outputs),
     }
     record["options"] = {k: v for k, v in options.items() if v}
-    record["inputs"] = plain(res.inputs)
+    inputs = plain(res.inputs)
+    if res.typ.startswith("pulumi:providers:"):
+        inputs = {k: canonical_json_string(v) for k, v in inputs.items()}
+    record["inputs"] = inputs
     return record
 
 
@@ -142,7 +145,9 @@ def _write_atomically(result: SynthResult, extras: tuple[Extra, ...]) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
-        (staging / "resources.json").write_text(_dump_json([resource_record(r) for r in result.resources]))
+        # Registration order follows the async resolution of outputs, which varies between runs: sort by URN.
+        ordered = sorted(result.resources, key=lambda r: r.urn)
+        (staging / "resources.json").write_text(_dump_json([resource_record(r) for r in ordered]))
         (staging / "outputs.json").write_text(_dump_json(result.outputs))
         seen: dict[str, str] = {}
         for manifest in result.manifests:
@@ -175,7 +180,7 @@ def render_summary(result: SynthResult, *, totals_only: bool = False, with_path:
     """The resource tree per component, then the counts per type."""
     by_urn = {r.urn: r for r in result.resources}
     children: dict[str, list[Registered]] = {}
-    for res in result.resources:
+    for res in sorted(result.resources, key=lambda r: r.name):
         parent = res.parent if res.parent in by_urn else ""
         children.setdefault(parent, []).append(res)
     counts = Counter(r.typ for r in result.resources)
