@@ -9,8 +9,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pulumi_policy import EnforcementLevel, PolicyPack  # noqa: E402
-from rules import POLICIES  # noqa: E402
+from pulumi_policy import EnforcementLevel, PolicyPack
+from rules import POLICIES
 
 PolicyPack(
     name="triton-ft-guardrails",

@@ -246,7 +246,9 @@ def check_ingress_tls(resource: Resource) -> list[str]:
     tls = [_mapping(entry) for entry in _items(spec.get("tls"))]
     where = f"in environment '{resource.environment}'"
     if not tls:
-        return [f"ingress has no spec.tls {where}; serve it over TLS (ingressTls: true with tlsIssuer or tlsSecretName)"]
+        return [
+            f"ingress has no spec.tls {where}; serve it over TLS (ingressTls: true with tlsIssuer or tlsSecretName)"
+        ]
     tls_hosts = {str(h) for entry in tls for h in _items(entry.get("hosts"))}
     hosts = [str(_mapping(r).get("host")) for r in _items(spec.get("rules")) if _mapping(r).get("host")]
     uncovered = [h for h in hosts if not _host_covered(h, tls_hosts)]
