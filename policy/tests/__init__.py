@@ -1,0 +1,1 @@
+"""Direct tests of the CrossGuard policies (run in the .tools/policy venv) and resource builders."""

@@ -1,0 +1,1 @@
+"""Delivery: workflows, guardrail checks, the CrossGuard pack, guardrails over synth output."""

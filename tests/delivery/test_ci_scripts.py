@@ -1,0 +1,138 @@
+"""The workflows' helper scripts: stale review stack selection and the synth PR comment."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from policy.synth_check import main as synth_check_main
+from tests.delivery.conftest import REPO
+from tritonft.synth.run import synthesize
+
+
+def load_script(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, REPO / ".github" / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+stale = load_script("stale_review_stacks")
+report = load_script("synth_report")
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+WEEK = timedelta(days=7)
+
+
+def stack(name: str, days_ago: float, **extra: object) -> dict[str, object]:
+    when = (NOW - timedelta(days=days_ago)).isoformat().replace("+00:00", "Z")
+    return {"name": name, "lastUpdate": when, **extra}
+
+
+def test_review_stack_of_a_closed_pr_is_stale() -> None:
+    verdicts = stale.stale_review_stacks([stack("acme/triton-ft/pr-12", 1)], [13], NOW, WEEK)
+    assert [(v.stack, v.reason) for v in verdicts] == [("acme/triton-ft/pr-12", "pull request #12 is closed")]
+
+
+def test_idle_review_stack_of_an_open_pr_is_stale() -> None:
+    verdicts = stale.stale_review_stacks([stack("pr-12", 9)], [12], NOW, WEEK)
+    assert [(v.stack, v.reason) for v in verdicts] == [("pr-12", "not updated for 9 days (limit 7)")]
+
+
+def test_fresh_review_stack_of_an_open_pr_is_kept() -> None:
+    assert stale.stale_review_stacks([stack("pr-12", 2)], [12], NOW, WEEK) == []
+
+
+@pytest.mark.parametrize("name", ["dev", "staging", "prod", "acme/triton-ft/prod", "pr-abc", "hotfix-pr-3"])
+def test_non_review_stacks_are_never_touched(name: str) -> None:
+    assert stale.stale_review_stacks([stack(name, 400)], [], NOW, WEEK) == []
+
+
+def test_review_stack_being_updated_is_left_alone() -> None:
+    assert stale.stale_review_stacks([stack("pr-5", 30, updateInProgress=True)], [], NOW, WEEK) == []
+
+
+def test_review_stack_never_updated_is_stale_only_when_its_pr_is_closed() -> None:
+    never = [{"name": "pr-7"}]
+    assert stale.stale_review_stacks(never, [7], NOW, WEEK) == []
+    assert len(stale.stale_review_stacks(never, [], NOW, WEEK)) == 1
+
+
+def test_stale_command_prints_one_stack_per_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "stacks.json").write_text(json.dumps([{"name": "o/p/pr-1"}, {"name": "o/p/pr-2"}, {"name": "dev"}]))
+    (tmp_path / "open.json").write_text(json.dumps([{"number": 2}]))
+    assert stale.main([str(tmp_path / "stacks.json"), str(tmp_path / "open.json")]) == 0
+    assert capsys.readouterr().out == "o/p/pr-1\n"
+
+
+# synth report
+
+
+@pytest.fixture(scope="module")
+def sides(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`synth/base` and `synth/head` for the local stack; head renames the namespace's managed-by label."""
+    root = tmp_path_factory.mktemp("report")
+    synthesize("local", out=root / "base" / "local", project_dir=REPO)
+    shutil.copytree(root / "base" / "local", root / "head" / "local")
+    manifest = next((root / "head" / "local" / "manifests").rglob("namespace-*.yaml"))
+    manifest.write_text(manifest.read_text().replace("managed-by: triton-ft", "managed-by: someone-else"))
+    (root / "head" / "staging.log").write_text("error: stack 'staging' has 1 configuration problem(s)\n")
+    (root / "head" / "local.guardrails").write_text("")
+    return root
+
+
+def test_report_shows_the_manifest_diff_against_base(sides: Path) -> None:
+    r = report.stack_report(sides / "head", sides / "base", "local")
+    assert r.ok and r.base_ok
+    assert "-    app.kubernetes.io/managed-by: triton-ft" in r.diff
+    assert "+    app.kubernetes.io/managed-by: someone-else" in r.diff
+    text = report.render([r])
+    assert text.startswith(report.MARKER)
+    assert "| `local` | ✅ stack local: 3 resources" in text
+    assert "1 file(s), +1 -1" in text
+
+
+def test_report_shows_why_a_stack_failed_to_synthesize(sides: Path) -> None:
+    r = report.stack_report(sides / "head", sides / "base", "staging")
+    assert not r.ok
+    text = report.render([r])
+    assert "| `staging` | ❌ synth failed |" in text
+    assert "error: stack 'staging' has 1 configuration problem(s)" in text
+
+
+def test_report_fits_a_github_comment_however_large_the_diff() -> None:
+    huge = report.StackReport("prod", "stack prod: 90 resources", True, "", "+x\n" * 100_000, True)
+    text = report.render([huge], limit=20_000)
+    assert len(text) <= 20_000
+    assert "cut to fit the comment" in text
+
+
+def test_report_command_fails_when_a_guardrail_is_broken(sides: Path, tmp_path: Path) -> None:
+    head = tmp_path / "head"
+    shutil.copytree(sides / "head", head)
+    (head / "local.guardrails").write_text("[images-pinned-by-digest] Job x/y (manifests/x/job-y.yaml): ...\n")
+    out = tmp_path / "comment.md"
+    assert (
+        report.main(["--head", str(head), "--base", str(sides / "base"), "--stacks", "local", "--out", str(out)]) == 1
+    )
+    assert "❌ 1" in out.read_text()
+
+
+def test_report_command_passes_for_a_clean_plan(sides: Path, tmp_path: Path) -> None:
+    assert synth_check_main([str(sides / "head" / "local")]) == 0
+    out = tmp_path / "comment.md"
+    assert (
+        report.main(
+            ["--head", str(sides / "head"), "--base", str(sides / "base"), "--stacks", "local", "--out", str(out)]
+        )
+        == 0
+    )
+    assert "✅ clean" in out.read_text()
