@@ -96,7 +96,8 @@ def test_report_shows_the_manifest_diff_against_base(sides: Path) -> None:
     assert "+    app.kubernetes.io/managed-by: someone-else" in r.diff
     text = report.render([r])
     assert text.startswith(report.MARKER)
-    assert "| `local` | ✅ stack local: 3 resources" in text
+    count = len(json.loads((sides / "head" / "local" / "resources.json").read_text()))
+    assert f"| `local` | ✅ stack local: {count} resources" in text
     assert "1 file(s), +1 -1" in text
 
 
