@@ -25,7 +25,7 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
 
-from tritonft.probe.contract import DEFAULT_TEXT_CONTRACT, TextContract
+from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import Protocol
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD
 from tritonft.probe.report import ProbeReport
@@ -178,13 +178,18 @@ class IntegrationProbeArgs:
         cls,
         endpoint: pulumi.Input[str],
         specs: Sequence[ModelSpec],
-        contract: TextContract = DEFAULT_TEXT_CONTRACT,
+        contract: TextContract | None = None,
         **kwargs: Any,
     ) -> IntegrationProbeArgs:
-        """Args for the served models: names, families and pinned revisions come from the specs."""
+        """Args for the served models: names, families and pinned revisions come from the specs.
+
+        Each model's contract is the full set of tensors its rendered ensemble declares, unless ``contract`` is given.
+        """
+        from tritonft.probe.rendered import contract_for_spec
+
         return cls(
             endpoint=endpoint,
-            models=[ModelTarget(s.name, s.family, contract) for s in specs],
+            models=[ModelTarget(s.name, s.family, contract or contract_for_spec(s)) for s in specs],
             model_revisions={s.name: s.revision for s in specs},
             **kwargs,
         )

@@ -55,11 +55,11 @@ def _tensor(name: str) -> dict[str, Any]:
     return {"name": name, "datatype": "BYTES", "shape": [-1, 1]}
 
 
-def model_settings(name: str, runtime: str, output_name: str = "OUTPUT_0", **extra: Any) -> dict[str, Any]:
+def model_settings(name: str, runtime: str, output_name: str = "text_output", **extra: Any) -> dict[str, Any]:
     return {
         "name": name,
         "implementation": f"text_runtimes.{runtime}",
-        "inputs": [_tensor("INPUT_0")],
+        "inputs": [_tensor("text_input")],
         "outputs": [_tensor(output_name)],
         "parameters": {"extra": {"output_name": output_name, **extra}},
     }
@@ -152,14 +152,14 @@ SHARED_MODELS = [
     model_settings("gpt", "Continuer"),
     model_settings("t5-babbler", "Babbler"),
     model_settings("slow", "Sleeper", delay_s=SLOW_DELAY_S),
-    model_settings("renamed", "Continuer", output_name="text_output"),
+    model_settings("renamed", "Continuer", output_name="answer"),
 ]
 
 
 @pytest.fixture(scope="session")
 def mlserver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One MLServer for the session, every model ready: t5 (perfect translator), gpt (continues the prompt),
-    t5-babbler (wrong answers), slow (answers after SLOW_DELAY_S), renamed (output tensor ``text_output``)."""
+    t5-babbler (wrong answers), slow (answers after SLOW_DELAY_S), renamed (output tensor ``answer``)."""
     proc, server = start_mlserver(tmp_path_factory.mktemp("mlserver") / "srv", SHARED_MODELS)
     try:
         yield server

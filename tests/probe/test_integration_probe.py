@@ -229,7 +229,11 @@ def test_registers_with_release_trigger_and_model_targets(mocks: RecordingMocks)
     (probe,) = mocks.of_type(TYPE_TOKEN)
     assert probe.name == "smoke"
     assert probe.inputs["endpoint"] == "http://triton.example.internal:8000"
-    assert probe.inputs["models"] == [ModelTarget("t5-small", Family.T5).to_dict()]
+    from tritonft.probe.rendered import contract_for_spec
+
+    rendered = contract_for_spec(t5_spec())
+    assert probe.inputs["models"] == [ModelTarget("t5-small", Family.T5, rendered).to_dict()]
+    assert "max_output_len" in [t["name"] for t in probe.inputs["models"][0]["contract"]["inputs"]]
     assert probe.inputs["trigger"] == probe_trigger("sha256:abc", {"t5-small": "df1b051"}, "repo-hash-1")
     assert probe.inputs["deadline_s"] == 600.0
     assert "headers" not in probe.inputs

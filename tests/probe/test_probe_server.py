@@ -121,12 +121,12 @@ def test_served_tensors_that_differ_from_the_contract_fail_metadata(mlserver: Se
 
     (failure,) = report.failures
     assert failure.label == "metadata[renamed]"
-    assert "'OUTPUT_0' (BYTES) is missing" in failure.detail and "'text_output'" in failure.detail
+    assert "'text_output' (BYTES) is missing" in failure.detail and "'answer'" in failure.detail
     assert report.model("renamed").status is ModelStatus.CONTRACT_MISMATCH
 
 
 def test_a_custom_contract_matches_the_renamed_model(mlserver: Server) -> None:
-    contract = TextContract.simple("INPUT_0", "text_output")
+    contract = TextContract.simple("text_input", "answer")
     report = run_probe(
         ProbeConfig(mlserver.grpc_url, (ModelTarget("renamed", Family.GPTJ, contract),), latency_requests=2)
     )

@@ -61,31 +61,31 @@ def test_bad_endpoints_say_what_to_fix(url: str, protocol: str | None, message: 
 
 def test_metadata_matching_the_contract_has_no_problems() -> None:
     metadata = {
-        "inputs": [{"name": "INPUT_0", "datatype": "BYTES"}],
-        "outputs": [{"name": "OUTPUT_0", "datatype": "BYTES"}],
+        "inputs": [{"name": "text_input", "datatype": "BYTES"}],
+        "outputs": [{"name": "text_output", "datatype": "BYTES"}],
     }
     assert compare_metadata(TextContract(), metadata) == []
 
 
 def test_metadata_differences_are_all_listed() -> None:
     metadata = {
-        "inputs": [{"name": "INPUT_0", "datatype": "INT32"}, {"name": "INPUT_1", "datatype": "UINT32"}],
+        "inputs": [{"name": "text_input", "datatype": "INT32"}, {"name": "max_output_len", "datatype": "UINT32"}],
         "outputs": [],
     }
     assert compare_metadata(TextContract(), metadata) == [
-        "input 'INPUT_0' has datatype INT32, expected BYTES",
-        "input 'INPUT_1' (UINT32) is not in the rendered contract",
-        "output 'OUTPUT_0' (BYTES) is missing; the server declares []",
+        "input 'text_input' has datatype INT32, expected BYTES",
+        "input 'max_output_len' (UINT32) is not in the rendered contract",
+        "output 'text_output' (BYTES) is missing; the server declares []",
     ]
 
 
 def test_model_config_types_are_mapped_to_v2_names() -> None:
     config = {
-        "input": [{"name": "INPUT_0", "data_type": "TYPE_STRING"}],
-        "output": [{"name": "OUTPUT_0", "data_type": "TYPE_FP32"}],
+        "input": [{"name": "text_input", "data_type": "TYPE_STRING"}],
+        "output": [{"name": "text_output", "data_type": "TYPE_FP32"}],
     }
     assert compare_model_config(TextContract(), config) == [
-        "config output 'OUTPUT_0' has datatype FP32, expected BYTES"
+        "config output 'text_output' has datatype FP32, expected BYTES"
     ]
 
 
@@ -93,7 +93,7 @@ def test_contract_text_tensors_must_be_declared_bytes_tensors() -> None:
     with pytest.raises(ValueError, match="text_output 'answer' is not one of the declared tensors"):
         TextContract(text_output="answer")
     with pytest.raises(ValueError, match="must be BYTES"):
-        TextContract(inputs=(TensorSpec("INPUT_0", "INT32"),))
+        TextContract(inputs=(TensorSpec("text_input", "INT32"),))
 
 
 def test_contract_round_trips_through_json() -> None:
@@ -206,3 +206,18 @@ def test_report_round_trips_through_json() -> None:
     again = ProbeReport.from_dict(json.loads(json.dumps(report.to_dict())))
     assert again == report
     assert again.failure_message() == "inference[t5]: BLEU 1.0 < 15.0"
+
+
+def test_the_rendered_contract_lists_every_tensor_of_the_ensemble() -> None:
+    from components.settings.catalog import KNOWN_MODELS
+    from tritonft.probe.rendered import contract_for_spec
+    from tritonft.spec import ModelSpec
+
+    family, arch = KNOWN_MODELS["t5-small"]
+    spec = ModelSpec("t5-small", family, "t5-small", "df1b051c49625cf57a3d0d8d3863ed4d13564fe4", arch)
+    contract = contract_for_spec(spec)
+    names = [t.name for t in contract.inputs]
+    assert names[0] == "text_input" and "max_output_len" in names
+    assert dict((t.name, t.datatype) for t in contract.inputs)["max_output_len"] == "UINT32"
+    assert [t.to_dict() for t in contract.outputs] == [{"name": "text_output", "datatype": "BYTES"}]
+    assert contract.text_input == "text_input" and contract.text_output == "text_output"

@@ -24,7 +24,7 @@ class TextModel(MLModel):  # type: ignore[misc]
         return dict(params.extra or {}) if params is not None else {}
 
     async def load(self) -> bool:
-        self.output_name = str(self._extra().get("output_name", "OUTPUT_0"))
+        self.output_name = str(self._extra().get("output_name", "text_output"))
         return True
 
     def answer(self, text: str) -> str:

@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 from tritonft.errors import UserError
 from tritonft.probe.contract import TextContract
@@ -43,10 +44,10 @@ def add_target_arguments(parser: argparse.ArgumentParser) -> None:
         help="transport; inferred from the URL scheme, HTTP for a bare host:port",
     )
     parser.add_argument(
-        "--input-name", default="INPUT_0", help="BYTES input tensor that receives the prompt (default INPUT_0)"
+        "--input-name", default="text_input", help="BYTES input tensor that receives the prompt (default text_input)"
     )
     parser.add_argument(
-        "--output-name", default="OUTPUT_0", help="BYTES output tensor that holds the answer (default OUTPUT_0)"
+        "--output-name", default="text_output", help="BYTES output tensor that holds the answer (default text_output)"
     )
     parser.add_argument(
         "--header-from-env",
@@ -75,7 +76,16 @@ def headers_from_env(specs: list[str]) -> dict[str, str]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_target_arguments(parser)
     parser.add_argument(
-        "--model", action="append", required=True, metavar="NAME", help="served model name; repeat to check several"
+        "--model", action="append", default=[], metavar="NAME", help="served model name; repeat to check several"
+    )
+    parser.add_argument(
+        "--spec",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="SPEC.json",
+        help="a model spec (ModelSpec JSON, as the conversion Job gets it): checks that model with its family and the "
+        "exact tensor contract of the ensemble tritonft renders for it; repeatable, combines with --model",
     )
     parser.add_argument(
         "--family",
@@ -120,9 +130,13 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
     except ValueError as exc:
         raise UserError(f"--input-name/--output-name: {exc}") from exc
     family = Family(args.family) if args.family else None
+    targets = [ModelTarget(name, family, contract) for name in args.model]
+    targets += [_target_from_spec(path) for path in args.spec]
+    if not targets:
+        raise UserError("name at least one model: --model NAME or --spec SPEC.json")
     config = ProbeConfig(
         url=args.url,
-        models=tuple(ModelTarget(name, family, contract) for name in args.model),
+        models=tuple(targets),
         protocol=Protocol(args.protocol) if args.protocol else None,
         deadline_s=args.deadline,
         call_timeout_s=args.timeout,
@@ -142,6 +156,19 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
     if problems:
         raise UserError("invalid probe options", problems)
     return config
+
+
+def _target_from_spec(path: Path) -> ModelTarget:
+    from tritonft.probe.rendered import contract_for_spec
+    from tritonft.spec import ModelSpec
+
+    try:
+        spec = ModelSpec.from_json(path.read_text())
+    except OSError as exc:
+        raise UserError(f"--spec {path}: cannot read it ({exc.strerror})") from exc
+    except ValueError as exc:
+        raise UserError(f"--spec {path}: {exc}") from exc
+    return ModelTarget(spec.name, spec.family, contract_for_spec(spec))
 
 
 def format_report(report: ProbeReport) -> str:

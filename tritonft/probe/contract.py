@@ -3,7 +3,8 @@
 Every model we deploy is served behind an ensemble whose public contract is *text in, text out*: one ``BYTES``
 input tensor holding the prompt and one ``BYTES`` output tensor holding the answer, both shaped ``[batch, 1]``.
 The names are a parameter (:class:`TextContract`) so the probe can follow whatever the model repository renders;
-the default (:data:`DEFAULT_TEXT_CONTRACT`) is FasterTransformer's ensemble convention ``INPUT_0`` -> ``OUTPUT_0``.
+the default (:data:`DEFAULT_TEXT_CONTRACT`) is the text tensors of the ensemble ``tritonft.repo`` renders,
+``text_input`` -> ``text_output``; :func:`tritonft.probe.rendered.contract_for_spec` gives the exact full contract.
 """
 
 from __future__ import annotations
@@ -54,10 +55,10 @@ class TextContract:
     prompt to and reads the answer from; both must be ``BYTES`` tensors of the contract.
     """
 
-    inputs: tuple[TensorSpec, ...] = (TensorSpec("INPUT_0"),)
-    outputs: tuple[TensorSpec, ...] = (TensorSpec("OUTPUT_0"),)
-    text_input: str = "INPUT_0"
-    text_output: str = "OUTPUT_0"
+    inputs: tuple[TensorSpec, ...] = (TensorSpec("text_input"),)
+    outputs: tuple[TensorSpec, ...] = (TensorSpec("text_output"),)
+    text_input: str = "text_input"
+    text_output: str = "text_output"
 
     def __post_init__(self) -> None:
         for role, name, tensors in (
@@ -72,7 +73,7 @@ class TextContract:
                 raise ValueError(f"contract {role} {name!r} must be BYTES, not {match[0].datatype}")
 
     @classmethod
-    def simple(cls, input_name: str = "INPUT_0", output_name: str = "OUTPUT_0") -> TextContract:
+    def simple(cls, input_name: str = "text_input", output_name: str = "text_output") -> TextContract:
         """The one-string-in, one-string-out contract with the given tensor names."""
         return cls(
             inputs=(TensorSpec(input_name),),
@@ -100,7 +101,7 @@ class TextContract:
 
 
 DEFAULT_TEXT_CONTRACT = TextContract()
-"""``INPUT_0`` (BYTES prompt) -> ``OUTPUT_0`` (BYTES answer): the FasterTransformer ensemble convention."""
+"""``text_input`` (BYTES prompt) -> ``text_output`` (BYTES answer): the text tensors of the rendered ensemble."""
 
 
 def _compare_tensors(kind: str, expected: tuple[TensorSpec, ...], actual: dict[str, str]) -> list[str]:
