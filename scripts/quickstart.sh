@@ -5,3 +5,5 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/bootstrap.sh
 .venv/bin/tritonft synth --stack local
+# ...plus what really runs here: the conversion Job's path on a small random T5 (convert -> verify -> repo).
+.venv/bin/python scripts/offline_demo.py
