@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from components.cluster import ClusterTarget
 from components.conversion_spec import HF_TOKEN_KEY, SPEC_FILE, ConversionPod, conversion_pod_spec
-from components.layout import conversion_job_name, dns_label, labels, model_paths, object_meta
+from components.layout import as_input, conversion_job_name, dns_label, labels, model_paths, object_meta
 from components.sizing import DOWNLOAD_BANDWIDTH, job_sizing
 from components.store import ModelStore
 from tritonft.spec import ModelSpec
@@ -71,7 +71,7 @@ class ModelConversion(pulumi.ComponentResource):
         spec_map = k8s.core.v1.ConfigMap(
             f"{name}-spec",
             metadata=object_meta(f"{job}-spec", target.namespace, meta_labels),
-            data={SPEC_FILE: model.to_json()},
+            data=as_input({SPEC_FILE: model.to_json()}),
             immutable=True,
             opts=child,
         )
@@ -83,7 +83,7 @@ class ModelConversion(pulumi.ComponentResource):
                 f"{name}-hf-token",
                 metadata=object_meta(token_secret, target.namespace, meta_labels),
                 type="Opaque",
-                string_data={HF_TOKEN_KEY: pulumi.Output.secret(args.hf_token)},
+                string_data=as_input({HF_TOKEN_KEY: pulumi.Output.secret(args.hf_token)}),
                 opts=child,
             )
 
@@ -108,15 +108,17 @@ class ModelConversion(pulumi.ComponentResource):
                     "triton-ft/repository-dir": self.paths.repository_dir,
                 },
             ),
-            spec={
-                "backoffLimit": sizing.backoff_limit,
-                "activeDeadlineSeconds": sizing.active_deadline_seconds,
-                "ttlSecondsAfterFinished": args.ttl_seconds_after_finished,
-                "template": {
-                    "metadata": {"labels": meta_labels},
-                    "spec": conversion_pod_spec(model, self.paths, pod, sizing),
-                },
-            },
+            spec=as_input(
+                {
+                    "backoffLimit": sizing.backoff_limit,
+                    "activeDeadlineSeconds": sizing.active_deadline_seconds,
+                    "ttlSecondsAfterFinished": args.ttl_seconds_after_finished,
+                    "template": {
+                        "metadata": {"labels": meta_labels},
+                        "spec": conversion_pod_spec(model, self.paths, pod, sizing),
+                    },
+                }
+            ),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=target.provider,

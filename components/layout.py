@@ -96,14 +96,18 @@ def selector(component: str, instance: str) -> dict[str, str]:
     return {"app.kubernetes.io/component": component, "app.kubernetes.io/instance": instance}
 
 
-def object_meta(
-    name: str, namespace: Any, labels: dict[str, str], annotations: dict[str, str] | None = None
-) -> dict[str, Any]:
+def object_meta(name: str, namespace: Any, labels: dict[str, str], annotations: dict[str, str] | None = None) -> Any:
     """``metadata`` with an explicit name and namespace (``namespace`` may be a str or a Pulumi Output of one).
 
     Names are always explicit: deterministic across runs, readable in ``kubectl``, and what the mock engine sees.
+    Typed ``Any`` because the dict is camelCase, as the API takes it, where the SDK types its ``*ArgsDict``.
     """
     meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
     if annotations:
         meta["annotations"] = dict(annotations)
     return meta
+
+
+def as_input(value: dict[str, Any]) -> Any:
+    """A plain manifest dict (camelCase, as the API takes it) passed where the SDK types its ``*ArgsDict``."""
+    return value
