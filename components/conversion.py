@@ -14,8 +14,14 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster import ClusterTarget
-from components.conversion_spec import HF_TOKEN_KEY, SPEC_FILE, ConversionPod, conversion_pod_spec
-from components.layout import as_input, conversion_job_name, dns_label, labels, model_paths, object_meta
+from components.conversion_spec import (
+    HF_TOKEN_KEY,
+    SPEC_FILE,
+    ConversionPod,
+    conversion_network_policy_spec,
+    conversion_pod_spec,
+)
+from components.layout import as_input, conversion_job_name, dns_label, labels, model_paths, object_meta, selector
 from components.sizing import DOWNLOAD_BANDWIDTH, job_sizing
 from components.store import ModelStore
 from tritonft.spec import ModelSpec
@@ -95,6 +101,13 @@ class ModelConversion(pulumi.ComponentResource):
             gpu_node_selector=target.gpu.node_selector,
             hf_token_secret=token_secret,
         )
+        pod_selector = selector("conversion", name)
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-netpol",
+            metadata=object_meta(dns_label(f"{name}-conversion"), target.namespace, meta_labels),
+            spec=as_input(conversion_network_policy_spec(pod_selector)),
+            opts=child,
+        )
         timeout = f"{sizing.pulumi_timeout_minutes}m"
         self.job = k8s.batch.v1.Job(
             f"{name}-job",
@@ -114,7 +127,7 @@ class ModelConversion(pulumi.ComponentResource):
                     "activeDeadlineSeconds": sizing.active_deadline_seconds,
                     "ttlSecondsAfterFinished": args.ttl_seconds_after_finished,
                     "template": {
-                        "metadata": {"labels": meta_labels},
+                        "metadata": {"labels": {**meta_labels, **pod_selector}},
                         "spec": conversion_pod_spec(model, self.paths, pod, sizing),
                     },
                 }

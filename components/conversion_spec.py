@@ -164,3 +164,32 @@ def conversion_pod_spec(model: ModelSpec, paths: ModelPaths, pod: ConversionPod,
         "containers": [container],
         "volumes": volumes,
     }
+
+
+CLOUD_METADATA_CIDR = "169.254.169.254/32"
+"""Instance metadata endpoint (node credentials): never reachable from the Job."""
+
+
+def conversion_network_policy_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
+    """No inbound traffic; outbound only DNS and HTTPS (the Hugging Face Hub and its CDN), never the node's
+    instance-metadata endpoint."""
+    return {
+        "podSelector": {"matchLabels": dict(selector_labels)},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [],
+        "egress": [
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+            },
+            {
+                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [CLOUD_METADATA_CIDR]}}],
+                "ports": [{"port": 443, "protocol": "TCP"}],
+            },
+        ],
+    }
