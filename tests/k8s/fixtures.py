@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pulumi
 import pulumi_kubernetes as k8s
 
 from components.cluster import ClusterTarget, GpuScheduling
+from components.conversion import ModelConversion, ModelConversionArgs
+from components.ingress import IngressArgs
+from components.service import Autoscaler, TritonService, TritonServiceArgs
+from components.store import ModelStore, ModelStoreArgs
 from tritonft.spec import Architecture, DataType, Family, ModelSpec, WeightDType
+from tritonft.synth.engine import Registered
 
 NAMESPACE = "triton"
 TOOLS_IMAGE = "registry.example.com/triton-ft/tools@sha256:" + "a" * 64
@@ -69,3 +76,59 @@ def make_target(crd_charts: bool = True, addons: frozenset[str] | None = None) -
         if addons is not None
         else frozenset({"prometheus-operator", "cert-manager", "keda", "ingress-nginx", "prometheus-adapter"}),
     )
+
+
+def secure_ingress(host: str) -> IngressArgs:
+    """TLS from cert-manager and basic auth from an htpasswd secret: the default outside ``local``."""
+    return IngressArgs(
+        host=host, cluster_issuer="letsencrypt", basic_auth_htpasswd=pulumi.Output.secret("ops:$apr1$abc$def")
+    )
+
+
+def serve(
+    name: str,
+    model: ModelSpec,
+    *,
+    target: ClusterTarget | None = None,
+    ingress: IngressArgs | None = None,
+    autoscaler: Autoscaler = "hpa",
+    monitoring: bool = True,
+    min_replicas: int = 1,
+    hf_token: str | None = None,
+) -> TritonService:
+    """Store + conversion + service for one model (call inside a mock program)."""
+    target = target or make_target()
+    store = ModelStore(f"{name}-store", ModelStoreArgs(target=target, models=(model,)))
+    conversion = ModelConversion(
+        name,
+        ModelConversionArgs(
+            target=target,
+            store=store,
+            model=model,
+            tools_image=TOOLS_IMAGE,
+            converter_version=CONVERTER,
+            hf_token=pulumi.Output.secret(hf_token) if hf_token else None,
+        ),
+    )
+    return TritonService(
+        name,
+        TritonServiceArgs(
+            target=target,
+            conversion=conversion,
+            claim_name=store.k8s_name,
+            image=SERVER_IMAGE,
+            ingress=ingress,
+            autoscaler=autoscaler,
+            monitoring=monitoring,
+            min_replicas=min_replicas,
+        ),
+    )
+
+
+def containers(res: Registered) -> list[dict[str, Any]]:
+    """The containers of a captured Deployment or Job."""
+    return list(res.inputs["spec"]["template"]["spec"]["containers"])
+
+
+def pod_spec(res: Registered) -> dict[str, Any]:
+    return dict(res.inputs["spec"]["template"]["spec"])
