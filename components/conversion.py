@@ -103,7 +103,7 @@ class ModelConversion(pulumi.ComponentResource):
         )
         pod_selector = selector("conversion", name)
         k8s.networking.v1.NetworkPolicy(
-            f"{name}-netpol",
+            f"{name}-job-netpol",
             metadata=object_meta(dns_label(f"{name}-conversion"), target.namespace, meta_labels),
             spec=as_input(conversion_network_policy_spec(pod_selector)),
             opts=child,

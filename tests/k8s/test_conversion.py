@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from components import sizing
 from components.conversion_spec import GPU_PRESENT_LABEL, HF_TOKEN_MOUNT
 from components.layout import conversion_job_name
 from tests.k8s.fixtures import CONVERTER, CPU_POOL, GPTJ_6B, GPU_POOL, T5_SMALL, containers, pod_spec, serve
-from tritonft.spec import Batching
-from tritonft.synth.engine import run_program
+from tritonft.spec import Batching, ModelSpec
+from tritonft.synth.engine import RecordingMocks, Registered, run_program
 from tritonft.synth.manifests import SECRET_PLACEHOLDER, is_secret, manifests_of
 
 JOB = "kubernetes:batch/v1:Job"
 
 
-def _job(mocks, model=GPTJ_6B, **kwargs):
+def _job(mocks: RecordingMocks, model: ModelSpec = GPTJ_6B, **kwargs: Any) -> Registered:
     run_program(lambda: serve("m", model, **kwargs))
     (job,) = mocks.of_type(JOB)
     return job
@@ -146,3 +147,15 @@ def test_the_token_reaches_the_engine_as_a_pulumi_secret(mocks):
     run_program(lambda: serve("m", T5_SMALL, hf_token="hf_x"))
     (secret,) = mocks.of_type("kubernetes:core/v1:Secret")
     assert is_secret(secret.inputs["stringData"])
+
+
+def test_the_job_pods_only_reach_dns_and_https_and_accept_nothing(mocks):
+    job = _job(mocks)
+    (policy,) = [p for p in mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy") if p.name == "m-job-netpol"]
+    spec = policy.inputs["spec"]
+    pod_labels = job.inputs["spec"]["template"]["metadata"]["labels"]
+    assert spec["policyTypes"] == ["Ingress", "Egress"] and spec["ingress"] == []
+    assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert {p["port"] for rule in spec["egress"] for p in rule["ports"]} == {53, 443}
+    (https,) = [r for r in spec["egress"] if r["ports"] == [{"port": 443, "protocol": "TCP"}]]
+    assert https["to"][0]["ipBlock"]["except"] == ["169.254.169.254/32"]

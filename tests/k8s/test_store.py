@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
 from components import sizing
 from components.store import ModelStore, ModelStoreArgs
 from tests.k8s.fixtures import GPTJ_6B, NAMESPACE, T5_SMALL, make_target
-from tritonft.synth.engine import run_program
+from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 
 
-def _store(mocks, **kwargs):
+def _store(mocks: RecordingMocks, **kwargs: Any) -> Registered:
     run_program(lambda: ModelStore("store", ModelStoreArgs(target=make_target(), **kwargs)))
     (claim,) = mocks.of_type(PVC)
     return claim
