@@ -21,9 +21,19 @@ from components.conversion_spec import (
     conversion_network_policy_spec,
     conversion_pod_spec,
 )
-from components.layout import as_input, conversion_job_name, dns_label, labels, model_paths, object_meta, selector
+from components.layout import (
+    ModelPaths,
+    as_input,
+    conversion_job_name,
+    dns_label,
+    labels,
+    model_paths,
+    object_meta,
+    selector,
+)
 from components.sizing import DOWNLOAD_BANDWIDTH, job_sizing
 from components.store import ModelStore
+from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 
 
@@ -59,12 +69,21 @@ class ModelConversion(pulumi.ComponentResource):
     repository_dir: pulumi.Output[str]
     """Absolute path (inside pods mounting the store) of this model's Triton repository."""
 
+    model: ModelSpec
+    """The model this conversion puts into the store."""
+    paths: ModelPaths
+    """Its checkpoint and repository directories in the store."""
+    job: k8s.batch.v1.Job
+    """The conversion Job (TritonService depends on it)."""
+
     def __init__(self, name: str, args: ModelConversionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("triton-ft:conversion:ModelConversion", name, {}, opts)
         if args.hf_token is not None and args.hf_token_secret:
-            raise ValueError("ModelConversionArgs: give hf_token or hf_token_secret, not both")
+            raise UserError(f"ModelConversion {name!r}: give hf_token or hf_token_secret, not both")
         if args.ttl_seconds_after_finished < 0:
-            raise ValueError("ModelConversionArgs.ttl_seconds_after_finished must be >= 0 seconds")
+            raise UserError(f"ModelConversion {name!r}: ttl_seconds_after_finished must be >= 0 seconds")
+        if not args.converter_version:
+            raise UserError(f"ModelConversion {name!r}: converter_version is empty (it is part of the content key)")
+        super().__init__("triton-ft:conversion:ModelConversion", name, {}, opts)
         model = args.model
         target = args.target
         self.model = model

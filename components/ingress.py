@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tritonft.errors import UserError
-
 NGINX = "nginx.ingress.kubernetes.io"
 GRPC_SERVICE_PATH = "/inference.GRPCInferenceService"
 HTTP_PATH = "/v2"
@@ -92,13 +90,6 @@ def validate_ingress(args: IngressArgs) -> list[str]:
     if args.request_timeout_seconds < 1:
         problems.append("ingress.request_timeout_seconds must be at least 1")
     return problems
-
-
-def check_ingress(args: IngressArgs) -> None:
-    """Raise :class:`UserError` listing every problem of ``args`` at once."""
-    problems = validate_ingress(args)
-    if problems:
-        raise UserError("invalid ingress settings:\n  " + "\n  ".join(problems))
 
 
 def has_tls(args: IngressArgs) -> bool:

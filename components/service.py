@@ -22,12 +22,12 @@ from components.conversion import ModelConversion
 from components.ingress import (
     BASIC_AUTH_KEY,
     IngressArgs,
-    check_ingress,
     endpoint_urls,
     grpc_exposed,
     ingress_annotations,
     ingress_spec,
     tls_secret_name,
+    validate_ingress,
 )
 from components.layout import as_input, dns_label, labels, object_meta, selector
 from components.monitoring import dashboard_json, prometheus_rule_spec, service_monitor_spec
@@ -48,6 +48,7 @@ from components.sizing import (
     server_sizing,
     startup_budget,
 )
+from components.store import ModelStore
 from tritonft.errors import UserError
 
 Autoscaler = Literal["hpa", "keda", "none"]
@@ -60,8 +61,8 @@ class TritonServiceArgs:
     target: ClusterTarget
     conversion: ModelConversion
     """The model's conversion (its model spec, store paths and Job, which the Deployment waits for)."""
-    claim_name: str
-    """The model store's claim (``ModelStore.k8s_name``)."""
+    store: ModelStore
+    """The model store the conversion wrote into (mounted read-only)."""
     image: pulumi.Input[str]
     """Triton + FasterTransformer server image, pinned by digest."""
     ingress: IngressArgs | None = None
@@ -135,17 +136,14 @@ class TritonService(pulumi.ComponentResource):
     """JSON of the prometheus-adapter ``rules.custom`` entry the HPA needs (for the adapter chart's values)."""
     startup_budget_seconds: pulumi.Output[int]
     """The startupProbe budget derived from the model size."""
+    deployment: k8s.apps.v1.Deployment
+    """The Triton Deployment (for ``depends_on`` of the integration probe)."""
 
     def __init__(self, name: str, args: TritonServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("triton-ft:serving:TritonService", name, {}, opts)
-        problems = _validate(args)
-        if args.ingress is not None:
-            try:
-                check_ingress(args.ingress)
-            except UserError as exc:
-                problems.append(str(exc))
-        if problems:
+        problems = _validate(args) + (validate_ingress(args.ingress) if args.ingress is not None else [])
+        if problems:  # before anything registers: a bad config never reaches the engine
             raise UserError(f"TritonService {name!r}:\n  " + "\n  ".join(problems))
+        super().__init__("triton-ft:serving:TritonService", name, {}, opts)
 
         target = args.target
         model = args.conversion.model
@@ -160,7 +158,7 @@ class TritonService(pulumi.ComponentResource):
 
         sizing = server_sizing(model)
         budget = startup_budget(model, load_bandwidth=args.load_bandwidth)
-        pod = ServerPod(image=args.image, claim_name=args.claim_name, gpu=target.gpu)
+        pod = ServerPod(image=args.image, claim_name=args.store.k8s_name, gpu=target.gpu)
         timeout = f"{rollout_timeout_minutes(budget)}m"
         replicas = args.min_replicas if args.autoscaler == "none" else None
         deployment = k8s.apps.v1.Deployment(
@@ -178,7 +176,7 @@ class TritonService(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=target.provider,
-                depends_on=[args.conversion.job],
+                depends_on=[args.conversion.job, args.store.claim],
                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
             ),
         )
@@ -200,8 +198,9 @@ class TritonService(pulumi.ComponentResource):
             name=name, base=base, args=args, meta_labels=meta_labels, child=child, depends_on=[service]
         )
         scale_down = scale_down_window_seconds(budget)
+        # Custom resources only after the charts that install their CRDs (pulumi-kubernetes#1712, #3176).
         crd_opts = pulumi.ResourceOptions(
-            parent=self, provider=target.provider, depends_on=[*target.crd_installers, service, deployment]
+            parent=self, provider=target.provider, depends_on=[*target.crd_installers, service]
         )
         if args.monitoring:
             self._monitoring(
@@ -240,7 +239,7 @@ class TritonService(pulumi.ComponentResource):
                         scale_down_window_seconds=scale_down,
                     )
                 ),
-                opts=crd_opts,
+                opts=pulumi.ResourceOptions.merge(crd_opts, pulumi.ResourceOptions(depends_on=[deployment])),
             )
 
         self.deployment = deployment

@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from components.cluster import ClusterTarget
 from components.layout import STORE_MOUNT, dns_label, labels, object_meta
 from components.sizing import STORE_HEADROOM, store_size_gi
+from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 
 
@@ -48,13 +49,19 @@ class ModelStore(pulumi.ComponentResource):
 
     mount_path: str = STORE_MOUNT
     """Where pods mount the claim."""
+    k8s_name: str
+    """The claim's Kubernetes name (plain, for pod specs that are built before any output resolves)."""
+    claim: k8s.core.v1.PersistentVolumeClaim
+    """The claim itself (for ``depends_on``)."""
 
     def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("triton-ft:storage:ModelStore", name, {}, opts)
         if args.size_gi is not None and args.size_gi < 1:
-            raise ValueError(f"ModelStoreArgs.size_gi must be at least 1 (got {args.size_gi}); or None to size it")
+            raise UserError(f"ModelStore {name!r}: size_gi must be at least 1 (got {args.size_gi}), or None to size it")
         if not args.models and args.size_gi is None:
-            raise ValueError("ModelStoreArgs.models is empty: give the models to size the store, or size_gi")
+            raise UserError(f"ModelStore {name!r}: models is empty: give the models to size the store, or size_gi")
+        if args.headroom < 1.0:
+            raise UserError(f"ModelStore {name!r}: headroom must be >= 1.0 (got {args.headroom})")
+        super().__init__("triton-ft:storage:ModelStore", name, {}, opts)
         size = f"{args.size_gi or store_size_gi(args.models, args.headroom)}Gi"
         self.k8s_name = claim_name(name)
         spec: Any = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}}
@@ -63,9 +70,9 @@ class ModelStore(pulumi.ComponentResource):
         meta: Any = object_meta(
             self.k8s_name, args.target.namespace, labels("model-store", name), {"pulumi.com/skipAwait": "true"}
         )
+        # A claim whose volume is still binding (WaitForFirstConsumer) must not block the deploy: skipAwait.
         self.claim = k8s.core.v1.PersistentVolumeClaim(
             f"{name}-claim",
-            # A claim whose volume is still binding (WaitForFirstConsumer) must not block the deploy.
             metadata=meta,
             spec=spec,
             opts=pulumi.ResourceOptions(

@@ -115,7 +115,7 @@ def serve(
         TritonServiceArgs(
             target=target,
             conversion=conversion,
-            claim_name=store.k8s_name,
+            store=store,
             image=SERVER_IMAGE,
             ingress=ingress,
             autoscaler=autoscaler,
