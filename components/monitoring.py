@@ -15,6 +15,8 @@ from typing import Any
 from components.autoscaling import RATIO_RECORD
 
 SCRAPE_INTERVAL = "15s"
+RATIO_LABELS = "namespace, job, pod"
+"""Labels the recorded ratio keeps."""
 
 
 def series_selector(namespace: str, job: str) -> str:
@@ -32,11 +34,14 @@ def service_monitor_spec(namespace: str, service_labels: dict[str, str]) -> dict
 
 
 def ratio_expr(namespace: str, job: str) -> str:
-    """Per-pod queue time per unit of compute time, summed over the pod's models."""
+    """Per-pod queue time per unit of compute time, summed over the pod's models.
+
+    Keeps ``namespace`` and ``pod`` (the HPA's Pods metric) and ``job`` (the service: KEDA, alerts, dashboard).
+    """
     sel = series_selector(namespace, job)
     return (
-        f"sum by (namespace, pod) (rate(nv_inference_queue_duration_us{{{sel}}}[1m]))\n"
-        f"/ clamp_min(sum by (namespace, pod) (rate(nv_inference_compute_infer_duration_us{{{sel}}}[1m])), 1)"
+        f"sum by ({RATIO_LABELS}) (rate(nv_inference_queue_duration_us{{{sel}}}[1m]))\n"
+        f"/ clamp_min(sum by ({RATIO_LABELS}) (rate(nv_inference_compute_infer_duration_us{{{sel}}}[1m])), 1)"
     )
 
 
@@ -88,8 +93,7 @@ def prometheus_rule_spec(
                     },
                     {
                         "alert": "TritonQueueSaturated",
-                        "expr": f'avg by (namespace) ({RATIO_RECORD}{{namespace="{namespace}"}}) '
-                        f"> {3 * ratio_target:g}",
+                        "expr": f"avg by (namespace, job) ({RATIO_RECORD}{{{sel}}}) > {3 * ratio_target:g}",
                         "for": "15m",
                         "labels": labels,
                         "annotations": {
@@ -145,7 +149,7 @@ def dashboard(namespace: str, job: str, title: str) -> dict[str, Any]:
         (
             "Queue / compute ratio (autoscaling signal)",
             "none",
-            [(f'{RATIO_RECORD}{{namespace="{namespace}"}}', "{{pod}}")],
+            [(f"{RATIO_RECORD}{{{sel}}}", "{{pod}}")],
         ),
         (
             "Average queue time per request",

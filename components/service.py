@@ -86,6 +86,8 @@ class TritonServiceArgs:
     """Labels Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: ``release``)."""
     dashboard_labels: dict[str, str] = field(default_factory=lambda: {"grafana_dashboard": "1"})
     """Labels the Grafana sidecar loads dashboard ConfigMaps by."""
+    dashboard_namespace: str | None = None
+    """Namespace the Grafana sidecar watches for dashboards (None = the workload namespace)."""
     client_namespaces: tuple[str, ...] = ()
     """Extra namespaces whose pods may call 8000/8001 directly (besides the ingress controller's)."""
     load_bandwidth: int = LOAD_BANDWIDTH
@@ -343,7 +345,9 @@ class TritonService(pulumi.ComponentResource):
         )
         k8s.core.v1.ConfigMap(
             f"{name}-dashboard",
-            metadata=object_meta(f"{base}-dashboard", ns, {**meta_labels, **args.dashboard_labels}),
+            metadata=object_meta(
+                f"{base}-dashboard", args.dashboard_namespace or ns, {**meta_labels, **args.dashboard_labels}
+            ),
             data=ns.apply(lambda n: {f"{base}.json": dashboard_json(n, base, f"Triton: {base} ({n})")}),
             opts=child,
         )

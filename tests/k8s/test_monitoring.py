@@ -3,9 +3,22 @@
 from __future__ import annotations
 
 import json
+import re
 
 from components.autoscaling import RATIO_RECORD
-from tests.k8s.fixtures import NAMESPACE, T5_SMALL, serve
+from components.conversion import ModelConversion, ModelConversionArgs
+from components.service import TritonService, TritonServiceArgs
+from components.store import ModelStore, ModelStoreArgs
+from tests.k8s.fixtures import (
+    CONVERTER,
+    NAMESPACE,
+    SERVER_IMAGE,
+    T5_SMALL,
+    TOOLS_IMAGE,
+    make_target,
+    secure_ingress,
+    serve,
+)
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
 SERVICE_MONITOR = "kubernetes:monitoring.coreos.com/v1:ServiceMonitor"
@@ -56,8 +69,8 @@ def test_the_ratio_is_recorded_per_pod_from_queue_and_compute_time(mocks):
     groups = _rules(mocks).inputs["spec"]["groups"]
     (record,) = [r for g in groups for r in g["rules"] if r.get("record") == RATIO_RECORD]
     expr = record["expr"]
-    assert "sum by (namespace, pod) (rate(nv_inference_queue_duration_us" in expr
-    assert "clamp_min(sum by (namespace, pod) (rate(nv_inference_compute_infer_duration_us" in expr
+    assert "sum by (namespace, job, pod) (rate(nv_inference_queue_duration_us" in expr
+    assert "clamp_min(sum by (namespace, job, pod) (rate(nv_inference_compute_infer_duration_us" in expr
     assert f'namespace="{NAMESPACE}",job="m"' in expr
 
 
@@ -82,3 +95,52 @@ def test_the_dashboard_uses_the_current_triton_metric_names(mocks):
     for stale in STALE_METRICS:
         assert stale not in exprs
     assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
+
+
+def test_every_consumer_selects_labels_the_recorded_ratio_keeps(mocks):
+    """KEDA, the alerts and the dashboard filter the ratio by namespace and job: the rule must keep both."""
+    run_program(
+        lambda: serve("m", T5_SMALL, autoscaler="keda", min_replicas=0, ingress=secure_ingress("m.example.com"))
+    )
+    (rule,) = mocks.of_type(PROMETHEUS_RULE)
+    (obj,) = mocks.of_type("kubernetes:keda.sh/v1alpha1:ScaledObject")
+    grouping = re.search(r"sum by \(([^)]*)\)", _record_expr(rule))
+    assert grouping is not None
+    kept = set(grouping.group(1).replace(" ", "").split(","))
+    (dashboard,) = [c for c in mocks.of_type("kubernetes:core/v1:ConfigMap") if c.name == "m-dashboard"]
+    board = json.loads(next(iter(dashboard.inputs["data"].values())))
+    queries = [t["metadata"]["query"] for t in obj.inputs["spec"]["triggers"]]
+    queries += [r["expr"] for g in rule.inputs["spec"]["groups"] for r in g["rules"]]
+    queries += [t["expr"] for p in board["panels"] for t in p["targets"]]
+    consumers = [q for q in queries if RATIO_RECORD in q]
+    assert len(consumers) >= 3
+    for query in consumers:
+        used = set(re.findall(rf"{re.escape(RATIO_RECORD)}{{([^}}]*)}}", query)[0].split(","))
+        assert {u.split("=")[0] for u in used} <= kept, query
+
+
+def _record_expr(rule: Registered) -> str:
+    (expr,) = [r["expr"] for g in rule.inputs["spec"]["groups"] for r in g["rules"] if r.get("record") == RATIO_RECORD]
+    return str(expr)
+
+
+def test_the_dashboard_can_go_where_the_grafana_sidecar_looks(mocks):
+    def build() -> None:
+        target = make_target()
+        store = ModelStore("s", ModelStoreArgs(target=target, models=(T5_SMALL,)))
+        conversion = ModelConversion(
+            "m",
+            ModelConversionArgs(
+                target=target, store=store, model=T5_SMALL, tools_image=TOOLS_IMAGE, converter_version=CONVERTER
+            ),
+        )
+        TritonService(
+            "m",
+            TritonServiceArgs(
+                target=target, conversion=conversion, store=store, image=SERVER_IMAGE, dashboard_namespace="monitoring"
+            ),
+        )
+
+    run_program(build)
+    (cm,) = [c for c in mocks.of_type("kubernetes:core/v1:ConfigMap") if c.name == "m-dashboard"]
+    assert cm.inputs["metadata"]["namespace"] == "monitoring"

@@ -182,3 +182,26 @@ def run_checkov(directory: Path, checkov: Path = CHECKOV) -> tuple[int, list[Che
                 )
             )
     return passed, failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tests.k8s.validation DIR``: schema-check and scan every manifest under DIR; exit 1 on problems."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--no-checkov", action="store_true", help="schema checks only")
+    args = parser.parse_args(argv)
+    problems = validate_directory(args.directory)
+    if not args.no_checkov:
+        passed, failures = run_checkov(args.directory)
+        problems += [f"checkov: {f}" for f in failures]
+        print(f"checkov: {passed} passed, {len(failures)} failed")
+    for problem in problems:
+        print(problem)
+    print(f"{len(load_directory(args.directory))} manifests, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
