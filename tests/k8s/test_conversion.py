@@ -5,10 +5,26 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from components import sizing
+from components.conversion import ModelConversion, ModelConversionArgs
 from components.conversion_spec import GPU_PRESENT_LABEL, HF_TOKEN_MOUNT
 from components.layout import conversion_job_name
-from tests.k8s.fixtures import CONVERTER, CPU_POOL, GPTJ_6B, GPU_POOL, T5_SMALL, containers, pod_spec, serve
+from components.store import ModelStore, ModelStoreArgs
+from tests.k8s.fixtures import (
+    CONVERTER,
+    CPU_POOL,
+    GPTJ_6B,
+    GPU_POOL,
+    T5_SMALL,
+    TOOLS_IMAGE,
+    containers,
+    make_target,
+    pod_spec,
+    serve,
+)
+from tritonft.errors import UserError
 from tritonft.spec import Batching, ModelSpec
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 from tritonft.synth.manifests import SECRET_PLACEHOLDER, is_secret, manifests_of
@@ -159,3 +175,30 @@ def test_the_job_pods_only_reach_dns_and_https_and_accept_nothing(mocks):
     assert {p["port"] for rule in spec["egress"] for p in rule["ports"]} == {53, 443}
     (https,) = [r for r in spec["egress"] if r["ports"] == [{"port": 443, "protocol": "TCP"}]]
     assert https["to"][0]["ipBlock"]["except"] == ["169.254.169.254/32"]
+
+
+def _convert_with(**kwargs: Any) -> None:
+    target = make_target()
+    store = ModelStore("s", ModelStoreArgs(target=target, models=(T5_SMALL,)))
+    ModelConversion(
+        "m",
+        ModelConversionArgs(
+            target=target, store=store, model=T5_SMALL, tools_image=TOOLS_IMAGE, converter_version=CONVERTER, **kwargs
+        ),
+    )
+
+
+def test_an_existing_token_secret_is_mounted_without_creating_one(mocks):
+    run_program(lambda: _convert_with(hf_token_secret="org-hf-token"))
+    (job,) = mocks.of_type(JOB)
+    assert mocks.of_type("kubernetes:core/v1:Secret") == []
+    assert {
+        "name": "hf-token",
+        "secret": {"secretName": "org-hf-token", "defaultMode": 0o440, "items": [{"key": "token", "path": "token"}]},
+    } in pod_spec(job)["volumes"]
+
+
+def test_a_token_and_a_token_secret_together_are_refused_before_anything_registers(mocks):
+    with pytest.raises(UserError, match="hf_token or hf_token_secret"):
+        run_program(lambda: _convert_with(hf_token="x", hf_token_secret="y"))
+    assert mocks.of_type("triton-ft:conversion:ModelConversion") == []

@@ -181,3 +181,26 @@ def test_scale_to_zero_without_keda_is_refused_before_anything_is_created(mocks)
 def test_monitoring_without_the_prometheus_operator_is_refused(mocks):
     with pytest.raises(UserError, match="prometheus-operator"):
         run_program(lambda: serve("m", T5_SMALL, target=make_target(addons=frozenset())))
+
+
+def test_keda_without_the_keda_addon_is_refused(mocks):
+    addons = frozenset({"prometheus-operator", "cert-manager", "ingress-nginx"})
+    with pytest.raises(UserError, match="'keda' add-on"):
+        run_program(
+            lambda: serve(
+                "m",
+                T5_SMALL,
+                target=make_target(addons=addons),
+                autoscaler="keda",
+                min_replicas=0,
+                ingress=secure_ingress("m.example.com"),
+            )
+        )
+
+
+def test_every_problem_is_reported_at_once(mocks):
+    with pytest.raises(UserError) as err:
+        run_program(lambda: serve("m", T5_SMALL, target=make_target(addons=frozenset()), min_replicas=0))
+    message = str(err.value)
+    for fragment in ("autoscaler='keda'", "needs an ingress", "prometheus-operator"):
+        assert fragment in message
