@@ -1,0 +1,113 @@
+"""Names, labels and model-store paths shared by the Kubernetes components (pure, no Pulumi).
+
+The store is content-addressed: the FT checkpoint of a model lives under its *conversion key* (repo, revision,
+file dtype, TP, family, converter version) and the rendered Triton repository under a *repository key* that adds
+every serving knob the repository files depend on. A changed model gets new directories and a new Job; an
+unchanged one maps onto what is already there, so nothing is redone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from tritonft.spec import ModelSpec
+
+STORE_MOUNT = "/models"
+"""Where every pod mounts the model-store claim."""
+MANAGED_BY = "triton-ft"
+DNS_LABEL_MAX = 63
+
+_NOT_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def dns_label(text: str, max_len: int = DNS_LABEL_MAX) -> str:
+    """``text`` as an RFC 1123 label: lower case, ``[a-z0-9-]``, starts and ends alphanumeric, at most ``max_len``.
+
+    Raises ``ValueError`` when nothing usable is left (an empty or all-symbol name).
+    """
+    label = _NOT_DNS.sub("-", text.lower()).strip("-")
+    label = re.sub(r"-{2,}", "-", label)[:max_len].rstrip("-")
+    if not label:
+        raise ValueError(f"{text!r} has no letters or digits to build a Kubernetes name from")
+    return label
+
+
+def repository_key(model: ModelSpec, converter_version: str) -> str:
+    """Content key of the rendered repository: the conversion key plus the whole spec (batching, lengths, ...)."""
+    material = f"{model.conversion_key(converter_version)}\n{model.to_json()}\n{converter_version}"
+    return hashlib.sha256(material.encode()).hexdigest()[:10]
+
+
+@dataclass(frozen=True)
+class ModelPaths:
+    """Where one model's artifacts live in the store (all absolute, under :data:`STORE_MOUNT`)."""
+
+    checkpoint_dir: str
+    """``convert --output``: FT writes ``<TP>-gpu/`` inside."""
+    repository_dir: str
+    """``repo --out``: a complete Triton model repository for this model (ensemble + FT + tokenizer models)."""
+
+    @property
+    def ft_checkpoint(self) -> str:
+        """The directory ``model_checkpoint_path`` points at."""
+        return self.checkpoint_dir
+
+
+def model_paths(model: ModelSpec, converter_version: str) -> ModelPaths:
+    """Store layout: ``/models/checkpoints/<model>/<conversion key>`` and
+    ``/models/repositories/<model>/<repository key>``."""
+    ckey = model.conversion_key(converter_version)
+    rkey = repository_key(model, converter_version)
+    base = dns_label(model.name)
+    return ModelPaths(
+        checkpoint_dir=f"{STORE_MOUNT}/checkpoints/{base}/{ckey}",
+        repository_dir=f"{STORE_MOUNT}/repositories/{base}/{rkey}",
+    )
+
+
+def conversion_job_name(model: ModelSpec, converter_version: str) -> str:
+    """``<model>-<conversion key>-<repository key[:6]>``, at most 63 characters.
+
+    Changes exactly when the store content would change (revision, dtype, TP, converter, serving knobs), and not
+    with replicas, autoscaling or server resources.
+    """
+    suffix = f"-{model.conversion_key(converter_version)}-{repository_key(model, converter_version)[:6]}"
+    return dns_label(model.name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
+def labels(component: str, instance: str, model: str | None = None) -> dict[str, str]:
+    """Recommended ``app.kubernetes.io/*`` labels (plus the model name when there is one)."""
+    out = {
+        "app.kubernetes.io/name": "triton-ft",
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/instance": instance,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+    if model is not None:
+        out["triton-ft/model"] = dns_label(model)
+    return out
+
+
+def selector(component: str, instance: str) -> dict[str, str]:
+    """The immutable subset of :func:`labels` used in selectors."""
+    return {"app.kubernetes.io/component": component, "app.kubernetes.io/instance": instance}
+
+
+def object_meta(name: str, namespace: Any, labels: dict[str, str], annotations: dict[str, str] | None = None) -> Any:
+    """``metadata`` with an explicit name and namespace (``namespace`` may be a str or a Pulumi Output of one).
+
+    Names are always explicit: deterministic across runs, readable in ``kubectl``, and what the mock engine sees.
+    Typed ``Any`` because the dict is camelCase, as the API takes it, where the SDK types its ``*ArgsDict``.
+    """
+    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": dict(labels)}
+    if annotations:
+        meta["annotations"] = dict(annotations)
+    return meta
+
+
+def as_input(value: dict[str, Any]) -> Any:
+    """A plain manifest dict (camelCase, as the API takes it) passed where the SDK types its ``*ArgsDict``."""
+    return value
