@@ -17,6 +17,7 @@ from typing import Any
 from components.layout import STORE_MOUNT, ModelPaths
 from components.podsec import container_security_context, pod_security_context
 from components.sizing import JobSizing
+from tritonft.repo.tokenization import TOKENIZER_FILE_SETS
 from tritonft.spec import ModelSpec
 
 COMPLETE_MARKER = ".tritonft-complete"
@@ -27,6 +28,9 @@ HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_KEY = "token"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 """Label set by NVIDIA GPU feature discovery on GPU nodes."""
+
+TOKENIZER_FILES = (*(name for names in TOKENIZER_FILE_SETS for name in names), "tokenizer_config.json")
+"""Tokenizer files kept beside the weights (the download scratch is deleted): what ``tritonft repo`` ships."""
 
 CONVERT_SCRIPT = """\
 set -eu
@@ -44,16 +48,21 @@ else
   tritonft download --repo "$HF_REPO" --revision "$HF_REVISION" --dest "$SCRATCH/hf"
   echo "triton-ft: [2/3] convert (tp=$TP, dtype=$DTYPE)"
   tritonft convert --input "$SCRATCH/hf" --output "$partial" --tp "$TP" --dtype "$DTYPE"
+  mkdir -p "$partial/tokenizer"
+  for f in TOKENIZER_FILES; do
+    if [ -f "$SCRATCH/hf/$f" ]; then cp "$SCRATCH/hf/$f" "$partial/tokenizer/"; fi
+  done
   publish "$partial" "$CHECKPOINT_DIR"
   rm -rf "$SCRATCH/hf"
 fi
 partial="$REPOSITORY_DIR.partial-$HOSTNAME"
 rm -rf "$partial" && mkdir -p "$(dirname "$REPOSITORY_DIR")"
 echo "triton-ft: [3/3] render repository $REPOSITORY_DIR"
-tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial"
+tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
+  --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu"
 publish "$partial" "$REPOSITORY_DIR"
 echo "triton-ft: done"
-""".replace("MARKER", COMPLETE_MARKER)
+""".replace("MARKER", COMPLETE_MARKER).replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES))
 """The Job's program: download -> convert -> repo, each skipped when its output is already complete."""
 
 

@@ -16,9 +16,9 @@ FAKE_TRITONFT = """#!/bin/sh
 echo "$*" >> "$CALLS"
 if [ "$1" = "$FAIL_AT" ]; then echo "boom" >&2; exit 3; fi
 case "$1" in
-  download) mkdir -p "$7" && echo weights > "$7/model.safetensors" ;;  # download --repo R --revision V --dest D
+  download) mkdir -p "$7" && echo weights > "$7/model.safetensors" && echo sp > "$7/spiece.model" ;;
   convert) mkdir -p "$5/$7-gpu" && echo ft > "$5/$7-gpu/config.ini" ;;  # convert --input I --output O --tp N ...
-  repo) mkdir -p "$7/gpt-j-6b" && echo cfg > "$7/gpt-j-6b/config.pbtxt" ;;  # repo --spec S --checkpoint C --out O
+  repo) mkdir -p "$7/gpt-j-6b" && echo cfg > "$7/gpt-j-6b/config.pbtxt" ;;  # repo --spec S --checkpoint C --out O ...
 esac
 """
 
@@ -64,6 +64,10 @@ def test_a_fresh_run_downloads_converts_renders_and_publishes_both_directories(t
     assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "convert", "repo"]
     assert f"--tp {GPTJ_6B.tensor_parallel} --dtype fp16" in _calls(tmp_path)[1]
     assert (ckpt / "4-gpu" / "config.ini").exists() and (ckpt / COMPLETE_MARKER).exists()
+    assert (ckpt / "tokenizer" / "spiece.model").read_text() == "sp\n", "tokenizer files outlive the scratch"
+    repo_call = _calls(tmp_path)[2]
+    assert f"--tokenizer {ckpt}/tokenizer" in repo_call
+    assert f"--model-root {repo} --checkpoint-path {ckpt}/4-gpu" in repo_call
     assert (repo / "gpt-j-6b" / "config.pbtxt").exists() and (repo / COMPLETE_MARKER).exists()
     assert not list(ckpt.parent.glob("*.partial-*")) and not list(repo.parent.glob("*.partial-*"))
 

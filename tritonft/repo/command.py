@@ -24,6 +24,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="absolute path at which Triton sees --out (model_checkpoint_path is absolute; default /models)",
     )
     parser.add_argument(
+        "--checkpoint-path",
+        help="absolute path at which Triton sees the <TP>-gpu weights when they live outside the repository "
+        "(default <model-root>/<NAME>-ft/1/<TP>-gpu)",
+    )
+    parser.add_argument(
         "--require-checkpoint",
         action="store_true",
         help="also fail when the weights or tokenizer files are not in the repository (use in the conversion Job)",
@@ -42,7 +47,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(f"--spec {args.spec}: {exc}") from exc
     written = write_repository(
-        spec, args.out, args.checkpoint, tokenizer_dir=args.tokenizer, model_root=args.model_root
+        spec,
+        args.out,
+        args.checkpoint,
+        tokenizer_dir=args.tokenizer,
+        model_root=args.model_root,
+        checkpoint_path=args.checkpoint_path,
     )
     print(f"wrote {len(written.files)} files for models {', '.join(written.models)} into {written.root}")
     if written.config_ini:

@@ -41,14 +41,17 @@ def _cpu_instances(config: mc.ModelConfig, count: int) -> None:
     group.kind = mc.ModelInstanceGroup.KIND_CPU
 
 
-def ft_parameters(spec: ModelSpec, model_root: str) -> dict[str, str]:
-    """The backend's parameters, all strings (a missing TP/PP would silently become 0 in the backend)."""
+def ft_parameters(spec: ModelSpec, model_root: str, checkpoint_path: str | None = None) -> dict[str, str]:
+    """The backend's parameters, all strings (a missing TP/PP would silently become 0 in the backend).
+
+    ``checkpoint_path`` points the backend at weights kept outside the repository (absolute, ``.../<TP>-gpu``).
+    """
     parameters = {
         "model_type": spec.family.ft_model_type,
         "tensor_para_size": str(spec.tensor_parallel),
         "pipeline_para_size": str(spec.pipeline_parallel),
         "data_type": str(spec.data_type),
-        "model_checkpoint_path": ft_checkpoint_path(spec, model_root),
+        "model_checkpoint_path": checkpoint_path or ft_checkpoint_path(spec, model_root),
         "enable_custom_all_reduce": "0",
     }
     if spec.family is Family.GPT2:
@@ -56,7 +59,7 @@ def ft_parameters(spec: ModelSpec, model_root: str) -> dict[str, str]:
     return parameters
 
 
-def ft_config(spec: ModelSpec, model_root: str) -> mc.ModelConfig:
+def ft_config(spec: ModelSpec, model_root: str, checkpoint_path: str | None = None) -> mc.ModelConfig:
     """The raw FasterTransformer model (token ids in, token ids out)."""
     config = template_config(f"{family_dir(spec.family)}/fastertransformer/config.pbtxt")
     config.name = RepoNames.of(spec).ft
@@ -73,7 +76,7 @@ def ft_config(spec: ModelSpec, model_root: str) -> mc.ModelConfig:
     if spec.decoupled:
         config.model_transaction_policy.decoupled = True
     _cpu_instances(config, spec.instances)
-    _string_parameters(config, ft_parameters(spec, model_root))
+    _string_parameters(config, ft_parameters(spec, model_root, checkpoint_path))
     return config
 
 

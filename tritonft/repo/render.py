@@ -36,16 +36,25 @@ ENSEMBLE_VERSION_MARKER = ".keep"
 
 
 def render_repository_files(
-    spec: ModelSpec, checkpoint_ini: str | None = None, model_root: str = "/models"
+    spec: ModelSpec, checkpoint_ini: str | None = None, model_root: str = "/models", checkpoint_path: str | None = None
 ) -> dict[str, bytes]:
     """Every file of the repository except weights and tokenizer files, keyed by path relative to its root.
 
     ``checkpoint_ini`` (the converted ``config.ini`` text) supplies the special token ids and is checked against
     the spec; without it the family defaults are used (T5: start 0, end 1, pad 0; GPT-2/GPT-J: 50256).
     ``model_root`` is where Triton sees the repository (``model_checkpoint_path`` is absolute).
+    ``checkpoint_path`` overrides ``model_checkpoint_path`` for weights kept outside the repository (the cluster
+    keeps them under their conversion key so a serving change re-renders without re-converting).
     Raises ``UserError`` listing every problem of the spec or disagreement with ``config.ini``.
     """
     problems = spec_problems(spec, model_root)
+    if checkpoint_path is not None and (
+        not checkpoint_path.startswith("/") or not checkpoint_path.rstrip("/").endswith(spec.checkpoint_dir)
+    ):
+        problems.append(
+            f"checkpoint_path: {checkpoint_path!r} must be the absolute path of the {spec.checkpoint_dir} directory "
+            "as Triton sees it"
+        )
     ids = default_token_ids(spec.family)
     if checkpoint_ini is not None:
         try:
@@ -59,7 +68,7 @@ def render_repository_files(
         raise UserError(f"cannot render the Triton repository for model {spec.name!r}", problems)
 
     names = RepoNames.of(spec)
-    ft = pbtxt.ft_config(spec, model_root)
+    ft = pbtxt.ft_config(spec, model_root, checkpoint_path)
     files: dict[str, bytes] = {
         f"{names.ft}/config.pbtxt": pbtxt.render(ft, spec.name),
         f"{names.ft}/{SPEC_FILE}": spec.to_json().encode("utf-8") + b"\n",
@@ -121,6 +130,7 @@ def write_repository(
     *,
     tokenizer_dir: Path | None = None,
     model_root: str = "/models",
+    checkpoint_path: str | None = None,
 ) -> WrittenRepository:
     """Render and write the repository of ``spec`` into ``out_dir`` (a Triton repository root, maybe shared).
 
@@ -135,7 +145,7 @@ def write_repository(
     (``os.replace``) so existing weights stay put. On any error before the swap nothing in ``out_dir`` changes.
     """
     config_ini_path, config_ini = (None, None) if checkpoint_dir is None else read_checkpoint_ini(spec, checkpoint_dir)
-    files = render_repository_files(spec, config_ini, model_root)
+    files = render_repository_files(spec, config_ini, model_root, checkpoint_path)
     names = RepoNames.of(spec)
     token_source = tokenizer_dir or checkpoint_dir
     shipped: dict[str, bytes] = {}
