@@ -7,9 +7,13 @@ import pulumi_aws as aws
 
 from components import args
 from components.cluster import ClusterTarget, ExistingCluster
+from components.conversion import ModelConversion
 from components.image import TritonImage
 from components.platform_aws import AwsPlatform
+from components.probe import IntegrationProbe
+from components.service import TritonService
 from components.settings.pulumi_config import settings_from_pulumi
+from components.store import ModelStore
 from tritonft.errors import UserError
 
 try:
@@ -18,7 +22,11 @@ except UserError as exc:
     # RunError ends `pulumi up`/`preview` with the message only: no traceback for a configuration mistake.
     raise pulumi.RunError(str(exc)) from None
 
+config = pulumi.Config()
+hf_token = config.get_secret("hfToken")
+htpasswd = config.get_secret("ingressHtpasswd")
 name = settings.stack
+
 target: ClusterTarget
 aws_provider: aws.Provider | None
 if settings.cluster.platform == "aws":
@@ -30,9 +38,44 @@ else:
     target, aws_provider = ExistingCluster(name, args.existing_cluster_args(settings)).target, None
 
 images = TritonImage(f"{name}-images", args.triton_image_args(settings, aws_provider))
+store = ModelStore(f"{name}-store", args.model_store_args(settings, target))
+
+endpoints: dict[str, pulumi.Output[str | None]] = {}
+probes: dict[str, IntegrationProbe] = {}
+for model in settings.models:
+    conversion = ModelConversion(
+        f"{name}-{model.name}-convert",
+        args.model_conversion_args(target, store, model, images.tools_image, hf_token),
+    )
+    service = TritonService(
+        f"{name}-{model.name}",
+        args.triton_service_args(
+            settings,
+            target=target,
+            store=store,
+            conversion=conversion,
+            server_image=images.server_image,
+            htpasswd=htpasswd,
+        ),
+    )
+    endpoints[model.name] = service.endpoint
+    if settings.probe.enabled:
+        probes[model.name] = IntegrationProbe(
+            f"{name}-{model.name}-probe",
+            args.integration_probe_args(settings, service, model, images.server_image),
+            pulumi.ResourceOptions(depends_on=[service]),
+        )
 
 pulumi.export("environment", settings.environment)
 pulumi.export("namespace", target.namespace)
 pulumi.export("serverImage", images.server_image)
 pulumi.export("toolsImage", images.tools_image)
 pulumi.export("models", [m.name for m in settings.models])
+pulumi.export("endpoints", endpoints)
+pulumi.export(
+    "probe",
+    {
+        model: {"ok": p.ok, "status": p.model_status, "sampleAnswer": p.sample_answers, "latencyMs": p.latency_ms}
+        for model, p in probes.items()
+    },
+)

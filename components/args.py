@@ -6,17 +6,30 @@ it testable without running a program.
 
 from __future__ import annotations
 
+import pulumi
 import pulumi_aws as aws
 
 from components.aws.addons import AddonFlags
 from components.aws.decisions import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA
 from components.aws.network import ExistingVpc, NewVpc
 from components.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
-from components.cluster import ExistingClusterArgs, GpuScheduling
+from components.cluster import ClusterTarget, ExistingClusterArgs, GpuScheduling
+from components.conversion import ModelConversion, ModelConversionArgs
 from components.image import ImageBuild, TritonImageArgs
+from components.ingress import IngressArgs
 from components.platform_aws import AwsPlatformArgs
+from components.probe import IntegrationProbeArgs
+from components.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings.gpus import GIB
 from components.settings.model import Settings
+from components.store import ModelStore, ModelStoreArgs
+from tritonft.convert.writer import CONVERTER_VERSION
+from tritonft.probe.endpoint import Protocol
+from tritonft.spec import ModelSpec
+
+MIB = 1024**2
+ADDON_CAPABILITIES = {"kube-prometheus-stack": "prometheus-operator"}
+"""Stack add-on names -> the capability names components check (``ClusterTarget.addons``)."""
 
 AMI_TYPES = {"al2023": AL2023_NVIDIA, "bottlerocket": BOTTLEROCKET_NVIDIA}
 CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT"}
@@ -38,7 +51,7 @@ def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:
         cpu_node_selector=dict(cluster.cpu_node_selector),
         storage_class=cluster.storage_class,
         ingress_class=cluster.ingress_class,
-        addons=cluster.available_addons,
+        addons=frozenset(ADDON_CAPABILITIES.get(a, a) for a in cluster.available_addons),
     )
 
 
@@ -113,4 +126,116 @@ def triton_image_args(settings: Settings, aws_provider: aws.Provider | None) -> 
         ),
         server_prebuilt=image.server_image,
         tools_prebuilt=image.tools_image,
+    )
+
+
+def model_store_args(settings: Settings, target: ClusterTarget) -> ModelStoreArgs:
+    return ModelStoreArgs(
+        target=target,
+        models=settings.models,
+        size_gi=settings.storage.size_gib,
+        headroom=1 + settings.storage.headroom_percent / 100,
+        protect=settings.storage.protect,
+    )
+
+
+def model_conversion_args(
+    target: ClusterTarget,
+    store: ModelStore,
+    model: ModelSpec,
+    tools_image: pulumi.Input[str],
+    hf_token: pulumi.Input[str] | None,
+) -> ModelConversionArgs:
+    return ModelConversionArgs(
+        target=target,
+        store=store,
+        model=model,
+        tools_image=tools_image,
+        converter_version=CONVERTER_VERSION,
+        hf_token=hf_token,
+    )
+
+
+def quantity_value(quantity: str) -> float:
+    """A Kubernetes quantity as a number: ``500m`` -> 0.5, ``2`` -> 2.0, ``1k`` -> 1000.0."""
+    factors = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0**2, "Gi": 1024.0**3}
+    for suffix in sorted(factors, key=len, reverse=True):
+        if quantity.endswith(suffix):
+            return float(quantity[: -len(suffix)]) * factors[suffix]
+    return float(quantity)
+
+
+def autoscaler_kind(settings: Settings) -> Autoscaler:
+    scaling, serving = settings.serving.autoscaling, settings.serving
+    if scaling.scale_to_zero:
+        return "keda"
+    if scaling.enabled and serving.replicas_max > serving.replicas_min:
+        return "hpa"
+    return "none"
+
+
+def model_host(settings: Settings, model: ModelSpec) -> str:
+    """Each model gets its own host under the stack's base name (HTTP under ``/v2``, gRPC on the same host)."""
+    return f"{model.name}.{settings.serving.ingress.host}"
+
+
+def ingress_args(settings: Settings, model: ModelSpec, htpasswd: pulumi.Input[str] | None) -> IngressArgs:
+    ingress = settings.serving.ingress
+    basic = ingress.auth == "basic"
+    return IngressArgs(
+        host=model_host(settings, model),
+        secure=ingress.tls,
+        cluster_issuer=ingress.tls_issuer,
+        tls_secret=None if ingress.tls_issuer or not ingress.tls else ingress.tls_secret_name,
+        basic_auth_htpasswd=htpasswd if basic and not ingress.basic_auth_secret else None,
+        basic_auth_secret=ingress.basic_auth_secret if basic else None,
+        oidc_auth_url=ingress.oidc_auth_url if ingress.auth == "oidc" else None,
+        oidc_signin_url=ingress.oidc_signin_url if ingress.auth == "oidc" else None,
+    )
+
+
+def triton_service_args(
+    settings: Settings,
+    *,
+    target: ClusterTarget,
+    store: ModelStore,
+    conversion: ModelConversion,
+    server_image: pulumi.Input[str],
+    htpasswd: pulumi.Input[str] | None,
+) -> TritonServiceArgs:
+    serving = settings.serving
+    return TritonServiceArgs(
+        target=target,
+        conversion=conversion,
+        store=store,
+        image=server_image,
+        ingress=ingress_args(settings, conversion.model, htpasswd),
+        autoscaler=autoscaler_kind(settings),
+        min_replicas=serving.replicas_min,
+        max_replicas=max(serving.replicas_max, 1),
+        ratio_target=quantity_value(serving.autoscaling.target_ratio),
+        monitoring=serving.monitoring,
+        load_bandwidth=serving.load_bandwidth_mibps * MIB,
+    )
+
+
+def integration_probe_args(
+    settings: Settings, service: TritonService, model: ModelSpec, image_digest: pulumi.Input[str]
+) -> IntegrationProbeArgs:
+    probe = settings.probe
+    serving = settings.serving
+    # gRPC reaches the ingress only over TLS (HTTP/2 via ALPN); without TLS the probe speaks HTTP.
+    protocol = Protocol.GRPC if probe.protocol == "grpc" and serving.ingress.tls else Protocol.HTTP
+    chosen = service.grpc_endpoint if protocol is Protocol.GRPC else service.endpoint
+    endpoint = chosen.apply(lambda url: url or "")
+    serving_config = f"{model.to_json()}|{serving.replicas_min}-{serving.replicas_max}|{serving.ingress.host}"
+    return IntegrationProbeArgs.from_specs(
+        endpoint,
+        [model],
+        image_digest=image_digest,
+        serving_config=serving_config,
+        protocol=protocol,
+        deadline_s=float(probe.timeout_s),
+        latency_requests=probe.requests,
+        bleu_threshold=float(probe.bleu_threshold),
     )

@@ -160,7 +160,7 @@ def load_settings(
         image=image,
         storage=StorageSettings(
             size_gib=top.get("storageSizeGiB"),
-            headroom_percent=top.get("storageHeadroomPercent", 50),
+            headroom_percent=top.get("storageHeadroomPercent", 100),
             protect=(environment == "prod") if protect is None else bool(protect),
         ),
         models=tuple(models),
@@ -446,6 +446,11 @@ def _serving(
             "autoscaling: the HPA reads Triton's queue:compute ratio through prometheus-adapter; add "
             "`prometheus-adapter` to `addons` (or `existingAddons`), or set autoscaling: false"
         )
+    if autoscaling and hi > lo and not scale_to_zero and not monitoring:
+        problems.append(
+            "autoscaling: the HPA scales on the queue:compute ratio the PrometheusRule records; needs monitoring "
+            "(kube-prometheus-stack), or set autoscaling: false"
+        )
     outside_local = environment != "local"
     tls = top.get("ingressTls")
     tls = outside_local if tls is None else tls
@@ -469,7 +474,6 @@ def _serving(
         replicas_max=hi,
         ingress=IngressSettings(
             host=host,
-            grpc_host=top.get("grpcIngressHost") or f"grpc.{host}",
             class_name=top.get("ingressClass", "nginx"),
             tls=tls,
             tls_issuer=issuer,

@@ -88,7 +88,7 @@ class IngressSettings:
     """HTTP and gRPC ingresses."""
 
     host: str
-    grpc_host: str
+    """Base DNS name; each model is served at ``<model>.<host>``."""
     class_name: str
     tls: bool
     tls_issuer: str | None

@@ -341,8 +341,8 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "storageHeadroomPercent",
         "integer",
-        "Extra room in the model store over the converted weights.",
-        default=50,
+        "Extra room in the model store over the converted weights (100 = room for one re-conversion).",
+        default=100,
         minimum=0,
         maximum=400,
         unit="percent",
@@ -358,8 +358,13 @@ STACK_KNOBS: tuple[Knob, ...] = (
     # -- serving
     Knob("replicasMin", "integer", "Minimum Triton replicas.", default=1, minimum=0),
     Knob("replicasMax", "integer", "Maximum Triton replicas.", default=1, minimum=1),
-    Knob("ingressHost", "string", "Host name of the HTTP ingress.", default_doc="`<stack>.triton.local`"),
-    Knob("grpcIngressHost", "string", "Host name of the gRPC ingress.", default_doc="`grpc.<ingressHost>`"),
+    Knob(
+        "ingressHost",
+        "string",
+        "Base DNS name of the endpoints: each model is served at `<model>.<ingressHost>` (HTTP under `/v2`, "
+        "gRPC on the same host).",
+        default_doc="`<stack>.triton.local`",
+    ),
     Knob("ingressTls", "boolean", "Serve the ingresses over TLS.", default_doc="false in `local`, else true"),
     Knob(
         "tlsIssuer",

@@ -30,11 +30,27 @@ STACKS = sorted(p.name.split(".")[1] for p in (REPO / "stacks").glob("Pulumi.*.y
 HOST = "triton.example.com"
 
 
+def _plan(tmp_path_factory: pytest.TempPathFactory, stack: str) -> Path:
+    out = tmp_path_factory.mktemp("synth") / stack
+    synthesize(stack, out=out, project_dir=REPO)
+    return Path(out)
+
+
 @pytest.fixture(scope="module")
 def local_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("synth") / "local"
-    synthesize("local", out=out, project_dir=REPO)
-    return Path(out)
+    return _plan(tmp_path_factory, "local")
+
+
+@pytest.fixture(scope="module")
+def dev_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plan with TLS ingresses (the rules for every environment outside `local` apply)."""
+    return _plan(tmp_path_factory, "dev")
+
+
+@pytest.fixture(scope="module")
+def prod_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The prod plan: its own model store is protected."""
+    return _plan(tmp_path_factory, "prod")
 
 
 def copy_plan(plan: Path, tmp_path: Path) -> Path:
@@ -78,9 +94,9 @@ def test_every_stack_synth_output_passes_every_guardrail(stack: str, tmp_path: P
 
 
 @pytest.fixture
-def serving_plan(local_plan: Path, tmp_path: Path) -> Path:
-    """The local synth output plus compliant serving objects, in `dev` (TLS required): clean before each break."""
-    plan = copy_plan(local_plan, tmp_path)
+def serving_plan(dev_plan: Path, tmp_path: Path) -> Path:
+    """The dev synth output plus compliant serving objects (TLS required): clean before each break."""
+    plan = copy_plan(dev_plan, tmp_path)
     set_environment(plan, "dev")
     for body in serving_objects():
         write_manifest(plan, body)
@@ -156,8 +172,8 @@ def _add_resource(plan: Path, typ: str, props: dict[str, Any], protect: bool) ->
     (plan / "resources.json").write_text(json.dumps(records))
 
 
-def test_unprotected_model_store_in_a_prod_plan_fails_the_check(local_plan: Path, tmp_path: Path) -> None:
-    plan = copy_plan(local_plan, tmp_path)
+def test_unprotected_model_store_in_a_prod_plan_fails_the_check(prod_plan: Path, tmp_path: Path) -> None:
+    plan = copy_plan(prod_plan, tmp_path)
     set_environment(plan, "prod")
     _add_resource(plan, *pvc(), protect=False)
     assert [(f.rule, f.source) for f in check_synth_output(plan)] == [
@@ -165,8 +181,8 @@ def test_unprotected_model_store_in_a_prod_plan_fails_the_check(local_plan: Path
     ]
 
 
-def test_protected_model_store_in_a_prod_plan_passes(local_plan: Path, tmp_path: Path) -> None:
-    plan = copy_plan(local_plan, tmp_path)
+def test_protected_model_store_in_a_prod_plan_passes(prod_plan: Path, tmp_path: Path) -> None:
+    plan = copy_plan(prod_plan, tmp_path)
     set_environment(plan, "prod")
     _add_resource(plan, *pvc(), protect=True)
     assert check_synth_output(plan) == []

@@ -157,7 +157,7 @@ def run_checkov(directory: Path, checkov: Path = CHECKOV) -> tuple[int, list[Che
     if not checkov.exists():
         raise CheckovMissingError(
             f"checkov not found at {checkov}. Install it in its own venv (its pins conflict with the project):\n"
-            f"  uv venv {checkov.parents[1]} && uv pip install --python {checkov.parents[1]}/bin/python checkov==3.3.30"
+            "  bash scripts/bootstrap.sh   (installs tools/checkov-requirements.txt into .tools/checkov)"
         )
     proc = subprocess.run(
         [str(checkov), "-d", str(directory), "--framework", "kubernetes", "-o", "json", "--compact"],

@@ -6,10 +6,10 @@ import hashlib
 import json
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 import yaml
 
+from tests.k8s.validation import run_checkov, validate_directory
 from tritonft.cli import main
 from tritonft.synth.run import synthesize
 
@@ -52,10 +52,15 @@ def test_synth_twice_gives_identical_bytes(stack: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
 def test_every_manifest_passes_strict_kubernetes_validation(stack: str, version: str, tmp_path: Path) -> None:
     synthesize(stack, out=tmp_path, project_dir=REPO)
-    manifests = sorted((tmp_path / "manifests").rglob("*.yaml"))
-    for path in manifests:
-        body = yaml.safe_load(path.read_text())
-        kubernetes_validate.validate(body, version, strict=True)
+    assert validate_directory(tmp_path / "manifests", versions=(version,)) == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_checkov_reports_no_failed_check_on_any_manifest(stack: str, tmp_path: Path) -> None:
+    synthesize(stack, out=tmp_path, project_dir=REPO)
+    passed, failures = run_checkov(tmp_path / "manifests")
+    assert failures == []
+    assert passed > 0
 
 
 def test_manifests_hold_integers_as_integers_and_no_nulls(tmp_path: Path) -> None:
