@@ -28,6 +28,8 @@ from tritonft.probe.endpoint import Protocol
 from tritonft.spec import ModelSpec
 
 MIB = 1024**2
+PROBE_AUTH_ENV = "TRITONFT_PROBE_AUTHORIZATION"
+"""Environment variable holding the ``Authorization`` header the probe sends through an authenticated ingress."""
 ADDON_CAPABILITIES = {"kube-prometheus-stack": "prometheus-operator"}
 """Stack add-on names -> the capability names components check (``ClusterTarget.addons``)."""
 
@@ -238,4 +240,10 @@ def integration_probe_args(
         deadline_s=float(probe.timeout_s),
         latency_requests=probe.requests,
         bleu_threshold=float(probe.bleu_threshold),
+        header_env=integration_probe_header_env(settings),
     )
+
+
+def integration_probe_header_env(settings: Settings) -> dict[str, str]:
+    """Behind an authenticated ingress the probe sends ``Authorization`` from :data:`PROBE_AUTH_ENV`."""
+    return {"Authorization": PROBE_AUTH_ENV} if settings.serving.ingress.auth != "none" else {}

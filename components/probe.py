@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -44,6 +45,7 @@ COMPARED_INPUTS = (
     "call_timeout_s",
     "latency_requests",
     "bleu_threshold",
+    "header_env",
 )
 """Inputs whose change re-runs the probe (``headers`` is deliberately absent: a rotated token is not a release)."""
 
@@ -106,6 +108,18 @@ def _contains_unknown(value: Any) -> bool:
     return False
 
 
+def headers_from_environment(header_env: Mapping[str, str]) -> dict[str, str]:
+    """Header values read from the environment of ``pulumi up`` (so credentials never enter the state)."""
+    missing = sorted(var for var in header_env.values() if not os.environ.get(var))
+    if missing:
+        raise ProbeFailedError(
+            f"integration probe needs {', '.join(missing)} in the environment of `pulumi up` (the ingress requires "
+            'authentication), e.g. TRITONFT_PROBE_AUTHORIZATION="Basic $(printf USER:PASS | base64)"; or set '
+            "probe: false"
+        )
+    return {header: os.environ[var] for header, var in header_env.items()}
+
+
 class IntegrationProbeProvider(ResourceProvider):
     """check/diff/create/update/delete for :class:`IntegrationProbe` (no remote state: delete is a no-op)."""
 
@@ -127,7 +141,8 @@ class IntegrationProbeProvider(ResourceProvider):
         return DiffResult(changes=bool(changed), replaces=[], stables=[], delete_before_replace=False)
 
     def _run(self, props: dict[str, Any]) -> dict[str, Any]:
-        report = _probe(props)
+        from_env = headers_from_environment(props.get("header_env") or {})
+        report = _probe({**props, "headers": {**dict(props.get("headers") or {}), **from_env}} if from_env else props)
         if not report.ok:
             raise ProbeFailedError(f"integration probe of {report.endpoint} failed:\n{report.failure_message()}")
         public = {k: v for k, v in props.items() if k != "headers"}
@@ -172,6 +187,9 @@ class IntegrationProbeArgs:
     latency_requests: int = DEFAULT_LATENCY_REQUESTS
     bleu_threshold: float = DEFAULT_BLEU_THRESHOLD
     headers: pulumi.Input[Mapping[str, str]] | None = None
+    header_env: Mapping[str, str] = field(default_factory=dict)
+    """Header name -> environment variable read when the probe runs (in the environment of ``pulumi up``), e.g.
+    ``{"Authorization": "TRITONFT_PROBE_AUTHORIZATION"}``: the value never enters the state."""
 
     @classmethod
     def from_specs(
@@ -225,6 +243,7 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
             "call_timeout_s": args.call_timeout_s,
             "latency_requests": args.latency_requests,
             "bleu_threshold": args.bleu_threshold,
+            "header_env": dict(args.header_env),
             **dict.fromkeys(OUTPUT_KEYS),
         }
         if args.headers is not None:

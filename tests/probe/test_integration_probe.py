@@ -258,3 +258,23 @@ def test_auth_headers_are_registered_as_secret(mocks: RecordingMocks) -> None:
         "value": {"Authorization": "Bearer s3cret"},
     }
     assert probe.inputs["trigger"] == probe_trigger(None, {}, None)
+
+
+def test_header_values_come_from_the_environment_of_pulumi_up(
+    probed: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TRITONFT_PROBE_AUTHORIZATION", "Basic dXNlcjpwYXNz")
+    result = IntegrationProbeProvider().create(props(header_env={"Authorization": "TRITONFT_PROBE_AUTHORIZATION"}))
+
+    assert probed[0]["headers"] == {"Authorization": "Basic dXNlcjpwYXNz"}
+    assert "dXNlcjpwYXNz" not in repr(result.outs), "the credential never enters the state"
+    assert result.outs is not None and result.outs["header_env"] == {"Authorization": "TRITONFT_PROBE_AUTHORIZATION"}
+
+
+def test_a_missing_header_variable_fails_the_up_naming_it(
+    probed: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TRITONFT_PROBE_AUTHORIZATION", raising=False)
+    with pytest.raises(ProbeFailedError, match="TRITONFT_PROBE_AUTHORIZATION in the environment of `pulumi up`"):
+        IntegrationProbeProvider().create(props(header_env={"Authorization": "TRITONFT_PROBE_AUTHORIZATION"}))
+    assert probed == [], "nothing is sent without the credential"
