@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from components.autoscaling import adapter_rule
 from components.cluster import GPU_RESOURCE
 
 
@@ -147,6 +148,8 @@ def prometheus_adapter_values() -> dict[str, Any]:
                     "name": {"matches": "^(.*)$", "as": "${1}_rate"},
                     "metricsQuery": "sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)",
                 },
+                # The queue:compute ratio the TritonService HPA scales on (recorded by its PrometheusRule).
+                adapter_rule(),
                 {
                     "seriesQuery": '{__name__="nv_inference_pending_request_count",namespace!="",pod!=""}',
                     "resources": per_pod,

@@ -64,3 +64,11 @@ def test_default_tags_carry_stack_and_environment_and_extras_win() -> None:
     assert tags["pulumi:stack"] == "dev"
     assert tags["team"] == "ml"
     assert tags["environment"] == "sandbox"
+
+
+def test_prometheus_adapter_serves_the_ratio_metric_the_hpa_scales_on() -> None:
+    from components.autoscaling import RATIO_METRIC
+    from components.aws.charts import prometheus_adapter_values
+
+    rules = prometheus_adapter_values()["rules"]["custom"]
+    assert any(rule["name"]["as"] == RATIO_METRIC for rule in rules)
