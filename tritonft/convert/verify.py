@@ -6,13 +6,12 @@ model store can be caught before Triton serves garbage.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonft.convert.tensors import iter_file_chunks
+from tritonft.convert.digest import sha256_file
 from tritonft.convert.writer import CONFIG_INI, MANIFEST, SCHEMA
 from tritonft.errors import UserError
 
@@ -57,10 +56,7 @@ def _check(path: Path, entry: dict[str, Any], report: Report) -> None:
     if size != entry.get("size"):
         report.problems.append(f"{name}: {size} bytes, manifest says {entry.get('size')}")
         return
-    digest = hashlib.sha256()
-    for block in iter_file_chunks(path):
-        digest.update(block)
-    if digest.hexdigest() != entry.get("sha256"):
+    if sha256_file(path) != entry.get("sha256"):
         report.problems.append(f"{name}: content differs from the manifest (sha256 mismatch)")
     report.files += 1
     report.bytes += size

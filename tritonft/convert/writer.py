@@ -51,12 +51,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tritonft import __version__
+from tritonft.convert.digest import HashAbandonedError, sha256_file
 from tritonft.convert.ini import config_ini
 from tritonft.convert.model import CONFIG_FILE, build_plan, detect_family, load_config
-from tritonft.convert.plan import Job, Plan, blocks, full_view
+from tritonft.convert.plan import Job, Plan
+from tritonft.convert.produce import BLOCK_BYTES, file_buffers, full_view
 from tritonft.convert.progress import Progress
-from tritonft.convert.tensors import Checkpoint, cast, file_fingerprint, iter_file_chunks, open_checkpoint
+from tritonft.convert.tensors import Array, Checkpoint, cast, file_fingerprint, open_checkpoint
 from tritonft.errors import UserError
 from tritonft.spec import Family, WeightDType
 
@@ -90,13 +94,6 @@ class Result:
     skipped: bool
     """True when an identical conversion was already in place (nothing written)."""
     notes: list[str] = field(default_factory=list)
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    for block in iter_file_chunks(path):
-        digest.update(block)
-    return digest.hexdigest()
 
 
 def convert(request: Request, progress: Callable[[int, int], Progress] | None = None) -> Result:
@@ -217,13 +214,12 @@ class _SourceHasher:
         try:
             out: dict[str, dict[str, Any]] = {}
             for path in self.files:
-                digest = hashlib.sha256()
-                for block in iter_file_chunks(path):
-                    if self._stop.is_set():
-                        return
-                    digest.update(block)
-                out[self._rel(path)] = {"sha256": digest.hexdigest(), **file_fingerprint(path)}
+                before = file_fingerprint(path)
+                digest = sha256_file(path, stop=self._stop.is_set)
+                out[self._rel(path)] = {"sha256": digest, **before}
             self._result = out
+        except HashAbandonedError:
+            return
         except BaseException as exc:
             self._error = exc
 
@@ -320,21 +316,43 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+_scratch = threading.local()
+
+
+def _scratch_buffer() -> Array:
+    """This worker thread's reusable output buffer (allocated once per thread, then warm)."""
+    buffer: Array | None = getattr(_scratch, "buffer", None)
+    if buffer is None:
+        buffer = _scratch.buffer = np.empty(BLOCK_BYTES, dtype=np.uint8)
+    return buffer
+
+
+def _write_all(fd: int, data: memoryview) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
 def _run_job(job: Job, checkpoint: Checkpoint, request: Request, directory: Path) -> dict[str, dict[str, Any]]:
     arrays = [cast(checkpoint.read(name), checkpoint.tensors[name].dtype, request.dtype) for name in job.sources]
     mats = full_view(job, arrays)
+    scratch = _scratch_buffer()
+    row_bytes = max(_nbytes(out.shape[1:], request.dtype) for out in job.outputs)
+    if row_bytes > scratch.nbytes:  # a row wider than the buffer (vocab > 1M): this job gets its own
+        scratch = np.empty(row_bytes, dtype=np.uint8)
     written: dict[str, dict[str, Any]] = {}
     for out in job.outputs:
         digest = hashlib.sha256()
         size = 0
-        with (directory / out.name).open("wb", buffering=0) as handle:
-            for block in blocks(job, mats, out):
-                view = block.data.cast("B")
-                digest.update(view)
-                handle.write(view)
-                size += view.nbytes
+        fd = os.open(directory / out.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try:
+            for data in file_buffers(job, mats, out, scratch):
+                digest.update(data)
+                _write_all(fd, data)
+                size += data.nbytes
             if request.fsync:
-                os.fsync(handle.fileno())
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         expected = _nbytes(out.shape, request.dtype)
         if size != expected:  # an internal invariant: FT would silently read garbage
             raise RuntimeError(f"{out.name}: wrote {size} bytes, expected {expected} for shape {list(out.shape)}")
