@@ -261,9 +261,3 @@ def _torch_checkpoint(directory: Path) -> Checkpoint:
         return array.view(np.uint16) if info.dtype == "BF16" else array
 
     return Checkpoint(directory, tensors, listing, read)
-
-
-def file_fingerprint(path: Path) -> dict[str, int]:
-    """Cheap identity of a file (size + modification time): the fast path of the rerun check."""
-    stat = os.stat(path)
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
