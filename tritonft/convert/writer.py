@@ -286,9 +286,20 @@ def _scratch_buffer(nbytes: int) -> Array:
     return buffer
 
 
-def _write_all(fd: int, data: memoryview) -> None:
-    while data:
-        data = data[os.write(fd, data) :]
+WRITE_CHUNK = 64 << 10
+"""Bytes per ``write`` call. Measured on the 2-core VM this was tuned on: 64 KiB writes were the fastest and by far
+the steadiest way to fill the page cache (1.09 GB in 405 files: 0.6-1.3 s of system time, versus 0.5-3.3 s with
+4-16 MiB writes, whose 2 MiB page-cache folios come from memory the hypervisor has taken back through free-page
+reporting). The extra system calls cost well under 0.1 s per GB."""
+
+
+def _hash_and_write(fd: int, data: memoryview, digest: Any) -> None:
+    """Hash and write ``data`` chunk by chunk (each chunk is hashed while it is still in the CPU cache)."""
+    for start in range(0, data.nbytes, WRITE_CHUNK):
+        chunk = data[start : start + WRITE_CHUNK]
+        digest.update(chunk)
+        while chunk:
+            chunk = chunk[os.write(fd, chunk) :]
 
 
 def _run_job(job: Job, checkpoint: Checkpoint, request: Request, directory: Path) -> dict[str, dict[str, Any]]:
@@ -303,8 +314,7 @@ def _run_job(job: Job, checkpoint: Checkpoint, request: Request, directory: Path
         fd = os.open(directory / out.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:
             for data in file_buffers(job, mats, out, scratch):
-                digest.update(data)
-                _write_all(fd, data)
+                _hash_and_write(fd, data, digest)
                 size += data.nbytes
             if request.fsync:
                 os.fsync(fd)
