@@ -7,10 +7,11 @@ alternates between rounds). Printed per row, all medians except the peak: the co
 :func:`run_child`), the wall and CPU time of ``cp``, and the ratio of the wall times; then every
 run. It also prints the start-up cost of the CLI alone (``python -m tritonft --version``), included in the walls.
 
-Fairness: before every timed command the checkpoint is read once (so both start with the input in the page
-cache), the previous command's output is deleted (so both write into memory the kernel has just freed: on a VM
-with free-page reporting, writing into never-touched memory costs several times more than the copy itself) and
-``sync`` is called (no writeback of an earlier run in flight). Caches are not dropped.
+Fairness: before every timed command the checkpoint is read once (both start with the input in the page cache),
+``sync`` is called (no writeback of an earlier run in flight), and then the previous command's output is deleted,
+so both write into memory the kernel has only just freed (on a VM with free-page reporting, filling the page cache
+from memory the hypervisor has taken back costs several times more than the copy itself). Caches are not dropped
+(that would slow down every other process on a shared machine and measure the disk, not the converter).
 
     .venv/bin/python benchmarks/convert.py [--runs 5] [--models t5-base,gpt2-medium] [--tp 1,2]
         [--no-fingerprint-row]
