@@ -1,10 +1,20 @@
-"""Benchmark ``tritonft convert`` on t5-base-sized and GPT-2-medium-sized random fp32 checkpoints.
+"""Benchmark ``tritonft convert`` against ``cp`` on t5-base-sized and GPT-2-medium-sized random fp32 checkpoints.
 
-For each model and TP in {1, 2}: median wall time over ``--runs`` fresh conversions (the output directory is
-removed between runs, so every run converts), the converter's peak RSS (``ru_maxrss`` of the child process), and
-the ratio to ``cp`` of the same checkpoint file measured in the same run. Checkpoints live in a temp dir.
+For each model and TP in {1, 2} (plus t5-base TP=2 with ``--source-hash fingerprint``), ``--runs`` rounds, each
+timing ``cp -r`` of the checkpoint directory and a fresh ``python -m tritonft convert`` of it back to back (the order
+alternates between rounds). Printed per row, all medians except the peak: the converter's wall time, its own timer
+(its "in N s": without interpreter start-up and imports), its CPU time (user + system), its peak RSS (from GNU time, see
+:func:`run_child`), the wall and CPU time of ``cp``, and the ratio of the wall times; then every
+run. It also prints the start-up cost of the CLI alone (``python -m tritonft --version``), included in the walls.
 
-    .venv/bin/python benchmarks/convert.py [--runs 3]
+Fairness: before every timed command the checkpoint is read once (both start with the input in the page cache),
+``sync`` is called (no writeback of an earlier run in flight), and then the previous command's output is deleted,
+so both write into memory the kernel has only just freed (on a VM with free-page reporting, filling the page cache
+from memory the hypervisor has taken back costs several times more than the copy itself). Caches are not dropped
+(that would slow down every other process on a shared machine and measure the disk, not the converter).
+
+    .venv/bin/python benchmarks/convert.py [--runs 5] [--models t5-base,gpt2-medium] [--tp 1,2]
+        [--no-fingerprint-row]
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import struct
@@ -19,10 +30,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+GNU_TIME = "/usr/bin/time"
 
 T5_BASE = {
     "model_type": "t5",
@@ -113,51 +127,141 @@ def write_checkpoint(directory: Path, config: dict[str, Any], shapes: dict[str, 
     return offset
 
 
-def timed(cmd: list[str]) -> tuple[float, float]:
-    """Wall seconds and the child's peak RSS in MiB (ru_maxrss of the waited-for process)."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{cmd} failed: {proc.stderr.read().decode() if proc.stderr else ''}")
-    return wall, usage.ru_maxrss / 1024
+@dataclass
+class Sample:
+    wall: float
+    cpu: float
+    """User + system CPU seconds of the child."""
+    peak_mib: float
+    stdout: str
+
+
+@dataclass
+class Series:
+    convert: list[Sample] = field(default_factory=list)
+    own: list[float] = field(default_factory=list)
+    cp: list[Sample] = field(default_factory=list)
+
+
+def run_child(cmd: list[str]) -> Sample:
+    """Wall and CPU seconds (rusage from ``wait4``), peak RSS in MiB and stdout of ``cmd``.
+
+    The peak RSS comes from GNU time (``/usr/bin/time -f %M``), not from this process's ``wait4``: a child
+    started with vfork/fork + exec inherits the *parent's* high-water RSS in its ``ru_maxrss``, so measured
+    directly from here it would report this benchmark's own footprint (e.g. the numpy arrays that built the
+    checkpoint) instead of the converter's.
+    """
+    with tempfile.TemporaryFile() as errors:
+        start = time.perf_counter()
+        proc = subprocess.Popen([GNU_TIME, "-f", "%M", *cmd], stdout=subprocess.PIPE, stderr=errors)
+        assert proc.stdout is not None
+        stdout = proc.stdout.read()
+        proc.stdout.close()
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        errors.seek(0)
+        lines = errors.read().decode().splitlines()
+        if proc.returncode != 0:
+            details = "\n".join(lines)
+            raise SystemExit(f"{cmd} failed: {details}")
+    peak_kib = int(lines[-1])
+    return Sample(wall, usage.ru_utime + usage.ru_stime, peak_kib / 1024, stdout.decode())
+
+
+def warm(directory: Path) -> None:
+    """Read every file once so the command that follows finds its input in the page cache."""
+    buffer = bytearray(8 << 20)
+    for path in sorted(directory.iterdir()):
+        with path.open("rb", buffering=0) as handle:
+            while handle.readinto(buffer):
+                pass
+
+
+def prepare(src: Path, leftovers: list[Path]) -> None:
+    warm(src)
+    os.sync()
+    for path in leftovers:  # last, so the freed memory is still warm when the timed command starts
+        shutil.rmtree(path, ignore_errors=True)
+
+
+OWN_TIMER = re.compile(r" in ([0-9.]+)s$", re.MULTILINE)
+
+
+def measure(src: Path, out: Path, copy: Path, tp: int, source_hash: str, runs: int) -> Series:  # noqa: PLR0917
+    convert_cmd = [sys.executable, "-m", "tritonft", "convert", "--input", str(src), "--output", str(out)]
+    convert_cmd += ["--tp", str(tp), "--source-hash", source_hash]
+    series = Series()
+    for index in range(runs):
+        order = ("cp", "convert") if index % 2 == 0 else ("convert", "cp")
+        for what in order:
+            prepare(src, [out, copy])
+            if what == "cp":
+                series.cp.append(run_child(["cp", "-r", str(src), str(copy)]))
+            else:
+                sample = run_child(convert_cmd)
+                series.convert.append(sample)
+                match = OWN_TIMER.search(sample.stdout.strip())
+                series.own.append(float(match.group(1)) if match else float("nan"))
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.rmtree(copy, ignore_errors=True)
+    return series
+
+
+def startup(runs: int) -> float:
+    return statistics.median(run_child([sys.executable, "-m", "tritonft", "--version"]).wall for _ in range(runs))
+
+
+MODELS = {
+    "t5-base": (T5_BASE, t5_shapes),
+    "gpt2-medium": (GPT2_MEDIUM, gpt2_shapes),
+}
+
+
+def row(label: str, series: Series) -> str:
+    walls = [s.wall for s in series.convert]
+    cps = [s.wall for s in series.cp]
+    wall, cp = statistics.median(walls), statistics.median(cps)
+    cpu = statistics.median(s.cpu for s in series.convert)
+    cp_cpu = statistics.median(s.cpu for s in series.cp)
+    peak = max(s.peak_mib for s in series.convert)
+    detail = " ".join(f"{w:.2f}" for w in walls) + " / " + " ".join(f"{c:.2f}" for c in cps)
+    return (
+        f"{label:<28} {wall:>6.2f} {statistics.median(series.own):>6.2f} {cpu:>6.2f} {peak:>5.0f} "
+        f"{cp:>5.2f} {cp_cpu:>6.2f} {wall / cp:>5.2f}  {detail}"
+    )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=5, help="rounds per row (default: 5)")
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {list(MODELS)}")
+    parser.add_argument("--tp", default="1,2", help="comma-separated TP sizes (default: 1,2)")
+    parser.add_argument(
+        "--fingerprint-row",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure t5-base TP=2 with --source-hash fingerprint (default: on)",
+    )
     args = parser.parse_args()
-    tritonft = [sys.executable, "-m", "tritonft"]
-    print(f"{'model':<12} {'TP':>2} {'wall s (median)':>16} {'runs':>24} {'peak RSS MiB':>12} {'cp s':>6} {'x cp':>5}")
+    tps = [int(t) for t in args.tp.split(",")]
+    print(f"runs per row: {args.runs}; CLI start-up (python -m tritonft --version, median of 5): {startup(5):.2f} s")
+    print(
+        f"{'model / TP / --source-hash':<28} {'conv s':>6} {'own s':>6} {'cpu s':>6} {'MiB':>5} {'cp s':>5} "
+        f"{'cp cpu':>6} {'x cp':>5}  convert runs / cp runs"
+    )
     with tempfile.TemporaryDirectory(prefix="tritonft-bench-") as tmp:
         root = Path(tmp)
-        for label, config, shapes in (
-            ("t5-base", T5_BASE, t5_shapes(T5_BASE)),
-            ("gpt2-medium", GPT2_MEDIUM, gpt2_shapes(GPT2_MEDIUM)),
-        ):
+        for label in args.models.split(","):
+            config, shapes = MODELS[label]
             src = root / label
-            write_checkpoint(src, config, shapes)
-            for tp in (1, 2):
-                walls, rss, cps = [], [], []
-                for _ in range(args.runs):
-                    out = root / f"{label}-out"
-                    shutil.rmtree(out, ignore_errors=True)
-                    copy = root / "copy.safetensors"
-                    cps.append(timed(["cp", str(src / "model.safetensors"), str(copy)])[0])
-                    copy.unlink()
-                    wall, peak = timed(
-                        [*tritonft, "convert", "--input", str(src), "--output", str(out), "--tp", str(tp)]
-                    )
-                    walls.append(wall)
-                    rss.append(peak)
-                    shutil.rmtree(out)
-                median, cp = statistics.median(walls), statistics.median(cps)
-                runs = " ".join(f"{w:.2f}" for w in walls)
-                print(
-                    f"{label:<12} {tp:>2} {median:>16.2f} {runs:>24} {max(rss):>12.0f} {cp:>6.2f} {median / cp:>5.2f}",
-                    flush=True,
-                )
+            write_checkpoint(src, config, shapes(config))
+            modes = [(tp, "sha256") for tp in tps]
+            if label == "t5-base" and args.fingerprint_row and 2 in tps:
+                modes.append((2, "fingerprint"))
+            for tp, mode in modes:
+                series = measure(src, root / f"{label}-out", root / f"{label}-copy", tp, mode, args.runs)
+                print(row(f"{label} TP={tp} {mode}", series), flush=True)
             shutil.rmtree(src)
 
 

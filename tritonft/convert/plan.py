@@ -13,7 +13,7 @@ rank ``r`` of ``N`` holds the ``r``-th contiguous part.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -138,42 +138,6 @@ def check_tensors(plan: Plan, available: Mapping[str, Shape], ignorable: Callabl
             f"the checkpoint does not match a {plan.family} model of this config.json; nothing written", shown
         )
     return Plan(plan.family, plan.tp, plan.jobs, plan.architecture, ignored)
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# Executing a job: produce each output file as a sequence of contiguous row blocks (bounded extra memory, and a
-# blocked transpose is cache-friendlier than one big strided copy).
-
-
-def full_view(job: Job, arrays: list[Array]) -> list[Array]:
-    """The sources after transpose/view (numpy views, no copies); stacking is done per block in :func:`blocks`."""
-    mats = [a.T if job.transpose else a for a in arrays]
-    if len(mats) == 1 and job.view is not None:
-        mats = [mats[0].reshape(job.view)]
-    return mats
-
-
-def blocks(job: Job, mats: list[Array], out: OutputFile, block_bytes: int = 4 << 20) -> Iterator[Array]:
-    """Contiguous row blocks whose concatenation is the C-order content of ``out``."""
-    rank = out.rank or 0
-    if len(job.full_shape) == 1:  # biases and norms: small, split (if at all) along their only axis
-        width = out.shape[0]
-        yield np.ascontiguousarray(mats[0][rank * width : (rank + 1) * width])
-        return
-    cols = slice(None)
-    if job.split is Split.COLUMNS:
-        width = out.shape[-1]
-        cols = slice(rank * width, (rank + 1) * width)
-    rows = out.shape[0]
-    row0 = rank * rows if job.split is Split.ROWS else 0
-    row_bytes = int(np.prod(out.shape[1:], dtype=np.int64)) * mats[0].itemsize
-    step = max(1, block_bytes // max(1, row_bytes))
-    for start in range(0, rows, step):
-        rsl = slice(row0 + start, row0 + min(rows, start + step))
-        if len(mats) > 1:  # fused QKV: 2-D sources stacked on a new axis 1 -> [rows, S, cols]
-            yield np.ascontiguousarray(np.stack([m[rsl, cols] for m in mats], axis=1))
-        else:
-            yield np.ascontiguousarray(mats[0][rsl, ..., cols])
 
 
 def require_divisible(problems: list[str], what: str, value: int, tp: int, key: str) -> None:

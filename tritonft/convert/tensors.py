@@ -4,9 +4,11 @@ Supported layouts of a Hugging Face model directory, in order of preference:
 
 * ``model.safetensors`` (one file), or shards listed by ``model.safetensors.index.json`` (``weight_map``).
   The safetensors header is parsed here (8-byte little-endian length, JSON header, raw data) so that every
-  tensor's byte range can be checked against the file size *before* anything is converted, and each tensor is
-  read with one ``pread``-style ``np.fromfile`` into a fresh buffer: no mmap whose touched pages would stay in
-  the resident set, no full-model copy.
+  tensor's byte range can be checked against the file size *before* anything is converted. Each tensor is then
+  memory-mapped on its own (read-only, just its pages): no copy out of the page cache, and the mapping is
+  released as soon as the last array using it is dropped, so the resident set holds only the tensors of the
+  jobs in flight. (If a source file is truncated *while* it is being converted, the process dies of SIGBUS;
+  the partial output is never renamed into place and is cleaned up by the next run.)
 * ``pytorch_model.bin`` (or shards listed by ``pytorch_model.bin.index.json``): only when ``torch`` is
   importable; loaded with ``torch.load(mmap=True, weights_only=True)``.
 
@@ -18,9 +20,10 @@ from __future__ import annotations
 
 import importlib
 import json
+import mmap
 import os
 import struct
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -85,7 +88,7 @@ class Checkpoint:
         return {name: info.shape for name, info in self.tensors.items()}
 
     def read(self, name: str) -> Array:
-        """The stored tensor as a C-contiguous array of its stored dtype (bf16 as ``uint16`` bits)."""
+        """The stored tensor as a C-contiguous (possibly read-only) array of its stored dtype (bf16 as ``uint16``)."""
         return self._reader(self.tensors[name])
 
 
@@ -173,10 +176,18 @@ def read_safetensors_header(path: Path) -> dict[str, TensorInfo]:
 
 def _read_safetensors(info: TensorInfo) -> Array:
     count = int(np.prod(info.shape, dtype=np.int64))
-    array = np.fromfile(info.file, dtype=_STORED[info.dtype], count=count, offset=info.offset)
-    if array.size != count:
-        raise UserError(f"{info.file} changed while converting (tensor {info.name} is short); re-run the conversion")
-    return array.reshape(info.shape)
+    dtype = _STORED[info.dtype]
+    if count == 0:
+        return np.empty(info.shape, dtype=dtype)
+    start = info.offset - info.offset % mmap.ALLOCATIONGRANULARITY
+    with info.file.open("rb", buffering=0) as handle:
+        if os.fstat(handle.fileno()).st_size < info.offset + info.nbytes:
+            raise UserError(
+                f"{info.file} changed while converting (tensor {info.name} is short); re-run the conversion"
+            )
+        mapping = mmap.mmap(handle.fileno(), info.offset + info.nbytes - start, offset=start, access=mmap.ACCESS_READ)
+    # The array keeps the mapping alive; it is unmapped when the last view of the tensor is dropped.
+    return np.frombuffer(mapping, dtype=dtype, count=count, offset=info.offset - start).reshape(info.shape)
 
 
 def _load_index(path: Path) -> dict[str, str]:
@@ -250,16 +261,3 @@ def _torch_checkpoint(directory: Path) -> Checkpoint:
         return array.view(np.uint16) if info.dtype == "BF16" else array
 
     return Checkpoint(directory, tensors, listing, read)
-
-
-def iter_file_chunks(path: Path, chunk: int = 8 << 20) -> Iterator[bytes]:
-    """Sequential chunks of a file (for hashing without holding it in memory)."""
-    with path.open("rb", buffering=0) as handle:
-        while block := handle.read(chunk):
-            yield block
-
-
-def file_fingerprint(path: Path) -> dict[str, int]:
-    """Cheap identity of a file (size + modification time): the fast path of the rerun check."""
-    stat = os.stat(path)
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
