@@ -129,3 +129,21 @@ def test_only_files_whose_stat_changed_are_hashed():
     current = {"config.json": {"size": 10, "mtime_ns": 5}, "model.safetensors": {"size": 100, "mtime_ns": 9}}
     assert sources_unchanged(RECORDED, current, SourceHash.SHA256, sha256_of)
     assert hashed == ["model.safetensors"]
+
+
+def test_whole_file_hash_streams_in_chunks_and_can_be_abandoned(tmp_path: Path) -> None:
+    from tritonft.convert.digest import HashAbandonedError, sha256_file
+
+    data = bytes(range(256)) * 1000
+    path = tmp_path / "blob"
+    path.write_bytes(data)
+    assert sha256_file(path, chunk=1000) == hashlib.sha256(data).hexdigest()
+    polls: list[int] = []
+
+    def stop_after_three_chunks() -> bool:
+        polls.append(1)
+        return len(polls) > 3
+
+    with pytest.raises(HashAbandonedError):
+        sha256_file(path, stop=stop_after_three_chunks, chunk=1000)
+    assert len(polls) == 4
