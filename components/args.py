@@ -218,6 +218,7 @@ def triton_service_args(
         ratio_target=quantity_value(serving.autoscaling.target_ratio),
         monitoring=serving.monitoring,
         load_bandwidth=serving.load_bandwidth_mibps * MIB,
+        scale_down_window_seconds=serving.autoscaling.scale_down_stabilization_s,
     )
 
 

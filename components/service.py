@@ -92,6 +92,8 @@ class TritonServiceArgs:
     """Extra namespaces whose pods may call 8000/8001 directly (besides the ingress controller's)."""
     load_bandwidth: int = LOAD_BANDWIDTH
     """Bytes/s the server reads weights from the store at start-up; sizes the startup budget."""
+    scale_down_window_seconds: int | None = None
+    """HPA/KEDA scale-down stabilization override; None = computed from the startup budget."""
 
 
 def _validate(args: TritonServiceArgs) -> list[str]:
@@ -199,7 +201,7 @@ class TritonService(pulumi.ComponentResource):
         ingress_names = self._ingresses(
             name=name, base=base, args=args, meta_labels=meta_labels, child=child, depends_on=[service]
         )
-        scale_down = scale_down_window_seconds(budget)
+        scale_down = args.scale_down_window_seconds or scale_down_window_seconds(budget)
         # Custom resources only after the charts that install their CRDs (pulumi-kubernetes#1712, #3176).
         crd_opts = pulumi.ResourceOptions(
             parent=self, provider=target.provider, depends_on=[*target.crd_installers, service]

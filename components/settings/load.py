@@ -486,8 +486,7 @@ def _serving(
         autoscaling=AutoscalingSettings(
             enabled=autoscaling,
             target_ratio=top.get("autoscaleTargetRatio", "500m"),
-            scale_up_stabilization_s=top.get("scaleUpStabilizationSeconds", 0),
-            scale_down_stabilization_s=top.get("scaleDownStabilizationSeconds", 600),
+            scale_down_stabilization_s=top.get("scaleDownStabilizationSeconds"),
             scale_to_zero=scale_to_zero,
         ),
         monitoring=monitoring,

@@ -106,8 +106,8 @@ class AutoscalingSettings:
 
     enabled: bool
     target_ratio: str
-    scale_up_stabilization_s: int
-    scale_down_stabilization_s: int
+    scale_down_stabilization_s: int | None
+    """None = computed from the model's startup budget."""
     scale_to_zero: bool
 
 

@@ -182,3 +182,13 @@ def test_synth_fails_when_a_rendered_repository_breaks_the_ensemble_check(
     with pytest.raises(UserError, match="fails the ensemble check"):
         synthesize("local", out=tmp_path / "plan", project_dir=REPO)
     assert not (tmp_path / "plan").exists(), "a failed synth writes nothing"
+
+
+def test_prod_hpa_scales_down_after_the_configured_window_and_up_at_once(tmp_path: Path) -> None:
+    synthesize("prod", out=tmp_path, project_dir=REPO)
+    hpas = [yaml.safe_load(p.read_text()) for p in (tmp_path / "manifests").rglob("horizontalpodautoscaler-*.yaml")]
+    assert len(hpas) == 2, "one autoscaler per served model"
+    for hpa in hpas:
+        behavior = hpa["spec"]["behavior"]
+        assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 900
+        assert behavior["scaleUp"]["stabilizationWindowSeconds"] == 0
