@@ -78,6 +78,53 @@ def node_group_ignore_changes() -> list[str]:
     return ["scalingConfig.desiredSize"]
 
 
+def _node_group(
+    resource_name: str,
+    *,
+    cluster_name: pulumi.Input[str],
+    node_role_arn: pulumi.Input[str],
+    subnet_ids: pulumi.Input[list[str]],
+    ami_type: str,
+    instance_types: tuple[str, ...],
+    capacity_type: str,
+    disk_gib: int,
+    labels: dict[str, str],
+    sizes: tuple[int, int, int],
+    timeouts: pulumi.CustomTimeouts,
+    provider: aws.Provider,
+    parent: pulumi.Resource,
+    depends_on: list[pulumi.Resource],
+    taints: list[aws.eks.NodeGroupTaintArgs] | None = None,
+) -> aws.eks.NodeGroup:
+    """One managed node group; ``sizes`` = (min, desired, max)."""
+    min_size, desired_size, max_size = sizes
+    return aws.eks.NodeGroup(
+        resource_name,
+        cluster_name=cluster_name,
+        node_role_arn=node_role_arn,
+        subnet_ids=subnet_ids,
+        ami_type=ami_type,
+        instance_types=list(instance_types),
+        capacity_type=capacity_type,
+        disk_size=disk_gib,
+        labels=labels,
+        taints=taints,
+        scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+            min_size=min_size, desired_size=desired_size, max_size=max_size
+        ),
+        # Replace one node at a time: GPU capacity is scarce, so serving never drops to zero during an AMI update.
+        update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+        tags={"Name": resource_name},
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            provider=provider,
+            depends_on=depends_on,
+            ignore_changes=node_group_ignore_changes(),
+            custom_timeouts=timeouts,
+        ),
+    )
+
+
 def system_node_group(
     name: str,
     *,
@@ -90,28 +137,21 @@ def system_node_group(
     parent: pulumi.Resource,
     depends_on: list[pulumi.Resource],
 ) -> aws.eks.NodeGroup:
-    return aws.eks.NodeGroup(
+    return _node_group(
         f"{name}-{SYSTEM_POOL}",
         cluster_name=cluster_name,
         node_role_arn=node_role_arn,
         subnet_ids=subnet_ids,
         ami_type=CPU_AMI_TYPE,
-        instance_types=list(spec.instance_types),
+        instance_types=spec.instance_types,
         capacity_type="ON_DEMAND",
-        disk_size=disk_gib,
+        disk_gib=disk_gib,
         labels={POOL_LABEL: SYSTEM_POOL},
-        scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-            min_size=spec.min_size, desired_size=spec.desired_size, max_size=spec.max_size
-        ),
-        update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-        tags={"Name": f"{name}-{SYSTEM_POOL}"},
-        opts=pulumi.ResourceOptions(
-            parent=parent,
-            provider=provider,
-            depends_on=depends_on,
-            ignore_changes=node_group_ignore_changes(),
-            custom_timeouts=pulumi.CustomTimeouts(create="30m", update="60m", delete="30m"),
-        ),
+        sizes=(spec.min_size, spec.desired_size, spec.max_size),
+        timeouts=pulumi.CustomTimeouts(create="30m", update="60m", delete="30m"),
+        provider=provider,
+        parent=parent,
+        depends_on=depends_on,
     )
 
 
@@ -127,28 +167,20 @@ def gpu_node_group(
     parent: pulumi.Resource,
     depends_on: list[pulumi.Resource],
 ) -> aws.eks.NodeGroup:
-    return aws.eks.NodeGroup(
+    return _node_group(
         f"{name}-{spec.name}",
         cluster_name=cluster_name,
         node_role_arn=node_role_arn,
         subnet_ids=subnet_ids,
         ami_type=spec.ami_type,
-        instance_types=list(spec.instance_types),
+        instance_types=spec.instance_types,
         capacity_type=spec.capacity_type,
-        disk_size=disk_gib,
+        disk_gib=disk_gib,
         labels=gpu_labels(spec),
         taints=gpu_taints(),
-        scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-            min_size=spec.min_size, desired_size=spec.desired_size, max_size=spec.max_size
-        ),
-        # GPU capacity is scarce: replace one node at a time so serving never drops to zero during an AMI update.
-        update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
-        tags={"Name": f"{name}-{spec.name}"},
-        opts=pulumi.ResourceOptions(
-            parent=parent,
-            provider=provider,
-            depends_on=depends_on,
-            ignore_changes=node_group_ignore_changes(),
-            custom_timeouts=pulumi.CustomTimeouts(create="40m", update="90m", delete="40m"),
-        ),
+        sizes=(spec.min_size, spec.desired_size, spec.max_size),
+        timeouts=pulumi.CustomTimeouts(create="40m", update="90m", delete="40m"),
+        provider=provider,
+        parent=parent,
+        depends_on=depends_on,
     )
