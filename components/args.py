@@ -21,13 +21,14 @@ from components.platform_aws import AwsPlatformArgs
 from components.probe import IntegrationProbeArgs
 from components.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings.gpus import GIB
+from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
+from components.sizing import MIB
 from components.store import ModelStore, ModelStoreArgs
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.probe.endpoint import Protocol
 from tritonft.spec import ModelSpec
 
-MIB = 1024**2
 PROBE_AUTH_ENV = "TRITONFT_PROBE_AUTHORIZATION"
 """Environment variable holding the ``Authorization`` header the probe sends through an authenticated ingress."""
 ADDON_CAPABILITIES = {"kube-prometheus-stack": "prometheus-operator"}
@@ -106,7 +107,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         model_weights_gib=round(largest_model_gib, 1),
         addons=addon_flags(cluster.addons),
         ingress_class=cluster.ingress_class,
-        storage_class_name=cluster.storage_class or "triton-ft-efs",
+        storage_class_name=cluster.storage_class or AWS_EFS_STORAGE_CLASS,
         protect_model_store=settings.storage.protect,
         tags={"triton-ft/stack": settings.stack, "triton-ft/environment": settings.environment},
     )
