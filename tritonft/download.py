@@ -4,7 +4,14 @@ Files go through the Hugging Face cache (``--cache-dir``, default: huggingface_h
 makes downloads resumable (interrupted blobs are continued, finished ones are not fetched again) and works
 offline (``HF_HUB_OFFLINE=1``) from a populated cache. ``--dest`` is then assembled atomically from the cached
 snapshot (hard links where the filesystem allows, copies otherwise) with a ``download.json`` record (repo,
-requested revision, resolved commit, files and sizes); a rerun for the same commit is a no-op.
+requested revision, resolved commit, and per file its size, mtime and sha256: :mod:`tritonft.download_record`); a
+rerun for the same commit whose files are unchanged is a no-op.
+
+Integrity: huggingface_hub checks only the size of what it downloaded. Every file placed in ``--dest`` is hashed
+(on several threads, about 0.6 s of CPU per GB) and each weight file stored in Git LFS is compared with the
+sha256 the Hub published for it (its LFS object id, which names the blob in the cache): a corrupt or truncated
+blob is an error naming it, and nothing is placed in ``--dest``. The converter reuses these hashes instead of
+reading the weights again.
 
 Which files (:func:`select_files`): ``config.json`` (+ ``generation_config.json``), the weights — safetensors
 (single ``model.safetensors`` or ``model-XXXXX-of-YYYYY.safetensors`` shards + index) when the repository has them,
@@ -24,10 +31,14 @@ import os
 import re
 import shutil
 import sys
+import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tritonft.digest import sha256_file
+from tritonft.download_record import RECORD, SCHEMA, file_entry, read_record, unchanged
 from tritonft.errors import UserError
 
 CONFIG_FILES = ("config.json", "generation_config.json")
@@ -42,7 +53,7 @@ TOKENIZER_FILES = (
 )
 _SAFETENSORS = re.compile(r"^model(-\d{5}-of-\d{5})?\.safetensors$|^model\.safetensors\.index\.json$")
 _TORCH = re.compile(r"^pytorch_model(-\d{5}-of-\d{5})?\.bin$|^pytorch_model\.bin\.index\.json$")
-RECORD = "download.json"
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def select_files(repo_files: Iterable[str]) -> list[str]:
@@ -154,8 +165,45 @@ def _list_repo(repo: str, revision: str, token: str | None, cache_dir: Path | No
         return [p.name for p in folder.iterdir() if p.is_file()]
 
 
-def _materialise(snapshot: Path, files: list[str], dest: Path, record: dict[str, Any]) -> None:
-    """Build ``dest`` beside itself and rename it into place (hard links into the cache where possible)."""
+def hub_sha256(snapshot: Path, name: str) -> str | None:
+    """The sha256 the Hub published for a cached file: the name of its blob when it is stored in Git LFS.
+
+    (huggingface_hub names each blob by its etag: the LFS object id, a sha256, for LFS files; the 40-hex git blob
+    id for small files kept in git, which is not a hash of the bytes alone.)
+    """
+    blob = (snapshot / name).resolve().name
+    return blob if _HEX64.match(blob) else None
+
+
+def _verify(directory: Path, files: list[str], snapshot: Path) -> dict[str, dict[str, Any]]:
+    """Hash every file in ``directory`` (threads; hashlib releases the GIL), checking LFS files against the Hub."""
+    started = time.monotonic()
+
+    def one(name: str) -> dict[str, Any]:
+        expected = hub_sha256(snapshot, name)
+        actual = sha256_file(directory / name)
+        if expected is not None and actual != expected:
+            raise UserError(
+                f"{name}: sha256 {actual} differs from the {expected} the Hub published for it, so the cached "
+                f"blob {(snapshot / name).resolve()} is corrupt or truncated; delete that blob and re-run to fetch "
+                "it again (nothing was placed in --dest)"
+            )
+        return file_entry(directory / name, actual, hub_sha256=expected is not None)
+
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)), thread_name_prefix="verify") as pool:
+        entries = dict(zip(files, pool.map(one, files), strict=True))
+    checked = [n for n, e in entries.items() if e["hub_sha256"]]
+    size = sum(entries[n]["size"] for n in checked)
+    print(
+        f"download: verified {len(checked)} LFS file(s), {size / 1e9:.2f} GB, against the Hub's sha256 "
+        f"in {time.monotonic() - started:.1f} s",
+        file=sys.stderr,
+    )
+    return entries
+
+
+def _materialise(snapshot: Path, files: list[str], dest: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Build ``dest`` beside itself, verify it, record it, and rename it into place (hard links where possible)."""
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(f".{dest.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
@@ -169,6 +217,7 @@ def _materialise(snapshot: Path, files: list[str], dest: Path, record: dict[str,
                 os.link(source, partial / name)
             except OSError:
                 shutil.copyfile(source, partial / name)
+        record = {**record, "files": _verify(partial, files, snapshot)}
         (partial / RECORD).write_text(json.dumps(record, indent=1) + "\n")
         if dest.exists():
             old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
@@ -180,20 +229,25 @@ def _materialise(snapshot: Path, files: list[str], dest: Path, record: dict[str,
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    return record
 
 
-def _existing_record(dest: Path) -> dict[str, Any] | None:
+def _up_to_date(dest: Path, record: dict[str, Any], files: list[str]) -> bool:
+    """``dest`` holds this commit's files, each unchanged since it was recorded (no re-hashing)."""
     if not dest.exists():
-        return None
-    try:
-        record = json.loads((dest / RECORD).read_text())
-    except (OSError, ValueError) as exc:
+        return False
+    existing = read_record(dest)
+    if existing is None:
         if dest.is_dir() and not any(dest.iterdir()):
-            return None
-        raise UserError(
-            f"--dest {dest} exists and was not written by `tritonft download`; remove it or pick another"
-        ) from exc
-    return record if isinstance(record, dict) else None
+            return False
+        if not (dest / RECORD).is_file():
+            raise UserError(
+                f"--dest {dest} exists and was not written by `tritonft download`; remove it or pick another"
+            )
+        return False  # an older record format: download again (cheap: the cache has the blobs)
+    same = all(existing.get(key) == record[key] for key in ("repo", "revision", "commit"))
+    recorded = existing["files"]
+    return same and set(recorded) == set(files) and all(unchanged(recorded[n], dest / n) for n in files)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -216,19 +270,11 @@ def run(args: argparse.Namespace) -> int:
         )
     except (HfHubHTTPError, LocalEntryNotFoundError, OfflineModeIsEnabled, OSError) as exc:
         raise _hub_error(exc, args.repo, args.revision) from exc
-    record = {
-        "repo": args.repo,
-        "revision": args.revision,
-        "commit": snapshot.name,
-        "files": {name: (snapshot / name).stat().st_size for name in files},
-    }
-    existing = _existing_record(args.dest)
-    if existing == record and all(
-        (args.dest / n).is_file() and (args.dest / n).stat().st_size == s for n, s in record["files"].items()
-    ):
+    record = {"schema": SCHEMA, "repo": args.repo, "revision": args.revision, "commit": snapshot.name}
+    if _up_to_date(args.dest, record, files):
         print(f"up to date: {args.dest} already holds {args.repo}@{snapshot.name}")
         return 0
-    _materialise(snapshot, files, args.dest, record)
-    total = sum(record["files"].values())
+    written = _materialise(snapshot, files, args.dest, record)
+    total = sum(entry["size"] for entry in written["files"].values())
     print(f"downloaded {args.repo}@{snapshot.name} -> {args.dest} ({len(files)} files, {total} bytes)")
     return 0

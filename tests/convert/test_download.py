@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from tests.convert.conftest import subprocess_cli
+from tests.convert.models import t5_model
 from tritonft.download import select_files
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -23,19 +24,33 @@ REPO_FILES = {
 TOKEN = "hf_supersecret_token_value"
 
 
-def build_cache(root: Path, repo: str = "acme/tiny-t5") -> Path:
-    """The cache layout huggingface_hub writes: blobs by hash, snapshot symlinks, a ref for 'main'."""
+LFS_SUFFIXES = (".safetensors", ".bin", ".model", ".msgpack")
+
+
+def blob_name(name: str, data: bytes) -> str:
+    """How huggingface_hub names a blob: the LFS object id (sha256) for LFS files, the git blob id otherwise."""
+    if name.endswith(LFS_SUFFIXES):
+        return hashlib.sha256(data).hexdigest()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's object id
+
+
+def build_cache(root: Path, repo: str = "acme/tiny-t5", files: dict[str, bytes] | None = None) -> Path:
+    """The cache layout huggingface_hub writes: blobs by etag, snapshot symlinks, a ref for 'main'."""
     store = root / f"models--{repo.replace('/', '--')}"
     (store / "blobs").mkdir(parents=True)
     (store / "refs").mkdir()
     (store / "refs" / "main").write_text(COMMIT)
     snapshot = store / "snapshots" / COMMIT
     snapshot.mkdir(parents=True)
-    for name, data in REPO_FILES.items():
-        blob = store / "blobs" / hashlib.sha256(data).hexdigest()
+    for name, data in (REPO_FILES if files is None else files).items():
+        blob = store / "blobs" / blob_name(name, data)
         blob.write_bytes(data)
         (snapshot / name).symlink_to(Path("../../blobs") / blob.name)
     return root
+
+
+def cached_blob(cache: Path, name: str, repo: str = "acme/tiny-t5") -> Path:
+    return (cache / f"models--{repo.replace('/', '--')}" / "snapshots" / COMMIT / name).resolve()
 
 
 def download(tmp_path: Path, *args: object, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -145,3 +160,73 @@ def test_pytorch_bin_is_fetched_when_there_is_no_safetensors():
         "config.json",
         "pytorch_model.bin",
     ]
+
+
+def test_the_record_holds_every_files_sha256_and_marks_those_checked_against_the_hub(tmp_path):
+    dest = tmp_path / "model"
+    code, _, err = download(tmp_path, "--repo", "acme/tiny-t5", "--revision", COMMIT, "--dest", dest)
+    assert code == 0, err
+    files = json.loads((dest / "download.json").read_text())["files"]
+    for name, entry in files.items():
+        assert entry["sha256"] == hashlib.sha256(REPO_FILES[name]).hexdigest()
+        assert (entry["size"], entry["mtime_ns"]) == ((dest / name).stat().st_size, (dest / name).stat().st_mtime_ns)
+    assert {n for n, e in files.items() if e["hub_sha256"]} == {"model.safetensors", "spiece.model"}
+    assert "verified 2 LFS file(s)" in err
+
+
+def test_a_corrupt_cached_blob_is_named_and_nothing_reaches_dest(tmp_path):
+    cache = build_cache(tmp_path / "hub")
+    blob = cached_blob(cache, "model.safetensors")
+    blob.write_bytes(b"X" * blob.stat().st_size)  # same size: huggingface_hub's own check would pass
+    dest = tmp_path / "model"
+    code, _, err = download(tmp_path, "--repo", "acme/tiny-t5", "--revision", COMMIT, "--dest", dest)
+    assert code == 1
+    assert f"model.safetensors: sha256 {hashlib.sha256(blob.read_bytes()).hexdigest()} differs" in err
+    assert f"cached blob {blob} is corrupt or truncated; delete that blob" in err
+    assert not dest.exists()
+    assert not list(tmp_path.glob(".model.partial-*"))
+
+
+def test_a_file_changed_in_dest_after_download_is_restored_on_rerun(tmp_path):
+    dest = tmp_path / "model"
+    assert download(tmp_path, "--repo", "acme/tiny-t5", "--revision", COMMIT, "--dest", dest)[0] == 0
+    (dest / "config.json").unlink()
+    (dest / "config.json").write_text('{"model_type": "edited"}')
+    code, out, err = download(tmp_path, "--repo", "acme/tiny-t5", "--revision", COMMIT, "--dest", dest)
+    assert code == 0, err
+    assert "up to date" not in out
+    assert (dest / "config.json").read_bytes() == REPO_FILES["config.json"]
+
+
+def test_a_record_in_the_older_format_is_replaced_not_refused(tmp_path):
+    dest = tmp_path / "model"
+    dest.mkdir()
+    (dest / "download.json").write_text(json.dumps({"repo": "acme/tiny-t5", "commit": COMMIT, "files": {}}))
+    code, _, err = download(tmp_path, "--repo", "acme/tiny-t5", "--revision", COMMIT, "--dest", dest)
+    assert code == 0, err
+    assert json.loads((dest / "download.json").read_text())["schema"] == "tritonft.download/1"
+
+
+def test_a_dest_not_written_by_download_is_refused(tmp_path):
+    dest = tmp_path / "model"
+    dest.mkdir()
+    (dest / "precious.txt").write_text("keep me")
+    code, _, err = download(tmp_path, "--repo", "acme/tiny-t5", "--revision", COMMIT, "--dest", dest)
+    assert code == 1
+    assert f"--dest {dest} exists and was not written by `tritonft download`" in err
+    assert (dest / "precious.txt").read_text() == "keep me"
+
+
+def test_converting_a_download_reuses_its_verified_hashes(tmp_path):
+    hf = t5_model().save(tmp_path / "saved")
+    files = {p.name: p.read_bytes() for p in hf.iterdir()}
+    build_cache(tmp_path / "hub", files=files)
+    dest = tmp_path / "model"
+    assert download(tmp_path, "--repo", "acme/tiny-t5", "--revision", COMMIT, "--dest", dest)[0] == 0
+    proc = subprocess_cli("convert", "--input", dest, "--output", tmp_path / "ft", "--tp", "1")
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    source = json.loads((tmp_path / "ft" / "1-gpu" / "manifest.json").read_text())["source"]["files"]
+    weights = source["model.safetensors"]
+    assert weights["sha256"] == hashlib.sha256(files["model.safetensors"]).hexdigest()
+    assert weights["sha256_from"] == "download.json"

@@ -132,7 +132,7 @@ def test_only_files_whose_stat_changed_are_hashed():
 
 
 def test_whole_file_hash_streams_in_chunks_and_can_be_abandoned(tmp_path: Path) -> None:
-    from tritonft.convert.digest import HashAbandonedError, sha256_file
+    from tritonft.digest import HashAbandonedError, sha256_file
 
     data = bytes(range(256)) * 1000
     path = tmp_path / "blob"
@@ -147,3 +147,33 @@ def test_whole_file_hash_streams_in_chunks_and_can_be_abandoned(tmp_path: Path) 
     with pytest.raises(HashAbandonedError):
         sha256_file(path, stop=stop_after_three_chunks, chunk=1000)
     assert len(polls) == 4
+
+
+def write_download_record(src: Path, sha256: dict[str, str]) -> None:
+    """A ``download.json`` as ``tritonft download`` writes it, with the given hashes."""
+    files = {}
+    for name, digest in sha256.items():
+        stat = (src / name).stat()
+        files[name] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": digest, "hub_sha256": True}
+    record = {"schema": "tritonft.download/1", "repo": "acme/t5", "revision": "main", "commit": "0" * 40}
+    (src / "download.json").write_text(json.dumps({**record, "files": files}))
+
+
+def test_a_download_record_for_an_unchanged_file_supplies_its_sha256_without_reading_it(cli, tmp_path):
+    src = t5_model().save(tmp_path / "hf")
+    recorded = "ab" * 32  # not the file's hash: proves the converter took the record instead of hashing
+    write_download_record(src, {"model.safetensors": recorded})
+    run(cli, src, tmp_path / "ft")
+    weights = source_entries(tmp_path / "ft")["files"]["model.safetensors"]
+    assert (weights["sha256"], weights["sha256_from"]) == (recorded, "download.json")
+
+
+def test_a_download_record_is_ignored_once_the_file_was_touched(cli, tmp_path):
+    src = t5_model().save(tmp_path / "hf")
+    write_download_record(src, {"model.safetensors": "ab" * 32})
+    stat = (src / "model.safetensors").stat()
+    os.utime(src / "model.safetensors", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    run(cli, src, tmp_path / "ft")
+    weights = source_entries(tmp_path / "ft")["files"]["model.safetensors"]
+    assert weights["sha256"] == hashlib.sha256((src / "model.safetensors").read_bytes()).hexdigest()
+    assert "sha256_from" not in weights

@@ -5,8 +5,10 @@ Every source file is recorded with ``size`` and ``mtime_ns`` (the fast path of t
 ``header_sha256`` (sha256 of the 8-byte length + JSON header: tensor names, dtypes, shapes and offsets). The full
 ``sha256`` of the weight files depends on :class:`SourceHash`:
 
-* ``sha256`` (default): computed in the background during the conversion (about 0.5 s of CPU per GB). A rerun
-  whose sources were touched (new mtime) but not changed is still recognised as up to date.
+* ``sha256`` (default): taken from the input's ``download.json`` when ``tritonft download`` wrote it and the file
+  still has the size and mtime recorded there (the download verified it against the Hub; the entry then says
+  ``"sha256_from": "download.json"``), otherwise computed in the background during the conversion (about 0.6 s
+  of CPU per GB). A rerun whose sources were touched (new mtime) but not changed is still recognised as up to date.
 * ``fingerprint``: not computed. A rerun after the weight files were touched cannot prove they are unchanged
   and converts again; provenance rests on size, mtime and the header hash (which catches any change of the
   tensor layout, but not new values in the same layout).
@@ -27,7 +29,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from tritonft.convert.digest import HashAbandonedError, sha256_file
+from tritonft.digest import HashAbandonedError, sha256_file
+from tritonft.download_record import read_record, recorded_sha256
 
 Entry = dict[str, Any]
 
@@ -58,13 +61,22 @@ def needs_full_hash(path: Path, mode: SourceHash) -> bool:
     return mode is SourceHash.SHA256 or path.suffix == ".json"
 
 
-def identify(path: Path, mode: SourceHash, stop: Callable[[], bool] | None = None) -> Entry:
-    """The manifest entry of one source file (stat taken first, so a change during hashing shows on rerun)."""
+def identify(
+    path: Path, mode: SourceHash, stop: Callable[[], bool] | None = None, recorded: str | None = None
+) -> Entry:
+    """The manifest entry of one source file (stat taken first, so a change during hashing shows on rerun).
+
+    ``recorded`` is the file's sha256 from ``download.json`` (already checked to belong to this size and mtime).
+    """
     entry = stat_entry(path)
     if path.suffix == ".safetensors":
         entry["header_sha256"] = safetensors_header_sha256(path)
     if needs_full_hash(path, mode):
-        entry["sha256"] = sha256_file(path, stop=stop)
+        if recorded is not None:
+            entry["sha256"] = recorded
+            entry["sha256_from"] = "download.json"
+        else:
+            entry["sha256"] = sha256_file(path, stop=stop)
     return entry
 
 
@@ -105,12 +117,17 @@ class SourceIdentities:
         self._result: dict[str, Entry] | None = None
         self._error: BaseException | None = None
         self._stop = threading.Event()
+        self._record = read_record(root)
+
+    def recorded(self, name: str) -> str | None:
+        """The sha256 ``download.json`` holds for an unchanged source file, if any."""
+        return recorded_sha256(self.root, name, self._record) if self._record is not None else None
 
     def stats(self) -> dict[str, Entry]:
         return {self._rel(p): stat_entry(p) for p in self.files}
 
     def sha256_of(self, name: str) -> str:
-        return sha256_file(self.root / name)
+        return self.recorded(name) or sha256_file(self.root / name)
 
     def start(self) -> None:
         if self._result is None and self._thread is None:
@@ -136,7 +153,10 @@ class SourceIdentities:
 
     def _run(self) -> None:
         try:
-            self._result = {self._rel(p): identify(p, self.mode, stop=self._stop.is_set) for p in self.files}
+            self._result = {
+                self._rel(p): identify(p, self.mode, stop=self._stop.is_set, recorded=self.recorded(self._rel(p)))
+                for p in self.files
+            }
         except HashAbandonedError:
             return
         except BaseException as exc:

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tritonft.convert.digest import sha256_file
 from tritonft.convert.writer import CONFIG_INI, MANIFEST, SCHEMA
+from tritonft.digest import sha256_file
 from tritonft.errors import UserError
 
 _ITEMSIZE = {"fp32": 4, "fp16": 2, "bf16": 2}
