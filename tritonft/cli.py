@@ -33,14 +33,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The full parser; with ``only``, just that command's module is imported (each costs start-up time)."""
+    """The parser; only the ``only`` command's module is imported and given its arguments (each module costs
+    start-up time; ``tritonft --help`` and ``--version`` need none of them)."""
     parser = argparse.ArgumentParser(prog="tritonft", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"tritonft {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (module_name, help_text) in COMMANDS.items():
         cmd = sub.add_parser(name, help=help_text, description=help_text)
-        if only is None or name == only:
+        if name == only:
             module = importlib.import_module(module_name)
             module.add_arguments(cmd)
             cmd.set_defaults(_run=module.run)
