@@ -1,11 +1,21 @@
 """Benchmark ``tritonft convert`` against ``cp`` on t5-base-sized and GPT-2-medium-sized random fp32 checkpoints.
 
-For each model and TP in {1, 2} (plus t5-base TP=2 with ``--source-hash fingerprint``), ``--runs`` rounds, each
+For each model and TP in {1, 2} (plus t5-base TP=2 with ``--source-hash fingerprint``, and t5-base TP=2 of the same
+checkpoint as ``tritonft download`` delivers it: offline from a local Hugging Face cache, so ``download.json``
+carries the verified source hashes), ``--runs`` rounds, each
 timing ``cp -r`` of the checkpoint directory and a fresh ``python -m tritonft convert`` of it back to back (the order
 alternates between rounds). Printed per row, all medians except the peak: the converter's wall time, its own timer
 (its "in N s": without interpreter start-up and imports), its CPU time (user + system), its peak RSS (from GNU time, see
 :func:`run_child`), the wall and CPU time of ``cp``, and the ratio of the wall times; then every
-run. It also prints the start-up cost of the CLI alone (``python -m tritonft --version``), included in the walls.
+run. It also prints the start-up cost of the CLI alone (``python -m tritonft --version``) and with the modules
+``convert`` loads (numpy, the converter), included in the walls, and how long the download step took.
+
+``--floor`` adds a lower bound for t5-base TP=2 from work no converter can avoid: starting up with its imports, writing
+the 1.09 GB FT layout (measured as ``cp -r`` of a converted ``2-gpu`` directory: an in-kernel copy, the cheapest
+way to put those bytes into files) and the sha256 of every output file the manifest must record (measured in
+process), plus one plain memory copy of the bytes FT needs transposed (no transpose can cost less: it moves those
+bytes into a new order before they can be written). On 2 cores, assuming perfect parallelism:
+``bound = start-up + (cp CPU + sha256 CPU + memcpy CPU) / 2``.
 
 Fairness: before every timed command the checkpoint is read once (both start with the input in the page cache),
 ``sync`` is called (no writeback of an earlier run in flight), and then the previous command's output is deleted,
@@ -14,12 +24,13 @@ from memory the hypervisor has taken back costs several times more than the copy
 (that would slow down every other process on a shared machine and measure the disk, not the converter).
 
     .venv/bin/python benchmarks/convert.py [--runs 5] [--models t5-base,gpt2-medium] [--tp 1,2]
-        [--no-fingerprint-row]
+        [--no-fingerprint-row] [--no-download-row] [--no-floor]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -210,8 +221,93 @@ def measure(src: Path, out: Path, copy: Path, tp: int, source_hash: str, runs: i
     return series
 
 
-def startup(runs: int) -> float:
-    return statistics.median(run_child([sys.executable, "-m", "tritonft", "--version"]).wall for _ in range(runs))
+def startup(runs: int, *code: str) -> float:
+    """Median wall of ``python -m tritonft --version`` (no ``code``) or of ``python -c CODE``."""
+    cmd = [sys.executable, "-c", *code] if code else [sys.executable, "-m", "tritonft", "--version"]
+    return statistics.median(run_child(cmd).wall for _ in range(runs))
+
+
+CONVERTER_IMPORTS = "import numpy, tritonft.cli, tritonft.convert.cmd_convert, tritonft.convert.writer"
+"""What ``tritonft convert`` imports before it starts converting."""
+
+
+def as_download(src: Path, root: Path) -> tuple[Path, float]:
+    """``src`` delivered by ``tritonft download`` (offline, from a Hugging Face cache built here); and its wall."""
+    commit = "0" * 40
+    store = root / "hub" / "models--bench--checkpoint"
+    (store / "blobs").mkdir(parents=True)
+    (store / "refs").mkdir()
+    (store / "refs" / "main").write_text(commit)
+    snapshot = store / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for path in sorted(src.iterdir()):
+        with path.open("rb") as handle:
+            blob = store / "blobs" / hashlib.file_digest(handle, "sha256").hexdigest()  # an LFS object id
+        os.link(path, blob)
+        (snapshot / path.name).symlink_to(Path("../../blobs") / blob.name)
+    dest = root / "downloaded"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(root / "hub"), "HF_HOME": str(root / "home")}
+    cmd = [sys.executable, "-m", "tritonft", "download", "--repo", "bench/checkpoint", "--revision", commit]
+    warm(src)
+    start = time.perf_counter()
+    subprocess.run([*cmd, "--dest", str(dest)], env=env, check=True, capture_output=True)
+    return dest, time.perf_counter() - start
+
+
+def floor(src: Path, root: Path, runs: int, start_up: float) -> None:
+    """Print the lower bound described in the module docstring, from medians of ``runs`` measurements."""
+    out, copy = root / "floor-out", root / "floor-copy"
+    subprocess.run(
+        [sys.executable, "-m", "tritonft", "convert", "--input", str(src), "--output", str(out), "--tp", "2"],
+        check=True,
+        capture_output=True,
+    )
+    converted = out / "2-gpu"
+    weights = sorted(converted.glob("*.bin"))
+    total = sum(p.stat().st_size for p in weights)
+    transposed = transposed_bytes(src)
+    source, target = np.ones(transposed, dtype=np.uint8), np.zeros(transposed, dtype=np.uint8)  # touched: resident
+    cp_in, cp_out, hashing, copying = [], [], [], []
+    for _ in range(runs):
+        before = time.process_time()
+        np.copyto(target, source)
+        copying.append(time.process_time() - before)
+        prepare(src, [copy])
+        cp_in.append(run_child(["cp", "-r", str(src), str(copy)]))
+        prepare(converted, [copy])
+        cp_out.append(run_child(["cp", "-r", str(converted), str(copy)]))
+        before = time.process_time()
+        for path in weights:
+            with path.open("rb") as handle:
+                hashlib.file_digest(handle, "sha256")
+        hashing.append(time.process_time() - before)
+    shutil.rmtree(out)
+    shutil.rmtree(copy, ignore_errors=True)
+    cp_in_wall = statistics.median(s.wall for s in cp_in)
+    cp_out_cpu = statistics.median(s.cpu for s in cp_out)
+    sha = statistics.median(hashing)
+    memcpy = statistics.median(copying)
+    bound = start_up + (cp_out_cpu + sha + memcpy) / 2
+    print(
+        f"floor, t5-base TP=2 ({len(weights)} files, {total / 1e9:.2f} GB out): start-up with imports "
+        f"{start_up:.2f} s; cp -r of the output {statistics.median(s.wall for s in cp_out):.2f} s wall, "
+        f"{cp_out_cpu:.2f} s CPU; sha256 of the output {sha:.2f} s CPU; memcpy of the {transposed / 1e9:.2f} GB "
+        f"FT stores transposed {memcpy:.2f} s CPU; cp -r of the input {cp_in_wall:.2f} s"
+    )
+    print(
+        f"floor bound = {start_up:.2f} + ({cp_out_cpu:.2f} + {sha:.2f} + {memcpy:.2f}) / 2 = {bound:.2f} s = "
+        f"{bound / cp_in_wall:.2f}x cp of the input"
+    )
+
+
+def transposed_bytes(src: Path) -> int:
+    """Bytes of the FP32 TP=2 output that come from transposed sources (from the converter's own plan)."""
+    from tritonft.convert.model import build_plan, detect_family, load_config
+    from tritonft.convert.tensors import open_checkpoint
+
+    config = load_config(src)
+    plan = build_plan(detect_family(config, None), config, open_checkpoint(src).shapes, 2)
+    return sum(int(np.prod(job.full_shape)) * 4 for job in plan.jobs if job.transpose)
 
 
 MODELS = {
@@ -245,11 +341,27 @@ def main() -> None:
         default=True,
         help="also measure t5-base TP=2 with --source-hash fingerprint (default: on)",
     )
+    parser.add_argument(
+        "--download-row",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also measure t5-base TP=2 of the checkpoint as `tritonft download` delivers it (default: on)",
+    )
+    parser.add_argument(
+        "--floor",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also print the lower bound for t5-base TP=2 (see the module docstring; default: on)",
+    )
     args = parser.parse_args()
     tps = [int(t) for t in args.tp.split(",")]
-    print(f"runs per row: {args.runs}; CLI start-up (python -m tritonft --version, median of 5): {startup(5):.2f} s")
+    with_imports = startup(5, CONVERTER_IMPORTS)
     print(
-        f"{'model / TP / --source-hash':<28} {'conv s':>6} {'own s':>6} {'cpu s':>6} {'MiB':>5} {'cp s':>5} "
+        f"runs per row: {args.runs}; start-up, medians of 5: CLI (python -m tritonft --version) {startup(5):.2f} s, "
+        f"with the converter's imports {with_imports:.2f} s"
+    )
+    print(
+        f"{'model / TP / source hashes':<28} {'conv s':>6} {'own s':>6} {'cpu s':>6} {'MiB':>5} {'cp s':>5} "
         f"{'cp cpu':>6} {'x cp':>5}  convert runs / cp runs"
     )
     with tempfile.TemporaryDirectory(prefix="tritonft-bench-") as tmp:
@@ -264,6 +376,15 @@ def main() -> None:
             for tp, mode in modes:
                 series = measure(src, root / f"{label}-out", root / f"{label}-copy", tp, mode, args.runs)
                 print(row(f"{label} TP={tp} {mode}", series), flush=True)
+            if label == "t5-base" and args.download_row and 2 in tps:
+                downloaded, took = as_download(src, root)
+                series = measure(downloaded, root / f"{label}-out", root / f"{label}-copy", 2, "sha256", args.runs)
+                print(row(f"{label} TP=2 from download", series), flush=True)
+                print(f"  (that download: offline from the cache, verifying every file's sha256: {took:.2f} s)")
+                shutil.rmtree(downloaded)
+                shutil.rmtree(root / "hub")
+            if label == "t5-base" and args.floor:
+                floor(src, root, args.runs, with_imports)
             shutil.rmtree(src)
 
 

@@ -31,7 +31,7 @@ def blob_name(name: str, data: bytes) -> str:
     """How huggingface_hub names a blob: the LFS object id (sha256) for LFS files, the git blob id otherwise."""
     if name.endswith(LFS_SUFFIXES):
         return hashlib.sha256(data).hexdigest()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's object id
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # git's blob object id
 
 
 def build_cache(root: Path, repo: str = "acme/tiny-t5", files: dict[str, bytes] | None = None) -> Path:

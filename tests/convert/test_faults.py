@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -158,15 +159,31 @@ def test_verify_passes_then_catches_a_flipped_byte_and_a_stray_file(cli, tmp_pat
     assert "model.lm_head.weight.0.bin: not in the manifest" in err
 
 
+def catch_mid_write(proc: subprocess.Popen[str], out: Path, pattern: str) -> None:
+    """Wait until ``proc`` has written a weight file into its partial directory, then freeze it (SIGSTOP).
+
+    Frozen, it cannot finish between this check and the signal the test sends next (on a loaded machine this
+    polling loop may not run for a while; the conversion must not complete meanwhile, hence the large model).
+    """
+    deadline = time.monotonic() + 60
+    while not (out.exists() and any(out.glob(pattern))):
+        assert proc.poll() is None, "the conversion finished before it could be interrupted"
+        assert time.monotonic() < deadline, "the conversion never started writing"
+        time.sleep(0.002)
+    os.kill(proc.pid, signal.SIGSTOP)
+    assert proc.poll() is None, "the conversion finished before it could be interrupted"
+
+
 def _big_gpt2(tmp_path: Path) -> Path:
-    """Large enough (~60 MB) that a conversion is still running when the test kills it."""
+    """Large enough (~240 MB: 0.2-0.5 s of converting) that a run is still going when the test catches it.
+
+    The values do not matter to these tests, so the tensors are constant (instant to build)."""
     model = gpt2_model()
-    d, layers = 512, 12
+    d, layers = 640, 12
     model.config.update(n_embd=d, n_layer=layers, n_inner=None, n_head=8, vocab_size=8000, n_positions=64)
-    rng = np.random.default_rng(5)
 
     def r(*shape: int) -> np.ndarray:
-        return rng.standard_normal(shape, dtype=np.float32)
+        return np.full(shape, 0.5, dtype=np.float32)
 
     t = {"transformer.wte.weight": r(8000, d), "transformer.wpe.weight": r(64, d)}
     t["transformer.ln_f.weight"], t["transformer.ln_f.bias"] = r(d), r(d)
@@ -188,14 +205,7 @@ def test_killed_run_leaves_no_gpu_dir_and_a_rerun_completes(tmp_path):
     out = tmp_path / "ft"
     args = ("convert", "--input", src, "--output", out, "--tp", 2, "--workers", 1)
     proc = subprocess_cli(*args)
-    deadline = time.monotonic() + 60
-    partial = []
-    while time.monotonic() < deadline and proc.poll() is None:
-        partial = [p for p in out.glob(".2-gpu.partial-*") if any(p.glob("*.bin"))] if out.exists() else []
-        if partial:
-            break
-        time.sleep(0.005)
-    assert partial, "the conversion finished before it could be interrupted"
+    catch_mid_write(proc, out, ".2-gpu.partial-*/*.bin")
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
@@ -215,10 +225,9 @@ def test_sigterm_removes_the_partial_directory(tmp_path):
     src = _big_gpt2(tmp_path)
     out = tmp_path / "ft"
     proc = subprocess_cli("convert", "--input", src, "--output", out, "--tp", 1, "--workers", 1)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (out.exists() and any(out.glob(".1-gpu.partial-*/*.bin"))):
-        time.sleep(0.005)
+    catch_mid_write(proc, out, ".1-gpu.partial-*/*.bin")
     proc.send_signal(signal.SIGTERM)
+    os.kill(proc.pid, signal.SIGCONT)
     proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM
     assert sorted(p.name for p in out.iterdir()) == [".1-gpu.lock"]
