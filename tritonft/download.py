@@ -178,6 +178,8 @@ def hub_sha256(snapshot: Path, name: str) -> str | None:
 def _verify(directory: Path, files: list[str], snapshot: Path) -> dict[str, dict[str, Any]]:
     """Hash every file in ``directory`` (threads; hashlib releases the GIL), checking LFS files against the Hub."""
     started = time.monotonic()
+    total = sum((directory / name).stat().st_size for name in files)
+    print(f"download: hashing {len(files)} files ({total / 1e9:.2f} GB) to verify and record them", file=sys.stderr)
 
     def one(name: str) -> dict[str, Any]:
         expected = hub_sha256(snapshot, name)

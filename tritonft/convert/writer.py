@@ -39,7 +39,8 @@ How a run proceeds (:func:`convert`):
         "files": {
           "config.json": {"size": 1, "mtime_ns": 1, "sha256": "..."},      # small files: always sha256
           "model.safetensors": {"size": 1, "mtime_ns": 1, "header_sha256": "...", "sha256": "..."},
-        },                                     # "sha256" of weight files only with hash = "sha256"
+        },                                     # "sha256" of weight files only with hash = "sha256";
+                                               # "sha256_from": "download.json" when reused from the download
       },
       "ignored_tensors": {"encoder.embed_tokens.weight": "why it is not converted", ...},
       "dropped_config_keys": ["task_specific_params"]   # config.json keys too long for FT's INI parser
