@@ -1,4 +1,5 @@
-"""sha256 of whole files with bounded memory and no per-chunk allocation (hashing is most of a conversion's CPU).
+"""File identity: the cheap one (size + mtime) and sha256 of whole files with bounded memory and no per-chunk
+allocation (hashing is most of a conversion's CPU).
 
 Files are read with ``readinto`` into one reusable buffer: no fresh ``bytes`` object per chunk (on a VM, touching
 new memory costs more than the copy) and the resident set grows by one buffer. ``hashlib`` releases the GIL
@@ -8,10 +9,18 @@ while it digests and the read releases it while copying, so files can be hashed 
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 CHUNK = 4 << 20
+
+
+def stat_entry(path: Path) -> dict[str, Any]:
+    """The cheap identity of a file: size and modification time."""
+    stat = os.stat(path)
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 class HashAbandonedError(Exception):

@@ -24,9 +24,10 @@ the converter uses to recognise unchanged sources); anything else is hashed agai
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from tritonft.digest import stat_entry
 
 RECORD = "download.json"
 SCHEMA = "tritonft.download/1"
@@ -45,8 +46,7 @@ def read_record(directory: Path) -> dict[str, Any] | None:
 
 def file_entry(path: Path, sha256: str, hub_sha256: bool) -> dict[str, Any]:
     """The record of one file as it is now on disk."""
-    stat = os.stat(path)
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256, "hub_sha256": hub_sha256}
+    return {**stat_entry(path), "sha256": sha256, "hub_sha256": hub_sha256}
 
 
 def unchanged(entry: Any, path: Path) -> bool:
@@ -54,17 +54,14 @@ def unchanged(entry: Any, path: Path) -> bool:
     if not isinstance(entry, dict):
         return False
     try:
-        stat = os.stat(path)
+        now = stat_entry(path)
     except OSError:
         return False
-    return (entry.get("size"), entry.get("mtime_ns")) == (stat.st_size, stat.st_mtime_ns)
+    return (entry.get("size"), entry.get("mtime_ns")) == (now["size"], now["mtime_ns"])
 
 
-def recorded_sha256(directory: Path, name: str, record: dict[str, Any] | None = None) -> str | None:
-    """The sha256 ``download.json`` records for ``directory/name``, if the file is unchanged since; else ``None``."""
-    record = read_record(directory) if record is None else record
-    if record is None:
-        return None
+def recorded_sha256(record: dict[str, Any], directory: Path, name: str) -> str | None:
+    """The sha256 ``record`` (``directory``'s :func:`read_record`) holds for ``name``, if the file is unchanged."""
     entry = record["files"].get(name)
     if not unchanged(entry, directory / name):
         return None

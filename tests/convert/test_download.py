@@ -34,9 +34,13 @@ def blob_name(name: str, data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # git's blob object id
 
 
+def repo_store(cache: Path, repo: str) -> Path:
+    return cache / f"models--{repo.replace('/', '--')}"
+
+
 def build_cache(root: Path, repo: str = "acme/tiny-t5", files: dict[str, bytes] | None = None) -> Path:
     """The cache layout huggingface_hub writes: blobs by etag, snapshot symlinks, a ref for 'main'."""
-    store = root / f"models--{repo.replace('/', '--')}"
+    store = repo_store(root, repo)
     (store / "blobs").mkdir(parents=True)
     (store / "refs").mkdir()
     (store / "refs" / "main").write_text(COMMIT)
@@ -50,7 +54,7 @@ def build_cache(root: Path, repo: str = "acme/tiny-t5", files: dict[str, bytes] 
 
 
 def cached_blob(cache: Path, name: str, repo: str = "acme/tiny-t5") -> Path:
-    return (cache / f"models--{repo.replace('/', '--')}" / "snapshots" / COMMIT / name).resolve()
+    return (repo_store(cache, repo) / "snapshots" / COMMIT / name).resolve()
 
 
 def download(tmp_path: Path, *args: object, env: dict[str, str] | None = None) -> tuple[int, str, str]:

@@ -21,7 +21,6 @@ a manifest made with ``fingerprint`` converts again, so the manifest ends up wit
 from __future__ import annotations
 
 import hashlib
-import os
 import struct
 import threading
 from collections.abc import Callable, Mapping
@@ -29,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from tritonft.digest import HashAbandonedError, sha256_file
+from tritonft.digest import HashAbandonedError, sha256_file, stat_entry
 from tritonft.download_record import read_record, recorded_sha256
 
 Entry = dict[str, Any]
@@ -40,12 +39,6 @@ class SourceHash(StrEnum):
     """Full content hash of every source file (default)."""
     FINGERPRINT = "fingerprint"
     """Size, mtime and safetensors-header hash of the weight files; no full read."""
-
-
-def stat_entry(path: Path) -> Entry:
-    """The cheap identity of a file: size and modification time."""
-    stat = os.stat(path)
-    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
 def safetensors_header_sha256(path: Path) -> str:
@@ -121,7 +114,7 @@ class SourceIdentities:
 
     def recorded(self, name: str) -> str | None:
         """The sha256 ``download.json`` holds for an unchanged source file, if any."""
-        return recorded_sha256(self.root, name, self._record) if self._record is not None else None
+        return recorded_sha256(self._record, self.root, name) if self._record is not None else None
 
     def stats(self) -> dict[str, Entry]:
         return {self._rel(p): stat_entry(p) for p in self.files}
