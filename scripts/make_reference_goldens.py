@@ -58,50 +58,62 @@ def check_loaded(model: Any, variant: Variant) -> None:
             raise SystemExit(f"{variant.name}: {name} differs after from_pretrained")
 
 
+def generate_cases(
+    model: Any, prompt: tuple[int, ...], eos: int, encoder_decoder: bool, margins: list[float]
+) -> list[dict[str, Any]]:
+    """A greedy and a beam-search case for ``prompt`` with end id ``eos``; appends the greedy margins."""
+    ids = torch.tensor([prompt])
+    common: dict[str, Any] = {
+        "attention_mask": torch.ones_like(ids),
+        "max_new_tokens": MAX_NEW_TOKENS,
+        "do_sample": False,
+        "pad_token_id": 0 if encoder_decoder else eos,
+        "eos_token_id": eos,
+    }
+    skip = 1 if encoder_decoder else len(prompt)
+    with torch.no_grad():
+        greedy = model.generate(ids, num_beams=1, output_scores=True, return_dict_in_generate=True, **common)
+        steps = [torch.topk(scores[0], 2).values for scores in greedy.scores]
+        step_margins = [round(float(top2[0] - top2[1]), 6) for top2 in steps]
+        margins += step_margins
+        tokens = cut(greedy.sequences[0, skip:].tolist(), eos)
+        beam = model.generate(
+            ids,
+            num_beams=BEAM_WIDTH,
+            num_return_sequences=BEAM_WIDTH,
+            length_penalty=LENGTH_PENALTY,
+            early_stopping=False,
+            output_scores=True,
+            return_dict_in_generate=True,
+            **common,
+        )
+    base = {"prompt": list(prompt), "end_id": eos}
+    return [
+        {**base, "mode": "greedy", "outputs": [tokens], "margins": step_margins},
+        {
+            **base,
+            "mode": "beam",
+            "beam_width": BEAM_WIDTH,
+            "len_penalty": LENGTH_PENALTY,
+            "outputs": [cut(row[skip:].tolist(), eos) for row in beam.sequences],
+            "scores": [float(s) for s in beam.sequences_scores],
+        },
+    ]
+
+
 def run(variant: Variant, directory: Path) -> dict[str, Any]:
     model = CLASSES[variant.family].from_pretrained(directory, dtype=torch.float32).eval()
     check_loaded(model, variant)
     eos = int(model.config.eos_token_id)
     encoder_decoder = variant.family == "t5"
     cases = []
-    margins = []
+    margins: list[float] = []
     for prompt in PROMPTS[variant.family]:
-        ids = torch.tensor([prompt])
-        common: dict[str, Any] = {
-            "attention_mask": torch.ones_like(ids),
-            "max_new_tokens": MAX_NEW_TOKENS,
-            "do_sample": False,
-            "pad_token_id": 0 if encoder_decoder else eos,
-            "eos_token_id": eos,
-        }
-        skip = 1 if encoder_decoder else len(prompt)
-        with torch.no_grad():
-            greedy = model.generate(ids, num_beams=1, output_scores=True, return_dict_in_generate=True, **common)
-            steps = [torch.topk(scores[0], 2).values for scores in greedy.scores]
-            step_margins = [round(float(top2[0] - top2[1]), 6) for top2 in steps]
-            margins += step_margins
-            tokens = cut(greedy.sequences[0, skip:].tolist(), eos)
-            cases.append({"prompt": list(prompt), "mode": "greedy", "outputs": [tokens], "margins": step_margins})
-            beam = model.generate(
-                ids,
-                num_beams=BEAM_WIDTH,
-                num_return_sequences=BEAM_WIDTH,
-                length_penalty=LENGTH_PENALTY,
-                early_stopping=False,
-                output_scores=True,
-                return_dict_in_generate=True,
-                **common,
-            )
-            cases.append(
-                {
-                    "prompt": list(prompt),
-                    "mode": "beam",
-                    "beam_width": BEAM_WIDTH,
-                    "len_penalty": LENGTH_PENALTY,
-                    "outputs": [cut(row[skip:].tolist(), eos) for row in beam.sequences],
-                    "scores": [float(s) for s in beam.sequences_scores],
-                }
-            )
+        greedy_case = generate_cases(model, prompt, eos, encoder_decoder, margins)
+        cases += greedy_case
+        # The same prompt with an end id the model does generate (its third greedy token), so that finishing a
+        # sequence early, in greedy and beam search, is part of the golden truth too.
+        cases += generate_cases(model, prompt, greedy_case[0]["outputs"][0][2], encoder_decoder, [])
     return {
         "name": variant.name,
         "family": variant.family,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -25,7 +27,7 @@ def greedy_tokens():
     return tokens
 
 
-def tokens_of(model, **options):
+def tokens_of(model: Any, **options: Any) -> list[int]:
     return generate(model, [GenerationRequest(PROMPT, MAX_NEW_TOKENS, **options)]).generated[0][0]
 
 
