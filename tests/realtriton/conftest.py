@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.realtriton.repos import serve_ready_repository, stack_specs
+from tests.realtriton.ft_standin import standin_all
+from tests.realtriton.repos import MATRIX, render_with_cli, serve_ready_repository, stack_specs
 from tests.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
 from tritonft.local_triton import LocalTriton, TritonError, TritonRuntime, prepare_runtime
 from tritonft.spec import Family
@@ -85,6 +86,22 @@ def dev_repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Fa
 @pytest.fixture(scope="session")
 def dev_triton(serve_triton: ServeTriton, dev_repository: Path) -> LocalTriton:
     return serve_triton(dev_repository)
+
+
+@pytest.fixture(scope="session")
+def matrix_repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]) -> Path:
+    """T5, GPT-2 and GPT-J at TP 1 and 2 plus a streaming GPT-2, rendered by ``tritonft repo``, FT stood in for."""
+    out = tmp_path_factory.mktemp("matrix-repo")
+    specs = tmp_path_factory.mktemp("matrix-specs")
+    for spec in MATRIX:
+        render_with_cli(spec, out, tokenizers[spec.family], specs)
+    standin_all(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def matrix_triton(serve_triton: ServeTriton, matrix_repository: Path) -> LocalTriton:
+    return serve_triton(matrix_repository)
 
 
 @pytest.hookimpl(wrapper=True)

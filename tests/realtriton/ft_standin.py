@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import text_format  # type: ignore[import-untyped]  # no types-protobuf in the lock
 from tritonclient.grpc import model_config_pb2
@@ -21,6 +22,8 @@ from tritonclient.grpc import model_config_pb2
 MODEL_SOURCE = Path(__file__).with_name("standin_model.py")
 END_ID_PARAMETER = "standin_end_id"
 BEHAVIOUR_FILE = "standin.json"
+RECORD_FILE = "standin-received.jsonl"
+GENERATION_PARAMETER = "standin_generation"
 """Read by the model from its directory (``standin_model.BEHAVIOUR_FILE``; the model file is copied alone)."""
 
 
@@ -39,10 +42,13 @@ def _end_id(model_dir: Path) -> int | None:
     return None
 
 
-def make_standin(model_dir: Path, *, end_id: int | None = None) -> model_config_pb2.ModelConfig:
+def make_standin(
+    model_dir: Path, *, end_id: int | None = None, generation: str = "echo"
+) -> model_config_pb2.ModelConfig:
     """Rewrite the rendered FT model in ``model_dir`` (its ``config.pbtxt``) into the stand-in, in place.
 
-    ``end_id`` defaults to the one the repository's postprocessing model was rendered with. Returns the new config.
+    ``end_id`` defaults to the one the repository's postprocessing model was rendered with. ``generation``:
+    ``echo`` (the prompt's tokens) or ``reverse`` (them reversed). Returns the new config.
     """
     config = read_config(model_dir / "config.pbtxt")
     if config.backend != "fastertransformer":
@@ -55,6 +61,7 @@ def make_standin(model_dir: Path, *, end_id: int | None = None) -> model_config_
     chosen = end_id if end_id is not None else _end_id(model_dir)
     if chosen is not None:
         config.parameters[END_ID_PARAMETER].string_value = str(chosen)
+    config.parameters[GENERATION_PARAMETER].string_value = generation
     (model_dir / "config.pbtxt").write_text(text_format.MessageToString(config), encoding="utf-8")
     version = model_dir / "1"
     version.mkdir(exist_ok=True)
@@ -62,20 +69,22 @@ def make_standin(model_dir: Path, *, end_id: int | None = None) -> model_config_
     return config
 
 
-def standin_all(repository: Path) -> list[str]:
+def standin_all(repository: Path, generation: str = "echo") -> list[str]:
     """Replace every FT model of ``repository`` by the stand-in; returns their names."""
     names = []
     for config_path in sorted(repository.glob("*/config.pbtxt")):
         if read_config(config_path).backend == "fastertransformer":
-            make_standin(config_path.parent)
+            make_standin(config_path.parent, generation=generation)
             names.append(config_path.parent.name)
     return names
 
 
-def set_behaviour(model_dir: Path, *, fail: str | None = None, sleep_s: float | None = None) -> None:
-    """Make the stand-in in ``model_dir`` fail every request with ``fail`` and/or sleep ``sleep_s`` per batch;
-    with neither, restore the normal echo."""
-    behaviour: dict[str, object] = {}
+def set_behaviour(
+    model_dir: Path, *, fail: str | None = None, sleep_s: float | None = None, record: bool = False
+) -> None:
+    """Make the stand-in in ``model_dir`` fail every request with ``fail``, sleep ``sleep_s`` per batch and/or
+    record what it receives (:func:`received`); with none, restore the normal behaviour."""
+    behaviour: dict[str, object] = {"record": True} if record else {}
     if fail is not None:
         behaviour["fail"] = fail
     if sleep_s is not None:
@@ -85,3 +94,14 @@ def set_behaviour(model_dir: Path, *, fail: str | None = None, sleep_s: float | 
         path.write_text(json.dumps(behaviour), encoding="utf-8")
     else:
         path.unlink(missing_ok=True)
+
+
+def received(model_dir: Path) -> list[dict[str, tuple[str, list[int], Any]]]:
+    """What the stand-in recorded, one entry per request: input name -> (numpy dtype, shape, values)."""
+    path = model_dir / RECORD_FILE
+    if not path.exists():
+        return []
+    return [
+        {name: (dtype, shape, values) for name, (dtype, shape, values) in json.loads(line).items()}
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]

@@ -3,10 +3,13 @@ step replaced by the stand-in (``ft_standin``)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from components.settings import load_settings
 from tests.realtriton.ft_standin import standin_all
+from tests.repo.conftest import make_spec
+from tritonft.cli import main as tritonft_main
 from tritonft.repo.render import write_repository
 from tritonft.spec import Family, ModelSpec
 from tritonft.synth.stackfile import read_stack
@@ -30,3 +33,31 @@ def serve_ready_repository(specs: list[ModelSpec], out: Path, tokenizers: dict[F
         write_repository(spec, out, tokenizer_dir=tokenizers[spec.family], model_root=str(out))
     standin_all(out)
     return out
+
+
+def _matrix() -> tuple[ModelSpec, ...]:
+    specs = [
+        make_spec(family, name=f"{family.value}-tp{tp}", tensor_parallel=tp, max_input_len=64, max_output_len=32)
+        for family in (Family.T5, Family.GPT2, Family.GPTJ)
+        for tp in (1, 2)
+    ]
+    specs.append(replace(specs[2], name="gpt2-stream", decoupled=True))
+    return tuple(specs)
+
+
+MATRIX = _matrix()
+"""What the matrix repository serves: every family at TP 1 and 2 and a streaming (decoupled) GPT-2."""
+
+
+def matrix_spec(name: str) -> ModelSpec:
+    return next(spec for spec in MATRIX if spec.name == name)
+
+
+def render_with_cli(spec: ModelSpec, out: Path, tokenizer_dir: Path, scratch: Path) -> None:
+    """``tritonft repo --spec ... --tokenizer ... --out OUT --model-root OUT`` (the command the Job runs)."""
+    spec_path = scratch / f"{spec.name}.json"
+    spec_path.write_text(spec.to_json())
+    args = ["repo", "--spec", str(spec_path), "--tokenizer", str(tokenizer_dir), "--out", str(out)]
+    code = tritonft_main([*args, "--model-root", str(out)])
+    if code != 0:
+        raise RuntimeError(f"tritonft {' '.join(args)} exited with {code}")

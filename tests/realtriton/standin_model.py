@@ -5,11 +5,15 @@ answers FT-shaped tensors: ``output_ids [B, beams, T]`` and ``sequence_length [B
 outputs, zeros of their shapes). The "generation" is an echo so the ensemble's answer is checkable: the generated
 tokens are the prompt's tokens (without the end token), with every ``bad_words_list`` phrase removed, cut after
 the first ``stop_words_list`` phrase (as FT stops), then at ``request_output_len``/``max_output_len``, then
-``end_id``. GPT models (``input_lengths`` input) return prompt + generated tokens, as FT's GPT does; T5 returns
-the generated tokens only. In decoupled (streaming) mode each generated token is sent as its own response.
+``end_id``. With the config parameter ``standin_generation: reverse`` the tokens come in reverse order (an answer
+that differs from the prompt, for checks that refuse an echo). GPT models (``input_lengths`` input) return
+prompt + generated tokens, as FT's GPT does; T5 returns the generated tokens only. In decoupled (streaming) mode
+each generated token is sent as its own response.
 
 Behaviour is injectable through ``standin.json`` in the model directory, read on change:
-``{"fail": "message"}`` answers every request with that error; ``{"sleep_s": 0.2}`` sleeps before answering.
+``{"fail": "message"}`` answers every request with that error; ``{"sleep_s": 0.2}`` sleeps before answering;
+``{"record": true}`` appends each request's inputs (name -> dtype, shape, values) as a JSON line to
+``standin-received.jsonl`` there.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 BEHAVIOUR_FILE = "standin.json"
+RECORD_FILE = "standin-received.jsonl"
 
 
 def phrases(words: Any) -> list[list[int]]:
@@ -69,7 +74,9 @@ class TritonPythonModel:
         self.decoupled = pb_utils.using_decoupled_model_transaction_policy(config)
         parameters = {k: v.get("string_value", "") for k, v in config.get("parameters", {}).items()}
         self.end_id = int(parameters.get("standin_end_id", "1" if not self.gpt else "50256"))
+        self.reverse = parameters.get("standin_generation", "echo") == "reverse"
         self.behaviour_path = Path(args["model_repository"]) / BEHAVIOUR_FILE
+        self.record_path = Path(args["model_repository"]) / RECORD_FILE
         self.behaviour_stamp: int | None = None
         self.behaviour: dict[str, Any] = {}
 
@@ -102,6 +109,8 @@ class TritonPythonModel:
         for row in range(ids.shape[0]):
             prompt = [int(t) for t in ids[row, : int(lengths[row])]]
             tokens = [t for t in prompt if t != end_id]
+            if self.reverse:
+                tokens.reverse()
             if bad is not None:
                 tokens = remove_phrases(tokens, phrases(bad[row]))
             if stop is not None:
@@ -140,6 +149,8 @@ class TritonPythonModel:
             time.sleep(float(behaviour["sleep_s"]))
         responses = []
         for request in requests:
+            if behaviour.get("record"):
+                self._record(request)
             if behaviour.get("fail"):
                 error = pb_utils.TritonError(str(behaviour["fail"]))
                 response = pb_utils.InferenceResponse(output_tensors=[], error=error)
@@ -158,6 +169,15 @@ class TritonPythonModel:
             else:
                 responses.append(response)
         return None if self.decoupled else responses
+
+    def _record(self, request: Any) -> None:
+        received = {}
+        for name in sorted(self.inputs):
+            value = self._input(request, name)
+            if value is not None:
+                received[name] = [str(value.dtype), list(value.shape), value.tolist()]
+        with self.record_path.open("a") as handle:
+            handle.write(json.dumps(received) + "\n")
 
     def _stream(self, request: Any, prompts: list[list[int]], generated: list[list[int]], beams: int) -> None:
         """One response per generation step (every row's tokens so far), then the final flag."""
