@@ -10,8 +10,8 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from tritonclient.grpc import model_config_pb2
 
-from tests.realtriton.ft_standin import read_config
 from tritonft.local_triton import LocalTriton
+from tritonft.standin import read_config
 
 PROTOCOLS = ("http", "grpc")
 NUMPY_OF = {"BYTES": np.object_, "UINT32": np.uint32, "UINT64": np.uint64, "FP32": np.float32, "INT32": np.int32}

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.realtriton.ft_standin import standin_all
 from tests.realtriton.repos import MATRIX, render_with_cli, serve_ready_repository, stack_specs
 from tests.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
 from tritonft.local_triton import LocalTriton, TritonError, TritonRuntime, prepare_runtime
 from tritonft.spec import Family
+from tritonft.standin import standin_all
 
 LOG_TAIL_LINES = 200
 _RUNNING: list[LocalTriton] = []

@@ -7,11 +7,11 @@ from dataclasses import replace
 from pathlib import Path
 
 from components.settings import load_settings
-from tests.realtriton.ft_standin import standin_all
 from tests.repo.conftest import make_spec
 from tritonft.cli import main as tritonft_main
 from tritonft.repo.render import write_repository
 from tritonft.spec import Family, ModelSpec
+from tritonft.standin import standin_all
 from tritonft.synth.stackfile import read_stack
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,5 +1,5 @@
 """The rendered repositories on a real Triton: T5, GPT-2 and GPT-J at TP 1 and 2 (``tritonft repo``), served with the
-image's Python requirements; the FT step is the stand-in (an echo of the prompt's tokens, see ``standin_model``), so
+image's Python requirements; the FT step is the stand-in (an echo of the prompt's tokens, see ``tritonft.standin``), so
 every answer is checkable text that went through Triton's ensemble, both Python models and the batchers."""
 
 from __future__ import annotations
@@ -21,12 +21,12 @@ from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from tests.realtriton.client import PROTOCOLS, ask, ensemble_routes, execution_stats, optional_inputs, tensor
-from tests.realtriton.ft_standin import received, set_behaviour, standin_all
 from tests.realtriton.repos import MATRIX, matrix_spec, render_with_cli
 from tritonft.local_triton import LocalTriton, TritonError
 from tritonft.repo.naming import RepoNames
 from tritonft.repo.render import render_repository_files
 from tritonft.spec import Family
+from tritonft.standin import received, set_behaviour, standin_all
 
 pytestmark = pytest.mark.slow
 

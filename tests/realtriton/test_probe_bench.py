@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from tests.realtriton.conftest import ServeTriton
-from tests.realtriton.ft_standin import standin_all
 from tests.realtriton.repos import matrix_spec, render_with_cli
 from tritonft.bench.results import CSV_COLUMNS
 from tritonft.cli import main
 from tritonft.local_triton import LocalTriton
 from tritonft.spec import Family
+from tritonft.standin import standin_all
 
 pytestmark = pytest.mark.slow
 

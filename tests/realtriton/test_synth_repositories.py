@@ -11,11 +11,11 @@ import tritonclient.http as httpclient
 
 from tests.realtriton.client import PROTOCOLS, ask
 from tests.realtriton.conftest import ServeTriton
-from tests.realtriton.ft_standin import standin_all
 from tests.realtriton.repos import ROOT
 from tritonft.repo.naming import SPEC_FILE, VERSION, RepoNames
 from tritonft.repo.render import tokenizer_files
 from tritonft.spec import Family, ModelSpec
+from tritonft.standin import standin_all
 from tritonft.synth.run import synthesize
 from tritonft.synth.stackfile import available_stacks, read_project
 

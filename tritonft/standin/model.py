@@ -1,4 +1,4 @@
-"""Python-backend stand-in for the FasterTransformer model step (copied as ``1/model.py`` by ``ft_standin``).
+"""Python-backend stand-in for the FasterTransformer model step (copied as ``1/model.py`` by ``tritonft.standin``).
 
 Runs inside Triton's Python-backend stub (numpy 1.x). It has exactly the FT config's inputs and outputs and
 answers FT-shaped tensors: ``output_ids [B, beams, T]`` and ``sequence_length [B, beams]`` (plus the optional
