@@ -66,9 +66,16 @@ class Weights:
         return self._out(0.1 * self.rng.standard_normal(size).astype(np.float32))
 
 
-def t5(seed: int, stored: str, gated: bool = False, tied: bool = True) -> Model:
+T5_TEST_DIMS = {"d": 64, "heads": 4, "dkv": 16, "ff": 96, "vocab": 96, "buckets": 8, "layers": 2}
+T5_SMALL_DIMS = {"d": 512, "heads": 8, "dkv": 64, "ff": 2048, "vocab": 32128, "buckets": 32, "layers": 6}
+"""The goldens' size, and t5-small's shapes (for benchmarks)."""
+
+
+def t5(seed: int, stored: str, gated: bool = False, tied: bool = True, dims: dict[str, int] | None = None) -> Model:
     w = Weights(seed, stored)
-    d, heads, dkv, ff, vocab, buckets, enc_layers, dec_layers = 64, 4, 16, 96, 96, 8, 2, 2
+    size = dims or T5_TEST_DIMS
+    d, heads, dkv, ff, vocab = size["d"], size["heads"], size["dkv"], size["ff"], size["vocab"]
+    buckets, enc_layers, dec_layers = size["buckets"], size["layers"], size["layers"]
     inner = heads * dkv
     config: dict[str, Any] = {
         "model_type": "t5",
@@ -120,9 +127,15 @@ def t5(seed: int, stored: str, gated: bool = False, tied: bool = True) -> Model:
     return Model("t5", config, t, extra)
 
 
-def gpt2(seed: int, stored: str) -> Model:
+GPT2_TEST_DIMS = {"d": 64, "heads": 4, "layers": 2, "vocab": 100, "positions": 64}
+GPT2_DIMS = {"d": 768, "heads": 12, "layers": 12, "vocab": 50257, "positions": 1024}
+"""The goldens' size, and gpt2's (124M) shapes (for benchmarks)."""
+
+
+def gpt2(seed: int, stored: str, dims: dict[str, int] | None = None) -> Model:
     w = Weights(seed, stored)
-    d, heads, layers, vocab, positions = 64, 4, 2, 100, 64
+    size = dims or GPT2_TEST_DIMS
+    d, heads, layers, vocab, positions = size["d"], size["heads"], size["layers"], size["vocab"], size["positions"]
     ff = 4 * d
     config = {
         "model_type": "gpt2",
@@ -133,8 +146,8 @@ def gpt2(seed: int, stored: str) -> Model:
         "n_inner": None,
         "n_positions": positions,
         "vocab_size": vocab,
-        "bos_token_id": 98,
-        "eos_token_id": 99,
+        "bos_token_id": vocab - 2,
+        "eos_token_id": vocab - 1,
         "layer_norm_epsilon": 1e-05,
         "activation_function": "gelu_new",
         "resid_pdrop": 0.0,
