@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tests.convert.conftest import cli  # noqa: F401  (the in-process `tritonft` fixture)
 from tests.reference.checkpoints import VARIANTS, Variant
 from tritonft.cli import main
 
