@@ -172,6 +172,7 @@ def load_settings(
             requests=top.get("probeRequests", 20),
             timeout_s=top.get("probeTimeoutSeconds", 900),
             bleu_threshold=top.get("probeBleuThreshold", 15),
+            verify_generation=top.get("verifyGeneration", True),
         ),
         secrets=frozenset(k for k in secret_keys if key_present(values, k)),
     )
