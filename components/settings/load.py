@@ -84,7 +84,8 @@ class _Reader:
                 )
                 continue
             if not present:
-                if knob.required and in_scope:
+                # Without a valid platform only `platform` itself is reported: which keys it requires is unknown.
+                if knob.required and knob.scope in ("any", platform):
                     where = f" for platform `{platform}`" if knob.scope != "any" else ""
                     self.problem(knob.key, f"is required{where}: {knob.doc}")
                 self.values[knob.key] = knob.default
