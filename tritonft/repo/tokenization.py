@@ -17,10 +17,10 @@ Tensor conventions (batch dimension first, as Triton hands them over):
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -340,8 +340,45 @@ def _merged(requests: Sequence[Mapping[str, npt.NDArray[Any]]], pad: int) -> dic
     return merged
 
 
+Request = Mapping[str, npt.NDArray[Any]]
+Result = TypeVar("Result")
+
+
+def _served_together(
+    requests: Sequence[Request],
+    serve: Callable[[Request], Result],
+    pad: int,
+    rows_of: Callable[[Result, int, int], Result],
+) -> list[Result | ValueError]:
+    """``serve`` once over the merged rows of each group of requests with the same inputs, then ``rows_of`` splits
+    the result back. When a merged call fails, each request of the group is served alone, so a bad request gets
+    its own ``ValueError`` and the others their results."""
+    results: list[Result | ValueError] = [ValueError("not processed")] * len(requests)
+    groups: dict[frozenset[str], list[int]] = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(frozenset(request), []).append(index)
+    for members in groups.values():
+        try:
+            if len(members) == 1:
+                raise ValueError("a single request is served as it is")
+            merged = serve(_merged([requests[i] for i in members], pad))
+        except ValueError:
+            for index in members:
+                try:
+                    results[index] = serve(requests[index])
+                except ValueError as exc:
+                    results[index] = exc
+            continue
+        start = 0
+        for index in members:
+            rows = len(next(iter(requests[index].values())))
+            results[index] = rows_of(merged, start, start + rows)
+            start += rows
+    return results
+
+
 def preprocess_requests(
-    tokenizer: TextTokenizer, settings: TokenizerSettings, requests: Sequence[Mapping[str, npt.NDArray[Any]]]
+    tokenizer: TextTokenizer, settings: TokenizerSettings, requests: Sequence[Request]
 ) -> list[dict[str, npt.NDArray[Any]] | ValueError]:
     """:func:`preprocess` for several requests at once (what Triton's dynamic batcher hands the model).
 
@@ -349,63 +386,26 @@ def preprocess_requests(
     split back, each trimmed to the widths it would have alone (so every request gets exactly what
     ``preprocess`` would give it). A request with a bad input gets its own ``ValueError``; the others are served.
     """
-    results: list[dict[str, npt.NDArray[Any]] | ValueError] = [ValueError("not processed")] * len(requests)
-    groups: dict[frozenset[str], list[int]] = {}
-    for index, request in enumerate(requests):
-        groups.setdefault(frozenset(request), []).append(index)
-    for members in groups.values():
-        try:
-            if len(members) == 1 or "text_input" not in requests[members[0]]:
-                raise ValueError("serve one by one")
-            merged = preprocess(tokenizer, settings, _merged([requests[i] for i in members], 0))
-        except ValueError:
-            for index in members:
-                try:
-                    results[index] = preprocess(tokenizer, settings, requests[index])
-                except ValueError as exc:
-                    results[index] = exc
-            continue
-        start = 0
-        for index in members:
-            rows = len(requests[index]["text_input"])
-            results[index] = _own_widths({name: array[start : start + rows] for name, array in merged.items()})
-            start += rows
-    return results
+    return _served_together(
+        requests,
+        lambda request: preprocess(tokenizer, settings, request),
+        0,
+        lambda outputs, start, end: _own_widths({name: array[start:end] for name, array in outputs.items()}),
+    )
 
 
 def postprocess_requests(
-    tokenizer: TextTokenizer, settings: TokenizerSettings, requests: Sequence[Mapping[str, npt.NDArray[Any]]]
+    tokenizer: TextTokenizer, settings: TokenizerSettings, requests: Sequence[Request]
 ) -> list[npt.NDArray[np.object_] | ValueError]:
     """:func:`postprocess` for several requests at once: one decode pass over the rows of requests with the same
     inputs (``output_ids`` padded to the longest; ``sequence_length`` bounds every row), split back per request.
     Each request needs ``output_ids`` and ``sequence_length``; ``input_lengths`` is optional."""
-    results: list[npt.NDArray[np.object_] | ValueError] = [ValueError("not processed")] * len(requests)
-    groups: dict[frozenset[str], list[int]] = {}
-    for index, request in enumerate(requests):
-        groups.setdefault(frozenset(request), []).append(index)
 
-    def one(request: Mapping[str, npt.NDArray[Any]]) -> npt.NDArray[np.object_]:
+    def one(request: Request) -> npt.NDArray[np.object_]:
         if "output_ids" not in request or "sequence_length" not in request:
             raise ValueError("postprocessing needs both output_ids and sequence_length")
         return postprocess(
             tokenizer, settings, request["output_ids"], request["sequence_length"], request.get("input_lengths")
         )
 
-    for members in groups.values():
-        try:
-            if len(members) == 1:
-                raise ValueError("serve one by one")
-            texts = one(_merged([requests[i] for i in members], settings.end_id))
-        except ValueError:
-            for index in members:
-                try:
-                    results[index] = one(requests[index])
-                except ValueError as exc:
-                    results[index] = exc
-            continue
-        start = 0
-        for index in members:
-            rows = len(requests[index]["output_ids"])
-            results[index] = texts[start : start + rows]
-            start += rows
-    return results
+    return _served_together(requests, one, settings.end_id, lambda texts, start, end: texts[start:end])
