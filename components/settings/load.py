@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.settings.capacity import capacity_verdict
 from components.settings.catalog import KNOWN_MODELS
 from components.settings.gpus import AWS_GPU_INSTANCES, GIB, GPU_MODELS, WEIGHT_BUDGET_FRACTION, GpuNodeType
 from components.settings.model import (
@@ -146,6 +147,12 @@ def load_settings(
         problems=problems,
     )
     image = _image(top, platform, cluster, problems)
+    warnings: tuple[str, ...] = ()
+    if cluster is not None and serving is not None and not problems:
+        scaled_max = serving.replicas_max if serving.autoscaling.enabled else serving.replicas_min
+        verdict = capacity_verdict(cluster, models, serving.replicas_min, scaled_max)
+        problems += verdict.problems
+        warnings = verdict.warnings
 
     if problems:
         where = f" ({source})" if source else ""
@@ -174,6 +181,7 @@ def load_settings(
             bleu_threshold=top.get("probeBleuThreshold", 15),
         ),
         secrets=frozenset(k for k in secret_keys if key_present(values, k)),
+        warnings=warnings,
     )
 
 
