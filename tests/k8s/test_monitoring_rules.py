@@ -63,7 +63,7 @@ def test_promtool_accepts_every_rule_file_the_stack_renders(stack: str, tmp_path
 
 
 def test_each_rule_records_pends_fires_and_stays_silent_as_specified(tmp_path: Path) -> None:
-    spec = prometheus_rule_spec("triton", "m", ratio_target=1.0, max_pending=32)
+    spec = prometheus_rule_spec("triton", "m", ratio_target=1.0, max_pending=32, ensembles=("e",))
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     shutil.copy(UNIT_TESTS, tmp_path / UNIT_TESTS.name)
     result = promtool("test", "rules", UNIT_TESTS.name, cwd=tmp_path)
@@ -71,7 +71,7 @@ def test_each_rule_records_pends_fires_and_stays_silent_as_specified(tmp_path: P
 
 
 def test_the_unit_tests_cover_every_rule_the_renderer_emits() -> None:
-    spec = prometheus_rule_spec("triton", "m", ratio_target=1.0, max_pending=32)
+    spec = prometheus_rule_spec("triton", "m", ratio_target=1.0, max_pending=32, ensembles=("e",))
     names = {r.get("record") or r["alert"] for g in spec["groups"] for r in g["rules"]}
     tests = yaml.safe_load(UNIT_TESTS.read_text())["tests"]
     covered = {a["alertname"] for t in tests for a in t.get("alert_rule_test", [])}
