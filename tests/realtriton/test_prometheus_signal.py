@@ -211,3 +211,16 @@ def test_every_dashboard_query_parses_and_returns_series(prometheus: LocalPromet
     empty = [e for e, samples in answered.items() if not samples and GPU_METRIC_PREFIX not in e]
     assert empty == []
     assert len(answered) == len(exprs)
+
+
+def test_a_failing_model_makes_the_failure_alert_pend(
+    prometheus: LocalPrometheus, triton: LocalTriton, repository: Path, tmp_path: Path
+) -> None:
+    set_behaviour(ft_step(repository), fail="injected by the test")
+    bench = Bench(triton, tmp_path / "bench.log", concurrency=4, duration=60)
+    try:
+        states = wait_for("TritonInferenceFailures", lambda: alert_states(prometheus, "TritonInferenceFailures"), 45)
+    finally:
+        bench.stop()
+        set_behaviour(ft_step(repository))
+    assert states == {"pending"}, "for: 10m has not passed: pending, not firing"
