@@ -60,7 +60,9 @@ def _quantity(value: str) -> float:
 
 def synthesized_plan(out: Path) -> Plan:
     synthesize(STACK, out=out, project_dir=ROOT, extras=())
-    docs = [d for p in sorted((out / "manifests").rglob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
+    docs: list[dict[str, Any]] = [
+        d for p in sorted((out / "manifests").rglob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d
+    ]
     mine = [d for d in docs if d["metadata"].get("labels", {}).get("triton-ft/model") == MODEL]
 
     def one(kind: str) -> dict[str, Any]:
