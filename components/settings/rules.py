@@ -570,17 +570,18 @@ def _parallelism_node(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
     if node is None:
         return
     gpus = tp * pp
+    shape = "each GPU node (gpusPerNode)" if f.platform == "kubernetes" else f"a {node.name} node"
     if gpus > node.gpus:
         yield (
             "tensorParallel",
-            f"{tp} x pipelineParallel {pp} = {gpus} GPUs, but a {node.name} node has {node.gpus} {node.gpu.name}; "
+            f"{tp} x pipelineParallel {pp} = {gpus} GPUs, but {shape} has {node.gpus} {node.gpu.name}; "
             "use a larger node type or lower the parallelism",
         )
     elif node.gpus % gpus:
         yield (
             "tensorParallel",
-            f"{node.name} has {node.gpus} GPUs per node, which TP x PP = {gpus} does not divide; choose a "
-            "parallelism that divides the node's GPU count",
+            f"TP x PP = {gpus} does not divide the {node.gpus} GPUs of {shape}; choose a parallelism that divides "
+            "the node's GPU count",
         )
 
 

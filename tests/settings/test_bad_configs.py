@@ -95,3 +95,4 @@ def test_every_message_names_a_key_of_the_schema() -> None:
                 ), problem
             else:
                 assert schema_path(path), problem
+            assert "None" not in problem, problem

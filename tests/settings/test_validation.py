@@ -96,7 +96,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "GPUs per node not divisible by TP x PP",
         kubernetes_stack(gpusPerNode=6, models=[model(tensorParallel=4)]),
-        "models[0].tensorParallel: existing has 6 GPUs per node, which TP x PP = 4 does not divide",
+        "models[0].tensorParallel: TP x PP = 4 does not divide the 6 GPUs of each GPU node (gpusPerNode)",
     ),
     (
         "min replicas above max",
@@ -288,3 +288,55 @@ def test_gpu_instance_table_knows_the_four_gpu_g5_shapes() -> None:
     assert AWS_GPU_INSTANCES["g5.12xlarge"].gpus == 4
     assert AWS_GPU_INSTANCES["g5.12xlarge"].gpu.memory_gib == 24
     assert AWS_GPU_INSTANCES["p5.48xlarge"].gpu.compute_capability == 90
+
+
+def test_an_unknown_gpu_instance_type_gives_no_follow_on_problem() -> None:
+    values = aws_stack(gpuInstanceType="g5.3xlarge", addons=["cert-manager"], tlsIssuer="letsencrypt-prod")
+    assert problems_of(values) == [
+        "gpuInstanceType: 'g5.3xlarge' is not a known value; did you mean g5.xlarge, g5.8xlarge, g5.4xlarge?"
+    ]
+
+
+def test_a_missing_platform_stops_the_platform_bound_checks() -> None:
+    values = {k: v for k, v in aws_stack().items() if k != "platform"}
+    problems = problems_of(values)
+    assert problems == [
+        "platform: is required: Where the cluster comes from: an existing cluster (`kubernetes`) or EKS built by "
+        "this stack (`aws`)."
+    ]
+
+
+def test_a_bad_model_repo_stops_the_checks_that_need_its_architecture() -> None:
+    problems = problems_of(kubernetes_stack(gpusPerNode=8, models=[model(hfRepo="not a repo", tensorParallel=8)]))
+    assert problems == [
+        "models[0].hfRepo: 'not a repo' is not a Hugging Face repository id like `t5-small` or `org/name`"
+    ]
+
+
+def test_a_vpc_cidr_problem_names_the_key_as_written() -> None:
+    problems = problems_of(aws_stack(vpcCidr="10.0.0.0/33"))
+    assert len(problems) == 1 and problems[0].startswith("vpcCidr: '10.0.0.0/33' is not an IPv4 CIDR block")
+
+
+def test_independent_problems_are_all_listed_at_once() -> None:
+    values = aws_stack(
+        namespace="Triton",
+        gpuNodesMin=3,
+        gpuNodesMax=2,
+        ingressHost="triton_dev",
+        models=[model(revision="df1b051"), dict(GPT2, maxInputLen=2000)],
+    )
+    assert sorted(p.split(":")[0] for p in problems_of(values)) == [
+        "gpuNodesMin",
+        "ingressHost",
+        "models[0].revision",
+        "models[1].maxInputLen",
+        "namespace",
+    ]
+
+
+@pytest.mark.parametrize("revision", ["df1b051", "DF1B051C49625CF57A3D0D8D3863ED4D13564FE4", "v1.0", "main"])
+def test_revision_must_be_a_full_lower_case_sha(revision: str) -> None:
+    (problem,) = problems_of(kubernetes_stack(models=[model(revision=revision)]))
+    assert problem.startswith(f"models[0].revision: {revision!r} ")
+    assert "40" in problem
