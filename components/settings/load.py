@@ -6,11 +6,13 @@ e.g. ``models[1].tensorParallel: 3 does not divide numHeads=12 (use 1, 2, 4)``.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.settings.capacity import capacity_verdict
 from components.settings.catalog import KNOWN_MODELS
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS, GpuNodeType
 from components.settings.model import (
@@ -140,11 +142,20 @@ def load_settings(
     for _, reader in models:
         problems += reader.problems
     problems += _run_rules(facts, top, [r for _, r in models])
-    if problems:
+    settings = None
+    if not problems:
+        assert platform is not None and facts.node is not None
+        settings = _settings(project, facts, top, platform, facts.node)
+        # Capacity packs every model onto the GPU nodes: meaningful only once each model is valid on its own.
+        serving = settings.serving
+        scaled_max = serving.replicas_max if serving.autoscaling.enabled else serving.replicas_min
+        verdict = capacity_verdict(settings.cluster, settings.models, serving.replicas_min, scaled_max)
+        problems += verdict.problems
+        settings = dataclasses.replace(settings, warnings=verdict.warnings)
+    if problems or settings is None:
         where = f" ({source})" if source else ""
         raise UserError(f"stack '{stack}' has {len(problems)} configuration problem(s){where}:", problems)
-    assert platform is not None and facts.node is not None
-    return _settings(project, facts, top, platform, facts.node)
+    return settings
 
 
 def _gpu_node(top: _Reader, platform: str | None) -> GpuNodeType | None:
