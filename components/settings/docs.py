@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.settings.rules import MODEL_RULES, STACK_RULES
+from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
 from components.settings.schema import FORMATS, MODEL_KNOBS, STACK_KNOBS, Knob
 
 PROJECT = "triton-ft"
@@ -63,7 +63,8 @@ def _rule_ids(key: str, *, model: bool) -> list[str]:
     if model:
         return [r.id for r in MODEL_RULES if key in r.keys]
     ids = [r.id for r in STACK_RULES if key in r.keys]
-    return ids + [r.id for r in MODEL_RULES if key in r.stack_keys]
+    ids += [r.id for r in MODEL_RULES if key in r.stack_keys]
+    return ids + [r.id for r in PLAN_RULES if key in r.keys]
 
 
 def _with_rules(row: str, knob: Knob, *, model: bool) -> str:
@@ -92,6 +93,9 @@ def rules_reference() -> list[str]:
     for model_rule in MODEL_RULES:
         keys = ", ".join([f"`models[].{k}`" for k in model_rule.keys] + [f"`{k}`" for k in model_rule.stack_keys])
         lines.append(f'| <a id="rule-{model_rule.id}"></a>`{model_rule.id}` | {keys} | {model_rule.doc} |')
+    for plan_rule in PLAN_RULES:
+        keys = ", ".join(f"`{k}`" for k in plan_rule.keys)
+        lines.append(f'| <a id="rule-{plan_rule.id}"></a>`{plan_rule.id}` | {keys} | {plan_rule.doc} |')
     return lines
 
 

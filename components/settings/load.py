@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.settings.capacity import capacity_verdict
 from components.settings.catalog import KNOWN_MODELS
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS, GpuNodeType
 from components.settings.model import (
@@ -27,7 +26,7 @@ from components.settings.model import (
     Settings,
     StorageSettings,
 )
-from components.settings.rules import MODEL_RULES, STACK_RULES, ModelFacts, StackFacts
+from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES, ModelFacts, StackFacts
 from components.settings.schema import (
     ARCHITECTURE_FIELDS,
     ARCHITECTURE_REQUIRED,
@@ -146,12 +145,13 @@ def load_settings(
     if not problems:
         assert platform is not None and facts.node is not None
         settings = _settings(project, facts, top, platform, facts.node)
-        # Capacity packs every model onto the GPU nodes: meaningful only once each model is valid on its own.
-        serving = settings.serving
-        scaled_max = serving.replicas_max if serving.autoscaling.enabled else serving.replicas_min
-        verdict = capacity_verdict(settings.cluster, settings.models, serving.replicas_min, scaled_max)
-        problems += verdict.problems
-        settings = dataclasses.replace(settings, warnings=verdict.warnings)
+        # Plan rules (capacity) pack every model onto the GPU nodes: meaningful only once all else is valid.
+        warnings: list[str] = []
+        for plan_rule in PLAN_RULES:
+            refused, noted = plan_rule.check(settings)
+            problems += refused
+            warnings += noted
+        settings = dataclasses.replace(settings, warnings=tuple(warnings))
     if problems or settings is None:
         where = f" ({source})" if source else ""
         raise UserError(f"stack '{stack}' has {len(problems)} configuration problem(s){where}:", problems)

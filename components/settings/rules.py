@@ -12,12 +12,14 @@ of its own to :data:`STACK_RULES`/:data:`MODEL_RULES`), and give it a case in ``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from components.settings import kube
+from components.settings.capacity import capacity_verdict
 from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION, GpuNodeType
+from components.settings.model import Settings
 from tritonft.spec import Architecture, DataType, Family, parameter_count
 
 Problem = tuple[str, str]
@@ -125,6 +127,17 @@ class ModelRule:
     doc: str
     check: Callable[[StackFacts, ModelFacts], Iterable[Problem]]
     stack_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanRule:
+    """A rule over the whole validated plan; runs only when every key and every other rule passed."""
+
+    id: str
+    keys: tuple[str, ...]
+    doc: str
+    check: Callable[[Settings], tuple[Sequence[str], Sequence[str]]]
+    """Settings -> (problems, warnings), each ``<key as written>: <message>``."""
 
 
 _STACK: list[StackRule] = []
@@ -668,3 +681,25 @@ def _lengths(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
 
 
 MODEL_RULES: tuple[ModelRule, ...] = tuple(_MODEL)
+
+
+# -- the whole plan ----------------------------------------------------------------------------------------------
+
+
+def _capacity(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
+    serving = settings.serving
+    scaled_max = serving.replicas_max if serving.autoscaling.enabled else serving.replicas_min
+    verdict = capacity_verdict(settings.cluster, settings.models, serving.replicas_min, scaled_max)
+    return verdict.problems, verdict.warnings
+
+
+PLAN_RULES: tuple[PlanRule, ...] = (
+    PlanRule(
+        "gpu-capacity",
+        ("replicasMin", "replicasMax", "autoscaling", "gpuNodesMin", "gpuNodesMax", "gpuInstanceType", "models"),
+        "aws: every model's pods (TP x PP GPUs each) packed onto `gpuInstanceType` nodes fit `gpuNodesMin` at "
+        "`replicasMin` (or `gpuNodesMax`, with a warning that the first `up` waits for nodes) and `gpuNodesMax` at "
+        "`replicasMax` (see `components/capacity.py`).",
+        _capacity,
+    ),
+)

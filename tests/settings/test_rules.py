@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from components.settings.rules import MODEL_RULES, STACK_RULES
+from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
 from tests.settings.test_validation import GPT2, T5_SMALL, aws_stack, kubernetes_stack, model, problems_of
 
 ARCH = {"dModel": 256, "numHeads": 4, "numLayers": 4, "dFf": 1024, "vocabSize": 1000, "maxPositions": 2048}
@@ -227,10 +227,20 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "models[0].maxInputLen: 1000 + maxOutputLen 128 = 1128 tokens exceeds the model's 1024 positions; lower "
         "maxInputLen or maxOutputLen so they sum to at most 1024",
     ),
+    "gpu-capacity": (
+        aws_stack(
+            gpuInstanceType="g5.xlarge", gpuNodesMin=1, gpuNodesDesired=1, gpuNodesMax=2, replicasMin=3, replicasMax=3
+        ),
+        (),
+        "replicasMin: 3 x 1 (t5-small) = 3 GPUs need 3 g5.xlarge node(s) of 1 GPUs, but only gpuNodesMax 2 can "
+        "exist; raise gpuNodesMin/gpuNodesMax to 3 or lower replicasMin",
+    ),
 }
-RULE_KEYS = {r.id: set(r.keys) for r in STACK_RULES} | {
-    r.id: {f"models[].{k}" for k in r.keys} | set(r.stack_keys) for r in MODEL_RULES
-}
+RULE_KEYS = (
+    {r.id: set(r.keys) for r in STACK_RULES}
+    | {r.id: {f"models[].{k}" for k in r.keys} | set(r.stack_keys) for r in MODEL_RULES}
+    | {r.id: set(r.keys) for r in PLAN_RULES}
+)
 
 
 RULE_KEYS_ALL = set().union(*RULE_KEYS.values())
@@ -241,7 +251,7 @@ def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
 
 
 def test_rule_ids_are_unique() -> None:
-    ids = [r.id for r in STACK_RULES] + [r.id for r in MODEL_RULES]
+    ids = [r.id for r in STACK_RULES] + [r.id for r in MODEL_RULES] + [r.id for r in PLAN_RULES]
     assert len(ids) == len(set(ids))
 
 
