@@ -44,21 +44,22 @@ _SUBDOMAIN_HINT = "lower-case letters, digits, '-' and '.', each part starting a
 
 def dns1123_label(value: str) -> list[str]:
     """An RFC 1123 label: namespaces, Service/Deployment names, model names."""
-    problems = []
-    if len(value) > DNS1123_LABEL_MAX:
-        problems.append(f"must be at most {DNS1123_LABEL_MAX} characters (it has {len(value)})")
-    if not _DNS1123_LABEL.match(value):
-        problems.append(f"is not a valid RFC 1123 label: use {_LABEL_HINT}")
-    return problems
+    return _rfc1123(value, _DNS1123_LABEL, DNS1123_LABEL_MAX, f"label: use {_LABEL_HINT}")
 
 
 def dns1123_subdomain(value: str) -> list[str]:
     """An RFC 1123 subdomain: Secret, StorageClass, IngressClass and ClusterIssuer names."""
+    return _rfc1123(
+        value, _DNS1123_SUBDOMAIN, DNS1123_SUBDOMAIN_MAX, f"subdomain: use {_SUBDOMAIN_HINT} (e.g. 'example.com')"
+    )
+
+
+def _rfc1123(value: str, pattern: re.Pattern[str], limit: int, what: str) -> list[str]:
     problems = []
-    if len(value) > DNS1123_SUBDOMAIN_MAX:
-        problems.append(f"must be at most {DNS1123_SUBDOMAIN_MAX} characters (it has {len(value)})")
-    if not _DNS1123_SUBDOMAIN.match(value):
-        problems.append(f"is not a valid RFC 1123 subdomain: use {_SUBDOMAIN_HINT} (e.g. 'example.com')")
+    if len(value) > limit:
+        problems.append(f"must be at most {limit} characters (it has {len(value)})")
+    if not pattern.match(value):
+        problems.append(f"is not a valid RFC 1123 {what}")
     return problems
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
+from components.settings.schema import schema_path
 from tests.settings.test_validation import GPT2, T5_SMALL, aws_stack, kubernetes_stack, model, problems_of
 
 ARCH = {"dModel": 256, "numHeads": 4, "numLayers": 4, "dFf": 1024, "vocabSize": 1000, "maxPositions": 2048}
@@ -261,6 +262,7 @@ def test_rule_refuses_its_case_with_the_message_a_user_gets(rule_id: str) -> Non
     problems = problems_of(values, secret_keys)
     assert problems == [message]
     assert bound_key(message.split(": ", 1)[0]) <= RULE_KEYS[rule_id], "the message names a key the rule binds"
+    assert schema_path(message.split(": ", 1)[0]), "the message names a key of the schema"
 
 
 def bound_key(path: str) -> set[str]:
