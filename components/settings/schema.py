@@ -541,8 +541,26 @@ STACK_KNOBS: tuple[Knob, ...] = (
         choices=tuple(AWS_GPU_INSTANCES),
         choices_doc="a g4dn, g5, g6, g6e, p3, p3dn, p4d, p4de, p5, p5e or p5en type",
     ),
-    Knob("gpuNodesMin", "integer", "Minimum GPU nodes.", default=0, minimum=0, maximum=1000, scope="aws"),
-    Knob("gpuNodesMax", "integer", "Maximum GPU nodes.", default=2, minimum=1, maximum=1000, scope="aws"),
+    Knob(
+        "gpuNodesMin",
+        "integer",
+        "Fewest GPU nodes (the node group's minSize; cluster-autoscaler never goes below). The models' pods at "
+        "replicasMin must fit them, or the first `up` waits for scale-up (a warning).",
+        default=0,
+        minimum=0,
+        maximum=1000,
+        scope="aws",
+    ),
+    Knob(
+        "gpuNodesMax",
+        "integer",
+        "Most GPU nodes cluster-autoscaler may add (the node group's maxSize); the models' pods at replicasMax "
+        "must fit them. Equal to gpuNodesMin: a fixed-size GPU group.",
+        default=2,
+        minimum=1,
+        maximum=1000,
+        scope="aws",
+    ),
     Knob("gpuNodesDesired", "integer", "Initial GPU nodes.", default=1, minimum=0, maximum=1000, scope="aws"),
     Knob(
         "gpuNodeDiskGiB",
