@@ -26,6 +26,8 @@ config = pulumi.Config()
 hf_token = config.get_secret("hfToken")
 htpasswd = config.get_secret("ingressHtpasswd")
 name = settings.stack
+for warning in settings.warnings:
+    pulumi.log.warn(warning)
 
 target: ClusterTarget
 aws_provider: aws.Provider | None

@@ -13,6 +13,7 @@ from components.aws.addons import AddonFlags
 from components.aws.decisions import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA
 from components.aws.network import ExistingVpc, NewVpc
 from components.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
+from components.capacity import ModelShape, Rollout, fixed_rollout, rollout_for, surging_models
 from components.cluster import ClusterTarget, ExistingClusterArgs, GpuScheduling
 from components.conversion import ModelConversion, ModelConversionArgs
 from components.image import ImageBuild, TritonImageArgs
@@ -20,6 +21,7 @@ from components.ingress import IngressArgs
 from components.platform_aws import AwsPlatformArgs
 from components.probe import IntegrationProbeArgs
 from components.service import Autoscaler, TritonService, TritonServiceArgs
+from components.settings.capacity import gpu_pool, model_shapes
 from components.settings.gpus import GIB
 from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
@@ -197,6 +199,17 @@ def ingress_args(settings: Settings, model: ModelSpec, htpasswd: pulumi.Input[st
     )
 
 
+def rollout(settings: Settings, model: ModelSpec) -> Rollout:
+    """The model's rolling update: surge only where the GPU nodes that can exist hold the extra pod."""
+    pool = gpu_pool(settings.cluster)
+    if pool is None:
+        return fixed_rollout()
+    serving = settings.serving
+    top = serving.replicas_max if autoscaler_kind(settings) != "none" else serving.replicas_min
+    surging = surging_models(model_shapes(settings.models), top, pool)
+    return rollout_for(ModelShape(model.name, model.gpus), surging, serving.replicas_min)
+
+
 def triton_service_args(
     settings: Settings,
     *,
@@ -220,6 +233,9 @@ def triton_service_args(
         monitoring=serving.monitoring,
         load_bandwidth=serving.load_bandwidth_mibps * MIB,
         scale_down_window_seconds=serving.autoscaling.scale_down_stabilization_s,
+        gpus_per_node=settings.cluster.gpu_node.gpus,
+        node_type=settings.cluster.gpu_node.name,
+        rollout=rollout(settings, conversion.model),
     )
 
 

@@ -27,7 +27,9 @@ SERVER_DOCKERFILE = "images/triton-ft/Dockerfile"
 TOOLS_DOCKERFILE = "images/tools/Dockerfile"
 TOOLS_INPUTS = ("pyproject.toml", "uv.lock", "README.md", "tritonft", "components", TOOLS_DOCKERFILE, ".dockerignore")
 """Everything the tools image's Dockerfile copies: its content decides the tag."""
-SERVER_INPUTS = (SERVER_DOCKERFILE,)
+SERVER_REQUIREMENTS = "images/triton-ft/requirements.txt"
+SERVER_INPUTS = (SERVER_DOCKERFILE, SERVER_REQUIREMENTS)
+"""Everything the server image's Dockerfile copies from the repository: its content decides the tag."""
 
 
 def validate_prebuilt(role: str, ref: str) -> str:

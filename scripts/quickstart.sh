@@ -5,5 +5,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/bootstrap.sh
 .venv/bin/tritonft synth --stack local
-# ...plus what really runs here: the conversion Job's path on a small random T5 (convert -> verify -> repo).
+# ...plus what really runs here: the conversion Job's path on a small random T5 (convert -> verify -> repo),
 .venv/bin/python scripts/offline_demo.py
+# ...and that repository served by a real Triton (the FT step stood in for), probed, then stopped.
+.venv/bin/python scripts/serve_demo.py

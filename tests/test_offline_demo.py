@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from tritonft.repo.check import check_repository
 
@@ -28,3 +32,35 @@ def test_offline_demo_writes_a_checked_repository_with_verified_weights(tmp_path
     assert (weights / "encoder.block.0.layer.0.SelfAttention.q.weight.1.bin").is_file()
     assert check_repository(repo, require_checkpoint=True) == []
     assert "repository check: OK" in done.stdout
+
+
+@pytest.mark.slow
+def test_serve_demo_answers_from_a_real_triton_and_stops_it(tmp_path: Path) -> None:
+    made = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "offline_demo.py"), "--out", str(tmp_path), "--tp", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert made.returncode == 0, made.stderr
+    repository = tmp_path / "model_repository"
+    before = sorted(p.relative_to(repository) for p in repository.rglob("*"))
+
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "serve_demo.py"), "--repository", str(repository), "--requests", "5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "ok   inference[demo-t5]" in done.stdout and "FAIL" not in done.stdout
+    assert next(line for line in lines if line.startswith("answer:  ")) != "answer:  "
+    assert re.search(r"^latency: p50 [0-9.]+ ms, p95 [0-9.]+ ms \(5 requests\)$", done.stdout, flags=re.M)
+    pid = int(re.findall(r"tritonserver \(pid (\d+)\) stopped", done.stdout)[0])
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)
+    assert sorted(p.relative_to(repository) for p in repository.rglob("*")) == before, "served a copy"

@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tritonft.synth.command",
         "run the Pulumi program offline (mock engine) and write the whole plan to disk",
     ),
+    "preflight": (
+        "tritonft.preflight.command",
+        "check the target cluster before `pulumi up` (GPU nodes, placement, storage, ingress, CRDs, dry-run)",
+    ),
     "repo": ("tritonft.repo.command", "render and check a model's Triton repository (FT model, tokenizers, ensemble)"),
     "probe": ("tritonft.probe.cli", "check a deployed endpoint: health, contract, a judged inference, latency"),
     "bench": ("tritonft.bench.cli", "load-test an endpoint at several concurrencies (table, CSV, PNG plot)"),

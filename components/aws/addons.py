@@ -37,7 +37,7 @@ class AddonFlags:
 def install_chart(
     name: str,
     pin: ChartPin,
-    values: dict[str, Any],
+    values: pulumi.Input[dict[str, Any]],
     *,
     provider: k8s.Provider,
     parent: pulumi.Resource,

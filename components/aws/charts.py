@@ -42,6 +42,14 @@ PROMETHEUS_ADAPTER = ChartPin(
     "monitoring",
     "prometheus-adapter",
 )
+CLUSTER_AUTOSCALER = ChartPin(
+    "cluster-autoscaler",
+    "9.48.0",
+    "https://kubernetes.github.io/autoscaler",
+    "cluster-autoscaler",
+    "cluster-autoscaler",
+)
+"""Node autoscaler of ``platform: aws`` (``components/aws/autoscaler.py``); image tag pinned per Kubernetes minor."""
 KEDA = ChartPin("keda", "2.16.0", "https://kedacore.github.io/charts", "keda", "keda")
 
 PROMETHEUS_FULLNAME = "kube-prometheus-stack"

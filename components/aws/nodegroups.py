@@ -65,6 +65,9 @@ def gpu_labels(group: GpuNodeGroup) -> dict[str, str]:
         ACCELERATOR_LABEL: "nvidia",
         DEVICE_PLUGIN_LABEL: "helm" if needs_device_plugin(group.ami_type) else "bundled",
         "nvidia.com/gpu.present": "true",
+        # cluster-autoscaler's GPU label on AWS: with it, a new node counts as unready until its GPUs are
+        # advertised, so a slow device plugin does not trigger a second scale-up.
+        "k8s.amazonaws.com/accelerator": "nvidia",
     }
     return labels | group.labels
 

@@ -53,22 +53,28 @@ def readme_reference() -> str:
     return "\n".join(lines)
 
 
-def pulumi_config_block() -> dict[str, Any]:
-    """Typed project config for ``Pulumi.yaml``: every key Pulumi's project schema can express.
+def declared_in_project(knob: Knob) -> bool:
+    """Whether ``Pulumi.yaml`` declares the knob.
 
-    Pulumi's schema only types strings, integers, booleans and arrays of those, so object-valued keys (``models``,
-    node selectors, tolerations) are validated by the program and documented in the README instead.
+    The CLI treats a declared key of the project's namespace with no ``default`` as required of *every* stack
+    (``pkg/workspace/config.go``, ``mergeConfig``), and a declared default reaches every stack. So only two kinds
+    are declared: keys that apply to every platform and have a static default, and keys every stack must set.
+    Platform-specific keys, keys whose default depends on other keys, secrets without a default and
+    object-valued keys (which Pulumi's project schema cannot type) are validated and documented by the program.
     """
+    if knob.pulumi_type is None or knob.scope != "any":
+        return False
+    return knob.default is not None or knob.required
+
+
+def pulumi_config_block() -> dict[str, Any]:
+    """Typed project config for ``Pulumi.yaml``: exactly the keys :func:`declared_in_project` allows."""
     block: dict[str, Any] = {}
-    for knob in STACK_KNOBS:
-        pulumi_type = knob.pulumi_type
-        if pulumi_type is None:
-            continue
-        entry: dict[str, Any] = {"type": pulumi_type, "description": knob.doc}
-        if pulumi_type == "array":
+    for knob in filter(declared_in_project, STACK_KNOBS):
+        entry: dict[str, Any] = {"type": knob.pulumi_type, "description": knob.doc}
+        if knob.pulumi_type == "array":
             entry["items"] = {"type": "string"}
-        # A project default reaches every stack, so platform-specific keys keep theirs in the program only.
-        if knob.default is not None and knob.scope == "any":
+        if knob.default is not None:
             entry["default"] = knob.default
         if knob.secret:
             entry["secret"] = True

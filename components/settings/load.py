@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.settings.capacity import capacity_verdict
 from components.settings.catalog import KNOWN_MODELS
 from components.settings.gpus import AWS_GPU_INSTANCES, GIB, GPU_MODELS, WEIGHT_BUDGET_FRACTION, GpuNodeType
 from components.settings.model import (
@@ -83,7 +84,8 @@ class _Reader:
                 )
                 continue
             if not present:
-                if knob.required and in_scope:
+                # Without a valid platform only `platform` itself is reported: which keys it requires is unknown.
+                if knob.required and knob.scope in ("any", platform):
                     where = f" for platform `{platform}`" if knob.scope != "any" else ""
                     self.problem(knob.key, f"is required{where}: {knob.doc}")
                 self.values[knob.key] = knob.default
@@ -145,6 +147,12 @@ def load_settings(
         problems=problems,
     )
     image = _image(top, platform, cluster, problems)
+    warnings: tuple[str, ...] = ()
+    if cluster is not None and serving is not None and not problems:
+        scaled_max = serving.replicas_max if serving.autoscaling.enabled else serving.replicas_min
+        verdict = capacity_verdict(cluster, models, serving.replicas_min, scaled_max)
+        problems += verdict.problems
+        warnings = verdict.warnings
 
     if problems:
         where = f" ({source})" if source else ""
@@ -173,6 +181,7 @@ def load_settings(
             bleu_threshold=top.get("probeBleuThreshold", 15),
         ),
         secrets=frozenset(k for k in secret_keys if key_present(values, k)),
+        warnings=warnings,
     )
 
 

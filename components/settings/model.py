@@ -150,3 +150,5 @@ class Settings:
     probe: ProbeSettings
     secrets: frozenset[str]
     """Names of the secret keys the stack sets (their values are read as Pulumi secrets, never here)."""
+    warnings: tuple[str, ...] = ()
+    """Things that work but deserve a look (e.g. the first ``up`` waits for the node autoscaler)."""

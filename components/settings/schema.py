@@ -250,8 +250,24 @@ STACK_KNOBS: tuple[Knob, ...] = (
         scope="aws",
         required=True,
     ),
-    Knob("gpuNodesMin", "integer", "Minimum GPU nodes.", default=0, minimum=0, scope="aws"),
-    Knob("gpuNodesMax", "integer", "Maximum GPU nodes.", default=2, minimum=1, scope="aws"),
+    Knob(
+        "gpuNodesMin",
+        "integer",
+        "Fewest GPU nodes (the node group's minSize; cluster-autoscaler never goes below). The models' pods at "
+        "replicasMin must fit them, or the first `up` waits for scale-up (a warning).",
+        default=0,
+        minimum=0,
+        scope="aws",
+    ),
+    Knob(
+        "gpuNodesMax",
+        "integer",
+        "Most GPU nodes cluster-autoscaler may add (the node group's maxSize); the models' pods at replicasMax "
+        "must fit them. Equal to gpuNodesMin: a fixed-size GPU group.",
+        default=2,
+        minimum=1,
+        scope="aws",
+    ),
     Knob("gpuNodesDesired", "integer", "Initial GPU nodes.", default=1, minimum=0, scope="aws"),
     Knob(
         "gpuNodeDiskGiB",

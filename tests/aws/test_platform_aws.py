@@ -189,7 +189,12 @@ def test_addon_flags_choose_the_charts_and_feed_the_crd_installers(mocks: Record
     assert target.addons == frozenset({"cert-manager", "keda"})
     assert len(target.crd_installers) == 2
     installed = {c.inputs["chart"]: c.inputs["version"] for c in mocks.of_type(CHART)}
-    assert installed == {"nvidia-device-plugin": "0.17.1", "cert-manager": "v1.16.2", "keda": "2.16.0"}
+    assert installed == {
+        "nvidia-device-plugin": "0.17.1",
+        "cert-manager": "v1.16.2",
+        "keda": "2.16.0",
+        "cluster-autoscaler": charts.CLUSTER_AUTOSCALER.version,
+    }
 
 
 def test_prometheus_adapter_reads_the_stack_prometheus_and_installs_after_it(mocks: RecordingMocks) -> None:

@@ -15,10 +15,16 @@ from tests.k8s.fixtures import CONVERTER, GPTJ_6B
 FAKE_TRITONFT = """#!/bin/sh
 echo "$*" >> "$CALLS"
 if [ "$1" = "$FAIL_AT" ]; then echo "boom" >&2; exit 3; fi
-case "$1" in
-  download) mkdir -p "$7" && echo weights > "$7/model.safetensors" && echo sp > "$7/spiece.model" ;;
-  convert) mkdir -p "$5/$7-gpu" && echo ft > "$5/$7-gpu/config.ini" ;;  # convert --input I --output O --tp N ...
-  repo) mkdir -p "$7/gpt-j-6b" && echo cfg > "$7/gpt-j-6b/config.pbtxt" ;;  # repo --spec S --checkpoint C --out O ...
+command=$1; shift
+# Flags by name, not position: a moved flag must not make the stand-in write somewhere else.
+while [ $# -gt 1 ]; do
+  case "$1" in --dest) dest=$2 ;; --output) output=$2 ;; --tp) tp=$2 ;; --out) out=$2 ;; esac
+  shift
+done
+case "$command" in
+  download) mkdir -p "$dest" && echo weights > "$dest/model.safetensors" && echo sp > "$dest/spiece.model" ;;
+  convert) mkdir -p "$output/$tp-gpu" && echo ft > "$output/$tp-gpu/config.ini" ;;
+  repo) mkdir -p "$out/gpt-j-6b" && echo cfg > "$out/gpt-j-6b/config.pbtxt" ;;
 esac
 """
 
@@ -42,7 +48,13 @@ def _run(tmp_path: Path, fail_at: str = "") -> subprocess.CompletedProcess[str]:
         "FAIL_AT": fail_at,
     }
     return subprocess.run(
-        ["/bin/sh", "-c", CONVERT_SCRIPT], check=False, env=env, capture_output=True, text=True, timeout=60
+        ["/bin/sh", "-c", CONVERT_SCRIPT],
+        check=False,
+        env=env,
+        cwd=tmp_path,  # anything written to a relative path lands in the test's own directory
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -79,6 +79,29 @@ def test_metadata_differences_are_all_listed() -> None:
     ]
 
 
+def test_text_only_contract_accepts_the_ensembles_extra_tensors() -> None:
+    metadata = {
+        "inputs": [{"name": "text_input", "datatype": "BYTES"}, {"name": "bad_words", "datatype": "BYTES"}],
+        "outputs": [{"name": "text_output", "datatype": "BYTES"}, {"name": "cum_log_probs", "datatype": "FP32"}],
+    }
+    assert compare_metadata(TextContract.simple(), metadata) == []
+
+
+def test_text_only_contract_accepts_optional_config_inputs_and_names_a_required_one() -> None:
+    config = {
+        "input": [
+            {"name": "text_input", "data_type": "TYPE_STRING"},
+            {"name": "max_output_len", "data_type": "TYPE_UINT32", "optional": True},
+            {"name": "request_id", "data_type": "TYPE_UINT64"},
+        ],
+        "output": [{"name": "text_output", "data_type": "TYPE_STRING"}],
+    }
+    assert compare_model_config(TextContract.simple(), config) == [
+        "config input 'request_id' is required (not optional) but the probe sends only 'text_input', "
+        "so the server would refuse every request"
+    ]
+
+
 def test_model_config_types_are_mapped_to_v2_names() -> None:
     config = {
         "input": [{"name": "text_input", "data_type": "TYPE_STRING"}],

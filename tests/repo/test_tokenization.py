@@ -12,7 +12,9 @@ from tritonft.repo.tokenization import (
     load_tokenizer,
     parse_phrases,
     postprocess,
+    postprocess_requests,
     preprocess,
+    preprocess_requests,
     to_word_list,
 )
 
@@ -151,3 +153,50 @@ def test_settings_read_triton_parameter_json() -> None:
 def test_missing_tokenizer_names_the_expected_files(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"expected tokenizer.json or spiece.model or vocab.json \+ merges.txt"):
         load_tokenizer(tmp_path)
+
+
+def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    return a.keys() == b.keys() and all(a[k].dtype == b[k].dtype and np.array_equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("family", ["gpt", "t5"])
+def test_requests_tokenized_together_get_what_each_would_get_alone(
+    family: str, gpt_tokenizer_dir: Path, t5_tokenizer_dir: Path
+) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir if family == "gpt" else t5_tokenizer_dir)
+    settings = GPT if family == "gpt" else T5
+    requests = [
+        {"text_input": as_bytes_column([PROMPTS[0], "Hello"]), "bad_words": as_bytes_column(['"a, b", lamb', ""])},
+        {"text_input": as_bytes_column(["Hello world"]), "bad_words": as_bytes_column(["fox"])},
+        {"text_input": as_bytes_column(["The quick brown fox"])},
+    ]
+    together = preprocess_requests(tokenizer, settings, requests)
+    assert len(together) == 3
+    for request, outputs in zip(requests, together, strict=True):
+        assert isinstance(outputs, dict) and _same(outputs, preprocess(tokenizer, settings, request))
+
+
+def test_a_bad_request_among_merged_ones_gets_its_own_error_and_the_others_are_served(
+    gpt_tokenizer_dir: Path,
+) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    requests = [{"text_input": as_bytes_column(p)} for p in (["Hello world"], [" ".join(["hello"] * 100)], ["fox"])]
+    first, second, third = preprocess_requests(tokenizer, GPT, requests)
+    assert isinstance(second, ValueError) and "at most 64" in str(second)
+    assert isinstance(first, dict) and _same(first, preprocess(tokenizer, GPT, requests[0]))
+    assert isinstance(third, dict) and _same(third, preprocess(tokenizer, GPT, requests[2]))
+
+
+def test_outputs_decoded_together_match_each_decoded_alone(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    requests = []
+    for prompts, completion in (([PROMPTS[0], "Hello"], [" lamb.", " fox"]), (["Hello world"], [" once upon a time"])):
+        out = preprocess(tokenizer, GPT, {"text_input": as_bytes_column(prompts)})
+        tokens = [tokenizer.encode(c, add_special_tokens=False) for c in completion]
+        ids, seq = fake_generation(out["input_ids"], out["input_lengths"], tokens, GPT.end_id, include_prompt=True)
+        requests.append({"output_ids": ids, "sequence_length": seq, "input_lengths": out["input_lengths"]})
+    together = postprocess_requests(tokenizer, GPT, requests)
+    assert [t.tolist() for t in together if not isinstance(t, ValueError)] == [
+        [[b" lamb."], [b" fox"]],
+        [[b" once upon a time"]],
+    ]

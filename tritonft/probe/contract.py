@@ -50,15 +50,18 @@ class TensorSpec:
 class TextContract:
     """The expected public interface of a served model.
 
-    ``inputs``/``outputs`` list *every* tensor the rendered model declares (the comparison is exact: a missing,
-    extra or re-typed tensor is a mismatch). ``text_input``/``text_output`` name the tensors the probe sends the
-    prompt to and reads the answer from; both must be ``BYTES`` tensors of the contract.
+    With ``exact`` (a contract taken from the rendered model), ``inputs``/``outputs`` list *every* tensor the
+    model declares: a missing, extra or re-typed tensor is a mismatch. Without it (only the text tensors are
+    known, e.g. ``tritonft probe --model NAME``), the server may declare more tensors, but every extra input must
+    be optional in its model configuration, since the probe sends only the text. ``text_input``/``text_output``
+    name the tensors the probe sends the prompt to and reads the answer from; both must be ``BYTES`` tensors.
     """
 
     inputs: tuple[TensorSpec, ...] = (TensorSpec("text_input"),)
     outputs: tuple[TensorSpec, ...] = (TensorSpec("text_output"),)
     text_input: str = "text_input"
     text_output: str = "text_output"
+    exact: bool = True
 
     def __post_init__(self) -> None:
         for role, name, tensors in (
@@ -74,12 +77,13 @@ class TextContract:
 
     @classmethod
     def simple(cls, input_name: str = "text_input", output_name: str = "text_output") -> TextContract:
-        """The one-string-in, one-string-out contract with the given tensor names."""
+        """The text tensors only (not exact): the served model may declare more, optional, tensors."""
         return cls(
             inputs=(TensorSpec(input_name),),
             outputs=(TensorSpec(output_name),),
             text_input=input_name,
             text_output=output_name,
+            exact=False,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,6 +92,7 @@ class TextContract:
             "outputs": [t.to_dict() for t in self.outputs],
             "text_input": self.text_input,
             "text_output": self.text_output,
+            "exact": self.exact,
         }
 
     @classmethod
@@ -97,14 +102,18 @@ class TextContract:
             outputs=tuple(TensorSpec.from_dict(t) for t in raw["outputs"]),
             text_input=str(raw["text_input"]),
             text_output=str(raw["text_output"]),
+            exact=bool(raw.get("exact", True)),
         )
 
 
-DEFAULT_TEXT_CONTRACT = TextContract()
-"""``text_input`` (BYTES prompt) -> ``text_output`` (BYTES answer): the text tensors of the rendered ensemble."""
+DEFAULT_TEXT_CONTRACT = TextContract.simple()
+"""``text_input`` (BYTES prompt) -> ``text_output`` (BYTES answer), the text tensors of the rendered ensemble; not
+exact, so the ensemble's optional inputs are accepted."""
 
 
-def _compare_tensors(kind: str, expected: tuple[TensorSpec, ...], actual: dict[str, str]) -> list[str]:
+def _compare_tensors(
+    kind: str, expected: tuple[TensorSpec, ...], actual: dict[str, str], exact: bool = True
+) -> list[str]:
     problems: list[str] = []
     wanted = {t.name: t.datatype for t in expected}
     for name, datatype in wanted.items():
@@ -112,8 +121,9 @@ def _compare_tensors(kind: str, expected: tuple[TensorSpec, ...], actual: dict[s
             problems.append(f"{kind} {name!r} ({datatype}) is missing; the server declares {sorted(actual)}")
         elif actual[name] != datatype:
             problems.append(f"{kind} {name!r} has datatype {actual[name]}, expected {datatype}")
-    extra = sorted(set(actual) - set(wanted))
-    problems.extend(f"{kind} {name!r} ({actual[name]}) is not in the rendered contract" for name in extra)
+    if exact:
+        extra = sorted(set(actual) - set(wanted))
+        problems.extend(f"{kind} {name!r} ({actual[name]}) is not in the rendered contract" for name in extra)
     return problems
 
 
@@ -125,13 +135,16 @@ def compare_metadata(contract: TextContract, metadata: dict[str, Any]) -> list[s
     """
     inputs = {str(t["name"]): str(t["datatype"]) for t in metadata.get("inputs") or []}
     outputs = {str(t["name"]): str(t["datatype"]) for t in metadata.get("outputs") or []}
-    return _compare_tensors("input", contract.inputs, inputs) + _compare_tensors("output", contract.outputs, outputs)
+    return _compare_tensors("input", contract.inputs, inputs, contract.exact) + _compare_tensors(
+        "output", contract.outputs, outputs, contract.exact
+    )
 
 
 def compare_model_config(contract: TextContract, config: dict[str, Any]) -> list[str]:
     """Every difference between ``contract`` and a Triton model configuration (``GET /v2/models/<m>/config``).
 
-    ``config`` is the JSON form of ``inference.ModelConfig`` (``data_type`` as ``TYPE_STRING`` etc.).
+    ``config`` is the JSON form of ``inference.ModelConfig`` (``data_type`` as ``TYPE_STRING`` etc.). For a
+    contract that is not exact, an input outside it must be ``optional`` (the probe sends only the text).
     """
 
     def tensors(key: str) -> dict[str, str]:
@@ -141,6 +154,14 @@ def compare_model_config(contract: TextContract, config: dict[str, Any]) -> list
             out[str(t["name"])] = CONFIG_TYPE_TO_V2.get(raw_type, raw_type)
         return out
 
-    return _compare_tensors("config input", contract.inputs, tensors("input")) + _compare_tensors(
-        "config output", contract.outputs, tensors("output")
-    )
+    problems = _compare_tensors("config input", contract.inputs, tensors("input"), contract.exact)
+    problems += _compare_tensors("config output", contract.outputs, tensors("output"), contract.exact)
+    if not contract.exact:
+        known = {t.name for t in contract.inputs}
+        for t in config.get("input") or []:
+            if str(t["name"]) not in known and not t.get("optional", False):
+                problems.append(
+                    f"config input {str(t['name'])!r} is required (not optional) but the probe sends only "
+                    f"{contract.text_input!r}, so the server would refuse every request"
+                )
+    return problems

@@ -17,10 +17,10 @@ Tensor conventions (batch dimension first, as Triton hands them over):
 from __future__ import annotations
 
 import csv
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -40,9 +40,11 @@ SentencePiece model (T5), or GPT-2 style byte-level BPE ``vocab.json`` + ``merge
 
 
 class TextTokenizer(Protocol):
-    """The two operations the Triton models need."""
+    """The operations the Triton models need."""
 
     def encode(self, text: str, *, add_special_tokens: bool) -> list[int]: ...
+
+    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool) -> list[list[int]]: ...
 
     def decode(self, ids: Sequence[int]) -> str: ...
 
@@ -56,6 +58,10 @@ class HuggingFaceTokenizer:
     def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
         return list(self._tokenizer.encode(text, add_special_tokens=add_special_tokens).ids)
 
+    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool) -> list[list[int]]:
+        encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=add_special_tokens)
+        return [list(e.ids) for e in encoded]
+
     def decode(self, ids: Sequence[int]) -> str:
         return str(self._tokenizer.decode([int(i) for i in ids], skip_special_tokens=True))
 
@@ -68,6 +74,9 @@ class SentencePieceTokenizer:
 
     def encode(self, text: str, *, add_special_tokens: bool) -> list[int]:
         return [int(i) for i in self._processor.encode(text)]
+
+    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool) -> list[list[int]]:
+        return [[int(i) for i in ids] for ids in self._processor.encode(list(texts))]
 
     def decode(self, ids: Sequence[int]) -> str:
         # Control symbols (<pad>, </s>) decode to the empty string.
@@ -168,8 +177,7 @@ def encode_prompts(
 ) -> tuple[npt.NDArray[np.uint32], npt.NDArray[np.uint32]]:
     """Tokenize a batch of prompts: ``(input_ids [B, L], input_lengths [B, 1])``, right-padded with ``pad_id``."""
     encoded: list[list[int]] = []
-    for index, text in enumerate(texts):
-        ids = tokenizer.encode(text, add_special_tokens=True)
+    for index, ids in enumerate(tokenizer.encode_batch(texts, add_special_tokens=True) if texts else []):
         if settings.append_id >= 0 and (not ids or ids[-1] != settings.append_id):
             ids.append(settings.append_id)
         if not ids:
@@ -200,13 +208,14 @@ def to_word_list(tokenizer: TextTokenizer, phrase_rows: Sequence[Sequence[str]])
 
     A row without phrases becomes ids ``[0, ...]`` and offsets ``[-1, ...]`` (FT's "no words"); ``L`` is at least 1.
     """
+    every_phrase = [phrase for phrases in phrase_rows for phrase in phrases]
+    encoded = iter(tokenizer.encode_batch(every_phrase, add_special_tokens=False) if every_phrase else [])
     flat_rows: list[list[int]] = []
     offset_rows: list[list[int]] = []
     for phrases in phrase_rows:
         flat: list[int] = []
         offsets: list[int] = []
-        for phrase in phrases:
-            ids = tokenizer.encode(phrase, add_special_tokens=False)
+        for ids in (next(encoded) for _ in phrases):
             if not ids:
                 continue
             flat.extend(ids)
@@ -294,3 +303,109 @@ def postprocess(
             tokens = generated_tokens(ids[b, k], length, int(starts[b]), settings.end_id)
             texts[b, k] = tokenizer.decode(tokens).encode("utf-8")
     return texts
+
+
+WORD_LISTS = ("bad_words_list", "stop_words_list")
+
+
+def _own_widths(outputs: dict[str, npt.NDArray[Any]]) -> dict[str, npt.NDArray[Any]]:
+    """Trim a slice of merged preprocessing outputs to the widths its rows alone would have had."""
+    trimmed = dict(outputs)
+    width = int(np.asarray(outputs["input_lengths"]).max(initial=1))
+    trimmed["input_ids"] = outputs["input_ids"][:, :width]
+    for name in WORD_LISTS:
+        if name in outputs:
+            trimmed[name] = outputs[name][:, :, : max(1, int(outputs[name][:, 1, :].max(initial=-1)))]
+    return trimmed
+
+
+def _merged(requests: Sequence[Mapping[str, npt.NDArray[Any]]], pad: int) -> dict[str, npt.NDArray[Any]]:
+    """Concatenate the requests' tensors along the batch axis, right-padding every other axis with ``pad``."""
+    merged: dict[str, npt.NDArray[Any]] = {}
+    for name in requests[0]:
+        arrays = [np.asarray(request[name]) for request in requests]
+        if len({a.ndim for a in arrays}) != 1:
+            raise ValueError(f"{name}: requests differ in rank")
+        widest = [max(a.shape[axis] for a in arrays) for axis in range(1, arrays[0].ndim)]
+        padded = []
+        for array in arrays:
+            target = (array.shape[0], *widest)
+            if array.shape == target:
+                padded.append(array)
+                continue
+            out = np.full(target, b"" if array.dtype == np.object_ else pad, dtype=array.dtype)
+            out[tuple(slice(0, n) for n in array.shape)] = array
+            padded.append(out)
+        merged[name] = np.concatenate(padded)
+    return merged
+
+
+Request = Mapping[str, npt.NDArray[Any]]
+Result = TypeVar("Result")
+
+
+def _served_together(
+    requests: Sequence[Request],
+    serve: Callable[[Request], Result],
+    pad: int,
+    rows_of: Callable[[Result, int, int], Result],
+) -> list[Result | ValueError]:
+    """``serve`` once over the merged rows of each group of requests with the same inputs, then ``rows_of`` splits
+    the result back. When a merged call fails, each request of the group is served alone, so a bad request gets
+    its own ``ValueError`` and the others their results."""
+    results: list[Result | ValueError] = [ValueError("not processed")] * len(requests)
+    groups: dict[frozenset[str], list[int]] = {}
+    for index, request in enumerate(requests):
+        groups.setdefault(frozenset(request), []).append(index)
+    for members in groups.values():
+        try:
+            if len(members) == 1:
+                raise ValueError("a single request is served as it is")
+            merged = serve(_merged([requests[i] for i in members], pad))
+        except ValueError:
+            for index in members:
+                try:
+                    results[index] = serve(requests[index])
+                except ValueError as exc:
+                    results[index] = exc
+            continue
+        start = 0
+        for index in members:
+            rows = len(next(iter(requests[index].values())))
+            results[index] = rows_of(merged, start, start + rows)
+            start += rows
+    return results
+
+
+def preprocess_requests(
+    tokenizer: TextTokenizer, settings: TokenizerSettings, requests: Sequence[Request]
+) -> list[dict[str, npt.NDArray[Any]] | ValueError]:
+    """:func:`preprocess` for several requests at once (what Triton's dynamic batcher hands the model).
+
+    Requests with the same inputs are tokenized together, one batched tokenizer call per input, and their outputs
+    split back, each trimmed to the widths it would have alone (so every request gets exactly what
+    ``preprocess`` would give it). A request with a bad input gets its own ``ValueError``; the others are served.
+    """
+    return _served_together(
+        requests,
+        lambda request: preprocess(tokenizer, settings, request),
+        0,
+        lambda outputs, start, end: _own_widths({name: array[start:end] for name, array in outputs.items()}),
+    )
+
+
+def postprocess_requests(
+    tokenizer: TextTokenizer, settings: TokenizerSettings, requests: Sequence[Request]
+) -> list[npt.NDArray[np.object_] | ValueError]:
+    """:func:`postprocess` for several requests at once: one decode pass over the rows of requests with the same
+    inputs (``output_ids`` padded to the longest; ``sequence_length`` bounds every row), split back per request.
+    Each request needs ``output_ids`` and ``sequence_length``; ``input_lengths`` is optional."""
+
+    def one(request: Request) -> npt.NDArray[np.object_]:
+        if "output_ids" not in request or "sequence_length" not in request:
+            raise ValueError("postprocessing needs both output_ids and sequence_length")
+        return postprocess(
+            tokenizer, settings, request["output_ids"], request["sequence_length"], request.get("input_lengths")
+        )
+
+    return _served_together(requests, one, settings.end_id, lambda texts, start, end: texts[start:end])

@@ -1,13 +1,14 @@
 """Read ``stacks/Pulumi.<stack>.yaml`` the way the Pulumi CLI hands it to a program.
 
-Every value becomes a string (objects and lists as JSON), keys stay fully qualified (``triton-ft:models``).
+The CLI's own rules are applied first (:mod:`tritonft.synth.cli_rules`): scalars keep their literal text, objects
+and lists become JSON, ``Pulumi.yaml``'s declared defaults fill unset keys, and a missing or mistyped declared key
+stops the run with the CLI's message. Keys stay fully qualified (``triton-ft:models``).
 ``secure:`` values are opaque ciphertext: they are passed through as-is and their keys are marked secret, so no
 passphrase is needed and the plaintext never exists here.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 import yaml
 
 from tritonft.errors import UserError
+from tritonft.synth.cli_rules import CliRuleError, merge_project_config, stack_values
 
 
 @dataclass(frozen=True)
@@ -57,27 +59,18 @@ def read_stack(root: Path, stack: str) -> StackConfig:
         known = ", ".join(available_stacks(root, project)) or "none"
         raise UserError(f"stack {stack!r} has no config file {path}; stacks here: {known}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        raw = stack_values(path.read_text())
     except yaml.YAMLError as exc:
         raise UserError(f"{path} is not valid YAML: {exc}") from exc
-    config = data.get("config") or {}
-    if not isinstance(config, dict):
-        raise UserError(f"{path}: `config` must be a mapping of keys to values")
-    values: dict[str, str] = {}
-    secrets: set[str] = set()
-    name = str(project["name"])
-    for key, value in config.items():
-        full = key if ":" in key else f"{name}:{key}"
-        if isinstance(value, dict) and set(value) == {"secure"}:
-            values[full] = str(value["secure"])
-            secrets.add(full)
-        else:
-            values[full] = as_cli_string(value)
-    return StackConfig(name, stack, path, values, frozenset(secrets))
+    except CliRuleError as exc:
+        raise UserError(f"{path}: {exc}") from None
+    try:
+        merged = merge_project_config(project, stack, raw)
+    except CliRuleError as exc:
+        raise UserError(f"error: validating stack config: {exc} (the Pulumi CLI stops here; {_FIX})") from None
+    values = {key: value.text for key, value in merged.items()}
+    secrets = {key for key, value in merged.items() if value.secure}
+    return StackConfig(str(project["name"]), stack, path, values, frozenset(secrets))
 
 
-def as_cli_string(value: Any) -> str:
-    """A YAML value as the CLI passes it to the program: strings verbatim, everything else as JSON."""
-    if isinstance(value, str):
-        return value
-    return json.dumps(value)
+_FIX = "set the key in the stack file, or see the configuration reference in README.md"

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import triton_python_backend_utils as pb_utils
-from tritonft_tokenization import TokenizerSettings, load_tokenizer, postprocess
+from tritonft_tokenization import TokenizerSettings, load_tokenizer, postprocess_requests
 
 
 class TritonPythonModel:
@@ -21,23 +21,19 @@ class TritonPythonModel:
         self.tokenizer = load_tokenizer(Path(args["model_repository"]) / args["model_version"])
 
     def execute(self, requests: list[Any]) -> list[Any]:
-        responses = []
+        # The dynamic batcher may hand over several requests: they are decoded in one pass.
+        batch = []
         for request in requests:
-            output_ids = pb_utils.get_input_tensor_by_name(request, "output_ids")
-            sequence_length = pb_utils.get_input_tensor_by_name(request, "sequence_length")
-            input_lengths = pb_utils.get_input_tensor_by_name(request, "input_lengths")
-            try:
-                if output_ids is None or sequence_length is None:
-                    raise ValueError("postprocessing needs both output_ids and sequence_length")
-                texts = postprocess(
-                    self.tokenizer,
-                    self.settings,
-                    output_ids.as_numpy(),
-                    sequence_length.as_numpy(),
-                    input_lengths.as_numpy() if input_lengths is not None else None,
-                )
-            except ValueError as exc:
-                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(exc))))
+            inputs = {}
+            for name in ("output_ids", "sequence_length", "input_lengths"):
+                tensor = pb_utils.get_input_tensor_by_name(request, name)
+                if tensor is not None:
+                    inputs[name] = tensor.as_numpy()
+            batch.append(inputs)
+        responses = []
+        for texts in postprocess_requests(self.tokenizer, self.settings, batch):
+            if isinstance(texts, ValueError):
+                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(texts))))
                 continue
             responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("text_output", texts)]))
         return responses

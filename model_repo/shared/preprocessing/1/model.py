@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import triton_python_backend_utils as pb_utils
-from tritonft_tokenization import TokenizerSettings, load_tokenizer, preprocess
+from tritonft_tokenization import TokenizerSettings, load_tokenizer, preprocess_requests
 
 OPTIONAL_INPUTS = ("max_output_len", "bad_words", "stop_words")
 
@@ -26,17 +26,20 @@ class TritonPythonModel:
         }
 
     def execute(self, requests: list[Any]) -> list[Any]:
-        responses = []
+        # The dynamic batcher may hand over several requests: they are tokenized together.
+        batch = []
         for request in requests:
             inputs = {}
             for name in ("text_input", *OPTIONAL_INPUTS):
                 tensor = pb_utils.get_input_tensor_by_name(request, name)
                 if tensor is not None:
                     inputs[name] = tensor.as_numpy()
-            try:
-                outputs = preprocess(self.tokenizer, self.settings, inputs)
-            except ValueError as exc:
-                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(exc))))
+            batch.append(inputs)
+        responses = []
+        for outputs in preprocess_requests(self.tokenizer, self.settings, batch):
+            if isinstance(outputs, ValueError):
+                error = pb_utils.TritonError(str(outputs))
+                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=error))
                 continue
             tensors = [pb_utils.Tensor(name, array.astype(self.output_dtypes[name])) for name, array in outputs.items()]
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))

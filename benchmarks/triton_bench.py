@@ -1,0 +1,218 @@
+"""perf_analyzer and ``tritonft bench`` on a real Triton, through the ensemble and on the model step alone, in one run.
+
+The served repository is the ``dev`` stack's ``gpt2`` rendered by ``tritonft.repo`` with a small trained byte-level
+BPE tokenizer; the FasterTransformer step is the Python stand-in (``tritonft.standin``: an echo, whose dynamic
+batcher waits up to the spec's 1 ms). Triton is the one ``nvidia-pytriton`` bundles (``tritonft.local_triton``);
+perf_analyzer 2.48 comes from ``benchmarks/setup_perf_analyzer.sh``. Both tools use gRPC and the same prompt.
+
+Per run and concurrency (1, 4, 16): perf_analyzer through the ensemble, ``tritonft bench`` through the ensemble,
+perf_analyzer on the model step alone (the floor; its inputs are the prompt's tokens). Prints every run and the
+medians over runs, the bench/perf_analyzer throughput ratio and the ensemble's p50 overhead over the step.
+
+``--no-tokenizer-batching`` serves the Python models without their dynamic batcher (one request per execution, as
+before the tokenizer work was batched); ``--tokenizer-instances N`` sets their instance count: the A/B switches.
+
+Usage: .venv/bin/python benchmarks/triton_bench.py [--runs 3] [--seconds 4] [--concurrency 1,4,16]
+           [--no-tokenizer-batching] [--tokenizer-instances N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from google.protobuf import text_format  # type: ignore[import-untyped]  # no types-protobuf in the lock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.realtriton.repos import serve_ready_repository, stack_specs
+from tests.repo.conftest import train_gpt_tokenizer
+from tritonft.bench.loadgen import LoadPlan, run_levels
+from tritonft.local_triton import LocalTriton, prepare_runtime
+from tritonft.probe.contract import TextContract
+from tritonft.probe.endpoint import parse_endpoint
+from tritonft.repo.naming import RepoNames
+from tritonft.spec import Family
+from tritonft.standin import read_config
+
+ROOT = Path(__file__).resolve().parents[1]
+PROMPT = "The quick brown fox jumps over the lazy dog."
+MODEL = "gpt2"
+
+
+def perf_analyzer_binary() -> tuple[Path, dict[str, str]]:
+    done = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "setup_perf_analyzer.sh")], capture_output=True, text=True, check=True
+    )
+    binary = Path(done.stdout.strip().splitlines()[-1])
+    libs = next((ROOT / ".tools" / "perf").glob("lib/python3*/site-packages/nvidia/cuda_runtime/lib"))
+    env = dict(os.environ, LD_LIBRARY_PATH=f"{libs}:{os.environ.get('LD_LIBRARY_PATH', '')}")
+    return binary, env
+
+
+def perf_analyzer(
+    binary: Path,
+    env: dict[str, str],
+    *,
+    server: LocalTriton,
+    model: str,
+    data: Path,
+    shapes: list[str],
+    level: int,
+    seconds: float,
+) -> dict[str, float]:
+    """One perf_analyzer measurement: throughput (infer/s) and p50/p99 (ms)."""
+    with tempfile.NamedTemporaryFile(suffix=".csv") as report:
+        args = [
+            str(binary),
+            "-m",
+            model,
+            "-u",
+            server.grpc_url,
+            "-i",
+            "grpc",
+            "--input-data",
+            str(data),
+            "--concurrency-range",
+            f"{level}:{level}",
+            "--measurement-interval",
+            str(int(seconds * 1000)),
+            # perf_analyzer's 3 windows never agree within its default 10% on a shared 2-core machine; the
+            # medians over runs carry the noise instead.
+            "--stability-percentage",
+            "1000",
+            "--max-trials",
+            "6",
+            "-f",
+            report.name,
+        ]
+        args += [f"--shape={shape}" for shape in shapes]
+        done = subprocess.run(args, capture_output=True, text=True, env=env, check=False, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"perf_analyzer failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+        row = next(csv.DictReader(io.StringIO(Path(report.name).read_text())))
+    return {
+        "rps": float(row["Inferences/Second"]),
+        "p50": float(row["p50 latency"]) / 1000,
+        "p99": float(row["p99 latency"]) / 1000,
+    }
+
+
+def tritonft_bench(server: LocalTriton, level: int, seconds: float) -> dict[str, float]:
+    plan = LoadPlan(
+        endpoint=parse_endpoint(f"grpc://{server.grpc_url}"),
+        model=MODEL,
+        contract=TextContract.simple(),
+        prompt=PROMPT,
+        concurrencies=(level,),
+        duration_s=seconds,
+        warmup_s=min(1.0, seconds / 4),
+        timeout_s=30,
+    )
+    [result] = asyncio.run(run_levels(plan))
+    if result.errors:
+        raise RuntimeError(f"tritonft bench: {result.errors} errors at concurrency {level}")
+    return {"rps": result.throughput_rps, "p50": result.p50_ms or 0.0, "p99": result.p99_ms or 0.0}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--concurrency", default="1,4,16")
+    parser.add_argument("--no-tokenizer-batching", action="store_true")
+    parser.add_argument("--tokenizer-instances", type=int, default=1)
+    args = parser.parse_args()
+    levels = [int(x) for x in args.concurrency.split(",")]
+    binary, env = perf_analyzer_binary()
+    work = Path(tempfile.mkdtemp(prefix="tritonft-bench-"))
+    tokenizer_dir = train_gpt_tokenizer(work / "tokenizer")
+    [spec] = [s for s in stack_specs("dev") if s.name == MODEL]
+    repository = serve_ready_repository([spec], work / "repo", {Family.GPT2: tokenizer_dir})
+    for model in (RepoNames.of(spec).preprocessing, RepoNames.of(spec).postprocessing):
+        config = read_config(repository / model / "config.pbtxt")
+        if args.no_tokenizer_batching:
+            config.ClearField("dynamic_batching")
+        config.instance_group[0].count = args.tokenizer_instances
+        (repository / model / "config.pbtxt").write_text(text_format.MessageToString(config))
+    from tokenizers import Tokenizer
+
+    ids = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).encode(PROMPT).ids
+    ensemble_data = work / "ensemble.json"
+    ensemble_data.write_text(json.dumps({"data": [{"text_input": [PROMPT]}]}))
+    step_data = work / "step.json"
+    step_data.write_text(
+        json.dumps({"data": [{"input_ids": ids, "input_lengths": [len(ids)], "request_output_len": [len(ids)]}]})
+    )
+    step = RepoNames.of(spec).ft
+    rows: dict[tuple[str, int], list[dict[str, float]]] = {}
+    with LocalTriton(prepare_runtime(), repository, log_path=work / "tritonserver.log") as server:
+        print(f"tritonserver pid {server.pid}, gRPC {server.grpc_url}; {len(ids)}-token prompt {PROMPT!r}", flush=True)
+        print(
+            f"tokenizer models: dynamic batching {'off' if args.no_tokenizer_batching else 'on'}, "
+            f"{args.tokenizer_instances} instance(s)",
+            flush=True,
+        )
+        for run in range(1, args.runs + 1):
+            for level in levels:
+                measured = {
+                    "perf_analyzer ensemble": perf_analyzer(
+                        binary,
+                        env,
+                        server=server,
+                        model=MODEL,
+                        data=ensemble_data,
+                        shapes=["text_input:1"],
+                        level=level,
+                        seconds=args.seconds,
+                    ),
+                    "tritonft bench ensemble": tritonft_bench(server, level, args.seconds),
+                    "perf_analyzer model step": perf_analyzer(
+                        binary,
+                        env,
+                        server=server,
+                        model=step,
+                        data=step_data,
+                        shapes=[f"input_ids:{len(ids)}", "request_output_len:1"],
+                        level=level,
+                        seconds=args.seconds,
+                    ),
+                }
+                for tool, figures in measured.items():
+                    rows.setdefault((tool, level), []).append(figures)
+                    print(
+                        f"run {run} c={level:<2} {tool:<25} {figures['rps']:8.1f} infer/s  "
+                        f"p50 {figures['p50']:6.2f} ms  p99 {figures['p99']:6.2f} ms",
+                        flush=True,
+                    )
+    print(f"\nmedians over {args.runs} runs ({args.seconds:g} s windows, gRPC):")
+    print(f"{'tool':<25} {'c':>3} {'infer/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+    medians = {}
+    for (tool, level), per_run in sorted(rows.items(), key=lambda item: (item[0][1], item[0][0])):
+        med = {k: statistics.median(f[k] for f in per_run) for k in ("rps", "p50", "p99")}
+        medians[(tool, level)] = med
+        print(f"{tool:<25} {level:>3} {med['rps']:>9.1f} {med['p50']:>8.2f} {med['p99']:>8.2f}")
+    print()
+    for level in levels:
+        ratio = medians[("tritonft bench ensemble", level)]["rps"] / medians[("perf_analyzer ensemble", level)]["rps"]
+        overhead = (
+            medians[("perf_analyzer ensemble", level)]["p50"] - medians[("perf_analyzer model step", level)]["p50"]
+        )
+        print(
+            f"c={level:<2} bench/perf_analyzer throughput {ratio:.3f}; "
+            f"ensemble p50 overhead over the step {overhead:.2f} ms"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

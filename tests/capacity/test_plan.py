@@ -1,0 +1,80 @@
+"""The capacity decisions as they reach the plan: stack settings refused or warned, and prod's Deployments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.capacity import PACKING_LABEL, PLACEMENT_ANNOTATION
+from components.settings import load_settings
+from tests.settings.test_validation import GPTJ, as_cli, aws_stack, kubernetes_stack, problems_of
+from tritonft.synth.run import synthesize
+
+REPO = Path(__file__).resolve().parents[2]
+T5_3B_TP4 = {
+    "name": "t5-3b",
+    "hfRepo": "t5-3b",
+    "revision": "bed96aab9ee46012a5046386105ee5fd0ac572f0",
+    "tensorParallel": 4,
+}
+
+
+def two_model_stack(**overrides: Any) -> dict[str, Any]:
+    return aws_stack(models=[dict(T5_3B_TP4), dict(GPTJ)], replicasMin=2, replicasMax=2, **overrides)
+
+
+def test_a_stack_whose_replicas_min_cannot_fit_is_refused_naming_the_keys_and_numbers() -> None:
+    problems = problems_of(two_model_stack(gpuNodesMin=2, gpuNodesMax=2, gpuNodesDesired=2))
+    assert problems == [
+        "replicasMin: 2 x 4 (t5-3b) + 2 x 1 (gpt-j-6b) = 10 GPUs need 3 g5.12xlarge node(s) of 4 GPUs, but only "
+        "gpuNodesMin 2 can exist; raise gpuNodesMin/gpuNodesMax to 3 or lower replicasMin"
+    ]
+
+
+def test_a_stack_that_fits_only_after_scale_up_loads_with_a_warning() -> None:
+    values = as_cli(two_model_stack(gpuNodesMin=2, gpuNodesMax=4, gpuNodesDesired=2))
+    settings = load_settings(values, project="triton-ft", stack="test")
+    assert len(settings.warnings) == 1
+    assert "waits while the node autoscaler adds 1 node(s)" in settings.warnings[0]
+
+
+def test_an_existing_cluster_has_no_node_count_to_check_so_it_loads_without_warnings() -> None:
+    settings = load_settings(as_cli(kubernetes_stack(gpusPerNode=4)), project="triton-ft", stack="test")
+    assert settings.warnings == ()
+
+
+@pytest.fixture(scope="module")
+def prod_deployments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("prod")
+    synthesize("prod", out=out, project_dir=REPO)
+    docs = [yaml.safe_load(p.read_text()) for p in (out / "manifests").rglob("deployment-*.yaml")]
+    return {d["metadata"]["labels"]["app.kubernetes.io/instance"]: d for d in docs if d["kind"] == "Deployment"}
+
+
+def _by_model(deployments: dict[str, dict[str, Any]], model: str) -> dict[str, Any]:
+    (found,) = [d for name, d in deployments.items() if name.endswith(model)]
+    return found
+
+
+def test_prod_rolls_the_whole_node_model_one_pod_at_a_time_and_surges_the_one_gpu_model(
+    prod_deployments: dict[str, dict[str, Any]],
+) -> None:
+    t5 = _by_model(prod_deployments, "t5-3b")["spec"]["strategy"]["rollingUpdate"]
+    gptj = _by_model(prod_deployments, "gpt-j-6b")["spec"]["strategy"]["rollingUpdate"]
+    assert t5 == {"maxSurge": 0, "maxUnavailable": 1}
+    assert gptj == {"maxSurge": 1, "maxUnavailable": 0}
+
+
+def test_prod_packs_the_one_gpu_model_and_says_where_each_model_lands(
+    prod_deployments: dict[str, dict[str, Any]],
+) -> None:
+    t5, gptj = _by_model(prod_deployments, "t5-3b"), _by_model(prod_deployments, "gpt-j-6b")
+    assert t5["spec"]["template"]["metadata"]["labels"][PACKING_LABEL] == "whole"
+    assert "affinity" not in t5["spec"]["template"]["spec"]
+    assert gptj["spec"]["template"]["metadata"]["labels"][PACKING_LABEL] == "partial"
+    assert "podAffinity" in gptj["spec"]["template"]["spec"]["affinity"]
+    assert "taking all 4 GPUs" in t5["metadata"]["annotations"][PLACEMENT_ANNOTATION]
+    assert "packed with other part-node models" in gptj["metadata"]["annotations"][PLACEMENT_ANNOTATION]

@@ -1,0 +1,69 @@
+"""The preflight checks as pure functions over API objects (the real cluster runs are in tests/controlplane)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tritonft.preflight.checks import Needs, free_gpus, model_shapes_fit, storage, tolerated
+
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def needs(**overrides: Any) -> Needs:
+    base: dict[str, Any] = {
+        "gpu_selector": {"pool": "gpu"},
+        "tolerations": [GPU_TOLERATION],
+        "models": [("t5-3b", 4), ("gpt-j-6b", 1)],
+        "storage_class": "rwx",
+        "stack_storage_class": False,
+        "ingress_class": "nginx",
+        "stack_ingress_class": False,
+        "crds": [],
+    }
+    return Needs(**(base | overrides))
+
+
+def node(name: str, gpus: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "labels": {"pool": "gpu"} if labels is None else labels},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}},
+    }
+
+
+def pod(node_name: str, gpus: int, phase: str = "Running") -> dict[str, Any]:
+    container = {"resources": {"requests": {"nvidia.com/gpu": str(gpus)}}}
+    return {"spec": {"nodeName": node_name, "containers": [container]}, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize(
+    ("toleration", "expected"),
+    [
+        (GPU_TOLERATION, True),
+        ({"operator": "Exists"}, True),
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "true"}, True),
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}, False),
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, False),
+    ],
+)
+def test_a_taint_is_tolerated_by_kubernetes_rules(toleration: dict[str, str], expected: bool) -> None:
+    assert tolerated({"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}, [toleration]) is expected
+
+
+def test_free_gpus_subtract_the_requests_of_pods_still_running_on_the_node() -> None:
+    pods = [pod("a", 1), pod("a", 2, phase="Succeeded"), pod("b", 4)]
+    assert free_gpus(node("a", 4), pods) == 3
+
+
+def test_a_model_fits_only_where_one_usable_node_has_its_gpus_free() -> None:
+    checks = model_shapes_fit([node("a", 4), node("b", 4, labels={})], [pod("a", 1)], needs())
+    assert [c.ok for c in checks] == [False, True]
+    assert "the most free on a usable GPU node is 3" in checks[0].detail
+
+
+def test_block_storage_is_refused_for_the_read_write_many_model_store() -> None:
+    ebs = {"metadata": {"name": "rwx"}, "provisioner": "ebs.csi.aws.com"}
+    check = storage([ebs], needs())
+    assert not check.ok and "no ReadWriteMany" in check.detail

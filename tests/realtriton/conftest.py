@@ -1,0 +1,114 @@
+"""Real-Triton fixtures: the bundled ``tritonserver`` (``tritonft.local_triton``) serving rendered repositories.
+
+``triton_runtime`` (session) finds the server and builds the Python models' environment from
+``images/triton-ft/requirements.txt``. ``serve_triton`` (session) is a factory: ``serve_triton(repo_dir, ...)``
+returns a running :class:`LocalTriton`; the same arguments return the same server, so tests share one server per
+repository set. Every server is stopped by PID at the end of the session. The log of every running server is
+attached to each failing test of this folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.realtriton.repos import MATRIX, render_with_cli, serve_ready_repository, stack_specs
+from tests.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
+from tritonft.local_triton import LocalTriton, TritonError, TritonRuntime, prepare_runtime
+from tritonft.spec import Family
+from tritonft.standin import standin_all
+
+LOG_TAIL_LINES = 200
+_RUNNING: list[LocalTriton] = []
+
+ServeTriton = Callable[..., LocalTriton]
+
+
+@pytest.fixture(scope="session")
+def triton_runtime() -> TritonRuntime:
+    try:
+        return prepare_runtime()
+    except TritonError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def serve_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeTriton]:
+    """``serve_triton(repositories, *, extra_args=(), env=None, shared=True) -> LocalTriton`` (running).
+
+    With ``shared`` (default) a server already started with the same arguments is returned; pass
+    ``shared=False`` for a server of one's own (still stopped at the end of the session, or by the caller).
+    A server that does not come up fails with :class:`TritonError` carrying Triton's log.
+    """
+    servers: dict[tuple[object, ...], LocalTriton] = {}
+
+    def serve(
+        repositories: Path | Sequence[Path],
+        *,
+        extra_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        shared: bool = True,
+    ) -> LocalTriton:
+        repos = (repositories,) if isinstance(repositories, Path) else tuple(repositories)
+        key = (repos, tuple(extra_args), tuple(sorted((env or {}).items())))
+        if shared and key in servers and servers[key].process is not None:
+            return servers[key]
+        log = tmp_path_factory.mktemp("triton-log") / "tritonserver.log"
+        server = LocalTriton(triton_runtime, repos, log_path=log, extra_args=extra_args, env=env)
+        server.start()
+        _RUNNING.append(server)
+        if shared:
+            servers[key] = server
+        return server
+
+    try:
+        yield serve
+    finally:
+        while _RUNNING:
+            _RUNNING.pop().stop()
+
+
+@pytest.fixture(scope="session")
+def tokenizers(tmp_path_factory: pytest.TempPathFactory) -> dict[Family, Path]:
+    """A trained tokenizer per family (GPT-2 and GPT-J share the byte-level BPE one)."""
+    gpt = train_gpt_tokenizer(tmp_path_factory.mktemp("gpt-tokenizer"))
+    return {Family.T5: train_t5_tokenizer(tmp_path_factory.mktemp("t5-tokenizer")), Family.GPT2: gpt, Family.GPTJ: gpt}
+
+
+@pytest.fixture(scope="session")
+def dev_repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]) -> Path:
+    """The ``dev`` stack's models rendered into one repository, FT steps stood in for."""
+    return serve_ready_repository(stack_specs("dev"), tmp_path_factory.mktemp("dev-repo"), tokenizers)
+
+
+@pytest.fixture(scope="session")
+def dev_triton(serve_triton: ServeTriton, dev_repository: Path) -> LocalTriton:
+    return serve_triton(dev_repository)
+
+
+@pytest.fixture(scope="session")
+def matrix_repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]) -> Path:
+    """T5, GPT-2 and GPT-J at TP 1 and 2 plus a streaming GPT-2, rendered by ``tritonft repo``, FT stood in for."""
+    out = tmp_path_factory.mktemp("matrix-repo")
+    specs = tmp_path_factory.mktemp("matrix-specs")
+    for spec in MATRIX:
+        render_with_cli(spec, out, tokenizers[spec.family], specs)
+    standin_all(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def matrix_triton(serve_triton: ServeTriton, matrix_repository: Path) -> LocalTriton:
+    return serve_triton(matrix_repository)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    if report.failed:  # type: ignore[attr-defined]
+        for server in _RUNNING:
+            tail = "\n".join(server.log_text().splitlines()[-LOG_TAIL_LINES:])
+            report.sections.append((f"tritonserver log ({server.log_path})", tail))  # type: ignore[attr-defined]
+    return report

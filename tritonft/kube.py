@@ -1,0 +1,219 @@
+"""A small Kubernetes REST client (standard library only): kubeconfig, discovery, server-side apply, reads.
+
+Used by ``tritonft preflight`` and the control-plane tests. Server-side apply is a PATCH with
+``application/apply-patch+yaml`` (what ``kubectl apply --server-side`` and the Pulumi provider with
+``enableServerSideApply`` send); resources are found through the API's own discovery.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tritonft.errors import UserError
+
+FIELD_MANAGER = "triton-ft"
+
+
+class ApiError(Exception):
+    """The API server refused a request; ``status`` is its HTTP code, ``message`` its ``Status.message``."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+@dataclass(frozen=True)
+class ResourceType:
+    group_version: str
+    plural: str
+    namespaced: bool
+
+
+class Kube:
+    """One API server, one identity (a bearer token and/or a client certificate)."""
+
+    def __init__(self, server: str, *, token: str | None = None, context: ssl.SSLContext | None = None) -> None:
+        self.server = server.rstrip("/")
+        self.token = token
+        if context is None:  # loopback test servers: self-signed serving certificate
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        self.context = context
+        self._types: dict[tuple[str, str], ResourceType] = {}
+
+    # --- plumbing -------------------------------------------------------------------------------------------
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout_s: float = 30,
+    ) -> Any:
+        url = self.server + path + (f"?{urllib.parse.urlencode(params)}" if params else "")
+        data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+        req = urllib.request.Request(url, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s, context=self.context) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            text = exc.read().decode(errors="replace")
+            try:
+                message = json.loads(text).get("message", text)
+            except ValueError:
+                message = text
+            raise ApiError(exc.code, message) from None
+        return json.loads(raw) if raw else None
+
+    def healthy(self) -> bool:
+        try:
+            self.request("GET", "/readyz", timeout_s=5)
+        except (ApiError, OSError, ValueError):
+            return False
+        return True
+
+    def resource(self, api_version: str, kind: str) -> ResourceType:
+        key = (api_version, kind)
+        if key not in self._types:
+            try:
+                found = self.request("GET", _base(api_version))["resources"]
+            except ApiError as exc:
+                if exc.status != 404:
+                    raise
+                found = []
+            for r in found:
+                if "/" not in r["name"]:
+                    self._types[(api_version, r["kind"])] = ResourceType(api_version, r["name"], r["namespaced"])
+        if key not in self._types:
+            raise ApiError(404, f"the server has no resource of kind {kind} in {api_version}")
+        return self._types[key]
+
+    def forget_discovery(self) -> None:
+        self._types.clear()
+
+    def path(self, api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+        rt = self.resource(api_version, kind)
+        ns = f"/namespaces/{namespace}" if rt.namespaced and namespace else ""
+        return f"{_base(api_version)}{ns}/{rt.plural}" + (f"/{name}" if name else "")
+
+    # --- verbs ----------------------------------------------------------------------------------------------
+    def apply(self, obj: Mapping[str, Any], *, dry_run: bool = False, subresource: str = "") -> Any:
+        """Server-side apply of ``obj`` (created if absent); ``dry_run`` asks the server to validate only."""
+        meta = obj["metadata"]
+        path = self.path(obj["apiVersion"], obj["kind"], meta.get("namespace"), meta["name"])
+        params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+        if dry_run:
+            params["dryRun"] = "All"
+        return self.request(
+            "PATCH",
+            path + (f"/{subresource}" if subresource else ""),
+            params=params,
+            body=obj,
+            content_type="application/apply-patch+yaml",
+        )
+
+    def get(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> Any:
+        return self.request("GET", self.path(api_version, kind, namespace, name))
+
+    def items(self, api_version: str, kind: str, namespace: str | None = None, selector: str = "") -> list[Any]:
+        """The API's ``list`` (named so it does not shadow the builtin)."""
+        params = {"labelSelector": selector} if selector else None
+        found: list[Any] = self.request("GET", self.path(api_version, kind, namespace), params=params)["items"]
+        return found
+
+    def delete(self, api_version: str, kind: str, name: str, namespace: str | None = None) -> None:
+        try:
+            self.request("DELETE", self.path(api_version, kind, namespace, name), params={"gracePeriodSeconds": "0"})
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+
+def _base(api_version: str) -> str:
+    return "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+
+
+def from_kubeconfig(path: str | None, context_name: str | None = None) -> Kube:
+    """A client for a kubeconfig's context: token, client certificate, CA data or files, or an exec plugin."""
+    file = Path(os.path.expanduser(path or os.environ.get("KUBECONFIG", "~/.kube/config").split(os.pathsep)[0]))
+    if not file.is_file():
+        raise UserError(f"kubeconfig {file} not found; pass --kubeconfig or set the stack's kubeconfig")
+    config = yaml.safe_load(file.read_text()) or {}
+    name = context_name or config.get("current-context")
+    contexts = {c["name"]: c["context"] for c in config.get("contexts", [])}
+    if name not in contexts:
+        raise UserError(f"kubeconfig {file} has no context {name!r}; it has: {', '.join(contexts) or 'none'}")
+    ctx = contexts[name]
+    cluster = {c["name"]: c["cluster"] for c in config.get("clusters", [])}[ctx["cluster"]]
+    user = {u["name"]: u["user"] for u in config.get("users", [])}.get(ctx.get("user", ""), {})
+    ssl_ctx = ssl.create_default_context()
+    if cluster.get("insecure-skip-tls-verify"):
+        ssl_ctx.check_hostname = False
+        ssl_ctx.verify_mode = ssl.CERT_NONE
+    elif "certificate-authority-data" in cluster:
+        ssl_ctx.load_verify_locations(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+    elif "certificate-authority" in cluster:
+        ssl_ctx.load_verify_locations(cafile=cluster["certificate-authority"])
+    cert, key = user.get("client-certificate"), user.get("client-key")
+    if "client-certificate-data" in user:
+        with tempfile.TemporaryDirectory() as tmp:
+            cert, key = os.path.join(tmp, "crt"), os.path.join(tmp, "key")
+            Path(cert).write_bytes(base64.b64decode(user["client-certificate-data"]))
+            Path(key).write_bytes(base64.b64decode(user["client-key-data"]))
+            ssl_ctx.load_cert_chain(cert, key)
+    elif cert and key:
+        ssl_ctx.load_cert_chain(cert, key)
+    token = user.get("token")
+    if "exec" in user:
+        token = _exec_token(user["exec"])
+    return Kube(cluster["server"], token=token, context=ssl_ctx)
+
+
+def _exec_token(spec: Mapping[str, Any]) -> str:
+    """Run a kubeconfig exec plugin (e.g. ``aws eks get-token``) and return the token it prints."""
+    env = {**os.environ, **{e["name"]: e["value"] for e in spec.get("env") or []}}
+    out = subprocess.run([spec["command"], *spec.get("args", [])], capture_output=True, text=True, env=env, check=False)
+    if out.returncode != 0:
+        raise UserError(f"kubeconfig exec plugin {spec['command']!r} failed: {out.stderr.strip()[:300]}")
+    token: str = json.loads(out.stdout)["status"]["token"]
+    return token
+
+
+def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
+    """Whether ``obj`` reports the status condition ``kind`` as True."""
+    return any(c["type"] == kind and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout_s: float, interval_s: float = 0.25) -> Any:
+    """Poll ``check`` until it returns a truthy value; raise ``TimeoutError`` naming ``what`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(interval_s)

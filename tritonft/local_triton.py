@@ -1,0 +1,387 @@
+"""A real Triton Inference Server on this machine (CPU, Python backend) for tests, the quick start and benchmarks.
+
+The server is the one PyPI's ``nvidia-pytriton`` bundles (``pytriton/tritonserver/``: ``tritonserver``, the Python
+backend and its stubs for Python 3.8-3.13; shared libraries in ``nvidia_pytriton.libs/``). ``scripts/setup/
+triton.sh`` installs it into ``.tools/triton`` (pinned in ``tools/triton-requirements.txt``); it is not a project
+dependency because its package metadata pins ``numpy<2``, which the project's own environment does not need.
+
+The Python models run in a *stub environment* built from ``images/triton-ft/requirements.txt`` (the server image's
+requirements), so the tests load them with exactly what the image has. The stub takes its interpreter and
+site-packages from the first ``python3`` on ``PATH``; :class:`LocalTriton` puts the stub environment's ``bin/``
+first. Environments and backend directories are cached under ``~/.cache/tritonft`` (``TRITONFT_CACHE``), keyed by
+what they are built from.
+
+Usage::
+
+    runtime = prepare_runtime()
+    with LocalTriton(runtime, repository, log_path=tmp / "triton.log") as server:
+        httpclient.InferenceServerClient(server.http_url)
+
+Importing this module starts nothing. ``python -m tritonft.local_triton prepare`` builds the caches (bootstrap).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+ROOT = Path(__file__).resolve().parents[1]
+REQUIREMENTS = ROOT / "images" / "triton-ft" / "requirements.txt"
+"""The Python models' requirements, as the server image installs them."""
+TOOL_ENV = ROOT / ".tools" / "triton"
+"""Where ``scripts/setup/triton.sh`` installs ``nvidia-pytriton``."""
+HOST = "127.0.0.1"
+STUB = "triton_python_backend_stub"
+
+
+class TritonError(RuntimeError):
+    """The local server cannot be prepared or did not come up; the message carries Triton's own words."""
+
+
+@dataclass(frozen=True)
+class ServerDist:
+    """An unpacked ``nvidia-pytriton`` server: ``root`` is ``pytriton/tritonserver``, ``libs`` its shared libraries."""
+
+    root: Path
+    libs: Path
+
+    @property
+    def binary(self) -> Path:
+        return self.root / "bin" / "tritonserver"
+
+    def stub(self, python_version: str) -> Path:
+        return self.root / "python_backend_stubs" / python_version / STUB
+
+
+def _site_packages(env: Path) -> list[Path]:
+    return sorted(env.glob("lib/python3*/site-packages"))
+
+
+def find_server(search: Sequence[Path] = ()) -> ServerDist:
+    """The bundled server in ``TRITONFT_TRITON_ENV``, ``search``, ``.tools/triton`` or the running interpreter."""
+    envs = [Path(p) for p in (os.environ.get("TRITONFT_TRITON_ENV"),) if p] + list(search) + [TOOL_ENV]
+    candidates = [sp for env in envs for sp in _site_packages(env)] + [Path(p) for p in sys.path if p]
+    for site in candidates:
+        root, libs = site / "pytriton" / "tritonserver", site / "nvidia_pytriton.libs"
+        if (root / "bin" / "tritonserver").is_file() and libs.is_dir():
+            return ServerDist(root, libs)
+    raise TritonError(
+        "no tritonserver found (nvidia-pytriton's bundled server); run `bash scripts/setup/triton.sh` "
+        f"(installs it into {TOOL_ENV}) or set TRITONFT_TRITON_ENV to an environment that has nvidia-pytriton"
+    )
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TRITONFT_CACHE") or Path.home() / ".cache" / "tritonft")
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little") + part)
+    return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (other sessions build the same cache entry at the same time)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _python_version(python: Path) -> str:
+    done = subprocess.run(
+        [str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def base_python() -> Path:
+    """The interpreter the stub environment is made from (the base of the running one, not a venv's)."""
+    name = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    for folder in (Path(sys.base_prefix) / "bin", Path(sys.base_exec_prefix) / "bin"):
+        if (folder / name).is_file():
+            return folder / name
+    return Path(sys.executable)
+
+
+def stub_environment(requirements: Path = REQUIREMENTS, python: Path | None = None) -> Path:
+    """A virtual environment with ``requirements`` installed, cached by the hash of its inputs; built once.
+
+    Uses ``uv`` when it is on ``PATH`` (as bootstrap installs it), else ``venv`` + ``pip``. A half-built
+    environment is never used: the ``.complete`` marker is written last, under a lock.
+    """
+    interpreter = python or base_python()
+    version = _python_version(interpreter)
+    key = _digest(requirements.read_bytes(), str(interpreter).encode(), version.encode())
+    env = cache_root() / "stub-env" / f"py{version}-{key}"
+    marker = env / ".complete"
+    if marker.is_file():
+        return env
+    with _locked(env.with_suffix(".lock")):
+        if marker.is_file():
+            return env
+        shutil.rmtree(env, ignore_errors=True)
+        uv = shutil.which("uv")
+        try:
+            if uv:
+                subprocess.run([uv, "venv", "--quiet", "--python", str(interpreter), str(env)], check=True)
+                subprocess.run(
+                    [uv, "pip", "install", "--quiet", "--python", str(env / "bin" / "python"), "-r", str(requirements)],
+                    check=True,
+                )
+            else:
+                subprocess.run([str(interpreter), "-m", "venv", str(env)], check=True)
+                subprocess.run(
+                    [str(env / "bin" / "python"), "-m", "pip", "install", "--quiet", "-r", str(requirements)],
+                    check=True,
+                )
+        except subprocess.CalledProcessError as exc:
+            shutil.rmtree(env, ignore_errors=True)
+            raise TritonError(f"cannot build the Python models' environment from {requirements}: {exc}") from exc
+        marker.write_text(requirements.read_text())
+    return env
+
+
+def backend_directory(dist: ServerDist, python_version: str) -> Path:
+    """A ``--backend-directory`` whose ``python/`` holds the backend and the stub for ``python_version``."""
+    stub = dist.stub(python_version)
+    if not stub.is_file():
+        raise TritonError(f"the bundled server has no Python backend stub for Python {python_version} ({stub})")
+    backend = dist.root / "backends" / "python"
+    key = _digest(str(dist.root).encode(), python_version.encode(), str(stub.stat().st_mtime_ns).encode())
+    folder = cache_root() / "triton-backends" / f"py{python_version}-{key}"
+    marker = folder / ".complete"
+    if marker.is_file():
+        return folder
+    with _locked(folder.with_suffix(".lock")):
+        if not marker.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.copytree(backend, folder / "python")
+            shutil.copy2(stub, folder / "python" / STUB)
+            marker.write_text(f"{dist.root}\n")
+    return folder
+
+
+@dataclass(frozen=True)
+class TritonRuntime:
+    """Everything needed to start ``tritonserver`` here: the server, its backends and the models' environment."""
+
+    dist: ServerDist
+    backends: Path
+    stub_env: Path
+
+    def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        env = dict(os.environ if base is None else base)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(self.dist.libs), env.get("LD_LIBRARY_PATH", "")) if p)
+        env["PATH"] = os.pathsep.join(p for p in (str(self.stub_env / "bin"), env.get("PATH", "")) if p)
+        env.pop("PYTHONHOME", None)
+        env.pop("PYTHONPATH", None)
+        env.pop("VIRTUAL_ENV", None)
+        return env
+
+
+def prepare_runtime(requirements: Path = REQUIREMENTS, search: Sequence[Path] = ()) -> TritonRuntime:
+    """Find the server and build (or reuse) the stub environment and backend directory."""
+    dist = find_server(search)
+    stub_env = stub_environment(requirements)
+    version = _python_version(stub_env / "bin" / "python")
+    return TritonRuntime(dist, backend_directory(dist, version), stub_env)
+
+
+def free_port(host: str = HOST) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+class LocalTriton:
+    """``tritonserver`` on free loopback ports, in its own process group; a context manager.
+
+    Starts on ``__enter__`` and waits until ``/v2/health/ready`` answers 200 (every model loaded) or
+    ``ready_timeout`` passes; stops the process group by the server's PID on ``__exit__``. A server that exits
+    or does not become ready raises :class:`TritonError` with the end of Triton's log.
+    ``repositories``: one or more ``--model-repository`` folders. ``extra_args``: more server flags
+    (e.g. ``--model-control-mode=explicit``, ``--metrics-interval-ms=500``); they come after the defaults.
+    """
+
+    def __init__(
+        self,
+        runtime: TritonRuntime,
+        repositories: Path | Sequence[Path],
+        *,
+        log_path: Path,
+        extra_args: Sequence[str] = (),
+        ready_timeout: float = 120.0,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.repositories = [repositories] if isinstance(repositories, Path) else list(repositories)
+        self.log_path = log_path
+        self.extra_args = list(extra_args)
+        self.ready_timeout = ready_timeout
+        self.extra_env = dict(env or {})
+        self.process: subprocess.Popen[bytes] | None = None
+        self.http_port = self.grpc_port = self.metrics_port = 0
+
+    @property
+    def http_url(self) -> str:
+        """``127.0.0.1:PORT``, as ``tritonclient.http.InferenceServerClient`` takes it (no scheme)."""
+        return f"{HOST}:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        """``127.0.0.1:PORT``, as ``tritonclient.grpc.InferenceServerClient`` takes it."""
+        return f"{HOST}:{self.grpc_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        """The Prometheus endpoint, ``http://127.0.0.1:PORT/metrics``."""
+        return f"http://{HOST}:{self.metrics_port}/metrics"
+
+    @property
+    def pid(self) -> int:
+        if self.process is None:
+            raise TritonError("the server is not running")
+        return self.process.pid
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def command(self) -> list[str]:
+        args = [str(self.runtime.dist.binary)]
+        args += [f"--model-repository={repo}" for repo in self.repositories]
+        args += [
+            f"--backend-directory={self.runtime.backends}",
+            f"--http-address={HOST}",
+            f"--http-port={self.http_port}",
+            f"--grpc-address={HOST}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-address={HOST}",
+            f"--metrics-port={self.metrics_port}",
+            "--allow-gpu-metrics=false",
+            "--strict-readiness=true",
+            "--exit-timeout-secs=10",
+            # Python backend shared-memory regions are named by this prefix: unique, so servers of parallel
+            # sessions on one machine never share a region.
+            f"--backend-config=python,shm-region-prefix-name=tritonft{os.getpid()}{uuid.uuid4().hex[:8]}",
+            *self.extra_args,
+        ]
+        return args
+
+    def start(self) -> None:
+        for attempt in range(3):
+            self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.log_path.open("ab") as log:
+                env = self.runtime.environment()
+                env.update(self.extra_env)
+                self.process = subprocess.Popen(
+                    self.command(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    start_new_session=True,
+                )
+            try:
+                self._wait_ready()
+                return
+            except TritonError:
+                log_text = self.log_text()
+                self.stop()
+                if "Address already in use" in log_text and attempt < 2:
+                    continue
+                raise
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.ready_timeout
+        url = f"http://{self.http_url}/v2/health/ready"
+        while True:
+            code = self.process.poll()
+            if code is not None:
+                raise TritonError(f"tritonserver exited with status {code} before it was ready:\n{self._tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    if answer.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise TritonError(f"tritonserver was not ready within {self.ready_timeout:.0f} s:\n{self._tail()}")
+            time.sleep(0.1)
+
+    def _tail(self, lines: int = 60) -> str:
+        return "\n".join(self.log_text().splitlines()[-lines:])
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """SIGTERM the server's process group (the server and its stubs), SIGKILL it after ``timeout``."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        # Stubs outlive a server killed hard; the group is the server's PID.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+    def __enter__(self) -> LocalTriton:
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args != ["prepare"]:
+        print("usage: python -m tritonft.local_triton prepare", file=sys.stderr)
+        return 2
+    try:
+        runtime = prepare_runtime()
+    except TritonError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    print(f"tritonserver: {runtime.dist.binary}\nbackends: {runtime.backends}\nmodels' environment: {runtime.stub_env}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+"""The checks of ``tritonft preflight``, as pure functions over what the cluster reports (plain API dicts).
+
+Each check yields one :class:`Check` line; the command gathers the cluster's objects and prints them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+GPU_RESOURCE = "nvidia.com/gpu"
+RWO_ONLY_PROVISIONERS = frozenset(
+    {
+        "ebs.csi.aws.com",
+        "kubernetes.io/aws-ebs",
+        "pd.csi.storage.gke.io",
+        "kubernetes.io/gce-pd",
+        "disk.csi.azure.com",
+        "kubernetes.io/azure-disk",
+        "rancher.io/local-path",
+        "cinder.csi.openstack.org",
+    }
+)
+"""Block-storage provisioners whose volumes cannot be mounted ReadWriteMany (the model store needs RWX)."""
+DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"
+CRD_FOR_ADDON = {
+    "kube-prometheus-stack": ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"),
+    "cert-manager": ("certificates.cert-manager.io",),
+    "keda": ("scaledobjects.keda.sh",),
+}
+"""CRDs each add-on brings (the stack needs them when it uses the add-on's feature)."""
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"{'PASS' if self.ok else 'FAIL'} {self.name}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What one stack needs from the cluster it deploys to."""
+
+    gpu_selector: Mapping[str, str]
+    tolerations: Sequence[Mapping[str, str]]
+    models: Sequence[tuple[str, int]]
+    """(model name, GPUs per pod)."""
+    storage_class: str | None
+    """None = the cluster's default class; ignored when ``stack_storage_class``."""
+    stack_storage_class: bool
+    """The stack creates its storage class itself (``aws``: EFS)."""
+    ingress_class: str
+    stack_ingress_class: bool
+    crds: Sequence[str]
+    """CRDs the enabled features need that the stack does not install."""
+
+
+def tolerated(taint: Mapping[str, Any], tolerations: Iterable[Mapping[str, str]]) -> bool:
+    """Kubernetes' rule: same effect (or none given), and Exists on the key (or any key) or Equal key and value."""
+    for t in tolerations:
+        if t.get("effect") and t["effect"] != taint.get("effect"):
+            continue
+        if t.get("operator", "Equal") == "Exists":
+            if not t.get("key") or t["key"] == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and t.get("value", "") == taint.get("value", ""):
+            return True
+    return False
+
+
+def gpus_of(node: Mapping[str, Any]) -> int:
+    return int(node.get("status", {}).get("allocatable", {}).get(GPU_RESOURCE, "0"))
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def gpu_nodes(nodes: Sequence[Mapping[str, Any]]) -> Check:
+    found = [n for n in nodes if gpus_of(n) > 0]
+    if not found:
+        return Check(
+            "gpu-nodes",
+            False,
+            f"no node has allocatable {GPU_RESOURCE} ({len(nodes)} node(s)); install the NVIDIA device plugin "
+            "or add GPU nodes",
+        )
+    counts = sorted({gpus_of(n) for n in found})
+    return Check("gpu-nodes", True, f"{len(found)} node(s) with allocatable {GPU_RESOURCE} ({counts} per node)")
+
+
+def usable(node: Mapping[str, Any], needs: Needs) -> bool:
+    labels = node["metadata"].get("labels", {})
+    taints = [t for t in node.get("spec", {}).get("taints", []) if t.get("effect") in ("NoSchedule", "NoExecute")]
+    return all(labels.get(k) == v for k, v in needs.gpu_selector.items()) and all(
+        tolerated(t, needs.tolerations) for t in taints
+    )
+
+
+def selector_and_taints(nodes: Sequence[Mapping[str, Any]], needs: Needs) -> Check:
+    gpu = [n for n in nodes if gpus_of(n) > 0]
+    ok = [n for n in gpu if usable(n, needs)]
+    if ok:
+        return Check("gpu-placement", True, f"{len(ok)} GPU node(s) match the selector and tolerations")
+    selector = ", ".join(f"{k}={v}" for k, v in sorted(needs.gpu_selector.items())) or "(none)"
+    problems = []
+    for n in gpu:
+        labels = n["metadata"].get("labels", {})
+        missing = [f"{k}={v}" for k, v in sorted(needs.gpu_selector.items()) if labels.get(k) != v]
+        untolerated = [
+            f"{t['key']}={t.get('value', '')}:{t['effect']}"
+            for t in n.get("spec", {}).get("taints", [])
+            if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerated(t, needs.tolerations)
+        ]
+        why = []
+        if missing:
+            why.append(f"lacks label {', '.join(missing)}")
+        if untolerated:
+            why.append(f"taint {', '.join(untolerated)} is not tolerated")
+        problems.append(f"{_name(n)} {' and '.join(why)}")
+    detail = "; ".join(problems) if problems else "no GPU nodes"
+    return Check(
+        "gpu-placement",
+        False,
+        f"no GPU node takes the Triton pods (selector {selector}): {detail}; fix gpuNodeSelector/gpuTolerations "
+        "or the nodes",
+    )
+
+
+def free_gpus(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> int:
+    used = 0
+    for pod in pods:
+        if pod.get("spec", {}).get("nodeName") != _name(node):
+            continue
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for c in pod["spec"].get("containers", []):
+            used += int(c.get("resources", {}).get("requests", {}).get(GPU_RESOURCE, "0"))
+    return gpus_of(node) - used
+
+
+def model_shapes_fit(
+    nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], needs: Needs
+) -> list[Check]:
+    candidates = [n for n in nodes if gpus_of(n) > 0 and usable(n, needs)]
+    free = {_name(n): free_gpus(n, pods) for n in candidates}
+    most = max(free.values(), default=0)
+    checks = []
+    for model, gpus in needs.models:
+        if most >= gpus:
+            best = max(free, key=lambda k: free[k])
+            checks.append(Check(f"gpu-shape {model}", True, f"needs {gpus} GPU(s) on one node; {best} has {most} free"))
+        else:
+            checks.append(
+                Check(
+                    f"gpu-shape {model}",
+                    False,
+                    f"needs {gpus} GPU(s) on one node, but the most free on a usable GPU node is {most}; "
+                    "use nodes with more GPUs or lower tensorParallel",
+                )
+            )
+    return checks
+
+
+def storage(classes: Sequence[Mapping[str, Any]], needs: Needs) -> Check:
+    if needs.stack_storage_class:
+        return Check("storage-class", True, "created by the stack (EFS, ReadWriteMany)")
+    by_name = {_name(c): c for c in classes}
+    if needs.storage_class is None:
+        defaults = [c for c in classes if c["metadata"].get("annotations", {}).get(DEFAULT_CLASS_ANNOTATION) == "true"]
+        if not defaults:
+            return Check("storage-class", False, "storageClass unset and the cluster has no default StorageClass")
+        chosen = defaults[0]
+    elif needs.storage_class not in by_name:
+        have = ", ".join(sorted(by_name)) or "none"
+        return Check(
+            "storage-class",
+            False,
+            f"StorageClass {needs.storage_class!r} not found (the cluster has: {have}); set storageClass to a "
+            "ReadWriteMany class",
+        )
+    else:
+        chosen = by_name[needs.storage_class]
+    provisioner = chosen.get("provisioner", "")
+    if provisioner in RWO_ONLY_PROVISIONERS:
+        return Check(
+            "storage-class",
+            False,
+            f"{_name(chosen)} ({provisioner}) is block storage: no ReadWriteMany; use an RWX class (EFS, NFS, CephFS)",
+        )
+    return Check("storage-class", True, f"{_name(chosen)} ({provisioner})")
+
+
+def ingress(classes: Sequence[Mapping[str, Any]], needs: Needs) -> Check:
+    if needs.stack_ingress_class:
+        return Check("ingress-class", True, f"{needs.ingress_class!r} installed by the stack (ingress-nginx)")
+    names = sorted(_name(c) for c in classes)
+    if needs.ingress_class in names:
+        return Check("ingress-class", True, needs.ingress_class)
+    return Check(
+        "ingress-class",
+        False,
+        f"IngressClass {needs.ingress_class!r} not found (the cluster has: {', '.join(names) or 'none'}); set "
+        "ingressClass or install the controller",
+    )
+
+
+def crds(present: Iterable[str], needs: Needs) -> Check:
+    have = set(present)
+    missing = [c for c in needs.crds if c not in have]
+    if missing:
+        return Check(
+            "crds",
+            False,
+            f"missing {', '.join(missing)}: install the add-on that brings them or turn the feature off",
+        )
+    return Check("crds", True, ", ".join(needs.crds) if needs.crds else "none needed")

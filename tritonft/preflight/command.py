@@ -1,0 +1,148 @@
+"""``tritonft preflight --stack NAME``: check the target cluster before ``pulumi up``; one line per check, exit 0/1.
+
+Checks: the API answers; GPU nodes with allocatable ``nvidia.com/gpu``; GPU nodes whose labels and taints match
+the stack's selector and tolerations; for each model a usable node with enough free GPUs for one pod; the storage
+class (and that it can be ReadWriteMany); the ingress class; the CRDs the stack's features need; and a
+server-side dry-run of every object of the plan (``tritonft synth``'s manifests) against the API server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from components.settings.model import Settings
+from tritonft.kube import ApiError, Kube
+from tritonft.preflight import checks
+from tritonft.preflight.checks import CRD_FOR_ADDON, Check, Needs
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
+    parser.add_argument("--project-dir", type=Path, default=None, help="project root (default: nearest Pulumi.yaml)")
+    parser.add_argument(
+        "--kubeconfig", default=None, help="kubeconfig file (default: the stack's kubeconfig, else $KUBECONFIG)"
+    )
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: the stack's kubeContext)")
+    parser.add_argument("--no-dry-run", action="store_true", help="skip the server-side dry-run of the plan")
+
+
+def needs_of(settings: Settings) -> Needs:
+    """What the stack's settings ask of the cluster (selectors and tolerations exactly as the program sets them)."""
+    from components.args import gpu_scheduling
+
+    cluster = settings.cluster
+    if cluster.platform == "aws":
+        from components.platform_aws import gpu_scheduling as aws_gpu_scheduling
+
+        gpu = aws_gpu_scheduling()
+    else:
+        gpu = gpu_scheduling(settings)
+    on_aws = cluster.platform == "aws"
+    wanted: list[str] = []
+    if settings.serving.monitoring:
+        wanted.append("kube-prometheus-stack")
+    if settings.serving.ingress.tls_issuer:
+        wanted.append("cert-manager")
+    if settings.serving.autoscaling.scale_to_zero:
+        wanted.append("keda")
+    crds = [crd for addon in wanted if addon not in cluster.addons for crd in CRD_FOR_ADDON[addon]]
+    return Needs(
+        gpu_selector=dict(gpu.node_selector),
+        tolerations=[dict(t) for t in gpu.tolerations],
+        models=[(m.name, m.gpus) for m in settings.models],
+        storage_class=cluster.storage_class,
+        stack_storage_class=on_aws,
+        ingress_class=cluster.ingress_class,
+        stack_ingress_class="ingress-nginx" in cluster.addons,
+        crds=crds,
+    )
+
+
+def dry_run(kube: Kube, objs: list[dict[str, Any]], namespaces: set[str], crds_present: set[str]) -> Check:
+    """Server-side dry-run of every object; objects of a namespace ``up`` would create are checked in ``default``,
+    custom resources whose CRD the stack installs are counted as skipped."""
+
+    failures: list[str] = []
+    checked = skipped = 0
+    for original in objs:
+        obj = dict(original, metadata=dict(original["metadata"]))
+        meta = obj["metadata"]
+        group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+        if "." in group and not group.endswith(".k8s.io") and not _crd_known(group, obj["kind"], crds_present):
+            skipped += 1
+            continue
+        if meta.get("namespace") and meta["namespace"] not in namespaces:
+            meta["namespace"] = "default"
+        try:
+            kube.apply(obj, dry_run=True)
+            checked += 1
+        except ApiError as exc:
+            failures.append(f"{obj['kind']}/{meta['name']}: {exc.message}")
+    if failures:
+        more = f" (+{len(failures) - 3} more)" if len(failures) > 3 else ""
+        return Check("dry-run", False, "; ".join(failures[:3]) + more)
+    note = f", {skipped} custom resource(s) whose CRD the stack installs skipped" if skipped else ""
+    return Check("dry-run", True, f"{checked} object(s) of the plan accepted by the API server{note}")
+
+
+def _crd_known(group: str, kind: str, crds_present: set[str]) -> bool:
+    return any(name.endswith(f".{group}") and name.split(".")[0].startswith(kind.lower()) for name in crds_present)
+
+
+def preflight(settings: Settings, kube: Kube, plan: list[dict[str, Any]] | None) -> list[Check]:
+    """Every check, in order; the API check stops the rest when the server does not answer."""
+
+    try:
+        version = kube.request("GET", "/version")
+    except (ApiError, OSError) as exc:
+        return [Check("api", False, f"{kube.server} does not answer: {exc}")]
+    results = [Check("api", True, f"{kube.server} (Kubernetes {version.get('gitVersion', '?')})")]
+    needs = needs_of(settings)
+    nodes = kube.items("v1", "Node")
+    pods = kube.items("v1", "Pod")
+    results.append(checks.gpu_nodes(nodes))
+    results.append(checks.selector_and_taints(nodes, needs))
+    results += checks.model_shapes_fit(nodes, pods, needs)
+    results.append(checks.storage(kube.items("storage.k8s.io/v1", "StorageClass"), needs))
+    results.append(checks.ingress(kube.items("networking.k8s.io/v1", "IngressClass"), needs))
+    present = {c["metadata"]["name"] for c in kube.items("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
+    results.append(checks.crds(present, needs))
+    if plan is not None:
+        namespaces = {n["metadata"]["name"] for n in kube.items("v1", "Namespace")}
+        results.append(dry_run(kube, plan, namespaces, present))
+    return results
+
+
+def load_plan(project_dir: Path, stack: str) -> list[dict[str, Any]]:
+    import yaml
+
+    from tritonft.synth.run import synthesize
+
+    with tempfile.TemporaryDirectory(prefix="tritonft-preflight-") as tmp:
+        synthesize(stack, out=Path(tmp) / "plan", project_dir=project_dir)
+        docs: list[dict[str, Any]] = []
+        for path in sorted((Path(tmp) / "plan" / "manifests").rglob("*.yaml")):
+            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    order = {"Namespace": 0, "CustomResourceDefinition": 1}
+    return sorted(docs, key=lambda d: order.get(d["kind"], 2))
+
+
+def run(args: argparse.Namespace) -> int:
+    from components.settings.stack_file import settings_from_stack_file
+    from tritonft.kube import from_kubeconfig
+    from tritonft.synth.stackfile import find_project_root
+
+    root = args.project_dir or find_project_root(Path.cwd())
+    settings = settings_from_stack_file(root, args.stack)
+    k8s = settings.cluster.kubernetes
+    kubeconfig = args.kubeconfig or (k8s.kubeconfig if k8s else None)
+    context = args.context or (k8s.context if k8s else None)
+    kube = from_kubeconfig(kubeconfig, context)
+    plan = None if args.no_dry_run else load_plan(root, args.stack)
+    results = preflight(settings, kube, plan)
+    for result in results:
+        print(result.line())
+    return 0 if all(r.ok for r in results) else 1
