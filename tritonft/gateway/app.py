@@ -82,7 +82,9 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
     async def answer(req: EnsembleRequest, deadline: float) -> list[list[str]]:
         started = time.monotonic()
         try:
-            return list(await asyncio.gather(*(client().generate(req, p, deadline) for p in req.prompts)))
+            return list(
+                await asyncio.gather(*(client().generate(req, p, deadline, config.deadline_s) for p in req.prompts))
+            )
         finally:
             metrics.triton_latency.labels(req.model.name).observe(time.monotonic() - started)
 

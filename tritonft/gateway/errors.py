@@ -42,7 +42,7 @@ def from_triton(status: str, message: str, deadline_s: float) -> ApiError:
         )
     if status == "UNAVAILABLE":
         return ApiError(503, f"the inference server is unreachable: {message}", "server_error", None, "triton_down")
-    if status == "INVALID_ARGUMENT" and "max_input_len" in message:
+    if "max_input_len" in message:
         return ApiError(400, message, "invalid_request_error", "prompt", "context_length_exceeded")
     if status == "INVALID_ARGUMENT":
         return ApiError(400, f"the model rejected the request: {message}", "invalid_request_error", None, None)

@@ -5,8 +5,8 @@ Sampling: ``temperature: 0`` is greedy (``runtime_top_k=1``); otherwise FT sampl
 (``beam_width=n``, the n best beams are the n choices). ``stop`` phrases go to the ensemble's ``stop_words``.
 
 Chat template (GPT families): each message becomes ``"<Role>: <content>\\n"`` (``System``, ``User``,
-``Assistant``), followed by ``"Assistant:"``; the completion is the assistant's reply, cut at the next
-``"\\nUser:"`` (added as a stop phrase).
+``Assistant``), followed by ``"Assistant:"``; the completion is the assistant's reply, cut where the model
+starts the next ``"User:"`` turn (added as a stop phrase).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from tritonft.gateway.errors import ApiError, bad_parameter
 
 DEFAULT_MAX_TOKENS = 16
 CHAT_ROLES = {"system": "System", "user": "User", "assistant": "Assistant"}
-CHAT_STOP = "\nUser:"
+CHAT_STOP = "User:"
 
 
 @dataclass(frozen=True)

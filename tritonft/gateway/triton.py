@@ -69,14 +69,14 @@ class Triton:
             return False
         return True
 
-    async def generate(self, request: EnsembleRequest, prompt: str, deadline: float) -> list[str]:
-        """The answer (one string per beam) to ``prompt``; ``deadline`` is a ``time.monotonic()`` instant."""
-        remaining = deadline - time.monotonic()
-        total = max(remaining, 0.001)
+    async def generate(self, request: EnsembleRequest, prompt: str, deadline: float, deadline_s: float) -> list[str]:
+        """The answer (one string per beam) to ``prompt``; ``deadline`` is the ``time.monotonic()`` instant the
+        request's ``deadline_s`` ends at."""
+        remaining = max(deadline - time.monotonic(), 0.001)
         try:
-            result = await self._client.infer(request.model.name, _inputs(request, prompt), client_timeout=total)
+            result = await self._client.infer(request.model.name, _inputs(request, prompt), client_timeout=remaining)
         except Exception as exc:
-            raise _error(exc, total) from exc
+            raise _error(exc, deadline_s) from exc
         return _texts(result)
 
     async def stream(self, request: EnsembleRequest, prompt: str, deadline_s: float) -> AsyncIterator[str]:
