@@ -7,6 +7,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import openai
@@ -21,19 +22,25 @@ from tritonft.standin import set_behaviour
 pytestmark = pytest.mark.slow
 
 
+@contextmanager
 def _started(gateway: GatewayProcess, request: pytest.FixtureRequest) -> Iterator[GatewayProcess]:
     gateway.start()
-    yield gateway
-    gateway.stop()
-    if request.session.testsfailed:
-        print(f"--- gateway log ({gateway.log_path}) ---\n{gateway.log_text()[-20000:]}")
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+        if request.session.testsfailed:
+            print(f"--- gateway log ({gateway.log_path}) ---\n{gateway.log_text()[-20000:]}")
 
 
 @pytest.fixture(scope="module")
 def gateway(
     matrix_triton: LocalTriton, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[GatewayProcess]:
-    yield from _started(GatewayProcess(matrix_triton.grpc_url, MATRIX, tmp_path_factory.mktemp("gateway")), request)
+    with _started(
+        GatewayProcess(matrix_triton.grpc_url, MATRIX, tmp_path_factory.mktemp("gateway")), request
+    ) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +157,7 @@ def test_a_deadline_that_expires_is_a_504_and_the_gateway_keeps_serving(
 ) -> None:
     ft = matrix_repository / RepoNames.of(next(s for s in MATRIX if s.name == "gptj-tp2")).ft
     slow = GatewayProcess(matrix_triton.grpc_url, MATRIX, tmp_path, extra=["--deadline", "1"])
-    for running in _started(slow, request):
+    with _started(slow, request) as running:
         peer = openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0, timeout=30)
         set_behaviour(ft, sleep_s=3)
         try:
@@ -165,7 +172,7 @@ def test_a_deadline_that_expires_is_a_504_and_the_gateway_keeps_serving(
 
 def test_triton_down_is_a_503_and_not_ready(tmp_path: Path, request: pytest.FixtureRequest) -> None:
     nowhere = GatewayProcess(f"127.0.0.1:{free_port()}", MATRIX, tmp_path)
-    for running in _started(nowhere, request):
+    with _started(nowhere, request) as running:
         peer = openai.OpenAI(base_url=f"{running.url}/v1", api_key="unused", max_retries=0, timeout=30)
         with pytest.raises(openai.APIStatusError) as caught:
             peer.completions.create(model="gpt2-tp1", prompt="hello")
