@@ -16,7 +16,7 @@ TEXT_OUTPUT = "text_output"
 _NUMPY = {"UINT32": np.uint32, "UINT64": np.uint64, "FP32": np.float32, "BYTES": np.object_}
 
 
-def _inputs(request: EnsembleRequest, prompt: str) -> list[Any]:
+def ensemble_inputs(request: EnsembleRequest, prompt: str) -> list[Any]:
     import tritonclient.grpc as grpcclient
 
     tensors = []
@@ -74,7 +74,8 @@ class Triton:
         request's ``deadline_s`` ends at."""
         remaining = max(deadline - time.monotonic(), 0.001)
         try:
-            result = await self._client.infer(request.model.name, _inputs(request, prompt), client_timeout=remaining)
+            inputs = ensemble_inputs(request, prompt)
+            result = await self._client.infer(request.model.name, inputs, client_timeout=remaining)
         except Exception as exc:
             raise _error(exc, deadline_s) from exc
         return _texts(result)
@@ -86,7 +87,7 @@ class Triton:
         is sent, which ends the iteration."""
 
         async def one() -> AsyncIterator[dict[str, Any]]:
-            yield {"model_name": request.model.name, "inputs": _inputs(request, prompt)}
+            yield {"model_name": request.model.name, "inputs": ensemble_inputs(request, prompt)}
 
         try:
             async for result, error in self._client.stream_infer(one(), stream_timeout=deadline_s):
