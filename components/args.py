@@ -21,6 +21,7 @@ from components.ingress import IngressArgs
 from components.platform_aws import AwsPlatformArgs
 from components.probe import IntegrationProbeArgs
 from components.service import Autoscaler, TritonService, TritonServiceArgs
+from components.settings import kube
 from components.settings.capacity import gpu_pool, model_shapes
 from components.settings.gpus import GIB
 from components.settings.load import AWS_EFS_STORAGE_CLASS
@@ -168,11 +169,7 @@ def model_conversion_args(
 
 def quantity_value(quantity: str) -> float:
     """A Kubernetes quantity as a number: ``500m`` -> 0.5, ``2`` -> 2.0, ``1k`` -> 1000.0."""
-    factors = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "Ki": 1024.0, "Mi": 1024.0**2, "Gi": 1024.0**3}
-    for suffix in sorted(factors, key=len, reverse=True):
-        if quantity.endswith(suffix):
-            return float(quantity[: -len(suffix)]) * factors[suffix]
-    return float(quantity)
+    return float(kube.quantity_value(quantity))
 
 
 def autoscaler_kind(settings: Settings) -> Autoscaler:

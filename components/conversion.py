@@ -151,7 +151,11 @@ class ModelConversion(pulumi.ComponentResource):
                     "activeDeadlineSeconds": sizing.active_deadline_seconds,
                     "ttlSecondsAfterFinished": args.ttl_seconds_after_finished,
                     "template": {
-                        "metadata": {"labels": {**meta_labels, **pod_selector}},
+                        "metadata": {
+                            "labels": {**meta_labels, **pod_selector},
+                            # cluster-autoscaler must not drain a CPU node under a running conversion.
+                            "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+                        },
                         "spec": conversion_pod_spec(model, self.paths, pod, sizing),
                     },
                 }

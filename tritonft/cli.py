@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "re-check a converted <N>-gpu directory against its manifest (--generate: and what it generates)",
     ),
     "download": ("tritonft.download", "download the files conversion and tokenization need from the Hugging Face Hub"),
+    "gateway": ("tritonft.gateway.command", "serve an OpenAI-compatible HTTP API (/v1/completions) in front of Triton"),
 }
 
 

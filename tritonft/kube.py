@@ -86,7 +86,12 @@ class Kube:
             except ValueError:
                 message = text
             raise ApiError(exc.code, message) from None
-        return json.loads(raw) if raw else None
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:  # /readyz, /healthz answer plain text
+            return raw.decode(errors="replace")
 
     def healthy(self) -> bool:
         try:

@@ -9,19 +9,228 @@ JSON. ``parse_value`` turns one raw string into a typed value or a problem messa
 
 from __future__ import annotations
 
+import difflib
+import ipaddress
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from components.settings.gpus import GPU_MODELS
+from components.settings import kube
+from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
 from components.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 
 KnobType = Literal["string", "integer", "boolean", "array", "object", "quantity"]
 Scope = Literal["any", "kubernetes", "aws"]
 
 _UNIT_SUFFIX = re.compile(r"^\s*\d+(\.\d+)?\s*([A-Za-z]+)\s*$")
-_QUANTITY = re.compile(r"^(\d+(\.\d+)?)(m|k|M|G|Ki|Mi|Gi)?$")
+_GIT_SHA = re.compile(r"^[0-9a-f]{40}$")
+_HEX = re.compile(r"^[0-9a-fA-F]{4,39}$")
+_BRANCHES = frozenset({"main", "master", "HEAD", "dev", "develop"})
+_HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
+_DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9._:/-]*(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
+_REGISTRY = re.compile(r"^[a-zA-Z0-9.-]+(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
+_AWS_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$")
+_AWS_ID = {"vpc-id": "vpc", "subnet-id": "subnet"}
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+_K8S_VERSION = re.compile(r"^1\.\d{2}$")
+_TRITON_RELEASE = re.compile(r"^\d{2}\.\d{2}$")
+_CUDA_ARCH = re.compile(r"^[5-9][0-9]$")
+_URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d+)?(/\S*)?$")
+TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+MIN_VPC_PREFIX, MAX_VPC_PREFIX = 16, 21
+"""The VPC is cut into 8 blocks for node and pod IPs: /21 is the smallest that leaves room."""
+
+Check = Callable[[Any], list[tuple[str, str]]]
+"""A format check: the parsed value -> [(sub-path such as `[1]` or '', problem)]."""
+
+
+@dataclass(frozen=True)
+class Format:
+    """A value grammar beyond the type (Kubernetes/DNS names, shas, CIDRs ...)."""
+
+    doc: str
+    check: Check
+    bad: Any
+    """A value of the right type that breaks the grammar (drives the generated bad-config test)."""
+    good: Any
+    """A value that follows it (an example for docs and tests)."""
+
+
+def _strings(check: Callable[[str], list[str]]) -> Check:
+    """Apply a string check to a value, or to each item of a list of strings."""
+
+    def run(value: Any) -> list[tuple[str, str]]:
+        if isinstance(value, list):
+            return [(f"[{i}]", f"{item!r} {p}") for i, item in enumerate(value) for p in check(item)]
+        return [("", f"{value!r} {p}") for p in check(value)]
+
+    return run
+
+
+def _git_sha(value: str) -> list[str]:
+    if _GIT_SHA.match(value):
+        return []
+    if value in _BRANCHES:
+        return ["is a branch, so the weights could change under the same key; pin the full 40-hex commit sha"]
+    if _HEX.match(value):
+        return [
+            f"is an abbreviated or mixed-case sha ({len(value)} hex digits): the Hub does not resolve it as a pinned "
+            "commit; write the full 40 lower-case hex digits (the commit's page or `git rev-parse` shows it)"
+        ]
+    return ["is not a full git commit sha: write the 40 lower-case hex digits of the commit (never a branch or tag)"]
+
+
+def _regex(pattern: re.Pattern[str], what: str) -> Callable[[str], list[str]]:
+    return lambda value: [] if pattern.match(value) else [f"is not {what}"]
+
+
+def _hf_repo(value: str) -> list[str]:
+    if _HF_REPO.match(value) and len(value) <= 96 and "--" not in value and ".." not in value:
+        return []
+    return ["is not a Hugging Face repository id like `t5-small` or `org/name`"]
+
+
+def _vpc_cidr(value: str) -> list[str]:
+    try:
+        network = ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        return [f"is not an IPv4 CIDR block ({exc}); e.g. 10.0.0.0/16"]
+    if not MIN_VPC_PREFIX <= network.prefixlen <= MAX_VPC_PREFIX:
+        return [
+            f"must be a /{MIN_VPC_PREFIX} to /{MAX_VPC_PREFIX} block (room for node and pod IPs), "
+            f"got /{network.prefixlen}"
+        ]
+    return []
+
+
+def _aws_id(kind: str) -> Callable[[str], list[str]]:
+    pattern = re.compile(rf"^{kind}-[0-9a-f]{{8}}([0-9a-f]{{9}})?$")
+    return _regex(pattern, f"an AWS {kind} id like `{kind}-0123456789abcdef0`")
+
+
+def _positive_quantity(value: str) -> list[str]:
+    problems = kube.quantity(value)
+    if not problems and kube.quantity_value(value) <= 0:
+        problems.append("must be greater than 0")
+    return problems
+
+
+def _label_map(value: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for key, val in value.items():
+        problems += [("", f"label key {key!r} {p}") for p in kube.qualified_name(str(key))]
+        if not isinstance(val, str):
+            problems.append(
+                ("", f"label {key!r}: the value must be a string (quote numbers and booleans), got {val!r}")
+            )
+        else:
+            problems += [("", f"label {key!r}: value {val!r} {p}") for p in kube.label_value(val)]
+    return problems
+
+
+def _tolerations(value: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for i, tol in enumerate(value):
+        at = f"[{i}]"
+        unknown = sorted(set(tol) - set(TOLERATION_FIELDS))
+        if unknown:
+            problems.append((at, f"unknown field(s) {unknown}; a toleration has {', '.join(TOLERATION_FIELDS)}"))
+        operator = tol.get("operator", "Equal")
+        if operator not in ("Exists", "Equal"):
+            problems.append((at, f"operator {operator!r} must be Exists or Equal"))
+        key, val = tol.get("key", ""), tol.get("value", "")
+        if not isinstance(key, str) or not isinstance(val, str):
+            problems.append((at, "key and value must be strings"))
+            continue
+        if key:
+            problems += [(at, f"key {key!r} {p}") for p in kube.qualified_name(key)]
+        elif operator != "Exists":
+            problems.append((at, "needs a `key` unless operator is Exists (which then tolerates every taint)"))
+        if operator == "Exists" and val:
+            problems.append((at, "value must be empty when operator is Exists"))
+        problems += [(at, f"value {val!r} {p}") for p in kube.label_value(val)]
+        effect = tol.get("effect", "")
+        if effect and effect not in TAINT_EFFECTS:
+            problems.append((at, f"effect {effect!r} must be one of {', '.join(TAINT_EFFECTS)} (or omitted)"))
+    return problems
+
+
+FORMATS: dict[str, Format] = {
+    "dns-label": Format("RFC 1123 label (Kubernetes name)", _strings(kube.dns1123_label), "Bad_Name", "my-name"),
+    "dns-subdomain": Format(
+        "RFC 1123 subdomain (Kubernetes name)", _strings(kube.dns1123_subdomain), "Bad_Name", "my-name.example"
+    ),
+    "ingress-host": Format(
+        "DNS name (Ingress host)", _strings(kube.ingress_host), "triton_example", "triton.example.com"
+    ),
+    "label-map": Format(
+        "label keys (qualified names) -> label values", _label_map, {"bad key!": "x"}, {"example.com/pool": "gpu"}
+    ),
+    "tolerations": Format(
+        "Kubernetes tolerations",
+        _tolerations,
+        [{"key": "a", "operator": "Maybe"}],
+        [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+    ),
+    "quantity": Format("Kubernetes quantity > 0", _strings(_positive_quantity), "0.5x", "1500m"),
+    "git-sha": Format(
+        "full 40-hex commit sha", _strings(_git_sha), "df1b051", "df1b051c49625cf57a3d0d8d3863ed4d13564fe4"
+    ),
+    "hf-repo": Format("Hugging Face repo id", _strings(_hf_repo), "org/name/extra", "org/name"),
+    "digest-ref": Format(
+        "image pinned by digest",
+        _strings(_regex(_DIGEST_REF, "pinned by digest; use `repo@sha256:<64 hex>` (tags can move under you)")),
+        "nvcr.io/acme/triton:latest",
+        "registry.example.com/triton@sha256:" + "0" * 64,
+    ),
+    "registry": Format(
+        "image registry",
+        _strings(_regex(_REGISTRY, "an image registry like `registry.example.com:5000/team` (lower-case path)")),
+        "registry.example.com/Team Images",
+        "registry.example.com:5000/team",
+    ),
+    "aws-region": Format(
+        "AWS region", _strings(_regex(_AWS_REGION, "an AWS region like `us-west-2`")), "Oregon", "eu-west-1"
+    ),
+    "vpc-id": Format("AWS VPC id", _strings(_aws_id("vpc")), "my-vpc", "vpc-0123456789abcdef0"),
+    "subnet-id": Format(
+        "AWS subnet ids",
+        _strings(_aws_id("subnet")),
+        ["subnet-1"],
+        ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    ),
+    "instance-type": Format(
+        "EC2 instance type",
+        _strings(_regex(_INSTANCE_TYPE, "an EC2 instance type like `m6i.2xlarge`")),
+        "m6i-large",
+        "m6i.large",
+    ),
+    "vpc-cidr": Format("IPv4 CIDR /16 to /21", _strings(_vpc_cidr), "10.0.0.0/24", "10.1.0.0/16"),
+    "k8s-version": Format(
+        "Kubernetes minor version",
+        _strings(_regex(_K8S_VERSION, "a Kubernetes version like `1.33`")),
+        "v1.33.1",
+        "1.32",
+    ),
+    "triton-release": Format(
+        "Triton release",
+        _strings(_regex(_TRITON_RELEASE, "a Triton container release like `23.04`")),
+        "latest",
+        "23.04",
+    ),
+    "cuda-arch": Format(
+        "SM versions", _strings(_regex(_CUDA_ARCH, "an SM version like '80' or '90'")), ["8.6"], ["80", "86"]
+    ),
+    "url": Format(
+        "http(s) URL",
+        _strings(_regex(_URL, "an http(s) URL like `https://auth.example.com/oauth2/auth`")),
+        "auth.example.com",
+        "https://auth.example.com/oauth2/auth",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -36,6 +245,9 @@ class Knob:
     default_doc: str = ""
     """How the default is chosen when it depends on other keys (shown in the README)."""
     choices: tuple[str, ...] = ()
+    """Allowed values (for integers: their decimal text); for arrays: allowed entries."""
+    choices_doc: str = ""
+    """Shown in the README instead of a long list of choices."""
     scope: Scope = "any"
     secret: bool = False
     minimum: int | None = None
@@ -45,6 +257,9 @@ class Knob:
     items: Literal["string", "object", "integer"] = "string"
     """Element type of an ``array`` knob."""
     required: bool = False
+    format: str = ""
+    """Name of a :data:`FORMATS` grammar the value must also follow."""
+    max_length: int | None = None
 
     @property
     def pulumi_type(self) -> str | None:
@@ -65,53 +280,95 @@ class Knob:
         return json.dumps(self.default)
 
 
-def parse_value(knob: Knob, raw: Any) -> tuple[Any, str | None]:
-    """One raw config value -> (typed value, None) or (None, problem without the key path)."""
+def parse_value(knob: Knob, raw: Any) -> tuple[Any, list[tuple[str, str]]]:
+    """One raw config value -> (typed value, []) or (None, [(sub-path, problem without the key path)]).
+
+    Scalars may arrive as strings (``pulumi config set`` writes every scalar as one): ``"1"`` is an integer,
+    ``"false"`` a boolean, where the knob wants one.
+    """
+    value, problem = _parse_type(knob, raw)
+    if problem is not None:
+        return None, [("", problem)]
+    if knob.max_length is not None and isinstance(value, str) and len(value) > knob.max_length:
+        return None, [("", f"must be at most {knob.max_length} characters, got {len(value)}")]
+    if knob.format:
+        problems = FORMATS[knob.format].check(value)
+        if problems:
+            return None, problems
+    return value, []
+
+
+def _parse_type(knob: Knob, raw: Any) -> tuple[Any, str | None]:
     if knob.type in ("array", "object") and isinstance(raw, str):
         try:
             raw = json.loads(raw)
         except json.JSONDecodeError:
             want = "a list" if knob.type == "array" else "a mapping"
             return None, f"must be {want} (YAML list/mapping in the stack file), got {raw!r}"
-    if knob.type == "string":
-        if not isinstance(raw, str) or raw == "":
-            return None, f"must be a non-empty string, got {raw!r}"
-        if knob.choices and raw not in knob.choices:
-            return None, f"must be one of {', '.join(knob.choices)}; got {raw!r}"
-        return raw, None
-    if knob.type == "quantity":
-        text = str(raw)
-        if not _QUANTITY.match(text):
-            return None, f"must be a Kubernetes quantity such as '500m' or '2', got {raw!r}"
-        return text, None
+    if knob.type in ("string", "quantity"):
+        return _parse_string(knob, raw)
     if knob.type == "boolean":
         text = str(raw).strip().lower()
-        if text in ("true", "false"):
+        if not isinstance(raw, (list, dict)) and text in ("true", "false"):
             return text == "true", None
         return None, f"must be true or false, got {raw!r}"
     if knob.type == "integer":
         return _parse_int(knob, raw)
     if knob.type == "array":
-        if not isinstance(raw, list):
-            return None, f"must be a list, got {raw!r}"
-        if knob.items == "string" and not all(isinstance(x, str) for x in raw):
-            return None, f"must be a list of strings, got {raw!r}"
-        if knob.items == "object" and not all(isinstance(x, dict) for x in raw):
-            return None, f"must be a list of mappings, got {raw!r}"
-        if knob.items == "integer" and not all(isinstance(x, int) and not isinstance(x, bool) for x in raw):
-            return None, f"must be a list of integers, got {raw!r}"
-        if knob.choices:
-            bad = [x for x in raw if x not in knob.choices]
-            if bad:
-                return None, f"has unknown entries {bad}; allowed: {', '.join(knob.choices)}"
-        return list(raw), None
+        return _parse_array(knob, raw)
     if not isinstance(raw, dict):
         return None, f"must be a mapping, got {raw!r}"
     return dict(raw), None
 
 
+def _parse_string(knob: Knob, raw: Any) -> tuple[Any, str | None]:
+    if isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        raw = str(raw)
+    if not isinstance(raw, str) or raw == "" or _is_json_list(raw):
+        shown = "a list" if isinstance(raw, list) or _is_json_list(raw) else repr(raw)
+        return None, f"must be a non-empty string, got {shown}"
+    if knob.choices and raw not in knob.choices:
+        return None, _choice_problem(knob, raw)
+    return raw, None
+
+
+def _is_json_list(text: Any) -> bool:
+    if not isinstance(text, str) or not text.startswith("["):
+        return False
+    try:
+        return isinstance(json.loads(text), list)
+    except json.JSONDecodeError:
+        return False
+
+
+def _choice_problem(knob: Knob, raw: Any) -> str:
+    if len(knob.choices) <= 12:
+        return f"must be one of {', '.join(knob.choices)}; got {raw!r}"
+    close = difflib.get_close_matches(str(raw), knob.choices, n=3, cutoff=0.6)
+    hint = (
+        f"did you mean {', '.join(close)}?" if close else f"use one of: {knob.choices_doc or ', '.join(knob.choices)}"
+    )
+    return f"{raw!r} is not a known value; {hint}"
+
+
+def _parse_array(knob: Knob, raw: Any) -> tuple[Any, str | None]:
+    if not isinstance(raw, list):
+        return None, f"must be a list, got {raw!r}"
+    if knob.items == "string" and not all(isinstance(x, str) for x in raw):
+        return None, f"must be a list of strings, got {raw!r}"
+    if knob.items == "object" and not all(isinstance(x, dict) for x in raw):
+        return None, f"must be a list of mappings, got {raw!r}"
+    if knob.items == "integer" and not all(isinstance(x, int) and not isinstance(x, bool) for x in raw):
+        return None, f"must be a list of integers, got {raw!r}"
+    if knob.choices:
+        bad = [x for x in raw if x not in knob.choices]
+        if bad:
+            return None, f"has unknown entries {bad}; allowed: {', '.join(knob.choices)}"
+    return list(raw), None
+
+
 def _parse_int(knob: Knob, raw: Any) -> tuple[Any, str | None]:
-    if isinstance(raw, bool):
+    if isinstance(raw, (bool, list, dict, float)):
         return None, f"must be an integer, got {raw!r}"
     text = str(raw).strip()
     try:
@@ -126,6 +383,8 @@ def _parse_int(knob: Knob, raw: Any) -> tuple[Any, str | None]:
         return None, f"must be >= {knob.minimum}, got {value}"
     if knob.maximum is not None and value > knob.maximum:
         return None, f"must be <= {knob.maximum}, got {value}"
+    if knob.choices and str(value) not in knob.choices:
+        return None, f"must be one of {', '.join(knob.choices)}; got {value}"
     return value, None
 
 
@@ -152,7 +411,13 @@ STACK_KNOBS: tuple[Knob, ...] = (
         default="dev",
         choices=ENVIRONMENTS,
     ),
-    Knob("namespace", "string", "Kubernetes namespace for every workload of the stack.", default="triton"),
+    Knob(
+        "namespace",
+        "string",
+        "Kubernetes namespace for every workload of the stack.",
+        default="triton",
+        format="dns-label",
+    ),
     # -- existing cluster
     Knob(
         "kubeconfig",
@@ -191,6 +456,7 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Node selector that lands pods on GPU nodes (label -> value).",
         default_doc="`{}` (on aws the platform labels and selects its own GPU nodes)",
         scope="kubernetes",
+        format="label-map",
     ),
     Knob(
         "gpuTolerations",
@@ -199,6 +465,7 @@ STACK_KNOBS: tuple[Knob, ...] = (
         items="object",
         default_doc="`nvidia.com/gpu` Exists NoSchedule",
         scope="kubernetes",
+        format="tolerations",
     ),
     Knob(
         "cpuNodeSelector",
@@ -206,14 +473,22 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Node selector for CPU work (conversion Jobs); never GPU nodes.",
         default_doc="`{}` (on aws: the system node group)",
         scope="kubernetes",
+        format="label-map",
     ),
     Knob(
         "storageClass",
         "string",
         "ReadWriteMany storage class of the model store.",
         default_doc="the cluster default on kubernetes; the EFS class this stack creates on aws",
+        format="dns-subdomain",
     ),
-    Knob("ingressClass", "string", "IngressClass of the HTTP and gRPC ingresses.", default="nginx"),
+    Knob(
+        "ingressClass",
+        "string",
+        "IngressClass of the HTTP and gRPC ingresses.",
+        default="nginx",
+        format="dns-subdomain",
+    ),
     Knob(
         "existingAddons",
         "array",
@@ -223,25 +498,39 @@ STACK_KNOBS: tuple[Knob, ...] = (
         scope="kubernetes",
     ),
     # -- AWS
-    Knob("awsRegion", "string", "AWS region of the EKS cluster.", scope="aws", required=True),
-    Knob("kubernetesVersion", "string", "EKS Kubernetes version.", default="1.33", scope="aws"),
+    Knob("awsRegion", "string", "AWS region of the EKS cluster.", scope="aws", required=True, format="aws-region"),
+    Knob("kubernetesVersion", "string", "EKS Kubernetes version.", default="1.33", scope="aws", format="k8s-version"),
     Knob(
         "vpcCidr",
         "string",
         "CIDR of the VPC this stack creates (ignored with `subnetIds`).",
         default="10.0.0.0/16",
         scope="aws",
+        format="vpc-cidr",
     ),
-    Knob("vpcId", "string", "Existing VPC id (with `subnetIds`).", scope="aws", default_doc="a new VPC"),
+    Knob(
+        "vpcId",
+        "string",
+        "Existing VPC id (with `subnetIds`).",
+        scope="aws",
+        default_doc="a new VPC",
+        format="vpc-id",
+    ),
     Knob(
         "publicSubnetIds",
         "array",
         "Existing public subnets for internet-facing load balancers (with `vpcId`).",
         default=[],
         scope="aws",
+        format="subnet-id",
     ),
     Knob(
-        "subnetIds", "array", "Existing private subnet ids to use instead of creating a VPC.", default=[], scope="aws"
+        "subnetIds",
+        "array",
+        "Existing private subnet ids to use instead of creating a VPC.",
+        default=[],
+        scope="aws",
+        format="subnet-id",
     ),
     Knob(
         "gpuInstanceType",
@@ -249,6 +538,8 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "EC2 instance type of the GPU node group (must be a known GPU type).",
         scope="aws",
         required=True,
+        choices=tuple(AWS_GPU_INSTANCES),
+        choices_doc="a g4dn, g5, g6, g6e, p3, p3dn, p4d, p4de, p5, p5e or p5en type",
     ),
     Knob(
         "gpuNodesMin",
@@ -257,6 +548,7 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "replicasMin must fit them, or the first `up` waits for scale-up (a warning).",
         default=0,
         minimum=0,
+        maximum=1000,
         scope="aws",
     ),
     Knob(
@@ -266,15 +558,17 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "must fit them. Equal to gpuNodesMin: a fixed-size GPU group.",
         default=2,
         minimum=1,
+        maximum=1000,
         scope="aws",
     ),
-    Knob("gpuNodesDesired", "integer", "Initial GPU nodes.", default=1, minimum=0, scope="aws"),
+    Knob("gpuNodesDesired", "integer", "Initial GPU nodes.", default=1, minimum=0, maximum=1000, scope="aws"),
     Knob(
         "gpuNodeDiskGiB",
         "integer",
         "Root disk of each GPU node.",
         unit="GiB",
         minimum=50,
+        maximum=16384,
         scope="aws",
         default_doc="sized from the images and the largest model",
     ),
@@ -300,9 +594,10 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Instance type of the CPU system node group (controllers, conversion Jobs).",
         default="m6i.2xlarge",
         scope="aws",
+        format="instance-type",
     ),
-    Knob("systemNodesMin", "integer", "Minimum system nodes.", default=1, minimum=1, scope="aws"),
-    Knob("systemNodesMax", "integer", "Maximum system nodes.", default=3, minimum=1, scope="aws"),
+    Knob("systemNodesMin", "integer", "Minimum system nodes.", default=1, minimum=1, maximum=450, scope="aws"),
+    Knob("systemNodesMax", "integer", "Maximum system nodes.", default=3, minimum=1, maximum=450, scope="aws"),
     Knob(
         "addons",
         "array",
@@ -317,12 +612,14 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "string",
         "Prebuilt Triton+FT server image, pinned by digest (`repo@sha256:...`); skips the build.",
         default_doc="built by this stack",
+        format="digest-ref",
     ),
     Knob(
         "toolsImage",
         "string",
         "Prebuilt tools image (`tritonft` CLI), pinned by digest; skips the build.",
         default_doc="built by this stack",
+        format="digest-ref",
     ),
     Knob(
         "imageRegistry",
@@ -330,20 +627,35 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Registry to push built images to on `kubernetes` (on `aws`: an ECR repository of this stack).",
         scope="kubernetes",
         default_doc="required unless both images are prebuilt",
+        format="registry",
     ),
-    Knob("tritonVersion", "string", "Triton container release the server image builds on.", default=TRITON_VERSION),
+    Knob(
+        "tritonVersion",
+        "string",
+        "Triton container release the server image builds on.",
+        default=TRITON_VERSION,
+        format="triton-release",
+    ),
     Knob(
         "ftBackendCommit",
         "string",
         "fastertransformer_backend commit built into the server image.",
         default=FT_BACKEND_COMMIT,
+        format="git-sha",
     ),
-    Knob("ftCommit", "string", "FasterTransformer commit the backend is built against.", default=FT_COMMIT),
+    Knob(
+        "ftCommit",
+        "string",
+        "FasterTransformer commit the backend is built against.",
+        default=FT_COMMIT,
+        format="git-sha",
+    ),
     Knob(
         "cudaArchs",
         "array",
         "CUDA SM architectures compiled into FasterTransformer.",
         default=list(DEFAULT_CUDA_ARCHS),
+        format="cuda-arch",
     ),
     # -- storage
     Knob(
@@ -352,6 +664,7 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Size of the model store.",
         unit="GiB",
         minimum=1,
+        maximum=65536,
         default_doc="converted bytes of all models x (1 + headroom), rounded up",
     ),
     Knob(
@@ -372,14 +685,15 @@ STACK_KNOBS: tuple[Knob, ...] = (
     # -- models
     Knob("models", "array", "The models to serve (see *Model entries*).", items="object", required=True),
     # -- serving
-    Knob("replicasMin", "integer", "Minimum Triton replicas.", default=1, minimum=0),
-    Knob("replicasMax", "integer", "Maximum Triton replicas.", default=1, minimum=1),
+    Knob("replicasMin", "integer", "Minimum Triton replicas.", default=1, minimum=0, maximum=1000),
+    Knob("replicasMax", "integer", "Maximum Triton replicas.", default=1, minimum=1, maximum=1000),
     Knob(
         "ingressHost",
         "string",
         "Base DNS name of the endpoints: each model is served at `<model>.<ingressHost>` (HTTP under `/v2`, "
         "gRPC on the same host).",
         default_doc="`<stack>.triton.local`",
+        format="ingress-host",
     ),
     Knob("ingressTls", "boolean", "Serve the ingresses over TLS.", default_doc="false in `local`, else true"),
     Knob(
@@ -387,12 +701,14 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "string",
         "cert-manager ClusterIssuer that signs the ingress certificate.",
         default_doc="unset: use `tlsSecretName`",
+        format="dns-subdomain",
     ),
     Knob(
         "tlsSecretName",
         "string",
         "Existing TLS Secret for the ingresses (when no issuer).",
         default_doc="`<namespace>-triton-tls`",
+        format="dns-subdomain",
     ),
     Knob(
         "ingressAuth",
@@ -406,15 +722,19 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "string",
         "Existing Secret (key `auth`, htpasswd lines) for basic auth, instead of `ingressHtpasswd`.",
         default_doc="created from `ingressHtpasswd`",
+        format="dns-subdomain",
     ),
-    Knob("oidcAuthUrl", "string", "OIDC auth URL (oauth2-proxy `/oauth2/auth`) when `ingressAuth: oidc`."),
-    Knob("oidcSigninUrl", "string", "OIDC sign-in URL when `ingressAuth: oidc`."),
+    Knob(
+        "oidcAuthUrl", "string", "OIDC auth URL (oauth2-proxy `/oauth2/auth`) when `ingressAuth: oidc`.", format="url"
+    ),
+    Knob("oidcSigninUrl", "string", "OIDC sign-in URL when `ingressAuth: oidc`.", format="url"),
     Knob("autoscaling", "boolean", "Scale replicas on Triton's queue-time / compute-time ratio.", default=True),
     Knob(
         "autoscaleTargetRatio",
         "quantity",
         "Target average queue:compute ratio per pod (Kubernetes quantity).",
         default="500m",
+        format="quantity",
     ),
     Knob(
         "scaleDownStabilizationSeconds",
@@ -438,6 +758,7 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Weight load bandwidth from the store assumed by the startup budget.",
         default=100,
         minimum=1,
+        maximum=100000,
         unit="MiB/s",
     ),
     # -- probe
@@ -457,7 +778,15 @@ STACK_KNOBS: tuple[Knob, ...] = (
     ),
     Knob("probeProtocol", "string", "Protocol the probe uses.", default="grpc", choices=("http", "grpc")),
     Knob("probeRequests", "integer", "Requests the probe times for p50/p95.", default=20, minimum=1, maximum=10000),
-    Knob("probeTimeoutSeconds", "integer", "Overall probe deadline.", default=900, minimum=10, unit="seconds"),
+    Knob(
+        "probeTimeoutSeconds",
+        "integer",
+        "Overall probe deadline.",
+        default=900,
+        minimum=10,
+        maximum=86400,
+        unit="seconds",
+    ),
     Knob(
         "probeBleuThreshold", "integer", "Minimum BLEU of T5 translation samples.", default=15, minimum=0, maximum=100
     ),
@@ -473,9 +802,22 @@ STACK_KNOBS: tuple[Knob, ...] = (
 )
 
 MODEL_KNOBS: tuple[Knob, ...] = (
-    Knob("name", "string", "Model name in Triton and Kubernetes (DNS-1123 label).", required=True),
-    Knob("hfRepo", "string", "Hugging Face repository id.", required=True),
-    Knob("revision", "string", "Pinned commit sha or tag of the repository (never a branch).", required=True),
+    Knob(
+        "name",
+        "string",
+        "Model name in Triton and Kubernetes (RFC 1123 label, at most 40 characters: it prefixes object names).",
+        required=True,
+        format="dns-label",
+        max_length=40,
+    ),
+    Knob("hfRepo", "string", "Hugging Face repository id.", required=True, format="hf-repo"),
+    Knob(
+        "revision",
+        "string",
+        "Pinned commit of the repository: the full 40-hex sha (never a branch, tag or abbreviated sha).",
+        required=True,
+        format="git-sha",
+    ),
     Knob("family", "string", "Model family.", choices=FAMILIES, default_doc="from the catalog of known repos"),
     Knob(
         "architecture",
@@ -486,13 +828,27 @@ MODEL_KNOBS: tuple[Knob, ...] = (
     ),
     Knob("weightDtype", "string", "Element type of the converted weight files.", default="fp16", choices=WEIGHT_DTYPES),
     Knob("dataType", "string", "Runtime compute type on the GPU.", default="fp16", choices=DATA_TYPES),
-    Knob("tensorParallel", "integer", "GPUs one replica's tensors are split over (1, 2, 4 or 8).", default=1),
+    Knob(
+        "tensorParallel",
+        "integer",
+        "GPUs one replica's tensors are split over.",
+        default=1,
+        choices=("1", "2", "4", "8"),
+    ),
     Knob("pipelineParallel", "integer", "Pipeline stages.", default=1, minimum=1, maximum=8),
     Knob("maxBatchSize", "integer", "Triton max_batch_size.", default=8, minimum=1, maximum=1024),
-    Knob("maxQueueDelayUs", "integer", "Dynamic batching queue delay.", default=1000, minimum=0, unit="microseconds"),
+    Knob(
+        "maxQueueDelayUs",
+        "integer",
+        "Dynamic batching queue delay.",
+        default=1000,
+        minimum=0,
+        maximum=10_000_000,
+        unit="microseconds",
+    ),
     Knob("preferredBatchSizes", "array", "Dynamic batching preferred sizes.", default=[], items="integer"),
-    Knob("maxInputLen", "integer", "Longest prompt in tokens.", default=512, minimum=1),
-    Knob("maxOutputLen", "integer", "Longest generation in tokens.", default=128, minimum=1),
+    Knob("maxInputLen", "integer", "Longest prompt in tokens.", default=512, minimum=1, maximum=32768),
+    Knob("maxOutputLen", "integer", "Longest generation in tokens.", default=128, minimum=1, maximum=32768),
     Knob("streaming", "boolean", "Decoupled (streaming) mode.", default=False),
     Knob("int8Mode", "integer", "Weight-only int8 (GPT-2 only).", default=0, minimum=0, maximum=1),
     Knob("instances", "integer", "Triton model instances per replica.", default=1, minimum=1, maximum=8),
@@ -511,3 +867,24 @@ ARCHITECTURE_FIELDS = {
     "tiedEmbeddings": "tied_embeddings",
 }
 ARCHITECTURE_REQUIRED = ("dModel", "numHeads", "numLayers", "dFf", "vocabSize")
+
+_PATH = re.compile(r"^(?P<key>\w+)(\[\d+\])?(\.(?P<sub>\w+)(\[\d+\])?(\.(?P<field>\w+))?)?$")
+
+
+def schema_path(path: str) -> bool:
+    """Whether ``path`` (as a message names it) is a stack key, an item of one, or a model-entry key path.
+
+    ``vpcCidr``, ``subnetIds[1]``, ``models[2].maxInputLen``, ``models[0].architecture.dModel`` are; internal names
+    such as ``network.vpcCidr`` are not.
+    """
+    match = _PATH.match(path)
+    if match is None:
+        return False
+    key, sub, fieldname = match.group("key", "sub", "field")
+    if key not in {k.key for k in STACK_KNOBS}:
+        return False
+    if sub is None:
+        return fieldname is None
+    if key != "models" or sub not in {k.key for k in MODEL_KNOBS}:
+        return False
+    return fieldname is None or (sub == "architecture" and fieldname in ARCHITECTURE_FIELDS)

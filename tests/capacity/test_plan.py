@@ -47,11 +47,24 @@ def test_an_existing_cluster_has_no_node_count_to_check_so_it_loads_without_warn
 
 
 @pytest.fixture(scope="module")
-def prod_deployments(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+def prod_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("prod")
     synthesize("prod", out=out, project_dir=REPO)
-    docs = [yaml.safe_load(p.read_text()) for p in (out / "manifests").rglob("deployment-*.yaml")]
+    return out / "manifests"
+
+
+@pytest.fixture(scope="module")
+def prod_deployments(prod_plan: Path) -> dict[str, dict[str, Any]]:
+    docs = [yaml.safe_load(p.read_text()) for p in prod_plan.rglob("deployment-*.yaml")]
     return {d["metadata"]["labels"]["app.kubernetes.io/instance"]: d for d in docs if d["kind"] == "Deployment"}
+
+
+def test_the_node_autoscaler_never_drains_a_node_under_a_running_conversion(prod_plan: Path) -> None:
+    jobs = [yaml.safe_load(p.read_text()) for p in prod_plan.rglob("job-*.yaml")]
+    assert len(jobs) == 2
+    for job in jobs:
+        annotations = job["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
 
 
 def _by_model(deployments: dict[str, dict[str, Any]], model: str) -> dict[str, Any]:

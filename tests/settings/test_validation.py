@@ -14,6 +14,7 @@ from tritonft.errors import UserError
 from tritonft.spec import DataType, Family, parameter_count
 
 T5_SMALL = {"name": "t5-small", "hfRepo": "google-t5/t5-small", "revision": "df1b051c49625cf57a3d0d8d3863ed4d13564fe4"}
+GPT2 = {"name": "gpt2", "hfRepo": "openai-community/gpt2", "revision": "607a30d783dfa663caf39e06633721c8d4cfcd7e"}
 GPTJ = {"name": "gpt-j-6b", "hfRepo": "EleutherAI/gpt-j-6b", "revision": "47e169305d2e8376be1d31e765533382721b2cc1"}
 
 
@@ -34,7 +35,8 @@ def aws_stack(**overrides: Any) -> dict[str, Any]:
         "environment": "dev",
         "awsRegion": "us-west-2",
         "gpuInstanceType": "g5.12xlarge",
-        "ingressAuth": "none",
+        "ingressAuth": "basic",
+        "basicAuthSecretName": "triton-basic-auth",
         "models": [dict(T5_SMALL)],
     }
     return base | overrides
@@ -42,7 +44,7 @@ def aws_stack(**overrides: Any) -> dict[str, Any]:
 
 def as_cli(values: dict[str, Any]) -> dict[str, str]:
     """Values as the Pulumi CLI hands them to a program: strings, with objects and lists as JSON."""
-    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+    return {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items() if v is not None}
 
 
 def problems_of(values: dict[str, Any], secret_keys: tuple[str, ...] = ()) -> list[str]:
@@ -74,17 +76,17 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "not a quantity",
         kubernetes_stack(autoscaleTargetRatio="half"),
-        "autoscaleTargetRatio: must be a Kubernetes quantity",
+        "autoscaleTargetRatio: 'half' is not a Kubernetes quantity",
     ),
     (
         "tensor parallel 3",
         kubernetes_stack(models=[model(tensorParallel=3)]),
-        "models[0].tensorParallel: 3 is not one of 1, 2, 4, 8",
+        "models[0].tensorParallel: must be one of 1, 2, 4, 8; got 3",
     ),
     (
         "tensor parallel does not divide heads",
-        aws_stack(gpuInstanceType="g5.48xlarge", models=[model(tensorParallel=16)]),
-        "models[0].tensorParallel: 16 is not one of",
+        aws_stack(gpuInstanceType="g5.48xlarge", models=[dict(GPT2, tensorParallel=8)]),
+        "models[0].tensorParallel: 8 does not divide numHeads=12 (use 1, 2, 4)",
     ),
     (
         "tensor parallel larger than the node's GPUs",
@@ -94,7 +96,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "GPUs per node not divisible by TP x PP",
         kubernetes_stack(gpusPerNode=6, models=[model(tensorParallel=4)]),
-        "models[0].tensorParallel: existing has 6 GPUs per node, which TP x PP = 4 does not divide",
+        "models[0].tensorParallel: TP x PP = 4 does not divide the 6 GPUs of each GPU node (gpusPerNode)",
     ),
     (
         "min replicas above max",
@@ -104,12 +106,12 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "unknown GPU instance type",
         aws_stack(gpuInstanceType="g5.3xlarge"),
-        "gpuInstanceType: 'g5.3xlarge' is not a GPU instance type we know",
+        "gpuInstanceType: 'g5.3xlarge' is not a known value; did you mean g5.xlarge",
     ),
     (
         "CPU instance as GPU type",
         aws_stack(gpuInstanceType="m6i.large"),
-        "gpuInstanceType: 'm6i.large' is not a GPU instance type",
+        "gpuInstanceType: 'm6i.large' is not a known value",
     ),
     ("unknown GPU model", kubernetes_stack(gpuType="RTX9090"), "gpuType: must be one of"),
     (
@@ -125,12 +127,12 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "model name not a Kubernetes name",
         kubernetes_stack(models=[model(name="T5_Small")]),
-        "models[0].name: 'T5_Small' is not a valid Kubernetes name",
+        "models[0].name: 'T5_Small' is not a valid RFC 1123 label",
     ),
     (
         "namespace not a Kubernetes name",
         kubernetes_stack(namespace="Triton"),
-        "namespace: 'Triton' is not a valid Kubernetes name",
+        "namespace: 'Triton' is not a valid RFC 1123 label",
     ),
     ("branch as revision", kubernetes_stack(models=[model(revision="main")]), "models[0].revision: 'main' is a branch"),
     (
@@ -156,7 +158,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     (
         "preferred batch above max",
         kubernetes_stack(models=[model(maxBatchSize=8, preferredBatchSizes=[4, 16])]),
-        "models[0].preferredBatchSizes: must be integers between 1 and maxBatchSize=8",
+        "models[0].preferredBatchSizes: [16] must lie between 1 and maxBatchSize=8",
     ),
     (
         "key of the other platform",
@@ -184,7 +186,11 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         kubernetes_stack(gpuType="H100", cudaArchs=["80", "86"]),
         "cudaArchs: the H100 GPUs need sm_90",
     ),
-    ("basic auth without credentials", aws_stack(ingressAuth="basic"), "ingressAuth: basic needs credentials"),
+    (
+        "basic auth without credentials",
+        aws_stack(ingressAuth="basic", basicAuthSecretName=None),
+        "ingressAuth: basic needs credentials",
+    ),
     ("scale to zero without KEDA", kubernetes_stack(scaleToZero=True, replicasMin=0), "scaleToZero: needs KEDA"),
     (
         "monitoring without Prometheus operator",
@@ -261,7 +267,7 @@ def test_prod_protects_storage_by_default() -> None:
 
 
 def test_custom_architecture_is_accepted_with_a_family() -> None:
-    arch = {"dModel": 256, "numHeads": 4, "numLayers": 2, "dFf": 1024, "vocabSize": 1000}
+    arch = {"dModel": 256, "numHeads": 4, "numLayers": 2, "dFf": 1024, "vocabSize": 1000, "maxPositions": 1024}
     settings = load_settings(
         as_cli(kubernetes_stack(models=[model(hfRepo="acme/tiny-gpt", family="gpt2", architecture=arch)])),
         project="triton-ft",
@@ -289,3 +295,55 @@ def test_the_generation_check_is_on_by_default_and_a_stack_can_turn_it_off() -> 
     off = load_settings(as_cli(kubernetes_stack(verifyGeneration=False)), project="triton-ft", stack="local")
     assert default.probe.verify_generation is True
     assert off.probe.verify_generation is False
+
+
+def test_an_unknown_gpu_instance_type_gives_no_follow_on_problem() -> None:
+    values = aws_stack(gpuInstanceType="g5.3xlarge", addons=["cert-manager"], tlsIssuer="letsencrypt-prod")
+    assert problems_of(values) == [
+        "gpuInstanceType: 'g5.3xlarge' is not a known value; did you mean g5.xlarge, g5.8xlarge, g5.4xlarge?"
+    ]
+
+
+def test_a_missing_platform_stops_the_platform_bound_checks() -> None:
+    values = {k: v for k, v in aws_stack().items() if k != "platform"}
+    problems = problems_of(values)
+    assert problems == [
+        "platform: is required: Where the cluster comes from: an existing cluster (`kubernetes`) or EKS built by "
+        "this stack (`aws`)."
+    ]
+
+
+def test_a_bad_model_repo_stops_the_checks_that_need_its_architecture() -> None:
+    problems = problems_of(kubernetes_stack(gpusPerNode=8, models=[model(hfRepo="not a repo", tensorParallel=8)]))
+    assert problems == [
+        "models[0].hfRepo: 'not a repo' is not a Hugging Face repository id like `t5-small` or `org/name`"
+    ]
+
+
+def test_a_vpc_cidr_problem_names_the_key_as_written() -> None:
+    problems = problems_of(aws_stack(vpcCidr="10.0.0.0/33"))
+    assert len(problems) == 1 and problems[0].startswith("vpcCidr: '10.0.0.0/33' is not an IPv4 CIDR block")
+
+
+def test_independent_problems_are_all_listed_at_once() -> None:
+    values = aws_stack(
+        namespace="Triton",
+        gpuNodesMin=3,
+        gpuNodesMax=2,
+        ingressHost="triton_dev",
+        models=[model(revision="df1b051"), dict(GPT2, maxInputLen=2000)],
+    )
+    assert sorted(p.split(":")[0] for p in problems_of(values)) == [
+        "gpuNodesMin",
+        "ingressHost",
+        "models[0].revision",
+        "models[1].maxInputLen",
+        "namespace",
+    ]
+
+
+@pytest.mark.parametrize("revision", ["df1b051", "DF1B051C49625CF57A3D0D8D3863ED4D13564FE4", "v1.0", "main"])
+def test_revision_must_be_a_full_lower_case_sha(revision: str) -> None:
+    (problem,) = problems_of(kubernetes_stack(models=[model(revision=revision)]))
+    assert problem.startswith(f"models[0].revision: {revision!r} ")
+    assert "40" in problem

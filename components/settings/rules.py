@@ -1,0 +1,705 @@
+"""Every cross-field rule of a stack's configuration, in one table.
+
+A rule binds some keys (as written in the stack file), states itself in one sentence (shown in the README next to
+those keys) and checks typed facts that the per-key validation has already produced. The loader runs a rule only
+when every key it binds is valid, and a key a rule refuses is not checked again by later rules: one root problem
+gives one message, not a cascade of follow-on ones. Model rules run once per entry of ``models``; their keys are
+model-entry keys and their messages are prefixed ``models[i].``.
+
+To add a rule: write its check below with ``@stack_rule``/``@model_rule`` (or add a tuple of rules from a module
+of its own to :data:`STACK_RULES`/:data:`MODEL_RULES`), and give it a case in ``tests/settings/test_rules.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.settings import kube
+from components.settings.capacity import capacity_verdict
+from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION, GpuNodeType
+from components.settings.model import Settings
+from tritonft.spec import Architecture, DataType, Family, parameter_count
+
+Problem = tuple[str, str]
+"""(key path as written in the stack file, message)."""
+
+GPU_KEYS = ("gpuType", "gpusPerNode", "gpuInstanceType")
+"""The stack keys that say which GPU node a model lands on."""
+ADDON_KEYS = ("addons", "existingAddons")
+AUTH_KEYS = ("ingressAuth", "environment")
+"""``ingressAuth`` defaults from ``environment``: a rule reading the effective auth binds both."""
+TLS_KEYS = ("ingressTls", "environment")
+GPT_FAMILIES = (Family.GPT2, Family.GPTJ)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """One entry of ``models`` after per-key validation: typed values (defaults applied, None where invalid)."""
+
+    index: int
+    values: Mapping[str, Any]
+    present: frozenset[str]
+    catalog: tuple[Family, Architecture] | None
+    """The catalog's (family, architecture) of ``hfRepo``, when it is a known repository."""
+    architecture: Architecture | None
+    """The stated ``architecture`` block when valid, else the catalog's; None when neither."""
+
+    def get(self, key: str, fallback: Any = None) -> Any:
+        value = self.values.get(key)
+        return fallback if value is None else value
+
+    @property
+    def family(self) -> Family | None:
+        stated = self.values.get("family")
+        if stated is not None:
+            return Family(stated)
+        return self.catalog[0] if self.catalog else None
+
+
+@dataclass(frozen=True)
+class StackFacts:
+    """The whole stack after per-key validation."""
+
+    stack: str
+    values: Mapping[str, Any]
+    present: frozenset[str]
+    secret_keys: frozenset[str]
+    platform: str | None
+    """``kubernetes`` or ``aws``; None when missing or invalid (platform-bound rules then do not run)."""
+    node: GpuNodeType | None
+    """The GPU node shape; None when the keys that name it are missing or invalid."""
+    models: tuple[ModelFacts, ...]
+
+    def get(self, key: str, fallback: Any = None) -> Any:
+        value = self.values.get(key)
+        return fallback if value is None else value
+
+    @property
+    def addons(self) -> frozenset[str]:
+        """Add-ons this stack installs or the existing cluster already runs."""
+        return frozenset(self.get("addons", [])) | frozenset(self.get("existingAddons", []))
+
+    @property
+    def environment(self) -> str:
+        return str(self.get("environment", "dev"))
+
+    @property
+    def tls(self) -> bool:
+        tls = self.values.get("ingressTls")
+        return self.environment != "local" if tls is None else bool(tls)
+
+    @property
+    def auth(self) -> str:
+        return str(self.get("ingressAuth") or ("none" if self.environment == "local" else "basic"))
+
+    @property
+    def scale_to_zero(self) -> bool:
+        return bool(self.get("scaleToZero", False))
+
+    @property
+    def monitoring(self) -> bool:
+        stated = self.values.get("monitoring")
+        return "kube-prometheus-stack" in self.addons if stated is None else bool(stated)
+
+    @property
+    def ingress_host(self) -> str:
+        return str(self.get("ingressHost") or f"{self.stack}.triton.local")
+
+
+@dataclass(frozen=True)
+class StackRule:
+    """A rule over stack keys."""
+
+    id: str
+    keys: tuple[str, ...]
+    doc: str
+    check: Callable[[StackFacts], Iterable[Problem]]
+
+
+@dataclass(frozen=True)
+class ModelRule:
+    """A rule over one model entry (``keys``), possibly with stack keys it reads (``stack_keys``)."""
+
+    id: str
+    keys: tuple[str, ...]
+    doc: str
+    check: Callable[[StackFacts, ModelFacts], Iterable[Problem]]
+    stack_keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlanRule:
+    """A rule over the whole validated plan; runs only when every key and every other rule passed."""
+
+    id: str
+    keys: tuple[str, ...]
+    doc: str
+    check: Callable[[Settings], tuple[Sequence[str], Sequence[str]]]
+    """Settings -> (problems, warnings), each ``<key as written>: <message>``."""
+
+
+_STACK: list[StackRule] = []
+_MODEL: list[ModelRule] = []
+
+
+def stack_rule(
+    rule_id: str, keys: tuple[str, ...], doc: str
+) -> Callable[[Callable[[StackFacts], Iterable[Problem]]], Callable[[StackFacts], Iterable[Problem]]]:
+    def register(check: Callable[[StackFacts], Iterable[Problem]]) -> Callable[[StackFacts], Iterable[Problem]]:
+        _STACK.append(StackRule(rule_id, keys, doc, check))
+        return check
+
+    return register
+
+
+ModelCheck = Callable[[StackFacts, ModelFacts], Iterable[Problem]]
+
+
+def model_rule(
+    rule_id: str, keys: tuple[str, ...], doc: str, stack_keys: tuple[str, ...] = ()
+) -> Callable[[ModelCheck], ModelCheck]:
+    def register(check: ModelCheck) -> ModelCheck:
+        _MODEL.append(ModelRule(rule_id, keys, doc, check, stack_keys))
+        return check
+
+    return register
+
+
+# -- node groups and network (aws) -------------------------------------------------------------------------------
+
+
+@stack_rule(
+    "gpu-nodes-range",
+    ("gpuNodesMin", "gpuNodesDesired", "gpuNodesMax"),
+    "`gpuNodesMin` <= `gpuNodesDesired` <= `gpuNodesMax`.",
+)
+def _gpu_nodes_range(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws":
+        return
+    lo, want, hi = f.get("gpuNodesMin", 0), f.get("gpuNodesDesired", 1), f.get("gpuNodesMax", 2)
+    if lo > hi:
+        yield "gpuNodesMin", f"{lo} is larger than gpuNodesMax={hi}; lower the minimum or raise the maximum"
+    elif not lo <= want <= hi:
+        yield "gpuNodesDesired", f"{want} must lie within gpuNodesMin..gpuNodesMax = {lo}..{hi}"
+
+
+@stack_rule("system-nodes-range", ("systemNodesMin", "systemNodesMax"), "`systemNodesMin` <= `systemNodesMax`.")
+def _system_nodes_range(f: StackFacts) -> Iterable[Problem]:
+    lo, hi = f.get("systemNodesMin", 1), f.get("systemNodesMax", 3)
+    if f.platform == "aws" and lo > hi:
+        yield "systemNodesMin", f"{lo} is larger than systemNodesMax={hi}; lower the minimum or raise the maximum"
+
+
+@stack_rule(
+    "existing-vpc-needs-subnets",
+    ("vpcId", "subnetIds"),
+    "An existing VPC takes both `vpcId` and its private `subnetIds`.",
+)
+def _existing_vpc(f: StackFacts) -> Iterable[Problem]:
+    subnets, vpc_id = f.get("subnetIds", []), f.get("vpcId")
+    if vpc_id and not subnets:
+        yield "subnetIds", "an existing VPC (vpcId) needs its private subnet ids (one per zone, at least 2)"
+    elif subnets and not vpc_id:
+        yield "vpcId", "subnetIds name subnets of an existing VPC: give its vpcId too"
+
+
+@stack_rule("subnets-in-two-zones", ("subnetIds",), "`subnetIds` lists at least 2 subnets (EKS needs 2 zones).")
+def _two_zones(f: StackFacts) -> Iterable[Problem]:
+    subnets = f.get("subnetIds", [])
+    if len(subnets) == 1:
+        yield "subnetIds", "EKS needs private subnets in at least 2 availability zones; list one per zone"
+
+
+@stack_rule(
+    "public-subnets-need-vpc",
+    ("publicSubnetIds", "vpcId"),
+    "`publicSubnetIds` only with an existing VPC (`vpcId`).",
+)
+def _public_subnets(f: StackFacts) -> Iterable[Problem]:
+    if f.get("publicSubnetIds", []) and not f.get("vpcId"):
+        yield "publicSubnetIds", "only used with an existing VPC: set vpcId and subnetIds, or remove publicSubnetIds"
+
+
+# -- add-ons -----------------------------------------------------------------------------------------------------
+
+
+@stack_rule(
+    "prometheus-adapter-needs-prometheus",
+    ("addons",),
+    "`addons`: `prometheus-adapter` comes with `kube-prometheus-stack` (it reads that Prometheus).",
+)
+def _adapter_needs_prometheus(f: StackFacts) -> Iterable[Problem]:
+    addons = set(f.get("addons", []))
+    if "prometheus-adapter" in addons and "kube-prometheus-stack" not in addons:
+        yield "addons", "prometheus-adapter reads the Prometheus of kube-prometheus-stack; add it too"
+
+
+# -- images ------------------------------------------------------------------------------------------------------
+
+
+@stack_rule(
+    "build-needs-registry",
+    ("imageRegistry", "serverImage", "toolsImage"),
+    "On `kubernetes`, `imageRegistry` is required unless both `serverImage` and `toolsImage` are prebuilt.",
+)
+def _build_needs_registry(f: StackFacts) -> Iterable[Problem]:
+    prebuilt = f.get("serverImage") and f.get("toolsImage")
+    if f.platform == "kubernetes" and not prebuilt and not f.get("imageRegistry"):
+        yield (
+            "imageRegistry",
+            "required on platform kubernetes unless both serverImage and toolsImage are prebuilt "
+            "(the built images must be pushed somewhere the cluster can pull from)",
+        )
+
+
+@stack_rule(
+    "cuda-archs-cover-gpu",
+    ("cudaArchs", *GPU_KEYS),
+    "`cudaArchs` includes the SM version of the GPU (`gpuType` / `gpuInstanceType`).",
+)
+def _cuda_archs(f: StackFacts) -> Iterable[Problem]:
+    if f.node is None:
+        return
+    needed = str(f.node.gpu.compute_capability)
+    if needed not in f.get("cudaArchs", []):
+        yield "cudaArchs", f"the {f.node.gpu.name} GPUs need sm_{needed}; add {needed!r} to cudaArchs"
+
+
+# -- replicas and autoscaling ------------------------------------------------------------------------------------
+
+
+@stack_rule("replicas-range", ("replicasMin", "replicasMax"), "`replicasMin` <= `replicasMax`.")
+def _replicas_range(f: StackFacts) -> Iterable[Problem]:
+    lo, hi = f.get("replicasMin", 1), f.get("replicasMax", 1)
+    if lo > hi:
+        yield "replicasMin", f"{lo} is larger than replicasMax={hi}; lower the minimum or raise the maximum"
+
+
+@stack_rule(
+    "zero-replicas-need-scale-to-zero",
+    ("replicasMin", "scaleToZero"),
+    "`replicasMin: 0` needs `scaleToZero: true` (an HPA cannot scale to zero).",
+)
+def _zero_replicas(f: StackFacts) -> Iterable[Problem]:
+    if f.get("replicasMin", 1) == 0 and not f.scale_to_zero:
+        yield "replicasMin", "0 needs scaleToZero: true (an HPA cannot scale to zero)"
+
+
+@stack_rule(
+    "scale-to-zero-needs-keda",
+    ("scaleToZero", *ADDON_KEYS),
+    "`scaleToZero` needs the `keda` add-on (in `addons` or `existingAddons`).",
+)
+def _scale_to_zero_keda(f: StackFacts) -> Iterable[Problem]:
+    if f.scale_to_zero and "keda" not in f.addons:
+        yield "scaleToZero", "needs KEDA; add `keda` to `addons` (or `existingAddons`) or turn it off"
+
+
+@stack_rule(
+    "scale-to-zero-needs-monitoring",
+    ("scaleToZero", "monitoring", *ADDON_KEYS),
+    "`scaleToZero` needs `monitoring` (KEDA wakes and scales on the ratio the PrometheusRule records).",
+)
+def _scale_to_zero_monitoring(f: StackFacts) -> Iterable[Problem]:
+    if f.scale_to_zero and not f.monitoring:
+        yield (
+            "scaleToZero",
+            "KEDA scales on the queue:compute ratio the PrometheusRule records; needs monitoring "
+            "(kube-prometheus-stack in `addons` or `existingAddons`), or turn scaleToZero off",
+        )
+
+
+@stack_rule(
+    "monitoring-needs-prometheus-operator",
+    ("monitoring", *ADDON_KEYS),
+    "`monitoring: true` needs `kube-prometheus-stack` (the Prometheus operator CRDs).",
+)
+def _monitoring(f: StackFacts) -> Iterable[Problem]:
+    if f.values.get("monitoring") and "kube-prometheus-stack" not in f.addons:
+        yield (
+            "monitoring",
+            "needs the Prometheus operator CRDs; add `kube-prometheus-stack` to `addons` (or `existingAddons`) "
+            "or set monitoring: false",
+        )
+
+
+@stack_rule(
+    "autoscaling-needs-prometheus-adapter",
+    ("autoscaling", "replicasMin", "replicasMax", *ADDON_KEYS),
+    "`autoscaling` between `replicasMin` < `replicasMax` (HPA) needs the `prometheus-adapter` add-on.",
+)
+def _autoscaling_adapter(f: StackFacts) -> Iterable[Problem]:
+    if _hpa(f) and "prometheus-adapter" not in f.addons:
+        yield (
+            "autoscaling",
+            "the HPA reads Triton's queue:compute ratio through prometheus-adapter; add `prometheus-adapter` to "
+            "`addons` (or `existingAddons`), or set autoscaling: false",
+        )
+
+
+@stack_rule(
+    "autoscaling-needs-monitoring",
+    ("autoscaling", "replicasMin", "replicasMax", "monitoring", *ADDON_KEYS),
+    "`autoscaling` between `replicasMin` < `replicasMax` (HPA) needs `monitoring` (the recorded ratio).",
+)
+def _autoscaling_monitoring(f: StackFacts) -> Iterable[Problem]:
+    if _hpa(f) and not f.monitoring:
+        yield (
+            "autoscaling",
+            "the HPA scales on the queue:compute ratio the PrometheusRule records; needs monitoring "
+            "(kube-prometheus-stack), or set autoscaling: false",
+        )
+
+
+def _hpa(f: StackFacts) -> bool:
+    return (
+        bool(f.get("autoscaling", True)) and not f.scale_to_zero and f.get("replicasMax", 1) > f.get("replicasMin", 1)
+    )
+
+
+# -- ingress: TLS and authentication -----------------------------------------------------------------------------
+
+
+@stack_rule(
+    "tls-issuer-needs-cert-manager",
+    ("tlsIssuer", *ADDON_KEYS),
+    "`tlsIssuer` needs the `cert-manager` add-on (in `addons` or `existingAddons`).",
+)
+def _issuer_cert_manager(f: StackFacts) -> Iterable[Problem]:
+    if f.get("tlsIssuer") and "cert-manager" not in f.addons:
+        yield (
+            "tlsIssuer",
+            "needs cert-manager; add `cert-manager` to `addons` (or `existingAddons`) or use tlsSecretName",
+        )
+
+
+@stack_rule(
+    "one-tls-source",
+    ("tlsIssuer", "tlsSecretName"),
+    "`tlsIssuer` or `tlsSecretName`, not both (the issuer writes its own secret).",
+)
+def _one_tls_source(f: StackFacts) -> Iterable[Problem]:
+    if f.get("tlsIssuer") and f.get("tlsSecretName"):
+        yield "tlsSecretName", "give tlsIssuer (cert-manager signs) or tlsSecretName (an existing Secret), not both"
+
+
+@stack_rule(
+    "tls-source-needs-tls",
+    ("tlsIssuer", "tlsSecretName", *TLS_KEYS),
+    "`tlsIssuer` / `tlsSecretName` only with TLS on (`ingressTls`, default on outside `local`).",
+)
+def _tls_source_needs_tls(f: StackFacts) -> Iterable[Problem]:
+    if not f.tls:
+        for key in ("tlsIssuer", "tlsSecretName"):
+            if f.get(key):
+                yield key, "has no effect with ingressTls: false; remove it or set ingressTls: true"
+
+
+@stack_rule(
+    "tls-needs-auth",
+    (*TLS_KEYS, "ingressAuth"),
+    "A TLS (public) endpoint needs `ingressAuth` `basic` or `oidc`.",
+)
+def _tls_needs_auth(f: StackFacts) -> Iterable[Problem]:
+    if f.tls and f.auth == "none":
+        yield (
+            "ingressAuth",
+            "none leaves the public TLS endpoint open; use basic or oidc (TLS is on outside `local` unless "
+            "ingressTls: false)",
+        )
+
+
+@stack_rule(
+    "oidc-needs-urls",
+    (*AUTH_KEYS, "oidcAuthUrl", "oidcSigninUrl"),
+    "`ingressAuth: oidc` needs both `oidcAuthUrl` and `oidcSigninUrl`.",
+)
+def _oidc_urls(f: StackFacts) -> Iterable[Problem]:
+    if f.auth == "oidc" and not (f.get("oidcAuthUrl") and f.get("oidcSigninUrl")):
+        yield "ingressAuth", "oidc needs both oidcAuthUrl and oidcSigninUrl"
+
+
+@stack_rule(
+    "oidc-urls-need-oidc",
+    ("oidcAuthUrl", "oidcSigninUrl", *AUTH_KEYS),
+    "`oidcAuthUrl` / `oidcSigninUrl` only with `ingressAuth: oidc`.",
+)
+def _oidc_urls_unused(f: StackFacts) -> Iterable[Problem]:
+    if f.auth != "oidc":
+        for key in ("oidcAuthUrl", "oidcSigninUrl"):
+            if f.get(key):
+                yield key, f"has no effect with ingressAuth {f.auth}; remove it or set ingressAuth: oidc"
+
+
+@stack_rule(
+    "basic-auth-needs-credentials",
+    (*AUTH_KEYS, "ingressHtpasswd", "basicAuthSecretName"),
+    "`ingressAuth: basic` (default outside `local`) needs the secret `ingressHtpasswd` or `basicAuthSecretName`.",
+)
+def _basic_credentials(f: StackFacts) -> Iterable[Problem]:
+    if f.auth == "basic" and not f.get("basicAuthSecretName") and "ingressHtpasswd" not in f.present:
+        yield (
+            "ingressAuth",
+            'basic needs credentials: set the secret `pulumi config set --secret ingressHtpasswd "$(htpasswd -nb '
+            'USER PASS)"` or basicAuthSecretName (an existing Secret), or use ingressAuth oidc/none',
+        )
+
+
+@stack_rule(
+    "one-basic-auth-source",
+    ("ingressHtpasswd", "basicAuthSecretName"),
+    "`ingressHtpasswd` or `basicAuthSecretName`, not both.",
+)
+def _one_basic_source(f: StackFacts) -> Iterable[Problem]:
+    if f.get("basicAuthSecretName") and "ingressHtpasswd" in f.present:
+        yield "basicAuthSecretName", "give basicAuthSecretName (an existing Secret) or ingressHtpasswd, not both"
+
+
+# -- models as a whole -------------------------------------------------------------------------------------------
+
+
+@stack_rule("model-names-unique", ("models",), "Each entry of `models` has its own `name`.")
+def _unique_names(f: StackFacts) -> Iterable[Problem]:
+    seen: dict[str, int] = {}
+    for m in f.models:
+        name = m.values.get("name")
+        if not isinstance(name, str):
+            continue
+        if name in seen:
+            yield f"models[{m.index}].name", f"{name!r} is already used by models[{seen[name]}]; names must be unique"
+        seen.setdefault(name, m.index)
+
+
+@stack_rule(
+    "model-hosts-are-dns-names",
+    ("ingressHost", "models"),
+    "Each model's host `<name>.<ingressHost>` is a valid DNS name (at most 253 characters).",
+)
+def _model_hosts(f: StackFacts) -> Iterable[Problem]:
+    for m in f.models:
+        name = m.values.get("name")
+        if isinstance(name, str):
+            host = f"{name}.{f.ingress_host}"
+            for problem in kube.dns1123_subdomain(host):
+                yield "ingressHost", f"the host of models[{m.index}], {host[:40]!r}..., {problem}; shorten ingressHost"
+
+
+STACK_RULES: tuple[StackRule, ...] = tuple(_STACK)
+
+
+# -- one model entry ---------------------------------------------------------------------------------------------
+
+
+@model_rule(
+    "family-matches-catalog",
+    ("family", "hfRepo"),
+    "`family` of a catalog repository (`hfRepo`) must match the catalog (or be left out).",
+)
+def _family_matches(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    stated = m.values.get("family")
+    if m.catalog and stated and Family(stated) is not m.catalog[0]:
+        yield "family", f"{stated!r} contradicts the catalog ({m.get('hfRepo')} is {m.catalog[0]}); drop `family`"
+
+
+@model_rule(
+    "unknown-repo-needs-architecture",
+    ("hfRepo", "architecture"),
+    "An `hfRepo` outside the catalog needs an `architecture` block (and `family`).",
+)
+def _needs_architecture(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    if m.catalog is None and "architecture" not in m.present and m.values.get("hfRepo"):
+        yield (
+            "architecture",
+            f"{m.get('hfRepo')!r} is not in the catalog of known models; add `family` and an `architecture` block "
+            "(dModel, numHeads, numLayers, dFf, vocabSize)",
+        )
+
+
+@model_rule(
+    "architecture-needs-family",
+    ("architecture", "family", "hfRepo"),
+    "A custom `architecture` of a repository outside the catalog needs `family`.",
+)
+def _architecture_family(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    if "architecture" in m.present and m.family is None:
+        yield "family", "required with a custom `architecture` (one of t5, gpt2, gptj)"
+
+
+@model_rule(
+    "heads-divide-width",
+    ("architecture",),
+    "`architecture.numHeads` divides `architecture.dModel` (unless `dKv` gives the head size).",
+)
+def _heads_divide_width(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    arch = m.architecture
+    if arch is not None and not arch.d_kv and arch.d_model % arch.num_heads:
+        yield "architecture.numHeads", f"{arch.num_heads} does not divide dModel={arch.d_model}; give dKv or fix"
+
+
+@model_rule(
+    "tp-divides-heads",
+    ("tensorParallel", "architecture", "hfRepo"),
+    "`tensorParallel` divides the number of attention heads.",
+)
+def _tp_heads(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    arch, tp = m.architecture, m.get("tensorParallel", 1)
+    if arch is not None and arch.num_heads % tp:
+        options = ", ".join(str(n) for n in (1, 2, 4, 8) if arch.num_heads % n == 0)
+        yield "tensorParallel", f"{tp} does not divide numHeads={arch.num_heads} (use {options})"
+
+
+@model_rule(
+    "tp-divides-ffn",
+    ("tensorParallel", "architecture", "hfRepo"),
+    "`tensorParallel` divides the FFN size (`dFf`).",
+)
+def _tp_ffn(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    arch, tp = m.architecture, m.get("tensorParallel", 1)
+    if arch is not None and arch.d_ff % tp:
+        yield "tensorParallel", f"{tp} does not divide the FFN size dFf={arch.d_ff}"
+
+
+@model_rule(
+    "pp-divides-layers",
+    ("pipelineParallel", "architecture", "hfRepo"),
+    "`pipelineParallel` divides the number of layers (each stage holds the same number).",
+)
+def _pp_layers(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    arch, pp = m.architecture, m.get("pipelineParallel", 1)
+    if arch is not None and arch.num_layers % pp:
+        yield "pipelineParallel", f"{pp} does not divide numLayers={arch.num_layers}"
+
+
+@model_rule(
+    "parallelism-fits-node",
+    ("tensorParallel", "pipelineParallel"),
+    "`tensorParallel` x `pipelineParallel` GPUs fit on one GPU node and divide its GPU count.",
+    stack_keys=GPU_KEYS,
+)
+def _parallelism_node(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    node, tp, pp = f.node, m.get("tensorParallel", 1), m.get("pipelineParallel", 1)
+    if node is None:
+        return
+    gpus = tp * pp
+    shape = "each GPU node (gpusPerNode)" if f.platform == "kubernetes" else f"a {node.name} node"
+    if gpus > node.gpus:
+        yield (
+            "tensorParallel",
+            f"{tp} x pipelineParallel {pp} = {gpus} GPUs, but {shape} has {node.gpus} {node.gpu.name}; "
+            "use a larger node type or lower the parallelism",
+        )
+    elif node.gpus % gpus:
+        yield (
+            "tensorParallel",
+            f"TP x PP = {gpus} does not divide the {node.gpus} GPUs of {shape}; choose a parallelism that divides "
+            "the node's GPU count",
+        )
+
+
+@model_rule(
+    "bf16-needs-ampere",
+    ("dataType",),
+    "`dataType: bf16` needs an Ampere or newer GPU (sm >= 80).",
+    stack_keys=GPU_KEYS,
+)
+def _bf16(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    node = f.node
+    if node is not None and m.get("dataType") == "bf16" and not node.gpu.supports_bf16:
+        yield (
+            "dataType",
+            f"bf16 needs an Ampere or newer GPU (sm >= 80), {node.gpu.name} is sm_{node.gpu.compute_capability}; "
+            "use fp16 or fp32",
+        )
+
+
+@model_rule(
+    "weights-fit-gpu-memory",
+    ("tensorParallel", "pipelineParallel", "dataType", "architecture", "family", "hfRepo"),
+    f"Weights per GPU (at `dataType`, split over TP x PP) fit in {WEIGHT_BUDGET_FRACTION:.0%} of the GPU's memory.",
+    stack_keys=GPU_KEYS,
+)
+def _weights_fit(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    node, family, arch = f.node, m.family, m.architecture
+    if node is None or family is None or arch is None:
+        return
+    tp, pp, data_type = m.get("tensorParallel", 1), m.get("pipelineParallel", 1), DataType(m.get("dataType"))
+    per_gpu = parameter_count(family, arch) * data_type.nbytes / (tp * pp)
+    budget = node.gpu.memory_gib * GIB * WEIGHT_BUDGET_FRACTION
+    if per_gpu > budget:
+        yield (
+            "tensorParallel",
+            f"weights need ~{per_gpu / GIB:.1f} GiB per GPU at dataType {data_type} and TP {tp}, over "
+            f"{WEIGHT_BUDGET_FRACTION:.0%} of a {node.gpu.name}'s {node.gpu.memory_gib} GiB; raise tensorParallel, "
+            "use a 16-bit dataType or a larger GPU",
+        )
+
+
+@model_rule("int8-gpt2-only", ("int8Mode", "family", "hfRepo"), "`int8Mode: 1` only for the gpt2 family.")
+def _int8(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    family = m.family
+    if m.get("int8Mode", 0) and family is not None and family is not Family.GPT2:
+        yield "int8Mode", f"weight-only int8 is supported for gpt2 only, not {family}"
+
+
+@model_rule(
+    "preferred-batches-within-max",
+    ("preferredBatchSizes", "maxBatchSize"),
+    "Each of `preferredBatchSizes` lies in 1..`maxBatchSize`.",
+)
+def _preferred(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    batch = m.get("maxBatchSize", 8)
+    bad = [b for b in m.get("preferredBatchSizes", []) if not 1 <= b <= batch]
+    if bad:
+        yield "preferredBatchSizes", f"{bad} must lie between 1 and maxBatchSize={batch}"
+
+
+@model_rule(
+    "lengths-fit-positions",
+    ("maxInputLen", "maxOutputLen", "architecture", "family", "hfRepo"),
+    "GPT families: `maxInputLen` + `maxOutputLen` <= the model's positions (`architecture.maxPositions`).",
+)
+def _lengths(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    arch, family = m.architecture, m.family
+    if arch is None or family not in GPT_FAMILIES:
+        return
+    if not arch.max_positions:
+        yield (
+            "architecture.maxPositions",
+            f"required for the {family} family: its position table bounds maxInputLen + maxOutputLen",
+        )
+        return
+    total = m.get("maxInputLen", 512) + m.get("maxOutputLen", 128)
+    if total > arch.max_positions:
+        yield (
+            "maxInputLen",
+            f"{m.get('maxInputLen', 512)} + maxOutputLen {m.get('maxOutputLen', 128)} = {total} tokens exceeds the "
+            f"model's {arch.max_positions} positions; lower maxInputLen or maxOutputLen so they sum to at most "
+            f"{arch.max_positions}",
+        )
+
+
+MODEL_RULES: tuple[ModelRule, ...] = tuple(_MODEL)
+
+
+# -- the whole plan ----------------------------------------------------------------------------------------------
+
+
+def _capacity(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
+    serving = settings.serving
+    scaled_max = serving.replicas_max if serving.autoscaling.enabled else serving.replicas_min
+    verdict = capacity_verdict(settings.cluster, settings.models, serving.replicas_min, scaled_max)
+    return verdict.problems, verdict.warnings
+
+
+PLAN_RULES: tuple[PlanRule, ...] = (
+    PlanRule(
+        "gpu-capacity",
+        ("replicasMin", "replicasMax", "autoscaling", "gpuNodesMin", "gpuNodesMax", "gpuInstanceType", "models"),
+        "aws: every model's pods (TP x PP GPUs each) packed onto `gpuInstanceType` nodes fit `gpuNodesMin` at "
+        "`replicasMin` (or `gpuNodesMax`, with a warning that the first `up` waits for nodes) and `gpuNodesMax` at "
+        "`replicasMax` (see `components/capacity.py`).",
+        _capacity,
+    ),
+)
