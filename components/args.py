@@ -233,6 +233,7 @@ def triton_service_args(
         max_replicas=max(serving.replicas_max, 1),
         ratio_target=quantity_value(serving.autoscaling.target_ratio),
         monitoring=serving.monitoring,
+        alert_for=serving.alert_for,
         load_bandwidth=serving.load_bandwidth_mibps * MIB,
         scale_down_window_seconds=serving.autoscaling.scale_down_stabilization_s,
         gpus_per_node=settings.cluster.gpu_node.gpus,

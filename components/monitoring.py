@@ -10,6 +10,8 @@ charts still query removed names (``nv_inference_load_ratio_bucket``), deploy-an
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from typing import Any
 
 from components.autoscaling import RATIO_RECORD
@@ -17,6 +19,34 @@ from components.autoscaling import RATIO_RECORD
 SCRAPE_INTERVAL = "15s"
 RATIO_LABELS = "namespace, job, pod"
 """Labels the recorded ratio keeps."""
+ALERT_FOR: dict[str, str] = {
+    "TritonInferenceFailures": "10m",
+    "TritonQueueSaturated": "15m",
+    "TritonRequestsPiling": "5m",
+}
+"""Each alert's default ``for:`` (how long its condition must hold before it fires); the stack's ``alertFor``
+overrides them one by one."""
+_DURATION = re.compile(r"^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$")
+
+
+def duration_problem(value: object) -> str | None:
+    """Why ``value`` is not a Prometheus duration (``30s``, ``5m``, ``1h30m``: units y w d h m s ms, largest
+    first), or None."""
+    if isinstance(value, str) and value and _DURATION.match(value):
+        return None
+    return f"{value!r} is not a Prometheus duration like `30s`, `5m` or `1h30m` (units y, w, d, h, m, s, ms)"
+
+
+def alert_for(overrides: Mapping[str, str] | None = None) -> dict[str, str]:
+    """:data:`ALERT_FOR` with ``overrides`` applied; an unknown alert or a bad duration is a ``ValueError``."""
+    overrides = dict(overrides or {})
+    unknown = sorted(set(overrides) - set(ALERT_FOR))
+    if unknown:
+        raise ValueError(f"no alert named {', '.join(unknown)}; the alerts are {', '.join(ALERT_FOR)}")
+    problems = [f"{name}: {p}" for name, value in overrides.items() if (p := duration_problem(value))]
+    if problems:
+        raise ValueError("; ".join(problems))
+    return {**ALERT_FOR, **overrides}
 
 
 def series_selector(namespace: str, job: str) -> str:
@@ -63,15 +93,19 @@ def prometheus_rule_spec(
     *,
     failure_ratio: float = 0.05,
     ensembles: tuple[str, ...] = (),
+    for_: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ratio recording rule (the autoscaler's input, ``ensembles`` left out of it) and three alerts.
 
-    * ``TritonInferenceFailures``: more than ``failure_ratio`` of requests fail for 10 min;
+    * ``TritonInferenceFailures``: more than ``failure_ratio`` of requests fail (5-minute rate), for 10 min;
     * ``TritonQueueSaturated``: the ratio stays above 3 x the autoscaling target for 15 min (the autoscaler cannot
       keep up: max replicas reached or no GPU node available);
     * ``TritonRequestsPiling``: a pod holds more than ``max_pending`` queued requests for 5 min.
+
+    ``for_`` overrides those durations per alert name (:func:`alert_for`).
     """
     sel = series_selector(namespace, job)
+    durations = alert_for(for_)
     labels = {"severity": "warning", "service": job}
     return {
         "groups": [
@@ -86,35 +120,37 @@ def prometheus_rule_spec(
                     {
                         "alert": "TritonInferenceFailures",
                         "expr": f"({failure_ratio_expr(namespace, job)}) > {failure_ratio:g}",
-                        "for": "10m",
+                        "for": durations["TritonInferenceFailures"],
                         "labels": {**labels, "severity": "critical"},
                         "annotations": {
                             "summary": "Triton model {{ $labels.model }} fails {{ $value | humanizePercentage }} "
                             "of requests",
                             "description": f"More than {failure_ratio:.0%} of inference requests to service {job} "
-                            "failed over the last 10 minutes.",
+                            f"failed (5-minute rate) for {durations['TritonInferenceFailures']}.",
                         },
                     },
                     {
                         "alert": "TritonQueueSaturated",
                         "expr": f"avg by (namespace, job) ({RATIO_RECORD}{{{sel}}}) > {3 * ratio_target:g}",
-                        "for": "15m",
+                        "for": durations["TritonQueueSaturated"],
                         "labels": labels,
                         "annotations": {
                             "summary": f'Requests to {job} wait {{{{ $value | printf "%.1f" }}}}x their compute time',
-                            "description": "The queue/compute ratio stays above 3x the autoscaling target: the "
-                            "autoscaler is at its maximum or no GPU node is available.",
+                            "description": "The queue/compute ratio stayed above 3x the autoscaling target for "
+                            f"{durations['TritonQueueSaturated']}: the autoscaler is at its maximum or no GPU node is "
+                            "available.",
                         },
                     },
                     {
                         "alert": "TritonRequestsPiling",
                         "expr": f"max by (namespace, pod, model) (nv_inference_pending_request_count{{{sel}}}) "
                         f"> {max_pending}",
-                        "for": "5m",
+                        "for": durations["TritonRequestsPiling"],
                         "labels": labels,
                         "annotations": {
                             "summary": "{{ $labels.pod }} holds {{ $value }} pending requests for {{ $labels.model }}",
-                            "description": f"More than {max_pending} requests queued in one pod for 5 minutes.",
+                            "description": f"More than {max_pending} requests queued in one pod for "
+                            f"{durations['TritonRequestsPiling']}.",
                         },
                     },
                 ],

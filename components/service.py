@@ -39,7 +39,7 @@ from components.ingress import (
     validate_ingress,
 )
 from components.layout import as_input, dns_label, labels, object_meta, selector
-from components.monitoring import dashboard_json, prometheus_rule_spec, service_monitor_spec
+from components.monitoring import alert_for, dashboard_json, prometheus_rule_spec, service_monitor_spec
 from components.server_spec import (
     HTTP_PORT,
     ServerPod,
@@ -92,6 +92,8 @@ class TritonServiceArgs:
     """Create ServiceMonitor, PrometheusRule and the Grafana dashboard (needs the prometheus-operator CRDs)."""
     prometheus_namespace: str = "monitoring"
     """Namespace of Prometheus: the only one the NetworkPolicy lets reach the metrics port."""
+    alert_for: dict[str, str] = field(default_factory=dict)
+    """Alert name -> its ``for:`` duration, for the alerts to change (``components.monitoring.ALERT_FOR``)."""
     monitoring_labels: dict[str, str] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
     """Labels Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: ``release``)."""
     dashboard_labels: dict[str, str] = field(default_factory=lambda: {"grafana_dashboard": "1"})
@@ -136,6 +138,10 @@ def _validate(args: TritonServiceArgs) -> list[str]:
         )
     if args.ingress is not None and args.ingress.cluster_issuer and "cert-manager" not in addons:
         problems.append("ingress.cluster_issuer needs the 'cert-manager' add-on")
+    try:
+        alert_for(args.alert_for)
+    except ValueError as exc:
+        problems.append(f"alert_for: {exc}")
     return problems
 
 
@@ -367,7 +373,12 @@ class TritonService(pulumi.ComponentResource):
             metadata=object_meta(base, ns, cr_labels),
             spec=ns.apply(
                 lambda n: prometheus_rule_spec(
-                    n, base, args.ratio_target, max_pending, ensembles=(RepoNames.of(args.conversion.model).ensemble,)
+                    n,
+                    base,
+                    args.ratio_target,
+                    max_pending,
+                    ensembles=(RepoNames.of(args.conversion.model).ensemble,),
+                    for_=args.alert_for,
                 )
             ),
             opts=crd_opts,

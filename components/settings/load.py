@@ -369,5 +369,6 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
             scale_to_zero=f.scale_to_zero,
         ),
         monitoring=f.monitoring,
+        alert_for=dict(top.get("alertFor", {})),
         load_bandwidth_mibps=top.get("loadBandwidthMiBps", 100),
     )

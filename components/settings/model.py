@@ -120,6 +120,8 @@ class ServingSettings:
     ingress: IngressSettings
     autoscaling: AutoscalingSettings
     monitoring: bool
+    alert_for: dict[str, str]
+    """The stack's ``alertFor``: alert name -> ``for:`` duration, for the alerts it names (the rest keep theirs)."""
     load_bandwidth_mibps: int
 
 

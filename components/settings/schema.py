@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from components.monitoring import ALERT_FOR, duration_problem
 from components.settings import kube
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
 from components.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
@@ -158,6 +159,18 @@ def _tolerations(value: Any) -> list[tuple[str, str]]:
     return problems
 
 
+def _alert_durations(value: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for name, duration in value.items():
+        if name not in ALERT_FOR:
+            near = difflib.get_close_matches(str(name), ALERT_FOR, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            problems.append(("", f"{name!r} is not one of the alerts{hint}: {', '.join(ALERT_FOR)}"))
+        elif problem := duration_problem(duration):
+            problems.append(("", f"{name}: {problem}"))
+    return problems
+
+
 FORMATS: dict[str, Format] = {
     "dns-label": Format("RFC 1123 label (Kubernetes name)", _strings(kube.dns1123_label), "Bad_Name", "my-name"),
     "dns-subdomain": Format(
@@ -168,6 +181,12 @@ FORMATS: dict[str, Format] = {
     ),
     "label-map": Format(
         "label keys (qualified names) -> label values", _label_map, {"bad key!": "x"}, {"example.com/pool": "gpu"}
+    ),
+    "alert-durations": Format(
+        "alert name -> Prometheus duration",
+        _alert_durations,
+        {"TritonQueueSaturated": "15 minutes"},
+        {"TritonQueueSaturated": "30m"},
     ),
     "tolerations": Format(
         "Kubernetes tolerations",
@@ -751,6 +770,14 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "boolean",
         "ServiceMonitor, PrometheusRule and Grafana dashboard.",
         default_doc="true when kube-prometheus-stack is installed or present",
+    ),
+    Knob(
+        "alertFor",
+        "object",
+        "How long each alert's condition must hold before it fires (its `for:`), by alert name; unnamed alerts "
+        "keep their default. Shorter pages sooner and on briefer trouble.",
+        default_doc=", ".join(f"`{name}: {duration}`" for name, duration in ALERT_FOR.items()),
+        format="alert-durations",
     ),
     Knob(
         "loadBandwidthMiBps",

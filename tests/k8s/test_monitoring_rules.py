@@ -4,6 +4,7 @@ records / stays pending / fires / stays silent on synthetic Triton series (``com
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -77,3 +78,48 @@ def test_the_unit_tests_cover_every_rule_the_renderer_emits() -> None:
     covered = {a["alertname"] for t in tests for a in t.get("alert_rule_test", [])}
     covered |= {e["expr"] for t in tests for e in t.get("promql_expr_test", [])}
     assert names <= covered, names - covered
+
+
+def _alerts(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["alert"]: r for g in spec["groups"] for r in g["rules"] if "alert" in r}
+
+
+def test_alert_for_changes_only_the_named_alerts_duration_and_its_description() -> None:
+    default = _alerts(prometheus_rule_spec("triton", "m", ratio_target=1.0, max_pending=32))
+    tuned = _alerts(
+        prometheus_rule_spec("triton", "m", ratio_target=1.0, max_pending=32, for_={"TritonQueueSaturated": "90s"})
+    )
+    assert {name: rule["for"] for name, rule in tuned.items()} == {
+        "TritonInferenceFailures": "10m",
+        "TritonQueueSaturated": "90s",
+        "TritonRequestsPiling": "5m",
+    }
+    assert "for 90s:" in tuned["TritonQueueSaturated"]["annotations"]["description"]
+    for name in ("TritonInferenceFailures", "TritonRequestsPiling"):
+        assert tuned[name] == default[name]
+    assert tuned["TritonQueueSaturated"]["expr"] == default["TritonQueueSaturated"]["expr"]
+
+
+@pytest.mark.parametrize(
+    ("for_", "message"),
+    [
+        (
+            {"TritonQueueSaturation": "5m"},
+            "no alert named TritonQueueSaturation; the alerts are TritonInferenceFailures",
+        ),
+        ({"TritonRequestsPiling": "5 min"}, "TritonRequestsPiling: '5 min' is not a Prometheus duration"),
+        ({"TritonRequestsPiling": "m5"}, "TritonRequestsPiling: 'm5' is not a Prometheus duration"),
+    ],
+)
+def test_alert_for_refuses_unknown_alerts_and_bad_durations(for_: dict[str, str], message: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        prometheus_rule_spec("triton", "m", ratio_target=1.0, max_pending=32, for_=for_)
+
+
+def test_promtool_accepts_every_alert_for_duration_the_renderer_accepts(tmp_path: Path) -> None:
+    """The grammar checked at config time is Prometheus's own: each form loads under the real promtool."""
+    for_ = {"TritonInferenceFailures": "1h30m", "TritonQueueSaturated": "45s", "TritonRequestsPiling": "1500ms"}
+    spec = prometheus_rule_spec("triton", "m", ratio_target=1.0, max_pending=32, for_=for_)
+    (tmp_path / "rules.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    result = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -63,23 +64,29 @@ def service_monitor_target_labels(
 
 class LocalPrometheus:
     """``prometheus`` on ``127.0.0.1:free port`` with ``rule_files`` loaded as they are, scraping ``targets``
-    (``(host:port, metrics path, labels)``) every :data:`INTERVAL`."""
+    (``(host:port, metrics path, labels)``) and evaluating every ``interval`` (default :data:`INTERVAL`)."""
 
-    def __init__(self, workdir: Path, rule_files: list[Path], targets: list[tuple[str, str, dict[str, str]]]) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        rule_files: list[Path],
+        targets: list[tuple[str, str, dict[str, str]]],
+        interval: str = INTERVAL,
+    ) -> None:
         self.workdir = workdir
         self.log_path = workdir / "prometheus.log"
         self.config_path = workdir / "prometheus.yml"
         scrape_configs = [
             {
                 "job_name": f"target-{i}",
-                "scrape_interval": INTERVAL,
+                "scrape_interval": interval,
                 "metrics_path": path,
                 "static_configs": [{"targets": [address], "labels": labels}],
             }
             for i, (address, path, labels) in enumerate(targets)
         ]
         config = {
-            "global": {"scrape_interval": INTERVAL, "evaluation_interval": INTERVAL},
+            "global": {"scrape_interval": interval, "evaluation_interval": interval},
             "rule_files": [str(p) for p in rule_files],
             "scrape_configs": scrape_configs,
         }
@@ -154,8 +161,50 @@ class LocalPrometheus:
             raise AssertionError(f"{path} {params}: {body.get('errorType')}: {body.get('error')}")
         return body["data"]
 
-    def query(self, expr: str) -> list[dict[str, Any]]:
-        """Instant query: the vector's samples (``metric``, ``value``)."""
-        data = self.api("query", query=expr)
+    def query(self, expr: str, at: float | None = None) -> list[dict[str, Any]]:
+        """Instant query (at the Unix time ``at``, default now): the vector's samples (``metric``, ``value``)."""
+        data = self.api("query", query=expr, **({"time": f"{at:.3f}"} if at is not None else {}))
         assert data["resultType"] == "vector", data
         return list(data["result"])
+
+    def series(self, match: str) -> list[dict[str, str]]:
+        """``/api/v1/series``: the label sets of the series ``match`` selects (over the server's whole history)."""
+        return list(self.api("series", **{"match[]": match}))
+
+
+def quantity(value: str) -> float:
+    """A Kubernetes quantity as the HPA/KEDA targets write it (``500m``, ``1.5``) as a number."""
+    return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
+
+
+class AdapterRule:
+    """One prometheus-adapter ``rules`` entry, doing what the adapter does with it for a Pods metric.
+
+    Discovery: the series ``seriesQuery`` selects, renamed by ``name.matches``/``name.as`` (Go's ``${1}``) into the
+    metric names the custom-metrics API serves. Query (``pkg/naming/metrics_query.go`` ``Build``): the
+    ``metricsQuery`` template with ``<<.Series>>`` the series name, ``<<.LabelMatchers>>`` the namespace matcher
+    then the pod matcher (``pod="a"``, or ``pod=~"a|b"`` for several), ``<<.GroupBy>>`` the pod label; both labels
+    are the ones ``resources.overrides`` maps to ``namespace`` and ``pod``.
+    """
+
+    def __init__(self, rule: dict[str, Any]) -> None:
+        self.rule = rule
+        overrides = rule["resources"]["overrides"]
+        by_resource = {v["resource"]: label for label, v in overrides.items()}
+        self.namespace_label, self.pod_label = by_resource["namespace"], by_resource["pod"]
+        fields = set(re.findall(r"<<\s*\.(\w+)\s*>>", rule["metricsQuery"]))
+        if not fields <= {"Series", "LabelMatchers", "GroupBy"}:
+            raise AssertionError(f"metricsQuery uses template fields AdapterRule does not fill: {sorted(fields)}")
+
+    def discover(self, prometheus: LocalPrometheus) -> dict[str, str]:
+        """Served metric name -> the series name it reads, for the series Prometheus holds now."""
+        names = {s["__name__"] for s in prometheus.series(self.rule["seriesQuery"])}
+        pattern = re.compile(self.rule["name"]["matches"])
+        template = re.sub(r"\$\{(\d+)\}", r"\\g<\1>", self.rule["name"]["as"])
+        return {pattern.sub(template, name): name for name in sorted(names) if pattern.search(name)}
+
+    def pods_query(self, series: str, namespace: str, pods: list[str]) -> str:
+        pod_matcher = f'{self.pod_label}="{pods[0]}"' if len(pods) == 1 else f'{self.pod_label}=~"{"|".join(pods)}"'
+        matchers = f'{self.namespace_label}="{namespace}",{pod_matcher}'
+        values = {"Series": series, "LabelMatchers": matchers, "GroupBy": self.pod_label}
+        return re.sub(r"<<\s*\.(\w+)\s*>>", lambda m: values[m.group(1)], str(self.rule["metricsQuery"]))

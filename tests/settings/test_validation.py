@@ -211,6 +211,21 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         ),
         "models[0].architecture.dModel: must be a positive integer",
     ),
+    (
+        "alertFor names an alert that does not exist",
+        kubernetes_stack(alertFor={"TritonQueueSaturate": "5m"}),
+        "alertFor: 'TritonQueueSaturate' is not one of the alerts (did you mean TritonQueueSaturated?)",
+    ),
+    (
+        "alertFor duration in words",
+        kubernetes_stack(alertFor={"TritonRequestsPiling": "5 minutes"}),
+        "alertFor: TritonRequestsPiling: '5 minutes' is not a Prometheus duration like `30s`, `5m` or `1h30m`",
+    ),
+    (
+        "alertFor duration as a bare number",
+        kubernetes_stack(alertFor={"TritonInferenceFailures": 600}),
+        "alertFor: TritonInferenceFailures: 600 is not a Prometheus duration",
+    ),
 ]
 
 
