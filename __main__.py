@@ -47,7 +47,15 @@ probes: dict[str, IntegrationProbe] = {}
 for model in settings.models:
     conversion = ModelConversion(
         f"{name}-{model.name}-convert",
-        args.model_conversion_args(target, store, model, images.tools_image, hf_token),
+        args.model_conversion_args(
+            target,
+            store,
+            model,
+            images.tools_image,
+            hf_token,
+            verify_generation=settings.probe.verify_generation,
+            bleu_threshold=settings.probe.bleu_threshold,
+        ),
     )
     service = TritonService(
         f"{name}-{model.name}",

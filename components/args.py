@@ -151,6 +151,9 @@ def model_conversion_args(
     model: ModelSpec,
     tools_image: pulumi.Input[str],
     hf_token: pulumi.Input[str] | None,
+    *,
+    verify_generation: bool = True,
+    bleu_threshold: float = 15.0,
 ) -> ModelConversionArgs:
     return ModelConversionArgs(
         target=target,
@@ -159,6 +162,8 @@ def model_conversion_args(
         tools_image=tools_image,
         converter_version=CONVERTER_VERSION,
         hf_token=hf_token,
+        verify_generation=verify_generation,
+        bleu_threshold=bleu_threshold,
     )
 
 

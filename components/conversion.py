@@ -54,6 +54,10 @@ class ModelConversionArgs:
     """Name of an existing Secret with key ``token``, instead of ``hf_token``."""
     download_bandwidth: int = DOWNLOAD_BANDWIDTH
     """Bytes/s assumed for the download; scales the Job deadline and Pulumi's wait."""
+    verify_generation: bool = True
+    """Run ``tritonft verify --generate`` in the Job when the model fits its memory (see ``job_sizing``)."""
+    bleu_threshold: float = 15.0
+    """BLEU the generation check requires of a T5 model."""
     ttl_seconds_after_finished: int = 86400
     """Kubernetes deletes the finished Job (and its pod) after this long; a re-created Job finds the store
     complete and exits at once."""
@@ -88,7 +92,7 @@ class ModelConversion(pulumi.ComponentResource):
         target = args.target
         self.model = model
         self.paths = model_paths(model, args.converter_version)
-        sizing = job_sizing(model, download_bw=args.download_bandwidth)
+        sizing = job_sizing(model, download_bw=args.download_bandwidth, verify_generation=args.verify_generation)
         job = conversion_job_name(model, args.converter_version)
         meta_labels = labels("conversion", name, model.name)
         child = pulumi.ResourceOptions(parent=self, provider=target.provider)
@@ -119,6 +123,7 @@ class ModelConversion(pulumi.ComponentResource):
             cpu_node_selector=target.cpu_node_selector,
             gpu_node_selector=target.gpu.node_selector,
             hf_token_secret=token_secret,
+            bleu_threshold=args.bleu_threshold,
         )
         pod_selector = selector("conversion", name)
         k8s.networking.v1.NetworkPolicy(

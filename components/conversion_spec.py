@@ -52,6 +52,10 @@ else
   for f in TOKENIZER_FILES; do
     if [ -f "$SCRATCH/hf/$f" ]; then cp "$SCRATCH/hf/$f" "$partial/tokenizer/"; fi
   done
+  if [ "$VERIFY_GENERATE" = "1" ]; then
+    echo "triton-ft: [2/3] check what the converted files generate (CPU reference, the probe's judgement)"
+    tritonft verify "$partial/$TP-gpu" --generate --tokenizer "$partial/tokenizer" --bleu-threshold "$BLEU_THRESHOLD"
+  fi
   publish "$partial" "$CHECKPOINT_DIR"
   rm -rf "$SCRATCH/hf"
 fi
@@ -63,7 +67,9 @@ tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial
 publish "$partial" "$REPOSITORY_DIR"
 echo "triton-ft: done"
 """.replace("MARKER", COMPLETE_MARKER).replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES))
-"""The Job's program: download -> convert -> repo, each skipped when its output is already complete."""
+"""The Job's program: download -> convert (-> generation check) -> repo, each skipped when its output is already
+complete. The generation check runs before the checkpoint is published, so a conversion that generates garbage
+never reaches the store."""
 
 
 @dataclass(frozen=True)
@@ -77,11 +83,17 @@ class ConversionPod:
     cpu_node_selector: dict[str, str]
     gpu_node_selector: dict[str, str]
     hf_token_secret: str | None = None
+    bleu_threshold: float = 15.0
+    """BLEU the generation check requires of T5 (the probe's threshold)."""
 
 
-def script_env(model: ModelSpec, paths: ModelPaths) -> list[dict[str, str]]:
+def script_env(
+    model: ModelSpec, paths: ModelPaths, verify_generation: bool = False, bleu_threshold: float = 15.0
+) -> list[dict[str, str]]:
     """The script's inputs as environment variables (plus writable HOME/cache/tmp for a read-only root)."""
     values = {
+        "VERIFY_GENERATE": "1" if verify_generation else "0",
+        "BLEU_THRESHOLD": str(bleu_threshold),
         "HF_REPO": model.hf_repo,
         "HF_REVISION": model.revision,
         "TP": str(model.tensor_parallel),
@@ -127,7 +139,7 @@ def conversion_pod_spec(model: ModelSpec, paths: ModelPaths, pod: ConversionPod,
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "spec", "configMap": {"name": pod.spec_config_map}},
     ]
-    env = script_env(model, paths)
+    env = script_env(model, paths, sizing.verify_generation, pod.bleu_threshold)
     if pod.hf_token_secret:
         # A file, not an env var: huggingface_hub reads HF_TOKEN_PATH, and the token never shows in `describe`.
         mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_MOUNT, "readOnly": True})

@@ -33,12 +33,14 @@ def service_monitor_spec(namespace: str, service_labels: dict[str, str]) -> dict
     }
 
 
-def ratio_expr(namespace: str, job: str) -> str:
-    """Per-pod queue time per unit of compute time, summed over the pod's models.
+def ratio_expr(namespace: str, job: str, ensembles: tuple[str, ...] = ()) -> str:
+    """Per-pod queue time per unit of compute time, summed over the pod's models except ``ensembles``.
 
     Keeps ``namespace`` and ``pod`` (the HPA's Pods metric) and ``job`` (the service: KEDA, alerts, dashboard).
+    An ensemble's compute time is its steps' end-to-end time, their queue time included (measured on the real
+    Triton, tests/realtriton/test_prometheus_signal.py): counted, it caps the ratio below 1 however long the queue.
     """
-    sel = series_selector(namespace, job)
+    sel = series_selector(namespace, job) + "".join(f',model!="{name}"' for name in ensembles)
     return (
         f"sum by ({RATIO_LABELS}) (rate(nv_inference_queue_duration_us{{{sel}}}[1m]))\n"
         f"/ clamp_min(sum by ({RATIO_LABELS}) (rate(nv_inference_compute_infer_duration_us{{{sel}}}[1m])), 1)"
@@ -58,9 +60,11 @@ def prometheus_rule_spec(
     job: str,
     ratio_target: float,
     max_pending: int,
+    *,
     failure_ratio: float = 0.05,
+    ensembles: tuple[str, ...] = (),
 ) -> dict[str, Any]:
-    """The ratio recording rule (the autoscaler's input) and three alerts.
+    """The ratio recording rule (the autoscaler's input, ``ensembles`` left out of it) and three alerts.
 
     * ``TritonInferenceFailures``: more than ``failure_ratio`` of requests fail for 10 min;
     * ``TritonQueueSaturated``: the ratio stays above 3 x the autoscaling target for 15 min (the autoscaler cannot
@@ -74,7 +78,7 @@ def prometheus_rule_spec(
             {
                 "name": f"{job}.triton-ft.rules",
                 "interval": "15s",
-                "rules": [{"record": RATIO_RECORD, "expr": ratio_expr(namespace, job)}],
+                "rules": [{"record": RATIO_RECORD, "expr": ratio_expr(namespace, job, ensembles)}],
             },
             {
                 "name": f"{job}.triton-ft.alerts",

@@ -59,6 +59,7 @@ from components.sizing import (
 )
 from components.store import ModelStore
 from tritonft.errors import UserError
+from tritonft.repo.naming import RepoNames
 
 Autoscaler = Literal["hpa", "keda", "none"]
 
@@ -364,7 +365,11 @@ class TritonService(pulumi.ComponentResource):
             api_version="monitoring.coreos.com/v1",
             kind="PrometheusRule",
             metadata=object_meta(base, ns, cr_labels),
-            spec=ns.apply(lambda n: prometheus_rule_spec(n, base, args.ratio_target, max_pending)),
+            spec=ns.apply(
+                lambda n: prometheus_rule_spec(
+                    n, base, args.ratio_target, max_pending, ensembles=(RepoNames.of(args.conversion.model).ensemble,)
+                )
+            ),
             opts=crd_opts,
         )
         k8s.core.v1.ConfigMap(

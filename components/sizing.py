@@ -114,6 +114,8 @@ class JobSizing:
     backoff_limit: int
     pulumi_timeout_minutes: int
     """How long ``pulumi up`` waits for the Job: every attempt to its deadline, plus node scale-up."""
+    verify_generation: bool = False
+    """Whether the Job runs ``tritonft verify --generate`` (the CPU reference fits the Job's memory)."""
 
 
 JOB_BASE_MEMORY = 1 * GIB
@@ -125,8 +127,35 @@ NODE_SCALE_UP_SECONDS = 600
 JOB_BACKOFF_LIMIT = 2
 
 
+REFERENCE_MEMORY_CAP = 8 * GIB
+"""Largest Job memory granted so that ``tritonft verify --generate`` can run (a common CPU node holds it with room
+to spare); models whose reference needs more are converted without the generation check."""
+REFERENCE_WEIGHT_FACTOR = 1.25
+"""The reference holds every weight as fp32, plus the shards of one tensor while they are merged and the
+activations and KV cache of the judged prompts (a few MiB at these lengths)."""
+REFERENCE_FLOPS = 2e8
+"""Conservative numpy float32 throughput of the reference: below the 0.24-0.33 GFLOP/s measured for gpt2 and
+t5-small shapes on a heavily shared core (benchmarks/BENCHMARKS.md)."""
+JUDGED_TOKENS = 8 * 64
+"""Tokens the judgement generates at most: T5, 8 bundled sentences x 64 tokens (GPT: 1 prompt x 32)."""
+
+
+def reference_memory_bytes(model: ModelSpec) -> int:
+    """Memory ``tritonft verify --generate`` needs: the interpreter plus every weight at fp32, with headroom."""
+    fp32 = model.parameters * WeightDType.FP32.nbytes
+    return JOB_BASE_MEMORY + math.ceil(fp32 * REFERENCE_WEIGHT_FACTOR) + largest_tensor_bytes(model)
+
+
+def reference_seconds(model: ModelSpec) -> float:
+    """Upper estimate of the generation check's time: 2 FLOPs per parameter per token (plus T5's encoder)."""
+    return JUDGED_TOKENS * 2 * model.parameters / REFERENCE_FLOPS
+
+
 def job_sizing(
-    model: ModelSpec, download_bw: int = DOWNLOAD_BANDWIDTH, convert_bw: int = CONVERT_BANDWIDTH
+    model: ModelSpec,
+    download_bw: int = DOWNLOAD_BANDWIDTH,
+    convert_bw: int = CONVERT_BANDWIDTH,
+    verify_generation: bool = True,
 ) -> JobSizing:
     """Resources and deadlines of the conversion Job, from the model alone.
 
@@ -137,14 +166,20 @@ def job_sizing(
       scratch + 1 GiB for logs and ``/tmp``;
     * deadline = 2 x (download / 25 MB/s + converted / 50 MB/s) + 10 min, rounded up to the minute; the factor 2
       absorbs slower mirrors without letting a hung download hold a node forever;
-    * Pulumi waits (backoff + 1) deadlines plus one node scale-up.
+    * Pulumi waits (backoff + 1) deadlines plus one node scale-up;
+    * with ``verify_generation``, when the CPU reference's memory (:func:`reference_memory_bytes`) is at most
+      :data:`REFERENCE_MEMORY_CAP`, the memory is raised to it, the deadline grows by :func:`reference_seconds`
+      and the Job runs ``tritonft verify --generate``; larger models skip the check.
     """
     dl = download_bytes(model)
     conv = converted_bytes(model)
     memory = JOB_BASE_MEMORY + JOB_TENSOR_COPIES * largest_tensor_bytes(model)
+    checks = verify_generation and reference_memory_bytes(model) <= REFERENCE_MEMORY_CAP
+    if checks:
+        memory = max(memory, reference_memory_bytes(model))
     cpu = 1 if conv <= 2 * GIB else 2
     scratch = math.ceil(dl * 1.2) + GIB
-    seconds = 2 * (dl / download_bw + conv / convert_bw) + 600
+    seconds = 2 * (dl / download_bw + conv / convert_bw) + 600 + (reference_seconds(model) if checks else 0)
     deadline = 60 * math.ceil(seconds / 60)
     wait_seconds = (JOB_BACKOFF_LIMIT + 1) * deadline + NODE_SCALE_UP_SECONDS
     return JobSizing(
@@ -158,6 +193,7 @@ def job_sizing(
         active_deadline_seconds=deadline,
         backoff_limit=JOB_BACKOFF_LIMIT,
         pulumi_timeout_minutes=math.ceil(wait_seconds / 60),
+        verify_generation=checks,
     )
 
 

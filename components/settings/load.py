@@ -268,6 +268,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
             requests=top.get("probeRequests", 20),
             timeout_s=top.get("probeTimeoutSeconds", 900),
             bleu_threshold=top.get("probeBleuThreshold", 15),
+            verify_generation=top.get("verifyGeneration", True),
         ),
         secrets=frozenset(k for k in f.secret_keys if k in f.present),
     )

@@ -132,6 +132,8 @@ class ProbeSettings:
     requests: int
     timeout_s: int
     bleu_threshold: int
+    verify_generation: bool = True
+    """Also check the converted files' generation in the conversion Job (``verifyGeneration``)."""
 
 
 @dataclass(frozen=True)

@@ -768,6 +768,14 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Run the integration probe during `pulumi up` (fails the update when the model does not answer).",
         default=True,
     ),
+    Knob(
+        "verifyGeneration",
+        "boolean",
+        "Check in the conversion Job what the converted files generate (`tritonft verify --generate`: the CPU "
+        "reference must pass the probe's judgement) before they are published; done when the model fits the Job's "
+        "memory cap (8 GiB), skipped for larger ones.",
+        default=True,
+    ),
     Knob("probeProtocol", "string", "Protocol the probe uses.", default="grpc", choices=("http", "grpc")),
     Knob("probeRequests", "integer", "Requests the probe times for p50/p95.", default=20, minimum=1, maximum=10000),
     Knob(

@@ -202,3 +202,32 @@ def test_a_token_and_a_token_secret_together_are_refused_before_anything_registe
     with pytest.raises(UserError, match="hf_token or hf_token_secret"):
         run_program(lambda: _convert_with(hf_token="x", hf_token_secret="y"))
     assert mocks.of_type("triton-ft:conversion:ModelConversion") == []
+
+
+def _conversion_env(mocks: RecordingMocks, model: ModelSpec, **kwargs: Any) -> dict[str, str]:
+    def program() -> None:
+        target = make_target()
+        store = ModelStore("m-store", ModelStoreArgs(target=target, models=(model,)))
+        args = ModelConversionArgs(
+            target=target, store=store, model=model, tools_image=TOOLS_IMAGE, converter_version=CONVERTER, **kwargs
+        )
+        ModelConversion("m", args)
+
+    run_program(program)
+    (job,) = mocks.of_type(JOB)
+    (container,) = containers(job)
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def test_a_model_the_reference_can_hold_is_checked_for_generation_in_the_job(mocks):
+    env = _conversion_env(mocks, T5_SMALL, bleu_threshold=20.0)
+    assert env["VERIFY_GENERATE"] == "1"
+    assert env["BLEU_THRESHOLD"] == "20.0"
+
+
+def test_the_stack_knob_turns_the_generation_check_off(mocks):
+    assert _conversion_env(mocks, T5_SMALL, verify_generation=False)["VERIFY_GENERATE"] == "0"
+
+
+def test_a_model_too_large_for_the_reference_is_not_checked_for_generation(mocks):
+    assert _conversion_env(mocks, GPTJ_6B)["VERIFY_GENERATE"] == "0"

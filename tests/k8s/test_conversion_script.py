@@ -29,14 +29,14 @@ esac
 """
 
 
-def _run(tmp_path: Path, fail_at: str = "") -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, fail_at: str = "", verify: bool = False) -> subprocess.CompletedProcess[str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     fake = bin_dir / "tritonft"
     fake.write_text(FAKE_TRITONFT)
     fake.chmod(0o755)
     paths = model_paths(GPTJ_6B, CONVERTER)
-    env = {e["name"]: e["value"] for e in script_env(GPTJ_6B, paths)}
+    env = {e["name"]: e["value"] for e in script_env(GPTJ_6B, paths, verify_generation=verify, bleu_threshold=12.5)}
     root = tmp_path / "store"
     env |= {
         "CHECKPOINT_DIR": str(root) + paths.checkpoint_dir,
@@ -102,9 +102,24 @@ def test_a_complete_checkpoint_is_not_downloaded_again(tmp_path):
     assert [c.split()[0] for c in _calls(tmp_path)] == ["repo"]
 
 
-@pytest.mark.parametrize("step", ["download", "convert", "repo"])
+def test_the_generation_check_runs_on_the_unpublished_conversion_before_the_repository(tmp_path):
+    proc = _run(tmp_path, verify=True)
+    assert proc.returncode == 0, proc.stderr
+    calls = _calls(tmp_path)
+    assert [c.split()[0] for c in calls] == ["download", "convert", "verify", "repo"]
+    ckpt, _ = _store(tmp_path)
+    partial = f"{ckpt}.partial-pod-1"
+    assert calls[2] == f"verify {partial}/4-gpu --generate --tokenizer {partial}/tokenizer --bleu-threshold 12.5"
+
+
+def test_without_the_generation_check_verify_is_not_run(tmp_path):
+    assert _run(tmp_path, verify=False).returncode == 0
+    assert "verify" not in [c.split()[0] for c in _calls(tmp_path)]
+
+
+@pytest.mark.parametrize("step", ["download", "convert", "verify", "repo"])
 def test_a_failing_step_fails_the_job_and_publishes_nothing_half_written(tmp_path, step):
-    proc = _run(tmp_path, fail_at=step)
+    proc = _run(tmp_path, fail_at=step, verify=True)
     assert proc.returncode != 0
     ckpt, repo = _store(tmp_path)
     assert not repo.exists()

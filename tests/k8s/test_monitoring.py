@@ -72,6 +72,7 @@ def test_the_ratio_is_recorded_per_pod_from_queue_and_compute_time(mocks):
     assert "sum by (namespace, job, pod) (rate(nv_inference_queue_duration_us" in expr
     assert "clamp_min(sum by (namespace, job, pod) (rate(nv_inference_compute_infer_duration_us" in expr
     assert f'namespace="{NAMESPACE}",job="m"' in expr
+    assert 'model!="t5-small"' in expr, "the ensemble (its compute time holds its steps' queue time) is left out"
 
 
 def test_failure_rate_and_queue_alerts_exist(mocks):

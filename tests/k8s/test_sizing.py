@@ -125,3 +125,27 @@ def test_scale_down_window_is_twice_a_cold_start_within_api_bounds():
 def test_progress_deadline_outlasts_the_startup_budget():
     budget = sizing.startup_budget(GPTJ_6B)
     assert sizing.progress_deadline_seconds(budget) > budget.seconds
+
+
+def test_a_model_whose_reference_fits_the_cap_gets_the_generation_check_and_its_memory():
+    job = sizing.job_sizing(T5_SMALL)
+    assert sizing.reference_memory_bytes(T5_SMALL) <= sizing.REFERENCE_MEMORY_CAP
+    assert job.verify_generation
+    assert job.memory_request == f"{math.ceil(sizing.reference_memory_bytes(T5_SMALL) / MIB)}Mi"
+
+
+def test_a_model_too_large_for_the_reference_is_converted_without_the_check():
+    job = sizing.job_sizing(GPTJ_6B)
+    assert sizing.reference_memory_bytes(GPTJ_6B) > sizing.REFERENCE_MEMORY_CAP
+    assert not job.verify_generation
+
+
+def test_turning_the_check_off_keeps_the_streaming_converters_memory_and_deadline():
+    off = sizing.job_sizing(T5_SMALL, verify_generation=False)
+    on = sizing.job_sizing(T5_SMALL)
+    largest = sizing.largest_tensor_bytes(T5_SMALL)
+    assert not off.verify_generation
+    assert off.memory_request == f"{math.ceil((GIB + 4 * largest) / MIB)}Mi"
+    assert on.active_deadline_seconds >= off.active_deadline_seconds + 60 * math.floor(
+        sizing.reference_seconds(T5_SMALL) / 60
+    )

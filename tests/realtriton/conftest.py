@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
 from tests.realtriton.repos import MATRIX, render_with_cli, serve_ready_repository, stack_specs
 from tests.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
 from tritonft.local_triton import LocalTriton, TritonError, TritonRuntime, prepare_runtime
@@ -111,4 +112,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         for server in _RUNNING:
             tail = "\n".join(server.log_text().splitlines()[-LOG_TAIL_LINES:])
             report.sections.append((f"tritonserver log ({server.log_path})", tail))  # type: ignore[attr-defined]
+        for prometheus in PROMETHEUS_SERVERS:
+            tail = "\n".join(prometheus.log_text().splitlines()[-LOG_TAIL_LINES:])
+            report.sections.append((f"prometheus log ({prometheus.log_path})", tail))  # type: ignore[attr-defined]
     return report

@@ -290,6 +290,13 @@ def test_gpu_instance_table_knows_the_four_gpu_g5_shapes() -> None:
     assert AWS_GPU_INSTANCES["p5.48xlarge"].gpu.compute_capability == 90
 
 
+def test_the_generation_check_is_on_by_default_and_a_stack_can_turn_it_off() -> None:
+    default = load_settings(as_cli(kubernetes_stack()), project="triton-ft", stack="local")
+    off = load_settings(as_cli(kubernetes_stack(verifyGeneration=False)), project="triton-ft", stack="local")
+    assert default.probe.verify_generation is True
+    assert off.probe.verify_generation is False
+
+
 def test_an_unknown_gpu_instance_type_gives_no_follow_on_problem() -> None:
     values = aws_stack(gpuInstanceType="g5.3xlarge", addons=["cert-manager"], tlsIssuer="letsencrypt-prod")
     assert problems_of(values) == [

@@ -1,4 +1,5 @@
-"""``tritonft verify``: re-check a converted ``<N>-gpu`` directory against its manifest (sizes + sha256)."""
+"""``tritonft verify``: re-check a converted ``<N>-gpu`` directory against its manifest (sizes + sha256), and with
+``--generate`` also that the reference generates from it what it should (:mod:`tritonft.reference.check`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,26 @@ from pathlib import Path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", type=Path, help="the converted OUT/<N>-gpu directory")
+    parser.add_argument(
+        "--generate",
+        action="store_true",
+        help="also run the CPU reference of FT's model step on the files: the probe's prompts must pass the "
+        "probe's judgement (T5: BLEU; GPT: a non-degenerate continuation), or --expected-tokens must be reproduced",
+    )
+    parser.add_argument(
+        "--expected-tokens",
+        type=Path,
+        help="JSON of prompts (token ids) and the tokens they must generate (tests/reference/golden format); "
+        "implies --generate and replaces the judgement",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        help="directory with the model's tokenizer files for the judged prompts (default: DIRECTORY/../tokenizer)",
+    )
+    parser.add_argument(
+        "--bleu-threshold", type=float, default=None, help="T5 judgement threshold (default: the probe's)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,4 +39,40 @@ def run(args: argparse.Namespace) -> int:
     if not report.ok:
         raise UserError(f"{args.directory} does not match its manifest; re-run `tritonft convert`", report.problems)
     print(f"ok: {args.directory}: {report.files} files, {report.bytes} bytes match manifest.json")
+    if args.generate or args.expected_tokens is not None:
+        return generate_check(args)
+    return 0
+
+
+def generate_check(args: argparse.Namespace) -> int:
+    import time
+
+    from tritonft.errors import UserError
+    from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD
+    from tritonft.reference import build_model, load_checkpoint
+    from tritonft.reference.check import expected_token_problems, judgement_problems, load_expected
+
+    started = time.monotonic()
+    model = build_model(load_checkpoint(args.directory))
+    if args.expected_tokens is not None:
+        max_new, cases = load_expected(args.expected_tokens)
+        problems = expected_token_problems(model, max_new, cases)
+        if problems:
+            raise UserError(
+                f"{args.directory} does not generate the tokens of {args.expected_tokens} "
+                f"({len(problems)} of {len(cases)} cases differ): the conversion is wrong",
+                problems,
+            )
+        summary = f"all {len(cases)} cases of {args.expected_tokens} reproduced token for token"
+    else:
+        tokenizer = args.tokenizer or args.directory.resolve().parent / "tokenizer"
+        threshold = DEFAULT_BLEU_THRESHOLD if args.bleu_threshold is None else args.bleu_threshold
+        summary, problems = judgement_problems(model, tokenizer, threshold)
+        if problems:
+            raise UserError(
+                f"{args.directory} does not generate what a working {model.family} model does: the conversion "
+                "(or the model) is broken",
+                problems,
+            )
+    print(f"ok: generation from {args.directory}: {summary} ({time.monotonic() - started:.1f} s on the CPU reference)")
     return 0

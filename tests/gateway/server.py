@@ -1,0 +1,65 @@
+"""Run ``tritonft gateway`` as the container does (a subprocess on a free loopback port), stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from tritonft.local_triton import free_port
+from tritonft.spec import ModelSpec
+
+
+class GatewayProcess:
+    def __init__(self, triton_grpc: str, specs: Sequence[ModelSpec], workdir: Path, extra: Sequence[str] = ()) -> None:
+        self.port = free_port()
+        self.log_path = workdir / "gateway.log"
+        paths = []
+        for spec in specs:
+            path = workdir / f"{spec.name}.json"
+            path.write_text(spec.to_json())
+            paths.append(path)
+        self.command = [sys.executable, "-m", "tritonft", "gateway", "--triton-url", triton_grpc]
+        self.command += ["--host", "127.0.0.1", "--port", str(self.port), *extra]
+        for path in paths:
+            self.command += ["--spec", str(path)]
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def start(self, timeout_s: float = 30.0) -> GatewayProcess:
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(self.command, stdout=log, stderr=log, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the gateway exited with {self.process.returncode}:\n{self.log_text()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/health/live", timeout=1) as answer:
+                    if answer.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"the gateway did not come up within {timeout_s} s:\n{self.log_text()}")
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()

@@ -1,0 +1,55 @@
+"""``tritonft gateway``: serve the OpenAI-compatible API in front of a Triton server."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tritonft.errors import UserError
+
+if TYPE_CHECKING:
+    from tritonft.gateway.config import GatewayConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--triton-url", required=True, help="Triton's gRPC endpoint, HOST:PORT")
+    parser.add_argument("--port", type=int, required=True, help="port to listen on")
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
+    parser.add_argument(
+        "--spec", action="append", default=[], type=Path, metavar="SPEC.json", help="a served model's spec (repeat)"
+    )
+    parser.add_argument("--deadline", type=float, default=60.0, help="seconds a request may take (default 60)")
+    parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
+
+
+def load_config(args: argparse.Namespace) -> GatewayConfig:
+    from tritonft.gateway.config import GatewayConfig, ServedModel
+    from tritonft.spec import ModelSpec
+
+    if not args.spec:
+        raise UserError("--spec: give at least one model spec (SPEC.json) to serve")
+    if args.deadline <= 0 or args.max_body_bytes <= 0:
+        raise UserError("--deadline and --max-body-bytes must be positive")
+    models = []
+    for path in args.spec:
+        try:
+            models.append(ServedModel.from_spec(ModelSpec.from_json(path.read_text())))
+        except OSError as exc:
+            raise UserError(f"--spec {path}: cannot read it ({exc.strerror})") from exc
+        except ValueError as exc:
+            raise UserError(f"--spec {path}: {exc}") from exc
+    return GatewayConfig(args.triton_url, tuple(models), args.max_body_bytes, args.deadline)
+
+
+def run(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from tritonft.gateway.app import build_app
+
+    config = load_config(args)
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
+    uvicorn.run(build_app(config), host=args.host, port=args.port, access_log=False, log_level="warning")
+    return 0

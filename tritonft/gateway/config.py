@@ -1,0 +1,48 @@
+"""What the gateway serves: one entry per model spec, and the request limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tritonft.spec import Family, ModelSpec
+
+MAX_BEAMS = 8
+"""Largest ``n`` (beam width) the gateway forwards; FT's beam search is built for small widths."""
+
+
+@dataclass(frozen=True)
+class ServedModel:
+    """One ensemble as the gateway presents it."""
+
+    name: str
+    family: Family
+    streaming: bool
+    """Rendered decoupled: the ensemble sends one response per generated step."""
+    max_output_len: int
+    max_input_len: int
+
+    @property
+    def chat(self) -> bool:
+        """Only the decoder-only families get ``/v1/chat/completions`` (T5 is not a chat model)."""
+        return self.family in (Family.GPT2, Family.GPTJ)
+
+    @classmethod
+    def from_spec(cls, spec: ModelSpec) -> ServedModel:
+        return cls(spec.name, spec.family, spec.decoupled, spec.max_output_len, spec.max_input_len)
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    triton_url: str
+    """``HOST:PORT`` of Triton's gRPC endpoint."""
+    models: tuple[ServedModel, ...]
+    max_body_bytes: int = 1 << 20
+    deadline_s: float = 60.0
+    """Longest a request may take end to end before the client gets a 504."""
+
+    def model(self, name: str) -> ServedModel | None:
+        return next((m for m in self.models if m.name == name), None)
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.models]

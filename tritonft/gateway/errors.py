@@ -1,0 +1,49 @@
+"""OpenAI-style errors: ``{"error": {"message", "type", "param", "code"}}`` with the matching HTTP status."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ApiError(Exception):
+    """An error answered to the client; ``message`` says what was wrong and how to fix it."""
+
+    status: int
+    message: str
+    type: str = "invalid_request_error"
+    param: str | None = None
+    code: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+
+def bad_parameter(param: str, message: str) -> ApiError:
+    """A request field with a value the gateway (or the model) cannot honour: 400."""
+    return ApiError(400, message, param=param, code="invalid_parameter")
+
+
+def unknown_model(name: str, served: list[str]) -> ApiError:
+    return ApiError(
+        404,
+        f"model {name!r} is not served here; served models: {', '.join(served) or 'none'} (see GET /v1/models)",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def from_triton(status: str, message: str, deadline_s: float) -> ApiError:
+    """Map a Triton gRPC status (``StatusCode.X`` name without prefix) and its message to the client's error."""
+    if status == "DEADLINE_EXCEEDED":
+        return ApiError(
+            504, f"the model did not answer within the {deadline_s:g} s deadline", "timeout", None, "timeout"
+        )
+    if status == "UNAVAILABLE":
+        return ApiError(503, f"the inference server is unreachable: {message}", "server_error", None, "triton_down")
+    if "max_input_len" in message:
+        return ApiError(400, message, "invalid_request_error", "prompt", "context_length_exceeded")
+    if status == "INVALID_ARGUMENT":
+        return ApiError(400, f"the model rejected the request: {message}", "invalid_request_error", None, None)
+    return ApiError(502, f"the inference server failed: {status or 'error'}: {message}", "server_error", None, None)
