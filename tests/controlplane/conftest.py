@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from tests.controlplane.plan import NodeShape, apply_plan, create_nodes, load_plan, retarget
-from tests.controlplane.server import ControlPlane, control_plane_bin
+from components.settings.stack_file import settings_from_stack_file
+from tests.controlplane.plan import NodeShape, Plan, apply_plan, create_nodes, load_plan, retarget
+from tests.controlplane.server import REPO, ControlPlane, control_plane_bin
 from tritonft.kube import Kube
+from tritonft.synth.run import synthesize
 
 _counter = itertools.count(1)
 LOG_TAIL = 60
@@ -44,6 +46,14 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
         yield plane
     finally:
         plane.stop()
+
+
+@pytest.fixture(scope="session")
+def prod_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
+    """prod's plan as ``tritonft synth`` writes it (once per session)."""
+    out = tmp_path_factory.mktemp("prod-plan")
+    synthesize("prod", out=out, project_dir=REPO)
+    return Plan(settings_from_stack_file(REPO, "prod"), out / "manifests")
 
 
 @dataclass

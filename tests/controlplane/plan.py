@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from components.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup, gpu_labels
+from components.capacity import HOSTNAME_KEY
 from components.cluster import GPU_RESOURCE
 from components.settings.model import Settings
 from tritonft.kube import ApiError, Kube, condition_true, wait_for
@@ -95,6 +96,14 @@ def install_crds(kube: Kube, kinds: Iterable[str]) -> None:
 
 
 @dataclass(frozen=True)
+class Plan:
+    """A stack's settings and the manifests ``tritonft synth`` wrote for it."""
+
+    settings: Settings
+    manifests: Path
+
+
+@dataclass(frozen=True)
 class NodeShape:
     name: str
     labels: dict[str, str]
@@ -131,40 +140,40 @@ def cpu_node_shape(settings: Settings, name: str) -> NodeShape:
     return NodeShape(name, labels, [], {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "200Gi"})
 
 
-def create_nodes(kube: Kube, shapes: Sequence[NodeShape]) -> None:
+def node_object(shape: NodeShape) -> dict[str, Any]:
+    """The Node as a kubelet registers it: with its capacity in the status (kwok's node stages keep it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": shape.name,
+            "labels": {**shape.labels, HOSTNAME_KEY: shape.name, "type": "kwok"},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {"taints": shape.taints},
+        "status": {"capacity": shape.allocatable, "allocatable": shape.allocatable},
+    }
+
+
+def node_ready(node: Mapping[str, Any], shape: NodeShape) -> bool:
+    status = node.get("status", {})
+    conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+    return conditions.get("Ready") == "True" and all(
+        status.get("allocatable", {}).get(k) == v for k, v in shape.allocatable.items()
+    )
+
+
+def create_nodes(kube: Kube, shapes: Sequence[NodeShape], timeout_s: float = 60) -> None:
+    """Register the nodes (a POST keeps the status, as for a kubelet; a status patch after kwok initialised the
+    node would race kwok's own status writes) and wait until kwok reports them Ready with that capacity."""
     for shape in shapes:
-        kube.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {
-                    "name": shape.name,
-                    "labels": {**shape.labels, "kubernetes.io/hostname": shape.name, "type": "kwok"},
-                    "annotations": {"kwok.x-k8s.io/node": "fake"},
-                },
-                "spec": {"taints": shape.taints},
-            }
-        )
-        kube.apply(
-            {
-                "apiVersion": "v1",
-                "kind": "Node",
-                "metadata": {"name": shape.name},
-                "status": {"capacity": shape.allocatable, "allocatable": shape.allocatable},
-            },
-            subresource="status",
-        )
+        kube.request("POST", kube.path("v1", "Node", None), body=node_object(shape))
 
     def ready() -> bool:
         nodes = {n["metadata"]["name"]: n for n in kube.items("v1", "Node")}
-        for shape in shapes:
-            status = nodes.get(shape.name, {}).get("status", {})
-            conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
-            if conditions.get("Ready") != "True" or status.get("allocatable", {}) != shape.allocatable:
-                return False
-        return True
+        return all(node_ready(nodes.get(s.name, {}), s) for s in shapes)
 
-    wait_for("the simulated nodes to be Ready with their GPUs", ready, 60)
+    wait_for("the simulated nodes to be Ready with their GPUs", ready, timeout_s)
 
 
 def bind_store(kube: Kube, objs: Iterable[dict[str, Any]], pv_prefix: str) -> None:

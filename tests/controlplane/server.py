@@ -122,6 +122,7 @@ class ControlPlane:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--enable-priority-and-fairness=false",
+                "--endpoint-reconciler-type=none",  # a loopback address is no valid endpoint of the kubernetes Service
                 "--v=1",
             ],
         )
@@ -149,6 +150,7 @@ class ControlPlane:
                 f"--cidr={POD_CIDR}",
                 f"--node-ip={NODE_IP}",
                 f"--server-address=127.0.0.1:{kwok_port}",
+                "--v=WARN",  # INFO logs every status patch: the tail attached to a failure would hold nothing else
             ],
         )
         self._wait("kube-controller-manager to create the default ServiceAccount", self._default_sa, t0 + timeout_s)

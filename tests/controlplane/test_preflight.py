@@ -115,6 +115,8 @@ BROKEN: list[tuple[str, dict[str, Any], dict[str, Any], str, str]] = [
             "existingAddons": ["kube-prometheus-stack", "prometheus-adapter", "cert-manager"],
             "ingressTls": True,
             "tlsIssuer": "letsencrypt",
+            "ingressAuth": "basic",  # a public (TLS) endpoint needs authentication
+            "basicAuthSecretName": "triton-basic-auth",
         },
         {},
         "FAIL crds",
@@ -154,5 +156,7 @@ def test_preflight_fails_naming_the_missing_piece(
     failed = {key for key in lines if key.startswith("FAIL")}
     if line == "FAIL gpu-nodes":  # without GPU nodes nothing GPU-shaped can pass
         assert failed == {line, "FAIL gpu-placement", "FAIL gpu-shape t5-3b", "FAIL gpu-shape gpt-j-6b"}
+    elif line == "FAIL gpu-placement":  # no usable GPU node: no model's shape can fit either
+        assert failed == {line, "FAIL gpu-shape t5-3b", "FAIL gpu-shape gpt-j-6b"}
     else:
         assert failed == {line}, "only the broken piece fails"
