@@ -210,8 +210,10 @@ def network_policy_spec(
     selector_labels: dict[str, str],
     client_namespaces: tuple[str, ...],
     prometheus_namespace: str,
+    gateway_pods: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Only ``client_namespaces`` (the ingress controller's) reach 8000/8001, only Prometheus reaches 8002.
+    """Only ``client_namespaces`` (the ingress controller's) reach 8000/8001, the stack's gateway pods (selected by
+    ``gateway_pods``, same namespace) reach 8001, only Prometheus reaches 8002.
 
     Egress is limited to cluster DNS: Triton reads its models from the mounted volume and calls nothing.
     """
@@ -222,6 +224,13 @@ def network_policy_spec(
             {
                 "from": [_namespace_peer(ns) for ns in client_namespaces],
                 "ports": [{"port": HTTP_PORT, "protocol": tcp}, {"port": GRPC_PORT, "protocol": tcp}],
+            }
+        )
+    if gateway_pods:
+        ingress.append(
+            {
+                "from": [{"podSelector": {"matchLabels": dict(gateway_pods)}}],
+                "ports": [{"port": GRPC_PORT, "protocol": tcp}],
             }
         )
     ingress.append(
