@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.autoscaling import hpa_behavior
 from components.layout import selector
 from components.monitoring import SCRAPE_INTERVAL
 from components.podsec import container_security_context, pod_security_context
-from components.server_spec import GRPC_PORT
+from components.server_spec import GRPC_PORT, http_probe
 from tritonft.spec import ModelSpec
 
 GATEWAY_PORT = 8080
@@ -88,15 +89,6 @@ def gateway_command(backends: Sequence[Backend], deadline_seconds: int) -> list[
     return command
 
 
-def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
-    return {
-        "httpGet": {"path": path, "port": "http"},
-        "periodSeconds": period,
-        "failureThreshold": failures,
-        "timeoutSeconds": 3,
-    }
-
-
 def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector: dict[str, str]) -> dict[str, Any]:
     """The gateway pod: hardened like every workload, probes on its health routes, spread over nodes.
 
@@ -112,9 +104,9 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
         "ports": [{"name": "http", "containerPort": GATEWAY_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},
-        "startupProbe": _probe(LIVE_PATH, 2, 30),
-        "livenessProbe": _probe(LIVE_PATH, 10, 3),
-        "readinessProbe": _probe(READY_PATH, 5, 2),
+        "startupProbe": http_probe(LIVE_PATH, 2, 30, timeout=3),
+        "livenessProbe": http_probe(LIVE_PATH, 10, 3, timeout=3),
+        "readinessProbe": http_probe(READY_PATH, 5, 2, timeout=3),
         "securityContext": container_security_context(),
         "volumeMounts": [
             {"name": "specs", "mountPath": SPEC_MOUNT, "readOnly": True},
@@ -205,21 +197,7 @@ def cpu_hpa_spec(deployment: str, min_replicas: int, max_replicas: int) -> dict[
                 },
             }
         ],
-        "behavior": {
-            "scaleUp": {
-                "stabilizationWindowSeconds": 0,
-                "selectPolicy": "Max",
-                "policies": [
-                    {"type": "Percent", "value": 100, "periodSeconds": 30},
-                    {"type": "Pods", "value": 2, "periodSeconds": 30},
-                ],
-            },
-            "scaleDown": {
-                "stabilizationWindowSeconds": SCALE_DOWN_WINDOW_SECONDS,
-                "selectPolicy": "Min",
-                "policies": [{"type": "Pods", "value": 1, "periodSeconds": 60}],
-            },
-        },
+        "behavior": hpa_behavior(SCALE_DOWN_WINDOW_SECONDS, scale_down_period_seconds=60),
     }
 
 

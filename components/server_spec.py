@@ -64,7 +64,8 @@ class ServerPod:
     gpu: GpuScheduling
 
 
-def _http_probe(path: str, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
+def http_probe(path: str, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
+    """An HTTP GET probe on the container port named ``http``."""
     return {
         "httpGet": {"path": path, "port": "http"},
         "periodSeconds": period,
@@ -117,9 +118,9 @@ def server_pod_spec(
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         "resources": {"requests": requests, "limits": limits},
-        "startupProbe": _http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
-        "livenessProbe": _http_probe(LIVE_PATH, 10, 3),
-        "readinessProbe": _http_probe(READY_PATH, 5, 3),
+        "startupProbe": http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
+        "livenessProbe": http_probe(LIVE_PATH, 10, 3),
+        "readinessProbe": http_probe(READY_PATH, 5, 3),
         "securityContext": container_security_context(),
         "volumeMounts": [
             {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True},

@@ -10,13 +10,12 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from tests.gateway.server import GatewayProcess
+from tests.gateway.server import started as running
 from tests.realtriton.repos import PROBE_MODEL as MODEL
 from tests.realtriton.repos import matrix_spec
 from tritonft.cli import main
@@ -27,17 +26,6 @@ from tritonft.probe.rendered import contract_for_spec
 pytestmark = pytest.mark.slow
 
 SPEC = matrix_spec(MODEL)
-
-
-@contextmanager
-def running(gateway: GatewayProcess, request: pytest.FixtureRequest) -> Iterator[GatewayProcess]:
-    gateway.start()
-    try:
-        yield gateway
-    finally:
-        gateway.stop()
-        if request.session.testsfailed:
-            print(f"--- gateway log ({gateway.log_path}) ---\n{gateway.log_text()[-20000:]}")
 
 
 def probe_config(triton: LocalTriton, gateway_url: str, deadline_s: float = 60.0) -> ProbeConfig:

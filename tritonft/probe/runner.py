@@ -10,8 +10,7 @@ ready cannot answer), other models are still checked.
 from __future__ import annotations
 
 import time
-import typing
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,19 +122,8 @@ class ProbeConfig:
 ClientFactory = Callable[[Endpoint, Mapping[str, str]], V2Client]
 
 
-class Complete(typing.Protocol):
-    """The request through the gateway (:func:`tritonft.probe.gateway.gateway_completions`): the answers in order."""
-
-    def __call__(
-        self,
-        base_url: str,
-        model: str,
-        prompts: Sequence[str],
-        *,
-        max_tokens: int | None,
-        headers: Mapping[str, str],
-        timeout_s: float,
-    ) -> list[str]: ...
+Complete = Callable[..., list[str]]
+"""The request through the gateway: :func:`tritonft.probe.gateway.gateway_completions` (tests pass their own)."""
 
 
 class _Run:
