@@ -183,11 +183,11 @@ class Gateway(pulumi.ComponentResource):
             f"{name}-deployment",
             metadata=object_meta(base, ns, meta_labels),
             spec=cast(Any, backends.apply(spec_of)),
-            # After the models' servers: a gateway is ready only once some Triton answers.
+            # After the models' servers have rolled out: a gateway is ready only once some Triton answers.
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=target.provider,
-                depends_on=[config_map, *(b.service.deployment for b in args.backends)],
+                depends_on=[config_map, *(b.service.rollout_watch for b in args.backends)],
             ),
         )
         service = k8s.core.v1.Service(
