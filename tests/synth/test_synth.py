@@ -204,6 +204,9 @@ def test_every_stack_serves_the_openai_gateway_on_its_base_host_unless_turned_of
     assert json.loads((tmp_path / "dev" / "outputs.json").read_text())["openaiBaseUrl"] == (
         "https://triton.dev.example.com/v1"
     )
+    probes = [r for r in json.loads((tmp_path / "dev" / "resources.json").read_text()) if r["name"].endswith("-probe")]
+    assert sorted(r["name"] for r in probes) == ["dev-gpt2-probe", "dev-t5-small-probe"]
+    assert {r["inputs"]["gateway_url"] for r in probes} == {"https://triton.dev.example.com/v1"}
     stack = project / "stacks" / "Pulumi.local.yaml"
     stack.write_text(stack.read_text() + "  triton-ft:gateway: false\n")
     synthesize("local", out=tmp_path / "off", project_dir=project)
