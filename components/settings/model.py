@@ -112,6 +112,18 @@ class AutoscalingSettings:
 
 
 @dataclass(frozen=True)
+class GatewaySettings:
+    """The OpenAI-compatible API in front of every model."""
+
+    enabled: bool
+    replicas_min: int
+    replicas_max: int
+    cpu: str
+    memory: str
+    deadline_s: int
+
+
+@dataclass(frozen=True)
 class ServingSettings:
     """The Triton Deployment and everything around it."""
 
@@ -123,6 +135,7 @@ class ServingSettings:
     alert_for: dict[str, str]
     """The stack's ``alertFor``: alert name -> ``for:`` duration, for the alerts it names (the rest keep theirs)."""
     load_bandwidth_mibps: int
+    gateway: GatewaySettings
 
 
 @dataclass(frozen=True)

@@ -55,20 +55,23 @@ async def _json_body(request: Request, limit: int) -> Any:
 
 
 def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
-    """The gateway for ``config``; ``triton`` defaults to a gRPC client of ``config.triton_url``."""
+    """The gateway for ``config``; ``triton`` defaults to one gRPC client per Triton endpoint of ``config``."""
     metrics = GatewayMetrics()
-    state: dict[str, Triton] = {}
+    clients: dict[str, Triton] = {}
 
-    def client() -> Triton:
-        if "triton" not in state:
-            state["triton"] = triton or Triton(config.triton_url)
-        return state["triton"]
+    def client(model: str) -> Triton:
+        url = config.url_of(model)
+        if url not in clients:
+            clients[url] = triton or Triton(url)
+        return clients[url]
 
     @asynccontextmanager
     async def lifespan(_: Starlette) -> AsyncIterator[None]:
-        client()
+        for name in config.names:
+            client(name)
         yield
-        await state["triton"].close()
+        for each in {id(c): c for c in clients.values()}.values():
+            await each.close()
 
     def model_for(body: Any) -> ServedModel:
         name = body.get("model") if isinstance(body, dict) else None
@@ -79,11 +82,22 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
             raise unknown_model(name, config.names)
         return model
 
+    async def collected(req: EnsembleRequest, prompt: str) -> list[str]:
+        """A decoupled model answers only over a stream (Triton refuses ModelInfer): the completion is what its
+        last response adds to the prompt, the text a ``stream: true`` request gets in pieces."""
+        last = ""
+        async for whole in client(req.model.name).stream(req, prompt, config.deadline_s):
+            last = whole
+        return [stream_delta("", last, prompt, True)]
+
     async def answer(req: EnsembleRequest, deadline: float) -> list[list[str]]:
         started = time.monotonic()
+        triton = client(req.model.name)
         try:
+            if req.model.streaming:
+                return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
             return list(
-                await asyncio.gather(*(client().generate(req, p, deadline, config.deadline_s) for p in req.prompts))
+                await asyncio.gather(*(triton.generate(req, p, deadline, config.deadline_s) for p in req.prompts))
             )
         finally:
             metrics.triton_latency.labels(req.model.name).observe(time.monotonic() - started)
@@ -118,7 +132,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
             for index, prompt in enumerate(req.prompts):
                 sent, stopped = "", False
                 if req.model.streaming:
-                    async for whole in client().stream(req, prompt, config.deadline_s):
+                    async for whole in client(req.model.name).stream(req, prompt, config.deadline_s):
                         text, stopped = cut_at_stop(stream_delta("", whole, prompt, True), req.stop)
                         delta = text[len(sent) :]
                         sent = text
@@ -167,8 +181,17 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
         return PlainTextResponse("ok")
 
     async def ready(_: Request) -> Response:
-        ok = await client().ready(config.names, timeout_s=2.0)
-        return PlainTextResponse("ok" if ok else "triton or a model is not ready", status_code=200 if ok else 503)
+        # Ready while some Triton serves all its models: with one Triton per model (a deployed stack), one model
+        # rolling out or scaled to zero must not take every gateway replica, and so every model, out of service.
+        by_url: dict[str, list[str]] = {}
+        for name in config.names:
+            by_url.setdefault(config.url_of(name), []).append(name)
+        answers = await asyncio.gather(*(client(names[0]).ready(names, timeout_s=2.0) for names in by_url.values()))
+        down = [name for ok, names in zip(answers, by_url.values(), strict=True) if not ok for name in names]
+        if not down:
+            return PlainTextResponse("ok")
+        text = f"not ready: {', '.join(down)}"
+        return PlainTextResponse(text, status_code=200 if any(answers) else 503)
 
     async def get_metrics(_: Request) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
