@@ -16,6 +16,7 @@ import pytest
 
 from tests.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
 from tests.realtriton.repos import MATRIX, render_with_cli, serve_ready_repository, stack_specs
+from tests.reference.conftest import checkpoint, converted  # noqa: F401  (golden checkpoints, converted once)
 from tests.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
 from tritonft.local_triton import LocalTriton, TritonError, TritonRuntime, prepare_runtime
 from tritonft.spec import Family
