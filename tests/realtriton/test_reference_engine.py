@@ -19,7 +19,7 @@ from tests.realtriton.conftest import ServeTriton
 from tests.realtriton.golden import SERVED, TP, GoldenCase, golden_cases, golden_spec, render_golden, words
 from tests.reference.checkpoints import MAX_NEW_TOKENS
 from tritonft.cli import main
-from tritonft.local_triton import LocalTriton
+from tritonft.local_triton import LocalTriton, TritonRuntime
 from tritonft.reference import GenerationRequest, build_model, generate, load_checkpoint
 from tritonft.repo.naming import RepoNames
 from tritonft.spec import Family
@@ -191,3 +191,15 @@ def test_probe_fails_naming_the_prompt_and_both_answers_when_an_answer_differs(
     assert f"the answer to {first.prompt!r} is not the expected one: expected {wrong!r}, got {first.answers[0]!r}" in (
         captured.err
     )
+
+
+def test_the_golden_answers_come_from_the_images_python_3_10_and_numpy_1_too(
+    serve_triton: ServeTriton, image_python_runtime: TritonRuntime, golden_repository: Path
+) -> None:
+    server = serve_triton(golden_repository, runtime=image_python_runtime)
+
+    for name in SERVED:
+        cases = greedy(name)
+        assert ask(server, model_name(name), [case.prompt for case in cases], "grpc") == [
+            [case.answers[0]] for case in cases
+        ], name
