@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import os
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import orjson
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 from tritonft.gateway import sse
+from tritonft.gateway.accesslog import AccessLog
 from tritonft.gateway.asgi import App, Call, JSONResponse, Lifespan, Route
 from tritonft.gateway.config import GatewayConfig, ServedModel
 from tritonft.gateway.errors import ApiError, unknown_model
@@ -31,14 +30,15 @@ from tritonft.gateway.mapping import (
 from tritonft.gateway.metrics import GatewayMetrics
 from tritonft.gateway.triton import Triton
 
-ACCESS_LOG = logging.getLogger("tritonft.gateway.access")
 GET = frozenset({"GET", "HEAD"})
 POST = frozenset({"POST"})
 
 
-def build_app(config: GatewayConfig, triton: Triton | None = None) -> App:
-    """The gateway for ``config``; ``triton`` defaults to a gRPC client of ``config.triton_url``."""
+def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: AccessLog | None = None) -> App:
+    """The gateway for ``config``; ``triton`` defaults to a gRPC client of ``config.triton_url``, ``access_log``
+    to JSON lines on stderr."""
     metrics = GatewayMetrics()
+    access_log = access_log or AccessLog()
     state: dict[str, Triton] = {}
     # Completion ids: a random per-process prefix and a counter (unique without a urandom call per request).
     id_prefix = os.urandom(8).hex()
@@ -73,7 +73,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> App:
                 await asyncio.gather(*(client().generate(req, p, deadline, config.deadline_s) for p in req.prompts))
             )
         finally:
-            metrics.triton_latency.labels(req.model.name).observe(time.monotonic() - started)
+            metrics.triton_waited(req.model.name, time.monotonic() - started)
 
     async def stream_events(req: EnsembleRequest, rid: str, created: int, chat: bool) -> AsyncIterator[bytes]:
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -165,10 +165,9 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> App:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     def observe(call: Call, route: str, status: int, elapsed: float) -> None:
-        metrics.requests.labels(route, call.model, str(status)).inc()
-        metrics.latency.labels(route).observe(elapsed)
-        if ACCESS_LOG.isEnabledFor(logging.INFO):
-            line = {
+        metrics.answered(route, call.model, status, elapsed)
+        access_log.write(
+            {
                 "ts": round(time.time(), 3),
                 "method": call.method,
                 "path": call.path,
@@ -177,7 +176,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> App:
                 "ms": round(elapsed * 1000, 2),
                 "client": call.client,
             }
-            ACCESS_LOG.info(orjson.dumps(line).decode())
+        )
 
     routes = {
         "/v1/completions": Route(POST, post_completions, "completions"),

@@ -29,7 +29,7 @@ Send = Callable[[Message], Awaitable[None]]
 LOG = logging.getLogger("tritonft.gateway")
 
 
-@dataclass
+@dataclass(slots=True)
 class Call:
     """One HTTP request as a handler sees it; ``model`` is what the access log and metrics record."""
 
@@ -115,7 +115,7 @@ class Lifespan:
     """ASGI lifespan: enter ``context`` at startup, leave it at shutdown."""
 
     context: Callable[[], AbstractAsyncContextManager[None]]
-    _running: list[AbstractAsyncContextManager[None]] = field(default_factory=list)
+    _running: list[AbstractAsyncContextManager[None]] = field(default_factory=list, init=False)
 
     async def __call__(self, receive: Receive, send: Send) -> None:
         while True:
@@ -160,7 +160,8 @@ class App:
         route = self.routes.get(call.path)
         try:
             if route is None:
-                raise ApiError(404, f"there is no route {call.path}; the API is under /v1", code="not_found")
+                routes = ", ".join(sorted(self.routes))
+                raise ApiError(404, f"there is nothing at {call.path}; the routes are {routes}", code="not_found")
             if call.method not in route.methods:
                 allowed = ", ".join(sorted(route.methods))
                 raise ApiError(405, f"{call.path} accepts {allowed}, not {call.method}", code="method_not_allowed")

@@ -51,10 +51,6 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
-    # The records only carry the message (JSON access lines): skip looking up the caller's frame, thread and
-    # process for each one (the logging HOWTO's "Optimization" switches).
-    logging._srcfile = None
-    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     uvicorn.run(
         build_app(config),
         host=args.host,
