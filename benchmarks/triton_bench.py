@@ -9,10 +9,14 @@ Per run and concurrency (1, 4, 16): perf_analyzer through the ensemble, ``triton
 perf_analyzer on the model step alone (the floor; its inputs are the prompt's tokens). Prints every run and the
 medians over runs, the bench/perf_analyzer throughput ratio and the ensemble's p50 overhead over the step.
 
+``--pin`` puts the server (tritonserver and its Python stubs) on CPU 0 and both clients on CPU 1, as a client on its
+own machine would be: the bench/perf_analyzer ratio then compares what each client can drive, not how much CPU each
+takes from a server sharing its cores.
+
 ``--no-tokenizer-batching`` serves the Python models without their dynamic batcher (one request per execution, as
 before the tokenizer work was batched); ``--tokenizer-instances N`` sets their instance count: the A/B switches.
 
-Usage: .venv/bin/python benchmarks/triton_bench.py [--runs 3] [--seconds 4] [--concurrency 1,4,16]
+Usage: .venv/bin/python benchmarks/triton_bench.py [--runs 3] [--seconds 4] [--concurrency 1,4,16] [--pin]
            [--no-tokenizer-batching] [--tokenizer-instances N]
 """
 
@@ -131,6 +135,7 @@ def main() -> int:
     parser.add_argument("--concurrency", default="1,4,16")
     parser.add_argument("--no-tokenizer-batching", action="store_true")
     parser.add_argument("--tokenizer-instances", type=int, default=1)
+    parser.add_argument("--pin", action="store_true", help="server on CPU 0, clients on CPU 1")
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     binary, env = perf_analyzer_binary()
@@ -155,7 +160,12 @@ def main() -> int:
     )
     step = RepoNames.of(spec).ft
     rows: dict[tuple[str, int], list[dict[str, float]]] = {}
+    if args.pin:
+        os.sched_setaffinity(0, {0})  # inherited by tritonserver and the stubs it starts while loading
     with LocalTriton(prepare_runtime(), repository, log_path=work / "tritonserver.log") as server:
+        if args.pin:
+            os.sched_setaffinity(0, {1})  # this process (tritonft bench) and the perf_analyzer it starts
+            print("pinned: server on CPU 0, clients on CPU 1", flush=True)
         print(f"tritonserver pid {server.pid}, gRPC {server.grpc_url}; {len(ids)}-token prompt {PROMPT!r}", flush=True)
         print(
             f"tokenizer models: dynamic batching {'off' if args.no_tokenizer_batching else 'on'}, "

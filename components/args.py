@@ -30,6 +30,7 @@ from components.sizing import MIB
 from components.store import ModelStore, ModelStoreArgs
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.probe.endpoint import Protocol
+from tritonft.rollout.verdict import NodeGrowth
 from tritonft.spec import ModelSpec
 
 PROBE_AUTH_ENV = "TRITONFT_PROBE_AUTHORIZATION"
@@ -212,6 +213,15 @@ def rollout(settings: Settings, model: ModelSpec) -> Rollout:
     return rollout_for(ModelShape(model.name, model.gpus), surging, serving.replicas_min)
 
 
+def node_growth(settings: Settings) -> NodeGrowth:
+    """What can add GPU nodes: the aws stack's cluster-autoscaler up to gpuNodesMax; on an existing cluster,
+    nothing the stack knows of."""
+    pool = gpu_pool(settings.cluster)
+    if pool is None or not pool.autoscaled:
+        return NodeGrowth(autoscaler=False)
+    return NodeGrowth(autoscaler=True, nodes_max=pool.nodes_max)
+
+
 def triton_service_args(
     settings: Settings,
     *,
@@ -238,6 +248,7 @@ def triton_service_args(
         gpus_per_node=settings.cluster.gpu_node.gpus,
         node_type=settings.cluster.gpu_node.name,
         rollout=rollout(settings, conversion.model),
+        node_growth=node_growth(settings),
     )
 
 

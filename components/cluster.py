@@ -40,6 +40,9 @@ class ClusterTarget:
     """Resources (Helm charts) that install CRDs; custom resources of those CRDs depend on them."""
     addons: frozenset[str] = frozenset()
     """Add-ons present in the cluster: ``prometheus-operator``, ``cert-manager``, ``keda``, ``ingress-nginx`` ..."""
+    kubeconfig: pulumi.Input[str] | None = None
+    """What the provider was given (path or content; None = ``$KUBECONFIG``), for waits that read the cluster."""
+    context: str | None = None
 
 
 def namespace_labels(pod_security: str = "baseline") -> dict[str, str]:
@@ -97,5 +100,7 @@ class ExistingCluster(pulumi.ComponentResource):
             storage_class=args.storage_class,
             ingress_class=args.ingress_class,
             addons=args.addons,
+            kubeconfig=args.kubeconfig,
+            context=args.context,
         )
         self.register_outputs({"namespace": self.namespace})

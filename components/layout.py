@@ -18,6 +18,8 @@ from tritonft.spec import ModelSpec
 STORE_MOUNT = "/models"
 """Where every pod mounts the model-store claim."""
 MANAGED_BY = "triton-ft"
+SKIP_AWAIT = "pulumi.com/skipAwait"
+"""Annotation: the Kubernetes provider applies the object without waiting for it to become ready."""
 DNS_LABEL_MAX = 63
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")

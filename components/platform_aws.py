@@ -308,6 +308,7 @@ class AwsPlatform(pulumi.ComponentResource):
             ingress_class=args.ingress_class,
             crd_installers=list(addons.charts),
             addons=addons.names,
+            kubeconfig=self.kubeconfig,
         )
         self.register_outputs(
             {

@@ -4,14 +4,16 @@ Children: Deployment, Service, PodDisruptionBudget, NetworkPolicy; HTTP and gRPC
 unless ``secure`` is off); an HPA or a KEDA ScaledObject; a ServiceMonitor, a PrometheusRule and a Grafana
 dashboard ConfigMap when monitoring is on. Custom resources (ServiceMonitor, PrometheusRule, ScaledObject) are
 created only when asked for and always after the resources that install their CRDs (pulumi-kubernetes#1712,
-#3176). The Deployment waits for the model's conversion Job and for a startup budget computed from its size.
+#3176). The Deployment waits for the model's conversion Job; ``up`` then waits for its rollout through a
+``RolloutWatch`` (the startup budget computed from the model's size, or much less when the scheduler shows the pods
+can never get their GPUs) instead of the Kubernetes provider's await.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -38,8 +40,9 @@ from components.ingress import (
     tls_secret_name,
     validate_ingress,
 )
-from components.layout import as_input, dns_label, labels, object_meta, selector
+from components.layout import SKIP_AWAIT, as_input, dns_label, labels, object_meta, selector
 from components.monitoring import dashboard_json, prometheus_rule_spec, service_monitor_spec
+from components.rollout_watch import RolloutWatch, RolloutWatchArgs
 from components.server_spec import (
     HTTP_PORT,
     ServerPod,
@@ -60,6 +63,7 @@ from components.sizing import (
 from components.store import ModelStore
 from tritonft.errors import UserError
 from tritonft.repo.naming import RepoNames
+from tritonft.rollout.verdict import NodeGrowth
 
 Autoscaler = Literal["hpa", "keda", "none"]
 
@@ -110,6 +114,8 @@ class TritonServiceArgs:
     """Name of the GPU node type, for the placement annotation."""
     rollout: Rollout = field(default_factory=fixed_rollout)
     """Surge or replace one at a time, decided from the GPU capacity (``components.capacity.rollout_for``)."""
+    node_growth: NodeGrowth = field(default_factory=lambda: NodeGrowth(autoscaler=False))
+    """What can add GPU nodes while a pod waits for GPUs (the rollout watch fails fast when nothing can)."""
 
 
 def _validate(args: TritonServiceArgs) -> list[str]:
@@ -157,7 +163,9 @@ class TritonService(pulumi.ComponentResource):
     startup_budget_seconds: pulumi.Output[int]
     """The startupProbe budget derived from the model size."""
     deployment: k8s.apps.v1.Deployment
-    """The Triton Deployment (for ``depends_on`` of the integration probe)."""
+    """The Triton Deployment."""
+    rollout_watch: RolloutWatch
+    """Done when the Deployment has rolled out (for ``depends_on`` of the integration probe)."""
 
     def __init__(self, name: str, args: TritonServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         problems = _validate(args) + (validate_ingress(args.ingress) if args.ingress is not None else [])
@@ -174,7 +182,8 @@ class TritonService(pulumi.ComponentResource):
         sel = selector("triton", name)
         meta_labels = labels("triton", name, model.name)
         pod_labels = {**meta_labels, **sel}
-        placement: dict[str, str] = {"triton-ft.io/rollout": args.rollout.reason}
+        # RolloutWatch below waits instead of the provider's await, which only gives up at its timeout.
+        placement: dict[str, str] = {"triton-ft.io/rollout": args.rollout.reason, SKIP_AWAIT: "true"}
         affinity = None
         if args.gpus_per_node is not None:
             pod_labels[PACKING_LABEL] = packing(model.gpus, args.gpus_per_node)
@@ -185,7 +194,6 @@ class TritonService(pulumi.ComponentResource):
         sizing = server_sizing(model)
         budget = startup_budget(model, load_bandwidth=args.load_bandwidth)
         pod = ServerPod(image=args.image, claim_name=args.store.k8s_name, gpu=target.gpu)
-        timeout = f"{rollout_timeout_minutes(budget)}m"
         replicas = args.min_replicas if args.autoscaler == "none" else None
         deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
@@ -204,8 +212,21 @@ class TritonService(pulumi.ComponentResource):
                 parent=self,
                 provider=target.provider,
                 depends_on=[args.conversion.job, args.store.claim],
-                custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
             ),
+        )
+        rollout_watch = RolloutWatch(
+            f"{name}-rollout",
+            RolloutWatchArgs(
+                namespace=ns,
+                deployment=base,
+                generation=deployment.metadata.apply(_generation),
+                deadline_s=60.0 * rollout_timeout_minutes(budget),
+                growth=args.node_growth,
+                min_replicas=args.min_replicas,
+                kubeconfig=target.kubeconfig,
+                context=target.context,
+            ),
+            pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
         )
         service = k8s.core.v1.Service(
             f"{name}-service", metadata=object_meta(base, ns, meta_labels), spec=as_input(service_spec(sel)), opts=child
@@ -270,6 +291,7 @@ class TritonService(pulumi.ComponentResource):
             )
 
         self.deployment = deployment
+        self.rollout_watch = rollout_watch
         self.deployment_name = pulumi.Output.from_input(base)
         self.service_name = pulumi.Output.from_input(base)
         self.internal_url = ns.apply(lambda n: f"http://{base}.{n}.svc:{HTTP_PORT}")
@@ -380,3 +402,8 @@ class TritonService(pulumi.ComponentResource):
             data=ns.apply(lambda n: {f"{base}.json": dashboard_json(n, base, f"Triton: {base} ({n})")}),
             opts=child,
         )
+
+
+def _generation(meta: Any) -> int | None:
+    generation = meta.get("generation") if isinstance(meta, dict) else getattr(meta, "generation", None)
+    return int(generation) if generation is not None else None

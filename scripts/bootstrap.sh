@@ -48,3 +48,4 @@ fi
 
 bash scripts/setup/triton.sh
 bash scripts/setup/prometheus.sh
+bash scripts/setup/control_plane.sh >/dev/null

@@ -209,7 +209,8 @@ def _exec_token(spec: Mapping[str, Any]) -> str:
 
 def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
     """Whether ``obj`` reports the status condition ``kind`` as True."""
-    return any(c["type"] == kind and c["status"] == "True" for c in obj.get("status", {}).get("conditions", []))
+    conditions = (obj.get("status") or {}).get("conditions") or []  # null on a freshly created CRD
+    return any(c["type"] == kind and c["status"] == "True" for c in conditions)
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float, interval_s: float = 0.25) -> Any:

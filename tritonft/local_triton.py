@@ -47,6 +47,8 @@ TOOL_ENV = ROOT / ".tools" / "triton"
 """Where ``scripts/setup/triton.sh`` installs ``nvidia-pytriton``."""
 HOST = "127.0.0.1"
 STUB = "triton_python_backend_stub"
+IMAGE_PYTHON = "3.10"
+"""The server image's Python (NGC Triton 23.04's base, Ubuntu 20.04): what its Python models run on."""
 
 
 class TritonError(RuntimeError):
@@ -128,6 +130,47 @@ def base_python() -> Path:
     return Path(sys.executable)
 
 
+def find_python(version: str) -> Path:
+    """An interpreter of Python ``version`` (``"3.10"``): ``python3.10`` on ``PATH``, else the newest pyenv build.
+
+    Each candidate must run and report that version (a pyenv shim on ``PATH`` may not); the real executable is
+    returned. Raises :class:`TritonError` naming the fix when there is none.
+    """
+    name = f"python{version}"
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    builds = sorted(
+        (p for p in pyenv.glob(f"{version}.*/bin/{name}") if p.is_file()),
+        key=lambda p: tuple(int(x) if x.isdigit() else -1 for x in p.parents[1].name.split(".")),
+        reverse=True,
+    )
+    on_path = shutil.which(name)
+    for candidate in [*([Path(on_path)] if on_path else []), *builds]:
+        done = subprocess.run(
+            [str(candidate), "-c", "import sys; print(sys.version_info[0], sys.version_info[1], sys.executable)"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        major, minor, executable = [*done.stdout.split(maxsplit=2), "", "", ""][:3]
+        if done.returncode == 0 and f"{major}.{minor}" == version:
+            return Path(executable.strip())
+    raise TritonError(
+        f"no Python {version} interpreter: none named {name} runs from PATH and none is under {pyenv}; install "
+        f"one (e.g. `pyenv install {version}`, or Debian/Ubuntu's python{version} package) and run again"
+    )
+
+
+def _library_dir(python: Path) -> Path:
+    """Where ``python``'s ``libpython`` lives (the stub links it; a pyenv build keeps it outside the system paths)."""
+    done = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR') or '')"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return Path(done.stdout.strip())
+
+
 def stub_environment(requirements: Path = REQUIREMENTS, python: Path | None = None) -> Path:
     """A virtual environment with ``requirements`` installed, cached by the hash of its inputs; built once.
 
@@ -193,10 +236,13 @@ class TritonRuntime:
     dist: ServerDist
     backends: Path
     stub_env: Path
+    python_libs: Path | None = None
+    """The models' interpreter's ``libpython`` directory, when it is not on the system's library path."""
 
     def environment(self, base: dict[str, str] | None = None) -> dict[str, str]:
         env = dict(os.environ if base is None else base)
-        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(self.dist.libs), env.get("LD_LIBRARY_PATH", "")) if p)
+        libs = [str(self.dist.libs), *([str(self.python_libs)] if self.python_libs else [])]
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (*libs, env.get("LD_LIBRARY_PATH", "")) if p)
         env["PATH"] = os.pathsep.join(p for p in (str(self.stub_env / "bin"), env.get("PATH", "")) if p)
         env.pop("PYTHONHOME", None)
         env.pop("PYTHONPATH", None)
@@ -204,12 +250,19 @@ class TritonRuntime:
         return env
 
 
-def prepare_runtime(requirements: Path = REQUIREMENTS, search: Sequence[Path] = ()) -> TritonRuntime:
-    """Find the server and build (or reuse) the stub environment and backend directory."""
+def prepare_runtime(
+    requirements: Path = REQUIREMENTS, search: Sequence[Path] = (), python: Path | None = None
+) -> TritonRuntime:
+    """Find the server and build (or reuse) the stub environment and backend directory.
+
+    The models run on ``python`` (default: this interpreter's base), e.g. ``find_python(IMAGE_PYTHON)`` to load
+    them exactly as the server image does.
+    """
     dist = find_server(search)
-    stub_env = stub_environment(requirements)
+    stub_env = stub_environment(requirements, python)
     version = _python_version(stub_env / "bin" / "python")
-    return TritonRuntime(dist, backend_directory(dist, version), stub_env)
+    libs = _library_dir(python) if python is not None else None
+    return TritonRuntime(dist, backend_directory(dist, version), stub_env, libs)
 
 
 def free_port(host: str = HOST) -> int:

@@ -10,6 +10,14 @@ if ! command -v go >/dev/null 2>&1; then
   echo "control_plane: Go (>= 1.24) is required to build the test control plane; install Go and rerun" >&2
   exit 1
 fi
+# The test fixture signs service-account tokens with a key pair it makes with openssl (Debian, only when missing).
+if ! command -v openssl >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "control_plane: installing Debian package openssl" >&2
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends openssl >&2
+fi
 pins=$(cat tools/control-plane/*/go.mod tools/control-plane/*/go.sum | sha256sum | cut -c1-16)
 cache="${TRITONFT_CACHE:-$HOME/.cache/tritonft}"
 bin="$cache/control-plane/$pins/bin"

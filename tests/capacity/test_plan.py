@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -91,3 +92,12 @@ def test_prod_packs_the_one_gpu_model_and_says_where_each_model_lands(
     assert "podAffinity" in gptj["spec"]["template"]["spec"]["affinity"]
     assert "taking all 4 GPUs" in t5["metadata"]["annotations"][PLACEMENT_ANNOTATION]
     assert "packed with other part-node models" in gptj["metadata"]["annotations"][PLACEMENT_ANNOTATION]
+
+
+def test_prods_rollout_waits_know_the_cluster_autoscaler_can_grow_to_gpu_nodes_max(prod_plan: Path) -> None:
+    resources = json.loads((prod_plan.parent / "resources.json").read_text())
+    rollouts = {r["name"]: r["inputs"] for r in resources if r["type"] == "pulumi-python:dynamic/tritonft:RolloutWatch"}
+    assert sorted(rollouts) == ["prod-gpt-j-6b-rollout", "prod-t5-3b-rollout"]
+    for inputs in rollouts.values():
+        assert (inputs["autoscaler"], inputs["nodes_max"]) == (True, 8)  # stacks/Pulumi.prod.yaml gpuNodesMax
+        assert inputs["kubeconfig"] == "[secret]"

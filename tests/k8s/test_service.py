@@ -123,11 +123,27 @@ def test_the_deployment_waits_for_the_conversion_job(mocks):
     assert job.urn in deployment.depends_on
 
 
-def test_the_rollout_timeout_covers_the_startup_budget(mocks):
+def test_up_waits_for_the_rollout_through_the_rollout_watch_not_the_providers_await(mocks):
     deployment = _deployment(mocks)
-    minutes = sizing.rollout_timeout_minutes(sizing.startup_budget(GPTJ_6B))
-    assert deployment.custom_timeouts == {"create": f"{minutes}m", "update": f"{minutes}m"}
-    assert deployment.inputs["spec"]["progressDeadlineSeconds"] > sizing.startup_budget(GPTJ_6B).seconds
+    (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+    assert deployment.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert deployment.urn in watch.depends_on
+    assert (watch.inputs["namespace"], watch.inputs["deployment"]) == (NAMESPACE, deployment.inputs["metadata"]["name"])
+
+
+def test_the_rollout_wait_covers_the_startup_budget(mocks):
+    deployment = _deployment(mocks)
+    (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+    budget = sizing.startup_budget(GPTJ_6B).seconds
+    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(sizing.startup_budget(GPTJ_6B))
+    assert watch.inputs["deadline_s"] > budget
+    assert deployment.inputs["spec"]["progressDeadlineSeconds"] > budget
+
+
+def test_without_a_node_autoscaler_the_rollout_watch_knows_nothing_can_add_a_gpu_node(mocks):
+    _deployment(mocks)
+    (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+    assert watch.inputs["autoscaler"] is False
 
 
 def test_an_autoscaled_deployment_leaves_replicas_to_the_autoscaler(mocks):

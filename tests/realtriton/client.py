@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,23 @@ def ensemble_routes(model_dir: Path) -> dict[str, tuple[str, str]]:
     return routes
 
 
-def execution_stats(server: LocalTriton, model: str) -> tuple[int, int]:
-    """(inference_count, execution_count) of ``model``: rows inferred and model executions (batches) run."""
-    stats = httpclient.InferenceServerClient(server.http_url).get_inference_statistics(model)
-    entry = stats["model_stats"][0]
-    return int(entry.get("inference_count", 0)), int(entry.get("execution_count", 0))
+def execution_stats(server: LocalTriton, model: str, settle_s: float = 0.3) -> tuple[int, int]:
+    """(inference_count, execution_count) of ``model``: rows inferred and model executions (batches) run.
+
+    Triton may count an execution after its response has reached the client, so the counts are read until two
+    reads ``settle_s`` apart agree (at most 20 reads): an earlier test's last request is then counted.
+    """
+    client = httpclient.InferenceServerClient(server.http_url)
+
+    def read() -> tuple[int, int]:
+        entry = client.get_inference_statistics(model)["model_stats"][0]
+        return int(entry.get("inference_count", 0)), int(entry.get("execution_count", 0))
+
+    last = read()
+    for _ in range(20):
+        time.sleep(settle_s)
+        now = read()
+        if now == last:
+            break
+        last = now
+    return last

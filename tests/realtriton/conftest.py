@@ -17,7 +17,7 @@ import pytest
 from tests.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
 from tests.realtriton.repos import MATRIX, render_with_cli, serve_ready_repository, stack_specs
 from tests.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
-from tritonft.local_triton import LocalTriton, TritonError, TritonRuntime, prepare_runtime
+from tritonft.local_triton import IMAGE_PYTHON, LocalTriton, TritonError, TritonRuntime, find_python, prepare_runtime
 from tritonft.spec import Family
 from tritonft.standin import standin_all
 
@@ -36,10 +36,20 @@ def triton_runtime() -> TritonRuntime:
 
 
 @pytest.fixture(scope="session")
-def serve_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeTriton]:
-    """``serve_triton(repositories, *, extra_args=(), env=None, shared=True) -> LocalTriton`` (running).
+def image_python_runtime() -> TritonRuntime:
+    """The models' environment on the server image's Python (3.10), from the same requirements file."""
+    try:
+        return prepare_runtime(python=find_python(IMAGE_PYTHON))
+    except TritonError as exc:
+        pytest.fail(str(exc), pytrace=False)
 
-    With ``shared`` (default) a server already started with the same arguments is returned; pass
+
+@pytest.fixture(scope="session")
+def serve_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeTriton]:
+    """``serve_triton(repositories, *, extra_args=(), env=None, shared=True, runtime=None) -> LocalTriton`` (running).
+
+    ``runtime`` defaults to ``triton_runtime``. With ``shared`` (default) a server already started with the same
+    arguments is returned; pass
     ``shared=False`` for a server of one's own (still stopped at the end of the session, or by the caller).
     A server that does not come up fails with :class:`TritonError` carrying Triton's log.
     """
@@ -51,13 +61,15 @@ def serve_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.TempPat
         extra_args: Sequence[str] = (),
         env: dict[str, str] | None = None,
         shared: bool = True,
+        runtime: TritonRuntime | None = None,
     ) -> LocalTriton:
         repos = (repositories,) if isinstance(repositories, Path) else tuple(repositories)
-        key = (repos, tuple(extra_args), tuple(sorted((env or {}).items())))
+        runtime = runtime or triton_runtime
+        key = (repos, tuple(extra_args), tuple(sorted((env or {}).items())), runtime)
         if shared and key in servers and servers[key].process is not None:
             return servers[key]
         log = tmp_path_factory.mktemp("triton-log") / "tritonserver.log"
-        server = LocalTriton(triton_runtime, repos, log_path=log, extra_args=extra_args, env=env)
+        server = LocalTriton(runtime, repos, log_path=log, extra_args=extra_args, env=env)
         server.start()
         _RUNNING.append(server)
         if shared:

@@ -89,9 +89,11 @@ def test_each_optional_ensemble_input_is_accepted_and_reaches_its_step(  # noqa:
         length_input = "request_output_len" if "request_output_len" in request else "max_output_len"
         assert np.asarray(request[length_input][2]).reshape(-1).tolist() == [value]
     else:
+        # the phrase in each of its forms (GPT's byte-level BPE: as written and after a space; T5: once)
+        forms = 1 if matrix_spec(model).family is Family.T5 else 2
         word_list = request[f"{name}_list"]
         _, offsets = np.asarray(word_list[2]).reshape(2, -1)
-        assert offsets[0] > 0 and list(offsets[1:]) == [-1] * (len(offsets) - 1), "one phrase arrived"
+        assert (np.diff(offsets[:forms], prepend=0) > 0).all() and (offsets[forms:] == -1).all(), offsets
 
 
 def test_a_batch_of_prompts_gets_one_answer_per_row_in_order(matrix_triton: LocalTriton) -> None:
@@ -168,25 +170,35 @@ def _phrases(word_list: Any, tokenizer: Tokenizer) -> list[str]:
 def test_bad_words_with_csv_quoting_arrive_as_phrases_and_are_not_generated(
     matrix_triton: LocalTriton, matrix_repository: Path, tokenizers: dict[Family, Path], recording: None
 ) -> None:
-    # FT bans token sequences: a phrase matches where the prompt tokenizes it the same way (no leading space)
-    prompt = "hello, world and the quick fox;brown fox"
+    # FT bans token sequences; each phrase goes as written and as the word after a space (byte-level BPE)
+    prompt = "hello, world and the quick brown fox;brown fox"
     bad = '"hello, world", brown fox'
     answers = ask(matrix_triton, "gpt2-tp1", [prompt], "http", bad_words=("BYTES", [bad]))
     [request] = received(ft_dir(matrix_repository, "gpt2-tp1"))
     tokenizer = Tokenizer.from_file(str(tokenizers[Family.GPT2] / "tokenizer.json"))
-    assert _phrases(request["bad_words_list"][2][0], tokenizer) == ["hello, world", "brown fox"]
-    assert answers == [[" and the quick fox;"]]
+    assert _phrases(request["bad_words_list"][2][0], tokenizer) == [
+        "hello, world",
+        " hello, world",
+        "brown fox",
+        " brown fox",
+    ]
+    assert answers == [[" and the quick;"]]
 
 
-def test_stop_words_with_csv_quoting_end_the_answer_after_the_phrase(
+def test_stop_words_with_csv_quoting_end_the_answer_after_the_phrase_mid_sentence(
     matrix_triton: LocalTriton, matrix_repository: Path, tokenizers: dict[Family, Path], recording: None
 ) -> None:
-    prompt = "once upon a time,time, there was a little lamb"
+    prompt = "once upon a time, there was a little lamb"
     answers = ask(matrix_triton, "gpt2-tp1", [prompt], "grpc", stop_words=("BYTES", ['"time, there", lamb']))
     [request] = received(ft_dir(matrix_repository, "gpt2-tp1"))
     tokenizer = Tokenizer.from_file(str(tokenizers[Family.GPT2] / "tokenizer.json"))
-    assert _phrases(request["stop_words_list"][2][0], tokenizer) == ["time, there", "lamb"]
-    assert answers == [["once upon a time,time, there"]]
+    assert _phrases(request["stop_words_list"][2][0], tokenizer) == ["time, there", " time, there", "lamb", " lamb"]
+    assert answers == [["once upon a time, there"]]
+
+
+def test_a_newline_stop_phrase_ends_the_answer(matrix_triton: LocalTriton) -> None:
+    answers = ask(matrix_triton, "gpt2-tp1", ["first line\nsecond line"], "grpc", stop_words=("BYTES", ["\n"]))
+    assert answers == [["first line\n"]]
 
 
 def test_the_streaming_variant_sends_one_growing_answer_per_generated_step(matrix_triton: LocalTriton) -> None:

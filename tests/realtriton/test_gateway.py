@@ -61,6 +61,13 @@ def test_a_list_of_prompts_gets_one_choice_per_prompt_in_order(client: openai.Op
     assert [(c.index, c.text) for c in answer.choices] == list(enumerate(prompts))
 
 
+def test_a_stop_phrase_with_a_line_break_ends_the_completion_before_it(client: openai.OpenAI) -> None:
+    prompt = "first line\nsecond line"
+    answer = client.completions.create(model="gpt2-tp1", prompt=prompt, max_tokens=16, stop="line\nsecond")
+    assert answer.choices[0].text == "first "
+    assert answer.choices[0].finish_reason == "stop"
+
+
 def test_every_family_answers_through_the_gateway(client: openai.OpenAI) -> None:
     for model in ("t5-tp1", "gptj-tp1"):
         answer = client.completions.create(model=model, prompt="hello world", max_tokens=16, top_p=0.9)

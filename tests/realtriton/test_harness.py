@@ -16,7 +16,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.realtriton.repos import stack_specs
-from tritonft.local_triton import REQUIREMENTS, LocalTriton, TritonRuntime
+from tritonft.local_triton import REQUIREMENTS, LocalTriton, TritonError, TritonRuntime, find_python
 from tritonft.repo.naming import RepoNames
 
 pytestmark = pytest.mark.slow
@@ -98,3 +98,30 @@ def test_stopping_a_server_ends_its_whole_process_group(
 
     with pytest.raises(ProcessLookupError):
         os.killpg(group, 0)
+
+
+def _fake_python(path: Path, version: str, *, works: bool = True) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    major, minor = version.split(".")[:2]
+    body = f'echo "{major} {minor} {path}"' if works else "echo 'pyenv: python3.10: command not found' >&2; exit 127"
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_find_python_skips_a_shim_that_does_not_run_and_takes_the_newest_pyenv_build(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _fake_python(tmp_path / "shims" / "python3.10", "3.10", works=False)
+    _fake_python(tmp_path / "pyenv" / "versions" / "3.10.9" / "bin" / "python3.10", "3.10")
+    newest = _fake_python(tmp_path / "pyenv" / "versions" / "3.10.13" / "bin" / "python3.10", "3.10")
+    monkeypatch.setenv("PATH", str(tmp_path / "shims"))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    assert find_python("3.10") == newest
+
+
+def test_find_python_without_an_interpreter_names_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    with pytest.raises(TritonError, match=r"no Python 3\.10 interpreter.*`pyenv install 3\.10`"):
+        find_python("3.10")

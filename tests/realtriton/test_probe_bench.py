@@ -97,3 +97,18 @@ def test_bench_writes_a_table_a_csv_and_a_png(
         assert 0 < p50 <= p90 <= p95 <= p99
     assert png_path.read_bytes().startswith(PNG_SIGNATURE)
     assert sorted(p.name for p in csv_path.parent.iterdir()) == ["bench.csv", "bench.png"]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_bench_reports_an_unknown_model_as_a_user_error_and_writes_nothing(
+    probe_triton: LocalTriton, tmp_path: Path, protocol: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv_path = tmp_path / "bench.csv"
+    argv = ["bench", "--url", url(probe_triton, protocol), "--model", "nope", "--duration", "1"]
+
+    code = main([*argv, "--csv", str(csv_path)])
+
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "model 'nope'" in err and "did not answer a first request" in err
+    assert not csv_path.exists()

@@ -1,11 +1,10 @@
 """The code that runs inside the server image (the Python models and the tokenization module copied next to
-them) is checked for the base image's Python, 3.10 (NGC Triton 23.04); no 3.10 interpreter can be installed here.
+them) is checked for the base image's Python, 3.10 (NGC Triton 23.04), statically and fast.
 
 ``mypy --python-version 3.10`` parses with 3.10's grammar (newer syntax is an error) and checks every standard
-library name against typeshed's per-version stubs (e.g. ``enum.StrEnum`` is 3.11+). It does not prove third-party
-behaviour under 3.10 (the requirements are resolved for 3.10 by ``uv pip compile --python-version 3.10``) nor
-runtime semantics; numpy 1.x is shown by the real-Triton tests, whose models run with the image's requirements.
-"""
+library name against typeshed's per-version stubs (e.g. ``enum.StrEnum`` is 3.11+). The runtime on 3.10 and
+numpy 1.x is shown by ``tests/realtriton/test_image_python.py``, which serves the models on a 3.10 stub in the
+real Triton."""
 
 from __future__ import annotations
 

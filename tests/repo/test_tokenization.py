@@ -91,16 +91,35 @@ def test_t5_postprocess_decodes_generated_tokens_until_eos(t5_tokenizer_dir: Pat
 
 def test_word_lists_use_the_two_row_layout(gpt_tokenizer_dir: Path) -> None:
     tokenizer = load_tokenizer(gpt_tokenizer_dir)
-    words = to_word_list(tokenizer, [["Hello", " lazy dog"], [], ["fox"]])
-    hello = tokenizer.encode("Hello", add_special_tokens=False)
+    words = to_word_list(tokenizer, [[" lazy dog"], [], [" fox", " the"]])
     lazy = tokenizer.encode(" lazy dog", add_special_tokens=False)
-    fox = tokenizer.encode("fox", add_special_tokens=False)
-    width = len(hello) + len(lazy)
-    assert words.dtype == np.int32 and words.shape == (3, 2, width)
-    assert list(words[0, 0]) == hello + lazy
-    assert list(words[0, 1]) == [len(hello), width] + [-1] * (width - 2)
-    assert list(words[1, 0]) == [0] * width and list(words[1, 1]) == [-1] * width
-    assert list(words[2, 0, : len(fox)]) == fox and words[2, 1, 0] == len(fox)
+    fox = tokenizer.encode(" fox", add_special_tokens=False)
+    the = tokenizer.encode(" the", add_special_tokens=False)
+    width = len(fox) + len(the)
+    assert words.dtype == np.int32 and words.shape == (3, 2, max(len(lazy), width))
+    assert list(words[0, 0, : len(lazy)]) == lazy and words[0, 1, 0] == len(lazy) and words[0, 1, 1] == -1
+    assert list(words[1, 0]) == [0] * words.shape[2] and list(words[1, 1]) == [-1] * words.shape[2]
+    assert list(words[2, 0, :width]) == fox + the
+    assert list(words[2, 1, :2]) == [len(fox), width] and (words[2, 1, 2:] == -1).all()
+
+
+def test_a_gpt_phrase_is_also_matched_as_the_word_after_a_space(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    words = to_word_list(tokenizer, [["brown fox"]])
+    bare = tokenizer.encode("brown fox", add_special_tokens=False)
+    spaced = tokenizer.encode(" brown fox", add_special_tokens=False)
+    assert bare != spaced, "byte-level BPE folds the leading space into the first token"
+    assert list(words[0, 0]) == bare + spaced
+    assert list(words[0, 1, :2]) == [len(bare), len(bare) + len(spaced)] and (words[0, 1, 2:] == -1).all()
+
+
+def test_a_t5_phrase_is_sent_once_because_sentencepiece_encodes_both_forms_alike(t5_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(t5_tokenizer_dir)
+    words = to_word_list(tokenizer, [["quick fox"]])
+    ids = tokenizer.encode("quick fox", add_special_tokens=False)
+    assert tokenizer.encode(" quick fox", add_special_tokens=False) == ids
+    assert list(words[0, 0]) == ids
+    assert words[0, 1, 0] == len(ids) and (words[0, 1, 1:] == -1).all()
 
 
 def test_empty_word_lists_are_one_wide_no_words(gpt_tokenizer_dir: Path) -> None:
@@ -120,6 +139,27 @@ def test_stop_words_arrive_as_one_csv_string_per_row(gpt_tokenizer_dir: Path) ->
 def test_parse_phrases_handles_quotes_and_blanks() -> None:
     assert parse_phrases('a, "b, c",, d') == ["a", "b, c", "d"]
     assert parse_phrases("  ") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "phrases"),
+    [
+        ("\n", ["\n"]),
+        ("\n,User:", ["\n", "User:"]),
+        ('"a\nb", c', ["a\nb", "c"]),
+        ("a\r\nb, c", ["a\r\nb", "c"]),
+        ("\n\nUser:", ["\n\nUser:"]),
+    ],
+)
+def test_a_line_break_is_part_of_a_phrase_quoted_or_not(text: str, phrases: list[str]) -> None:
+    assert parse_phrases(text) == phrases
+
+
+def test_a_newline_stop_phrase_reaches_the_word_list(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    inputs = {"text_input": as_bytes_column(["a"]), "stop_words": as_bytes_column(["\n,User:"])}
+    out = preprocess(tokenizer, GPT, inputs)
+    assert np.array_equal(out["stop_words_list"], to_word_list(tokenizer, [["\n", "User:"]]))
 
 
 def test_requested_output_length_overrides_default(gpt_tokenizer_dir: Path) -> None:

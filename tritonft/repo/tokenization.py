@@ -197,27 +197,52 @@ def encode_prompts(
 
 
 def parse_phrases(text: str) -> list[str]:
-    """Phrases of one word-list string: comma-separated, CSV quoting allowed (``'a, "b, c"'`` → ``a``, ``b, c``)."""
-    if not text.strip():
+    """Phrases of one word-list string: comma-separated, CSV quoting allowed (``'a, "b, c"'`` → ``a``, ``b, c``).
+
+    The string is one row of phrases, so a line break is part of a phrase (``"\\n"`` is a common stop sequence),
+    quoted or not: the csv module refuses an unquoted one, so line breaks are hidden from it and restored after.
+    """
+    if not text:
         return []
-    return [phrase for phrase in next(csv.reader([text], skipinitialspace=True)) if phrase]
+    spare = (chr(c) for c in range(0xE000, 0xF900) if chr(c) not in text)  # private-use: absent from the text
+    hidden = {"\r": next(spare), "\n": next(spare)}
+    for brk, stand_in in hidden.items():
+        text = text.replace(brk, stand_in)
+    phrases = next(csv.reader([text], skipinitialspace=True), [])
+    for brk, stand_in in hidden.items():
+        phrases = [phrase.replace(stand_in, brk) for phrase in phrases]
+    return [phrase for phrase in phrases if phrase]
+
+
+def phrase_forms(phrase: str) -> tuple[str, str] | tuple[str]:
+    """The texts a phrase is matched as: as written and, unless it starts with whitespace, after a space.
+
+    FasterTransformer matches token sequences. Byte-level BPE (GPT-2, GPT-J) folds the space before a word into the
+    word's first token, so ``"brown fox"`` alone never matches the ``" brown fox"`` a model generates mid-sentence;
+    both forms are sent. SentencePiece (T5) encodes both forms alike, and the duplicate is dropped.
+    """
+    return (phrase,) if phrase[:1].isspace() else (phrase, " " + phrase)
 
 
 def to_word_list(tokenizer: TextTokenizer, phrase_rows: Sequence[Sequence[str]]) -> npt.NDArray[np.int32]:
     """FasterTransformer word-list tensor ``[B, 2, L]``: flattened phrase ids and cumulative end offsets.
 
-    A row without phrases becomes ids ``[0, ...]`` and offsets ``[-1, ...]`` (FT's "no words"); ``L`` is at least 1.
+    Each phrase contributes the token sequences of its :func:`phrase_forms` (distinct ones only). A row without
+    phrases becomes ids ``[0, ...]`` and offsets ``[-1, ...]`` (FT's "no words"); ``L`` is at least 1.
     """
-    every_phrase = [phrase for phrases in phrase_rows for phrase in phrases]
-    encoded = iter(tokenizer.encode_batch(every_phrase, add_special_tokens=False) if every_phrase else [])
+    form_rows = [[form for phrase in phrases for form in phrase_forms(phrase)] for phrases in phrase_rows]
+    every_form = [form for forms in form_rows for form in forms]
+    encoded = iter(tokenizer.encode_batch(every_form, add_special_tokens=False) if every_form else [])
     flat_rows: list[list[int]] = []
     offset_rows: list[list[int]] = []
-    for phrases in phrase_rows:
+    for forms in form_rows:
         flat: list[int] = []
         offsets: list[int] = []
-        for ids in (next(encoded) for _ in phrases):
-            if not ids:
+        seen: set[tuple[int, ...]] = set()
+        for ids in (next(encoded) for _ in forms):
+            if not ids or tuple(ids) in seen:
                 continue
+            seen.add(tuple(ids))
             flat.extend(ids)
             offsets.append(len(flat))
         flat_rows.append(flat)

@@ -1,0 +1,96 @@
+"""One real control plane per session; per test a namespace and its own simulated nodes, removed afterwards.
+
+On a failure the tail of every control-plane log is printed into the test's report.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.settings.stack_file import settings_from_stack_file
+from tests.controlplane.plan import NodeShape, Plan, apply_plan, create_nodes, load_plan, retarget
+from tests.controlplane.server import REPO, ControlPlane, control_plane_bin
+from tritonft.kube import Kube
+from tritonft.synth.run import synthesize
+
+_counter = itertools.count(1)
+LOG_TAIL = 60
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if report.failed:
+        plane = getattr(item, "_control_plane", None)
+        if isinstance(plane, ControlPlane):
+            for name, path in plane.logs().items():
+                lines = path.read_text(errors="replace").splitlines()[-LOG_TAIL:] if path.exists() else []
+                report.sections.append((f"{name} log (last {LOG_TAIL} lines)", "\n".join(lines)))
+    return report
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = ControlPlane(workdir=tmp_path_factory.mktemp("control-plane"), bin_dir=control_plane_bin())
+    try:
+        plane.start()
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def prod_plan(tmp_path_factory: pytest.TempPathFactory) -> Plan:
+    """prod's plan as ``tritonft synth`` writes it (once per session)."""
+    out = tmp_path_factory.mktemp("prod-plan")
+    synthesize("prod", out=out, project_dir=REPO)
+    return Plan(settings_from_stack_file(REPO, "prod"), out / "manifests")
+
+
+@dataclass
+class Cluster:
+    """The test's slice of the control plane: its namespace, its nodes, its volumes."""
+
+    kube: Kube
+    namespace: str
+    nodes: list[str] = field(default_factory=list)
+
+    def add_nodes(self, shapes: Sequence[NodeShape]) -> None:
+        self.nodes += [s.name for s in shapes]
+        create_nodes(self.kube, shapes)
+
+    def apply(self, manifests: Path, plan_namespace: str) -> tuple[list[dict[str, Any]], list[str]]:
+        objs = retarget(load_plan(manifests), plan_namespace, self.namespace)
+        return objs, apply_plan(self.kube, objs, pv_prefix=self.namespace)
+
+    def pods(self, selector: str = "") -> list[Any]:
+        return self.kube.items("v1", "Pod", self.namespace, selector)
+
+
+@pytest.fixture
+def cluster(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iterator[Cluster]:
+    request.node._control_plane = control_plane
+    kube = control_plane.kube
+    label = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
+    made = Cluster(kube, f"t{next(_counter)}-{label}")
+    try:
+        yield made
+    finally:
+        kube.delete("v1", "Namespace", made.namespace)
+        for node in made.nodes:
+            kube.delete("v1", "Node", node)
+        for pv in kube.items("v1", "PersistentVolume"):
+            if pv["metadata"]["name"].startswith(made.namespace):
+                kube.delete("v1", "PersistentVolume", pv["metadata"]["name"])
+        for sc in kube.items("storage.k8s.io/v1", "StorageClass"):
+            if sc["metadata"]["name"].startswith(made.namespace):
+                kube.delete("storage.k8s.io/v1", "StorageClass", sc["metadata"]["name"])

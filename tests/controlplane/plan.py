@@ -1,0 +1,236 @@
+"""The plan ``tritonft synth`` writes, applied to the real control plane the way ``pulumi up`` would.
+
+* objects are retargeted into the test's namespace (one namespace per test, one control plane per session);
+* CRDs are installed where an add-on would bring them: **minimal stubs** (any spec accepted) for ServiceMonitor,
+  PrometheusRule, Certificate and ScaledObject, declared here as such; the real schemas are the charts' business;
+* nodes are shaped like the stack's node groups (labels, taint, GPUs per node) and simulated by kwok;
+* the model store claim is bound to a PersistentVolume "as the EFS CSI driver would provision it";
+* order follows the program's dependencies: namespaces, CRDs, storage, config, conversion Jobs (which must
+  complete), then the Deployments and what depends on them.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup, gpu_labels
+from components.capacity import HOSTNAME_KEY
+from components.cluster import GPU_RESOURCE
+from components.settings.model import Settings
+from tritonft.kube import ApiError, Kube, condition_true, wait_for
+
+CRD_STUBS = {
+    "ServiceMonitor": ("monitoring.coreos.com", "v1", "servicemonitors"),
+    "PrometheusRule": ("monitoring.coreos.com", "v1", "prometheusrules"),
+    "Certificate": ("cert-manager.io", "v1", "certificates"),
+    "ScaledObject": ("keda.sh", "v1alpha1", "scaledobjects"),
+}
+"""Kinds the plan may use whose CRDs an add-on chart installs (stubbed here: group, version, plural)."""
+
+FIRST = ("Namespace", "CustomResourceDefinition", "StorageClass", "PersistentVolume", "ServiceAccount", "Secret")
+BEFORE_JOBS = ("ConfigMap", "PersistentVolumeClaim", "NetworkPolicy", "Service", "Role", "RoleBinding")
+AFTER_JOBS = ("Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler", "Ingress")
+
+
+def load_plan(manifests: Path) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted(manifests.rglob("*.yaml")):
+        docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def retarget(objs: Iterable[dict[str, Any]], plan_namespace: str, namespace: str) -> list[dict[str, Any]]:
+    """The plan's workload namespace becomes ``namespace``; annotations Pulumi reads are dropped."""
+    out = []
+    for original in objs:
+        obj = copy.deepcopy(original)
+        meta = obj["metadata"]
+        if obj["kind"] == "Namespace" and meta["name"] == plan_namespace:
+            meta["name"] = namespace
+        if meta.get("namespace") == plan_namespace:
+            meta["namespace"] = namespace
+        out.append(obj)
+    return out
+
+
+def crd_stub(kind: str) -> dict[str, Any]:
+    group, version, plural = CRD_STUBS[kind]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{plural}.{group}", "labels": {"triton-ft.io/test-stub": "true"}},
+        "spec": {
+            "group": group,
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+                }
+            ],
+        },
+    }
+
+
+def crd_established(kube: Kube, name: str) -> bool:
+    return condition_true(kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name), "Established")
+
+
+def install_crds(kube: Kube, kinds: Iterable[str]) -> None:
+    for kind in sorted(set(kinds) & set(CRD_STUBS)):
+        stub = crd_stub(kind)
+        kube.apply(stub)
+        name = stub["metadata"]["name"]
+        wait_for(f"CRD {name} established", functools.partial(crd_established, kube, name), 30)
+    kube.forget_discovery()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A stack's settings and the manifests ``tritonft synth`` wrote for it."""
+
+    settings: Settings
+    manifests: Path
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    name: str
+    labels: dict[str, str]
+    taints: list[dict[str, str]]
+    allocatable: dict[str, str]
+
+
+def gpu_node_shape(settings: Settings, name: str, gpus: int | None = None) -> NodeShape:
+    """A GPU node as the stack's node group makes it (aws) or as its selector/tolerations expect (kubernetes)."""
+    cluster = settings.cluster
+    if cluster.platform == "aws":
+        labels = gpu_labels(GpuNodeGroup(name="gpu", instance_types=(cluster.gpu_node.name,)))
+        taints = [{"key": GPU_RESOURCE, "value": "true", "effect": "NoSchedule"}]
+    else:
+        labels = dict(cluster.gpu_node_selector)
+        taints = [
+            {"key": t["key"], "value": t.get("value", "true"), "effect": t.get("effect", "NoSchedule")}
+            for t in cluster.gpu_tolerations
+            if "key" in t
+        ]
+    count = cluster.gpu_node.gpus if gpus is None else gpus
+    return NodeShape(
+        name,
+        labels,
+        taints,
+        {"cpu": "48", "memory": "192Gi", "pods": "110", "ephemeral-storage": "500Gi", GPU_RESOURCE: str(count)},
+    )
+
+
+def cpu_node_shape(settings: Settings, name: str) -> NodeShape:
+    labels = (
+        {POOL_LABEL: SYSTEM_POOL} if settings.cluster.platform == "aws" else dict(settings.cluster.cpu_node_selector)
+    )
+    return NodeShape(name, labels, [], {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "200Gi"})
+
+
+def node_object(shape: NodeShape) -> dict[str, Any]:
+    """The Node as a kubelet registers it: with its capacity in the status (kwok's node stages keep it)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": shape.name,
+            "labels": {**shape.labels, HOSTNAME_KEY: shape.name, "type": "kwok"},
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+        },
+        "spec": {"taints": shape.taints},
+        "status": {"capacity": shape.allocatable, "allocatable": shape.allocatable},
+    }
+
+
+def node_ready(node: Mapping[str, Any], shape: NodeShape) -> bool:
+    status = node.get("status", {})
+    conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+    return conditions.get("Ready") == "True" and all(
+        status.get("allocatable", {}).get(k) == v for k, v in shape.allocatable.items()
+    )
+
+
+def create_nodes(kube: Kube, shapes: Sequence[NodeShape], timeout_s: float = 60) -> None:
+    """Register the nodes (a POST keeps the status, as for a kubelet; a status patch after kwok initialised the
+    node would race kwok's own status writes) and wait until kwok reports them Ready with that capacity."""
+    for shape in shapes:
+        kube.request("POST", kube.path("v1", "Node", None), body=node_object(shape))
+
+    def ready() -> bool:
+        nodes = {n["metadata"]["name"]: n for n in kube.items("v1", "Node")}
+        return all(node_ready(nodes.get(s.name, {}), s) for s in shapes)
+
+    wait_for("the simulated nodes to be Ready with their GPUs", ready, timeout_s)
+
+
+def bind_store(kube: Kube, objs: Iterable[dict[str, Any]], pv_prefix: str) -> None:
+    """A PersistentVolume for each claim, as the storage class's provisioner would create it."""
+    for claim in (o for o in objs if o["kind"] == "PersistentVolumeClaim"):
+        spec = claim["spec"]
+        kube.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": f"{pv_prefix}-{claim['metadata']['name']}"},
+                "spec": {
+                    "capacity": {"storage": spec["resources"]["requests"]["storage"]},
+                    "accessModes": spec["accessModes"],
+                    "storageClassName": spec.get("storageClassName", ""),
+                    "persistentVolumeReclaimPolicy": "Delete",
+                    "claimRef": {"namespace": claim["metadata"]["namespace"], "name": claim["metadata"]["name"]},
+                    "csi": {"driver": "efs.csi.aws.com", "volumeHandle": f"fs-{pv_prefix}"},
+                },
+            }
+        )
+
+
+def by_kind(objs: Iterable[dict[str, Any]], kinds: Sequence[str]) -> list[dict[str, Any]]:
+    return sorted((o for o in objs if o["kind"] in kinds), key=lambda o: kinds.index(o["kind"]))
+
+
+def job_complete(kube: Kube, namespace: str, name: str) -> bool:
+    return condition_true(kube.get("batch/v1", "Job", name, namespace), "Complete")
+
+
+def apply_plan(kube: Kube, objs: Sequence[dict[str, Any]], pv_prefix: str, job_timeout_s: float = 90) -> list[str]:
+    """Apply every object in dependency order; returns the names of what was applied (kind/name)."""
+    applied: list[str] = []
+    install_crds(kube, (o["kind"] for o in objs))
+
+    def apply(group: Sequence[dict[str, Any]]) -> None:
+        for obj in group:
+            try:
+                kube.apply(obj)
+            except ApiError as exc:
+                raise ApiError(exc.status, f"{obj['kind']}/{obj['metadata']['name']}: {exc.message}") from None
+            applied.append(f"{obj['kind']}/{obj['metadata']['name']}")
+
+    apply(by_kind(objs, FIRST))
+    bind_store(kube, objs, pv_prefix)
+    apply(by_kind(objs, BEFORE_JOBS))
+    jobs = [o for o in objs if o["kind"] == "Job"]
+    apply(jobs)
+    for job in jobs:
+        meta = job["metadata"]
+        wait_for(
+            f"Job {meta['name']} to complete",
+            functools.partial(job_complete, kube, meta["namespace"], meta["name"]),
+            job_timeout_s,
+        )
+    apply(by_kind(objs, AFTER_JOBS))
+    known = set(FIRST) | set(BEFORE_JOBS) | set(AFTER_JOBS) | {"Job"}
+    apply([o for o in objs if o["kind"] not in known])
+    return applied

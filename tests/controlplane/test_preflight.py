@@ -1,0 +1,162 @@
+"""``tritonft preflight`` against the real control plane: passes on a fitting cluster, names the missing piece
+on broken ones. The stack is an existing-cluster (``kubernetes``) stack whose kubeconfig is the test cluster's."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.settings.stack_file import settings_from_stack_file
+from tests.controlplane.conftest import Cluster
+from tests.controlplane.plan import cpu_node_shape, gpu_node_shape, install_crds
+from tests.controlplane.server import ControlPlane
+from tritonft.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+T5_3B = {"name": "t5-3b", "hfRepo": "t5-3b", "revision": "bed96aab9ee46012a5046386105ee5fd0ac572f0"}
+GPTJ = {"name": "gpt-j-6b", "hfRepo": "EleutherAI/gpt-j-6b", "revision": "47e169305d2e8376be1d31e765533382721b2cc1"}
+
+
+def write_project(tmp_path: Path, plane: ControlPlane, cluster: Cluster, **overrides: Any) -> Path:
+    project = tmp_path / "project"
+    (project / "stacks").mkdir(parents=True)
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(REPO / name, project / name)
+    values: dict[str, Any] = {
+        "platform": "kubernetes",
+        "environment": "local",
+        "namespace": cluster.namespace,
+        "kubeconfig": str(plane.workdir / "kubeconfig"),
+        "gpuType": "A10G",
+        "gpusPerNode": 4,
+        "imageRegistry": "registry.example/triton-ft",
+        "storageClass": f"{cluster.namespace}-rwx",
+        "existingAddons": ["kube-prometheus-stack", "prometheus-adapter"],
+        "ingressAuth": "none",
+        "ingressTls": False,
+        "autoscaling": False,
+        "models": [dict(T5_3B, tensorParallel=4), dict(GPTJ)],
+    } | overrides
+    config = {f"triton-ft:{k}": v for k, v in values.items()}
+    (project / "stacks/Pulumi.cp.yaml").write_text(yaml.safe_dump({"config": config}))
+    return project
+
+
+def fitting(cluster: Cluster, project: Path, *, gpus: int = 4, taint: dict[str, str] | None = None) -> None:
+    settings = settings_from_stack_file(project, "cp")
+    gpu = gpu_node_shape(settings, f"{cluster.namespace}-gpu-0", gpus=gpus)
+    if taint is not None:
+        gpu = type(gpu)(gpu.name, gpu.labels, [taint], gpu.allocatable)
+    cluster.add_nodes([gpu, cpu_node_shape(settings, f"{cluster.namespace}-cpu-0")])
+    cluster.kube.apply(
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": f"{cluster.namespace}-rwx"},
+            "provisioner": "efs.csi.aws.com",
+        }
+    )
+    cluster.kube.apply(
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "IngressClass",
+            "metadata": {"name": "nginx"},
+            "spec": {"controller": "k8s.io/ingress-nginx"},
+        }
+    )
+    install_crds(cluster.kube, ["ServiceMonitor", "PrometheusRule"])
+
+
+def preflight(project: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, str]]:
+    code = main(["preflight", "--stack", "cp", "--project-dir", str(project), *extra])
+    lines = capsys.readouterr().out.splitlines()
+    return code, {line.split(":")[0]: line for line in lines}
+
+
+def test_preflight_passes_on_a_fitting_cluster_including_a_dry_run_of_the_whole_plan(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = write_project(tmp_path, control_plane, cluster)
+    fitting(cluster, project)
+    code, lines = preflight(project, capsys)
+    assert code == 0, json.dumps(lines, indent=1)
+    assert set(lines) >= {
+        "PASS api",
+        "PASS gpu-nodes",
+        "PASS gpu-placement",
+        "PASS gpu-shape t5-3b",
+        "PASS gpu-shape gpt-j-6b",
+        "PASS storage-class",
+        "PASS ingress-class",
+        "PASS crds",
+        "PASS dry-run",
+    }
+    assert "accepted by the API server" in lines["PASS dry-run"]
+
+
+BROKEN: list[tuple[str, dict[str, Any], dict[str, Any], str, str]] = [
+    ("no GPU nodes", {}, {"gpus": 0}, "FAIL gpu-nodes", "no node has allocatable nvidia.com/gpu"),
+    (
+        "wrong taint",
+        {},
+        {"taint": {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}},
+        "FAIL gpu-placement",
+        "taint dedicated=gpu:NoSchedule is not tolerated",
+    ),
+    ("missing storage class", {"storageClass": "fast-nfs"}, {}, "FAIL storage-class", "'fast-nfs' not found"),
+    (
+        "missing CRD",
+        {
+            "existingAddons": ["kube-prometheus-stack", "prometheus-adapter", "cert-manager"],
+            "ingressTls": True,
+            "tlsIssuer": "letsencrypt",
+            "ingressAuth": "basic",  # a public (TLS) endpoint needs authentication
+            "basicAuthSecretName": "triton-basic-auth",
+        },
+        {},
+        "FAIL crds",
+        "missing certificates.cert-manager.io",
+    ),
+    (
+        "too few GPUs per node",
+        {},
+        {"gpus": 2},
+        "FAIL gpu-shape t5-3b",
+        "needs 4 GPU(s) on one node, but the most free on a usable GPU node is 2",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("stack_overrides", "cluster_shape", "line", "expected"),
+    [case[1:] for case in BROKEN],
+    ids=[case[0] for case in BROKEN],
+)
+def test_preflight_fails_naming_the_missing_piece(
+    *,
+    control_plane: ControlPlane,
+    cluster: Cluster,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    stack_overrides: dict[str, Any],
+    cluster_shape: dict[str, Any],
+    line: str,
+    expected: str,
+) -> None:
+    project = write_project(tmp_path, control_plane, cluster, **stack_overrides)
+    fitting(cluster, project, **cluster_shape)
+    code, lines = preflight(project, capsys, "--no-dry-run")
+    assert code == 1
+    assert expected in lines[line], json.dumps(lines, indent=1)
+    failed = {key for key in lines if key.startswith("FAIL")}
+    if line == "FAIL gpu-nodes":  # without GPU nodes nothing GPU-shaped can pass
+        assert failed == {line, "FAIL gpu-placement", "FAIL gpu-shape t5-3b", "FAIL gpu-shape gpt-j-6b"}
+    elif line == "FAIL gpu-placement":  # no usable GPU node: no model's shape can fit either
+        assert failed == {line, "FAIL gpu-shape t5-3b", "FAIL gpu-shape gpt-j-6b"}
+    else:
+        assert failed == {line}, "only the broken piece fails"

@@ -1,0 +1,46 @@
+"""The RolloutWatch dynamic resource: pickled by reference, re-run exactly when the rollout changes."""
+
+from __future__ import annotations
+
+import base64
+import pickletools
+from io import StringIO
+from typing import Any
+
+import dill  # type: ignore[import-untyped]
+from pulumi.dynamic.dynamic import serialize_provider
+
+from components.rollout_watch import RolloutWatchProvider
+
+PROPS: dict[str, Any] = {
+    "namespace": "triton",
+    "deployment": "prod-t5-3b",
+    "generation": 3,
+    "min_replicas": 2,
+    "autoscaler": True,
+    "nodes_max": 8,
+    "deadline_s": 1500.0,
+    "grace_s": 60.0,
+    "kubeconfig": "[secret]",
+    "context": None,
+}
+
+
+def test_provider_is_pickled_by_reference() -> None:
+    blob = base64.b64decode(serialize_provider(RolloutWatchProvider()))
+    listing = StringIO()
+    pickletools.dis(blob, out=listing)
+    assert "'components.rollout_watch'" in listing.getvalue() and "'RolloutWatchProvider'" in listing.getvalue()
+    assert b"co_code" not in blob
+    assert type(dill.loads(blob)) is RolloutWatchProvider
+
+
+def test_a_new_deployment_generation_re_runs_the_wait() -> None:
+    diff = RolloutWatchProvider().diff("triton/prod-t5-3b", PROPS, {**PROPS, "generation": 4})
+    assert diff.changes is True
+
+
+def test_an_unchanged_deployment_or_rotated_credentials_do_not_re_run_it() -> None:
+    provider = RolloutWatchProvider()
+    assert provider.diff("triton/prod-t5-3b", PROPS, dict(PROPS)).changes is False
+    assert provider.diff("triton/prod-t5-3b", PROPS, {**PROPS, "kubeconfig": "other"}).changes is False

@@ -1,0 +1,141 @@
+"""Whether a Deployment's rollout can still finish, decided from what the API reports (plain API dicts, no calls).
+
+The scheduler marks a pod it cannot place ``PodScheduled=False, reason=Unschedulable`` with its reason
+(``0/5 nodes are available: 5 Insufficient nvidia.com/gpu. ...``). When the reason is a lack of GPUs, no GPUs are
+being freed by a terminating pod, and nothing can add a GPU node, waiting cannot help: the rollout has failed now,
+not at the end of the startup budget. A node autoscaler can add a node while the GPU node count is below its
+maximum, unless it said it will not (cluster-autoscaler's ``NotTriggerScaleUp`` event on the pod).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_SHORTAGE = f"Insufficient {GPU_RESOURCE}"
+"""The scheduler's words for a node without enough free GPUs."""
+SCALE_UP_REFUSED = "NotTriggerScaleUp"
+SCALE_UP_TRIGGERED = "TriggeredScaleUp"
+"""cluster-autoscaler's events on a pending pod: it will not / it did ask for a new node."""
+DEFAULT_GRACE_S = 60.0
+"""How long a pod may wait for GPUs before the rollout is called failed: the scheduler retries on every pod and
+node change, so a pod still unplaced after this with nothing freeing GPUs will stay so."""
+
+
+@dataclass(frozen=True)
+class NodeGrowth:
+    """What can add GPU nodes: a node autoscaler up to ``nodes_max`` (``autoscaler`` False: nothing)."""
+
+    autoscaler: bool
+    nodes_max: int = 0
+
+    def can_add(self, gpu_nodes: int) -> bool:
+        return self.autoscaler and gpu_nodes < self.nodes_max
+
+    def describe(self, gpu_nodes: int) -> str:
+        if not self.autoscaler:
+            return f"no node autoscaler manages the GPU nodes ({gpu_nodes} present)"
+        return f"the node autoscaler is at its maximum ({gpu_nodes} of gpuNodesMax {self.nodes_max} GPU nodes)"
+
+
+@dataclass(frozen=True)
+class Unplaced:
+    """A pod the scheduler could not place: since when and why."""
+
+    pod: str
+    since: datetime | None
+    message: str
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str(obj["metadata"]["name"])
+
+
+def gpus_requested(pod: Mapping[str, Any]) -> int:
+    containers = pod.get("spec", {}).get("containers", [])
+    return sum(int(c.get("resources", {}).get("requests", {}).get(GPU_RESOURCE, "0")) for c in containers)
+
+
+def unplaced(pod: Mapping[str, Any]) -> Unplaced | None:
+    """The pod's ``PodScheduled=False, reason=Unschedulable`` condition, if it has one."""
+    if pod["metadata"].get("deletionTimestamp"):
+        return None
+    for c in pod.get("status", {}).get("conditions", []):
+        if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("reason") == "Unschedulable":
+            since = c.get("lastTransitionTime")
+            return Unplaced(_name(pod), _timestamp(since) if since else None, str(c.get("message", "")))
+    return None
+
+
+def _timestamp(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _pod_events(events: Iterable[Mapping[str, Any]], pod: str) -> list[Mapping[str, Any]]:
+    return [
+        e for e in events if e.get("involvedObject", {}).get("kind") == "Pod" and e["involvedObject"]["name"] == pod
+    ]
+
+
+def stuck_for_gpus(
+    pods: Sequence[Mapping[str, Any]],
+    namespace_pods: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    *,
+    growth: NodeGrowth,
+    gpu_nodes: int,
+    now: datetime,
+    grace_s: float = DEFAULT_GRACE_S,
+) -> str | None:
+    """The failure message when one of ``pods`` (the Deployment's) can never get its GPUs; None = keep waiting.
+
+    ``namespace_pods`` are checked for terminating GPU pods (a replace-one-at-a-time rollout frees GPUs for its
+    next pod that way); ``events`` are the namespace's events (the node autoscaler's verdicts on the pods).
+    """
+    if any(p["metadata"].get("deletionTimestamp") and gpus_requested(p) for p in namespace_pods):
+        return None  # GPUs are being freed: the scheduler retries when the pod is gone
+    for pod in pods:
+        found = unplaced(pod)
+        if found is None or GPU_SHORTAGE not in found.message:
+            continue
+        if found.since is not None and (now - found.since).total_seconds() < grace_s:
+            continue
+        reasons = {str(e.get("reason")): str(e.get("message", "")) for e in _pod_events(events, found.pod)}
+        if SCALE_UP_TRIGGERED in reasons:
+            continue  # a node is on its way
+        if growth.can_add(gpu_nodes) and SCALE_UP_REFUSED not in reasons:
+            continue
+        why = growth.describe(gpu_nodes)
+        if SCALE_UP_REFUSED in reasons:
+            why += f"; cluster-autoscaler: {reasons[SCALE_UP_REFUSED]}"
+        return (
+            f"Triton pod {found.pod} ({gpus_requested(pod)} GPU(s)) cannot be scheduled: {found.message.strip()} "
+            f"and nothing can add a GPU node ({why}); free GPUs, add GPU nodes (gpuNodesMin/gpuNodesMax) or "
+            "lower replicasMin/tensorParallel"
+        )
+    return None
+
+
+def rolled_out(deployment: Mapping[str, Any], min_replicas: int = 0) -> bool:
+    """The Deployment's controller has seen its spec and every wanted replica is updated and available; and it
+    wants at least ``min_replicas`` (an autoscaled Deployment starts at 1 until its autoscaler raises it)."""
+    spec, status = deployment.get("spec", {}), deployment.get("status", {})
+    want = spec.get("replicas", 1)
+    return bool(
+        want >= min_replicas
+        and status.get("observedGeneration", 0) >= deployment["metadata"].get("generation", 0)
+        and status.get("updatedReplicas", 0) == want
+        and status.get("availableReplicas", 0) == want
+        and status.get("replicas", 0) == want
+    )
+
+
+def progress_failure(deployment: Mapping[str, Any]) -> str | None:
+    """The controller's own verdict: ``Progressing=False`` (``ProgressDeadlineExceeded``) with its message."""
+    for c in deployment.get("status", {}).get("conditions", []):
+        if c.get("type") == "Progressing" and c.get("status") == "False":
+            return f"{c.get('reason', 'Progressing=False')}: {c.get('message', '')}".strip()
+    return None
