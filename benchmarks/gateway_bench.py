@@ -126,8 +126,10 @@ class KeepAliveHttp:
         return orjson.loads(body)
 
     def close(self) -> None:
+        """Close the idle connections (uvicorn closes keep-alive connections idle for 5 s)."""
         for _, writer in self.idle:
             writer.close()
+        self.idle.clear()
 
 
 async def measure(triton: LocalTriton, gateway: GatewayProcess, levels: list[int], seconds: float) -> dict[int, Any]:
@@ -152,10 +154,9 @@ async def measure(triton: LocalTriton, gateway: GatewayProcess, levels: list[int
     out: dict[int, Any] = {}
     try:
         for level in levels:
-            out[level] = (
-                await closed_loop(direct, level, seconds, None),
-                await closed_loop(through, level, seconds, gateway_pid),
-            )
+            direct_level = await closed_loop(direct, level, seconds, None)
+            http.close()
+            out[level] = (direct_level, await closed_loop(through, level, seconds, gateway_pid))
     finally:
         await channel.close()
         http.close()
