@@ -35,25 +35,28 @@ POST = frozenset({"POST"})
 
 
 def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: AccessLog | None = None) -> App:
-    """The gateway for ``config``; ``triton`` defaults to a gRPC client of ``config.triton_url``, ``access_log``
-    to JSON lines on stderr."""
+    """The gateway for ``config``; ``triton`` defaults to one gRPC client per Triton endpoint of ``config``,
+    ``access_log`` to JSON lines on stderr."""
     metrics = GatewayMetrics()
     access_log = access_log or AccessLog()
-    state: dict[str, Triton] = {}
+    clients: dict[str, Triton] = {}
     # Completion ids: a random per-process prefix and a counter (unique without a urandom call per request).
     id_prefix = os.urandom(8).hex()
     serial = itertools.count(1)
 
-    def client() -> Triton:
-        if "triton" not in state:
-            state["triton"] = triton or Triton(config.triton_url)
-        return state["triton"]
+    def client(model: str) -> Triton:
+        url = config.url_of(model)
+        if url not in clients:
+            clients[url] = triton or Triton(url)
+        return clients[url]
 
     @asynccontextmanager
     async def lifespan() -> AsyncIterator[None]:
-        client()
+        for name in config.names:
+            client(name)
         yield
-        await state["triton"].close()
+        for each in {id(c): c for c in clients.values()}.values():
+            await each.close()
 
     def model_for(body: Any) -> ServedModel:
         name = body.get("model") if isinstance(body, dict) else None
@@ -64,13 +67,24 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             raise unknown_model(name, config.names)
         return model
 
+    async def collected(req: EnsembleRequest, prompt: str) -> list[str]:
+        """A decoupled model answers only over a stream (Triton refuses ModelInfer): the completion is what its
+        last response adds to the prompt, the text a ``stream: true`` request gets in pieces."""
+        last = ""
+        async for whole in client(req.model.name).stream(req, prompt, config.deadline_s):
+            last = whole
+        return [stream_delta("", last, prompt, True)]
+
     async def answer(req: EnsembleRequest, deadline: float) -> list[list[str]]:
         started = time.monotonic()
+        triton = client(req.model.name)
         try:
+            if req.model.streaming:
+                return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
             if len(req.prompts) == 1:
-                return [await client().generate(req, req.prompts[0], deadline, config.deadline_s)]
+                return [await triton.generate(req, req.prompts[0], deadline, config.deadline_s)]
             return list(
-                await asyncio.gather(*(client().generate(req, p, deadline, config.deadline_s) for p in req.prompts))
+                await asyncio.gather(*(triton.generate(req, p, deadline, config.deadline_s) for p in req.prompts))
             )
         finally:
             metrics.triton_waited(req.model.name, time.monotonic() - started)
@@ -105,7 +119,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             for index, prompt in enumerate(req.prompts):
                 sent, stopped = "", False
                 if req.model.streaming:
-                    async for whole in client().stream(req, prompt, config.deadline_s):
+                    async for whole in client(req.model.name).stream(req, prompt, config.deadline_s):
                         text, stopped = cut_at_stop(stream_delta("", whole, prompt, True), req.stop)
                         delta = text[len(sent) :]
                         sent = text
@@ -158,8 +172,17 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         return PlainTextResponse("ok")
 
     async def ready(_: Call) -> Response:
-        ok = await client().ready(config.names, timeout_s=2.0)
-        return PlainTextResponse("ok" if ok else "triton or a model is not ready", status_code=200 if ok else 503)
+        # Ready while some Triton serves all its models: with one Triton per model (a deployed stack), one model
+        # rolling out or scaled to zero must not take every gateway replica, and so every model, out of service.
+        by_url: dict[str, list[str]] = {}
+        for name in config.names:
+            by_url.setdefault(config.url_of(name), []).append(name)
+        answers = await asyncio.gather(*(client(names[0]).ready(names, timeout_s=2.0) for names in by_url.values()))
+        down = [name for ok, names in zip(answers, by_url.values(), strict=True) if not ok for name in names]
+        if not down:
+            return PlainTextResponse("ok")
+        text = f"not ready: {', '.join(down)}"
+        return PlainTextResponse(text, status_code=200 if any(answers) else 503)
 
     async def get_metrics(_: Call) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -121,6 +121,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BLEU_THRESHOLD,
         help=f"T5 pass mark, corpus BLEU 0..100 (default {DEFAULT_BLEU_THRESHOLD:g})",
     )
+    parser.add_argument(
+        "--gateway",
+        default=None,
+        metavar="URL",
+        help="also send each model's judged prompts through the OpenAI gateway at URL (its base URL, e.g. "
+        "https://host/v1), with the same headers",
+    )
     parser.add_argument("--json", action="store_true", help="print the full report as JSON instead of text")
 
 
@@ -143,8 +150,10 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
         latency_requests=args.requests,
         bleu_threshold=args.bleu_threshold,
         headers=headers_from_env(args.header_from_env),
+        gateway_url=args.gateway,
     )
     flags = {
+        "gateway_url": "--gateway",
         "url": "--url",
         "models": "--model",
         "deadline_s": "--deadline",
@@ -168,7 +177,7 @@ def _target_from_spec(path: Path) -> ModelTarget:
         raise UserError(f"--spec {path}: cannot read it ({exc.strerror})") from exc
     except ValueError as exc:
         raise UserError(f"--spec {path}: {exc}") from exc
-    return ModelTarget(spec.name, spec.family, contract_for_spec(spec))
+    return ModelTarget(spec.name, spec.family, contract_for_spec(spec), spec.max_output_len)
 
 
 def format_report(report: ProbeReport) -> str:
