@@ -8,6 +8,7 @@ import pulumi_aws as aws
 from components import args
 from components.cluster import ClusterTarget, ExistingCluster
 from components.conversion import ModelConversion
+from components.gateway import Gateway, GatewayBackend
 from components.image import TritonImage
 from components.platform_aws import AwsPlatform
 from components.probe import IntegrationProbe
@@ -43,7 +44,7 @@ images = TritonImage(f"{name}-images", args.triton_image_args(settings, aws_prov
 store = ModelStore(f"{name}-store", args.model_store_args(settings, target))
 
 endpoints: dict[str, pulumi.Output[str | None]] = {}
-probes: dict[str, IntegrationProbe] = {}
+services: list[GatewayBackend] = []
 for model in settings.models:
     conversion = ModelConversion(
         f"{name}-{model.name}-convert",
@@ -69,11 +70,31 @@ for model in settings.models:
         ),
     )
     endpoints[model.name] = service.endpoint
-    if settings.probe.enabled:
-        probes[model.name] = IntegrationProbe(
-            f"{name}-{model.name}-probe",
-            args.integration_probe_args(settings, service, model, images.server_image),
-            pulumi.ResourceOptions(depends_on=[service]),
+    services.append(GatewayBackend(model, service))
+
+gateway: Gateway | None = None
+if settings.serving.gateway.enabled:
+    gateway = Gateway(
+        args.gateway_name(settings),
+        args.gateway_args(
+            settings, target=target, backends=services, tools_image=images.tools_image, htpasswd=htpasswd
+        ),
+    )
+    pulumi.export("openaiBaseUrl", gateway.endpoint)
+
+probes: dict[str, IntegrationProbe] = {}
+if settings.probe.enabled:
+    for backend in services:
+        probes[backend.model.name] = IntegrationProbe(
+            f"{name}-{backend.model.name}-probe",
+            args.integration_probe_args(
+                settings,
+                backend.service,
+                backend.model,
+                images.server_image,
+                gateway.endpoint if gateway is not None else None,
+            ),
+            pulumi.ResourceOptions(depends_on=[backend.service, *([gateway] if gateway is not None else [])]),
         )
 
 pulumi.export("environment", settings.environment)

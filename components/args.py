@@ -6,6 +6,8 @@ it testable without running a program.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pulumi
 import pulumi_aws as aws
 
@@ -16,6 +18,8 @@ from components.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from components.capacity import ModelShape, Rollout, fixed_rollout, rollout_for, surging_models
 from components.cluster import ClusterTarget, ExistingClusterArgs, GpuScheduling
 from components.conversion import ModelConversion, ModelConversionArgs
+from components.gateway import GatewayArgs, GatewayBackend
+from components.gateway_spec import gateway_selector
 from components.image import ImageBuild, TritonImageArgs
 from components.ingress import IngressArgs
 from components.platform_aws import AwsPlatformArgs
@@ -188,10 +192,15 @@ def model_host(settings: Settings, model: ModelSpec) -> str:
 
 
 def ingress_args(settings: Settings, model: ModelSpec, htpasswd: pulumi.Input[str] | None) -> IngressArgs:
+    return exposure_args(settings, model_host(settings, model), htpasswd)
+
+
+def exposure_args(settings: Settings, host: str, htpasswd: pulumi.Input[str] | None) -> IngressArgs:
+    """The stack's TLS and authentication on ``host`` (the same for every model and the gateway)."""
     ingress = settings.serving.ingress
     basic = ingress.auth == "basic"
     return IngressArgs(
-        host=model_host(settings, model),
+        host=host,
         secure=ingress.tls,
         cluster_issuer=ingress.tls_issuer,
         tls_secret=None if ingress.tls_issuer or not ingress.tls else ingress.tls_secret_name,
@@ -249,12 +258,47 @@ def triton_service_args(
         node_type=settings.cluster.gpu_node.name,
         rollout=rollout(settings, conversion.model),
         node_growth=node_growth(settings),
+        gateway_pods=gateway_selector(gateway_name(settings)) if settings.serving.gateway.enabled else None,
+    )
+
+
+def gateway_name(settings: Settings) -> str:
+    """The Gateway component's name (its Kubernetes objects are named from it)."""
+    return f"{settings.stack}-gateway"
+
+
+def gateway_args(
+    settings: Settings,
+    *,
+    target: ClusterTarget,
+    backends: Sequence[GatewayBackend],
+    tools_image: pulumi.Input[str],
+    htpasswd: pulumi.Input[str] | None,
+) -> GatewayArgs:
+    """``/v1`` on the stack's base host (each model keeps ``<model>.<host>``), same TLS and auth."""
+    gateway = settings.serving.gateway
+    return GatewayArgs(
+        target=target,
+        image=tools_image,
+        backends=tuple(backends),
+        ingress=exposure_args(settings, settings.serving.ingress.host, htpasswd),
+        min_replicas=gateway.replicas_min,
+        max_replicas=gateway.replicas_max,
+        cpu=gateway.cpu,
+        memory=gateway.memory,
+        deadline_seconds=gateway.deadline_s,
+        monitoring=settings.serving.monitoring,
     )
 
 
 def integration_probe_args(
-    settings: Settings, service: TritonService, model: ModelSpec, image_digest: pulumi.Input[str]
+    settings: Settings,
+    service: TritonService,
+    model: ModelSpec,
+    image_digest: pulumi.Input[str],
+    gateway_url: pulumi.Input[str | None] | None = None,
 ) -> IntegrationProbeArgs:
+    """The model's probe; with ``gateway_url`` (the gateway's public ``.../v1``) it also asks the gateway."""
     probe = settings.probe
     serving = settings.serving
     # gRPC reaches the ingress only over TLS (HTTP/2 via ALPN); without TLS the probe speaks HTTP.
@@ -272,6 +316,7 @@ def integration_probe_args(
         latency_requests=probe.requests,
         bleu_threshold=float(probe.bleu_threshold),
         header_env=integration_probe_header_env(settings),
+        gateway_url=gateway_url,
     )
 
 

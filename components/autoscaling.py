@@ -25,9 +25,10 @@ def milli(value: float) -> str:
     return f"{round(value * 1000)}m"
 
 
-def hpa_behavior(scale_down_window_seconds: int) -> dict[str, Any]:
-    """Fast up (no window; +100 % or +2 pods a minute, whichever is more), slow down (1 pod per 5 min after the
-    window). Scale-down waits because a removed replica costs a full cold start to get back."""
+def hpa_behavior(scale_down_window_seconds: int, scale_down_period_seconds: int = 300) -> dict[str, Any]:
+    """Fast up (no window; +100 % or +2 pods a minute, whichever is more), slow down (1 pod per
+    ``scale_down_period_seconds`` after the window). Scale-down waits because a removed replica costs a full cold
+    start to get back."""
     return {
         "scaleUp": {
             "stabilizationWindowSeconds": 0,
@@ -40,7 +41,7 @@ def hpa_behavior(scale_down_window_seconds: int) -> dict[str, Any]:
         "scaleDown": {
             "stabilizationWindowSeconds": scale_down_window_seconds,
             "selectPolicy": "Min",
-            "policies": [{"type": "Pods", "value": 1, "periodSeconds": 300}],
+            "policies": [{"type": "Pods", "value": 1, "periodSeconds": scale_down_period_seconds}],
         },
     }
 

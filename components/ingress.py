@@ -141,10 +141,17 @@ def ingress_annotations(
 
 
 def ingress_spec(
-    args: IngressArgs, ingress_class: str, service_name: str, *, grpc: bool, tls_secret: str | None
+    args: IngressArgs,
+    ingress_class: str,
+    service_name: str,
+    *,
+    grpc: bool,
+    tls_secret: str | None,
+    path: str | None = None,
 ) -> dict[str, Any]:
-    """One host, one path prefix, one Service port (``http`` or ``grpc``)."""
-    path, port = (GRPC_SERVICE_PATH, "grpc") if grpc else (HTTP_PATH, "http")
+    """One host, one path prefix (``/v2``, the gRPC service, or ``path``), one Service port (``http``/``grpc``)."""
+    default_path, port = (GRPC_SERVICE_PATH, "grpc") if grpc else (HTTP_PATH, "http")
+    path = path or default_path
     spec: dict[str, Any] = {
         "ingressClassName": ingress_class,
         "rules": [

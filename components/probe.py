@@ -1,9 +1,10 @@
 """``IntegrationProbe``: a dynamic resource that probes the deployed endpoint during ``pulumi up``.
 
 It runs :func:`tritonft.probe.run_probe` (server live/ready, each model ready, the served contract, a real inference
-judged per family, latency p50/p95) when created and whenever its inputs change, and exports the results as
-outputs. A failed probe raises, which fails the ``up`` with the probe's reasons (a failed create leaves no
-resource; a failed update keeps the previous state).
+judged per family, latency p50/p95, and the same judged prompts through the OpenAI gateway when the stack runs
+one) when created and whenever its inputs change, and exports the results as outputs. A failed probe raises,
+which fails the ``up`` with the probe's reasons (a failed create leaves no resource; a failed update keeps the
+previous state).
 
 It re-runs when ``trigger`` changes: a digest of the image digest, every model revision and the serving config
 (see :func:`probe_trigger`), so a new image, a new model revision or a changed ``config.pbtxt`` is verified, and an
@@ -46,6 +47,7 @@ COMPARED_INPUTS = (
     "latency_requests",
     "bleu_threshold",
     "header_env",
+    "gateway_url",
 )
 """Inputs whose change re-runs the probe (``headers`` is deliberately absent: a rotated token is not a release)."""
 
@@ -77,6 +79,7 @@ def _config_from_props(props: Mapping[str, Any]) -> ProbeConfig:
         latency_requests=int(props.get("latency_requests", DEFAULT_LATENCY_REQUESTS)),
         bleu_threshold=float(props.get("bleu_threshold", DEFAULT_BLEU_THRESHOLD)),
         headers=dict(props.get("headers") or {}),
+        gateway_url=str(props["gateway_url"]) if props.get("gateway_url") else None,
     )
 
 
@@ -127,7 +130,7 @@ class IntegrationProbeProvider(ResourceProvider):
     """The provider object captures nothing secret; auth headers travel as a secret *input*."""
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        if any(_contains_unknown(news.get(k)) for k in ("endpoint", "models", "protocol")):
+        if any(_contains_unknown(news.get(k)) for k in ("endpoint", "models", "protocol", "gateway_url")):
             return CheckResult(news, [])  # preview: validated again once the values are known
         try:
             config = _config_from_props(news)
@@ -174,6 +177,8 @@ class IntegrationProbeArgs:
       ``latency_requests``: requests behind p50/p95; ``bleu_threshold``: T5 pass mark.
     * ``headers``: e.g. ``{"Authorization": token}`` for an authenticating ingress; passed as a secret input and
       never exported.
+    * ``gateway_url``: the OpenAI gateway's base URL (``https://<host>/v1``): each model is also asked the judged
+      prompts through its ``/v1/completions`` (same headers); None = no gateway.
     """
 
     endpoint: pulumi.Input[str]
@@ -190,6 +195,7 @@ class IntegrationProbeArgs:
     header_env: Mapping[str, str] = field(default_factory=dict)
     """Header name -> environment variable read when the probe runs (in the environment of ``pulumi up``), e.g.
     ``{"Authorization": "TRITONFT_PROBE_AUTHORIZATION"}``: the value never enters the state."""
+    gateway_url: pulumi.Input[str | None] | None = None
 
     @classmethod
     def from_specs(
@@ -207,7 +213,7 @@ class IntegrationProbeArgs:
 
         return cls(
             endpoint=endpoint,
-            models=[ModelTarget(s.name, s.family, contract or contract_for_spec(s)) for s in specs],
+            models=[ModelTarget(s.name, s.family, contract or contract_for_spec(s), s.max_output_len) for s in specs],
             model_revisions={s.name: s.revision for s in specs},
             **kwargs,
         )
@@ -244,6 +250,7 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
             "latency_requests": args.latency_requests,
             "bleu_threshold": args.bleu_threshold,
             "header_env": dict(args.header_env),
+            "gateway_url": args.gateway_url,
             **dict.fromkeys(OUTPUT_KEYS),
         }
         if args.headers is not None:

@@ -64,7 +64,8 @@ class ServerPod:
     gpu: GpuScheduling
 
 
-def _http_probe(path: str, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
+def http_probe(path: str, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
+    """An HTTP GET probe on the container port named ``http``."""
     return {
         "httpGet": {"path": path, "port": "http"},
         "periodSeconds": period,
@@ -117,9 +118,9 @@ def server_pod_spec(
             {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
         ],
         "resources": {"requests": requests, "limits": limits},
-        "startupProbe": _http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
-        "livenessProbe": _http_probe(LIVE_PATH, 10, 3),
-        "readinessProbe": _http_probe(READY_PATH, 5, 3),
+        "startupProbe": http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
+        "livenessProbe": http_probe(LIVE_PATH, 10, 3),
+        "readinessProbe": http_probe(READY_PATH, 5, 3),
         "securityContext": container_security_context(),
         "volumeMounts": [
             {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True},
@@ -210,8 +211,10 @@ def network_policy_spec(
     selector_labels: dict[str, str],
     client_namespaces: tuple[str, ...],
     prometheus_namespace: str,
+    gateway_pods: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Only ``client_namespaces`` (the ingress controller's) reach 8000/8001, only Prometheus reaches 8002.
+    """Only ``client_namespaces`` (the ingress controller's) reach 8000/8001, the stack's gateway pods (selected by
+    ``gateway_pods``, same namespace) reach 8001, only Prometheus reaches 8002.
 
     Egress is limited to cluster DNS: Triton reads its models from the mounted volume and calls nothing.
     """
@@ -222,6 +225,13 @@ def network_policy_spec(
             {
                 "from": [_namespace_peer(ns) for ns in client_namespaces],
                 "ports": [{"port": HTTP_PORT, "protocol": tcp}, {"port": GRPC_PORT, "protocol": tcp}],
+            }
+        )
+    if gateway_pods:
+        ingress.append(
+            {
+                "from": [{"podSelector": {"matchLabels": dict(gateway_pods)}}],
+                "ports": [{"port": GRPC_PORT, "protocol": tcp}],
             }
         )
     ingress.append(

@@ -30,8 +30,8 @@ from components.capacity import (
 )
 from components.cluster import ClusterTarget
 from components.conversion import ModelConversion
+from components.exposure import basic_auth_secret
 from components.ingress import (
-    BASIC_AUTH_KEY,
     IngressArgs,
     endpoint_urls,
     grpc_exposed,
@@ -44,6 +44,7 @@ from components.layout import SKIP_AWAIT, as_input, dns_label, labels, object_me
 from components.monitoring import dashboard_json, prometheus_rule_spec, service_monitor_spec
 from components.rollout_watch import RolloutWatch, RolloutWatchArgs
 from components.server_spec import (
+    GRPC_PORT,
     HTTP_PORT,
     ServerPod,
     deployment_spec,
@@ -114,6 +115,8 @@ class TritonServiceArgs:
     """Name of the GPU node type, for the placement annotation."""
     rollout: Rollout = field(default_factory=fixed_rollout)
     """Surge or replace one at a time, decided from the GPU capacity (``components.capacity.rollout_for``)."""
+    gateway_pods: dict[str, str] | None = None
+    """Selector labels of the stack's OpenAI gateway pods, which the NetworkPolicy lets call gRPC (8001)."""
     node_growth: NodeGrowth = field(default_factory=lambda: NodeGrowth(autoscaler=False))
     """What can add GPU nodes while a pod waits for GPUs (the rollout watch fails fast when nothing can)."""
 
@@ -154,6 +157,8 @@ class TritonService(pulumi.ComponentResource):
     """Name of the ClusterIP Service (ports http 8000, grpc 8001, metrics 8002)."""
     internal_url: pulumi.Output[str]
     """In-cluster HTTP base URL, e.g. ``http://t5-small.triton.svc:8000``."""
+    grpc_address: pulumi.Output[str]
+    """In-cluster gRPC ``host:port``, e.g. ``t5-small.triton.svc:8001`` (what the gateway calls)."""
     endpoint: pulumi.Output[str | None]
     """Public HTTP base URL through the ingress (None without an ingress)."""
     grpc_endpoint: pulumi.Output[str | None]
@@ -166,6 +171,8 @@ class TritonService(pulumi.ComponentResource):
     """The Triton Deployment."""
     rollout_watch: RolloutWatch
     """Done when the Deployment has rolled out (for ``depends_on`` of the integration probe)."""
+    pod_selector: dict[str, str]
+    """Selector labels of the Triton pods (the gateway's NetworkPolicy lets it reach these)."""
 
     def __init__(self, name: str, args: TritonServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         problems = _validate(args) + (validate_ingress(args.ingress) if args.ingress is not None else [])
@@ -238,7 +245,11 @@ class TritonService(pulumi.ComponentResource):
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol",
             metadata=object_meta(base, ns, meta_labels),
-            spec=as_input(network_policy_spec(sel, clients + args.client_namespaces, args.prometheus_namespace)),
+            spec=as_input(
+                network_policy_spec(
+                    sel, clients + args.client_namespaces, args.prometheus_namespace, gateway_pods=args.gateway_pods
+                )
+            ),
             opts=child,
         )
 
@@ -295,6 +306,8 @@ class TritonService(pulumi.ComponentResource):
         self.deployment_name = pulumi.Output.from_input(base)
         self.service_name = pulumi.Output.from_input(base)
         self.internal_url = ns.apply(lambda n: f"http://{base}.{n}.svc:{HTTP_PORT}")
+        self.grpc_address = ns.apply(lambda n: f"{base}.{n}.svc:{GRPC_PORT}")
+        self.pod_selector = dict(sel)
         http_url, grpc_url = endpoint_urls(args.ingress) if args.ingress is not None else (None, None)
         self.endpoint = pulumi.Output.from_input(http_url)
         self.grpc_endpoint = pulumi.Output.from_input(grpc_url)
@@ -305,6 +318,7 @@ class TritonService(pulumi.ComponentResource):
                 "deployment_name": self.deployment_name,
                 "service_name": self.service_name,
                 "internal_url": self.internal_url,
+                "grpc_address": self.grpc_address,
                 "endpoint": self.endpoint,
                 "grpc_endpoint": self.grpc_endpoint,
                 "adapter_rules": self.adapter_rules,
@@ -327,16 +341,7 @@ class TritonService(pulumi.ComponentResource):
         if ing is None:
             return ()
         ns = self._target.namespace
-        basic_secret = ing.basic_auth_secret
-        if ing.basic_auth_htpasswd is not None:
-            basic_secret = f"{base}-basic-auth"
-            k8s.core.v1.Secret(
-                f"{name}-basic-auth",
-                metadata=object_meta(basic_secret, ns, meta_labels),
-                type="Opaque",
-                string_data={BASIC_AUTH_KEY: pulumi.Output.secret(ing.basic_auth_htpasswd)},
-                opts=child,
-            )
+        basic_secret = basic_auth_secret(name, base=base, namespace=ns, labels=meta_labels, ingress=ing, opts=child)
         tls = tls_secret_name(ing, base)
         opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends_on))
         made = [f"{base}-http"]

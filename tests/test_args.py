@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from components import args
+from components.gateway import GatewayArgs
 from components.settings import load_settings
+from tests.k8s.fixtures import TOOLS_IMAGE, make_target
 from tests.settings.test_validation import aws_stack, kubernetes_stack
+from tritonft.synth.engine import RecordingMocks, run_program
 
 
 def load(values: dict[str, object], stack: str = "test"):
@@ -49,3 +53,34 @@ def test_probe_authenticates_through_an_authenticated_ingress_from_the_environme
     assert args.integration_probe_header_env(basic) == {"Authorization": args.PROBE_AUTH_ENV}
     open_ = load(kubernetes_stack())
     assert args.integration_probe_header_env(open_) == {}
+
+
+def test_the_gateway_is_on_by_default_and_off_on_request() -> None:
+    assert load(kubernetes_stack()).serving.gateway.enabled
+    assert not load(kubernetes_stack(gateway=False)).serving.gateway.enabled
+
+
+def test_the_gateway_is_exposed_on_the_base_host_with_the_models_tls_and_auth() -> None:
+    settings = load(aws_stack(ingressHost="triton.example.com", ingressAuth="basic", basicAuthSecretName="creds"))
+    model = args.ingress_args(settings, settings.models[0], None)
+    gateway = args.exposure_args(settings, settings.serving.ingress.host, None)
+    assert gateway == dataclasses.replace(model, host="triton.example.com")
+    assert gateway.basic_auth_secret == "creds"
+
+
+def test_gateway_knobs_reach_the_gateway_args(mocks: RecordingMocks) -> None:
+    knobs = {"gatewayReplicasMin": 1, "gatewayReplicasMax": 6, "gatewayCpu": "250m", "gatewayMemory": "1Gi"}
+    settings = load(kubernetes_stack(**knobs, gatewayDeadlineSeconds=90))
+    made: list[GatewayArgs] = []
+
+    def build() -> None:
+        made.append(
+            args.gateway_args(settings, target=make_target(), backends=(), tools_image=TOOLS_IMAGE, htpasswd=None)
+        )
+
+    run_program(build)
+    (gateway,) = made
+    assert (gateway.min_replicas, gateway.max_replicas, gateway.cpu, gateway.memory) == (1, 6, "250m", "1Gi")
+    assert gateway.deadline_seconds == 90
+    assert gateway.image == TOOLS_IMAGE
+    assert gateway.ingress is not None and gateway.ingress.host == settings.serving.ingress.host

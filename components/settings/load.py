@@ -18,6 +18,7 @@ from components.settings.model import (
     AutoscalingSettings,
     AwsClusterSettings,
     ClusterSettings,
+    GatewaySettings,
     ImageSettings,
     IngressSettings,
     KubernetesClusterSettings,
@@ -370,4 +371,12 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
         ),
         monitoring=f.monitoring,
         load_bandwidth_mibps=top.get("loadBandwidthMiBps", 100),
+        gateway=GatewaySettings(
+            enabled=top.get("gateway", True),
+            replicas_min=top.get("gatewayReplicasMin", 2),
+            replicas_max=top.get("gatewayReplicasMax", 4),
+            cpu=top.get("gatewayCpu", "1"),
+            memory=top.get("gatewayMemory", "512Mi"),
+            deadline_s=top.get("gatewayDeadlineSeconds", 60),
+        ),
     )

@@ -112,6 +112,18 @@ class AutoscalingSettings:
 
 
 @dataclass(frozen=True)
+class GatewaySettings:
+    """The OpenAI-compatible API in front of every model."""
+
+    enabled: bool
+    replicas_min: int
+    replicas_max: int
+    cpu: str
+    memory: str
+    deadline_s: int
+
+
+@dataclass(frozen=True)
 class ServingSettings:
     """The Triton Deployment and everything around it."""
 
@@ -121,6 +133,7 @@ class ServingSettings:
     autoscaling: AutoscalingSettings
     monitoring: bool
     load_bandwidth_mibps: int
+    gateway: GatewaySettings
 
 
 @dataclass(frozen=True)

@@ -278,6 +278,20 @@ def _replicas_range(f: StackFacts) -> Iterable[Problem]:
 
 
 @stack_rule(
+    "gateway-replicas-range",
+    ("gatewayReplicasMin", "gatewayReplicasMax"),
+    "`gatewayReplicasMin` <= `gatewayReplicasMax`.",
+)
+def _gateway_replicas_range(f: StackFacts) -> Iterable[Problem]:
+    lo, hi = f.get("gatewayReplicasMin", 2), f.get("gatewayReplicasMax", 4)
+    if lo > hi:
+        yield (
+            "gatewayReplicasMin",
+            f"{lo} is larger than gatewayReplicasMax={hi}; lower the minimum or raise the maximum",
+        )
+
+
+@stack_rule(
     "zero-replicas-need-scale-to-zero",
     ("replicasMin", "scaleToZero"),
     "`replicasMin: 0` needs `scaleToZero: true` (an HPA cannot scale to zero).",

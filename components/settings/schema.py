@@ -691,7 +691,7 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "ingressHost",
         "string",
         "Base DNS name of the endpoints: each model is served at `<model>.<ingressHost>` (HTTP under `/v2`, "
-        "gRPC on the same host).",
+        "gRPC on the same host), the OpenAI gateway at `<ingressHost>/v1`.",
         default_doc="`<stack>.triton.local`",
         format="ingress-host",
     ),
@@ -706,7 +706,8 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "tlsSecretName",
         "string",
-        "Existing TLS Secret for the ingresses (when no issuer).",
+        "Existing TLS Secret for the ingresses (when no issuer); its certificate covers `*.<ingressHost>`, and "
+        "`<ingressHost>` too when the gateway is on.",
         default_doc="`<namespace>-triton-tls`",
         format="dns-subdomain",
     ),
@@ -760,6 +761,43 @@ STACK_KNOBS: tuple[Knob, ...] = (
         minimum=1,
         maximum=100000,
         unit="MiB/s",
+    ),
+    # -- OpenAI-compatible gateway
+    Knob(
+        "gateway",
+        "boolean",
+        "Serve every model through the OpenAI-compatible API (`tritonft gateway`) under `/v1` on `ingressHost`, "
+        "with the same TLS and authentication as the models' endpoints; the integration probe checks it too.",
+        default=True,
+    ),
+    Knob("gatewayReplicasMin", "integer", "Fewest gateway replicas.", default=2, minimum=1, maximum=100),
+    Knob(
+        "gatewayReplicasMax",
+        "integer",
+        "Most gateway replicas; above `gatewayReplicasMin`, an HPA scales on CPU (70% of the request; needs the "
+        "resource metrics API, e.g. metrics-server).",
+        default=4,
+        minimum=1,
+        maximum=100,
+    ),
+    Knob(
+        "gatewayCpu",
+        "quantity",
+        "CPU request and limit of each gateway pod (one event loop per pod: more than 1 core goes unused).",
+        default="1",
+        format="quantity",
+    ),
+    Knob(
+        "gatewayMemory", "quantity", "Memory request and limit of each gateway pod.", default="512Mi", format="quantity"
+    ),
+    Knob(
+        "gatewayDeadlineSeconds",
+        "integer",
+        "Longest a request through the gateway may take before it answers 504 (at most the ingress timeout).",
+        default=60,
+        minimum=1,
+        maximum=300,
+        unit="seconds",
     ),
     # -- probe
     Knob(

@@ -9,8 +9,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
+
+import pytest
 
 from tritonft.local_triton import free_port
 from tritonft.spec import ModelSpec
@@ -63,3 +66,15 @@ class GatewayProcess:
         except subprocess.TimeoutExpired:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+
+
+@contextmanager
+def started(gateway: GatewayProcess, request: pytest.FixtureRequest) -> Iterator[GatewayProcess]:
+    """``gateway`` running for the ``with`` block, stopped by PID after; its log printed when a test failed."""
+    gateway.start()
+    try:
+        yield gateway
+    finally:
+        gateway.stop()
+        if request.session.testsfailed:
+            print(f"--- gateway log ({gateway.log_path}) ---\n{gateway.log_text()[-20000:]}")

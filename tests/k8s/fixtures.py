@@ -95,6 +95,7 @@ def serve(
     monitoring: bool = True,
     min_replicas: int = 1,
     hf_token: str | None = None,
+    gateway_pods: dict[str, str] | None = None,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -121,6 +122,7 @@ def serve(
             autoscaler=autoscaler,
             monitoring=monitoring,
             min_replicas=min_replicas,
+            gateway_pods=gateway_pods,
         ),
     )
 

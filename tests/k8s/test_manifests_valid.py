@@ -1,6 +1,7 @@
 """Every manifest the Kubernetes components produce is schema-valid (1.29 and 1.33, strict) and passes checkov.
 
-Two full services (T5 TP=1 with HPA; GPT-J TP=4 with KEDA scale-to-zero), monitoring on, secure ingress, HF token.
+Two full services (T5 TP=1 with HPA; GPT-J TP=4 with KEDA scale-to-zero) and the OpenAI gateway in front of both,
+monitoring on, secure ingress, HF token.
 ServiceMonitor, PrometheusRule and ScaledObject have no bundled schema in kubernetes-validate: they are checked
 structurally (tests/k8s/validation.py) and by checkov.
 """
@@ -12,7 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.k8s.fixtures import GPTJ_6B, T5_SMALL, make_target, secure_ingress, serve
+from components.gateway import Gateway, GatewayArgs, GatewayBackend
+from components.gateway_spec import gateway_selector
+from tests.k8s.fixtures import GPTJ_6B, T5_SMALL, TOOLS_IMAGE, make_target, secure_ingress, serve
 from tests.k8s.validation import (
     K8S_VERSIONS,
     CheckovFailure,
@@ -30,8 +33,11 @@ CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule", "ScaledObject"}
 
 def _both_services() -> None:
     target = make_target()
-    serve("t5", T5_SMALL, target=target, ingress=secure_ingress("t5.example.com"), hf_token="hf_t5")
-    serve(
+    pods = gateway_selector("gateway")
+    t5 = serve(
+        "t5", T5_SMALL, target=target, ingress=secure_ingress("t5.example.com"), hf_token="hf_t5", gateway_pods=pods
+    )
+    gptj = serve(
         "gptj",
         GPTJ_6B,
         target=target,
@@ -39,7 +45,11 @@ def _both_services() -> None:
         autoscaler="keda",
         min_replicas=0,
         hf_token="hf_gptj",
+        gateway_pods=pods,
     )
+    backends = (GatewayBackend(T5_SMALL, t5), GatewayBackend(GPTJ_6B, gptj))
+    gateway = GatewayArgs(target, TOOLS_IMAGE, backends, ingress=secure_ingress("example.com"), monitoring=True)
+    Gateway("gateway", gateway)
 
 
 @pytest.fixture

@@ -95,6 +95,13 @@ def test_check_names_every_bad_input() -> None:
     assert "scheme 'ftp'" in reasons["endpoint"]
 
 
+def test_check_refuses_a_gateway_url_that_is_not_http() -> None:
+    result = IntegrationProbeProvider().check({}, props(gateway_url="triton.example.com/v1"))
+    assert [(f.property, f.reason) for f in result.failures] == [
+        ("gateway_url", "must be an http(s) URL such as https://host/v1, got 'triton.example.com/v1'")
+    ]
+
+
 def test_check_defers_validation_of_values_unknown_during_preview() -> None:
     unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
     assert IntegrationProbeProvider().check({}, props(endpoint=unknown)).failures == []
@@ -113,6 +120,7 @@ def test_diff_is_empty_when_nothing_changed() -> None:
         {"trigger": probe_trigger("sha256:aaa", {"t5": "rev1"}, "cfg2")},  # new serving config
         {"endpoint": "http://10.0.0.1:8000"},
         {"models": [ModelTarget("gpt", Family.GPT2).to_dict()]},
+        {"gateway_url": "https://triton.example.com/v1"},  # the gateway was turned on
     ],
 )
 def test_diff_reruns_the_probe_when_a_release_input_changes(change: dict[str, Any]) -> None:
@@ -232,7 +240,8 @@ def test_registers_with_release_trigger_and_model_targets(mocks: RecordingMocks)
     from tritonft.probe.rendered import contract_for_spec
 
     rendered = contract_for_spec(t5_spec())
-    assert probe.inputs["models"] == [ModelTarget("t5-small", Family.T5, rendered).to_dict()]
+    max_tokens = t5_spec().max_output_len
+    assert probe.inputs["models"] == [ModelTarget("t5-small", Family.T5, rendered, max_tokens).to_dict()]
     assert "max_output_len" in [t["name"] for t in probe.inputs["models"][0]["contract"]["inputs"]]
     assert probe.inputs["trigger"] == probe_trigger("sha256:abc", {"t5-small": "df1b051"}, "repo-hash-1")
     assert probe.inputs["deadline_s"] == 600.0

@@ -15,7 +15,14 @@ from pathlib import Path
 import pytest
 
 from tests.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
-from tests.realtriton.repos import MATRIX, render_with_cli, serve_ready_repository, stack_specs
+from tests.realtriton.repos import (
+    MATRIX,
+    PROBE_MODEL,
+    matrix_spec,
+    render_with_cli,
+    serve_ready_repository,
+    stack_specs,
+)
 from tests.reference.conftest import checkpoint, converted  # noqa: F401  (golden checkpoints, converted once)
 from tests.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
 from tritonft.local_triton import IMAGE_PYTHON, LocalTriton, TritonError, TritonRuntime, find_python, prepare_runtime
@@ -116,6 +123,19 @@ def matrix_repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict
 @pytest.fixture(scope="session")
 def matrix_triton(serve_triton: ServeTriton, matrix_repository: Path) -> LocalTriton:
     return serve_triton(matrix_repository)
+
+
+@pytest.fixture(scope="session")
+def probe_triton(
+    serve_triton: ServeTriton, tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]
+) -> LocalTriton:
+    """:data:`PROBE_MODEL` only; its stand-in answers the prompt's tokens reversed: a continuation that is not an
+    echo, which the probe's GPT check requires."""
+    repository = tmp_path_factory.mktemp("probe-repo")
+    spec = matrix_spec(PROBE_MODEL)
+    render_with_cli(spec, repository, tokenizers[Family.GPT2], tmp_path_factory.mktemp("scratch"))
+    standin_all(repository, generation="reverse")
+    return serve_triton(repository)
 
 
 @pytest.hookimpl(wrapper=True)

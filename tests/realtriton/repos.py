@@ -47,6 +47,8 @@ def _matrix() -> tuple[ModelSpec, ...]:
 
 MATRIX = _matrix()
 """What the matrix repository serves: every family at TP 1 and 2 and a streaming (decoupled) GPT-2."""
+PROBE_MODEL = "gpt2-tp1"
+"""The model of the probe server (``probe_triton``): its stand-in answers the prompt's tokens reversed."""
 
 
 def matrix_spec(name: str) -> ModelSpec:

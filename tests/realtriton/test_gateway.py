@@ -7,30 +7,19 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import openai
 import pytest
 
 from tests.gateway.server import GatewayProcess
+from tests.gateway.server import started as _started
 from tests.realtriton.repos import MATRIX
 from tritonft.local_triton import LocalTriton, free_port
 from tritonft.repo.naming import RepoNames
 from tritonft.standin import set_behaviour
 
 pytestmark = pytest.mark.slow
-
-
-@contextmanager
-def _started(gateway: GatewayProcess, request: pytest.FixtureRequest) -> Iterator[GatewayProcess]:
-    gateway.start()
-    try:
-        yield gateway
-    finally:
-        gateway.stop()
-        if request.session.testsfailed:
-            print(f"--- gateway log ({gateway.log_path}) ---\n{gateway.log_text()[-20000:]}")
 
 
 @pytest.fixture(scope="module")

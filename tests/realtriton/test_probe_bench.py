@@ -10,18 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.realtriton.conftest import ServeTriton
-from tests.realtriton.repos import matrix_spec, render_with_cli
+from tests.realtriton.repos import PROBE_MODEL, matrix_spec
 from tritonft.bench.results import CSV_COLUMNS
 from tritonft.cli import main
 from tritonft.local_triton import LocalTriton
-from tritonft.spec import Family
-from tritonft.standin import standin_all
 
 pytestmark = pytest.mark.slow
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-MODEL = "gpt2-tp1"
+MODEL = PROBE_MODEL
 
 
 @pytest.fixture(scope="session")
@@ -29,16 +26,6 @@ def spec_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("probe-spec") / "spec.json"
     path.write_text(matrix_spec(MODEL).to_json())
     return path
-
-
-@pytest.fixture(scope="session")
-def probe_triton(
-    serve_triton: ServeTriton, tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]
-) -> LocalTriton:
-    repository = tmp_path_factory.mktemp("probe-repo")
-    render_with_cli(matrix_spec(MODEL), repository, tokenizers[Family.GPT2], tmp_path_factory.mktemp("scratch"))
-    standin_all(repository, generation="reverse")
-    return serve_triton(repository)
 
 
 def url(server: LocalTriton, protocol: str) -> str:

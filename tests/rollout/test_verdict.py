@@ -55,10 +55,14 @@ def verdict(pods: list[Any], *, growth: NodeGrowth = NOTHING, gpu_nodes: int = 3
 def test_a_pod_short_of_gpus_with_nothing_to_add_a_node_fails_with_the_schedulers_reason() -> None:
     message = verdict([pod("prod-t5-3b-abc", unschedulable_for_s=61)])
     assert message is not None
-    assert message.startswith("Triton pod prod-t5-3b-abc (4 GPU(s)) cannot be scheduled: 0/5 nodes are available:")
+    assert message.startswith(
+        "Triton pod prod-t5-3b-abc (4 GPU(s)) cannot be scheduled and nothing can add a GPU node (no node autoscaler "
+        "manages the GPU nodes (3 present)). The scheduler says: 0/5 nodes are available:"
+    )
     assert "3 Insufficient nvidia.com/gpu" in message
-    assert "no node autoscaler manages the GPU nodes (3 present)" in message
-    assert "gpuNodesMin/gpuNodesMax" in message
+    assert message.endswith(
+        "for incoming pod. Free GPUs, add GPU nodes (gpuNodesMin/gpuNodesMax) or lower replicasMin/tensorParallel"
+    )
 
 
 def test_a_pod_within_the_grace_period_is_given_time_for_the_schedulers_retries() -> None:

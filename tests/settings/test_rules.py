@@ -63,6 +63,11 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         (),
         "replicasMin: 3 is larger than replicasMax=2; lower the minimum or raise the maximum",
     ),
+    "gateway-replicas-range": (
+        kubernetes_stack(gatewayReplicasMin=3, gatewayReplicasMax=2),
+        (),
+        "gatewayReplicasMin: 3 is larger than gatewayReplicasMax=2; lower the minimum or raise the maximum",
+    ),
     "zero-replicas-need-scale-to-zero": (
         kubernetes_stack(replicasMin=0),
         (),

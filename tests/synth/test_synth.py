@@ -186,9 +186,32 @@ def test_synth_fails_when_a_rendered_repository_breaks_the_ensemble_check(
 
 def test_prod_hpa_scales_down_after_the_configured_window_and_up_at_once(tmp_path: Path) -> None:
     synthesize("prod", out=tmp_path, project_dir=REPO)
-    hpas = [yaml.safe_load(p.read_text()) for p in (tmp_path / "manifests").rglob("horizontalpodautoscaler-*.yaml")]
+    every = [yaml.safe_load(p.read_text()) for p in (tmp_path / "manifests").rglob("horizontalpodautoscaler-*.yaml")]
+    hpas = [h for h in every if h["metadata"]["labels"]["app.kubernetes.io/component"] == "triton"]
     assert len(hpas) == 2, "one autoscaler per served model"
     for hpa in hpas:
         behavior = hpa["spec"]["behavior"]
         assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 900
         assert behavior["scaleUp"]["stabilizationWindowSeconds"] == 0
+
+
+def test_every_stack_serves_the_openai_gateway_on_its_base_host_unless_turned_off(
+    project: Path, tmp_path: Path
+) -> None:
+    synthesize("dev", out=tmp_path / "dev", project_dir=REPO)
+    ingress = yaml.safe_load(next((tmp_path / "dev" / "manifests").rglob("ingress-dev-gateway.yaml")).read_text())
+    assert ingress["spec"]["rules"][0]["host"] == "triton.dev.example.com"
+    assert json.loads((tmp_path / "dev" / "outputs.json").read_text())["openaiBaseUrl"] == (
+        "https://triton.dev.example.com/v1"
+    )
+    probes = [r for r in json.loads((tmp_path / "dev" / "resources.json").read_text()) if r["name"].endswith("-probe")]
+    assert sorted(r["name"] for r in probes) == ["dev-gpt2-probe", "dev-t5-small-probe"]
+    assert {r["inputs"]["gateway_url"] for r in probes} == {"https://triton.dev.example.com/v1"}
+    stack = project / "stacks" / "Pulumi.local.yaml"
+    stack.write_text(stack.read_text() + "  triton-ft:gateway: false\n")
+    synthesize("local", out=tmp_path / "off", project_dir=project)
+    names = [p.name for p in (tmp_path / "off" / "manifests").rglob("*.yaml")]
+    assert [n for n in names if "gateway" in n] == []
+    (policy,) = [p for p in (tmp_path / "off" / "manifests").rglob("networkpolicy-local-t5-small.yaml")]
+    rules = yaml.safe_load(policy.read_text())["spec"]["ingress"]
+    assert [peer for rule in rules for peer in rule["from"] if "podSelector" in peer] == []

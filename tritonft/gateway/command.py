@@ -15,7 +15,14 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--triton-url", required=True, help="Triton's gRPC endpoint, HOST:PORT")
+    parser.add_argument(
+        "--triton-url",
+        action="append",
+        required=True,
+        metavar="[MODEL=]HOST:PORT",
+        help="Triton's gRPC endpoint for every model, or MODEL=HOST:PORT for one model (repeat; a deployed stack "
+        "runs one Triton per model)",
+    )
     parser.add_argument("--port", type=int, required=True, help="port to listen on")
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
     parser.add_argument(
@@ -41,7 +48,29 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
             raise UserError(f"--spec {path}: cannot read it ({exc.strerror})") from exc
         except ValueError as exc:
             raise UserError(f"--spec {path}: {exc}") from exc
-    return GatewayConfig(args.triton_url, tuple(models), args.max_body_bytes, args.deadline)
+    default, routes = triton_routes(args.triton_url, [m.name for m in models])
+    return GatewayConfig(default, tuple(models), args.max_body_bytes, args.deadline, routes)
+
+
+def triton_routes(values: list[str], served: list[str]) -> tuple[str, dict[str, str]]:
+    """``--triton-url`` values -> (the endpoint for every model or "", model -> endpoint); UserError names the fix."""
+    defaults = [v for v in values if "=" not in v]
+    routes: dict[str, str] = {}
+    for value in values:
+        name, sep, url = value.partition("=")
+        if not sep:
+            continue
+        if name not in served:
+            raise UserError(f"--triton-url {value}: no --spec serves a model named {name!r} ({', '.join(served)})")
+        if not url or name in routes:
+            raise UserError(f"--triton-url {value}: give one HOST:PORT per model, as MODEL=HOST:PORT")
+        routes[name] = url
+    if len(defaults) > 1:
+        raise UserError(f"--triton-url: one endpoint for every model, got {', '.join(defaults)}; use MODEL=HOST:PORT")
+    unrouted = [name for name in served if name not in routes]
+    if unrouted and not defaults:
+        raise UserError(f"--triton-url: no Triton endpoint for {', '.join(unrouted)}; add HOST:PORT or MODEL=HOST:PORT")
+    return (defaults[0] if defaults else ""), routes
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,5 +80,13 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
-    uvicorn.run(build_app(config), host=args.host, port=args.port, access_log=False, log_level="warning")
+    uvicorn.run(
+        build_app(config),
+        host=args.host,
+        port=args.port,
+        http="httptools",
+        loop="uvloop",
+        access_log=False,
+        log_level="warning",
+    )
     return 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tritonft.spec import Family, ModelSpec
 
@@ -34,14 +34,21 @@ class ServedModel:
 @dataclass(frozen=True)
 class GatewayConfig:
     triton_url: str
-    """``HOST:PORT`` of Triton's gRPC endpoint."""
+    """``HOST:PORT`` of Triton's gRPC endpoint ("" when every model has a route)."""
     models: tuple[ServedModel, ...]
     max_body_bytes: int = 1 << 20
     deadline_s: float = 60.0
     """Longest a request may take end to end before the client gets a 504."""
+    routes: dict[str, str] = field(default_factory=dict)
+    """Model name -> ``HOST:PORT`` of the Triton serving it, where that is not ``triton_url`` (a deployed stack
+    runs one Triton Deployment per model)."""
 
     def model(self, name: str) -> ServedModel | None:
         return next((m for m in self.models if m.name == name), None)
+
+    def url_of(self, name: str) -> str:
+        """The gRPC endpoint of the Triton that serves model ``name``."""
+        return self.routes.get(name, self.triton_url)
 
     @property
     def names(self) -> list[str]:

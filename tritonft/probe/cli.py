@@ -130,6 +130,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help='exact answers to require instead of the family\'s judgement: {"MODEL": [{"prompt": "...", '
         '"answer": "..."}, ...]} (for a model whose output is known, e.g. the reference engine on a golden checkpoint)',
     )
+    parser.add_argument(
+        "--gateway",
+        default=None,
+        metavar="URL",
+        help="also send each model's judged prompts through the OpenAI gateway at URL (its base URL, e.g. "
+        "https://host/v1), with the same headers",
+    )
     parser.add_argument("--json", action="store_true", help="print the full report as JSON instead of text")
 
 
@@ -154,8 +161,10 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
         latency_requests=args.requests,
         bleu_threshold=args.bleu_threshold,
         headers=headers_from_env(args.header_from_env),
+        gateway_url=args.gateway,
     )
     flags = {
+        "gateway_url": "--gateway",
         "url": "--url",
         "models": "--model",
         "deadline_s": "--deadline",
@@ -179,7 +188,7 @@ def _target_from_spec(path: Path) -> ModelTarget:
         raise UserError(f"--spec {path}: cannot read it ({exc.strerror})") from exc
     except ValueError as exc:
         raise UserError(f"--spec {path}: {exc}") from exc
-    return ModelTarget(spec.name, spec.family, contract_for_spec(spec))
+    return ModelTarget(spec.name, spec.family, contract_for_spec(spec), spec.max_output_len)
 
 
 def with_expected_answers(targets: list[ModelTarget], path: Path) -> list[ModelTarget]:

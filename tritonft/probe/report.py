@@ -22,6 +22,8 @@ class ModelStatus(StrEnum):
     CONTRACT_MISMATCH = "contract_mismatch"
     INFERENCE_FAILED = "inference_failed"
     WRONG_ANSWER = "wrong_answer"
+    GATEWAY_FAILED = "gateway_failed"
+    """The model answered correctly over KServe V2 but not through the OpenAI gateway."""
     NOT_CHECKED = "not_checked"
     """The server itself never became live/ready, so the model was not reached."""
 
@@ -29,7 +31,7 @@ class ModelStatus(StrEnum):
 @dataclass(frozen=True)
 class CheckOutcome:
     """One check: ``check`` is its name (``server_live``, ``model_ready``, ``metadata``, ``model_config``,
-    ``inference``, ``latency``), ``model`` the model it concerns (``None`` for server checks).
+    ``inference``, ``latency``, ``gateway``), ``model`` the model it concerns (``None`` for server checks).
 
     ``degraded`` marks a check the server could not answer (e.g. MLServer has no model-config endpoint); it is
     skipped with the reason in ``detail`` and does not fail the probe.

@@ -18,6 +18,7 @@ from tritonft.probe.client import TritonClient, V2Client
 from tritonft.probe.contract import DEFAULT_TEXT_CONTRACT, TextContract, compare_metadata, compare_model_config
 from tritonft.probe.endpoint import Endpoint, Protocol, parse_endpoint
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, Sample, judge, judge_exact, samples_for
+from tritonft.probe.gateway import gateway_completions
 from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
 from tritonft.probe.retry import (
     MIN_CALL_TIMEOUT_S,
@@ -45,6 +46,8 @@ class ModelTarget:
     name: str
     family: Family | None = None
     contract: TextContract = DEFAULT_TEXT_CONTRACT
+    max_tokens: int | None = None
+    """``max_tokens`` of the request through the gateway (the model's ``max_output_len``); None = its default."""
     expected: tuple[Sample, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -55,17 +58,21 @@ class ModelTarget:
         }
         if self.expected:
             raw["expected"] = [{"prompt": s.prompt, "answer": s.reference} for s in self.expected]
+        if self.max_tokens is not None:
+            raw["max_tokens"] = self.max_tokens
         return raw
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any]) -> ModelTarget:
         family = raw.get("family")
         contract = raw.get("contract")
+        max_tokens = raw.get("max_tokens")
         return cls(
             name=str(raw["name"]),
             family=Family(family) if family else None,
             contract=TextContract.from_dict(dict(contract)) if contract else DEFAULT_TEXT_CONTRACT,
             expected=tuple(Sample(str(e["prompt"]), str(e["answer"])) for e in raw.get("expected") or ()),
+            max_tokens=int(max_tokens) if max_tokens is not None else None,
         )
 
 
@@ -76,7 +83,8 @@ class ProbeConfig:
     ``deadline_s`` bounds the whole probe (including waiting for a rolling-out server to come up);
     ``call_timeout_s`` bounds each request (shortened near the deadline); ``latency_requests`` sequential requests
     of the first sample prompt give p50/p95; ``bleu_threshold`` is the T5 pass mark. ``headers`` are sent with
-    every request and never reported.
+    every request and never reported. With ``gateway_url`` (an OpenAI base URL, ``https://<host>/v1``), each
+    model that passed is also asked the judged prompts through the gateway's ``/v1/completions``.
     """
 
     url: str
@@ -87,6 +95,7 @@ class ProbeConfig:
     latency_requests: int = DEFAULT_LATENCY_REQUESTS
     bleu_threshold: float = DEFAULT_BLEU_THRESHOLD
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    gateway_url: str | None = None
 
     def problems(self) -> list[tuple[str, str]]:
         """Every invalid setting as ``(field, reason)``; empty when the config can run."""
@@ -110,18 +119,32 @@ class ProbeConfig:
             found.append(("latency_requests", f"must be at least 1, got {self.latency_requests}"))
         if not 0 <= self.bleu_threshold <= 100:
             found.append(("bleu_threshold", f"must be within 0..100, got {self.bleu_threshold}"))
+        if self.gateway_url is not None and not self.gateway_url.startswith(("http://", "https://")):
+            found.append(("gateway_url", f"must be an http(s) URL such as https://host/v1, got {self.gateway_url!r}"))
         return found
 
 
 ClientFactory = Callable[[Endpoint, Mapping[str, str]], V2Client]
 
 
+Complete = Callable[..., list[str]]
+"""The request through the gateway: :func:`tritonft.probe.gateway.gateway_completions` (tests pass their own)."""
+
+
 class _Run:
-    def __init__(self, config: ProbeConfig, client: V2Client, deadline: Deadline, sleep: Callable[[float], None]):
+    def __init__(
+        self,
+        config: ProbeConfig,
+        client: V2Client,
+        deadline: Deadline,
+        sleep: Callable[[float], None],
+        complete: Complete = gateway_completions,
+    ):
         self.config = config
         self.client = client
         self.deadline = deadline
         self.sleep = sleep
+        self.complete = complete
         self.checks: list[CheckOutcome] = []
         self.server_info = ""
 
@@ -310,6 +333,35 @@ class _Run:
         self.record("latency", True, detail, started, target.name, attempts=wanted)
         return summary
 
+    def check_gateway(self, target: ModelTarget, gateway_url: str) -> bool:
+        """The judged prompts through the gateway's ``/v1/completions``, judged like the direct answers."""
+        samples = samples_for(target.family)
+        started = self.deadline.elapsed()
+
+        def call(timeout: float) -> list[str]:
+            prompts = [s.prompt for s in samples]
+            return self.complete(
+                gateway_url,
+                target.name,
+                prompts,
+                max_tokens=target.max_tokens,
+                headers=self.config.headers,
+                timeout_s=timeout,
+            )
+
+        try:
+            done = retry(call, self.deadline, self.config.call_timeout_s, sleep=self.sleep)
+        except RetriesExhaustedError as exc:
+            detail = f"the OpenAI gateway did not answer: {exc.reason}"
+            self.record("gateway", False, detail, started, target.name, attempts=exc.attempts)
+            return False
+        verdict = judge(target.family, samples, done.value, self.config.bleu_threshold)
+        detail = f"POST /v1/completions: {verdict.detail}"
+        if not verdict.ok:
+            detail = f"the OpenAI gateway answered wrong: {verdict.detail}"
+        self.record("gateway", verdict.ok, detail, started, target.name, attempts=done.attempts)
+        return verdict.ok
+
     @staticmethod
     def model_report(
         target: ModelTarget, status: ModelStatus, prompt: str | None, answer: str | None, **extra: Any
@@ -328,6 +380,8 @@ class _Run:
         latency = self.measure_latency(target, report.sample_prompt)
         if latency is None:
             return ModelReport(**{**report.__dict__, "status": ModelStatus.INFERENCE_FAILED})
+        if self.config.gateway_url and not self.check_gateway(target, self.config.gateway_url):
+            return ModelReport(**{**report.__dict__, "latency": latency, "status": ModelStatus.GATEWAY_FAILED})
         return ModelReport(**{**report.__dict__, "latency": latency})
 
 
@@ -339,6 +393,7 @@ def run_probe(
     config: ProbeConfig,
     client_factory: ClientFactory = default_client,
     sleep: Callable[[float], None] = time.sleep,
+    complete: Complete = gateway_completions,
 ) -> ProbeReport:
     """Run every check against ``config.url`` and return the report (never raises for server problems).
 
@@ -350,7 +405,7 @@ def run_probe(
     endpoint = parse_endpoint(config.url, config.protocol)
     deadline = Deadline(config.deadline_s)
     client = client_factory(endpoint, config.headers)
-    run = _Run(config, client, deadline, sleep)
+    run = _Run(config, client, deadline, sleep, complete)
     models: list[ModelReport] = []
     server: dict[str, Any] = {}
     try:

@@ -111,10 +111,11 @@ def stuck_for_gpus(
         why = growth.describe(gpu_nodes)
         if SCALE_UP_REFUSED in reasons:
             why += f"; cluster-autoscaler: {reasons[SCALE_UP_REFUSED]}"
+        said = found.message.strip().rstrip(".")
         return (
-            f"Triton pod {found.pod} ({gpus_requested(pod)} GPU(s)) cannot be scheduled: {found.message.strip()} "
-            f"and nothing can add a GPU node ({why}); free GPUs, add GPU nodes (gpuNodesMin/gpuNodesMax) or "
-            "lower replicasMin/tensorParallel"
+            f"Triton pod {found.pod} ({gpus_requested(pod)} GPU(s)) cannot be scheduled and nothing can add a GPU "
+            f"node ({why}). The scheduler says: {said}. Free GPUs, add GPU nodes (gpuNodesMin/gpuNodesMax) or lower "
+            "replicasMin/tensorParallel"
         )
     return None
 

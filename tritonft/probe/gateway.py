@@ -1,0 +1,77 @@
+"""The probe's request through the OpenAI-compatible gateway: ``POST <base>/completions`` (stdlib HTTP).
+
+``base_url`` is what an OpenAI client takes (``https://<host>/v1``). Failures become
+:class:`~tritonft.probe.retry.TransientError` (the gateway or its Triton is not there yet: connection refused, 502,
+503, 504, 429, a timeout) or :class:`~tritonft.probe.retry.PermanentError` (any other answer), with the gateway's
+OpenAI error message when it sent one.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tritonft.probe.retry import PermanentError, TransientError
+
+_TRANSIENT_STATUS = {408, 429, 502, 503, 504}
+
+
+def completions_url(base_url: str) -> str:
+    return f"{base_url.rstrip('/')}/completions"
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    """The OpenAI error message of a JSON error body, else the HTTP reason (an ingress answers in HTML)."""
+    try:
+        body: Any = json.loads(exc.read() or b"null")
+    except (ValueError, OSError):
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("message"):
+        return str(body["error"]["message"])
+    if exc.code in (401, 403):
+        return f"{exc.reason}: the ingress refused the credentials (the Authorization header)"
+    return str(exc.reason)
+
+
+def gateway_completions(
+    base_url: str,
+    model: str,
+    prompts: Sequence[str],
+    *,
+    max_tokens: int | None,
+    headers: Mapping[str, str],
+    timeout_s: float,
+) -> list[str]:
+    """Greedy completions of ``prompts`` by ``model`` through the gateway, in prompt order."""
+    url = completions_url(base_url)
+    action = f"POST {url} (model {model!r})"
+    body: dict[str, Any] = {"model": model, "prompt": list(prompts), "temperature": 0}
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **headers},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            payload = json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        text = f"{action}: HTTP {exc.code}: {_error_text(exc)}"
+        raise (TransientError if exc.code in _TRANSIENT_STATUS else PermanentError)(text) from exc
+    except TimeoutError as exc:
+        raise TransientError(f"{action}: no answer within {timeout_s:.1f} s") from exc
+    except urllib.error.URLError as exc:
+        raise TransientError(f"{action}: {exc.reason}") from exc
+    except (OSError, ValueError) as exc:
+        raise TransientError(f"{action}: {type(exc).__name__}: {exc}") from exc
+    choices = payload.get("choices") if isinstance(payload, dict) else None
+    if not isinstance(choices, list) or len(choices) != len(prompts):
+        got = len(choices) if isinstance(choices, list) else "no"
+        raise PermanentError(f"{action}: sent {len(prompts)} prompt(s), got {got} choice(s)")
+    ordered = sorted(choices, key=lambda c: int(c.get("index", 0)) if isinstance(c, dict) else 0)
+    return [str(c.get("text", "")) if isinstance(c, dict) else "" for c in ordered]
