@@ -3,8 +3,16 @@
 The served repository is the ``dev`` stack's ``gpt2`` rendered by ``tritonft.repo`` with a small trained byte-level
 BPE tokenizer, the FT step stood in for (``tritonft.standin``), on the bundled real Triton
 (``tritonft.local_triton``). The gateway runs as the container runs it (``python -m tritonft gateway``, one
-uvicorn process). Direct: ``tritonclient.grpc.aio`` with the same inputs the gateway sends (greedy, 16 tokens).
-Through the gateway: ``POST /v1/completions`` with ``httpx2`` (the transport of the ``openai`` client), keep-alive.
+uvicorn process). Same request both ways: greedy, 16 tokens.
+
+The clients are the cheapest of each protocol, so that on a machine where client, gateway and Triton share the
+cores the comparison is about the gateway, not about client libraries: direct, the ``ModelInferRequest`` the
+gateway sends, built once and sent through Triton's generated gRPC stub on one ``grpc.aio`` channel (what
+perf_analyzer and ``tritonft.bench`` do); through the gateway, the ``POST /v1/completions`` request bytes built
+once and written on one keep-alive HTTP/1.1 connection per worker (asyncio streams). Both answers are decoded
+and checked. The client's CPU time per request is printed for both paths (and the gateway's own), so the cost
+the two clients take from the shared cores can be compared. (The ``openai`` client, httpx, costs ~2 ms of CPU
+per request here: it would measure the client library, not the gateway.)
 
 Closed loop per concurrency level (1 and 8): ``c`` workers send back to back for ``--seconds``; per run the p50/p95
 latency and the throughput of both paths, then medians over ``--runs``: added p50/p95 (ms) and the throughput
@@ -17,35 +25,63 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import resource
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx2 as httpx
+import orjson
 
 from tests.gateway.server import GatewayProcess
 from tests.realtriton.repos import serve_ready_repository, stack_specs
 from tests.repo.conftest import train_gpt_tokenizer
 from tritonft.gateway.config import ServedModel
 from tritonft.gateway.mapping import ensemble_request
-from tritonft.gateway.triton import ensemble_inputs
+from tritonft.gateway.triton import answer_texts, infer_request
 from tritonft.local_triton import LocalTriton, prepare_runtime
 from tritonft.spec import Family
 
 PROMPT = "The quick brown fox jumps over the lazy dog."
 MODEL = "gpt2"
 BODY = {"model": MODEL, "prompt": PROMPT, "max_tokens": 16, "temperature": 0}
+WARMUP = 20
 
 Call = Callable[[], Awaitable[None]]
 
 
-async def closed_loop(call: Call, concurrency: int, seconds: float) -> tuple[float, float, float]:
-    """(p50 ms, p95 ms, requests/s) of ``concurrency`` workers calling back to back for ``seconds``."""
+@dataclass(frozen=True)
+class Level:
+    p50: float
+    p95: float
+    rps: float
+    client_cpu_ms: float
+    """CPU time of the bench process (the client) per request."""
+    server_cpu_ms: float
+    """CPU time of the watched process (the gateway; nothing for the direct path) per request."""
+
+
+def process_cpu_s(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def closed_loop(call: Call, concurrency: int, seconds: float, watched: int | None) -> Level:
+    """``concurrency`` workers calling back to back for ``seconds``: latency quantiles, throughput, CPU/request."""
     latencies: list[float] = []
     stop = time.monotonic() + seconds
 
@@ -55,42 +91,75 @@ async def closed_loop(call: Call, concurrency: int, seconds: float) -> tuple[flo
             await call()
             latencies.append((time.perf_counter() - started) * 1000)
 
-    for _ in range(3):  # warm-up
+    for _ in range(WARMUP):
         await call()
-    began = time.monotonic()
+    own, other, began = own_cpu_s(), process_cpu_s(watched), time.monotonic()
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     elapsed = time.monotonic() - began
+    n = len(latencies)
+    own, other = (own_cpu_s() - own) * 1000 / n, (process_cpu_s(watched) - other) * 1000 / n
     q = statistics.quantiles(latencies, n=100)
-    return q[49], q[94], len(latencies) / elapsed
+    return Level(q[49], q[94], n / elapsed, own, other)
 
 
-async def measure(
-    triton: LocalTriton, gateway: GatewayProcess, levels: list[int], seconds: float
-) -> dict[int, dict[str, float]]:
-    from tritonclient.grpc import aio
+class KeepAliveHttp:
+    """One prebuilt HTTP/1.1 request, sent on a pool of keep-alive connections (one per concurrent caller)."""
+
+    def __init__(self, host: str, port: int, path: str, body: bytes) -> None:
+        self.host, self.port = host, port
+        head = f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+        self.request = f"{head}Content-Length: {len(body)}\r\n\r\n".encode() + body
+        self.idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+
+    async def post(self) -> Any:
+        """The JSON answer; raises unless the status is 200."""
+        reader, writer = self.idle.pop() if self.idle else await asyncio.open_connection(self.host, self.port)
+        writer.write(self.request)
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":", 1)[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+        )
+        body = await reader.readexactly(length)
+        if not head.startswith(b"HTTP/1.1 200 "):
+            raise RuntimeError(f"the gateway answered {head.splitlines()[0]!r}: {body!r}")
+        self.idle.append((reader, writer))
+        return orjson.loads(body)
+
+    def close(self) -> None:
+        """Close the idle connections (uvicorn closes keep-alive connections idle for 5 s)."""
+        for _, writer in self.idle:
+            writer.close()
+        self.idle.clear()
+
+
+async def measure(triton: LocalTriton, gateway: GatewayProcess, levels: list[int], seconds: float) -> dict[int, Any]:
+    import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
+    from tritonclient.grpc import service_pb2_grpc
 
     served = ServedModel(MODEL, Family.GPT2, streaming=False, max_output_len=128, max_input_len=512)
-    request = ensemble_request(BODY, served)
-    direct_client = aio.InferenceServerClient(triton.grpc_url)
-    http = httpx.AsyncClient(base_url=gateway.url, timeout=30, limits=httpx.Limits(max_connections=64))
+    message = infer_request(ensemble_request(BODY, served), PROMPT)
+    channel = grpc.aio.insecure_channel(triton.grpc_url)
+    stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+    http = KeepAliveHttp("127.0.0.1", gateway.port, "/v1/completions", orjson.dumps(BODY))
+    gateway_pid = gateway.process.pid if gateway.process else None
 
     async def direct() -> None:
-        result = await direct_client.infer(MODEL, ensemble_inputs(request, PROMPT))
-        assert result.as_numpy("text_output") is not None
+        texts = answer_texts(await stub.ModelInfer(message, timeout=30))
+        assert texts and texts[0], texts
 
     async def through() -> None:
-        answer = await http.post("/v1/completions", json=BODY)
-        assert answer.status_code == 200, answer.text
+        answer = await http.post()
+        assert answer["choices"][0]["text"], answer
 
-    out: dict[int, dict[str, float]] = {}
+    out: dict[int, Any] = {}
     try:
         for level in levels:
-            d50, d95, dtp = await closed_loop(direct, level, seconds)
-            g50, g95, gtp = await closed_loop(through, level, seconds)
-            out[level] = {"d50": d50, "d95": d95, "dtp": dtp, "g50": g50, "g95": g95, "gtp": gtp}
+            direct_level = await closed_loop(direct, level, seconds, None)
+            http.close()
+            out[level] = (direct_level, await closed_loop(through, level, seconds, gateway_pid))
     finally:
-        await direct_client.close()
-        await http.aclose()
+        await channel.close()
+        http.close()
     return out
 
 
@@ -112,19 +181,24 @@ def main() -> int:
                 runs = [asyncio.run(measure(triton, gateway, levels, args.seconds)) for _ in range(args.runs)]
             finally:
                 gateway.stop()
-    print("run  c  direct p50/p95 ms  req/s  | gateway p50/p95 ms  req/s")
+    print("run  c | direct p50/p95 ms  req/s  client-cpu | gateway p50/p95 ms  req/s  client-cpu gateway-cpu")
     for index, run in enumerate(runs, 1):
-        for level, r in run.items():
+        for level, (d, g) in run.items():
             print(
-                f"{index:>3} {level:>2}  {r['d50']:7.2f} {r['d95']:7.2f} {r['dtp']:7.1f} |"
-                f" {r['g50']:7.2f} {r['g95']:7.2f} {r['gtp']:7.1f}"
+                f"{index:>3} {level:>2} | {d.p50:7.2f} {d.p95:7.2f} {d.rps:7.1f} {d.client_cpu_ms:7.3f} ms |"
+                f" {g.p50:7.2f} {g.p95:7.2f} {g.rps:7.1f} {g.client_cpu_ms:7.3f} ms {g.server_cpu_ms:7.3f} ms"
             )
     print("medians over runs:")
     for level in levels:
-        added50 = statistics.median(r[level]["g50"] - r[level]["d50"] for r in runs)
-        added95 = statistics.median(r[level]["g95"] - r[level]["d95"] for r in runs)
-        ratio = statistics.median(r[level]["gtp"] / r[level]["dtp"] for r in runs)
-        print(f"c={level}: added p50 {added50:+.2f} ms, added p95 {added95:+.2f} ms, throughput ratio {ratio:.1%}")
+        pairs = [run[level] for run in runs]
+        added50 = statistics.median(g.p50 - d.p50 for d, g in pairs)
+        added95 = statistics.median(g.p95 - d.p95 for d, g in pairs)
+        ratio = statistics.median(g.rps / d.rps for d, g in pairs)
+        gateway_cpu = statistics.median(g.server_cpu_ms for _, g in pairs)
+        print(
+            f"c={level}: added p50 {added50:+.2f} ms, added p95 {added95:+.2f} ms, throughput ratio {ratio:.1%}"
+            f" (gateway CPU {gateway_cpu:.3f} ms/request)"
+        )
     return 0
 
 

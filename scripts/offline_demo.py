@@ -32,14 +32,16 @@ D_MODEL, HEADS, D_KV, D_FF, LAYERS = 64, 4, 16, 128, 2
 
 
 def tiny_t5(hf: Path, vocab: int) -> None:
-    """config.json + model.safetensors of a 2+2-layer T5 with random weights (HF names and shapes)."""
+    """config.json + model.safetensors of a 2+2-layer T5 with random weights (HF names and shapes), scaled like a
+    trained model's (matrices N(0, 1/fan_in), unit embeddings, block outputs with gain 3) so that the reference
+    engine's answer is varied text rather than one token repeated."""
     rng = np.random.default_rng(0)
     inner = HEADS * D_KV
 
-    def w(*shape: int) -> np.ndarray:
-        return rng.standard_normal(shape, dtype=np.float32) * 0.02
+    def w(*shape: int, gain: float = 1.0) -> np.ndarray:
+        return rng.standard_normal(shape, dtype=np.float32) * np.float32(gain * shape[-1] ** -0.5)
 
-    tensors = {"shared.weight": w(vocab, D_MODEL)}
+    tensors = {"shared.weight": rng.standard_normal((vocab, D_MODEL), dtype=np.float32)}
     for stack, parts in (("encoder", ("SelfAttention",)), ("decoder", ("SelfAttention", "EncDecAttention"))):
         for i in range(LAYERS):
             for layer, attention in enumerate(parts):
@@ -47,13 +49,14 @@ def tiny_t5(hf: Path, vocab: int) -> None:
                 tensors[f"{prefix}.layer_norm.weight"] = np.ones(D_MODEL, np.float32)
                 for proj in "qkv":
                     tensors[f"{prefix}.{attention}.{proj}.weight"] = w(inner, D_MODEL)
-                tensors[f"{prefix}.{attention}.o.weight"] = w(D_MODEL, inner)
+                tensors[f"{prefix}.{attention}.o.weight"] = w(D_MODEL, inner, gain=3.0)
                 if i == 0 and attention == "SelfAttention":
-                    tensors[f"{prefix}.SelfAttention.relative_attention_bias.weight"] = w(32, HEADS)
+                    bias = rng.standard_normal((32, HEADS), dtype=np.float32)
+                    tensors[f"{prefix}.SelfAttention.relative_attention_bias.weight"] = bias
             ffn = f"{stack}.block.{i}.layer.{len(parts)}"
             tensors[f"{ffn}.layer_norm.weight"] = np.ones(D_MODEL, np.float32)
             tensors[f"{ffn}.DenseReluDense.wi.weight"] = w(D_FF, D_MODEL)
-            tensors[f"{ffn}.DenseReluDense.wo.weight"] = w(D_MODEL, D_FF)
+            tensors[f"{ffn}.DenseReluDense.wo.weight"] = w(D_MODEL, D_FF, gain=3.0)
         tensors[f"{stack}.final_layer_norm.weight"] = np.ones(D_MODEL, np.float32)
     save_file(tensors, str(hf / "model.safetensors"))
     config = {
@@ -122,6 +125,7 @@ def main() -> int:
         weight_dtype=WeightDType.FP16,
         tensor_parallel=args.tp,
         architecture=Architecture(D_MODEL, HEADS, LAYERS, D_FF, 96, D_KV, LAYERS, 512),
+        max_output_len=16,
     )
     (args.out / "spec.json").write_text(spec.to_json())
     weights = repo / f"{spec.name}-ft" / "1"

@@ -2,8 +2,9 @@
 
 Triton is the server PyPI's ``nvidia-pytriton`` bundles (CPU, Python backend; ``scripts/setup/triton.sh``); the
 tokenizer models run with the server image's requirements. The FasterTransformer step needs a GPU, so a copy of
-the repository is served with that step stood in for by an echo of the prompt's tokens (``tritonft.standin``):
-the answer is the prompt, round-tripped through Triton, the ensemble and both tokenizer models.
+the repository is served with that step run by the reference engine (``tritonft.repo.engine``: tritonft's CPU
+reference of FT reading the converted weights, behind the FT model's exact config): the answer is text the demo's
+random T5 generated, through Triton, the ensemble and both tokenizer models.
 
 Usage: .venv/bin/python scripts/serve_demo.py [--repository build/demo/model_repository]
 """
@@ -30,18 +31,18 @@ def main() -> int:
 
     from tritonft.local_triton import LocalTriton, TritonError, prepare_runtime
     from tritonft.probe import ModelTarget, ProbeConfig, run_probe
-    from tritonft.standin import standin_all
+    from tritonft.repo.engine import use_reference_engine
 
     with tempfile.TemporaryDirectory(prefix="tritonft-demo-") as scratch:
         served = Path(scratch) / "model_repository"
         shutil.copytree(args.repository, served)
-        stood_in = standin_all(served)
+        switched = use_reference_engine(served)
         try:
             runtime = prepare_runtime()
             with LocalTriton(runtime, served, log_path=Path(scratch) / "tritonserver.log") as server:
                 pid = server.pid
                 print(f"tritonserver (pid {pid}): HTTP {server.http_url}, gRPC {server.grpc_url}")
-                print(f"  FT step stood in for (an echo; FasterTransformer needs a GPU): {', '.join(stood_in)}")
+                print(f"  FT step run on CPU by the reference engine (no GPU here): {', '.join(switched)}")
                 target = ModelTarget("demo-t5")
                 report = run_probe(ProbeConfig(f"grpc://{server.grpc_url}", (target,), latency_requests=args.requests))
                 model = report.model("demo-t5")

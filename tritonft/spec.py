@@ -7,9 +7,23 @@ parses the same type back with :meth:`ModelSpec.from_json`. One definition, no d
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass, field, fields, replace
-from enum import StrEnum
+from enum import Enum
 from typing import Any
+
+if sys.version_info >= (3, 11):  # noqa: UP036  (see the else branch)
+    from enum import StrEnum
+else:  # the server image's Python 3.10 imports this module with the reference engine (tritonft.repo.engine)
+
+    class StrEnum(str, Enum):  # noqa: UP042
+        """``enum.StrEnum`` of Python 3.11: members are their values, also as ``str()`` and in f-strings."""
+
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, format_spec: str) -> str:
+            return str(self.value).__format__(format_spec)
 
 
 class Family(StrEnum):

@@ -23,6 +23,7 @@ from tests.realtriton.repos import (
     serve_ready_repository,
     stack_specs,
 )
+from tests.reference.conftest import checkpoint, converted  # noqa: F401  (golden checkpoints, converted once)
 from tests.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
 from tritonft.local_triton import IMAGE_PYTHON, LocalTriton, TritonError, TritonRuntime, find_python, prepare_runtime
 from tritonft.spec import Family

@@ -55,11 +55,12 @@ def matrix_spec(name: str) -> ModelSpec:
     return next(spec for spec in MATRIX if spec.name == name)
 
 
-def render_with_cli(spec: ModelSpec, out: Path, tokenizer_dir: Path, scratch: Path) -> None:
-    """``tritonft repo --spec ... --tokenizer ... --out OUT --model-root OUT`` (the command the Job runs)."""
+def render_with_cli(spec: ModelSpec, out: Path, tokenizer_dir: Path, scratch: Path, *extra: str) -> None:
+    """``tritonft repo --spec ... --tokenizer ... --out OUT --model-root OUT [EXTRA...]`` (the command the Job
+    runs)."""
     spec_path = scratch / f"{spec.name}.json"
     spec_path.write_text(spec.to_json())
-    args = ["repo", "--spec", str(spec_path), "--tokenizer", str(tokenizer_dir), "--out", str(out)]
+    args = ["repo", "--spec", str(spec_path), "--tokenizer", str(tokenizer_dir), "--out", str(out), *extra]
     code = tritonft_main([*args, "--model-root", str(out)])
     if code != 0:
         raise RuntimeError(f"tritonft {' '.join(args)} exited with {code}")

@@ -1,5 +1,6 @@
-"""The code that runs inside the server image (the Python models and the tokenization module copied next to
-them) is checked for the base image's Python, 3.10 (NGC Triton 23.04), statically and fast.
+"""The code that runs inside the server image (the Python models, the tokenization module copied next to them and,
+with the reference engine, its model and the part of the ``tritonft`` package shipped with it) is checked for the
+base image's Python, 3.10 (NGC Triton 23.04), statically and fast.
 
 ``mypy --python-version 3.10`` parses with 3.10's grammar (newer syntax is an error) and checks every standard
 library name against typeshed's per-version stubs (e.g. ``enum.StrEnum`` is 3.11+). The runtime on 3.10 and
@@ -14,12 +15,15 @@ import pytest
 from mypy import api as mypy_api
 
 from tritonft.repo import tokenization
+from tritonft.repo.engine import PACKAGE_ROOT, REFERENCE_MODEL_SOURCE, REFERENCE_PACKAGE_FILES
 
 ROOT = Path(__file__).resolve().parents[2]
 IMAGE_CODE = [
     ROOT / "model_repo" / "shared" / "preprocessing" / "1" / "model.py",
     ROOT / "model_repo" / "shared" / "postprocessing" / "1" / "model.py",
     ROOT / Path(tokenization.__file__).relative_to(ROOT),
+    REFERENCE_MODEL_SOURCE,
+    *(PACKAGE_ROOT / relative for relative in REFERENCE_PACKAGE_FILES),
 ]
 
 

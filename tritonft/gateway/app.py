@@ -1,23 +1,22 @@
-"""The ASGI application: OpenAI routes, health, metrics, size limits and JSON access logs."""
+"""The gateway's routes: OpenAI completions, chat and models, health and metrics; metrics and a JSON access-log
+line per answered OpenAI request."""
 
 from __future__ import annotations
 
 import asyncio
-import json
-import logging
+import itertools
+import os
 import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
 from tritonft.gateway import sse
+from tritonft.gateway.accesslog import AccessLog
+from tritonft.gateway.asgi import App, Call, JSONResponse, Lifespan, Route
 from tritonft.gateway.config import GatewayConfig, ServedModel
 from tritonft.gateway.errors import ApiError, unknown_model
 from tritonft.gateway.mapping import (
@@ -31,33 +30,19 @@ from tritonft.gateway.mapping import (
 from tritonft.gateway.metrics import GatewayMetrics
 from tritonft.gateway.triton import Triton
 
-ACCESS_LOG = logging.getLogger("tritonft.gateway.access")
-Handler = Callable[[Request], Awaitable[Response]]
+GET = frozenset({"GET", "HEAD"})
+POST = frozenset({"POST"})
 
 
-def error_response(error: ApiError) -> JSONResponse:
-    return JSONResponse(error.body(), status_code=error.status)
-
-
-async def _json_body(request: Request, limit: int) -> Any:
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"the request body is larger than the {limit} byte limit", code="request_too_large")
-    raw = b""
-    async for chunk in request.stream():
-        raw += chunk
-        if len(raw) > limit:
-            raise ApiError(413, f"the request body is larger than the {limit} byte limit", code="request_too_large")
-    try:
-        return json.loads(raw)
-    except ValueError as exc:
-        raise ApiError(400, f"the request body is not valid JSON: {exc}") from exc
-
-
-def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
-    """The gateway for ``config``; ``triton`` defaults to one gRPC client per Triton endpoint of ``config``."""
+def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: AccessLog | None = None) -> App:
+    """The gateway for ``config``; ``triton`` defaults to one gRPC client per Triton endpoint of ``config``,
+    ``access_log`` to JSON lines on stderr."""
     metrics = GatewayMetrics()
+    access_log = access_log or AccessLog()
     clients: dict[str, Triton] = {}
+    # Completion ids: a random per-process prefix and a counter (unique without a urandom call per request).
+    id_prefix = os.urandom(8).hex()
+    serial = itertools.count(1)
 
     def client(model: str) -> Triton:
         url = config.url_of(model)
@@ -66,7 +51,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
         return clients[url]
 
     @asynccontextmanager
-    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+    async def lifespan() -> AsyncIterator[None]:
         for name in config.names:
             client(name)
         yield
@@ -96,11 +81,13 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
         try:
             if req.model.streaming:
                 return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
+            if len(req.prompts) == 1:
+                return [await triton.generate(req, req.prompts[0], deadline, config.deadline_s)]
             return list(
                 await asyncio.gather(*(triton.generate(req, p, deadline, config.deadline_s) for p in req.prompts))
             )
         finally:
-            metrics.triton_latency.labels(req.model.name).observe(time.monotonic() - started)
+            metrics.triton_waited(req.model.name, time.monotonic() - started)
 
     async def stream_events(req: EnsembleRequest, rid: str, created: int, chat: bool) -> AsyncIterator[bytes]:
         kind = "chat.completion.chunk" if chat else "text_completion"
@@ -154,12 +141,12 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
             yield sse.event(exc.body())
         yield sse.DONE
 
-    async def completions(request: Request, chat: bool) -> Response:
-        body = await _json_body(request, config.max_body_bytes)
+    async def completions(call: Call, chat: bool) -> Response:
+        body = await call.json(config.max_body_bytes)
         model = model_for(body)
-        request.state.model = model.name
+        call.model = model.name
         req = ensemble_request(body, model, chat=chat)
-        rid = ("chatcmpl-" if chat else "cmpl-") + uuid.uuid4().hex
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-{id_prefix}{next(serial):016x}"
         created = int(time.time())
         if req.stream:
             return StreamingResponse(stream_events(req, rid, created, chat), media_type="text/event-stream")
@@ -167,20 +154,24 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
         payload = chat_body(rid, created, req, answers[0]) if chat else completion_body(rid, created, req, answers)
         return JSONResponse(payload)
 
-    async def post_completions(request: Request) -> Response:
-        return await completions(request, chat=False)
+    async def post_completions(call: Call) -> Response:
+        return await completions(call, chat=False)
 
-    async def post_chat(request: Request) -> Response:
-        return await completions(request, chat=True)
+    async def post_chat(call: Call) -> Response:
+        return await completions(call, chat=True)
 
-    async def get_models(_: Request) -> Response:
-        data = [{"id": m.name, "object": "model", "created": 0, "owned_by": "triton-ft"} for m in config.models]
-        return JSONResponse({"object": "list", "data": data})
+    models_body = {
+        "object": "list",
+        "data": [{"id": m.name, "object": "model", "created": 0, "owned_by": "triton-ft"} for m in config.models],
+    }
 
-    async def live(_: Request) -> Response:
+    async def get_models(_: Call) -> Response:
+        return JSONResponse(models_body)
+
+    async def live(_: Call) -> Response:
         return PlainTextResponse("ok")
 
-    async def ready(_: Request) -> Response:
+    async def ready(_: Call) -> Response:
         # Ready while some Triton serves all its models: with one Triton per model (a deployed stack), one model
         # rolling out or scaled to zero must not take every gateway replica, and so every model, out of service.
         by_url: dict[str, list[str]] = {}
@@ -193,45 +184,29 @@ def build_app(config: GatewayConfig, triton: Triton | None = None) -> Starlette:
         text = f"not ready: {', '.join(down)}"
         return PlainTextResponse(text, status_code=200 if any(answers) else 503)
 
-    async def get_metrics(_: Request) -> Response:
+    async def get_metrics(_: Call) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
-    def observed(route: str, handler: Handler) -> Handler:
-        async def wrapped(request: Request) -> Response:
-            started = time.monotonic()
-            request.state.model = ""
-            try:
-                response = await handler(request)
-            except ApiError as exc:
-                response = error_response(exc)
-            elapsed = time.monotonic() - started
-            model = str(request.state.model)
-            metrics.requests.labels(route, model, str(response.status_code)).inc()
-            metrics.latency.labels(route).observe(elapsed)
-            ACCESS_LOG.info(
-                json.dumps(
-                    {
-                        "ts": round(time.time(), 3),
-                        "method": request.method,
-                        "path": request.url.path,
-                        "status": response.status_code,
-                        "model": model,
-                        "ms": round(elapsed * 1000, 2),
-                        "client": request.client.host if request.client else "",
-                    },
-                    separators=(",", ":"),
-                )
-            )
-            return response
+    def observe(call: Call, route: str, status: int, elapsed: float) -> None:
+        metrics.answered(route, call.model, status, elapsed)
+        access_log.write(
+            {
+                "ts": round(time.time(), 3),
+                "method": call.method,
+                "path": call.path,
+                "status": status,
+                "model": call.model,
+                "ms": round(elapsed * 1000, 2),
+                "client": call.client,
+            }
+        )
 
-        return wrapped
-
-    routes = [
-        Route("/v1/completions", observed("completions", post_completions), methods=["POST"]),
-        Route("/v1/chat/completions", observed("chat", post_chat), methods=["POST"]),
-        Route("/v1/models", observed("models", get_models), methods=["GET"]),
-        Route("/health/live", live, methods=["GET"]),
-        Route("/health/ready", ready, methods=["GET"]),
-        Route("/metrics", get_metrics, methods=["GET"]),
-    ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    routes = {
+        "/v1/completions": Route(POST, post_completions, "completions"),
+        "/v1/chat/completions": Route(POST, post_chat, "chat"),
+        "/v1/models": Route(GET, get_models, "models"),
+        "/health/live": Route(GET, live),
+        "/health/ready": Route(GET, ready),
+        "/metrics": Route(GET, get_metrics),
+    }
+    return App(routes, Lifespan(lifespan), observe)

@@ -80,5 +80,13 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_config(args)
     logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(message)s")
-    uvicorn.run(build_app(config), host=args.host, port=args.port, access_log=False, log_level="warning")
+    uvicorn.run(
+        build_app(config),
+        host=args.host,
+        port=args.port,
+        http="httptools",
+        loop="uvloop",
+        access_log=False,
+        log_level="warning",
+    )
     return 0

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
-@dataclass
+@dataclass(eq=False)
 class GatewayMetrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    # Labelled children by label values: ``labels()`` validates and locks on every call.
+    _children: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.requests = Counter(
@@ -34,3 +37,17 @@ class GatewayMetrics:
             buckets=_BUCKETS,
             registry=self.registry,
         )
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        key = (metric._name, *values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
+    def answered(self, route: str, model: str, status: int, seconds: float) -> None:
+        self._child(self.requests, route, model, str(status)).inc()
+        self._child(self.latency, route).observe(seconds)
+
+    def triton_waited(self, model: str, seconds: float) -> None:
+        self._child(self.triton_latency, model).observe(seconds)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+import orjson
 
 DONE = b"data: [DONE]\n\n"
 
 
 def event(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + orjson.dumps(payload) + b"\n\n"

@@ -11,12 +11,14 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tritonft.errors import UserError
 from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import Protocol
-from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD
+from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, Sample
 from tritonft.probe.report import ProbeReport
 from tritonft.probe.runner import (
     DEFAULT_CALL_TIMEOUT_S,
@@ -122,6 +124,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"T5 pass mark, corpus BLEU 0..100 (default {DEFAULT_BLEU_THRESHOLD:g})",
     )
     parser.add_argument(
+        "--expected-answers",
+        type=Path,
+        metavar="FILE.json",
+        help='exact answers to require instead of the family\'s judgement: {"MODEL": [{"prompt": "...", '
+        '"answer": "..."}, ...]} (for a model whose output is known, e.g. the reference engine on a golden checkpoint)',
+    )
+    parser.add_argument(
         "--gateway",
         default=None,
         metavar="URL",
@@ -141,6 +150,8 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
     targets += [_target_from_spec(path) for path in args.spec]
     if not targets:
         raise UserError("name at least one model: --model NAME or --spec SPEC.json")
+    if args.expected_answers is not None:
+        targets = with_expected_answers(targets, args.expected_answers)
     config = ProbeConfig(
         url=args.url,
         models=tuple(targets),
@@ -178,6 +189,32 @@ def _target_from_spec(path: Path) -> ModelTarget:
     except ValueError as exc:
         raise UserError(f"--spec {path}: {exc}") from exc
     return ModelTarget(spec.name, spec.family, contract_for_spec(spec), spec.max_output_len)
+
+
+def with_expected_answers(targets: list[ModelTarget], path: Path) -> list[ModelTarget]:
+    """``targets`` with the exact answers of ``path`` (see ``--expected-answers``); UserError naming the problem."""
+    shape = '{"MODEL": [{"prompt": "...", "answer": "..."}, ...]}'
+    try:
+        raw: Any = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"--expected-answers {path}: cannot read it ({exc.strerror})") from exc
+    except ValueError as exc:
+        raise UserError(f"--expected-answers {path}: not JSON ({exc})") from exc
+    names = [t.name for t in targets]
+    if not isinstance(raw, dict) or not raw:
+        raise UserError(f"--expected-answers {path}: expected {shape}")
+    expected: dict[str, tuple[Sample, ...]] = {}
+    for model, cases in raw.items():
+        if model not in names:
+            raise UserError(f"--expected-answers {path}: model {model!r} is not probed (probed: {', '.join(names)})")
+        if not isinstance(cases, list) or not cases or not all(_is_case(c) for c in cases):
+            raise UserError(f"--expected-answers {path}: {model!r} must be a non-empty list like {shape}")
+        expected[model] = tuple(Sample(c["prompt"], c["answer"]) for c in cases)
+    return [replace(t, expected=expected.get(t.name, ())) for t in targets]
+
+
+def _is_case(case: Any) -> bool:
+    return isinstance(case, dict) and isinstance(case.get("prompt"), str) and isinstance(case.get("answer"), str)
 
 
 def format_report(report: ProbeReport) -> str:

@@ -7,6 +7,9 @@
 * GPT-2 / GPT-J must return a non-empty continuation of the prompt (when the answer echoes the prompt, as
   FasterTransformer's GPT ensemble does, the text after the echo must be non-empty).
 * With no family given, the answer must be non-empty text; the report says that only this was checked.
+* Exact expected answers (``tritonft probe --expected-answers``), when given, replace the family's prompts and
+  judgement: each prompt's answer must equal its expected text exactly (a model whose output is known, e.g. the
+  reference engine serving a golden checkpoint).
 """
 
 from __future__ import annotations
@@ -84,6 +87,20 @@ def corpus_bleu(hypotheses: list[str], references: list[str]) -> float:
 
 def _shorten(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def judge_exact(samples: tuple[Sample, ...], answers: list[str]) -> Verdict:
+    """Every answer equals its sample's expected text (``Sample.reference``), character for character."""
+    if len(answers) != len(samples):
+        return Verdict(False, f"got {len(answers)} answers for {len(samples)} prompts")
+    for sample, answer in zip(samples, answers, strict=True):
+        if answer != sample.reference:
+            return Verdict(
+                False,
+                f"the answer to {sample.prompt!r} is not the expected one: expected {sample.reference!r}, "
+                f"got {_shorten(answer)!r}",
+            )
+    return Verdict(True, f"the expected answer, exactly, for {len(samples)} prompt(s)")
 
 
 def judge(

@@ -17,7 +17,7 @@ from typing import Any
 from tritonft.probe.client import TritonClient, V2Client
 from tritonft.probe.contract import DEFAULT_TEXT_CONTRACT, TextContract, compare_metadata, compare_model_config
 from tritonft.probe.endpoint import Endpoint, Protocol, parse_endpoint
-from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, judge, samples_for
+from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, Sample, judge, judge_exact, samples_for
 from tritonft.probe.gateway import gateway_completions
 from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
 from tritonft.probe.retry import (
@@ -40,13 +40,15 @@ READINESS_SHARE = 0.75
 
 @dataclass(frozen=True)
 class ModelTarget:
-    """One model to check: its served name, its family (decides the answer check) and its tensor contract."""
+    """One model to check: its served name, its family (decides the answer check), its tensor contract and,
+    optionally, exact expected answers (prompt -> text; they replace the family's prompts and judgement)."""
 
     name: str
     family: Family | None = None
     contract: TextContract = DEFAULT_TEXT_CONTRACT
     max_tokens: int | None = None
     """``max_tokens`` of the request through the gateway (the model's ``max_output_len``); None = its default."""
+    expected: tuple[Sample, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {
@@ -54,6 +56,8 @@ class ModelTarget:
             "family": str(self.family) if self.family else None,
             "contract": self.contract.to_dict(),
         }
+        if self.expected:
+            raw["expected"] = [{"prompt": s.prompt, "answer": s.reference} for s in self.expected]
         if self.max_tokens is not None:
             raw["max_tokens"] = self.max_tokens
         return raw
@@ -67,6 +71,7 @@ class ModelTarget:
             name=str(raw["name"]),
             family=Family(family) if family else None,
             contract=TextContract.from_dict(dict(contract)) if contract else DEFAULT_TEXT_CONTRACT,
+            expected=tuple(Sample(str(e["prompt"]), str(e["answer"])) for e in raw.get("expected") or ()),
             max_tokens=int(max_tokens) if max_tokens is not None else None,
         )
 
@@ -288,7 +293,7 @@ class _Run:
         return retry(check, self.deadline, self.config.call_timeout_s, sleep=self.sleep).value
 
     def check_answers(self, target: ModelTarget) -> ModelReport:
-        samples = samples_for(target.family)
+        samples = target.expected or samples_for(target.family)
         started = self.deadline.elapsed()
         answers: list[str] = []
         try:
@@ -297,7 +302,10 @@ class _Run:
         except RetriesExhaustedError as exc:
             self.record("inference", False, exc.reason, started, target.name, attempts=exc.attempts)
             return self.model_report(target, ModelStatus.INFERENCE_FAILED, samples[0].prompt, None)
-        verdict = judge(target.family, samples, answers, self.config.bleu_threshold)
+        if target.expected:
+            verdict = judge_exact(samples, answers)
+        else:
+            verdict = judge(target.family, samples, answers, self.config.bleu_threshold)
         self.record("inference", verdict.ok, verdict.detail, started, target.name, attempts=len(samples))
         status = ModelStatus.OK if verdict.ok else ModelStatus.WRONG_ANSWER
         return self.model_report(target, status, samples[0].prompt, answers[0], bleu=verdict.score)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import configparser
 import re
 from dataclasses import dataclass, field
-from enum import StrEnum
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ class CheckpointError(UserError):
     """The converted files cannot be what FT needs: a missing, short or over-long file, or a bad ``config.ini``."""
 
 
-class Split(StrEnum):
+class Split(Enum):
     NONE = "none"
     COLUMNS = "columns"
     ROWS = "rows"
@@ -117,7 +117,8 @@ class Checkpoint:
         if self.dtype == "fp16":
             return np.fromfile(path, dtype="<f2", count=count).astype(np.float32)
         bits = np.fromfile(path, dtype="<u2", count=count).astype(np.uint32) << np.uint32(16)
-        return bits.view(np.float32)
+        values: Array = bits.view(np.float32)
+        return values
 
     def tensor(self, base: str, shape: tuple[int, ...], split: Split = Split.NONE) -> Array:
         """The full fp32 tensor ``base`` of logical ``shape`` (before the split), merged from its rank files."""

@@ -33,11 +33,11 @@ def gelu_tanh(x: Array) -> Array:
 
 
 def relu(x: Array) -> Array:
-    return np.maximum(x, np.float32(0))
+    return np.asarray(np.maximum(x, np.float32(0)), np.float32)
 
 
 def silu(x: Array) -> Array:
-    return (x / (np.float32(1) + np.exp(-x))).astype(np.float32)
+    return np.asarray(x / (np.float32(1) + np.exp(-x)), np.float32)
 
 
 ACTIVATIONS = {"relu": relu, "gelu": gelu_tanh, "silu": silu}
@@ -69,7 +69,7 @@ def causal_mask(start: int, count: int) -> Array:
     """``[count, start + count]`` bias: query ``start + i`` sees keys ``0 .. start + i``."""
     keys = np.arange(start + count)[None, :]
     queries = np.arange(start, start + count)[:, None]
-    return np.where(keys <= queries, np.float32(0), NEG_INF).astype(np.float32)
+    return np.asarray(np.where(keys <= queries, np.float32(0), NEG_INF), np.float32)
 
 
 def relative_position_bucket(relative: Array, bidirectional: bool, num_buckets: int, max_distance: int = 128) -> Array:

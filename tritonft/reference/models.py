@@ -69,13 +69,13 @@ class Cache:
 def _heads(x: Array, heads: int) -> Array:
     """``[n, t, H*e]`` -> ``[n, H, t, e]``."""
     n, t, width = x.shape
-    return x.reshape(n, t, heads, width // heads).transpose(0, 2, 1, 3)
+    return np.asarray(x.reshape(n, t, heads, width // heads).transpose(0, 2, 1, 3))
 
 
 def _merge(x: Array) -> Array:
     """``[n, H, t, e]`` -> ``[n, t, H*e]``."""
     n, h, t, e = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(n, t, h * e)
+    return np.asarray(x.transpose(0, 2, 1, 3).reshape(n, t, h * e))
 
 
 class Model(Protocol):
@@ -84,7 +84,7 @@ class Model(Protocol):
     start_id: int
     end_id: int
 
-    def start(self, prompt: Array, copies: int, capacity: int) -> tuple[Cache, Array]: ...
+    def start(self, prompt: Array, copies: int, capacity: int, start_id: int | None = None) -> tuple[Cache, Array]: ...
 
     def step(self, cache: Cache, tokens: Array) -> Array: ...
 
@@ -185,14 +185,15 @@ class T5:
             x = x + self._ffn(layer, layers.rms_norm(x, layer.norms[1]))
         return layers.rms_norm(x, self.final_norm["encoder"])
 
-    def start(self, prompt: Array, copies: int, capacity: int) -> tuple[Cache, Array]:
+    def start(self, prompt: Array, copies: int, capacity: int, start_id: int | None = None) -> tuple[Cache, Array]:
+        """Encode ``prompt`` and run the decoder's first step from ``start_id`` (default: the model's own)."""
         memory = self.encode(np.asarray(prompt, np.int64))
         cache = Cache.empty(len(self.decoder), 1, self.heads, capacity + 1, self.head_size)
         for i, layer in enumerate(self.decoder):
             assert layer.cross is not None
             cache.extra[f"k{i}"] = _heads(memory @ layer.cross[1], self.heads)
             cache.extra[f"v{i}"] = _heads(memory @ layer.cross[2], self.heads)
-        logits = self.step(cache, np.array([self.start_id]))
+        logits = self.step(cache, np.array([self.start_id if start_id is None else start_id]))
         cache.replicate(copies)
         return cache, np.repeat(logits, copies, axis=0)
 
@@ -339,7 +340,8 @@ class Gpt:
     def _mlp(self, layer: GptLayer, x: Array) -> Array:
         return np.asarray(self.activation(x @ layer.fc_in + layer.fc_in_bias) @ layer.fc_out + layer.fc_out_bias)
 
-    def start(self, prompt: Array, copies: int, capacity: int) -> tuple[Cache, Array]:
+    def start(self, prompt: Array, copies: int, capacity: int, start_id: int | None = None) -> tuple[Cache, Array]:
+        """Run the prompt (``start_id`` is unused: FT's GPT starts from the prompt itself)."""
         cache = Cache.empty(len(self.layers), 1, self.heads, capacity, self.head_size)
         logits = self._forward(cache, np.asarray(prompt, np.int64)[None])
         cache.replicate(copies)

@@ -29,6 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(default <model-root>/<NAME>-ft/1/<TP>-gpu)",
     )
     parser.add_argument(
+        "--engine",
+        choices=["fastertransformer", "reference"],
+        default="fastertransformer",
+        help="what runs the model step: the FasterTransformer backend (default; GPU, the server image) or "
+        "tritonft's CPU reference of it (Python backend; for tests and machines without a GPU, never a stack)",
+    )
+    parser.add_argument(
         "--require-checkpoint",
         action="store_true",
         help="also fail when the weights or tokenizer files are not in the repository (use in the conversion Job)",
@@ -38,6 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tritonft.errors import UserError
     from tritonft.repo import check_repository, write_repository
+    from tritonft.repo.engine import Engine
     from tritonft.spec import ModelSpec
 
     try:
@@ -53,7 +61,10 @@ def run(args: argparse.Namespace) -> int:
         tokenizer_dir=args.tokenizer,
         model_root=args.model_root,
         checkpoint_path=args.checkpoint_path,
+        engine=Engine(args.engine),
     )
+    if args.engine == Engine.REFERENCE:
+        print(f"model step: tritonft's CPU reference of FasterTransformer (Python backend) in {written.models[0]}")
     print(f"wrote {len(written.files)} files for models {', '.join(written.models)} into {written.root}")
     if written.config_ini:
         print(f"checked against {written.config_ini}")

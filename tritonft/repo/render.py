@@ -26,6 +26,7 @@ from tritonft.repo.checkpoint import (
     ini_problems,
     other_tp_dirs,
 )
+from tritonft.repo.engine import Engine, reference_config, reference_files
 from tritonft.repo.naming import SPEC_FILE, TOKENIZATION_MODULE, VERSION, RepoNames
 from tritonft.repo.templates import template_bytes
 from tritonft.repo.validate import spec_problems
@@ -36,7 +37,11 @@ ENSEMBLE_VERSION_MARKER = ".keep"
 
 
 def render_repository_files(
-    spec: ModelSpec, checkpoint_ini: str | None = None, model_root: str = "/models", checkpoint_path: str | None = None
+    spec: ModelSpec,
+    checkpoint_ini: str | None = None,
+    model_root: str = "/models",
+    checkpoint_path: str | None = None,
+    engine: Engine = Engine.FASTERTRANSFORMER,
 ) -> dict[str, bytes]:
     """Every file of the repository except weights and tokenizer files, keyed by path relative to its root.
 
@@ -45,6 +50,7 @@ def render_repository_files(
     ``model_root`` is where Triton sees the repository (``model_checkpoint_path`` is absolute).
     ``checkpoint_path`` overrides ``model_checkpoint_path`` for weights kept outside the repository (the cluster
     keeps them under their conversion key so a serving change re-renders without re-converting).
+    ``engine``: what runs the model step (:mod:`tritonft.repo.engine`; the FT backend unless told otherwise).
     Raises ``UserError`` listing every problem of the spec or disagreement with ``config.ini``.
     """
     problems = spec_problems(spec, model_root)
@@ -69,8 +75,9 @@ def render_repository_files(
 
     names = RepoNames.of(spec)
     ft = pbtxt.ft_config(spec, model_root, checkpoint_path)
+    step = reference_config(ft) if engine is Engine.REFERENCE else ft
     files: dict[str, bytes] = {
-        f"{names.ft}/config.pbtxt": pbtxt.render(ft, spec.name),
+        f"{names.ft}/config.pbtxt": pbtxt.render(step, spec.name),
         f"{names.ft}/{SPEC_FILE}": spec.to_json().encode("utf-8") + b"\n",
         f"{names.preprocessing}/config.pbtxt": pbtxt.render(pbtxt.preprocessing_config(spec, ids), spec.name),
         f"{names.postprocessing}/config.pbtxt": pbtxt.render(pbtxt.postprocessing_config(spec, ids, ft), spec.name),
@@ -81,6 +88,8 @@ def render_repository_files(
     for model, role in ((names.preprocessing, "preprocessing"), (names.postprocessing, "postprocessing")):
         files[f"{model}/{VERSION}/model.py"] = template_bytes(f"shared/{role}/{VERSION}/model.py")
         files[f"{model}/{VERSION}/{TOKENIZATION_MODULE}"] = tokenization_source
+    if engine is Engine.REFERENCE:
+        files.update(reference_files(names.ft))
     return dict(sorted(files.items()))
 
 
@@ -131,6 +140,7 @@ def write_repository(
     tokenizer_dir: Path | None = None,
     model_root: str = "/models",
     checkpoint_path: str | None = None,
+    engine: Engine = Engine.FASTERTRANSFORMER,
 ) -> WrittenRepository:
     """Render and write the repository of ``spec`` into ``out_dir`` (a Triton repository root, maybe shared).
 
@@ -145,7 +155,7 @@ def write_repository(
     (``os.replace``) so existing weights stay put. On any error before the swap nothing in ``out_dir`` changes.
     """
     config_ini_path, config_ini = (None, None) if checkpoint_dir is None else read_checkpoint_ini(spec, checkpoint_dir)
-    files = render_repository_files(spec, config_ini, model_root, checkpoint_path)
+    files = render_repository_files(spec, config_ini, model_root, checkpoint_path, engine)
     names = RepoNames.of(spec)
     token_source = tokenizer_dir or checkpoint_dir
     shipped: dict[str, bytes] = {}

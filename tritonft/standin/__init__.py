@@ -5,9 +5,10 @@ The rendered ``config.pbtxt`` is kept as it is (inputs, outputs, dtypes, reshape
 GPU instance groups become CPU ones. ``1/model.py`` is this package's ``model.py``. So every change to the FT
 template is loaded and validated by Triton itself; only the computation is an echo (see ``model.py``).
 
-Used by the real-Triton tests and the quick start until a model step that runs here exists. Behaviour is
-injectable: :func:`set_behaviour` writes ``standin.json`` (``fail`` / ``sleep_s`` / ``record``), read by the model
-on its next batch.
+The real answers come from the reference engine (``tritonft.repo.engine``); this echo is kept where a model step
+must be made to fail, sleep or record what it receives (fault injection, the ensemble-wiring tests) and for the
+benchmarks that measure Triton itself. Behaviour is injectable: :func:`set_behaviour` writes ``standin.json``
+(``fail`` / ``sleep_s`` / ``record``), read by the model on its next batch.
 """
 
 from __future__ import annotations
