@@ -111,14 +111,13 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def _printed_by(python: Path, code: str) -> str:
+    """What ``python -c code`` prints (stripped); raises on failure."""
+    return subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def _python_version(python: Path) -> str:
-    done = subprocess.run(
-        [str(python), "-c", "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
+    return _printed_by(python, "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')")
 
 
 def base_python() -> Path:
@@ -162,13 +161,7 @@ def find_python(version: str) -> Path:
 
 def _library_dir(python: Path) -> Path:
     """Where ``python``'s ``libpython`` lives (the stub links it; a pyenv build keeps it outside the system paths)."""
-    done = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_config_var('LIBDIR') or '')"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return Path(done.stdout.strip())
+    return Path(_printed_by(python, "import sysconfig; print(sysconfig.get_config_var('LIBDIR') or '')"))
 
 
 def stub_environment(requirements: Path = REQUIREMENTS, python: Path | None = None) -> Path:
