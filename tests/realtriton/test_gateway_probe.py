@@ -48,7 +48,7 @@ def test_the_probe_asks_the_judged_prompt_through_the_gateway(
     with running(GatewayProcess(probe_triton.grpc_url, [SPEC], tmp_path), request) as gateway:
         argv = ["probe", "--url", f"http://{probe_triton.http_url}", "--spec", str(spec_path)]
         code = main([*argv, "--requests", "2", "--gateway", f"{gateway.url}/v1", "--json"])
-        access = [json.loads(line) for line in gateway.log_text().splitlines() if line.startswith("{")]
+        access = gateway.access_entries(until=lambda e: e["path"] == "/v1/completions")
 
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report
