@@ -18,7 +18,13 @@ Closed loop per concurrency level (1 and 8): ``c`` workers send back to back for
 latency and the throughput of both paths, then medians over ``--runs``: added p50/p95 (ms) and the throughput
 ratio gateway/direct.
 
-Usage: .venv/bin/python benchmarks/gateway_bench.py [--runs 3] [--seconds 5] [--concurrency 1,8]
+The gateway measured is the shipped default configuration (request coalescing on, ``--calls-in-flight 2``);
+``--compare ARGS`` also starts a gateway with extra arguments (e.g. ``--compare=--no-coalesce``) and measures it
+in every run, interleaved with the default one (the order of the gateways rotates from run to run). At the end:
+how many Triton calls each gateway made for how many prompts (its ``/metrics``), the goal lines of the issue for
+the default gateway, and the load average at the start and the end (the machine is shared).
+
+Usage: .venv/bin/python benchmarks/gateway_bench.py [--runs 3] [--seconds 5] [--concurrency 1,8] [--compare ARGS]
 """
 
 from __future__ import annotations
@@ -207,6 +213,7 @@ def main() -> int:
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     variants = ["default", *args.compare]
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as scratch:
         root = Path(scratch)
         spec = next(s for s in stack_specs("dev") if s.name == MODEL)
@@ -237,6 +244,7 @@ def main() -> int:
                     f" {d.client_cpu_ms:7.3f} ms | {g.p50:7.2f} {g.p95:7.2f} {g.rps:7.1f}"
                     f" {g.client_cpu_ms:7.3f} ms {g.server_cpu_ms:7.3f} ms"
                 )
+    goals: list[str] = []
     for position, variant in enumerate(variants, 1):
         print(f"medians over runs, gateway {variant}:")
         for level in levels:
@@ -249,6 +257,12 @@ def main() -> int:
                 f"c={level}: added p50 {added50:+.2f} ms, added p95 {added95:+.2f} ms, throughput ratio {ratio:.1%}"
                 f" (gateway CPU {gateway_cpu:.3f} ms/request)"
             )
+            if variant == "default" and level == 1:
+                goals.append(f"c=1 added p50 <= 2 ms: {'met' if added50 <= 2 else 'NOT met'} ({added50:+.2f} ms)")
+            if variant == "default" and level == 8:
+                goals.append(f"c=8 throughput >= 90% of direct: {'met' if ratio >= 0.9 else 'NOT met'} ({ratio:.1%})")
+    print("goals (default gateway):", "; ".join(goals))
+    print(f"load average at the start {load[0]:.2f}, at the end {os.getloadavg()[0]:.2f}")
     return 0
 
 
