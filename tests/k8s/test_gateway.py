@@ -73,6 +73,15 @@ def test_the_container_runs_the_shell_command_with_a_route_and_a_spec_per_model(
     assert _flag_values(command, "--port") == [str(GATEWAY_PORT)]
 
 
+def test_the_container_coalesces_requests_by_default(mocks):
+    assert "--coalesce" in _container(_run(mocks))["command"]
+
+
+def test_the_coalesce_knob_off_runs_the_gateway_with_no_coalesce(mocks):
+    command = _container(_run(mocks, coalesce=False))["command"]
+    assert "--no-coalesce" in command and "--coalesce" not in command
+
+
 def test_the_mounted_specs_are_the_served_models_specs(mocks):
     _run(mocks)
     config_map = _named(mocks, "kubernetes:core/v1:ConfigMap", f"{GATEWAY}-specs")
