@@ -1,12 +1,13 @@
 """One real control plane per session; per test a namespace and its own simulated nodes, removed afterwards.
 
-On a failure the tail of every control-plane log is printed into the test's report.
+On a failure the control-plane log lines that name the test's namespace are printed into the test's report.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
+import time
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,11 +32,21 @@ def pytest_runtest_makereport(
     report = yield
     if report.failed:
         plane = getattr(item, "_control_plane", None)
+        namespace = getattr(item, "_cluster_namespace", None)
         if isinstance(plane, ControlPlane):
             for name, path in plane.logs().items():
-                lines = path.read_text(errors="replace").splitlines()[-LOG_TAIL:] if path.exists() else []
-                report.sections.append((f"{name} log (last {LOG_TAIL} lines)", "\n".join(lines)))
+                lines = path.read_text(errors="replace").splitlines() if path.exists() else []
+                report.sections.append(log_section(name, lines, namespace))
     return report
+
+
+def log_section(name: str, lines: list[str], namespace: str | None) -> tuple[str, str]:
+    """The lines of a control-plane log that name the test's namespace (the plane is shared by every test, whose
+    others' lines would bury the failure), or the log's tail when none does."""
+    mine = [line for line in lines if namespace and namespace in line][-LOG_TAIL:]
+    if mine:
+        return f"{name} log (last {len(mine)} lines naming {namespace})", "\n".join(mine)
+    return f"{name} log (last {LOG_TAIL} lines)", "\n".join(lines[-LOG_TAIL:])
 
 
 @pytest.fixture(scope="session")
@@ -82,10 +93,12 @@ def cluster(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iter
     kube = control_plane.kube
     label = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower())[:40].strip("-")
     made = Cluster(kube, f"t{next(_counter)}-{label}")
+    request.node._cluster_namespace = made.namespace
     try:
         yield made
     finally:
         kube.delete("v1", "Namespace", made.namespace)
+        remove_pods(kube, made.namespace)
         for node in made.nodes:
             kube.delete("v1", "Node", node)
         for pv in kube.items("v1", "PersistentVolume"):
@@ -94,3 +107,16 @@ def cluster(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iter
         for sc in kube.items("storage.k8s.io/v1", "StorageClass"):
             if sc["metadata"]["name"].startswith(made.namespace):
                 kube.delete("storage.k8s.io/v1", "StorageClass", sc["metadata"]["name"])
+
+
+def remove_pods(kube: Kube, namespace: str, timeout_s: float = 30.0) -> None:
+    """Delete the terminating namespace's pods now. The namespace controller takes its time (seconds under load),
+    and a pod of this test still Pending then would be bound by the scheduler to the next test's fresh nodes,
+    using their GPUs. The namespace is already Terminating, so its controllers cannot create new pods."""
+    deadline = time.monotonic() + timeout_s
+    while pods := kube.items("v1", "Pod", namespace):
+        for pod in pods:
+            kube.delete("v1", "Pod", pod["metadata"]["name"], namespace)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pods of namespace {namespace} still exist after {timeout_s:.0f} s")
+        time.sleep(0.2)

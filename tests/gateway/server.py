@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -9,9 +10,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,6 +42,18 @@ class GatewayProcess:
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def access_entries(
+        self, until: Callable[[dict[str, Any]], bool] = lambda _: True, timeout_s: float = 5.0
+    ) -> list[dict[str, Any]]:
+        """The access log's entries once one satisfies ``until`` (or whatever is there after ``timeout_s``): the
+        gateway writes a line after the answer is sent, so a client can hold the answer before the line exists."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            entries = [json.loads(line) for line in self.log_text().splitlines() if line.startswith("{")]
+            if any(until(e) for e in entries) or time.monotonic() > deadline:
+                return entries
+            time.sleep(0.05)
 
     def start(self, timeout_s: float = 30.0) -> GatewayProcess:
         with self.log_path.open("wb") as log:

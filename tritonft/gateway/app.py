@@ -17,6 +17,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from tritonft.gateway import sse
 from tritonft.gateway.accesslog import AccessLog
 from tritonft.gateway.asgi import App, Call, JSONResponse, Lifespan, Route
+from tritonft.gateway.coalesce import Coalescer
 from tritonft.gateway.config import GatewayConfig, ServedModel
 from tritonft.gateway.errors import ApiError, unknown_model
 from tritonft.gateway.mapping import (
@@ -75,17 +76,18 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             last = whole
         return [stream_delta("", last, prompt, True)]
 
+    async def send(req: EnsembleRequest, prompts: tuple[str, ...], deadline: float) -> list[list[str]]:
+        metrics.triton_called(req.model.name, len(prompts))
+        return await client(req.model.name).generate_rows(req, prompts, deadline, config.deadline_s)
+
+    coalescer = Coalescer(send, config.deadline_s, config.calls_in_flight, enabled=config.coalesce)
+
     async def answer(req: EnsembleRequest, deadline: float) -> list[list[str]]:
         started = time.monotonic()
-        triton = client(req.model.name)
         try:
             if req.model.streaming:
                 return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
-            if len(req.prompts) == 1:
-                return [await triton.generate(req, req.prompts[0], deadline, config.deadline_s)]
-            return list(
-                await asyncio.gather(*(triton.generate(req, p, deadline, config.deadline_s) for p in req.prompts))
-            )
+            return await coalescer.answer(req, deadline)
         finally:
             metrics.triton_waited(req.model.name, time.monotonic() - started)
 
@@ -130,7 +132,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                 else:
                     whole = (
                         await answer(
-                            EnsembleRequest(req.model, (prompt,), req.parameters, 1, False, req.stop),
+                            EnsembleRequest(req.model, (prompt,), req.parameters, 1, True, req.stop),
                             time.monotonic() + config.deadline_s,
                         )
                     )[0][0]
