@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from tests.k8s.fixtures import T5_SMALL
+from tritonft.cli import main
 from tritonft.errors import UserError
 from tritonft.gateway.command import triton_routes
 from tritonft.gateway.config import GatewayConfig
@@ -40,3 +44,11 @@ def test_a_route_overrides_the_default_for_its_model_only() -> None:
 def test_an_ambiguous_or_incomplete_routing_is_refused_with_the_fix(values: list[str], message: str) -> None:
     with pytest.raises(UserError, match=message):
         triton_routes(values, SERVED)
+
+
+def test_scales_to_zero_must_name_a_served_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = tmp_path / "t5.json"
+    spec.write_text(T5_SMALL.to_json())
+    argv = ["gateway", "--triton-url", "triton:8001", "--port", "1", "--spec", str(spec)]
+    assert main([*argv, "--scales-to-zero", "gpt2"]) != 0
+    assert f"--scales-to-zero gpt2: no --spec serves such a model ({T5_SMALL.name})" in capsys.readouterr().err
