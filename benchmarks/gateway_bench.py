@@ -18,7 +18,13 @@ Closed loop per concurrency level (1 and 8): ``c`` workers send back to back for
 latency and the throughput of both paths, then medians over ``--runs``: added p50/p95 (ms) and the throughput
 ratio gateway/direct.
 
-Usage: .venv/bin/python benchmarks/gateway_bench.py [--runs 3] [--seconds 5] [--concurrency 1,8]
+The gateway measured is the shipped default configuration (request coalescing on, ``--calls-in-flight 2``);
+``--compare ARGS`` also starts a gateway with extra arguments (e.g. ``--compare=--no-coalesce``) and measures it
+in every run, interleaved with the default one (the order of the gateways rotates from run to run). At the end:
+how many Triton calls each gateway made for how many prompts (its ``/metrics``), the goal lines of the issue for
+the default gateway, and the load average at the start and the end (the machine is shared).
+
+Usage: .venv/bin/python benchmarks/gateway_bench.py [--runs 3] [--seconds 5] [--concurrency 1,8] [--compare ARGS]
 """
 
 from __future__ import annotations
@@ -27,10 +33,12 @@ import argparse
 import asyncio
 import os
 import resource
+import shlex
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,7 +140,11 @@ class KeepAliveHttp:
         self.idle.clear()
 
 
-async def measure(triton: LocalTriton, gateway: GatewayProcess, levels: list[int], seconds: float) -> dict[int, Any]:
+async def measure(
+    triton: LocalTriton, gateways: list[GatewayProcess], levels: list[int], seconds: float, rotate: int
+) -> dict[int, list[Level]]:
+    """Per concurrency level: the direct path, then each gateway in turn (interleaved, same conditions), starting
+    with gateway ``rotate`` (modulo their number) so that no variant is always the one measured first."""
     import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
     from tritonclient.grpc import service_pb2_grpc
 
@@ -140,27 +152,49 @@ async def measure(triton: LocalTriton, gateway: GatewayProcess, levels: list[int
     message = infer_request(ensemble_request(BODY, served), PROMPT)
     channel = grpc.aio.insecure_channel(triton.grpc_url)
     stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-    http = KeepAliveHttp("127.0.0.1", gateway.port, "/v1/completions", orjson.dumps(BODY))
-    gateway_pid = gateway.process.pid if gateway.process else None
+    https = [KeepAliveHttp("127.0.0.1", g.port, "/v1/completions", orjson.dumps(BODY)) for g in gateways]
 
     async def direct() -> None:
         texts = answer_texts(await stub.ModelInfer(message, timeout=30))
         assert texts and texts[0], texts
 
-    async def through() -> None:
-        answer = await http.post()
-        assert answer["choices"][0]["text"], answer
+    def through(http: KeepAliveHttp) -> Call:
+        async def call() -> None:
+            answer = await http.post()
+            assert answer["choices"][0]["text"], answer
 
-    out: dict[int, Any] = {}
+        return call
+
+    out: dict[int, list[Level]] = {}
     try:
         for level in levels:
-            direct_level = await closed_loop(direct, level, seconds, None)
-            http.close()
-            out[level] = (direct_level, await closed_loop(through, level, seconds, gateway_pid))
+            measured = {}
+            for step in range(len(gateways)):
+                index = (rotate + step) % len(gateways)
+                gateway, http = gateways[index], https[index]
+                pid = gateway.process.pid if gateway.process else None
+                measured[index] = await closed_loop(through(http), level, seconds, pid)
+                http.close()
+            out[level] = [await closed_loop(direct, level, seconds, None), *(measured[i] for i in sorted(measured))]
     finally:
         await channel.close()
-        http.close()
+        for http in https:
+            http.close()
     return out
+
+
+def scrape_calls(gateway: GatewayProcess) -> tuple[float, float]:
+    """(Triton calls, rows) the gateway has sent so far, from its ``/metrics``."""
+    with urllib.request.urlopen(f"{gateway.url}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        for name in ("tritonft_gateway_triton_call_rows_count", "tritonft_gateway_triton_call_rows_sum"):
+            if line.startswith(name + "{"):
+                values[name] = values.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+    return values.get("tritonft_gateway_triton_call_rows_count", 0.0), values.get(
+        "tritonft_gateway_triton_call_rows_sum", 0.0
+    )
 
 
 def main() -> int:
@@ -168,37 +202,67 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--concurrency", default="1,8")
+    parser.add_argument(
+        "--compare",
+        action="append",
+        default=[],
+        metavar="ARGS",
+        help="also measure a gateway started with these extra arguments (e.g. --no-coalesce), interleaved with the "
+        "default one in every run (repeat for more variants)",
+    )
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
+    variants = ["default", *args.compare]
+    load = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="gateway-bench-") as scratch:
         root = Path(scratch)
         spec = next(s for s in stack_specs("dev") if s.name == MODEL)
         tokenizer = train_gpt_tokenizer(root / "tok")
         repo = serve_ready_repository([spec], root / "repo", {Family.GPT2: tokenizer})
         with LocalTriton(prepare_runtime(), (repo,), log_path=root / "triton.log") as triton:
-            gateway = GatewayProcess(triton.grpc_url, [spec], root).start()
+            gateways = []
             try:
-                runs = [asyncio.run(measure(triton, gateway, levels, args.seconds)) for _ in range(args.runs)]
+                for index, variant in enumerate(variants):
+                    workdir = root / f"gateway-{index}"
+                    workdir.mkdir()
+                    extra = [] if variant == "default" else shlex.split(variant)
+                    gateways.append(GatewayProcess(triton.grpc_url, [spec], workdir, extra).start())
+                runs = [asyncio.run(measure(triton, gateways, levels, args.seconds, run)) for run in range(args.runs)]
+                calls = [scrape_calls(g) for g in gateways]
             finally:
-                gateway.stop()
-    print("run  c | direct p50/p95 ms  req/s  client-cpu | gateway p50/p95 ms  req/s  client-cpu gateway-cpu")
+                for gateway in gateways:
+                    gateway.stop()
+    for variant, (count, rows) in zip(variants, calls, strict=True):
+        per_call = rows / max(count, 1)
+        print(f"gateway {variant}: {count:.0f} Triton calls carried {rows:.0f} prompts ({per_call:.2f} per call)")
+    print("run  c gateway | direct p50/p95 ms  req/s  client-cpu | gateway p50/p95 ms  req/s  client-cpu gateway-cpu")
     for index, run in enumerate(runs, 1):
-        for level, (d, g) in run.items():
+        for level, (d, *through) in run.items():
+            for variant, g in zip(variants, through, strict=True):
+                print(
+                    f"{index:>3} {level:>2} {variant:<7} | {d.p50:7.2f} {d.p95:7.2f} {d.rps:7.1f}"
+                    f" {d.client_cpu_ms:7.3f} ms | {g.p50:7.2f} {g.p95:7.2f} {g.rps:7.1f}"
+                    f" {g.client_cpu_ms:7.3f} ms {g.server_cpu_ms:7.3f} ms"
+                )
+    goals: list[str] = []
+    for position, variant in enumerate(variants, 1):
+        print(f"medians over runs, gateway {variant}:")
+        for level in levels:
+            pairs = [(run[level][0], run[level][position]) for run in runs]
+            added50 = statistics.median(g.p50 - d.p50 for d, g in pairs)
+            added95 = statistics.median(g.p95 - d.p95 for d, g in pairs)
+            ratio = statistics.median(g.rps / d.rps for d, g in pairs)
+            gateway_cpu = statistics.median(g.server_cpu_ms for _, g in pairs)
             print(
-                f"{index:>3} {level:>2} | {d.p50:7.2f} {d.p95:7.2f} {d.rps:7.1f} {d.client_cpu_ms:7.3f} ms |"
-                f" {g.p50:7.2f} {g.p95:7.2f} {g.rps:7.1f} {g.client_cpu_ms:7.3f} ms {g.server_cpu_ms:7.3f} ms"
+                f"c={level}: added p50 {added50:+.2f} ms, added p95 {added95:+.2f} ms, throughput ratio {ratio:.1%}"
+                f" (gateway CPU {gateway_cpu:.3f} ms/request)"
             )
-    print("medians over runs:")
-    for level in levels:
-        pairs = [run[level] for run in runs]
-        added50 = statistics.median(g.p50 - d.p50 for d, g in pairs)
-        added95 = statistics.median(g.p95 - d.p95 for d, g in pairs)
-        ratio = statistics.median(g.rps / d.rps for d, g in pairs)
-        gateway_cpu = statistics.median(g.server_cpu_ms for _, g in pairs)
-        print(
-            f"c={level}: added p50 {added50:+.2f} ms, added p95 {added95:+.2f} ms, throughput ratio {ratio:.1%}"
-            f" (gateway CPU {gateway_cpu:.3f} ms/request)"
-        )
+            if variant == "default" and level == 1:
+                goals.append(f"c=1 added p50 <= 2 ms: {'met' if added50 <= 2 else 'NOT met'} ({added50:+.2f} ms)")
+            if variant == "default" and level == 8:
+                goals.append(f"c=8 throughput >= 90% of direct: {'met' if ratio >= 0.9 else 'NOT met'} ({ratio:.1%})")
+    print("goals (default gateway):", "; ".join(goals))
+    print(f"load average at the start {load[0]:.2f}, at the end {os.getloadavg()[0]:.2f}")
     return 0
 
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 import pytest
 
-from tests.k8s.fixtures import T5_SMALL
-from tritonft.cli import main
+from tests.repo.conftest import make_spec
 from tritonft.errors import UserError
-from tritonft.gateway.command import triton_routes
+from tritonft.gateway.command import add_arguments, load_config, triton_routes
 from tritonft.gateway.config import GatewayConfig
+from tritonft.spec import Family
 
 SERVED = ["t5", "gpt2"]
 
@@ -46,9 +47,37 @@ def test_an_ambiguous_or_incomplete_routing_is_refused_with_the_fix(values: list
         triton_routes(values, SERVED)
 
 
-def test_scales_to_zero_must_name_a_served_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    spec = tmp_path / "t5.json"
-    spec.write_text(T5_SMALL.to_json())
-    argv = ["gateway", "--triton-url", "triton:8001", "--port", "1", "--spec", str(spec)]
-    assert main([*argv, "--scales-to-zero", "gpt2"]) != 0
-    assert f"--scales-to-zero gpt2: no --spec serves such a model ({T5_SMALL.name})" in capsys.readouterr().err
+def parsed(tmp_path: Path, *extra: str) -> argparse.Namespace:
+    spec = tmp_path / "gpt2.json"
+    spec.write_text(make_spec(Family.GPT2, name="gpt2").to_json())
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(["--triton-url", "triton:8001", "--port", "8080", "--spec", str(spec), *extra])
+
+
+def test_coalescing_is_on_by_default_with_two_calls_in_flight(tmp_path: Path) -> None:
+    config = load_config(parsed(tmp_path))
+    assert (config.coalesce, config.calls_in_flight) == (True, 2)
+
+
+def test_no_coalesce_switches_coalescing_off(tmp_path: Path) -> None:
+    assert load_config(parsed(tmp_path, "--no-coalesce")).coalesce is False
+
+
+def test_the_served_model_keeps_the_ensembles_max_batch_size(tmp_path: Path) -> None:
+    [model] = load_config(parsed(tmp_path)).models
+    assert model.max_batch_size == make_spec(Family.GPT2, name="gpt2").batching.max_batch_size
+
+
+def test_calls_in_flight_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="--calls-in-flight must be positive"):
+        load_config(parsed(tmp_path, "--calls-in-flight", "0"))
+
+
+def test_scales_to_zero_must_name_a_served_model(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"--scales-to-zero t5: no --spec serves such a model \(gpt2\)"):
+        load_config(parsed(tmp_path, "--scales-to-zero", "t5"))
+
+
+def test_scales_to_zero_names_the_models_that_may_sleep(tmp_path: Path) -> None:
+    assert load_config(parsed(tmp_path, "--scales-to-zero", "gpt2")).scales_to_zero == {"gpt2"}

@@ -11,24 +11,27 @@ from tritonclient.grpc._utils import _get_inference_request
 from tritonclient.utils import serialize_byte_tensor
 
 from tritonft.gateway.config import ServedModel
+from tritonft.gateway.errors import ApiError
 from tritonft.gateway.mapping import ensemble_request
-from tritonft.gateway.triton import answer_texts, bytes_elements, infer_request, raw_value
+from tritonft.gateway.triton import answer_texts, bytes_elements, infer_request, raw_value, split_rows
 from tritonft.spec import Family
 
 GPT = ServedModel("gpt", Family.GPT2, streaming=False, max_output_len=32, max_input_len=64)
 NUMPY = {"UINT32": np.uint32, "UINT64": np.uint64, "FP32": np.float32, "BYTES": np.object_}
 
 
-def tritonclient_request(body: dict[str, object], prompt: str) -> service_pb2.ModelInferRequest:
-    """What ``tritonclient.grpc`` sends for the same ensemble inputs (InferInput + set_data_from_numpy)."""
+def tritonclient_request(body: dict[str, object], *prompts: str) -> service_pb2.ModelInferRequest:
+    """What ``tritonclient.grpc`` sends for the same ensemble inputs (InferInput + set_data_from_numpy), one row
+    per prompt."""
+    rows = len(prompts)
     inputs = []
-    text = grpcclient.InferInput("text_input", [1, 1], "BYTES")
-    text.set_data_from_numpy(np.array([[prompt.encode()]], dtype=np.object_))
+    text = grpcclient.InferInput("text_input", [rows, 1], "BYTES")
+    text.set_data_from_numpy(np.array([[p.encode()] for p in prompts], dtype=np.object_))
     inputs.append(text)
     for p in ensemble_request(body, GPT).parameters:
         value = p.value.encode() if isinstance(p.value, str) else p.value
-        tensor = grpcclient.InferInput(p.name, [1, 1], p.datatype)
-        tensor.set_data_from_numpy(np.array([[value]], dtype=NUMPY[p.datatype]))
+        tensor = grpcclient.InferInput(p.name, [rows, 1], p.datatype)
+        tensor.set_data_from_numpy(np.array([[value]] * rows, dtype=NUMPY[p.datatype]))
         inputs.append(tensor)
     return _get_inference_request("gpt", inputs, "", "", None, 0, False, False, 0, None, None)
 
@@ -47,6 +50,23 @@ def test_the_request_is_byte_for_byte_the_one_tritonclient_sends(body: dict[str,
     expected = tritonclient_request(full, "héllo wörld")
     assert built == expected
     assert built.SerializeToString() == expected.SerializeToString()
+
+
+def test_merged_prompts_are_the_rows_of_the_batch_tritonclient_sends() -> None:
+    body = {"model": "gpt", "prompt": "x", "temperature": 0.5, "seed": 7, "stop": ["a, b"], "max_tokens": 9}
+    prompts = ("héllo", "", "a longer prompt")
+    built = infer_request(ensemble_request(body, GPT), *prompts)
+    assert built.SerializeToString() == tritonclient_request(body, *prompts).SerializeToString()
+
+
+def test_a_batch_answer_is_split_into_rows_of_beams() -> None:
+    assert split_rows(["a1", "a2", "b1", "b2", "c1", "c2"], 3) == [["a1", "a2"], ["b1", "b2"], ["c1", "c2"]]
+
+
+def test_a_batch_answer_that_does_not_divide_into_rows_is_a_502() -> None:
+    with pytest.raises(ApiError) as caught:
+        split_rows(["a", "b", "c"], 2)
+    assert caught.value.status == 502
 
 
 def test_parameter_tensors_built_once_are_not_shared_across_prompts() -> None:

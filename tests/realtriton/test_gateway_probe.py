@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from tests.realtriton.repos import matrix_spec
 from tritonft.cli import main
 from tritonft.local_triton import LocalTriton, free_port
 from tritonft.probe import ModelStatus, ModelTarget, ProbeConfig, run_probe
+from tritonft.probe.expectations import Sample
 from tritonft.probe.rendered import contract_for_spec
 
 pytestmark = pytest.mark.slow
@@ -118,3 +120,33 @@ def complete(base: str, model: str, prompt: str) -> str:
             return str(json.loads(answer.read())["choices"][0]["text"])
     except urllib.error.HTTPError as exc:
         raise AssertionError(f"{model}: HTTP {exc.code}: {exc.read().decode()}") from exc
+
+
+def exact_config(direct: LocalTriton, gateway_url: str, prompt: str, answer: str) -> ProbeConfig:
+    config = probe_config(direct, gateway_url)
+    return replace(config, models=tuple(replace(t, expected=(Sample(prompt, answer),)) for t in config.models))
+
+
+def test_expected_answers_judge_the_gateway_leg_exactly(
+    matrix_triton: LocalTriton, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # The matrix server's GPT-2 echoes the prompt: the family's judgement refuses it, the exact expected answer not.
+    with running(GatewayProcess(matrix_triton.grpc_url, [SPEC], tmp_path), request) as gateway:
+        report = run_probe(exact_config(matrix_triton, f"{gateway.url}/v1", "hello world", "hello world"))
+
+    assert report.ok, report.failure_message()
+    (check,) = [c for c in report.checks if c.check == "gateway"]
+    assert check.detail == "POST /v1/completions: the expected answer, exactly, for 1 prompt(s)"
+
+
+def test_a_gateway_answer_other_than_the_expected_one_fails_naming_the_prompt(
+    probe_triton: LocalTriton, matrix_triton: LocalTriton, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # Direct: the matrix server echoes, as expected. Through the gateway: the probe server reverses the tokens.
+    with running(GatewayProcess(probe_triton.grpc_url, [SPEC], tmp_path), request) as gateway:
+        report = run_probe(exact_config(matrix_triton, f"{gateway.url}/v1", "hello world", "hello world"))
+
+    assert report.model(MODEL).status is ModelStatus.GATEWAY_FAILED
+    assert report.failure_message().startswith(
+        f"gateway[{MODEL}]: the OpenAI gateway answered wrong: the answer to 'hello world' is not the expected one"
+    )

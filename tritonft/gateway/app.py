@@ -17,6 +17,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from tritonft.gateway import sse
 from tritonft.gateway.accesslog import AccessLog
 from tritonft.gateway.asgi import App, Call, JSONResponse, Lifespan, Route
+from tritonft.gateway.coalesce import Coalescer
 from tritonft.gateway.config import GatewayConfig, ServedModel
 from tritonft.gateway.errors import ApiError, model_starting, unknown_model
 from tritonft.gateway.health import readiness
@@ -76,17 +77,18 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             last = whole
         return [stream_delta("", last, prompt, True)]
 
+    async def send(req: EnsembleRequest, prompts: tuple[str, ...], deadline: float) -> list[list[str]]:
+        metrics.triton_called(req.model.name, len(prompts))
+        return await client(req.model.name).generate_rows(req, prompts, deadline, config.deadline_s)
+
+    coalescer = Coalescer(send, config.deadline_s, config.calls_in_flight, enabled=config.coalesce)
+
     async def answer(req: EnsembleRequest, deadline: float) -> list[list[str]]:
         started = time.monotonic()
-        triton = client(req.model.name)
         try:
             if req.model.streaming:
                 return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
-            if len(req.prompts) == 1:
-                return [await triton.generate(req, req.prompts[0], deadline, config.deadline_s)]
-            return list(
-                await asyncio.gather(*(triton.generate(req, p, deadline, config.deadline_s) for p in req.prompts))
-            )
+            return await coalescer.answer(req, deadline)
         except ApiError as exc:
             if exc.code == "triton_down" and req.model.name in config.scales_to_zero:
                 raise model_starting(req.model.name) from exc
@@ -135,7 +137,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                 else:
                     whole = (
                         await answer(
-                            EnsembleRequest(req.model, (prompt,), req.parameters, 1, False, req.stop),
+                            EnsembleRequest(req.model, (prompt,), req.parameters, 1, True, req.stop),
                             time.monotonic() + config.deadline_s,
                         )
                     )[0][0]

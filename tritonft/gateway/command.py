@@ -38,6 +38,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--deadline", type=float, default=60.0, help="seconds a request may take (default 60)")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
+    parser.add_argument(
+        "--coalesce",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="send concurrent greedy or seeded completions of a model with the same parameters to Triton as one "
+        "batched call (default on; --no-coalesce sends one call per prompt)",
+    )
+    parser.add_argument(
+        "--calls-in-flight",
+        type=int,
+        default=2,
+        metavar="N",
+        help="with --coalesce: calls per model and parameter set sent at once before further requests wait to be "
+        "merged (default 2)",
+    )
 
 
 def load_config(args: argparse.Namespace) -> GatewayConfig:
@@ -46,8 +61,8 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
 
     if not args.spec:
         raise UserError("--spec: give at least one model spec (SPEC.json) to serve")
-    if args.deadline <= 0 or args.max_body_bytes <= 0:
-        raise UserError("--deadline and --max-body-bytes must be positive")
+    if args.deadline <= 0 or args.max_body_bytes <= 0 or args.calls_in_flight <= 0:
+        raise UserError("--deadline, --max-body-bytes and --calls-in-flight must be positive")
     models = []
     for path in args.spec:
         try:
@@ -62,7 +77,14 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
     if unknown:
         raise UserError(f"--scales-to-zero {', '.join(unknown)}: no --spec serves such a model ({', '.join(names)})")
     return GatewayConfig(
-        default, tuple(models), args.max_body_bytes, args.deadline, routes, frozenset(args.scales_to_zero)
+        default,
+        tuple(models),
+        args.max_body_bytes,
+        args.deadline,
+        routes,
+        frozenset(args.scales_to_zero),
+        args.coalesce,
+        args.calls_in_flight,
     )
 
 

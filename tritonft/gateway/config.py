@@ -20,6 +20,8 @@ class ServedModel:
     """Rendered decoupled: the ensemble sends one response per generated step."""
     max_output_len: int
     max_input_len: int
+    max_batch_size: int = 1
+    """The ensemble's ``max_batch_size``: the most rows (prompts) one ModelInfer call may carry."""
 
     @property
     def chat(self) -> bool:
@@ -28,7 +30,14 @@ class ServedModel:
 
     @classmethod
     def from_spec(cls, spec: ModelSpec) -> ServedModel:
-        return cls(spec.name, spec.family, spec.decoupled, spec.max_output_len, spec.max_input_len)
+        return cls(
+            spec.name,
+            spec.family,
+            spec.decoupled,
+            spec.max_output_len,
+            spec.max_input_len,
+            spec.batching.max_batch_size,
+        )
 
 
 @dataclass(frozen=True)
@@ -45,6 +54,10 @@ class GatewayConfig:
     scales_to_zero: frozenset[str] = frozenset()
     """Models whose Triton may have no replica (KEDA scales them to zero when idle): one of them down does not make
     the gateway unready, and a request for it then is answered 503 ``model_starting`` with ``Retry-After``."""
+    coalesce: bool = True
+    """Send concurrent same-parameter completions of a model to Triton as one batched call (``coalesce.py``)."""
+    calls_in_flight: int = 2
+    """Calls per model and parameter set sent at once before further requests wait to be merged."""
 
     def model(self, name: str) -> ServedModel | None:
         return next((m for m in self.models if m.name == name), None)

@@ -53,12 +53,14 @@ def model_starting(name: str) -> ApiError:
     )
 
 
+def deadline_expired(deadline_s: float) -> ApiError:
+    return ApiError(504, f"the model did not answer within the {deadline_s:g} s deadline", "timeout", None, "timeout")
+
+
 def from_triton(status: str, message: str, deadline_s: float) -> ApiError:
     """Map a Triton gRPC status (``StatusCode.X`` name without prefix) and its message to the client's error."""
     if status == "DEADLINE_EXCEEDED":
-        return ApiError(
-            504, f"the model did not answer within the {deadline_s:g} s deadline", "timeout", None, "timeout"
-        )
+        return deadline_expired(deadline_s)
     if status == "UNAVAILABLE":
         return ApiError(503, f"the inference server is unreachable: {message}", "server_error", None, "triton_down")
     if "max_input_len" in message:

@@ -7,6 +7,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+_ROWS = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64)
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 
@@ -50,6 +51,15 @@ class GatewayMetrics:
             registry=self.registry,
         )
 
+        self.call_rows = Histogram(
+            "tritonft_gateway_triton_call_rows",
+            "ModelInfer calls to Triton (count) and the prompts (rows) each carried, by model; more rows than calls "
+            "means concurrent requests were merged",
+            ["model"],
+            buckets=_ROWS,
+            registry=self.registry,
+        )
+
     def _child(self, metric: Any, *values: str) -> Any:
         key = (metric._name, *values)
         child = self._children.get(key)
@@ -65,3 +75,6 @@ class GatewayMetrics:
 
     def triton_waited(self, model: str, seconds: float) -> None:
         self._child(self.triton_latency, model).observe(seconds)
+
+    def triton_called(self, model: str, rows: int) -> None:
+        self._child(self.call_rows, model).observe(rows)

@@ -45,26 +45,31 @@ def bytes_elements(raw: bytes) -> list[bytes]:
 
 
 @lru_cache(maxsize=256)
-def _parameter_tensors(parameters: tuple[TensorValue, ...]) -> tuple[tuple[Any, ...], tuple[bytes, ...]]:
+def _parameter_tensors(parameters: tuple[TensorValue, ...], rows: int) -> tuple[tuple[Any, ...], tuple[bytes, ...]]:
     from tritonclient.grpc import service_pb2
 
     tensors = tuple(
-        service_pb2.ModelInferRequest.InferInputTensor(name=p.name, datatype=p.datatype, shape=(1, 1))
+        service_pb2.ModelInferRequest.InferInputTensor(name=p.name, datatype=p.datatype, shape=(rows, 1))
         for p in parameters
     )
-    return tensors, tuple(raw_value(p.datatype, p.value) for p in parameters)
+    return tensors, tuple(raw_value(p.datatype, p.value) * rows for p in parameters)
 
 
-def infer_request(request: EnsembleRequest, prompt: str) -> Any:
-    """The ``ModelInferRequest`` for one prompt of ``request`` (the parameter tensors are built once per set)."""
+def infer_request(request: EnsembleRequest, prompt: str, *more: str) -> Any:
+    """The ``ModelInferRequest`` for ``prompt`` (and ``more`` prompts, one row each, same parameters) of
+    ``request``; the parameter tensors are built once per set and row count."""
     from tritonclient.grpc import service_pb2
 
-    tensors, raws = _parameter_tensors(request.parameters)
-    text = service_pb2.ModelInferRequest.InferInputTensor(name=TEXT_INPUT, datatype="BYTES", shape=(1, 1))
+    rows = 1 + len(more)
+    tensors, raws = _parameter_tensors(request.parameters, rows)
+    text = service_pb2.ModelInferRequest.InferInputTensor(name=TEXT_INPUT, datatype="BYTES", shape=(rows, 1))
+    texts = raw_value("BYTES", prompt)
+    if more:
+        texts += b"".join(raw_value("BYTES", p) for p in more)
     return service_pb2.ModelInferRequest(
         model_name=request.model.name,
         inputs=(text, *tensors),
-        raw_input_contents=(raw_value("BYTES", prompt), *raws),
+        raw_input_contents=(texts, *raws),
     )
 
 
@@ -77,6 +82,16 @@ def answer_texts(response: Any) -> list[str] | None:
                 return [v.decode("utf-8", errors="replace") for v in bytes_elements(raw)]
             return [v.decode("utf-8", errors="replace") for v in output.contents.bytes_contents]
     return None
+
+
+def split_rows(texts: list[str], rows: int) -> list[list[str]]:
+    """A ``[rows, beams]`` text tensor's elements (row-major) as one list per row."""
+    if rows == 1:
+        return [texts]
+    beams, extra = divmod(len(texts), rows)
+    if extra or not beams:
+        raise ApiError(502, f"the model answered {len(texts)} texts for {rows} prompts", "server_error")
+    return [texts[row * beams : (row + 1) * beams] for row in range(rows)]
 
 
 def _texts(response: Any) -> list[str]:
@@ -125,12 +140,18 @@ class Triton:
     async def generate(self, request: EnsembleRequest, prompt: str, deadline: float, deadline_s: float) -> list[str]:
         """The answer (one string per beam) to ``prompt``; ``deadline`` is the ``time.monotonic()`` instant the
         request's ``deadline_s`` ends at."""
+        return (await self.generate_rows(request, (prompt,), deadline, deadline_s))[0]
+
+    async def generate_rows(
+        self, request: EnsembleRequest, prompts: tuple[str, ...], deadline: float, deadline_s: float
+    ) -> list[list[str]]:
+        """The answers to ``prompts`` sent as the rows of one ModelInfer call: one list (per beam) per prompt."""
         remaining = max(deadline - time.monotonic(), 0.001)
         try:
-            response = await self._stub.ModelInfer(infer_request(request, prompt), timeout=remaining)
+            response = await self._stub.ModelInfer(infer_request(request, *prompts), timeout=remaining)
         except Exception as exc:
             raise _error(exc, deadline_s) from exc
-        return _texts(response)
+        return split_rows(_texts(response), len(prompts))
 
     async def stream(self, request: EnsembleRequest, prompt: str, deadline_s: float) -> AsyncIterator[str]:
         """Each decoupled response's text (the whole sequence so far) as the model sends it.

@@ -17,7 +17,7 @@ from typing import Any
 from tritonft.probe.client import TritonClient, V2Client
 from tritonft.probe.contract import DEFAULT_TEXT_CONTRACT, TextContract, compare_metadata, compare_model_config
 from tritonft.probe.endpoint import Endpoint, Protocol, parse_endpoint
-from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, Sample, judge, judge_exact, samples_for
+from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, Sample, Verdict, judge, judge_exact, samples_for
 from tritonft.probe.gateway import gateway_completions
 from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
 from tritonft.probe.retry import (
@@ -292,6 +292,12 @@ class _Run:
 
         return retry(check, self.deadline, self.config.call_timeout_s, sleep=self.sleep).value
 
+    def verdict(self, target: ModelTarget, samples: tuple[Sample, ...], answers: list[str]) -> Verdict:
+        """Exact expected answers when given (``--expected-answers``), else the family's judgement."""
+        if target.expected:
+            return judge_exact(samples, answers)
+        return judge(target.family, samples, answers, self.config.bleu_threshold)
+
     def check_answers(self, target: ModelTarget) -> ModelReport:
         samples = target.expected or samples_for(target.family)
         started = self.deadline.elapsed()
@@ -302,10 +308,7 @@ class _Run:
         except RetriesExhaustedError as exc:
             self.record("inference", False, exc.reason, started, target.name, attempts=exc.attempts)
             return self.model_report(target, ModelStatus.INFERENCE_FAILED, samples[0].prompt, None)
-        if target.expected:
-            verdict = judge_exact(samples, answers)
-        else:
-            verdict = judge(target.family, samples, answers, self.config.bleu_threshold)
+        verdict = self.verdict(target, samples, answers)
         self.record("inference", verdict.ok, verdict.detail, started, target.name, attempts=len(samples))
         status = ModelStatus.OK if verdict.ok else ModelStatus.WRONG_ANSWER
         return self.model_report(target, status, samples[0].prompt, answers[0], bleu=verdict.score)
@@ -334,8 +337,9 @@ class _Run:
         return summary
 
     def check_gateway(self, target: ModelTarget, gateway_url: str) -> bool:
-        """The judged prompts through the gateway's ``/v1/completions``, judged like the direct answers."""
-        samples = samples_for(target.family)
+        """The judged prompts through the gateway's ``/v1/completions``, judged like the direct answers (the exact
+        expected answers when given)."""
+        samples = target.expected or samples_for(target.family)
         started = self.deadline.elapsed()
 
         def call(timeout: float) -> list[str]:
@@ -355,7 +359,7 @@ class _Run:
             detail = f"the OpenAI gateway did not answer: {exc.reason}"
             self.record("gateway", False, detail, started, target.name, attempts=exc.attempts)
             return False
-        verdict = judge(target.family, samples, done.value, self.config.bleu_threshold)
+        verdict = self.verdict(target, samples, done.value)
         detail = f"POST /v1/completions: {verdict.detail}"
         if not verdict.ok:
             detail = f"the OpenAI gateway answered wrong: {verdict.detail}"
