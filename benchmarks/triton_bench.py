@@ -15,9 +15,15 @@ takes from a server sharing its cores.
 
 ``--no-tokenizer-batching`` serves the Python models without their dynamic batcher (one request per execution, as
 before the tokenizer work was batched); ``--tokenizer-instances N`` sets their instance count: the A/B switches.
+``--bls`` also measures, interleaved with the rest, a benchmark-only variant (``bls_model.py``, never shipped): one
+Python model doing preprocessing, a BLS call to the model step and postprocessing, with the ensemble's contract.
+
+For every perf_analyzer measurement at concurrency 1 the server's own per-model statistics are read before and after
+(``/v2/models/stats``), and their per-request means (queue, compute input/infer/output, total) are printed as medians
+over runs: where the ensemble's time goes, model by model.
 
 Usage: .venv/bin/python benchmarks/triton_bench.py [--runs 3] [--seconds 4] [--concurrency 1,4,16] [--pin]
-           [--no-tokenizer-batching] [--tokenizer-instances N]
+           [--no-tokenizer-batching] [--tokenizer-instances N] [--bls]
 """
 
 from __future__ import annotations
@@ -28,11 +34,14 @@ import csv
 import io
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import text_format  # type: ignore[import-untyped]  # no types-protobuf in the lock
 
@@ -51,6 +60,50 @@ from tritonft.standin import read_config
 ROOT = Path(__file__).resolve().parents[1]
 PROMPT = "The quick brown fox jumps over the lazy dog."
 MODEL = "gpt2"
+STAT_PHASES = ("queue", "compute_input", "compute_infer", "compute_output", "success")
+"""Triton's per-model duration counters; ``success`` is the whole request inside the server."""
+
+
+def add_bls_model(repository: Path, names: RepoNames) -> str:
+    """The benchmark-only BLS variant ``<model>-bls``: the preprocessing model's files (tokenizer, tokenization
+    module) and parameters, the ensemble's inputs and outputs, ``bls_model.py`` as its code. Returns its name."""
+    name = f"{names.ensemble}-bls"
+    shutil.copytree(repository / names.preprocessing, repository / name)
+    shutil.copyfile(ROOT / "benchmarks" / "bls_model.py", repository / name / "1" / "model.py")
+    config = read_config(repository / name / "config.pbtxt")
+    ensemble = read_config(repository / names.ensemble / "config.pbtxt")
+    config.name = name
+    config.ClearField("dynamic_batching")
+    del config.input[:]
+    config.input.extend(ensemble.input)
+    del config.output[:]
+    config.output.extend(ensemble.output)
+    config.parameters["bls_step"].string_value = names.ft
+    (repository / name / "config.pbtxt").write_text(text_format.MessageToString(config))
+    return name
+
+
+def model_stats(server: LocalTriton) -> dict[str, dict[str, int]]:
+    """Every model's cumulative request count and phase durations (ns), from Triton's statistics extension."""
+    with urllib.request.urlopen(f"http://{server.http_url}/v2/models/stats", timeout=30) as answer:
+        data: dict[str, Any] = json.load(answer)
+    return {
+        entry["name"]: {
+            "count": int(entry["inference_stats"]["success"]["count"]),
+            **{phase: int(entry["inference_stats"][phase]["ns"]) for phase in STAT_PHASES},
+        }
+        for entry in data["model_stats"]
+    }
+
+
+def per_request_us(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> dict[str, dict[str, float]]:
+    """Mean µs per request of each phase, for the models that served requests between the two snapshots."""
+    means = {}
+    for name, now in after.items():
+        count = now["count"] - before.get(name, {}).get("count", 0)
+        if count > 0:
+            means[name] = {phase: (now[phase] - before[name][phase]) / count / 1000 for phase in STAT_PHASES}
+    return means
 
 
 def perf_analyzer_binary() -> tuple[Path, dict[str, str]]:
@@ -136,6 +189,7 @@ def main() -> int:
     parser.add_argument("--no-tokenizer-batching", action="store_true")
     parser.add_argument("--tokenizer-instances", type=int, default=1)
     parser.add_argument("--pin", action="store_true", help="server on CPU 0, clients on CPU 1")
+    parser.add_argument("--bls", action="store_true", help="also measure the benchmark-only BLS variant")
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     binary, env = perf_analyzer_binary()
@@ -149,6 +203,7 @@ def main() -> int:
             config.ClearField("dynamic_batching")
         config.instance_group[0].count = args.tokenizer_instances
         (repository / model / "config.pbtxt").write_text(text_format.MessageToString(config))
+    bls = add_bls_model(repository, RepoNames.of(spec)) if args.bls else None
     from tokenizers import Tokenizer
 
     ids = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).encode(PROMPT).ids
@@ -160,6 +215,7 @@ def main() -> int:
     )
     step = RepoNames.of(spec).ft
     rows: dict[tuple[str, int], list[dict[str, float]]] = {}
+    phases: dict[str, list[dict[str, dict[str, float]]]] = {}
     if args.pin:
         os.sched_setaffinity(0, {0})  # inherited by tritonserver and the stubs it starts while loading
     with LocalTriton(prepare_runtime(), repository, log_path=work / "tritonserver.log") as server:
@@ -172,31 +228,28 @@ def main() -> int:
             f"{args.tokenizer_instances} instance(s)",
             flush=True,
         )
+
+        def measure(tool: str, model: str, data: Path, shapes: list[str], level: int) -> dict[str, float]:
+            before = model_stats(server)
+            figures = perf_analyzer(
+                binary, env, server=server, model=model, data=data, shapes=shapes, level=level, seconds=args.seconds
+            )
+            if level == 1:
+                phases.setdefault(tool, []).append(per_request_us(before, model_stats(server)))
+            return figures
+
+        step_shapes = [f"input_ids:{len(ids)}", "request_output_len:1"]
         for run in range(1, args.runs + 1):
             for level in levels:
-                measured = {
-                    "perf_analyzer ensemble": perf_analyzer(
-                        binary,
-                        env,
-                        server=server,
-                        model=MODEL,
-                        data=ensemble_data,
-                        shapes=["text_input:1"],
-                        level=level,
-                        seconds=args.seconds,
-                    ),
-                    "tritonft bench ensemble": tritonft_bench(server, level, args.seconds),
-                    "perf_analyzer model step": perf_analyzer(
-                        binary,
-                        env,
-                        server=server,
-                        model=step,
-                        data=step_data,
-                        shapes=[f"input_ids:{len(ids)}", "request_output_len:1"],
-                        level=level,
-                        seconds=args.seconds,
-                    ),
-                }
+                ensemble = "perf_analyzer ensemble"
+                measured = {ensemble: measure(ensemble, MODEL, ensemble_data, ["text_input:1"], level)}
+                measured["tritonft bench ensemble"] = tritonft_bench(server, level, args.seconds)
+                if bls is not None:
+                    variant = "perf_analyzer BLS variant"
+                    measured[variant] = measure(variant, bls, ensemble_data, ["text_input:1"], level)
+                measured["perf_analyzer model step"] = measure(
+                    "perf_analyzer model step", step, step_data, step_shapes, level
+                )
                 for tool, figures in measured.items():
                     rows.setdefault((tool, level), []).append(figures)
                     print(
@@ -211,6 +264,13 @@ def main() -> int:
         med = {k: statistics.median(f[k] for f in per_run) for k in ("rps", "p50", "p99")}
         medians[(tool, level)] = med
         print(f"{tool:<25} {level:>3} {med['rps']:>9.1f} {med['p50']:>8.2f} {med['p99']:>8.2f}")
+    if phases:
+        print("\nserver-side per-request means at c=1, µs (Triton's /v2/models/stats; medians over runs):")
+        print(f"{'measured':<26} {'model':<22} " + " ".join(f"{p:>14}" for p in (*STAT_PHASES[:-1], "total")))
+        for measured_tool, runs in phases.items():
+            for name in sorted(runs[0]):
+                cells = [statistics.median(r[name][p] for r in runs if name in r) for p in STAT_PHASES]
+                print(f"{measured_tool:<26} {name:<22} " + " ".join(f"{c:>14.1f}" for c in cells))
     print()
     for level in levels:
         ratio = medians[("tritonft bench ensemble", level)]["rps"] / medians[("perf_analyzer ensemble", level)]["rps"]
@@ -221,6 +281,12 @@ def main() -> int:
             f"c={level:<2} bench/perf_analyzer throughput {ratio:.3f}; "
             f"ensemble p50 overhead over the step {overhead:.2f} ms"
         )
+        if bls is not None:
+            bls_overhead = (
+                medians[("perf_analyzer BLS variant", level)]["p50"]
+                - medians[("perf_analyzer model step", level)]["p50"]
+            )
+            print(f"c={level:<2} BLS variant p50 overhead over the step {bls_overhead:.2f} ms")
     return 0
 
 

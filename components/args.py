@@ -290,6 +290,7 @@ def gateway_args(
         cpu=gateway.cpu,
         memory=gateway.memory,
         deadline_seconds=gateway.deadline_s,
+        coalesce=gateway.coalesce,
         monitoring=settings.serving.monitoring,
     )
 

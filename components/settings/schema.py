@@ -833,6 +833,13 @@ STACK_KNOBS: tuple[Knob, ...] = (
         maximum=300,
         unit="seconds",
     ),
+    Knob(
+        "gatewayCoalesce",
+        "boolean",
+        "Send concurrent greedy or seeded completions of a model with the same parameters to Triton as one batched "
+        "call (`tritonft gateway --coalesce`; off: one call per prompt).",
+        default=True,
+    ),
     # -- probe
     Knob(
         "probe",

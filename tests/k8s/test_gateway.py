@@ -88,6 +88,15 @@ def test_a_model_that_scales_to_zero_is_named_so_the_gateway_stays_ready_without
     assert _flag_values(_container(mocks)["command"], "--scales-to-zero") == ["gpt-j-6b"]
 
 
+def test_the_container_coalesces_requests_by_default(mocks):
+    assert "--coalesce" in _container(_run(mocks))["command"]
+
+
+def test_the_coalesce_knob_off_runs_the_gateway_with_no_coalesce(mocks):
+    command = _container(_run(mocks, coalesce=False))["command"]
+    assert "--no-coalesce" in command and "--coalesce" not in command
+
+
 def test_the_mounted_specs_are_the_served_models_specs(mocks):
     _run(mocks)
     config_map = _named(mocks, "kubernetes:core/v1:ConfigMap", f"{GATEWAY}-specs")

@@ -196,6 +196,15 @@ def test_stop_words_with_csv_quoting_end_the_answer_after_the_phrase_mid_sentenc
     assert answers == [["once upon a time, there"]]
 
 
+def test_a_request_without_bad_or_stop_words_sends_the_model_step_no_word_lists(
+    matrix_triton: LocalTriton, matrix_repository: Path, recording: None
+) -> None:
+    # FT's word-list inputs are optional; Triton's batcher never merges requests with different input sets.
+    assert ask(matrix_triton, "gpt2-tp1", ["hello world"], "grpc") == [["hello world"]]
+    [request] = received(ft_dir(matrix_repository, "gpt2-tp1"))
+    assert sorted(request) == ["input_ids", "input_lengths", "request_output_len"]
+
+
 def test_a_newline_stop_phrase_ends_the_answer(matrix_triton: LocalTriton) -> None:
     answers = ask(matrix_triton, "gpt2-tp1", ["first line\nsecond line"], "grpc", stop_words=("BYTES", ["\n"]))
     assert answers == [["first line\n"]]

@@ -1,8 +1,9 @@
 """A minimal stand-in for Triton's ``triton_python_backend_utils``: only what the rendered model.py files call.
 
-Semantics follow the Python backend: ``Tensor(name, numpy_array)`` with ``as_numpy()``, ``get_input_tensor_by_name``
-returning ``None`` for an absent (optional) input, ``InferenceResponse(output_tensors, error=None)``,
-``TritonError(message)`` and ``triton_string_to_numpy("TYPE_UINT32")``.
+Semantics follow the Python backend: ``Tensor(name, numpy_array)`` with ``name()`` and ``as_numpy()``,
+``InferenceRequest.inputs()`` and ``get_input_tensor_by_name`` (``None`` for an absent optional input),
+``InferenceResponse(output_tensors, error=None)``, ``TritonError(message)`` and
+``triton_string_to_numpy("TYPE_UINT32")``.
 """
 
 from __future__ import annotations
@@ -55,13 +56,17 @@ class InferenceResponse:
 
 @dataclass
 class InferenceRequest:
-    """What Triton hands to ``execute``: named input tensors."""
+    """What Triton hands to ``execute``: named input tensors; ``inputs()`` lists the ones the request carries
+    (an absent optional input is not among them)."""
 
-    inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    tensors: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def inputs(self) -> list[Tensor]:
+        return [Tensor(name, array) for name, array in self.tensors.items()]
 
 
 def get_input_tensor_by_name(request: InferenceRequest, name: str) -> Tensor | None:
-    return Tensor(name, request.inputs[name]) if name in request.inputs else None
+    return Tensor(name, request.tensors[name]) if name in request.tensors else None
 
 
 def triton_string_to_numpy(data_type: str) -> Any:

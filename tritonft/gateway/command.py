@@ -124,5 +124,9 @@ def run(args: argparse.Namespace) -> int:
         loop="uvloop",
         access_log=False,
         log_level="warning",
+        # The ingress' X-Forwarded-* headers are not trusted anyway (forwarded_allow_ips is loopback only), and the
+        # middleware that reads them wraps every request.
+        proxy_headers=False,
+        server_header=False,
     )
     return 0

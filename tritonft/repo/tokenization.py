@@ -59,6 +59,8 @@ class HuggingFaceTokenizer:
         return list(self._tokenizer.encode(text, add_special_tokens=add_special_tokens).ids)
 
     def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool) -> list[list[int]]:
+        if len(texts) == 1:  # encode_batch hands even one text to its thread pool: a wake-up per call
+            return [self.encode(texts[0], add_special_tokens=add_special_tokens)]
         encoded = self._tokenizer.encode_batch(list(texts), add_special_tokens=add_special_tokens)
         return [list(e.ids) for e in encoded]
 
@@ -76,6 +78,8 @@ class SentencePieceTokenizer:
         return [int(i) for i in self._processor.encode(text)]
 
     def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool) -> list[list[int]]:
+        if len(texts) == 1:  # a list is encoded on SentencePiece's thread pool, even a list of one
+            return [self.encode(texts[0], add_special_tokens=add_special_tokens)]
         return [[int(i) for i in ids] for ids in self._processor.encode(list(texts))]
 
     def decode(self, ids: Sequence[int]) -> str:
@@ -156,11 +160,12 @@ class TokenizerSettings:
 
 def decode_utf8_rows(array: npt.NDArray[Any], what: str) -> list[str]:
     """One string per batch row of a ``[B, 1]`` (or ``[B]``) BYTES tensor; ``ValueError`` names the bad row."""
-    rows = np.asarray(array, dtype=object).reshape(len(array), -1)
+    # One tolist() and plain Python after it: every numpy call costs tens of µs when the stub wakes with cold caches.
+    rows = np.asarray(array).reshape(len(array), -1).tolist()
     texts: list[str] = []
     for index, row in enumerate(rows):
-        if row.size != 1:
-            raise ValueError(f"{what}: row {index} has {row.size} elements; send exactly one string per row")
+        if len(row) != 1:
+            raise ValueError(f"{what}: row {index} has {len(row)} elements; send exactly one string per row")
         value = row[0]
         if isinstance(value, bytes | bytearray):
             try:
@@ -189,9 +194,8 @@ def encode_prompts(
             )
         encoded.append(ids)
     width = max((len(ids) for ids in encoded), default=1)
-    input_ids = np.full((len(encoded), width), settings.pad_id, dtype=np.uint32)
-    for row, ids in enumerate(encoded):
-        input_ids[row, : len(ids)] = ids
+    padded = [ids + [settings.pad_id] * (width - len(ids)) for ids in encoded]
+    input_ids = np.array(padded, dtype=np.uint32).reshape(len(encoded), width)
     lengths = np.array([[len(ids)] for ids in encoded], dtype=np.uint32).reshape(len(encoded), 1)
     return input_ids, lengths
 
@@ -232,6 +236,8 @@ def to_word_list(tokenizer: TextTokenizer, phrase_rows: Sequence[Sequence[str]])
     """
     form_rows = [[form for phrase in phrases for form in phrase_forms(phrase)] for phrases in phrase_rows]
     every_form = [form for forms in form_rows for form in forms]
+    if not every_form:
+        return np.array([[[0], [-1]]] * len(form_rows), dtype=np.int32).reshape(len(form_rows), 2, 1)
     encoded = iter(tokenizer.encode_batch(every_form, add_special_tokens=False) if every_form else [])
     flat_rows: list[list[int]] = []
     offset_rows: list[list[int]] = []
@@ -274,8 +280,9 @@ def preprocess(
     """The whole ``preprocessing`` model: request tensors by input name → response tensors by output name.
 
     Inputs: ``text_input`` (required), ``max_output_len``, ``bad_words``, ``stop_words`` (optional; word lists are
-    one comma-separated string per row). Outputs: ``input_ids``, ``input_lengths``, ``request_output_len``,
-    ``bad_words_list``, ``stop_words_list``.
+    one comma-separated string per row). Outputs: ``input_ids``, ``input_lengths``, ``request_output_len``, and
+    ``bad_words_list`` / ``stop_words_list`` only when the request has ``bad_words`` / ``stop_words``: FT's word-list
+    inputs are optional, and an absent tensor is less to build, copy and read than a "no words" one.
     """
     if "text_input" not in inputs:
         raise ValueError("text_input is required: one UTF-8 prompt per batch row")
@@ -288,16 +295,19 @@ def preprocess(
     }
     for source, target in (("bad_words", "bad_words_list"), ("stop_words", "stop_words_list")):
         raw = inputs.get(source)
-        rows = [parse_phrases(text) for text in decode_utf8_rows(raw, source)] if raw is not None else []
-        if raw is not None and len(rows) != len(texts):
+        if raw is None:
+            continue
+        rows = [parse_phrases(text) for text in decode_utf8_rows(raw, source)]
+        if len(rows) != len(texts):
             raise ValueError(f"{source}: {len(rows)} rows for {len(texts)} prompts; send one string per prompt")
-        outputs[target] = to_word_list(tokenizer, rows or [[] for _ in texts])
+        outputs[target] = to_word_list(tokenizer, rows)
     return outputs
 
 
-def generated_tokens(ids: npt.NDArray[Any], length: int, start: int, end_id: int) -> list[int]:
-    """The tokens of one beam between ``start`` (prompt length, GPT) and ``length``, cut at the first ``end_id``."""
-    tokens = [int(t) for t in np.asarray(ids).reshape(-1)[start:length]]
+def generated_tokens(ids: Sequence[int] | npt.NDArray[Any], length: int, start: int, end_id: int) -> list[int]:
+    """The tokens of one beam (1-D) between ``start`` (prompt length, GPT) and ``length``, cut at the first
+    ``end_id``."""
+    tokens = [int(t) for t in ids[start:length]]
     if end_id in tokens:
         tokens = tokens[: tokens.index(end_id)]
     return tokens
@@ -319,15 +329,21 @@ def postprocess(
     if ids.ndim == 2:
         ids = ids[:, np.newaxis, :]
     batch, beams = ids.shape[0], ids.shape[1]
-    lengths = np.asarray(sequence_length).reshape(batch, -1)
-    starts = np.asarray(input_lengths).reshape(batch, -1)[:, 0] if input_lengths is not None else np.zeros(batch, int)
-    texts = np.empty((batch, beams), dtype=object)
+    # Plain lists from here: numpy calls are what costs most when the stub wakes with cold caches.
+    rows = ids.tolist()
+    lengths = np.asarray(sequence_length).reshape(batch, -1).tolist()
+    starts = np.asarray(input_lengths).reshape(batch, -1).tolist() if input_lengths is not None else [[0]] * batch
+    texts = []
     for b in range(batch):
+        row = []
         for k in range(beams):
-            length = int(lengths[b, min(k, lengths.shape[1] - 1)])
-            tokens = generated_tokens(ids[b, k], length, int(starts[b]), settings.end_id)
-            texts[b, k] = tokenizer.decode(tokens).encode("utf-8")
-    return texts
+            length = int(lengths[b][min(k, len(lengths[b]) - 1)])
+            tokens = generated_tokens(rows[b][k], length, int(starts[b][0]), settings.end_id)
+            row.append(tokenizer.decode(tokens).encode("utf-8"))
+        texts.append(row)
+    result = np.empty((batch, beams), dtype=object)
+    result[:] = texts
+    return result
 
 
 WORD_LISTS = ("bad_words_list", "stop_words_list")
@@ -383,22 +399,23 @@ def _served_together(
     for index, request in enumerate(requests):
         groups.setdefault(frozenset(request), []).append(index)
     for members in groups.values():
-        try:
-            if len(members) == 1:
-                raise ValueError("a single request is served as it is")
-            merged = serve(_merged([requests[i] for i in members], pad))
-        except ValueError:
-            for index in members:
-                try:
-                    results[index] = serve(requests[index])
-                except ValueError as exc:
-                    results[index] = exc
-            continue
-        start = 0
+        if len(members) > 1:
+            try:
+                merged = serve(_merged([requests[i] for i in members], pad))
+            except ValueError:
+                pass  # served one by one below
+            else:
+                start = 0
+                for index in members:
+                    rows = len(next(iter(requests[index].values())))
+                    results[index] = rows_of(merged, start, start + rows)
+                    start += rows
+                continue
         for index in members:
-            rows = len(next(iter(requests[index].values())))
-            results[index] = rows_of(merged, start, start + rows)
-            start += rows
+            try:
+                results[index] = serve(requests[index])
+            except ValueError as exc:
+                results[index] = exc
     return results
 
 

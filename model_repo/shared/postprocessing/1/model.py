@@ -22,14 +22,8 @@ class TritonPythonModel:
 
     def execute(self, requests: list[Any]) -> list[Any]:
         # The dynamic batcher may hand over several requests: they are decoded in one pass.
-        batch = []
-        for request in requests:
-            inputs = {}
-            for name in ("output_ids", "sequence_length", "input_lengths"):
-                tensor = pb_utils.get_input_tensor_by_name(request, name)
-                if tensor is not None:
-                    inputs[name] = tensor.as_numpy()
-            batch.append(inputs)
+        # Absent optional inputs are simply not among request.inputs().
+        batch = [{tensor.name(): tensor.as_numpy() for tensor in request.inputs()} for request in requests]
         responses = []
         for texts in postprocess_requests(self.tokenizer, self.settings, batch):
             if isinstance(texts, ValueError):

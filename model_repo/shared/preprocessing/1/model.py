@@ -13,8 +13,6 @@ from typing import Any
 import triton_python_backend_utils as pb_utils
 from tritonft_tokenization import TokenizerSettings, load_tokenizer, preprocess_requests
 
-OPTIONAL_INPUTS = ("max_output_len", "bad_words", "stop_words")
-
 
 class TritonPythonModel:
     def initialize(self, args: dict[str, str]) -> None:
@@ -27,20 +25,17 @@ class TritonPythonModel:
 
     def execute(self, requests: list[Any]) -> list[Any]:
         # The dynamic batcher may hand over several requests: they are tokenized together.
-        batch = []
-        for request in requests:
-            inputs = {}
-            for name in ("text_input", *OPTIONAL_INPUTS):
-                tensor = pb_utils.get_input_tensor_by_name(request, name)
-                if tensor is not None:
-                    inputs[name] = tensor.as_numpy()
-            batch.append(inputs)
+        # Absent optional inputs are simply not among request.inputs().
+        batch = [{tensor.name(): tensor.as_numpy() for tensor in request.inputs()} for request in requests]
         responses = []
         for outputs in preprocess_requests(self.tokenizer, self.settings, batch):
             if isinstance(outputs, ValueError):
                 error = pb_utils.TritonError(str(outputs))
                 responses.append(pb_utils.InferenceResponse(output_tensors=[], error=error))
                 continue
-            tensors = [pb_utils.Tensor(name, array.astype(self.output_dtypes[name])) for name, array in outputs.items()]
+            tensors = [
+                pb_utils.Tensor(name, array.astype(self.output_dtypes[name], copy=False))
+                for name, array in outputs.items()
+            ]
             responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
         return responses
