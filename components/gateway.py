@@ -163,7 +163,7 @@ class Gateway(pulumi.ComponentResource):
         )
         backends = pulumi.Output.all(*(b.service.grpc_address for b in args.backends)).apply(
             lambda addresses: [
-                Backend(b.model, address, b.service.pod_selector)
+                Backend(b.model, address, b.service.pod_selector, b.service.scales_to_zero)
                 for b, address in zip(args.backends, addresses, strict=True)
             ]
         )

@@ -47,6 +47,8 @@ class Backend:
     """``<service>.<namespace>.svc:8001``."""
     pods: dict[str, str]
     """Selector labels of that Triton's pods (the gateway's egress goes to them only)."""
+    scales_to_zero: bool = False
+    """That Triton may have no replica (KEDA): the gateway stays ready without it and answers 503 + Retry-After."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,8 @@ def gateway_command(backends: Sequence[Backend], deadline_seconds: int, coalesce
     for backend in backends:
         command += ["--triton-url", f"{backend.model.name}={backend.grpc_address}"]
         command += ["--spec", f"{SPEC_MOUNT}/{spec_file(backend.model)}"]
+        if backend.scales_to_zero:
+            command += ["--scales-to-zero", backend.model.name]
     return command
 
 
