@@ -22,6 +22,7 @@ from components.gateway import GatewayArgs, GatewayBackend
 from components.gateway_spec import gateway_selector
 from components.image import ImageBuild, TritonImageArgs
 from components.ingress import IngressArgs
+from components.layout import dns_label
 from components.platform_aws import AwsPlatformArgs
 from components.probe import IntegrationProbeArgs
 from components.service import Autoscaler, TritonService, TritonServiceArgs
@@ -260,6 +261,7 @@ def triton_service_args(
         rollout=rollout(settings, conversion.model),
         node_growth=node_growth(settings),
         gateway_pods=gateway_selector(gateway_name(settings)) if settings.serving.gateway.enabled else None,
+        gateway_job=dns_label(gateway_name(settings)) if settings.serving.gateway.enabled else None,
     )
 
 
@@ -288,6 +290,7 @@ def gateway_args(
         cpu=gateway.cpu,
         memory=gateway.memory,
         deadline_seconds=gateway.deadline_s,
+        coalesce=gateway.coalesce,
         monitoring=settings.serving.monitoring,
     )
 

@@ -12,6 +12,7 @@ drops it; deploy-anchors.md §2.2.6).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 RATIO_RECORD = "triton:queue_compute:ratio"
@@ -81,10 +82,40 @@ def adapter_rule() -> dict[str, Any]:
     }
 
 
+GATEWAY_DEMAND = "tritonft_gateway_model_requests_total"
+"""The OpenAI gateway's requests per served model (``tritonft.gateway.metrics``; every model's series from 0)."""
+
+
+@dataclass(frozen=True)
+class GatewayDemand:
+    """Where the stack's OpenAI gateway counts the requests for one model: its Prometheus job (the gateway's
+    Service name) and the model's name in the API (its spec name)."""
+
+    job: str
+    model: str
+
+
 def ingress_request_rate_query(namespace: str, ingresses: tuple[str, ...]) -> str:
-    """Requests/s arriving at the ingress for this service: the only demand signal that exists at zero replicas."""
+    """Requests/s arriving at the ingress for this service."""
     names = "|".join(ingresses)
     return f'sum(rate(nginx_ingress_controller_requests{{exported_namespace="{namespace}",ingress=~"{names}"}}[2m]))'
+
+
+def gateway_request_rate_query(namespace: str, gateway: GatewayDemand) -> str:
+    """Requests/s the OpenAI gateway receives for this model, whatever it answered (while the model has no replica
+    the gateway answers 503, and those requests are the demand that must wake it)."""
+    return f'sum(rate({GATEWAY_DEMAND}{{namespace="{namespace}",job="{gateway.job}",model="{gateway.model}"}}[2m]))'
+
+
+def demand_query(namespace: str, ingresses: tuple[str, ...], gateway: GatewayDemand | None) -> str | None:
+    """Requests/s for this model from every way in (its ingresses, the gateway): the only demand signal that exists
+    at zero replicas. None when it has no way in. Each part absent (no series yet) counts as 0 in a sum."""
+    parts = ([ingress_request_rate_query(namespace, ingresses)] if ingresses else []) + (
+        [gateway_request_rate_query(namespace, gateway)] if gateway is not None else []
+    )
+    if len(parts) <= 1:
+        return parts[0] if parts else None
+    return " + ".join(f"({part} or vector(0))" for part in parts)
 
 
 def ratio_query(namespace: str, job: str) -> str:
@@ -99,13 +130,15 @@ def scaled_object_spec(
     job: str,
     prometheus_url: str,
     ingresses: tuple[str, ...],
+    gateway: GatewayDemand | None = None,
     min_replicas: int,
     max_replicas: int,
     ratio_target: float,
     requests_per_replica: float,
     scale_down_window_seconds: int,
 ) -> dict[str, Any]:
-    """KEDA ScaledObject: the same ratio (as a ``Value`` target) plus the ingress request rate.
+    """KEDA ScaledObject: the same ratio (as a ``Value`` target) plus the request rate (:func:`demand_query`: the
+    model's ingresses and the OpenAI gateway's requests for it).
 
     The request-rate trigger wakes a service scaled to zero (``activationThreshold`` 0: any request) and adds a
     replica per ``requests_per_replica``; the ratio trigger scales a running service like the HPA does.
@@ -122,14 +155,15 @@ def scaled_object_spec(
             },
         }
     ]
-    if ingresses:
+    demand = demand_query(namespace, ingresses, gateway)
+    if demand is not None:
         triggers.append(
             {
                 "type": "prometheus",
                 "metricType": "AverageValue",
                 "metadata": {
                     "serverAddress": prometheus_url,
-                    "query": ingress_request_rate_query(namespace, ingresses),
+                    "query": demand,
                     "threshold": f"{requests_per_replica:g}",
                     "activationThreshold": "0",
                 },

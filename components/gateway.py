@@ -86,6 +86,8 @@ class GatewayArgs:
     """Memory request and limit of each pod."""
     deadline_seconds: int = 60
     """Longest a request may take (``tritonft gateway --deadline``); at most the ingress' proxy timeout."""
+    coalesce: bool = True
+    """Merge concurrent same-parameter completions into one Triton call (``tritonft gateway --coalesce``)."""
     monitoring: bool = False
     """Create a ServiceMonitor for ``/metrics`` (needs the prometheus-operator CRDs)."""
     prometheus_namespace: str = "monitoring"
@@ -156,11 +158,12 @@ class Gateway(pulumi.ComponentResource):
             cpu=args.cpu,
             memory=args.memory,
             deadline_seconds=args.deadline_seconds,
+            coalesce=args.coalesce,
             node_selector=dict(target.cpu_node_selector),
         )
         backends = pulumi.Output.all(*(b.service.grpc_address for b in args.backends)).apply(
             lambda addresses: [
-                Backend(b.model, address, b.service.pod_selector)
+                Backend(b.model, address, b.service.pod_selector, b.service.scales_to_zero)
                 for b, address in zip(args.backends, addresses, strict=True)
             ]
         )

@@ -47,6 +47,8 @@ class Backend:
     """``<service>.<namespace>.svc:8001``."""
     pods: dict[str, str]
     """Selector labels of that Triton's pods (the gateway's egress goes to them only)."""
+    scales_to_zero: bool = False
+    """That Triton may have no replica (KEDA): the gateway stays ready without it and answers 503 + Retry-After."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class GatewayPod:
     """Memory request and limit (Kubernetes quantity)."""
     deadline_seconds: int
     node_selector: dict[str, str]
+    coalesce: bool = True
+    """Merge concurrent same-parameter completions into one Triton call (``--coalesce``/``--no-coalesce``)."""
 
 
 def spec_file(model: ModelSpec) -> str:
@@ -79,13 +83,15 @@ def specs_digest(models: Sequence[ModelSpec]) -> str:
     return hashlib.sha256("\n".join(f"{k}\n{data[k]}" for k in sorted(data)).encode()).hexdigest()
 
 
-def gateway_command(backends: Sequence[Backend], deadline_seconds: int) -> list[str]:
+def gateway_command(backends: Sequence[Backend], deadline_seconds: int, coalesce: bool = True) -> list[str]:
     """``python -m tritonft gateway`` with one route and one spec per model."""
     command = ["python", "-m", "tritonft", "gateway", "--port", str(GATEWAY_PORT)]
-    command += ["--deadline", str(deadline_seconds)]
+    command += ["--deadline", str(deadline_seconds), "--coalesce" if coalesce else "--no-coalesce"]
     for backend in backends:
         command += ["--triton-url", f"{backend.model.name}={backend.grpc_address}"]
         command += ["--spec", f"{SPEC_MOUNT}/{spec_file(backend.model)}"]
+        if backend.scales_to_zero:
+            command += ["--scales-to-zero", backend.model.name]
     return command
 
 
@@ -100,7 +106,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
         "name": "gateway",
         "image": pod.image,
         "imagePullPolicy": "Always",
-        "command": gateway_command(backends, pod.deadline_seconds),
+        "command": gateway_command(backends, pod.deadline_seconds, pod.coalesce),
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
         "ports": [{"name": "http", "containerPort": GATEWAY_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.autoscaling import adapter_rule, hpa_spec, scaled_object_spec
+from components.autoscaling import GatewayDemand, adapter_rule, hpa_spec, scaled_object_spec
 from components.capacity import (
     PACKING_LABEL,
     PLACEMENT_ANNOTATION,
@@ -85,7 +85,8 @@ class TritonServiceArgs:
     autoscaler: Autoscaler = "hpa"
     """``hpa`` (queue/compute ratio via prometheus-adapter), ``keda`` (same ratio + scale-to-zero), ``none``."""
     min_replicas: int = 1
-    """Lower bound of the autoscaler (0 allowed with KEDA and an ingress), or the fixed count without one."""
+    """Lower bound of the autoscaler (0 allowed with KEDA and an ingress or the gateway), or the fixed count
+    without one."""
     max_replicas: int = 3
     ratio_target: float = 1.0
     """Target queue time / compute time per pod (NVIDIA tutorial: 1.0; 1.5-3.5 for large TP models)."""
@@ -119,6 +120,9 @@ class TritonServiceArgs:
     """Surge or replace one at a time, decided from the GPU capacity (``components.capacity.rollout_for``)."""
     gateway_pods: dict[str, str] | None = None
     """Selector labels of the stack's OpenAI gateway pods, which the NetworkPolicy lets call gRPC (8001)."""
+    gateway_job: str | None = None
+    """Prometheus job of the stack's OpenAI gateway (its Service name): with KEDA, the gateway's requests for this
+    model are demand too, and wake it from zero. None = no gateway."""
     node_growth: NodeGrowth = field(default_factory=lambda: NodeGrowth(autoscaler=False))
     """What can add GPU nodes while a pod waits for GPUs (the rollout watch fails fast when nothing can)."""
 
@@ -131,8 +135,10 @@ def _validate(args: TritonServiceArgs) -> list[str]:
         problems.append("min_replicas must be >= 0")
     if args.min_replicas == 0 and args.autoscaler != "keda":
         problems.append("min_replicas 0 (scale to zero) needs autoscaler='keda'")
-    if args.min_replicas == 0 and args.ingress is None:
-        problems.append("scale to zero needs an ingress: its request rate is what wakes a service with no pods")
+    if args.min_replicas == 0 and args.ingress is None and args.gateway_job is None:
+        problems.append(
+            "scale to zero needs an ingress or the gateway: their request rate is what wakes a service with no pods"
+        )
     if args.ratio_target <= 0:
         problems.append(f"ratio_target must be positive (got {args.ratio_target})")
     addons = args.target.addons
@@ -179,6 +185,8 @@ class TritonService(pulumi.ComponentResource):
     """Done when the Deployment has rolled out (for ``depends_on`` of the integration probe)."""
     pod_selector: dict[str, str]
     """Selector labels of the Triton pods (the gateway's NetworkPolicy lets it reach these)."""
+    scales_to_zero: bool
+    """May have no replica when idle (KEDA, ``min_replicas`` 0): the gateway must not need it to be ready."""
 
     def __init__(self, name: str, args: TritonServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         problems = _validate(args) + (validate_ingress(args.ingress) if args.ingress is not None else [])
@@ -297,6 +305,7 @@ class TritonService(pulumi.ComponentResource):
                         job=base,
                         prometheus_url=args.keda_prometheus_url,
                         ingresses=ingress_names,
+                        gateway=GatewayDemand(args.gateway_job, model.name) if args.gateway_job else None,
                         min_replicas=args.min_replicas,
                         max_replicas=args.max_replicas,
                         ratio_target=args.ratio_target,
@@ -314,6 +323,7 @@ class TritonService(pulumi.ComponentResource):
         self.internal_url = ns.apply(lambda n: f"http://{base}.{n}.svc:{HTTP_PORT}")
         self.grpc_address = ns.apply(lambda n: f"{base}.{n}.svc:{GRPC_PORT}")
         self.pod_selector = dict(sel)
+        self.scales_to_zero = args.min_replicas == 0
         http_url, grpc_url = endpoint_urls(args.ingress) if args.ingress is not None else (None, None)
         self.endpoint = pulumi.Output.from_input(http_url)
         self.grpc_endpoint = pulumi.Output.from_input(grpc_url)

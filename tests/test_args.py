@@ -70,7 +70,7 @@ def test_the_gateway_is_exposed_on_the_base_host_with_the_models_tls_and_auth() 
 
 def test_gateway_knobs_reach_the_gateway_args(mocks: RecordingMocks) -> None:
     knobs = {"gatewayReplicasMin": 1, "gatewayReplicasMax": 6, "gatewayCpu": "250m", "gatewayMemory": "1Gi"}
-    settings = load(kubernetes_stack(**knobs, gatewayDeadlineSeconds=90))
+    settings = load(kubernetes_stack(**knobs, gatewayDeadlineSeconds=90, gatewayCoalesce=False))
     made: list[GatewayArgs] = []
 
     def build() -> None:
@@ -82,5 +82,6 @@ def test_gateway_knobs_reach_the_gateway_args(mocks: RecordingMocks) -> None:
     (gateway,) = made
     assert (gateway.min_replicas, gateway.max_replicas, gateway.cpu, gateway.memory) == (1, 6, "250m", "1Gi")
     assert gateway.deadline_seconds == 90
+    assert gateway.coalesce is False
     assert gateway.image == TOOLS_IMAGE
     assert gateway.ingress is not None and gateway.ingress.host == settings.serving.ingress.host

@@ -379,5 +379,6 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
             cpu=top.get("gatewayCpu", "1"),
             memory=top.get("gatewayMemory", "512Mi"),
             deadline_s=top.get("gatewayDeadlineSeconds", 60),
+            coalesce=top.get("gatewayCoalesce", True),
         ),
     )

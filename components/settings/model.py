@@ -121,6 +121,8 @@ class GatewaySettings:
     cpu: str
     memory: str
     deadline_s: int
+    coalesce: bool = True
+    """Merge concurrent same-parameter completions into one Triton call (``tritonft gateway --coalesce``)."""
 
 
 @dataclass(frozen=True)

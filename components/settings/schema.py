@@ -765,7 +765,14 @@ STACK_KNOBS: tuple[Knob, ...] = (
         maximum=3600,
         unit="seconds",
     ),
-    Knob("scaleToZero", "boolean", "Use a KEDA ScaledObject that scales to zero when idle.", default=False),
+    Knob(
+        "scaleToZero",
+        "boolean",
+        "Autoscale with a KEDA ScaledObject (the queue:compute ratio, plus the request rate through the model's "
+        "ingress and the OpenAI gateway) instead of an HPA; with `replicasMin: 0` the model scales to zero when "
+        "idle and the next request wakes it (answered 503 with `Retry-After` meanwhile).",
+        default=False,
+    ),
     Knob(
         "monitoring",
         "boolean",
@@ -825,6 +832,13 @@ STACK_KNOBS: tuple[Knob, ...] = (
         minimum=1,
         maximum=300,
         unit="seconds",
+    ),
+    Knob(
+        "gatewayCoalesce",
+        "boolean",
+        "Send concurrent greedy or seeded completions of a model with the same parameters to Triton as one batched "
+        "call (`tritonft gateway --coalesce`; off: one call per prompt).",
+        default=True,
     ),
     # -- probe
     Knob(

@@ -72,3 +72,12 @@ def test_the_served_model_keeps_the_ensembles_max_batch_size(tmp_path: Path) -> 
 def test_calls_in_flight_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="--calls-in-flight must be positive"):
         load_config(parsed(tmp_path, "--calls-in-flight", "0"))
+
+
+def test_scales_to_zero_must_name_a_served_model(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"--scales-to-zero t5: no --spec serves such a model \(gpt2\)"):
+        load_config(parsed(tmp_path, "--scales-to-zero", "t5"))
+
+
+def test_scales_to_zero_names_the_models_that_may_sleep(tmp_path: Path) -> None:
+    assert load_config(parsed(tmp_path, "--scales-to-zero", "gpt2")).scales_to_zero == {"gpt2"}

@@ -96,6 +96,7 @@ def serve(
     min_replicas: int = 1,
     hf_token: str | None = None,
     gateway_pods: dict[str, str] | None = None,
+    gateway_job: str | None = None,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -123,6 +124,7 @@ def serve(
             monitoring=monitoring,
             min_replicas=min_replicas,
             gateway_pods=gateway_pods,
+            gateway_job=gateway_job,
         ),
     )
 

@@ -6,10 +6,12 @@ import json
 from typing import Any
 
 import pulumi
+import pytest
 
 from components import sizing
 from components.autoscaling import RATIO_METRIC, RATIO_RECORD
 from tests.k8s.fixtures import GPTJ_6B, NAMESPACE, T5_SMALL, secure_ingress, serve
+from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
@@ -59,7 +61,7 @@ def test_the_adapter_rule_serves_the_recorded_ratio_under_the_hpa_metric_name(mo
     assert rule["name"] == {"matches": f"^{RATIO_RECORD}$", "as": RATIO_METRIC}
 
 
-def _scaled_object(mocks: RecordingMocks, ingress: bool = True) -> Registered:
+def _scaled_object(mocks: RecordingMocks, ingress: bool = True, gateway_job: str | None = None) -> Registered:
     run_program(
         lambda: serve(
             "m",
@@ -67,6 +69,7 @@ def _scaled_object(mocks: RecordingMocks, ingress: bool = True) -> Registered:
             autoscaler="keda",
             min_replicas=0,
             ingress=secure_ingress("m.example.com") if ingress else None,
+            gateway_job=gateway_job,
         )
     )
     (obj,) = mocks.of_type(SCALED_OBJECT)
@@ -91,6 +94,29 @@ def test_keda_wakes_from_zero_on_ingress_requests(mocks):
     assert "nginx_ingress_controller_requests" in wake["metadata"]["query"]
     assert f'exported_namespace="{NAMESPACE}"' in wake["metadata"]["query"]
     assert wake["metadata"]["activationThreshold"] == "0"
+
+
+def test_keda_wakes_from_zero_on_the_gateways_requests_for_the_model_too(mocks):
+    triggers = _scaled_object(mocks, gateway_job="prod-gateway").inputs["spec"]["triggers"]
+    (wake,) = [t for t in triggers if "activationThreshold" in t["metadata"]]
+    query = wake["metadata"]["query"]
+    assert "nginx_ingress_controller_requests" in query
+    assert (
+        f'tritonft_gateway_model_requests_total{{namespace="{NAMESPACE}",job="prod-gateway",model="{GPTJ_6B.name}"}}'
+        in (query)
+    )
+    assert query.count("or vector(0)") == 2, "either way in may have no series yet; the sum must still be a number"
+
+
+def test_scale_to_zero_behind_the_gateway_alone_needs_no_ingress(mocks):
+    triggers = _scaled_object(mocks, ingress=False, gateway_job="prod-gateway").inputs["spec"]["triggers"]
+    (wake,) = [t for t in triggers if "activationThreshold" in t["metadata"]]
+    assert wake["metadata"]["query"].startswith("sum(rate(tritonft_gateway_model_requests_total{")
+
+
+def test_scale_to_zero_with_no_way_in_is_refused_naming_both(mocks):
+    with pytest.raises(UserError, match="scale to zero needs an ingress or the gateway"):
+        _scaled_object(mocks, ingress=False)
 
 
 def test_keda_scales_a_running_service_on_the_ratio(mocks):

@@ -73,6 +73,30 @@ def test_the_container_runs_the_shell_command_with_a_route_and_a_spec_per_model(
     assert _flag_values(command, "--port") == [str(GATEWAY_PORT)]
 
 
+def test_a_model_that_scales_to_zero_is_named_so_the_gateway_stays_ready_without_it(mocks):
+    def stack() -> None:
+        target = make_target()
+        pods = gateway_selector(GATEWAY)
+        t5 = serve("t5", T5_SMALL, target=target, ingress=secure_ingress("t5.example.com"), gateway_pods=pods)
+        sleepy = serve(
+            "gptj", GPTJ_6B, target=target, autoscaler="keda", min_replicas=0, gateway_pods=pods, gateway_job=GATEWAY
+        )
+        backends = (GatewayBackend(T5_SMALL, t5), GatewayBackend(GPTJ_6B, sleepy))
+        Gateway(GATEWAY, GatewayArgs(target=target, image=TOOLS_IMAGE, backends=backends, monitoring=True))
+
+    run_program(stack)
+    assert _flag_values(_container(mocks)["command"], "--scales-to-zero") == ["gpt-j-6b"]
+
+
+def test_the_container_coalesces_requests_by_default(mocks):
+    assert "--coalesce" in _container(_run(mocks))["command"]
+
+
+def test_the_coalesce_knob_off_runs_the_gateway_with_no_coalesce(mocks):
+    command = _container(_run(mocks, coalesce=False))["command"]
+    assert "--no-coalesce" in command and "--coalesce" not in command
+
+
 def test_the_mounted_specs_are_the_served_models_specs(mocks):
     _run(mocks)
     config_map = _named(mocks, "kubernetes:core/v1:ConfigMap", f"{GATEWAY}-specs")

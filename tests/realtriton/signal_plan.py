@@ -15,6 +15,7 @@ from tests.realtriton.repos import ROOT
 from tritonft.synth.run import synthesize
 
 STACK, MODEL = "staging", "t5-3b"
+GATEWAY = f"{STACK}-gateway"
 POD = f"{STACK}-{MODEL}-0"
 """The pod name the scrape target gets (what the Deployment's first pod would be called)."""
 
@@ -47,6 +48,8 @@ class Plan:
     """The HorizontalPodAutoscaler, or the KEDA ScaledObject."""
     adapter_rules: list[dict[str, Any]]
     """``rules.custom`` of the prometheus-adapter chart the stack installs (empty when it installs none)."""
+    gateway: dict[str, dict[str, Any]]
+    """The OpenAI gateway's objects by kind (``Deployment``, ``Service``, ``ServiceMonitor`` ...); empty without."""
 
     @property
     def namespace(self) -> str:
@@ -82,4 +85,5 @@ def synthesized_plan(out: Path, extra: dict[str, Any]) -> Plan:
         dashboard=json.loads(board_json),
         autoscaler=autoscaler,
         adapter_rules=[rule for a in adapters for rule in a["values"]["rules"]["custom"]],
+        gateway={m.body["kind"]: m.body for m in result.manifests if m.body["metadata"]["name"] == GATEWAY},
     )

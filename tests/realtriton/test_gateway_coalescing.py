@@ -137,15 +137,15 @@ def test_one_prompt_over_max_input_len_fails_only_its_own_request(
 def test_a_merged_request_gets_a_504_at_its_own_deadline_while_the_call_answers_the_others(
     matrix_triton: LocalTriton, matrix_repository: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    # deadline 3 s, 2 s per execution: "a" runs 0-2 s; "b" (from 0.5 s, deadline 3.5 s) and "c" (from 1.5 s,
-    # deadline 4.5 s) wait for it, then run together 2-4 s: "b" expires during that call, "c" is answered by it.
-    with gateway_at(matrix_triton, tmp_path, request, "--deadline", "3", "--calls-in-flight", "1") as client:
-        with slow_ft(matrix_repository, 2.0):
-            answers = together([partial(complete, client, p) for p in ("a", "b", "c")], (0, 0.5, 1.5))
+    # deadline 4 s, 2.5 s per execution: "a" runs 0-2.5 s; "b" (from 0.5 s, deadline 4.5 s) and "c" (from 2 s,
+    # deadline 6 s) wait for it, then run together 2.5-5 s: "b" expires during that call, "c" is answered by it.
+    with gateway_at(matrix_triton, tmp_path, request, "--deadline", "4", "--calls-in-flight", "1") as client:
+        with slow_ft(matrix_repository, 2.5):
+            answers = together([partial(complete, client, p) for p in ("a", "b", "c")], (0, 0.5, 2.0))
         calls, rows = gateway_calls(client)
     assert answers[0] == "a" and answers[2] == "c"
     assert isinstance(answers[1], openai.APIStatusError) and answers[1].status_code == 504
-    assert "3 s deadline" in answers[1].message
+    assert "4 s deadline" in answers[1].message
     assert (calls, rows) == (2, 3)
 
 

@@ -19,7 +19,8 @@ from tritonft.gateway.accesslog import AccessLog
 from tritonft.gateway.asgi import App, Call, JSONResponse, Lifespan, Route
 from tritonft.gateway.coalesce import Coalescer
 from tritonft.gateway.config import GatewayConfig, ServedModel
-from tritonft.gateway.errors import ApiError, unknown_model
+from tritonft.gateway.errors import ApiError, model_starting, unknown_model
+from tritonft.gateway.health import readiness
 from tritonft.gateway.mapping import (
     EnsembleRequest,
     chat_body,
@@ -38,7 +39,7 @@ POST = frozenset({"POST"})
 def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: AccessLog | None = None) -> App:
     """The gateway for ``config``; ``triton`` defaults to one gRPC client per Triton endpoint of ``config``,
     ``access_log`` to JSON lines on stderr."""
-    metrics = GatewayMetrics()
+    metrics = GatewayMetrics(tuple(config.names))
     access_log = access_log or AccessLog()
     clients: dict[str, Triton] = {}
     # Completion ids: a random per-process prefix and a counter (unique without a urandom call per request).
@@ -88,6 +89,10 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             if req.model.streaming:
                 return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
             return await coalescer.answer(req, deadline)
+        except ApiError as exc:
+            if exc.code == "triton_down" and req.model.name in config.scales_to_zero:
+                raise model_starting(req.model.name) from exc
+            raise
         finally:
             metrics.triton_waited(req.model.name, time.monotonic() - started)
 
@@ -174,17 +179,13 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         return PlainTextResponse("ok")
 
     async def ready(_: Call) -> Response:
-        # Ready while some Triton serves all its models: with one Triton per model (a deployed stack), one model
-        # rolling out or scaled to zero must not take every gateway replica, and so every model, out of service.
         by_url: dict[str, list[str]] = {}
         for name in config.names:
             by_url.setdefault(config.url_of(name), []).append(name)
         answers = await asyncio.gather(*(client(names[0]).ready(names, timeout_s=2.0) for names in by_url.values()))
         down = [name for ok, names in zip(answers, by_url.values(), strict=True) if not ok for name in names]
-        if not down:
-            return PlainTextResponse("ok")
-        text = f"not ready: {', '.join(down)}"
-        return PlainTextResponse(text, status_code=200 if any(answers) else 503)
+        status, text = readiness(down, any(answers), config.scales_to_zero)
+        return PlainTextResponse(text, status_code=status)
 
     async def get_metrics(_: Call) -> Response:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

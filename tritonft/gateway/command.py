@@ -28,6 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--spec", action="append", default=[], type=Path, metavar="SPEC.json", help="a served model's spec (repeat)"
     )
+    parser.add_argument(
+        "--scales-to-zero",
+        action="append",
+        default=[],
+        metavar="MODEL",
+        help="a model whose Triton may have no replica (KEDA scale to zero; repeat): it does not make the gateway "
+        "unready, and a request for it meanwhile gets 503 with Retry-After (the request is what wakes it)",
+    )
     parser.add_argument("--deadline", type=float, default=60.0, help="seconds a request may take (default 60)")
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
     parser.add_argument(
@@ -63,9 +71,20 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
             raise UserError(f"--spec {path}: cannot read it ({exc.strerror})") from exc
         except ValueError as exc:
             raise UserError(f"--spec {path}: {exc}") from exc
-    default, routes = triton_routes(args.triton_url, [m.name for m in models])
+    names = [m.name for m in models]
+    default, routes = triton_routes(args.triton_url, names)
+    unknown = [name for name in args.scales_to_zero if name not in names]
+    if unknown:
+        raise UserError(f"--scales-to-zero {', '.join(unknown)}: no --spec serves such a model ({', '.join(names)})")
     return GatewayConfig(
-        default, tuple(models), args.max_body_bytes, args.deadline, routes, args.coalesce, args.calls_in_flight
+        default,
+        tuple(models),
+        args.max_body_bytes,
+        args.deadline,
+        routes,
+        frozenset(args.scales_to_zero),
+        args.coalesce,
+        args.calls_in_flight,
     )
 
 
@@ -105,5 +124,9 @@ def run(args: argparse.Namespace) -> int:
         loop="uvloop",
         access_log=False,
         log_level="warning",
+        # The ingress' X-Forwarded-* headers are not trusted anyway (forwarded_allow_ips is loopback only), and the
+        # middleware that reads them wraps every request.
+        proxy_headers=False,
+        server_header=False,
     )
     return 0

@@ -51,7 +51,9 @@ class GatewayConfig:
     routes: dict[str, str] = field(default_factory=dict)
     """Model name -> ``HOST:PORT`` of the Triton serving it, where that is not ``triton_url`` (a deployed stack
     runs one Triton Deployment per model)."""
-
+    scales_to_zero: frozenset[str] = frozenset()
+    """Models whose Triton may have no replica (KEDA scales them to zero when idle): one of them down does not make
+    the gateway unready, and a request for it then is answered 503 ``model_starting`` with ``Retry-After``."""
     coalesce: bool = True
     """Send concurrent same-parameter completions of a model to Triton as one batched call (``coalesce.py``)."""
     calls_in_flight: int = 2

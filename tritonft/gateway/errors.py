@@ -15,6 +15,8 @@ class ApiError(Exception):
     type: str = "invalid_request_error"
     param: str | None = None
     code: str | None = None
+    retry_after_s: int | None = None
+    """Sent as ``Retry-After`` (seconds): when the client should try again."""
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -31,6 +33,23 @@ def unknown_model(name: str, served: list[str]) -> ApiError:
         f"model {name!r} is not served here; served models: {', '.join(served) or 'none'} (see GET /v1/models)",
         param="model",
         code="model_not_found",
+    )
+
+
+STARTING_RETRY_AFTER_S = 60
+"""``Retry-After`` for a model that is starting from zero replicas (a GPU pod takes minutes to serve)."""
+
+
+def model_starting(name: str) -> ApiError:
+    """A request for a model that scales to zero found no running replica: it is the demand that starts one."""
+    return ApiError(
+        503,
+        f"model {name!r} has no running replica: it scales to zero when idle, and requests like this one start it; "
+        f"retry in a minute or two",
+        "server_error",
+        None,
+        "model_starting",
+        STARTING_RETRY_AFTER_S,
     )
 
 

@@ -13,6 +13,8 @@ _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 
 @dataclass(eq=False)
 class GatewayMetrics:
+    models: tuple[str, ...] = ()
+    """The served models: each gets its :attr:`demand` series at 0 from the start."""
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     # Labelled children by label values: ``labels()`` validates and locks on every call.
     _children: dict[tuple[str, ...], Any] = field(default_factory=dict, init=False, repr=False)
@@ -31,6 +33,16 @@ class GatewayMetrics:
             buckets=_BUCKETS,
             registry=self.registry,
         )
+        # A series that first appears at 1 has no increase for rate(): the first request for a model asleep would
+        # not count as demand. So every served model's series exists, at 0, before any request.
+        self.demand = Counter(
+            "tritonft_gateway_model_requests",
+            "Requests naming each served model, whatever they were answered (the demand that wakes a model scaled "
+            "to zero)",
+            ["model"],
+            registry=self.registry,
+        )
+        self._demand = {model: self.demand.labels(model) for model in self.models}
         self.triton_latency = Histogram(
             "tritonft_gateway_triton_seconds",
             "Time spent waiting for Triton per inference, by model",
@@ -57,6 +69,8 @@ class GatewayMetrics:
 
     def answered(self, route: str, model: str, status: int, seconds: float) -> None:
         self._child(self.requests, route, model, str(status)).inc()
+        if model in self._demand:
+            self._demand[model].inc()
         self._child(self.latency, route).observe(seconds)
 
     def triton_waited(self, model: str, seconds: float) -> None:
