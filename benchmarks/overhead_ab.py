@@ -22,7 +22,6 @@ Usage: .venv/bin/python benchmarks/overhead_ab.py [--rounds 10] [--seconds 1] [-
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -37,13 +36,13 @@ from google.protobuf import text_format  # type: ignore[import-untyped]  # no ty
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.triton_bench import (
-    PROMPT,
-    STAT_PHASES,
     add_bls_model,
+    benchmark_inputs,
     model_stats,
     per_request_us,
     perf_analyzer,
     perf_analyzer_binary,
+    print_phases,
 )
 from tests.realtriton.repos import serve_ready_repository, stack_specs
 from tests.repo.conftest import train_gpt_tokenizer
@@ -106,18 +105,10 @@ def main() -> int:
     targets = [spec.name, *variants]
     if args.bls:
         targets.append(add_bls_model(repository, RepoNames.of(spec)))
-    from tokenizers import Tokenizer
-
-    ids = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).encode(PROMPT).ids
-    ensemble_data = work / "ensemble.json"
-    ensemble_data.write_text(json.dumps({"data": [{"text_input": [PROMPT]}]}))
-    step_data = work / "step.json"
-    step_data.write_text(
-        json.dumps({"data": [{"input_ids": ids, "input_lengths": [len(ids)], "request_output_len": [len(ids)]}]})
-    )
+    ensemble_data, step_data, step_shapes = benchmark_inputs(work, tokenizer_dir)
     step = RepoNames.of(spec).ft
     plan = [(target, ensemble_data, ["text_input:1"]) for target in targets]
-    plan.append((step, step_data, [f"input_ids:{len(ids)}", "request_output_len:1"]))
+    plan.append((step, step_data, step_shapes))
     p50s: dict[str, list[float]] = {}
     phases: dict[str, list[dict[str, dict[str, float]]]] = {}
     if args.pin:
@@ -143,11 +134,7 @@ def main() -> int:
         overhead = "" if target == step else f"  overhead over the step {medians[target] - medians[step]:.3f} ms"
         print(f"{target:<10} p50 {medians[target]:.3f} ms{overhead}")
     print("\nserver-side per-request means, µs (medians over rounds):")
-    print(f"{'measured':<10} {'model':<24} " + " ".join(f"{p:>14}" for p in (*STAT_PHASES[:-1], "total")))
-    for target, runs in phases.items():
-        for model in sorted(runs[0]):
-            cells = [statistics.median(r[model][p] for r in runs if model in r) for p in STAT_PHASES]
-            print(f"{target:<10} {model:<24} " + " ".join(f"{c:>14.1f}" for c in cells))
+    print_phases(phases, 10)
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
