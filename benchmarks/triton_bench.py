@@ -83,6 +83,30 @@ def add_bls_model(repository: Path, names: RepoNames) -> str:
     return name
 
 
+def benchmark_inputs(work: Path, tokenizer_dir: Path) -> tuple[Path, Path, list[str]]:
+    """perf_analyzer's input files for the ensemble (the prompt) and for the step alone (the prompt's tokens, as
+    preprocessing makes them), and the step's ``--shape`` arguments."""
+    from tokenizers import Tokenizer
+
+    ids = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).encode(PROMPT).ids
+    ensemble_data = work / "ensemble.json"
+    ensemble_data.write_text(json.dumps({"data": [{"text_input": [PROMPT]}]}))
+    step_data = work / "step.json"
+    step_data.write_text(
+        json.dumps({"data": [{"input_ids": ids, "input_lengths": [len(ids)], "request_output_len": [len(ids)]}]})
+    )
+    return ensemble_data, step_data, [f"input_ids:{len(ids)}", "request_output_len:1"]
+
+
+def print_phases(phases: dict[str, list[dict[str, dict[str, float]]]], width: int) -> None:
+    """The per-model phase means of every measured target (medians over its runs), one row per model."""
+    print(f"{'measured':<{width}} {'model':<24} " + " ".join(f"{p:>14}" for p in (*STAT_PHASES[:-1], "total")))
+    for target, runs in phases.items():
+        for model in sorted(runs[0]):
+            cells = [statistics.median(r[model][p] for r in runs if model in r) for p in STAT_PHASES]
+            print(f"{target:<{width}} {model:<24} " + " ".join(f"{c:>14.1f}" for c in cells))
+
+
 def model_stats(server: LocalTriton) -> dict[str, dict[str, int]]:
     """Every model's cumulative request count and phase durations (ns), from Triton's statistics extension."""
     with urllib.request.urlopen(f"http://{server.http_url}/v2/models/stats", timeout=30) as answer:
@@ -204,15 +228,7 @@ def main() -> int:
         config.instance_group[0].count = args.tokenizer_instances
         (repository / model / "config.pbtxt").write_text(text_format.MessageToString(config))
     bls = add_bls_model(repository, RepoNames.of(spec)) if args.bls else None
-    from tokenizers import Tokenizer
-
-    ids = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json")).encode(PROMPT).ids
-    ensemble_data = work / "ensemble.json"
-    ensemble_data.write_text(json.dumps({"data": [{"text_input": [PROMPT]}]}))
-    step_data = work / "step.json"
-    step_data.write_text(
-        json.dumps({"data": [{"input_ids": ids, "input_lengths": [len(ids)], "request_output_len": [len(ids)]}]})
-    )
+    ensemble_data, step_data, step_shapes = benchmark_inputs(work, tokenizer_dir)
     step = RepoNames.of(spec).ft
     rows: dict[tuple[str, int], list[dict[str, float]]] = {}
     phases: dict[str, list[dict[str, dict[str, float]]]] = {}
@@ -222,7 +238,9 @@ def main() -> int:
         if args.pin:
             os.sched_setaffinity(0, {1})  # this process (tritonft bench) and the perf_analyzer it starts
             print("pinned: server on CPU 0, clients on CPU 1", flush=True)
-        print(f"tritonserver pid {server.pid}, gRPC {server.grpc_url}; {len(ids)}-token prompt {PROMPT!r}", flush=True)
+        print(
+            f"tritonserver pid {server.pid}, gRPC {server.grpc_url}; prompt {PROMPT!r} ({step_shapes[0]})", flush=True
+        )
         print(
             f"tokenizer models: dynamic batching {'off' if args.no_tokenizer_batching else 'on'}, "
             f"{args.tokenizer_instances} instance(s)",
@@ -238,7 +256,6 @@ def main() -> int:
                 phases.setdefault(tool, []).append(per_request_us(before, model_stats(server)))
             return figures
 
-        step_shapes = [f"input_ids:{len(ids)}", "request_output_len:1"]
         for run in range(1, args.runs + 1):
             for level in levels:
                 ensemble = "perf_analyzer ensemble"
@@ -266,11 +283,7 @@ def main() -> int:
         print(f"{tool:<25} {level:>3} {med['rps']:>9.1f} {med['p50']:>8.2f} {med['p99']:>8.2f}")
     if phases:
         print("\nserver-side per-request means at c=1, µs (Triton's /v2/models/stats; medians over runs):")
-        print(f"{'measured':<26} {'model':<22} " + " ".join(f"{p:>14}" for p in (*STAT_PHASES[:-1], "total")))
-        for measured_tool, runs in phases.items():
-            for name in sorted(runs[0]):
-                cells = [statistics.median(r[name][p] for r in runs if name in r) for p in STAT_PHASES]
-                print(f"{measured_tool:<26} {name:<22} " + " ".join(f"{c:>14.1f}" for c in cells))
+        print_phases(phases, 26)
     print()
     for level in levels:
         ratio = medians[("tritonft bench ensemble", level)]["rps"] / medians[("perf_analyzer ensemble", level)]["rps"]

@@ -67,15 +67,22 @@ def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:
     )
 
 
-def addon_flags(addons: frozenset[str]) -> AddonFlags:
-    """Exactly the add-ons the stack lists (none implied)."""
+def addon_flags(addons: frozenset[str], *, metrics_server: bool = False) -> AddonFlags:
+    """The add-ons the stack lists, plus metrics-server when a feature needs it (``metrics_server``)."""
     return AddonFlags(
         ingress_nginx="ingress-nginx" in addons,
         cert_manager="cert-manager" in addons,
         kube_prometheus_stack="kube-prometheus-stack" in addons,
         prometheus_adapter="prometheus-adapter" in addons,
         keda="keda" in addons,
+        metrics_server=metrics_server,
     )
+
+
+def gateway_autoscales(settings: Settings) -> bool:
+    """The gateway gets an HPA on CPU (it reads the resource metrics API, ``metrics.k8s.io``)."""
+    gateway = settings.serving.gateway
+    return gateway.enabled and gateway.replicas_max > gateway.replicas_min
 
 
 def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
@@ -114,7 +121,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
             ),
         ),
         model_weights_gib=round(largest_model_gib, 1),
-        addons=addon_flags(cluster.addons),
+        addons=addon_flags(cluster.addons, metrics_server=gateway_autoscales(settings)),
         ingress_class=cluster.ingress_class,
         storage_class_name=cluster.storage_class or AWS_EFS_STORAGE_CLASS,
         protect_model_store=settings.storage.protect,

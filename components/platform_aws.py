@@ -284,6 +284,7 @@ class AwsPlatform(pulumi.ComponentResource):
             name,
             args.addons,
             ingress_class=args.ingress_class,
+            system_node_selector={POOL_LABEL: SYSTEM_POOL},
             provider=k8s_provider,
             parent=self,
             depends_on=in_cluster,

@@ -48,6 +48,16 @@ def test_aws_addons_are_exactly_the_listed_ones() -> None:
     assert flags.ingress_nginx and not flags.kube_prometheus_stack and not flags.prometheus_adapter
 
 
+def test_aws_installs_metrics_server_when_the_gateway_autoscales_on_cpu() -> None:
+    flags = args.aws_platform_args(load(aws_stack(gatewayReplicasMin=2, gatewayReplicasMax=4))).addons
+    assert flags.metrics_server
+
+
+@pytest.mark.parametrize("overrides", [{"gateway": False}, {"gatewayReplicasMin": 2, "gatewayReplicasMax": 2}])
+def test_aws_installs_no_metrics_server_without_a_gateway_hpa(overrides: dict[str, object]) -> None:
+    assert not args.aws_platform_args(load(aws_stack(**overrides))).addons.metrics_server
+
+
 def test_probe_authenticates_through_an_authenticated_ingress_from_the_environment() -> None:
     basic = load(aws_stack(ingressAuth="basic", basicAuthSecretName="creds"))
     assert args.integration_probe_header_env(basic) == {"Authorization": args.PROBE_AUTH_ENV}

@@ -27,6 +27,8 @@ class AddonFlags:
     """Custom metrics API for HPA on Triton metrics; needs ``kube_prometheus_stack``."""
     keda: bool = False
     """KEDA (event-driven autoscaling, scale to zero); an alternative to prometheus-adapter."""
+    metrics_server: bool = False
+    """metrics-server (the resource metrics API): implied by the gateway's CPU HPA, not listed in ``addons``."""
 
     def problems(self) -> list[str]:
         if self.prometheus_adapter and not self.kube_prometheus_stack:
@@ -80,6 +82,7 @@ def install_addons(
     flags: AddonFlags,
     *,
     ingress_class: str,
+    system_node_selector: dict[str, str],
     provider: k8s.Provider,
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource],
@@ -125,6 +128,16 @@ def install_addons(
             f"{name}-keda", charts.KEDA, charts.keda_values(), provider=provider, parent=parent, depends_on=depends_on
         )
         installed.append((charts.KEDA, keda))
+    if flags.metrics_server:
+        metrics, _ = install_chart(
+            f"{name}-metrics-server",
+            charts.METRICS_SERVER,
+            charts.metrics_server_values(system_node_selector),
+            provider=provider,
+            parent=parent,
+            depends_on=depends_on,
+        )
+        installed.append((charts.METRICS_SERVER, metrics))
     ingress: k8s.helm.v4.Chart | None = None
     if flags.ingress_nginx:
         # The NLB behind this chart's LoadBalancer Service lives in the VPC's public subnets. Depending on the

@@ -51,6 +51,10 @@ CLUSTER_AUTOSCALER = ChartPin(
 )
 """Node autoscaler of ``platform: aws`` (``components/aws/autoscaler.py``); image tag pinned per Kubernetes minor."""
 KEDA = ChartPin("keda", "2.16.0", "https://kedacore.github.io/charts", "keda", "keda")
+METRICS_SERVER = ChartPin(
+    "metrics-server", "3.12.1", "https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "metrics-server"
+)
+"""The resource metrics API (``metrics.k8s.io``) the gateway's CPU HPA reads; EKS does not run one by itself."""
 
 PROMETHEUS_FULLNAME = "kube-prometheus-stack"
 """``fullnameOverride`` of kube-prometheus-stack, so the Prometheus Service name is predictable."""
@@ -166,6 +170,15 @@ def prometheus_adapter_values() -> dict[str, Any]:
                 },
             ],
         },
+    }
+
+
+def metrics_server_values(node_selector: dict[str, str]) -> dict[str, Any]:
+    """On the system (CPU) nodes, two replicas so a node drain never leaves the HPAs blind."""
+    return {
+        "nodeSelector": dict(node_selector),
+        "replicas": 2,
+        "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
     }
 
 

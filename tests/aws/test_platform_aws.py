@@ -10,7 +10,7 @@ from components.aws import charts
 from components.aws.addons import AddonFlags
 from components.aws.decisions import BOTTLEROCKET_NVIDIA
 from components.aws.network import ExistingVpc
-from components.aws.nodegroups import GpuNodeGroup
+from components.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup
 from components.cluster import namespace_labels
 from tests.aws.helpers import aws_resources, build_platform, provider_ref
 from tritonft.errors import UserError
@@ -252,3 +252,14 @@ def test_invalid_settings_are_all_reported_before_any_resource_exists(mocks: Rec
     assert any("duplicate" in p for p in problems)
     assert any("AL2023_x86_64_STANDARD" in p for p in problems)
     assert mocks.resources == []
+
+
+def test_metrics_server_runs_on_the_system_nodes_for_the_gateways_hpa(mocks: RecordingMocks) -> None:
+    build_platform(addons=AddonFlags(metrics_server=True))
+    chart = _chart(mocks, "metrics-server")
+    assert (chart.inputs["version"], chart.inputs["repositoryOpts"]["repo"]) == (
+        charts.METRICS_SERVER.version,
+        charts.METRICS_SERVER.repo,
+    )
+    assert chart.inputs["values"]["nodeSelector"] == {POOL_LABEL: SYSTEM_POOL}
+    assert chart.inputs["values"]["replicas"] == 2

@@ -74,6 +74,12 @@ class Cluster:
     kube: Kube
     namespace: str
     nodes: list[str] = field(default_factory=list)
+    cluster_scoped: list[tuple[str, str, str]] = field(default_factory=list)
+    """(apiVersion, kind, name) of cluster-scoped objects the test made under fixed names, removed afterwards."""
+
+    def apply_cluster_scoped(self, obj: dict[str, Any]) -> None:
+        self.cluster_scoped.append((obj["apiVersion"], obj["kind"], obj["metadata"]["name"]))
+        self.kube.apply(obj)
 
     def add_nodes(self, shapes: Sequence[NodeShape]) -> None:
         self.nodes += [s.name for s in shapes]
@@ -101,6 +107,8 @@ def cluster(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iter
         remove_pods(kube, made.namespace)
         for node in made.nodes:
             kube.delete("v1", "Node", node)
+        for api_version, kind, name in made.cluster_scoped:
+            kube.delete(api_version, kind, name)
         for pv in kube.items("v1", "PersistentVolume"):
             if pv["metadata"]["name"].startswith(made.namespace):
                 kube.delete("v1", "PersistentVolume", pv["metadata"]["name"])

@@ -16,6 +16,7 @@ from tests.controlplane.conftest import Cluster
 from tests.controlplane.plan import cpu_node_shape, gpu_node_shape, install_crds
 from tests.controlplane.server import ControlPlane
 from tritonft.cli import main
+from tritonft.kube import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 T5_3B = {"name": "t5-3b", "hfRepo": "t5-3b", "revision": "bed96aab9ee46012a5046386105ee5fd0ac572f0"}
@@ -47,7 +48,34 @@ def write_project(tmp_path: Path, plane: ControlPlane, cluster: Cluster, **overr
     return project
 
 
-def fitting(cluster: Cluster, project: Path, *, gpus: int = 4, taint: dict[str, str] | None = None) -> None:
+def metrics_api_service(state: str) -> dict[str, Any]:
+    """``v1beta1.metrics.k8s.io`` as metrics-server registers it. ``local`` (no backing Service) is one the
+    API server's availability controller marks Available itself: the stand-in for a running metrics-server, which
+    cannot run here. ``broken`` names a Service that does not exist: that controller marks it unavailable."""
+    spec: dict[str, Any] = {
+        "group": "metrics.k8s.io",
+        "version": "v1beta1",
+        "groupPriorityMinimum": 100,
+        "versionPriority": 100,
+    }
+    if state == "broken":
+        spec |= {"service": {"namespace": "kube-system", "name": "metrics-server"}, "insecureSkipTLSVerify": True}
+    return {
+        "apiVersion": "apiregistration.k8s.io/v1",
+        "kind": "APIService",
+        "metadata": {"name": "v1beta1.metrics.k8s.io"},
+        "spec": spec,
+    }
+
+
+def fitting(
+    cluster: Cluster,
+    project: Path,
+    *,
+    gpus: int = 4,
+    taint: dict[str, str] | None = None,
+    metrics_api: str | None = "local",
+) -> None:
     settings = settings_from_stack_file(project, "cp")
     gpu = gpu_node_shape(settings, f"{cluster.namespace}-gpu-0", gpus=gpus)
     if taint is not None:
@@ -70,6 +98,15 @@ def fitting(cluster: Cluster, project: Path, *, gpus: int = 4, taint: dict[str, 
         }
     )
     install_crds(cluster.kube, ["ServiceMonitor", "PrometheusRule"])
+    if metrics_api is not None:  # the gateway's CPU HPA reads it
+        service = metrics_api_service(metrics_api)
+        cluster.apply_cluster_scoped(service)
+
+        def judged() -> bool:
+            got = cluster.kube.get(service["apiVersion"], "APIService", service["metadata"]["name"])
+            return any(c["type"] == "Available" for c in got.get("status", {}).get("conditions", []))
+
+        wait_for("the API server to judge the metrics APIService", judged, 30)
 
 
 def preflight(project: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict[str, str]]:
@@ -94,6 +131,7 @@ def test_preflight_passes_on_a_fitting_cluster_including_a_dry_run_of_the_whole_
         "PASS storage-class",
         "PASS ingress-class",
         "PASS crds",
+        "PASS metrics-apis",
         "PASS dry-run",
     }
     assert "accepted by the API server" in lines["PASS dry-run"]
@@ -121,6 +159,20 @@ BROKEN: list[tuple[str, dict[str, Any], dict[str, Any], str, str]] = [
         {},
         "FAIL crds",
         "missing certificates.cert-manager.io",
+    ),
+    (
+        "no resource metrics API",
+        {},
+        {"metrics_api": None},
+        "FAIL metrics-apis",
+        "v1beta1.metrics.k8s.io is not registered (the gateway's HPA scales on CPU through it",
+    ),
+    (
+        "resource metrics API unavailable",
+        {},
+        {"metrics_api": "broken"},
+        "FAIL metrics-apis",
+        "v1beta1.metrics.k8s.io is registered but not available (ServiceNotFound",
     ),
     (
         "too few GPUs per node",

@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from tritonft.preflight.checks import Needs, free_gpus, model_shapes_fit, storage, tolerated
+from tritonft.preflight.checks import (
+    RESOURCE_METRICS_API,
+    Needs,
+    free_gpus,
+    metrics_apis,
+    model_shapes_fit,
+    storage,
+    tolerated,
+)
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -67,3 +75,33 @@ def test_block_storage_is_refused_for_the_read_write_many_model_store() -> None:
     ebs = {"metadata": {"name": "rwx"}, "provisioner": "ebs.csi.aws.com"}
     check = storage([ebs], needs())
     assert not check.ok and "no ReadWriteMany" in check.detail
+
+
+GATEWAY_HPA = (RESOURCE_METRICS_API, "the gateway's HPA scales on CPU through it")
+
+
+def api_service(available: str, reason: str = "", message: str = "") -> dict[str, Any]:
+    condition = {"type": "Available", "status": available, "reason": reason, "message": message}
+    return {"metadata": {"name": RESOURCE_METRICS_API}, "status": {"conditions": [condition]}}
+
+
+def test_no_autoscaler_needs_no_metrics_api() -> None:
+    assert metrics_apis({}, needs()).line() == "PASS metrics-apis: none needed"
+
+
+def test_a_needed_metrics_api_that_is_available_passes() -> None:
+    check = metrics_apis({RESOURCE_METRICS_API: api_service("True", "Passed")}, needs(metrics_apis=[GATEWAY_HPA]))
+    assert check.ok and check.detail == f"{RESOURCE_METRICS_API} available"
+
+
+def test_a_needed_metrics_api_not_registered_fails_naming_what_reads_it() -> None:
+    check = metrics_apis({}, needs(metrics_apis=[GATEWAY_HPA]))
+    assert not check.ok
+    assert check.detail == f"{RESOURCE_METRICS_API} is not registered (the gateway's HPA scales on CPU through it)"
+
+
+def test_a_registered_but_unavailable_metrics_api_fails_with_the_api_servers_reason() -> None:
+    down = api_service("False", "FailedDiscoveryCheck", "failing or missing response from https://10.0.0.7:443")
+    check = metrics_apis({RESOURCE_METRICS_API: down}, needs(metrics_apis=[GATEWAY_HPA]))
+    assert not check.ok
+    assert "registered but not available (FailedDiscoveryCheck: failing or missing response" in check.detail

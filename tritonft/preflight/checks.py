@@ -58,6 +58,9 @@ class Needs:
     stack_ingress_class: bool
     crds: Sequence[str]
     """CRDs the enabled features need that the stack does not install."""
+    metrics_apis: Sequence[tuple[str, str]] = ()
+    """(APIService, what reads it and what serves it) for the metrics APIs the autoscalers need and the stack does
+    not install: without them an HPA never scales, and nothing else says so."""
 
 
 def tolerated(taint: Mapping[str, Any], tolerations: Iterable[Mapping[str, str]]) -> bool:
@@ -220,3 +223,34 @@ def crds(present: Iterable[str], needs: Needs) -> Check:
             f"missing {', '.join(missing)}: install the add-on that brings them or turn the feature off",
         )
     return Check("crds", True, ", ".join(needs.crds) if needs.crds else "none needed")
+
+
+CUSTOM_METRICS_API = "v1beta1.custom.metrics.k8s.io"
+RESOURCE_METRICS_API = "v1beta1.metrics.k8s.io"
+
+
+def _available(service: Mapping[str, Any]) -> tuple[bool, str]:
+    """The APIService's ``Available`` condition: (true?, its reason and message)."""
+    for condition in service.get("status", {}).get("conditions", []):
+        if condition.get("type") == "Available":
+            reason = ": ".join(p for p in (condition.get("reason"), condition.get("message")) if p)
+            return condition.get("status") == "True", reason
+    return False, "no Available condition yet"
+
+
+def metrics_apis(services: Mapping[str, Mapping[str, Any]], needs: Needs) -> Check:
+    """Each metrics API an autoscaler of the stack reads is registered (an APIService) and available."""
+    if not needs.metrics_apis:
+        return Check("metrics-apis", True, "none needed")
+    problems: list[str] = []
+    for name, why in needs.metrics_apis:
+        service = services.get(name)
+        if service is None:
+            problems.append(f"{name} is not registered ({why})")
+            continue
+        ok, reason = _available(service)
+        if not ok:
+            problems.append(f"{name} is registered but not available ({reason}; {why})")
+    if problems:
+        return Check("metrics-apis", False, "; ".join(problems))
+    return Check("metrics-apis", True, ", ".join(f"{name} available" for name, _ in needs.metrics_apis))

@@ -16,7 +16,7 @@ from typing import Any
 from components.settings.model import Settings
 from tritonft.kube import ApiError, Kube
 from tritonft.preflight import checks
-from tritonft.preflight.checks import CRD_FOR_ADDON, Check, Needs
+from tritonft.preflight.checks import CRD_FOR_ADDON, CUSTOM_METRICS_API, RESOURCE_METRICS_API, Check, Needs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def needs_of(settings: Settings) -> Needs:
     """What the stack's settings ask of the cluster (selectors and tolerations exactly as the program sets them)."""
-    from components.args import gpu_scheduling
+    from components.args import autoscaler_kind, gateway_autoscales, gpu_scheduling
 
     cluster = settings.cluster
     if cluster.platform == "aws":
@@ -49,6 +49,23 @@ def needs_of(settings: Settings) -> Needs:
     if settings.serving.autoscaling.scale_to_zero:
         wanted.append("keda")
     crds = [crd for addon in wanted if addon not in cluster.addons for crd in CRD_FOR_ADDON[addon]]
+    apis: list[tuple[str, str]] = []
+    if autoscaler_kind(settings) == "hpa" and not (on_aws and "prometheus-adapter" in cluster.addons):
+        apis.append(
+            (
+                CUSTOM_METRICS_API,
+                "the Triton HPAs read the queue:compute ratio through it: run prometheus-adapter serving "
+                "triton_queue_compute_ratio (README: Autoscaling signal), or set autoscaling: false",
+            )
+        )
+    if gateway_autoscales(settings) and not on_aws:  # the aws platform installs metrics-server itself
+        apis.append(
+            (
+                RESOURCE_METRICS_API,
+                "the gateway's HPA scales on CPU through it: run metrics-server, or set gatewayReplicasMax to "
+                "gatewayReplicasMin",
+            )
+        )
     return Needs(
         gpu_selector=dict(gpu.node_selector),
         tolerations=[dict(t) for t in gpu.tolerations],
@@ -58,6 +75,7 @@ def needs_of(settings: Settings) -> Needs:
         ingress_class=cluster.ingress_class,
         stack_ingress_class="ingress-nginx" in cluster.addons,
         crds=crds,
+        metrics_apis=apis,
     )
 
 
@@ -110,6 +128,8 @@ def preflight(settings: Settings, kube: Kube, plan: list[dict[str, Any]] | None)
     results.append(checks.ingress(kube.items("networking.k8s.io/v1", "IngressClass"), needs))
     present = {c["metadata"]["name"] for c in kube.items("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
     results.append(checks.crds(present, needs))
+    services = {s["metadata"]["name"]: s for s in kube.items("apiregistration.k8s.io/v1", "APIService")}
+    results.append(checks.metrics_apis(services, needs))
     if plan is not None:
         namespaces = {n["metadata"]["name"] for n in kube.items("v1", "Namespace")}
         results.append(dry_run(kube, plan, namespaces, present))
