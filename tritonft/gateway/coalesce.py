@@ -155,16 +155,12 @@ class Coalescer:
             deadline = max(w.deadline for w in batch)
             try:
                 answers = await self.send(state.template, prompts, deadline)
-            except ApiError as exc:
-                if len(batch) > 1 and retry_alone(exc):
+            except Exception as exc:
+                if isinstance(exc, ApiError) and len(batch) > 1 and retry_alone(exc):
                     await asyncio.gather(*(self._alone(state.template, w) for w in batch))
                 else:
                     for w in batch:
                         w.fail(exc)
-                return
-            except Exception as exc:
-                for w in batch:
-                    w.fail(exc)
                 return
             at = 0
             for w in batch:
