@@ -95,27 +95,43 @@ class GatewayDemand:
     model: str
 
 
+RATE_WINDOW_S = 120
+"""Window of the request-rate queries (``[120s]``): long enough for a few 15 s scrapes of a trickle of requests."""
+
+
+def _rate(series: str) -> str:
+    return f"(sum(rate({series}[{RATE_WINDOW_S}s])) or vector(0))"
+
+
+def _born_in_window(series: str) -> str:
+    """Requests counted by series that appeared within the window, spread over it. ``rate()`` sees only increments
+    between samples, and nginx creates a series (per status, method, path) with the request that it counts, at 1:
+    the first request for a sleeping model (its first 503) is such a series, invisible to ``rate()``."""
+    window = f"{RATE_WINDOW_S}s"
+    return f"(sum(min_over_time({series}[{window}]) unless {series} offset {window}) / {RATE_WINDOW_S} or vector(0))"
+
+
 def ingress_request_rate_query(namespace: str, ingresses: tuple[str, ...]) -> str:
-    """Requests/s arriving at the ingress for this service."""
+    """Requests/s arriving at the ingress for this service, counting the first request of a new series."""
     names = "|".join(ingresses)
-    return f'sum(rate(nginx_ingress_controller_requests{{exported_namespace="{namespace}",ingress=~"{names}"}}[2m]))'
+    series = f'nginx_ingress_controller_requests{{exported_namespace="{namespace}",ingress=~"{names}"}}'
+    return f"{_rate(series)} + {_born_in_window(series)}"
 
 
 def gateway_request_rate_query(namespace: str, gateway: GatewayDemand) -> str:
     """Requests/s the OpenAI gateway receives for this model, whatever it answered (while the model has no replica
-    the gateway answers 503, and those requests are the demand that must wake it)."""
-    return f'sum(rate({GATEWAY_DEMAND}{{namespace="{namespace}",job="{gateway.job}",model="{gateway.model}"}}[2m]))'
+    the gateway answers 503, and those requests are the demand that must wake it). The gateway exposes every
+    served model's series from 0, so ``rate()`` alone sees the first request."""
+    return _rate(f'{GATEWAY_DEMAND}{{namespace="{namespace}",job="{gateway.job}",model="{gateway.model}"}}')
 
 
 def demand_query(namespace: str, ingresses: tuple[str, ...], gateway: GatewayDemand | None) -> str | None:
     """Requests/s for this model from every way in (its ingresses, the gateway): the only demand signal that exists
-    at zero replicas. None when it has no way in. Each part absent (no series yet) counts as 0 in a sum."""
+    at zero replicas. None when it has no way in. Every part is a number even before its series exist."""
     parts = ([ingress_request_rate_query(namespace, ingresses)] if ingresses else []) + (
         [gateway_request_rate_query(namespace, gateway)] if gateway is not None else []
     )
-    if len(parts) <= 1:
-        return parts[0] if parts else None
-    return " + ".join(f"({part} or vector(0))" for part in parts)
+    return " + ".join(parts) if parts else None
 
 
 def ratio_query(namespace: str, job: str) -> str:
