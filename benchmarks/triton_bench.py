@@ -16,14 +16,24 @@ takes from a server sharing its cores.
 ``--no-tokenizer-batching`` serves the Python models without their dynamic batcher (one request per execution, as
 before the tokenizer work was batched); ``--tokenizer-instances N`` sets their instance count: the A/B switches.
 ``--bls`` also measures, interleaved with the rest, a benchmark-only variant (``bls_model.py``, never shipped): one
-Python model doing preprocessing, a BLS call to the model step and postprocessing, with the ensemble's contract.
+Python model doing preprocessing, a BLS call to the model step and postprocessing, with the ensemble's contract
+(dynamic batcher on, ``--bls-instances N`` instances).
+
+At concurrency 1 each run also times the **Python gRPC floor**: the generated tritonclient stub called in a loop
+with one prebuilt request (no tritonft code), the least any Python gRPC client pays per request: how much of
+``tritonft bench``'s distance to perf_analyzer is Python's gRPC rather than the tool.
+
+The summary gives, per concurrency, medians over runs of each tool, then the **paired** figures: for each run the
+bench/perf_analyzer ratio and the ensemble's p50 minus the step's p50, measured minutes apart on one server, then
+their median and range over runs (the machine drifts by more than the differences measured: pairs within a run
+cancel most of it).
 
 For every perf_analyzer measurement at concurrency 1 the server's own per-model statistics are read before and after
 (``/v2/models/stats``), and their per-request means (queue, compute input/infer/output, total) are printed as medians
 over runs: where the ensemble's time goes, model by model.
 
 Usage: .venv/bin/python benchmarks/triton_bench.py [--runs 3] [--seconds 4] [--concurrency 1,4,16] [--pin]
-           [--no-tokenizer-batching] [--tokenizer-instances N] [--bls]
+           [--no-tokenizer-batching] [--tokenizer-instances N] [--bls] [--bls-instances N]
 """
 
 from __future__ import annotations
@@ -39,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -49,7 +60,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.realtriton.repos import serve_ready_repository, stack_specs
 from tests.repo.conftest import train_gpt_tokenizer
-from tritonft.bench.loadgen import LoadPlan, run_levels
+from tritonft.bench.loadgen import LoadPlan, grpc_request, run_levels
+from tritonft.bench.results import LevelResult
 from tritonft.local_triton import LocalTriton, prepare_runtime
 from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import parse_endpoint
@@ -64,16 +76,17 @@ STAT_PHASES = ("queue", "compute_input", "compute_infer", "compute_output", "suc
 """Triton's per-model duration counters; ``success`` is the whole request inside the server."""
 
 
-def add_bls_model(repository: Path, names: RepoNames) -> str:
+def add_bls_model(repository: Path, names: RepoNames, instances: int = 1) -> str:
     """The benchmark-only BLS variant ``<model>-bls``: the preprocessing model's files (tokenizer, tokenization
-    module) and parameters, the ensemble's inputs and outputs, ``bls_model.py`` as its code. Returns its name."""
+    module), parameters and dynamic batcher, the ensemble's inputs and outputs, ``bls_model.py`` as its code,
+    ``instances`` CPU instances. Returns its name."""
     name = f"{names.ensemble}-bls"
     shutil.copytree(repository / names.preprocessing, repository / name)
     shutil.copyfile(ROOT / "benchmarks" / "bls_model.py", repository / name / "1" / "model.py")
     config = read_config(repository / name / "config.pbtxt")
     ensemble = read_config(repository / names.ensemble / "config.pbtxt")
     config.name = name
-    config.ClearField("dynamic_batching")
+    config.instance_group[0].count = instances
     del config.input[:]
     config.input.extend(ensemble.input)
     del config.output[:]
@@ -188,8 +201,8 @@ def perf_analyzer(
     }
 
 
-def tritonft_bench(server: LocalTriton, level: int, seconds: float) -> dict[str, float]:
-    plan = LoadPlan(
+def bench_plan(server: LocalTriton, level: int, seconds: float) -> LoadPlan:
+    return LoadPlan(
         endpoint=parse_endpoint(f"grpc://{server.grpc_url}"),
         model=MODEL,
         contract=TextContract.simple(),
@@ -199,10 +212,39 @@ def tritonft_bench(server: LocalTriton, level: int, seconds: float) -> dict[str,
         warmup_s=min(1.0, seconds / 4),
         timeout_s=30,
     )
-    [result] = asyncio.run(run_levels(plan))
+
+
+def tritonft_bench(server: LocalTriton, level: int, seconds: float) -> dict[str, float]:
+    [result] = asyncio.run(run_levels(bench_plan(server, level, seconds)))
     if result.errors:
         raise RuntimeError(f"tritonft bench: {result.errors} errors at concurrency {level}")
     return {"rps": result.throughput_rps, "p50": result.p50_ms or 0.0, "p99": result.p99_ms or 0.0}
+
+
+def python_grpc_floor(server: LocalTriton, seconds: float) -> dict[str, float]:
+    """The generated gRPC stub called in a closed loop with one prebuilt request: infer/s and p50/p99 (ms)."""
+    import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
+    from tritonclient.grpc import service_pb2_grpc
+
+    plan = bench_plan(server, 1, seconds)
+    request = grpc_request(plan)
+    with grpc.insecure_channel(server.grpc_url) as channel:
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        warm_until = time.perf_counter() + plan.warmup_s
+        while time.perf_counter() < warm_until:
+            stub.ModelInfer(request)
+        latencies = []
+        end = time.perf_counter() + seconds
+        while (t0 := time.perf_counter()) < end:
+            stub.ModelInfer(request)
+            latencies.append(time.perf_counter() - t0)
+    result = LevelResult.from_latencies(1, latencies, 0, seconds)
+    return {"rps": result.throughput_rps, "p50": result.p50_ms or 0.0, "p99": result.p99_ms or 0.0}
+
+
+def paired(per_run: list[float]) -> str:
+    """Median and range of per-run paired values."""
+    return f"{statistics.median(per_run):.3f} (runs {min(per_run):.3f}..{max(per_run):.3f})"
 
 
 def main() -> int:
@@ -214,6 +256,7 @@ def main() -> int:
     parser.add_argument("--tokenizer-instances", type=int, default=1)
     parser.add_argument("--pin", action="store_true", help="server on CPU 0, clients on CPU 1")
     parser.add_argument("--bls", action="store_true", help="also measure the benchmark-only BLS variant")
+    parser.add_argument("--bls-instances", type=int, default=1, help="instances of the BLS variant")
     args = parser.parse_args()
     levels = [int(x) for x in args.concurrency.split(",")]
     binary, env = perf_analyzer_binary()
@@ -227,7 +270,7 @@ def main() -> int:
             config.ClearField("dynamic_batching")
         config.instance_group[0].count = args.tokenizer_instances
         (repository / model / "config.pbtxt").write_text(text_format.MessageToString(config))
-    bls = add_bls_model(repository, RepoNames.of(spec)) if args.bls else None
+    bls = add_bls_model(repository, RepoNames.of(spec), args.bls_instances) if args.bls else None
     ensemble_data, step_data, step_shapes = benchmark_inputs(work, tokenizer_dir)
     step = RepoNames.of(spec).ft
     rows: dict[tuple[str, int], list[dict[str, float]]] = {}
@@ -261,6 +304,8 @@ def main() -> int:
                 ensemble = "perf_analyzer ensemble"
                 measured = {ensemble: measure(ensemble, MODEL, ensemble_data, ["text_input:1"], level)}
                 measured["tritonft bench ensemble"] = tritonft_bench(server, level, args.seconds)
+                if level == 1:
+                    measured["python grpc floor ensemble"] = python_grpc_floor(server, args.seconds)
                 if bls is not None:
                     variant = "perf_analyzer BLS variant"
                     measured[variant] = measure(variant, bls, ensemble_data, ["text_input:1"], level)
@@ -270,36 +315,37 @@ def main() -> int:
                 for tool, figures in measured.items():
                     rows.setdefault((tool, level), []).append(figures)
                     print(
-                        f"run {run} c={level:<2} {tool:<25} {figures['rps']:8.1f} infer/s  "
+                        f"run {run} c={level:<2} {tool:<27} {figures['rps']:8.1f} infer/s  "
                         f"p50 {figures['p50']:6.2f} ms  p99 {figures['p99']:6.2f} ms",
                         flush=True,
                     )
     print(f"\nmedians over {args.runs} runs ({args.seconds:g} s windows, gRPC):")
-    print(f"{'tool':<25} {'c':>3} {'infer/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'tool':<27} {'c':>3} {'infer/s':>9} {'p50 ms':>8} {'p99 ms':>8}")
     medians = {}
     for (tool, level), per_run in sorted(rows.items(), key=lambda item: (item[0][1], item[0][0])):
         med = {k: statistics.median(f[k] for f in per_run) for k in ("rps", "p50", "p99")}
         medians[(tool, level)] = med
-        print(f"{tool:<25} {level:>3} {med['rps']:>9.1f} {med['p50']:>8.2f} {med['p99']:>8.2f}")
+        print(f"{tool:<27} {level:>3} {med['rps']:>9.1f} {med['p50']:>8.2f} {med['p99']:>8.2f}")
     if phases:
         print("\nserver-side per-request means at c=1, µs (Triton's /v2/models/stats; medians over runs):")
         print_phases(phases, 26)
-    print()
+    print("\npaired per run (median, range over runs):")
     for level in levels:
-        ratio = medians[("tritonft bench ensemble", level)]["rps"] / medians[("perf_analyzer ensemble", level)]["rps"]
-        overhead = (
-            medians[("perf_analyzer ensemble", level)]["p50"] - medians[("perf_analyzer model step", level)]["p50"]
-        )
-        print(
-            f"c={level:<2} bench/perf_analyzer throughput {ratio:.3f}; "
-            f"ensemble p50 overhead over the step {overhead:.2f} ms"
-        )
+
+        def series(tool: str, key: str, level: int = level) -> list[float]:
+            return [figures[key] for figures in rows[(tool, level)]]
+
+        perf, step_p50 = series("perf_analyzer ensemble", "rps"), series("perf_analyzer model step", "p50")
+        ratios = [b / p for b, p in zip(series("tritonft bench ensemble", "rps"), perf, strict=True)]
+        overheads = [e - s for e, s in zip(series("perf_analyzer ensemble", "p50"), step_p50, strict=True)]
+        print(f"c={level:<2} bench/perf_analyzer throughput {paired(ratios)}")
+        if level == 1:
+            floors = [f / p for f, p in zip(series("python grpc floor ensemble", "rps"), perf, strict=True)]
+            print(f"c={level:<2} python grpc floor/perf_analyzer throughput {paired(floors)}")
+        print(f"c={level:<2} ensemble p50 overhead over the step, ms {paired(overheads)}")
         if bls is not None:
-            bls_overhead = (
-                medians[("perf_analyzer BLS variant", level)]["p50"]
-                - medians[("perf_analyzer model step", level)]["p50"]
-            )
-            print(f"c={level:<2} BLS variant p50 overhead over the step {bls_overhead:.2f} ms")
+            bls_overheads = [b - s for b, s in zip(series("perf_analyzer BLS variant", "p50"), step_p50, strict=True)]
+            print(f"c={level:<2} BLS variant p50 overhead over the step, ms {paired(bls_overheads)}")
     return 0
 
 

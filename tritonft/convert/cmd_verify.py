@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tritonft.reference.check import ExpectedCase
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,28 +38,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tritonft.convert.verify import verify
     from tritonft.errors import UserError
+    from tritonft.reference.check import load_expected
 
+    # A bad --expected-tokens file is reported before minutes of hashing and loading weights.
+    expected = None if args.expected_tokens is None else load_expected(args.expected_tokens)
     report = verify(args.directory)
     if not report.ok:
         raise UserError(f"{args.directory} does not match its manifest; re-run `tritonft convert`", report.problems)
     print(f"ok: {args.directory}: {report.files} files, {report.bytes} bytes match manifest.json")
-    if args.generate or args.expected_tokens is not None:
-        return generate_check(args)
+    if args.generate or expected is not None:
+        return generate_check(args, expected)
     return 0
 
 
-def generate_check(args: argparse.Namespace) -> int:
+def generate_check(args: argparse.Namespace, expected: tuple[int, list[ExpectedCase]] | None) -> int:
     import time
 
     from tritonft.errors import UserError
     from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD
     from tritonft.reference import build_model, load_checkpoint
-    from tritonft.reference.check import expected_token_problems, judgement_problems, load_expected
+    from tritonft.reference.check import expected_token_problems, judgement_problems
 
     started = time.monotonic()
     model = build_model(load_checkpoint(args.directory))
-    if args.expected_tokens is not None:
-        max_new, cases = load_expected(args.expected_tokens)
+    if expected is not None:
+        max_new, cases = expected
         problems = expected_token_problems(model, max_new, cases)
         if problems:
             raise UserError(

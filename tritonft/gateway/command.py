@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tritonft import option_file
 from tritonft.errors import UserError
 
 if TYPE_CHECKING:
@@ -57,20 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load_config(args: argparse.Namespace) -> GatewayConfig:
     from tritonft.gateway.config import GatewayConfig, ServedModel
-    from tritonft.spec import ModelSpec
 
     if not args.spec:
         raise UserError("--spec: give at least one model spec (SPEC.json) to serve")
     if args.deadline <= 0 or args.max_body_bytes <= 0 or args.calls_in_flight <= 0:
         raise UserError("--deadline, --max-body-bytes and --calls-in-flight must be positive")
-    models = []
-    for path in args.spec:
-        try:
-            models.append(ServedModel.from_spec(ModelSpec.from_json(path.read_text())))
-        except OSError as exc:
-            raise UserError(f"--spec {path}: cannot read it ({exc.strerror})") from exc
-        except ValueError as exc:
-            raise UserError(f"--spec {path}: {exc}") from exc
+    models = [ServedModel.from_spec(option_file.read_spec("--spec", path)) for path in args.spec]
     names = [m.name for m in models]
     default, routes = triton_routes(args.triton_url, names)
     unknown = [name for name in args.scales_to_zero if name not in names]

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from tritonft import option_file
 from tritonft.errors import UserError
 from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import Protocol
@@ -180,26 +181,15 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
 
 def _target_from_spec(path: Path) -> ModelTarget:
     from tritonft.probe.rendered import contract_for_spec
-    from tritonft.spec import ModelSpec
 
-    try:
-        spec = ModelSpec.from_json(path.read_text())
-    except OSError as exc:
-        raise UserError(f"--spec {path}: cannot read it ({exc.strerror})") from exc
-    except ValueError as exc:
-        raise UserError(f"--spec {path}: {exc}") from exc
+    spec = option_file.read_spec("--spec", path)
     return ModelTarget(spec.name, spec.family, contract_for_spec(spec), spec.max_output_len)
 
 
 def with_expected_answers(targets: list[ModelTarget], path: Path) -> list[ModelTarget]:
     """``targets`` with the exact answers of ``path`` (see ``--expected-answers``); UserError naming the problem."""
     shape = '{"MODEL": [{"prompt": "...", "answer": "..."}, ...]}'
-    try:
-        raw: Any = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"--expected-answers {path}: cannot read it ({exc.strerror})") from exc
-    except ValueError as exc:
-        raise UserError(f"--expected-answers {path}: not JSON ({exc})") from exc
+    raw = option_file.read_json("--expected-answers", path)
     names = [t.name for t in targets]
     if not isinstance(raw, dict) or not raw:
         raise UserError(f"--expected-answers {path}: expected {shape}")

@@ -12,13 +12,13 @@ Two checks, on the reference (:mod:`tritonft.reference`):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tritonft import option_file
 from tritonft.errors import UserError
 from tritonft.reference.decoding import GenerationRequest, generate
 from tritonft.reference.models import T5, Gpt
@@ -44,12 +44,7 @@ class ExpectedCase:
 
 def load_expected(path: Path) -> tuple[int, list[ExpectedCase]]:
     """``(max_new_tokens, cases)`` from an expected-tokens JSON file; ``UserError`` naming what is wrong."""
-    try:
-        raw: Any = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"--expected-tokens {path}: cannot read ({exc.strerror})") from exc
-    except ValueError as exc:
-        raise UserError(f"--expected-tokens {path}: not JSON ({exc})") from exc
+    raw = option_file.read_json("--expected-tokens", path)
     try:
         cases = [
             ExpectedCase(

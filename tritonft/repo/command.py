@@ -43,17 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from tritonft import option_file
     from tritonft.errors import UserError
     from tritonft.repo import check_repository, write_repository
     from tritonft.repo.engine import Engine
-    from tritonft.spec import ModelSpec
 
-    try:
-        spec = ModelSpec.from_json(args.spec.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UserError(f"--spec {args.spec}: cannot read ({exc.strerror})") from exc
-    except ValueError as exc:
-        raise UserError(f"--spec {args.spec}: {exc}") from exc
+    spec = option_file.read_spec("--spec", args.spec)
     written = write_repository(
         spec,
         args.out,
