@@ -7,19 +7,18 @@ import asyncio
 import itertools
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
-from tritonft.gateway import sse
 from tritonft.gateway.accesslog import AccessLog
 from tritonft.gateway.asgi import App, Call, JSONResponse, Lifespan, Route
 from tritonft.gateway.coalesce import Coalescer
 from tritonft.gateway.config import GatewayConfig, ServedModel
-from tritonft.gateway.errors import ApiError, model_starting, unknown_model
+from tritonft.gateway.errors import ApiError, client_error, unknown_model
 from tritonft.gateway.health import readiness
 from tritonft.gateway.mapping import (
     EnsembleRequest,
@@ -30,6 +29,7 @@ from tritonft.gateway.mapping import (
     stream_delta,
 )
 from tritonft.gateway.metrics import GatewayMetrics
+from tritonft.gateway.streaming import Chunks, primed
 from tritonft.gateway.triton import Triton
 
 GET = frozenset({"GET", "HEAD"})
@@ -89,64 +89,33 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             if req.model.streaming:
                 return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
             return await coalescer.answer(req, deadline)
-        except ApiError as exc:
-            if exc.code == "triton_down" and req.model.name in config.scales_to_zero:
-                raise model_starting(req.model.name) from exc
-            raise
         finally:
             metrics.triton_waited(req.model.name, time.monotonic() - started)
 
-    async def stream_events(req: EnsembleRequest, rid: str, created: int, chat: bool) -> AsyncIterator[bytes]:
-        kind = "chat.completion.chunk" if chat else "text_completion"
-
-        def chunk(index: int, text: str, finish: str | None) -> bytes:
-            if chat:
-                choice: dict[str, Any] = {
-                    "index": index,
-                    "delta": {"content": text} if text else {},
-                    "finish_reason": finish,
-                }
+    async def pieces(req: EnsembleRequest, chunks: Chunks) -> AsyncGenerator[bytes, None]:
+        """Each prompt's completion as chunk events, prompt after prompt: a decoupled model's as it generates it,
+        another's as one piece."""
+        for index, prompt in enumerate(req.prompts):
+            sent, stopped = "", False
+            if req.model.streaming:
+                async for whole in client(req.model.name).stream(req, prompt, config.deadline_s):
+                    text, stopped = cut_at_stop(stream_delta("", whole, prompt, True), req.stop)
+                    delta = text[len(sent) :]
+                    sent = text
+                    if delta:
+                        yield chunks.piece(index, delta, None)
+                    if stopped:
+                        break
             else:
-                choice = {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
-            return sse.event(
-                {"id": rid, "object": kind, "created": created, "model": req.model.name, "choices": [choice]}
-            )
-
-        try:
-            if chat:
-                yield sse.event(
-                    {
-                        "id": rid,
-                        "object": kind,
-                        "created": created,
-                        "model": req.model.name,
-                        "choices": [{"index": 0, "delta": {"role": "assistant"}, "finish_reason": None}],
-                    }
-                )
-            for index, prompt in enumerate(req.prompts):
-                sent, stopped = "", False
-                if req.model.streaming:
-                    async for whole in client(req.model.name).stream(req, prompt, config.deadline_s):
-                        text, stopped = cut_at_stop(stream_delta("", whole, prompt, True), req.stop)
-                        delta = text[len(sent) :]
-                        sent = text
-                        if delta:
-                            yield chunk(index, delta, None)
-                        if stopped:
-                            break
-                else:
-                    whole = (
-                        await answer(
-                            EnsembleRequest(req.model, (prompt,), req.parameters, 1, True, req.stop),
-                            time.monotonic() + config.deadline_s,
-                        )
-                    )[0][0]
-                    sent, stopped = cut_at_stop(whole, req.stop)
-                    yield chunk(index, sent, None)
-                yield chunk(index, "", "stop" if stopped else "length")
-        except ApiError as exc:
-            yield sse.event(exc.body())
-        yield sse.DONE
+                whole = (
+                    await answer(
+                        EnsembleRequest(req.model, (prompt,), req.parameters, 1, True, req.stop),
+                        time.monotonic() + config.deadline_s,
+                    )
+                )[0][0]
+                sent, stopped = cut_at_stop(whole, req.stop)
+                yield chunks.piece(index, sent, None)
+            yield chunks.piece(index, "", "stop" if stopped else "length")
 
     async def completions(call: Call, chat: bool) -> Response:
         body = await call.json(config.max_body_bytes)
@@ -155,9 +124,21 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         req = ensemble_request(body, model, chat=chat)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{id_prefix}{next(serial):016x}"
         created = int(time.time())
-        if req.stream:
-            return StreamingResponse(stream_events(req, rid, created, chat), media_type="text/event-stream")
-        answers = await answer(req, time.monotonic() + config.deadline_s)
+
+        def answered(error: ApiError) -> ApiError:
+            return client_error(error, model.name, config.scales_to_zero)
+
+        try:
+            if req.stream:
+                chunks = Chunks(rid, created, model.name, chat)
+                events = await primed(chunks.opening(), pieces(req, chunks), answered)
+                return StreamingResponse(events, media_type="text/event-stream")
+            answers = await answer(req, time.monotonic() + config.deadline_s)
+        except ApiError as exc:
+            error = answered(exc)
+            if error is exc:
+                raise
+            raise error from exc
         payload = chat_body(rid, created, req, answers[0]) if chat else completion_body(rid, created, req, answers)
         return JSONResponse(payload)
 

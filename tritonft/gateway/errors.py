@@ -53,6 +53,14 @@ def model_starting(name: str) -> ApiError:
     )
 
 
+def client_error(error: ApiError, model: str, scales_to_zero: frozenset[str]) -> ApiError:
+    """What the client is answered for ``error``, met serving ``model``: a model that scales to zero whose Triton is
+    unreachable is asleep, not down (503 ``model_starting`` with ``Retry-After``); any other error as it is."""
+    if error.code == "triton_down" and model in scales_to_zero:
+        return model_starting(model)
+    return error
+
+
 def deadline_expired(deadline_s: float) -> ApiError:
     return ApiError(504, f"the model did not answer within the {deadline_s:g} s deadline", "timeout", None, "timeout")
 
