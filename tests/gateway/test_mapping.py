@@ -8,7 +8,7 @@ import pytest
 
 from tritonft.gateway.config import ServedModel
 from tritonft.gateway.errors import ApiError, from_triton
-from tritonft.gateway.mapping import ensemble_request, stream_delta
+from tritonft.gateway.mapping import ensemble_request, held_back, stream_delta
 from tritonft.spec import Family
 
 GPT = ServedModel("gpt", Family.GPT2, streaming=False, max_output_len=32, max_input_len=64)
@@ -52,3 +52,15 @@ def test_a_streamed_sequence_yields_only_the_new_text_after_the_prompt() -> None
 )
 def test_triton_statuses_map_to_http_statuses(status: str, code: int) -> None:
     assert from_triton(status, "boom", 5.0).status == code
+
+
+@pytest.mark.parametrize(
+    ("text", "held"),
+    [("be brief\nUs", 2), ("be brief\nUser", 4), ("be brief\n", 0), ("a Use of U", 1), ("", 0), ("User: hi", 0)],
+)
+def test_a_stream_holds_back_the_end_that_may_begin_a_stop_phrase(text: str, held: int) -> None:
+    assert held_back(text, ("User:", "###")) == held
+
+
+def test_without_stop_phrases_a_stream_holds_nothing_back() -> None:
+    assert held_back("be brief\nUser", ()) == 0

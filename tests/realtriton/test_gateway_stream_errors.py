@@ -208,3 +208,12 @@ def test_a_streamed_request_whose_deadline_passes_before_the_first_token_is_a_50
             set_behaviour(ft)
     assert caught.value.status_code == 504
     assert caught.value.code == "timeout"
+
+
+def test_a_streamed_chat_never_sends_the_start_of_the_stop_phrase_it_ends_at(awake: GatewayProcess) -> None:
+    # the stand-in echoes the template, so the model's reply runs into the next "User:" turn, token by token
+    messages: Any = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi there"}]
+    stream = peer(awake).chat.completions.create(model="gpt2-stream", messages=messages, max_tokens=32, stream=True)
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks).strip() == "System: be brief"
+    assert chunks[-1].choices[0].finish_reason == "stop"

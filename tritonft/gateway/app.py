@@ -26,6 +26,7 @@ from tritonft.gateway.mapping import (
     completion_body,
     cut_at_stop,
     ensemble_request,
+    held_back,
     stream_delta,
 )
 from tritonft.gateway.metrics import GatewayMetrics
@@ -98,14 +99,17 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         for index, prompt in enumerate(req.prompts):
             sent, stopped = "", False
             if req.model.streaming:
+                text = ""
                 async for whole in client(req.model.name).stream(req, prompt, config.deadline_s):
                     text, stopped = cut_at_stop(stream_delta("", whole, prompt, True), req.stop)
-                    delta = text[len(sent) :]
-                    sent = text
-                    if delta:
-                        yield chunks.piece(index, delta, None)
+                    ready = text if stopped else text[: len(text) - held_back(text, req.stop)]
+                    if len(ready) > len(sent):
+                        yield chunks.piece(index, ready[len(sent) :], None)
+                        sent = ready
                     if stopped:
                         break
+                if len(text) > len(sent):  # the model ended on what only looked like the start of a stop phrase
+                    yield chunks.piece(index, text[len(sent) :], None)
             else:
                 whole = (
                     await answer(

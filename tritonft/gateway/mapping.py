@@ -155,6 +155,15 @@ def cut_at_stop(text: str, stop: tuple[str, ...]) -> tuple[str, bool]:
     return (text[: min(cuts)], True) if cuts else (text, False)
 
 
+def held_back(text: str, stop: tuple[str, ...]) -> int:
+    """How many characters at the end of a stream's ``text`` not to send yet: the longest end that begins a stop
+    phrase (the next tokens may complete it, and a phrase that ends the answer must never have been sent)."""
+    for size in range(min(len(text), max((len(p) for p in stop), default=1) - 1), 0, -1):
+        if any(p.startswith(text[-size:]) for p in stop):
+            return size
+    return 0
+
+
 def completion_body(rid: str, created: int, request: EnsembleRequest, answers: list[list[str]]) -> dict[str, Any]:
     """An OpenAI ``text_completion`` object: ``answers[p][k]`` is beam ``k`` of prompt ``p``."""
     choices = []
