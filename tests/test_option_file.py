@@ -34,7 +34,7 @@ def test_bytes_that_are_not_utf8_are_named_with_their_offset(tmp_path: Path) -> 
 def test_invalid_json_is_named_with_the_parsers_position(tmp_path: Path) -> None:
     path = tmp_path / "answers.json"
     path.write_text('{"gpt2": [}')
-    with pytest.raises(UserError, match=r"^--expected-answers .*answers\.json: not JSON \(.*line 1 column 11"):
+    with pytest.raises(UserError, match=r"^--expected-answers .*answers\.json: not JSON: .*line 1 column 11"):
         option_file.read_json("--expected-answers", path)
 
 

@@ -7,13 +7,16 @@ unreadable (with the system's reason), not JSON (with the parser's position), or
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tritonft.errors import UserError
 
 if TYPE_CHECKING:
     from tritonft.spec import ModelSpec
+
+T = TypeVar("T")
 
 
 def read_text(option: str, path: Path) -> str:
@@ -28,19 +31,19 @@ def read_text(option: str, path: Path) -> str:
 
 def read_json(option: str, path: Path) -> Any:
     """The parsed JSON of ``path``; ``UserError`` when it cannot be read or is not JSON."""
-    text = read_text(option, path)
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise UserError(f"{option} {path}: not JSON ({exc})") from exc
+    return _parsed(option, path, json.loads, "not JSON: ")
 
 
 def read_spec(option: str, path: Path) -> ModelSpec:
     """The ``ModelSpec`` in ``path``; ``UserError`` naming what is wrong with it."""
     from tritonft.spec import ModelSpec
 
+    return _parsed(option, path, ModelSpec.from_json, "")
+
+
+def _parsed(option: str, path: Path, parse: Callable[[str], T], problem: str) -> T:
     text = read_text(option, path)
     try:
-        return ModelSpec.from_json(text)
+        return parse(text)
     except ValueError as exc:
-        raise UserError(f"{option} {path}: {exc}") from exc
+        raise UserError(f"{option} {path}: {problem}{exc}") from exc
