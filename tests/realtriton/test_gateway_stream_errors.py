@@ -89,15 +89,18 @@ def answered_count(gateway: GatewayProcess, model: str, status: int) -> float:
     return float(found.group(1)) if found else 0.0
 
 
+def refusal(error: openai.APIStatusError) -> tuple[int, str | None, str | None]:
+    """(status, error code, Retry-After) of an error answer."""
+    return error.status_code, error.code, error.response.headers.get("retry-after")
+
+
 @pytest.mark.parametrize("model", SLEEPING)
 def test_a_streamed_completion_for_a_sleeping_model_is_a_503_model_starting_with_retry_after(
     asleep: GatewayProcess, model: str
 ) -> None:
     with pytest.raises(openai.APIStatusError) as caught:
         peer(asleep).completions.create(model=model, prompt="hello world", max_tokens=4, stream=True)
-    assert caught.value.status_code == 503
-    assert caught.value.code == "model_starting"
-    assert caught.value.response.headers["retry-after"] == "60"
+    assert refusal(caught.value) == (503, "model_starting", "60")
     assert f"model '{model}' has no running replica" in caught.value.message
 
 
@@ -109,9 +112,7 @@ def test_a_streamed_chat_for_a_sleeping_model_is_a_503_model_starting_with_retry
         peer(asleep).chat.completions.create(
             model=model, messages=[{"role": "user", "content": "hi"}], max_tokens=4, stream=True
         )
-    assert caught.value.status_code == 503
-    assert caught.value.code == "model_starting"
-    assert caught.value.response.headers["retry-after"] == "60"
+    assert refusal(caught.value) == (503, "model_starting", "60")
 
 
 def test_an_unstreamed_completion_for_a_sleeping_streaming_model_is_a_503_model_starting(
@@ -119,9 +120,7 @@ def test_an_unstreamed_completion_for_a_sleeping_streaming_model_is_a_503_model_
 ) -> None:
     with pytest.raises(openai.APIStatusError) as caught:
         peer(asleep).completions.create(model="gpt2-stream", prompt="hello world", max_tokens=4)
-    assert caught.value.status_code == 503
-    assert caught.value.code == "model_starting"
-    assert caught.value.response.headers["retry-after"] == "60"
+    assert refusal(caught.value) == (503, "model_starting", "60")
 
 
 def test_a_refused_stream_is_a_json_error_answer_not_an_event_stream(
@@ -140,9 +139,7 @@ def test_a_streamed_completion_for_an_unreachable_model_that_does_not_scale_to_z
 ) -> None:
     with pytest.raises(openai.APIStatusError) as caught:
         peer(asleep).completions.create(model=DOWN, prompt="hello world", max_tokens=4, stream=True)
-    assert caught.value.status_code == 503
-    assert caught.value.code == "triton_down"
-    assert "retry-after" not in caught.value.response.headers
+    assert refusal(caught.value) == (503, "triton_down", None)
 
 
 def test_the_status_of_a_refused_stream_is_the_one_counted_and_logged(asleep: GatewayProcess) -> None:
