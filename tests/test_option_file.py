@@ -80,3 +80,11 @@ def test_every_command_refuses_a_missing_file_before_any_other_work(
     assert main(words) == 1
     assert capsys.readouterr().err == f"error: {option} {bad}: cannot read it (No such file or directory)\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_spec_that_is_not_a_json_object_is_refused_as_such(tmp_path: Path) -> None:
+    path = tmp_path / "spec.json"
+    path.write_text('"gpt2"')
+    expected = r"spec\.json: model spec must be a JSON object with the fields \[.*\], not str$"
+    with pytest.raises(UserError, match=expected):
+        option_file.read_spec("--spec", path)

@@ -210,8 +210,11 @@ class ModelSpec:
         return cls.from_dict(raw)
 
     @classmethod
-    def from_dict(cls, raw: dict[str, Any]) -> ModelSpec:
+    def from_dict(cls, raw: Any) -> ModelSpec:
         known = {f.name for f in fields(cls)}
+        if not isinstance(raw, dict):
+            kind = type(raw).__name__
+            raise ValueError(f"model spec must be a JSON object with the fields {sorted(known)}, not {kind}")
         unknown = sorted(set(raw) - known)
         if unknown:
             raise ValueError(f"model spec has unknown field(s) {unknown}; known: {sorted(known)}")
