@@ -238,7 +238,7 @@ def to_word_list(tokenizer: TextTokenizer, phrase_rows: Sequence[Sequence[str]])
     every_form = [form for forms in form_rows for form in forms]
     if not every_form:
         return np.array([[[0], [-1]]] * len(form_rows), dtype=np.int32).reshape(len(form_rows), 2, 1)
-    encoded = iter(tokenizer.encode_batch(every_form, add_special_tokens=False) if every_form else [])
+    encoded = iter(tokenizer.encode_batch(every_form, add_special_tokens=False))
     flat_rows: list[list[int]] = []
     offset_rows: list[list[int]] = []
     for forms in form_rows:
@@ -394,28 +394,40 @@ def _served_together(
     """``serve`` once over the merged rows of each group of requests with the same inputs, then ``rows_of`` splits
     the result back. When a merged call fails, each request of the group is served alone, so a bad request gets
     its own ``ValueError`` and the others their results."""
-    results: list[Result | ValueError] = [ValueError("not processed")] * len(requests)
+    results: dict[int, Result | ValueError] = {}
     groups: dict[frozenset[str], list[int]] = {}
     for index, request in enumerate(requests):
         groups.setdefault(frozenset(request), []).append(index)
     for members in groups.values():
-        if len(members) > 1:
-            try:
-                merged = serve(_merged([requests[i] for i in members], pad))
-            except ValueError:
-                pass  # served one by one below
-            else:
-                start = 0
-                for index in members:
-                    rows = len(next(iter(requests[index].values())))
-                    results[index] = rows_of(merged, start, start + rows)
-                    start += rows
-                continue
+        together = _merged_call(requests, members, serve, pad, rows_of) if len(members) > 1 else None
+        if together is not None:
+            results.update(zip(members, together, strict=True))
+            continue
         for index in members:
             try:
                 results[index] = serve(requests[index])
             except ValueError as exc:
                 results[index] = exc
+    return [results[index] for index in range(len(requests))]
+
+
+def _merged_call(
+    requests: Sequence[Request],
+    members: list[int],
+    serve: Callable[[Request], Result],
+    pad: int,
+    rows_of: Callable[[Result, int, int], Result],
+) -> list[Result] | None:
+    """Each member's rows of one ``serve`` over the members' merged rows; None when that call fails."""
+    try:
+        merged = serve(_merged([requests[i] for i in members], pad))
+    except ValueError:
+        return None
+    results, start = [], 0
+    for index in members:
+        rows = len(next(iter(requests[index].values())))
+        results.append(rows_of(merged, start, start + rows))
+        start += rows
     return results
 
 
