@@ -155,17 +155,26 @@ def node_object(shape: NodeShape) -> dict[str, Any]:
     }
 
 
+NOT_READY_TAINTS = ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable")
+
+
 def node_ready(node: Mapping[str, Any], shape: NodeShape) -> bool:
+    """Ready with the shape's capacity, and without the not-ready taint: the API server's admission puts it on
+    every new node and the node lifecycle controller lifts it only some seconds after the node turns Ready (more
+    under load); until then the scheduler places nothing there and preflight reports the taint."""
     status = node.get("status", {})
     conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
-    return conditions.get("Ready") == "True" and all(
-        status.get("allocatable", {}).get(k) == v for k, v in shape.allocatable.items()
+    taints = {t.get("key") for t in node.get("spec", {}).get("taints") or []}
+    return (
+        conditions.get("Ready") == "True"
+        and all(status.get("allocatable", {}).get(k) == v for k, v in shape.allocatable.items())
+        and not taints.intersection(NOT_READY_TAINTS)
     )
 
 
 def create_nodes(kube: Kube, shapes: Sequence[NodeShape], timeout_s: float = 60) -> None:
     """Register the nodes (a POST keeps the status, as for a kubelet; a status patch after kwok initialised the
-    node would race kwok's own status writes) and wait until kwok reports them Ready with that capacity."""
+    node would race kwok's own status writes) and wait until they are :func:`node_ready`."""
     for shape in shapes:
         kube.request("POST", kube.path("v1", "Node", None), body=node_object(shape))
 
