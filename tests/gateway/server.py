@@ -82,13 +82,23 @@ class GatewayProcess:
             self.process.wait()
 
 
+GATEWAYS = pytest.StashKey[list[GatewayProcess]]()
+"""The gateways a test started (on its item), whose logs :func:`log_sections` puts into a failed test's report."""
+LOG_TAIL_CHARS = 20000
+
+
 @contextmanager
 def started(gateway: GatewayProcess, request: pytest.FixtureRequest) -> Iterator[GatewayProcess]:
-    """``gateway`` running for the ``with`` block, stopped by PID after; its log printed when a test failed."""
+    """``gateway`` running for the ``with`` block, stopped by PID after; its log goes into the test's report if the
+    test fails (never into its captured output, which tests read)."""
+    request.node.stash.setdefault(GATEWAYS, []).append(gateway)
     gateway.start()
     try:
         yield gateway
     finally:
         gateway.stop()
-        if request.session.testsfailed:
-            print(f"--- gateway log ({gateway.log_path}) ---\n{gateway.log_text()[-20000:]}")
+
+
+def log_sections(item: pytest.Item) -> list[tuple[str, str]]:
+    """A report section per gateway ``item`` started: the tail of its log."""
+    return [(f"gateway log ({g.log_path})", g.log_text()[-LOG_TAIL_CHARS:]) for g in item.stash.get(GATEWAYS, [])]

@@ -50,7 +50,7 @@ def test_the_probe_asks_the_judged_prompt_through_the_gateway(
     with running(GatewayProcess(probe_triton.grpc_url, [SPEC], tmp_path), request) as gateway:
         argv = ["probe", "--url", f"http://{probe_triton.http_url}", "--spec", str(spec_path)]
         code = main([*argv, "--requests", "2", "--gateway", f"{gateway.url}/v1", "--json"])
-        access = gateway.access_entries(until=lambda e: e["path"] == "/v1/completions")
+        access = gateway.access_entries(until=lambda e: (e["path"], e["status"]) == ("/v1/completions", 200))
 
     report = json.loads(capsys.readouterr().out)
     assert code == 0, report
