@@ -74,6 +74,7 @@ def fitting(
     *,
     gpus: int = 4,
     taint: dict[str, str] | None = None,
+    cordoned: bool = False,
     metrics_api: str | None = "local",
 ) -> None:
     settings = settings_from_stack_file(project, "cp")
@@ -81,6 +82,10 @@ def fitting(
     if taint is not None:
         gpu = type(gpu)(gpu.name, gpu.labels, [taint], gpu.allocatable)
     cluster.add_nodes([gpu, cpu_node_shape(settings, f"{cluster.namespace}-cpu-0")])
+    if cordoned:  # as `kubectl cordon` does
+        cluster.kube.apply(
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": gpu.name}, "spec": {"unschedulable": True}}
+        )
     cluster.kube.apply(
         {
             "apiVersion": "storage.k8s.io/v1",
@@ -146,6 +151,7 @@ BROKEN: list[tuple[str, dict[str, Any], dict[str, Any], str, str]] = [
         "FAIL gpu-placement",
         "taint dedicated=gpu:NoSchedule is not tolerated",
     ),
+    ("cordoned GPU node", {}, {"cordoned": True}, "FAIL gpu-placement", "-gpu-0 is cordoned; the nodes must be Ready"),
     ("missing storage class", {"storageClass": "fast-nfs"}, {}, "FAIL storage-class", "'fast-nfs' not found"),
     (
         "missing CRD",

@@ -12,6 +12,7 @@ from tritonft.preflight.checks import (
     free_gpus,
     metrics_apis,
     model_shapes_fit,
+    selector_and_taints,
     storage,
     tolerated,
 )
@@ -33,11 +34,24 @@ def needs(**overrides: Any) -> Needs:
     return Needs(**(base | overrides))
 
 
-def node(name: str, gpus: int, labels: dict[str, str] | None = None) -> dict[str, Any]:
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
+NOT_READY_TAINT = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+READY = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+
+
+def node(
+    name: str,
+    gpus: int,
+    labels: dict[str, str] | None = None,
+    *,
+    ready: dict[str, str] = READY,
+    taints: tuple[dict[str, str], ...] = (GPU_TAINT,),
+    unschedulable: bool = False,
+) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "labels": {"pool": "gpu"} if labels is None else labels},
-        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]},
-        "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}},
+        "spec": {"taints": list(taints)} | ({"unschedulable": True} if unschedulable else {}),
+        "status": {"allocatable": {"nvidia.com/gpu": str(gpus)}, "conditions": [ready]},
     }
 
 
@@ -69,6 +83,48 @@ def test_a_model_fits_only_where_one_usable_node_has_its_gpus_free() -> None:
     checks = model_shapes_fit([node("a", 4), node("b", 4, labels={})], [pod("a", 1)], needs())
     assert [c.ok for c in checks] == [False, True]
     assert "the most free on a usable GPU node is 3" in checks[0].detail
+
+
+def test_a_ready_gpu_node_with_the_selector_and_tolerated_taints_takes_the_pods() -> None:
+    check = selector_and_taints([node("a", 4)], needs())
+    assert check.ok and check.detail == "1 GPU node(s) match the selector and tolerations"
+
+
+def test_a_cordoned_gpu_node_is_named_as_cordoned_with_the_node_as_the_fix() -> None:
+    cordoned = node(
+        "a", 4, unschedulable=True, taints=(GPU_TAINT, {**NOT_READY_TAINT, "key": "node.kubernetes.io/unschedulable"})
+    )
+    check = selector_and_taints([cordoned], needs())
+    assert not check.ok
+    assert "a is cordoned;" in check.detail
+    assert check.detail.endswith("the nodes must be Ready and schedulable (kubectl describe node; kubectl uncordon)")
+
+
+def test_a_gpu_node_not_ready_is_named_with_its_kubelets_reason() -> None:
+    lost = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": "Kubelet stopped posting"}
+    check = selector_and_taints([node("a", 4, ready=lost, taints=(GPU_TAINT, NOT_READY_TAINT))], needs())
+    assert not check.ok
+    assert "a is not Ready (NodeStatusUnknown: Kubelet stopped posting);" in check.detail
+
+
+def test_the_not_ready_taint_of_a_node_just_turned_ready_is_not_offered_as_a_toleration_to_add() -> None:
+    # The API server taints every new node not-ready; the node lifecycle controller lifts it seconds after Ready.
+    check = selector_and_taints([node("a", 4, taints=(GPU_TAINT, NOT_READY_TAINT))], needs())
+    assert not check.ok
+    assert "a has the node-state taint node.kubernetes.io/not-ready:NoSchedule;" in check.detail
+    assert "is not tolerated" not in check.detail and "gpuTolerations" not in check.detail
+
+
+def test_a_node_both_unready_and_unlabelled_names_both_and_the_stack_fix() -> None:
+    check = selector_and_taints([node("a", 4, labels={}, unschedulable=True)], needs())
+    assert "a is cordoned and lacks label pool=gpu;" in check.detail
+    assert check.detail.endswith("fix gpuNodeSelector/gpuTolerations or the nodes")
+
+
+def test_a_model_does_not_fit_on_a_node_that_takes_no_pods() -> None:
+    checks = model_shapes_fit([node("a", 4, unschedulable=True)], [], needs())
+    assert [c.ok for c in checks] == [False, False]
+    assert "the most free on a usable GPU node is 0" in checks[0].detail
 
 
 def test_block_storage_is_refused_for_the_read_write_many_model_store() -> None:

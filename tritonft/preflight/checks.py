@@ -97,11 +97,44 @@ def gpu_nodes(nodes: Sequence[Mapping[str, Any]]) -> Check:
     return Check("gpu-nodes", True, f"{len(found)} node(s) with allocatable {GPU_RESOURCE} ({counts} per node)")
 
 
+NODE_STATE_TAINT_PREFIX = "node.kubernetes.io/"
+"""Taints Kubernetes sets from a node's state (not-ready, unreachable, unschedulable, memory/disk/PID pressure): the
+fix is the node, never a toleration in the stack."""
+
+
+def _blocking_taints(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [t for t in node.get("spec", {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+
+
+def _taint_text(taint: Mapping[str, Any]) -> str:
+    value = f"={taint['value']}" if taint.get("value") else ""
+    return f"{taint['key']}{value}:{taint['effect']}"
+
+
+def node_state(node: Mapping[str, Any]) -> str | None:
+    """Why ``node`` takes no new pods whatever the stack tolerates (cordoned, not Ready, a node-state taint), or
+    None when it takes them."""
+    if node.get("spec", {}).get("unschedulable"):
+        return "is cordoned"
+    conditions = node.get("status", {}).get("conditions", [])
+    ready = next((c for c in conditions if c.get("type") == "Ready"), None)
+    if ready is None:
+        return "is not Ready (no Ready condition yet)"
+    if ready.get("status") != "True":
+        why = ": ".join(p for p in (ready.get("reason"), ready.get("message")) if p) or f"Ready={ready.get('status')}"
+        return f"is not Ready ({why})"
+    state = [_taint_text(t) for t in _blocking_taints(node) if t["key"].startswith(NODE_STATE_TAINT_PREFIX)]
+    if state:
+        return f"has the node-state taint {', '.join(state)}"
+    return None
+
+
 def usable(node: Mapping[str, Any], needs: Needs) -> bool:
     labels = node["metadata"].get("labels", {})
-    taints = [t for t in node.get("spec", {}).get("taints", []) if t.get("effect") in ("NoSchedule", "NoExecute")]
-    return all(labels.get(k) == v for k, v in needs.gpu_selector.items()) and all(
-        tolerated(t, needs.tolerations) for t in taints
+    return (
+        node_state(node) is None
+        and all(labels.get(k) == v for k, v in needs.gpu_selector.items())
+        and all(tolerated(t, needs.tolerations) for t in _blocking_taints(node))
     )
 
 
@@ -112,27 +145,29 @@ def selector_and_taints(nodes: Sequence[Mapping[str, Any]], needs: Needs) -> Che
         return Check("gpu-placement", True, f"{len(ok)} GPU node(s) match the selector and tolerations")
     selector = ", ".join(f"{k}={v}" for k, v in sorted(needs.gpu_selector.items())) or "(none)"
     problems = []
+    stack_fixable = False
     for n in gpu:
         labels = n["metadata"].get("labels", {})
         missing = [f"{k}={v}" for k, v in sorted(needs.gpu_selector.items()) if labels.get(k) != v]
         untolerated = [
-            f"{t['key']}={t.get('value', '')}:{t['effect']}"
-            for t in n.get("spec", {}).get("taints", [])
-            if t.get("effect") in ("NoSchedule", "NoExecute") and not tolerated(t, needs.tolerations)
+            _taint_text(t)
+            for t in _blocking_taints(n)
+            if not t["key"].startswith(NODE_STATE_TAINT_PREFIX) and not tolerated(t, needs.tolerations)
         ]
-        why = []
+        why = [state] if (state := node_state(n)) else []
         if missing:
             why.append(f"lacks label {', '.join(missing)}")
         if untolerated:
             why.append(f"taint {', '.join(untolerated)} is not tolerated")
+        stack_fixable = stack_fixable or bool(missing or untolerated)
         problems.append(f"{_name(n)} {' and '.join(why)}")
     detail = "; ".join(problems) if problems else "no GPU nodes"
-    return Check(
-        "gpu-placement",
-        False,
-        f"no GPU node takes the Triton pods (selector {selector}): {detail}; fix gpuNodeSelector/gpuTolerations "
-        "or the nodes",
+    fix = (
+        "fix gpuNodeSelector/gpuTolerations or the nodes"
+        if stack_fixable or not problems
+        else "the nodes must be Ready and schedulable (kubectl describe node; kubectl uncordon)"
     )
+    return Check("gpu-placement", False, f"no GPU node takes the Triton pods (selector {selector}): {detail}; {fix}")
 
 
 def free_gpus(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> int:
