@@ -100,5 +100,7 @@ def started(gateway: GatewayProcess, request: pytest.FixtureRequest) -> Iterator
 
 
 def log_sections(item: pytest.Item) -> list[tuple[str, str]]:
-    """A report section per gateway ``item`` started: the tail of its log."""
-    return [(f"gateway log ({g.log_path})", g.log_text()[-LOG_TAIL_CHARS:]) for g in item.stash.get(GATEWAYS, [])]
+    """A report section per gateway started for ``item``, by the test or by a fixture of a wider scope (whose
+    request's node is the module or session): the tail of its log."""
+    gateways = [g for node in item.listchain() for g in node.stash.get(GATEWAYS, [])]
+    return [(f"gateway log ({g.log_path})", g.log_text()[-LOG_TAIL_CHARS:]) for g in gateways]

@@ -33,6 +33,16 @@ def gateway(tmp_path):
     return GatewayProcess(f"127.0.0.1:{free_port()}", [SPEC], tmp_path)
 
 
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory, request):
+    with started(gateway(tmp_path_factory.mktemp("shared")), request) as running:
+        yield running
+
+
+def test_a_failure_with_a_module_scoped_gateway(shared):
+    assert False, "failed beside a module-scoped gateway"
+
+
 def test_an_earlier_failure():
     assert False
 
@@ -64,8 +74,8 @@ def run_inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, *args:
 def test_a_passing_tests_output_holds_no_gateway_log_after_another_test_failed(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    outcome = run_inner(pytester, monkeypatch)
-    outcome.assert_outcomes(passed=1, failed=2)
+    outcome = run_inner(pytester, monkeypatch, "-k", "not module_scoped")
+    outcome.assert_outcomes(passed=1, failed=2, deselected=1)
     assert "PASSED test_inner.py::test_output_is_the_tests_own" in outcome.outlines
 
 
@@ -73,9 +83,20 @@ def test_a_failed_tests_report_carries_the_log_of_the_gateway_it_started(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     outcome = run_inner(pytester, monkeypatch, "-k", "test_a_failure_after_the_gateway_stopped")
-    outcome.assert_outcomes(failed=1, deselected=2)
+    outcome.assert_outcomes(failed=1, deselected=3)
     text = outcome.stdout.str()
     failure = text[text.index("_ test_a_failure_after_the_gateway_stopped _") :]
     assert "failed after the gateway stopped" in failure
     assert "gateway log (" in failure
     assert '"path":"/v1/completions"' in failure.replace(" ", ""), "the access log line of the test's request"
+
+
+def test_a_failed_tests_report_carries_the_log_of_a_gateway_a_module_fixture_started(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outcome = run_inner(pytester, monkeypatch, "-k", "module_scoped")
+    outcome.assert_outcomes(failed=1, deselected=3)
+    text = outcome.stdout.str()
+    failure = text[text.index("_ test_a_failure_with_a_module_scoped_gateway _") :]
+    assert "failed beside a module-scoped gateway" in failure
+    assert "gateway log (" in failure and "/shared0/gateway.log" in failure
