@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prometheus_client import generate_latest
 
 from tritonft.gateway.metrics import GatewayMetrics
@@ -30,3 +32,26 @@ def test_a_request_naming_no_served_model_is_no_demand() -> None:
     metrics = GatewayMetrics(("t5",))
     metrics.answered("completions", "", 400, 0.01)
     assert 'tritonft_gateway_model_requests_total{model=""}' not in exposition(metrics)
+
+
+def test_every_series_the_gateway_serves_is_documented_in_the_readme_with_its_type_and_labels() -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    documented = {
+        cells[0].strip("` "): (cells[1].strip(), {label.strip("` ") for label in cells[2].split(",")})
+        for line in readme.splitlines()
+        if line.startswith("| `tritonft_gateway_")
+        for cells in [line.strip("|").split("|")]
+    }
+    metrics = GatewayMetrics(("t5",))
+    metrics.answered("completions", "t5", 200, 0.1)  # labelled series exist once observed
+    metrics.triton_waited("t5", 0.1)
+    metrics.triton_first_response("t5", 0.1)
+    metrics.triton_called("t5", 1)
+    served = {
+        f"{family.name}_total" if family.type == "counter" else family.name: (
+            family.type,
+            {label for sample in family.samples for label in sample.labels} - {"le"},
+        )
+        for family in metrics.registry.collect()
+    }
+    assert documented == served

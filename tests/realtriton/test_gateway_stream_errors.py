@@ -80,13 +80,18 @@ def events(body: bytes) -> list[Any]:
     return [p.decode() if p == b"[DONE]" else json.loads(p) for p in payloads]
 
 
-def answered_count(gateway: GatewayProcess, model: str, status: int) -> float:
-    """``tritonft_gateway_requests_total`` of the completions route for ``model`` and ``status`` (0 when absent)."""
-    with urllib.request.urlopen(f"{gateway.url}/metrics", timeout=5) as answer:
+def sample(metrics_url: str, series: str) -> float:
+    """The value of one series on a Prometheus text endpoint (0 when absent)."""
+    with urllib.request.urlopen(metrics_url, timeout=5) as answer:
         text = answer.read().decode()
-    series = f'tritonft_gateway_requests_total{{model="{model}",route="completions",status="{status}"}}'
     found = re.search(rf"^{re.escape(series)} (\S+)$", text, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
+
+
+def answered_count(gateway: GatewayProcess, model: str, status: int) -> float:
+    """``tritonft_gateway_requests_total`` of the completions route for ``model`` and ``status``."""
+    series = f'tritonft_gateway_requests_total{{model="{model}",route="completions",status="{status}"}}'
+    return sample(f"{gateway.url}/metrics", series)
 
 
 def refusal(error: openai.APIStatusError) -> tuple[int, str | None, str | None]:
@@ -214,3 +219,47 @@ def test_a_streamed_chat_never_sends_the_start_of_the_stop_phrase_it_ends_at(awa
     chunks = list(stream)
     assert "".join(c.choices[0].delta.content or "" for c in chunks).strip() == "System: be brief"
     assert chunks[-1].choices[0].finish_reason == "stop"
+
+
+def successes(triton: LocalTriton, model: str) -> float:
+    """Triton's own count of the requests ``model`` completed."""
+    return sample(triton.metrics_url, f'nv_inference_request_success{{model="{model}",version="1"}}')
+
+
+def test_a_stream_abandoned_at_its_stop_phrase_is_cancelled_at_triton(
+    awake: GatewayProcess, matrix_triton: LocalTriton, matrix_repository: Path
+) -> None:
+    # Paced, the model still generates after the stop phrase. Triton does not stop a composing model's request,
+    # but a cancelled ensemble runs no further step: each response the model sends after the cancellation is one
+    # postprocessing run fewer than when the stream is read to its end.
+    names = RepoNames.of(matrix_spec("gpt2-stream"))
+    prompt = "one two three four five six seven eight"
+
+    def streamed(**stop: Any) -> tuple[str, float]:
+        ft, post = successes(matrix_triton, names.ft), successes(matrix_triton, names.postprocessing)
+        stream = peer(awake).completions.create(model=names.ensemble, prompt=prompt, max_tokens=16, stream=True, **stop)
+        text = "".join(c.choices[0].text for c in stream)
+        wait_for("the model to end its generation", lambda: successes(matrix_triton, names.ft) > ft, 15)
+        return text, successes(matrix_triton, names.postprocessing) - post
+
+    set_behaviour(matrix_repository / names.ft, token_interval_s=0.1)
+    try:
+        whole, read_to_the_end = streamed()
+        cut, abandoned = streamed(stop=["two"])
+    finally:
+        set_behaviour(matrix_repository / names.ft)
+    assert whole.startswith("one two three") and cut.strip() == "one"
+    assert abandoned < read_to_the_end - 2, (
+        f"postprocessing ran {abandoned} times when stopped, {read_to_the_end} in all"
+    )
+
+
+def test_a_streamed_call_is_timed_to_its_first_response_and_to_its_end(awake: GatewayProcess) -> None:
+    timings = ("tritonft_gateway_triton_first_response_seconds_count", "tritonft_gateway_triton_seconds_count")
+
+    def counts() -> list[float]:
+        return [sample(f"{awake.url}/metrics", f'{name}{{model="gpt2-stream"}}') for name in timings]
+
+    before = counts()
+    list(peer(awake).completions.create(model="gpt2-stream", prompt="hello world", max_tokens=8, stream=True))
+    assert [after - was for after, was in zip(counts(), before, strict=True)] == [1.0, 1.0]

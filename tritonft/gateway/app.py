@@ -8,7 +8,7 @@ import itertools
 import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -70,12 +70,28 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             raise unknown_model(name, config.names)
         return model
 
+    async def streamed(req: EnsembleRequest, prompt: str) -> AsyncGenerator[str, None]:
+        """A decoupled model's responses to ``prompt`` (the whole sequence so far), timed into its metrics: the
+        first response, and the stream until it ended or was abandoned. Closing it cancels the Triton call."""
+        started = time.monotonic()
+        first = True
+        try:
+            async with aclosing(client(req.model.name).stream(req, prompt, config.deadline_s)) as responses:
+                async for whole in responses:
+                    if first:
+                        metrics.triton_first_response(req.model.name, time.monotonic() - started)
+                        first = False
+                    yield whole
+        finally:
+            metrics.triton_waited(req.model.name, time.monotonic() - started)
+
     async def collected(req: EnsembleRequest, prompt: str) -> list[str]:
         """A decoupled model answers only over a stream (Triton refuses ModelInfer): the completion is what its
         last response adds to the prompt, the text a ``stream: true`` request gets in pieces."""
         last = ""
-        async for whole in client(req.model.name).stream(req, prompt, config.deadline_s):
-            last = whole
+        async with aclosing(streamed(req, prompt)) as responses:
+            async for whole in responses:
+                last = whole
         return [stream_delta("", last, prompt, True)]
 
     async def send(req: EnsembleRequest, prompts: tuple[str, ...], deadline: float) -> list[list[str]]:
@@ -85,10 +101,10 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
     coalescer = Coalescer(send, config.deadline_s, config.calls_in_flight, enabled=config.coalesce)
 
     async def answer(req: EnsembleRequest, deadline: float) -> list[list[str]]:
+        if req.model.streaming:  # each stream is timed by streamed()
+            return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
         started = time.monotonic()
         try:
-            if req.model.streaming:
-                return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
             return await coalescer.answer(req, deadline)
         finally:
             metrics.triton_waited(req.model.name, time.monotonic() - started)
@@ -100,14 +116,15 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             sent, stopped = "", False
             if req.model.streaming:
                 text = ""
-                async for whole in client(req.model.name).stream(req, prompt, config.deadline_s):
-                    text, stopped = cut_at_stop(stream_delta("", whole, prompt, True), req.stop)
-                    ready = text if stopped else text[: len(text) - held_back(text, req.stop)]
-                    if len(ready) > len(sent):
-                        yield chunks.piece(index, ready[len(sent) :], None)
-                        sent = ready
-                    if stopped:
-                        break
+                async with aclosing(streamed(req, prompt)) as responses:
+                    async for whole in responses:
+                        text, stopped = cut_at_stop(stream_delta("", whole, prompt, True), req.stop)
+                        ready = text if stopped else text[: len(text) - held_back(text, req.stop)]
+                        if len(ready) > len(sent):
+                            yield chunks.piece(index, ready[len(sent) :], None)
+                            sent = ready
+                        if stopped:
+                            break
                 if len(text) > len(sent):  # the model ended on what only looked like the start of a stop phrase
                     yield chunks.piece(index, text[len(sent) :], None)
             else:

@@ -45,12 +45,18 @@ class GatewayMetrics:
         self._demand = {model: self.demand.labels(model) for model in self.models}
         self.triton_latency = Histogram(
             "tritonft_gateway_triton_seconds",
-            "Time spent waiting for Triton per inference, by model",
+            "Time spent waiting for Triton per inference (a streaming model's: the whole stream), by model",
             ["model"],
             buckets=_BUCKETS,
             registry=self.registry,
         )
-
+        self.first_response = Histogram(
+            "tritonft_gateway_triton_first_response_seconds",
+            "Time from a streaming (decoupled) model's call to its first response (time to first token), by model",
+            ["model"],
+            buckets=_BUCKETS,
+            registry=self.registry,
+        )
         self.call_rows = Histogram(
             "tritonft_gateway_triton_call_rows",
             "ModelInfer calls to Triton (count) and the prompts (rows) each carried, by model; more rows than calls "
@@ -75,6 +81,9 @@ class GatewayMetrics:
 
     def triton_waited(self, model: str, seconds: float) -> None:
         self._child(self.triton_latency, model).observe(seconds)
+
+    def triton_first_response(self, model: str, seconds: float) -> None:
+        self._child(self.first_response, model).observe(seconds)
 
     def triton_called(self, model: str, rows: int) -> None:
         self._child(self.call_rows, model).observe(rows)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from functools import lru_cache
 from typing import Any
 
@@ -153,13 +153,14 @@ class Triton:
             raise _error(exc, deadline_s) from exc
         return split_rows(_texts(response), len(prompts))
 
-    async def stream(self, request: EnsembleRequest, prompt: str, deadline_s: float) -> AsyncIterator[str]:
+    async def stream(self, request: EnsembleRequest, prompt: str, deadline_s: float) -> AsyncGenerator[str, None]:
         """Each decoupled response's text (the whole sequence so far) as the model sends it.
 
         The request stream is half-closed after the one request; Triton ends the stream once its last response
-        is sent, which ends the iteration."""
+        is sent, which ends the iteration. Closed before that (the caller stopped at a stop phrase, its client went
+        away), the call is cancelled at once: Triton cancels the request instead of generating on for nobody."""
+        call = self._stub.ModelStreamInfer(iter((infer_request(request, prompt),)), timeout=deadline_s)
         try:
-            call = self._stub.ModelStreamInfer(iter((infer_request(request, prompt),)), timeout=deadline_s)
             async for answer in call:
                 if answer.error_message:
                     raise from_triton("", answer.error_message.strip(), deadline_s)
@@ -170,6 +171,8 @@ class Triton:
             raise
         except Exception as exc:
             raise _error(exc, deadline_s) from exc
+        finally:
+            call.cancel()  # a no-op once the stream has ended
 
     async def close(self) -> None:
         await self._channel.close()

@@ -83,15 +83,23 @@ def standin_all(repository: Path, generation: str = "echo") -> list[str]:
 
 
 def set_behaviour(
-    model_dir: Path, *, fail: str | None = None, sleep_s: float | None = None, record: bool = False
+    model_dir: Path,
+    *,
+    fail: str | None = None,
+    sleep_s: float | None = None,
+    record: bool = False,
+    token_interval_s: float | None = None,
 ) -> None:
-    """Make the stand-in in ``model_dir`` fail every request with ``fail``, sleep ``sleep_s`` per batch and/or
-    record what it receives (:func:`received`); with none, restore the normal behaviour."""
+    """Make the stand-in in ``model_dir`` fail every request with ``fail``, sleep ``sleep_s`` per batch, record
+    what it receives (:func:`received`) and/or, decoupled, pause ``token_interval_s`` before each token; with
+    none, restore the normal behaviour."""
     behaviour: dict[str, object] = {"record": True} if record else {}
     if fail is not None:
         behaviour["fail"] = fail
     if sleep_s is not None:
         behaviour["sleep_s"] = sleep_s
+    if token_interval_s is not None:
+        behaviour["token_interval_s"] = token_interval_s
     path = model_dir / BEHAVIOUR_FILE
     if behaviour:
         path.write_text(json.dumps(behaviour), encoding="utf-8")

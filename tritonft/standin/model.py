@@ -13,7 +13,8 @@ each generated token is sent as its own response.
 Behaviour is injectable through ``standin.json`` in the model directory, read on change:
 ``{"fail": "message"}`` answers every request with that error; ``{"sleep_s": 0.2}`` sleeps before answering;
 ``{"record": true}`` appends each request's inputs (name -> dtype, shape, values) as a JSON line to
-``standin-received.jsonl`` there.
+``standin-received.jsonl`` there; ``{"token_interval_s": 0.05}`` paces a decoupled model's responses (a pause
+before each token, as a real generation takes its time).
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ class TritonPythonModel:
                     response = pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(repr(exc)))
                 else:
                     if self.decoupled:
-                        self._stream(request, prompts, generated, beams)
+                        self._stream(request, prompts, generated, beams, behaviour.get("token_interval_s"))
                         continue
                     response = pb_utils.InferenceResponse(output_tensors=self._tensors(prompts, generated, beams))
             if self.decoupled:
@@ -179,11 +180,21 @@ class TritonPythonModel:
         with self.record_path.open("a") as handle:
             handle.write(json.dumps(received) + "\n")
 
-    def _stream(self, request: Any, prompts: list[list[int]], generated: list[list[int]], beams: int) -> None:
-        """One response per generation step (every row's tokens so far), then the final flag."""
+    def _stream(
+        self,
+        request: Any,
+        prompts: list[list[int]],
+        generated: list[list[int]],
+        beams: int,
+        interval_s: float | None = None,
+    ) -> None:
+        """One response per generation step (every row's tokens so far), ``interval_s`` apart, then the final
+        flag."""
         sender = request.get_response_sender()
         steps = max((len(g) for g in generated), default=0)
         for step in range(1, steps + 1):
+            if interval_s:
+                time.sleep(float(interval_s))
             partial = [g[:step] for g in generated]
             sender.send(pb_utils.InferenceResponse(output_tensors=self._tensors(prompts, partial, beams)))
         sender.send(flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
