@@ -3,22 +3,15 @@ the logs of the gateways it started."""
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 
 import pytest
 
+from tests.failure_logs import attach_on_failure
 from tests.gateway.server import log_sections
 from tritonft.synth.engine import RecordingMocks, mock_engine
 
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    if report.failed:
-        report.sections.extend(log_sections(item))
-    return report
+pytest_runtest_makereport = attach_on_failure(log_sections)
 
 
 @pytest.fixture

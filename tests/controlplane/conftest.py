@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import re
 import time
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +18,7 @@ import pytest
 from components.settings.stack_file import settings_from_stack_file
 from tests.controlplane.plan import NodeShape, Plan, apply_plan, create_nodes, load_plan, retarget
 from tests.controlplane.server import REPO, ControlPlane, control_plane_bin
+from tests.failure_logs import attach_on_failure
 from tritonft.kube import Kube
 from tritonft.synth.run import synthesize
 
@@ -25,19 +26,19 @@ _counter = itertools.count(1)
 LOG_TAIL = 60
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(
-    item: pytest.Item, call: pytest.CallInfo[None]
-) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    if report.failed:
-        plane = getattr(item, "_control_plane", None)
-        namespace = getattr(item, "_cluster_namespace", None)
-        if isinstance(plane, ControlPlane):
-            for name, path in plane.logs().items():
-                lines = path.read_text(errors="replace").splitlines() if path.exists() else []
-                report.sections.append(log_section(name, lines, namespace))
-    return report
+def control_plane_sections(item: pytest.Item) -> list[tuple[str, str]]:
+    """Each control-plane log's lines for the test (see :func:`log_section`), when it used the control plane."""
+    plane = getattr(item, "_control_plane", None)
+    if not isinstance(plane, ControlPlane):
+        return []
+    namespace = getattr(item, "_cluster_namespace", None)
+    return [
+        log_section(name, path.read_text(errors="replace").splitlines() if path.exists() else [], namespace)
+        for name, path in plane.logs().items()
+    ]
+
+
+pytest_runtest_makereport = attach_on_failure(control_plane_sections)
 
 
 def log_section(name: str, lines: list[str], namespace: str | None) -> tuple[str, str]:

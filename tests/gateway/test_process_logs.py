@@ -79,24 +79,37 @@ def test_a_passing_tests_output_holds_no_gateway_log_after_another_test_failed(
     assert "PASSED test_inner.py::test_output_is_the_tests_own" in outcome.outlines
 
 
-def test_a_failed_tests_report_carries_the_log_of_the_gateway_it_started(
+def failure_report(outcome: pytest.RunResult, test: str) -> str:
+    """The failure section of ``test`` in a run's output (its traceback, then its report sections)."""
+    text = outcome.stdout.str()
+    return text[text.index(f"_ {test} _") :]
+
+
+@pytest.mark.parametrize(
+    ("test", "message", "log"),
+    [
+        ("test_a_failure_after_the_gateway_stopped", "failed after the gateway stopped", "/gateway.log"),
+        (
+            "test_a_failure_with_a_module_scoped_gateway",
+            "failed beside a module-scoped gateway",
+            "/shared0/gateway.log",
+        ),
+    ],
+    ids=["started by the test", "started by a module fixture"],
+)
+def test_a_failed_tests_report_carries_the_log_of_its_gateway(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, test: str, message: str, log: str
+) -> None:
+    outcome = run_inner(pytester, monkeypatch, "-k", test)
+    outcome.assert_outcomes(failed=1, deselected=3)
+    failure = failure_report(outcome, test)
+    assert message in failure
+    assert "gateway log (" in failure and f"{log}) -" in failure
+
+
+def test_the_gateway_log_in_a_report_is_the_whole_log_with_the_tests_requests(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     outcome = run_inner(pytester, monkeypatch, "-k", "test_a_failure_after_the_gateway_stopped")
-    outcome.assert_outcomes(failed=1, deselected=3)
-    text = outcome.stdout.str()
-    failure = text[text.index("_ test_a_failure_after_the_gateway_stopped _") :]
-    assert "failed after the gateway stopped" in failure
-    assert "gateway log (" in failure
+    failure = failure_report(outcome, "test_a_failure_after_the_gateway_stopped")
     assert '"path":"/v1/completions"' in failure.replace(" ", ""), "the access log line of the test's request"
-
-
-def test_a_failed_tests_report_carries_the_log_of_a_gateway_a_module_fixture_started(
-    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    outcome = run_inner(pytester, monkeypatch, "-k", "module_scoped")
-    outcome.assert_outcomes(failed=1, deselected=3)
-    text = outcome.stdout.str()
-    failure = text[text.index("_ test_a_failure_with_a_module_scoped_gateway _") :]
-    assert "failed beside a module-scoped gateway" in failure
-    assert "gateway log (" in failure and "/shared0/gateway.log" in failure

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.failure_logs import attach_on_failure, tail
 from tests.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
 from tests.realtriton.repos import (
     MATRIX,
@@ -138,14 +139,11 @@ def probe_triton(
     return serve_triton(repository)
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
-    report = yield
-    if report.failed:  # type: ignore[attr-defined]
-        for server in _RUNNING:
-            tail = "\n".join(server.log_text().splitlines()[-LOG_TAIL_LINES:])
-            report.sections.append((f"tritonserver log ({server.log_path})", tail))  # type: ignore[attr-defined]
-        for prometheus in PROMETHEUS_SERVERS:
-            tail = "\n".join(prometheus.log_text().splitlines()[-LOG_TAIL_LINES:])
-            report.sections.append((f"prometheus log ({prometheus.log_path})", tail))  # type: ignore[attr-defined]
-    return report
+def server_sections(item: pytest.Item) -> list[tuple[str, str]]:
+    """The tail of every running Triton's and Prometheus' log (servers are shared across tests)."""
+    return [tail(f"tritonserver log ({s.log_path})", s.log_text(), LOG_TAIL_LINES) for s in _RUNNING] + [
+        tail(f"prometheus log ({p.log_path})", p.log_text(), LOG_TAIL_LINES) for p in PROMETHEUS_SERVERS
+    ]
+
+
+pytest_runtest_makereport = attach_on_failure(server_sections)
