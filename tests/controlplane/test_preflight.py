@@ -15,6 +15,7 @@ from components.settings.stack_file import settings_from_stack_file
 from tests.controlplane.conftest import Cluster
 from tests.controlplane.plan import cpu_node_shape, gpu_node_shape, install_crds
 from tests.controlplane.server import ControlPlane
+from tests.settings.test_validation import aws_stack
 from tritonft.cli import main
 from tritonft.kube import wait_for
 
@@ -218,3 +219,28 @@ def test_preflight_fails_naming_the_missing_piece(
         assert failed == {line, "FAIL gpu-shape t5-3b", "FAIL gpu-shape gpt-j-6b"}
     else:
         assert failed == {line}, "only the broken piece fails"
+
+
+def test_an_aws_stack_with_its_gpu_node_group_at_zero_passes_on_a_cluster_without_gpu_nodes(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # EKS at rest with gpuNodesMin 0: cluster-autoscaler adds the GPU nodes when the Triton pods ask for them.
+    project = write_project(tmp_path, control_plane, cluster)
+    models = [dict(T5_3B, tensorParallel=4), dict(GPTJ)]
+    stack = aws_stack(models=models, gpuNodesMin=0, gpuNodesMax=2, addons=["ingress-nginx"])
+    (project / "stacks/Pulumi.cp.yaml").write_text(
+        yaml.safe_dump({"config": {f"triton-ft:{k}": v for k, v in stack.items()}})
+    )
+    settings = settings_from_stack_file(project, "cp")
+    cluster.add_nodes([cpu_node_shape(settings, f"{cluster.namespace}-cpu-0")])
+
+    kubeconfig = str(control_plane.workdir / "kubeconfig")
+    code, lines = preflight(project, capsys, "--no-dry-run", "--kubeconfig", kubeconfig)
+
+    assert code == 0, json.dumps(lines, indent=1)
+    assert lines["PASS gpu-nodes"].endswith(
+        "cluster-autoscaler adds g5.12xlarge nodes (4 GPUs each) on demand, 0 of at most 2 running"
+    )
+    assert lines["PASS gpu-shape t5-3b"].startswith(
+        "PASS gpu-shape t5-3b: needs 4 GPU(s) on one node; none has them free now"
+    )

@@ -6,10 +6,12 @@ from typing import Any
 
 import pytest
 
+from components.capacity import GpuPool
 from tritonft.preflight.checks import (
     RESOURCE_METRICS_API,
     Needs,
     free_gpus,
+    gpu_nodes,
     metrics_apis,
     model_shapes_fit,
     selector_and_taints,
@@ -125,6 +127,51 @@ def test_a_model_does_not_fit_on_a_node_that_takes_no_pods() -> None:
     checks = model_shapes_fit([node("a", 4, unschedulable=True)], [], needs())
     assert [c.ok for c in checks] == [False, False]
     assert "the most free on a usable GPU node is 0" in checks[0].detail
+
+
+def aws_pool(nodes_min: int = 0, nodes_max: int = 2, gpus_per_node: int = 4) -> GpuPool:
+    return GpuPool("g5.12xlarge", gpus_per_node, nodes_min, nodes_max, autoscaled=nodes_max > nodes_min)
+
+
+def test_a_stack_node_group_at_zero_passes_the_gpu_checks_naming_what_cluster_autoscaler_adds() -> None:
+    cpu_only = [node("system-0", 0, labels={})]
+    scaled_down = needs(gpu_pool=aws_pool())
+    checks = [gpu_nodes(cpu_only, scaled_down), selector_and_taints(cpu_only, scaled_down)]
+    checks += model_shapes_fit(cpu_only, [], scaled_down)
+    assert all(c.ok for c in checks), checks
+    assert checks[0].detail == (
+        "none running (the stack's GPU node group is at 0); cluster-autoscaler adds g5.12xlarge nodes (4 GPUs each) "
+        "on demand, 0 of at most 2 running"
+    )
+
+
+def test_a_full_gpu_node_is_no_failure_while_the_stacks_node_group_can_grow() -> None:
+    full = [node("a", 4)]
+    (t5, gptj) = model_shapes_fit(full, [pod("a", 4)], needs(gpu_pool=aws_pool()))
+    assert t5.ok and gptj.ok
+    assert t5.detail == (
+        "needs 4 GPU(s) on one node; none has them free now, cluster-autoscaler adds g5.12xlarge nodes (4 GPUs each) "
+        "on demand, 1 of at most 2 running"
+    )
+
+
+def test_a_full_node_group_at_its_most_nodes_fails_as_a_fixed_cluster_does() -> None:
+    full = [node("a", 4), node("b", 4)]
+    (t5, _) = model_shapes_fit(full, [pod("a", 4), pod("b", 4)], needs(gpu_pool=aws_pool()))
+    assert not t5.ok and "the most free on a usable GPU node is 0" in t5.detail
+
+
+def test_a_fixed_size_node_group_without_gpu_nodes_names_the_nodes_it_should_have() -> None:
+    check = gpu_nodes([node("system-0", 0, labels={})], needs(gpu_pool=aws_pool(nodes_min=2, nodes_max=2)))
+    assert not check.ok
+    assert "the stack's GPU node group runs at least 2 g5.12xlarge node(s)" in check.detail
+
+
+def test_without_a_stack_node_group_no_gpu_node_is_a_failure() -> None:
+    cpu_only = [node("system-0", 0, labels={})]
+    assert not gpu_nodes(cpu_only, needs()).ok
+    assert not selector_and_taints(cpu_only, needs()).ok
+    assert [c.ok for c in model_shapes_fit(cpu_only, [], needs())] == [False, False]
 
 
 def test_block_storage_is_refused_for_the_read_write_many_model_store() -> None:

@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.capacity import GpuPool
+
 GPU_RESOURCE = "nvidia.com/gpu"
 RWO_ONLY_PROVISIONERS = frozenset(
     {
@@ -61,6 +63,21 @@ class Needs:
     metrics_apis: Sequence[tuple[str, str]] = ()
     """(APIService, what reads it and what serves it) for the metrics APIs the autoscalers need and the stack does
     not install: without them an HPA never scales, and nothing else says so."""
+    gpu_pool: GpuPool | None = None
+    """The stack's own GPU node group (``aws``), whose nodes cluster-autoscaler adds on demand: GPU nodes missing
+    or full now are not a failure while the group can grow. None: the cluster's nodes are all there is."""
+
+    def can_add_gpu_node(self, gpu_nodes: int) -> bool:
+        """cluster-autoscaler may add a node of the stack's GPU group (fewer than its most are running)."""
+        return self.gpu_pool is not None and self.gpu_pool.autoscaled and gpu_nodes < self.gpu_pool.nodes_max
+
+    def growth(self, gpu_nodes: int) -> str:
+        pool = self.gpu_pool
+        assert pool is not None
+        return (
+            f"cluster-autoscaler adds {pool.node_type} nodes ({pool.gpus_per_node} GPUs each) on demand, "
+            f"{gpu_nodes} of at most {pool.nodes_max} running"
+        )
 
 
 def tolerated(taint: Mapping[str, Any], tolerations: Iterable[Mapping[str, str]]) -> bool:
@@ -84,15 +101,18 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str(obj["metadata"]["name"])
 
 
-def gpu_nodes(nodes: Sequence[Mapping[str, Any]]) -> Check:
+def gpu_nodes(nodes: Sequence[Mapping[str, Any]], needs: Needs) -> Check:
     found = [n for n in nodes if gpus_of(n) > 0]
+    if not found and needs.gpu_pool is not None and needs.gpu_pool.nodes_min == 0 and needs.can_add_gpu_node(0):
+        return Check("gpu-nodes", True, f"none running (the stack's GPU node group is at 0); {needs.growth(0)}")
     if not found:
-        return Check(
-            "gpu-nodes",
-            False,
-            f"no node has allocatable {GPU_RESOURCE} ({len(nodes)} node(s)); install the NVIDIA device plugin "
-            "or add GPU nodes",
-        )
+        fix = "install the NVIDIA device plugin or add GPU nodes"
+        if needs.gpu_pool is not None and needs.gpu_pool.nodes_min > 0:
+            fix = (
+                f"the stack's GPU node group runs at least {needs.gpu_pool.nodes_min} {needs.gpu_pool.node_type} "
+                "node(s): are they still joining, or is the NVIDIA device plugin not running on them?"
+            )
+        return Check("gpu-nodes", False, f"no node has allocatable {GPU_RESOURCE} ({len(nodes)} node(s)); {fix}")
     counts = sorted({gpus_of(n) for n in found})
     return Check("gpu-nodes", True, f"{len(found)} node(s) with allocatable {GPU_RESOURCE} ({counts} per node)")
 
@@ -143,6 +163,8 @@ def selector_and_taints(nodes: Sequence[Mapping[str, Any]], needs: Needs) -> Che
     ok = [n for n in gpu if usable(n, needs)]
     if ok:
         return Check("gpu-placement", True, f"{len(ok)} GPU node(s) match the selector and tolerations")
+    if not gpu and needs.can_add_gpu_node(0):
+        return Check("gpu-placement", True, "no GPU node now; the stack's node group labels and taints its nodes")
     selector = ", ".join(f"{k}={v}" for k, v in sorted(needs.gpu_selector.items())) or "(none)"
     problems = []
     stack_fixable = False
@@ -185,14 +207,24 @@ def free_gpus(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> int
 def model_shapes_fit(
     nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], needs: Needs
 ) -> list[Check]:
+    gpu_count = sum(1 for n in nodes if gpus_of(n) > 0)
     candidates = [n for n in nodes if gpus_of(n) > 0 and usable(n, needs)]
     free = {_name(n): free_gpus(n, pods) for n in candidates}
     most = max(free.values(), default=0)
+    pool = needs.gpu_pool
     checks = []
     for model, gpus in needs.models:
         if most >= gpus:
             best = max(free, key=lambda k: free[k])
             checks.append(Check(f"gpu-shape {model}", True, f"needs {gpus} GPU(s) on one node; {best} has {most} free"))
+        elif pool is not None and pool.gpus_per_node >= gpus and needs.can_add_gpu_node(gpu_count):
+            checks.append(
+                Check(
+                    f"gpu-shape {model}",
+                    True,
+                    f"needs {gpus} GPU(s) on one node; none has them free now, {needs.growth(gpu_count)}",
+                )
+            )
         else:
             checks.append(
                 Check(

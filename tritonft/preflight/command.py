@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def needs_of(settings: Settings) -> Needs:
     """What the stack's settings ask of the cluster (selectors and tolerations exactly as the program sets them)."""
     from components.args import autoscaler_kind, gateway_autoscales, gpu_scheduling
+    from components.settings.capacity import gpu_pool
 
     cluster = settings.cluster
     if cluster.platform == "aws":
@@ -76,6 +77,7 @@ def needs_of(settings: Settings) -> Needs:
         stack_ingress_class="ingress-nginx" in cluster.addons,
         crds=crds,
         metrics_apis=apis,
+        gpu_pool=gpu_pool(cluster),
     )
 
 
@@ -121,7 +123,7 @@ def preflight(settings: Settings, kube: Kube, plan: list[dict[str, Any]] | None)
     needs = needs_of(settings)
     nodes = kube.items("v1", "Node")
     pods = kube.items("v1", "Pod")
-    results.append(checks.gpu_nodes(nodes))
+    results.append(checks.gpu_nodes(nodes, needs))
     results.append(checks.selector_and_taints(nodes, needs))
     results += checks.model_shapes_fit(nodes, pods, needs)
     results.append(checks.storage(kube.items("storage.k8s.io/v1", "StorageClass"), needs))
