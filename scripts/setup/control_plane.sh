@@ -47,4 +47,13 @@ build kwok "$tmp/" sigs.k8s.io/kwok/cmd/kwok
 mkdir -p "$(dirname "$bin")"
 rm -rf "$bin" && mv "$tmp" "$bin"
 echo "control_plane: built in $(($(date +%s) - start)) s" >&2
+# The Go caches (~4.5 GB) only serve a rebuild, which happens when the pins change; binaries of other pins are stale.
+if [ -z "${TRITONFT_KEEP_GO_CACHE:-}" ]; then
+  go clean -cache -modcache
+  rm -rf "$cache/go"
+  for old in "$cache/control-plane"/*; do
+    [ "$old" = "$(dirname "$bin")" ] || rm -rf "$old"
+  done
+  echo "control_plane: removed the Go build and module caches and other pins' binaries (TRITONFT_KEEP_GO_CACHE=1 keeps them)" >&2
+fi
 echo "$bin"
