@@ -237,7 +237,7 @@ def test_a_stream_abandoned_at_its_stop_phrase_is_cancelled_at_triton(
 
     def streamed(**stop: Any) -> tuple[str, float]:
         ft, post = successes(matrix_triton, names.ft), successes(matrix_triton, names.postprocessing)
-        stream = peer(awake).completions.create(model=names.ensemble, prompt=prompt, max_tokens=16, stream=True, **stop)
+        stream = peer(awake).completions.create(model=names.ensemble, prompt=prompt, max_tokens=24, stream=True, **stop)
         text = "".join(c.choices[0].text for c in stream)
         wait_for("the model to end its generation", lambda: successes(matrix_triton, names.ft) > ft, 15)
         return text, successes(matrix_triton, names.postprocessing) - post
