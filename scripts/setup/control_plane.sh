@@ -48,12 +48,15 @@ mkdir -p "$(dirname "$bin")"
 rm -rf "$bin" && mv "$tmp" "$bin"
 echo "control_plane: built in $(($(date +%s) - start)) s" >&2
 # The Go caches (~4.5 GB) only serve a rebuild, which happens when the pins change; binaries of other pins are stale.
+# A failed clean-up only leaves disk used: it never fails the set-up.
 if [ -z "${TRITONFT_KEEP_GO_CACHE:-}" ]; then
-  go clean -cache -modcache
-  rm -rf "$cache/go"
+  if go clean -cache -modcache && rm -rf "$cache/go"; then
+    echo "control_plane: removed the Go build and module caches (TRITONFT_KEEP_GO_CACHE=1 keeps them)" >&2
+  else
+    echo "control_plane: warning: could not remove the Go caches under $cache/go" >&2
+  fi
   for old in "$cache/control-plane"/*; do
-    [ "$old" = "$(dirname "$bin")" ] || rm -rf "$old"
+    [ "$old" = "$(dirname "$bin")" ] || rm -rf "$old" || echo "control_plane: warning: could not remove $old" >&2
   done
-  echo "control_plane: removed the Go build and module caches and other pins' binaries (TRITONFT_KEEP_GO_CACHE=1 keeps them)" >&2
 fi
 echo "$bin"
