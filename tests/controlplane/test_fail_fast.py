@@ -7,15 +7,18 @@ as soon as the grace period is over, instead of waiting out the rollout deadline
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
 from components.rollout_watch import RolloutWatchProvider
 from tests.controlplane.conftest import Cluster
-from tests.controlplane.plan import Plan
-from tests.controlplane.prod import deploy
+from tests.controlplane.plan import Plan, gpu_node_shape
+from tests.controlplane.prod import deploy, triton_pods
 from tests.controlplane.server import ControlPlane
+from tritonft.kube import wait_for
+from tritonft.rollout.verdict import unplaced
 from tritonft.rollout.watch import RolloutFailedError
 
 GRACE_S = 5.0
@@ -70,3 +73,55 @@ def test_the_wait_ends_when_the_deployment_has_rolled_out(
     assert done.outs is not None
     assert done.outs["ready_replicas"] == prod_plan.settings.serving.replicas_min
     assert "kubeconfig" not in done.outs, "credentials never reach the state"
+
+
+def test_a_pod_karpenter_nominated_a_node_for_is_waited_for_until_the_node_comes(
+    control_plane: ControlPlane, cluster: Cluster, prod_plan: Plan
+) -> None:
+    # An existing cluster (nothing the stack knows can add a node) whose Karpenter launches GPU nodes on demand:
+    # it nominates a node claim for the pending pod, and the node joins minutes later.
+    deploy(cluster, prod_plan, gpu_nodes=1)
+    outcome: list[Any] = []
+
+    def watch() -> None:
+        try:
+            outcome.append(RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=False, nodes_max=0)))
+        except RolloutFailedError as exc:
+            outcome.append(exc)
+
+    waiting = threading.Thread(target=watch, daemon=True)
+    waiting.start()
+    pending = wait_for("a t5-3b pod the scheduler cannot place", lambda: unplaced_t5(cluster), 60)
+    cluster.kube.request(
+        "POST",
+        f"/api/v1/namespaces/{cluster.namespace}/events",
+        body={
+            "metadata": {"generateName": f"{pending}."},
+            "involvedObject": {"kind": "Pod", "name": pending, "namespace": cluster.namespace},
+            "reason": "Nominated",
+            "message": "Pod should schedule on: nodeclaim/gpu-x7k2q",
+            "type": "Normal",
+            "source": {"component": "karpenter"},
+        },
+    )
+    waiting.join(GRACE_S * 3)
+    assert waiting.is_alive(), f"the wait ended before the node came: {outcome}"
+
+    settings = prod_plan.settings
+    assert settings.cluster.aws is not None
+    joining = [
+        gpu_node_shape(settings, f"{cluster.namespace}-gpu-{i}") for i in range(1, settings.cluster.aws.gpu_nodes_min)
+    ]
+    cluster.add_nodes(joining)
+    waiting.join(120)
+    (done,) = outcome
+    assert not isinstance(done, RolloutFailedError), str(done)
+    assert done.outs["ready_replicas"] == settings.serving.replicas_min
+
+
+def unplaced_t5(cluster: Cluster) -> str | None:
+    """The name of a prod-t5-3b pod marked unschedulable, if there is one."""
+    for pod in triton_pods(cluster, "prod-t5-3b"):
+        if unplaced(pod) is not None:
+            return str(pod["metadata"]["name"])
+    return None

@@ -104,6 +104,22 @@ def test_a_scale_up_already_triggered_for_the_pod_waits_for_the_node() -> None:
     assert verdict([pod("p", unschedulable_for_s=120)], growth=AUTOSCALED, gpu_nodes=4, events=[triggered]) is None
 
 
+def test_a_node_karpenter_nominated_for_the_pod_is_waited_for_whatever_the_stack_knows() -> None:
+    nominated = event("p", "Nominated", "Pod should schedule on: nodeclaim/gpu-l4-x7k2q")
+    assert verdict([pod("p", unschedulable_for_s=300)], growth=NOTHING, events=[nominated]) is None
+
+
+def test_a_pod_the_scheduler_preempted_others_for_is_waited_for() -> None:
+    preempting = pod("p", unschedulable_for_s=120)
+    preempting["status"]["nominatedNodeName"] = "gpu-2"
+    assert verdict([preempting]) is None
+
+
+def test_another_pods_nomination_does_not_save_a_pod_that_has_none() -> None:
+    nominated = event("other", "Nominated", "Pod should schedule on: nodeclaim/gpu-l4-x7k2q")
+    assert verdict([pod("p", unschedulable_for_s=300)], events=[nominated]) is not None
+
+
 def deployment(
     *, generation: int = 2, observed: int = 2, want: int = 2, updated: int = 2, available: int = 2, replicas: int = 2
 ) -> Any:

@@ -4,7 +4,11 @@ The scheduler marks a pod it cannot place ``PodScheduled=False, reason=Unschedul
 (``0/5 nodes are available: 5 Insufficient nvidia.com/gpu. ...``). When the reason is a lack of GPUs, no GPUs are
 being freed by a terminating pod, and nothing can add a GPU node, waiting cannot help: the rollout has failed now,
 not at the end of the startup budget. A node autoscaler can add a node while the GPU node count is below its
-maximum, unless it said it will not (cluster-autoscaler's ``NotTriggerScaleUp`` event on the pod).
+maximum, unless it said it will not (cluster-autoscaler's ``NotTriggerScaleUp`` event on the pod). Whatever the
+stack knows of the cluster, a pod is waited for once something said a node is coming for it: cluster-autoscaler's
+``TriggeredScaleUp``, Karpenter's (and EKS Auto Mode's) ``Nominated`` (``Pod should schedule on:
+nodeclaim/...``), or the scheduler's own nomination after preempting lower-priority pods
+(``status.nominatedNodeName``).
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ GPU_SHORTAGE = f"Insufficient {GPU_RESOURCE}"
 SCALE_UP_REFUSED = "NotTriggerScaleUp"
 SCALE_UP_TRIGGERED = "TriggeredScaleUp"
 """cluster-autoscaler's events on a pending pod: it will not / it did ask for a new node."""
+NODE_NOMINATED = "Nominated"
+"""Karpenter's event on a pending pod it launches (or found) a node for: ``Pod should schedule on: nodeclaim/x``."""
 DEFAULT_GRACE_S = 60.0
 """How long a pod may wait for GPUs before the rollout is called failed: the scheduler retries on every pod and
 node change, so a pod still unplaced after this with nothing freeing GPUs will stay so."""
@@ -104,8 +110,10 @@ def stuck_for_gpus(
         if found.since is not None and (now - found.since).total_seconds() < grace_s:
             continue
         reasons = {str(e.get("reason")): str(e.get("message", "")) for e in _pod_events(events, found.pod)}
-        if SCALE_UP_TRIGGERED in reasons:
+        if SCALE_UP_TRIGGERED in reasons or NODE_NOMINATED in reasons:
             continue  # a node is on its way
+        if pod.get("status", {}).get("nominatedNodeName"):
+            continue  # the scheduler preempted pods to free a node for it
         if growth.can_add(gpu_nodes) and SCALE_UP_REFUSED not in reasons:
             continue
         why = growth.describe(gpu_nodes)
