@@ -8,6 +8,7 @@ as soon as the grace period is over, instead of waiting out the rollout deadline
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -91,20 +92,14 @@ def test_a_pod_karpenter_nominated_a_node_for_is_waited_for_until_the_node_comes
 
     waiting = threading.Thread(target=watch, daemon=True)
     waiting.start()
-    pending = wait_for("a t5-3b pod the scheduler cannot place", lambda: unplaced_t5(cluster), 60)
-    cluster.kube.request(
-        "POST",
-        f"/api/v1/namespaces/{cluster.namespace}/events",
-        body={
-            "metadata": {"generateName": f"{pending}."},
-            "involvedObject": {"kind": "Pod", "name": pending, "namespace": cluster.namespace},
-            "reason": "Nominated",
-            "message": "Pod should schedule on: nodeclaim/gpu-x7k2q",
-            "type": "Normal",
-            "source": {"component": "karpenter"},
-        },
-    )
-    waiting.join(GRACE_S * 3)
+    wait_for("a t5-3b pod the scheduler cannot place", lambda: unplaced_t5(cluster), 60)
+    nominated: set[str] = set()
+    until = time.monotonic() + GRACE_S * 3
+    while time.monotonic() < until and waiting.is_alive():  # as Karpenter, for every pod it provisions for
+        for pending in unplaced_t5(cluster) - nominated:
+            nominate(cluster, pending)
+            nominated.add(pending)
+        time.sleep(0.5)
     assert waiting.is_alive(), f"the wait ended before the node came: {outcome}"
 
     settings = prod_plan.settings
@@ -119,9 +114,22 @@ def test_a_pod_karpenter_nominated_a_node_for_is_waited_for_until_the_node_comes
     assert done.outs["ready_replicas"] == settings.serving.replicas_min
 
 
-def unplaced_t5(cluster: Cluster) -> str | None:
-    """The name of a prod-t5-3b pod marked unschedulable, if there is one."""
-    for pod in triton_pods(cluster, "prod-t5-3b"):
-        if unplaced(pod) is not None:
-            return str(pod["metadata"]["name"])
-    return None
+def unplaced_t5(cluster: Cluster) -> set[str]:
+    """The prod-t5-3b pods marked unschedulable."""
+    return {str(p["metadata"]["name"]) for p in triton_pods(cluster, "prod-t5-3b") if unplaced(p) is not None}
+
+
+def nominate(cluster: Cluster, pod: str) -> None:
+    """Karpenter's event on a pod it launches a node claim for."""
+    cluster.kube.request(
+        "POST",
+        f"/api/v1/namespaces/{cluster.namespace}/events",
+        body={
+            "metadata": {"generateName": f"{pod}."},
+            "involvedObject": {"kind": "Pod", "name": pod, "namespace": cluster.namespace},
+            "reason": "Nominated",
+            "message": "Pod should schedule on: nodeclaim/gpu-x7k2q",
+            "type": "Normal",
+            "source": {"component": "karpenter"},
+        },
+    )
