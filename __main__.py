@@ -6,15 +6,15 @@ import pulumi
 import pulumi_aws as aws
 
 from components import args
-from components.cluster import ClusterTarget, ExistingCluster
-from components.conversion import ModelConversion
 from components.gateway import Gateway, GatewayBackend
-from components.image import TritonImage
-from components.platform_aws import AwsPlatform
+from components.models.conversion import ModelConversion
+from components.models.store import ModelStore
+from components.platform.aws.platform import AwsPlatform
+from components.platform.cluster import ClusterTarget, ExistingCluster
+from components.platform.image import TritonImage
 from components.probe import IntegrationProbe
-from components.service import TritonService
+from components.serving.service import TritonService
 from components.settings.pulumi_config import settings_from_pulumi
-from components.store import ModelStore
 from tritonft.errors import UserError
 
 try:

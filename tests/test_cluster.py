@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from components.cluster import ExistingCluster, ExistingClusterArgs, GpuScheduling
+from components.platform.cluster import ExistingCluster, ExistingClusterArgs, GpuScheduling
 from tritonft.synth.engine import RecordingMocks, run_program
 
 

@@ -713,7 +713,7 @@ PLAN_RULES: tuple[PlanRule, ...] = (
         ("replicasMin", "replicasMax", "autoscaling", "gpuNodesMin", "gpuNodesMax", "gpuInstanceType", "models"),
         "aws: every model's pods (TP x PP GPUs each) packed onto `gpuInstanceType` nodes fit `gpuNodesMin` at "
         "`replicasMin` (or `gpuNodesMax`, with a warning that the first `up` waits for nodes) and `gpuNodesMax` at "
-        "`replicasMax` (see `components/capacity.py`).",
+        "`replicasMax` (see `components/settings/capacity.py`).",
         _capacity,
     ),
 )

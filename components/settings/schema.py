@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from components.monitoring import ALERT_FOR, duration_problem
+from components.serving.monitoring import ALERT_FOR, duration_problem
 from components.settings import kube
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
-from components.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
+from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 
 KnobType = Literal["string", "integer", "boolean", "array", "object", "quantity"]
 Scope = Literal["any", "kubernetes", "aws"]

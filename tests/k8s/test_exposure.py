@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.ingress import IngressArgs, validate_ingress
+from components.common.ingress import IngressArgs, validate_ingress
 from tests.k8s.fixtures import T5_SMALL, secure_ingress, serve
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks, Registered, run_program

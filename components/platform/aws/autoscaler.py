@@ -2,9 +2,10 @@
 
 Why cluster-autoscaler and not Karpenter: the stack's GPU capacity is already EKS managed node groups whose
 ``minSize``/``maxSize`` are ``gpuNodesMin``/``gpuNodesMax``; cluster-autoscaler moves only ``desiredSize`` within
-those bounds (so the two keys mean exactly what they say, and the capacity checks in ``components.capacity`` count
-the same nodes the autoscaler can add), discovers the groups by the tags EKS puts on their Auto Scaling groups,
-and learns a group's labels, taints and GPUs from ``eks:DescribeNodegroup`` (scale-up from zero included).
+those bounds (so the two keys mean exactly what they say, and the capacity checks in
+``components.settings.capacity`` count the same nodes the autoscaler can add), discovers the groups by the tags
+EKS puts on their Auto Scaling groups, and learns a group's labels, taints and GPUs from
+``eks:DescribeNodegroup`` (scale-up from zero included).
 Karpenter (DoEKS's choice) would replace the node groups with NodePools + EC2NodeClasses, an SQS interruption
 queue and an IAM policy that may launch any instance; the NVIDIA tutorial on EKS (TUT-LWS) uses
 cluster-autoscaler with managed node groups, as here. The IAM policy is the upstream minimum: read-only
@@ -23,10 +24,10 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.aws import charts
-from components.aws.addons import install_chart
-from components.aws.iam import irsa_role
-from components.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
+from components.platform.aws import charts
+from components.platform.aws.addons import install_chart
+from components.platform.aws.iam import irsa_role
+from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
 IMAGE_TAGS = {"1.30": "v1.30.0", "1.31": "v1.31.0", "1.32": "v1.32.0", "1.33": "v1.33.0"}

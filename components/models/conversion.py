@@ -13,15 +13,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.cluster import ClusterTarget
-from components.conversion_spec import (
-    HF_TOKEN_KEY,
-    SPEC_FILE,
-    ConversionPod,
-    conversion_network_policy_spec,
-    conversion_pod_spec,
-)
-from components.layout import (
+from components.common.layout import (
     ModelPaths,
     as_input,
     conversion_job_name,
@@ -31,8 +23,16 @@ from components.layout import (
     object_meta,
     selector,
 )
-from components.sizing import DOWNLOAD_BANDWIDTH, job_sizing
-from components.store import ModelStore
+from components.common.sizing import DOWNLOAD_BANDWIDTH, job_sizing
+from components.models.conversion_spec import (
+    HF_TOKEN_KEY,
+    SPEC_FILE,
+    ConversionPod,
+    conversion_network_policy_spec,
+    conversion_pod_spec,
+)
+from components.models.store import ModelStore
+from components.platform.cluster import ClusterTarget
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 

@@ -1,6 +1,6 @@
 """Where the workloads run: a Kubernetes provider plus the scheduling facts every downstream component needs.
 
-Both platforms (an existing cluster from a kubeconfig, or EKS built by ``components.platform_aws``) end in the
+Both platforms (an existing cluster from a kubeconfig, or EKS built by ``components.platform.aws.platform``) end in the
 same :class:`ClusterTarget`, so ModelStore, ModelConversion and TritonService never know which one they got.
 """
 

@@ -12,9 +12,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.cluster import ClusterTarget
-from components.layout import STORE_MOUNT, dns_label, labels, object_meta
-from components.sizing import STORE_HEADROOM, store_size_gi
+from components.common.layout import STORE_MOUNT, dns_label, labels, object_meta
+from components.common.sizing import STORE_HEADROOM, store_size_gi
+from components.platform.cluster import ClusterTarget
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.layout import STORE_MOUNT, ModelPaths
-from components.podsec import container_security_context, pod_security_context
-from components.sizing import JobSizing
+from components.common.layout import STORE_MOUNT, ModelPaths
+from components.common.podsec import container_security_context, pod_security_context
+from components.common.sizing import JobSizing
 from tritonft.repo.tokenization import TOKENIZER_FILE_SETS
 from tritonft.spec import ModelSpec
 

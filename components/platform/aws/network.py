@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.decisions import subnet_cidrs
+from components.platform.aws.decisions import subnet_cidrs
 
 
 def nth(values: pulumi.Input[list[str]], index: int) -> pulumi.Output[str]:

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.autoscaling import hpa_behavior
-from components.layout import selector
-from components.monitoring import SCRAPE_INTERVAL
-from components.podsec import container_security_context, pod_security_context
-from components.server_spec import GRPC_PORT, http_probe
+from components.common.layout import selector
+from components.common.podsec import container_security_context, pod_security_context
+from components.serving.autoscaling import hpa_behavior
+from components.serving.monitoring import SCRAPE_INTERVAL
+from components.serving.server_spec import GRPC_PORT, http_probe
 from tritonft.spec import ModelSpec
 
 GATEWAY_PORT = 8080

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.cluster import GpuScheduling
-from components.layout import STORE_MOUNT
-from components.podsec import container_security_context, pod_security_context
-from components.sizing import ServerSizing, StartupBudget
+from components.common.layout import STORE_MOUNT
+from components.common.podsec import container_security_context, pod_security_context
+from components.common.sizing import ServerSizing, StartupBudget
+from components.platform.cluster import GpuScheduling
 from tritonft.spec import ModelSpec
 
 HTTP_PORT = 8000
@@ -157,7 +157,7 @@ def deployment_spec(
     *,
     strategy: dict[str, Any],
 ) -> dict[str, Any]:
-    """A rolling update with ``strategy`` (:func:`components.capacity.rollout_for` decides surge or replace).
+    """A rolling update with ``strategy`` (:func:`components.settings.capacity.rollout_for` decides surge or replace).
 
     ``replicas`` is None when an autoscaler owns the replica count, so a ``pulumi up`` never resets it.
     """

@@ -17,8 +17,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 
-from components.aws.decisions import is_prod
-from components.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
+from components.platform.aws.decisions import is_prod
+from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 from tritonft.errors import UserError
 
 DIGEST_REF = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*?)(?::[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")

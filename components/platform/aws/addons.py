@@ -9,13 +9,13 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.aws import charts
-from components.aws.charts import ChartPin
+from components.platform.aws import charts
+from components.platform.aws.charts import ChartPin
 
 
 @dataclass(frozen=True)
 class AddonFlags:
-    """Optional add-ons; each installs one pinned chart (see ``components/aws/charts.py`` for versions)."""
+    """Optional add-ons; each installs one pinned chart (see ``components/platform/aws/charts.py`` for versions)."""
 
     ingress_nginx: bool = True
     """ingress-nginx behind an internet-facing NLB (the Triton HTTP/gRPC ingress)."""

@@ -1,7 +1,7 @@
 """``platform: aws``: VPC, EKS, CPU + GPU node groups, NVIDIA device plugin, EFS model store, add-ons.
 
-Ends in the same :class:`components.cluster.ClusterTarget` as ``ExistingCluster``, so downstream components do not
-know which platform they run on. Teardown is ordered by construction: Kubernetes objects (LoadBalancer Services
+Ends in the same :class:`components.common.target.ClusterTarget` as ``ExistingCluster``, so downstream components do
+not know which platform they run on. Teardown is ordered by construction: Kubernetes objects (LoadBalancer Services
 above all) hang off the node groups and the cluster, which hang off the VPC, so ``destroy`` removes them in reverse.
 """
 
@@ -15,12 +15,12 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
-from components.aws import charts, decisions
-from components.aws.addons import AddonFlags, install_addons, install_chart
-from components.aws.autoscaler import IMAGE_TAGS, image_tag, install_node_autoscaler
-from components.aws.iam import node_role
-from components.aws.network import ExistingVpc, Network, NetworkArgs, NewVpc
-from components.aws.nodegroups import (
+from components.platform.aws import charts, decisions
+from components.platform.aws.addons import AddonFlags, install_addons, install_chart
+from components.platform.aws.autoscaler import IMAGE_TAGS, image_tag, install_node_autoscaler
+from components.platform.aws.iam import node_role
+from components.platform.aws.network import ExistingVpc, Network, NetworkArgs, NewVpc
+from components.platform.aws.nodegroups import (
     ACCELERATOR_LABEL,
     DEVICE_PLUGIN_LABEL,
     POOL_LABEL,
@@ -30,8 +30,8 @@ from components.aws.nodegroups import (
     gpu_node_group,
     system_node_group,
 )
-from components.aws.storage import EfsModelStore, EfsModelStoreArgs
-from components.cluster import ClusterTarget, GpuScheduling, namespace_labels
+from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
+from components.platform.cluster import ClusterTarget, GpuScheduling, namespace_labels
 from tritonft.errors import UserError
 
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"

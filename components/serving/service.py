@@ -18,20 +18,8 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.autoscaling import GatewayDemand, adapter_rule, hpa_spec, scaled_object_spec
-from components.capacity import (
-    PACKING_LABEL,
-    PLACEMENT_ANNOTATION,
-    Rollout,
-    fixed_rollout,
-    packing,
-    placement_affinity,
-    placement_note,
-)
-from components.cluster import ClusterTarget
-from components.conversion import ModelConversion
-from components.exposure import basic_auth_secret
-from components.ingress import (
+from components.common.exposure import basic_auth_secret
+from components.common.ingress import (
     IngressArgs,
     endpoint_urls,
     grpc_exposed,
@@ -40,10 +28,22 @@ from components.ingress import (
     tls_secret_name,
     validate_ingress,
 )
-from components.layout import SKIP_AWAIT, as_input, dns_label, labels, object_meta, selector
-from components.monitoring import alert_for, dashboard_json, prometheus_rule_spec, service_monitor_spec
+from components.common.layout import SKIP_AWAIT, as_input, dns_label, labels, object_meta, selector
+from components.common.sizing import (
+    LOAD_BANDWIDTH,
+    progress_deadline_seconds,
+    rollout_timeout_minutes,
+    scale_down_window_seconds,
+    server_sizing,
+    startup_budget,
+)
+from components.models.conversion import ModelConversion
+from components.models.store import ModelStore
+from components.platform.cluster import ClusterTarget
 from components.rollout_watch import RolloutWatch, RolloutWatchArgs
-from components.server_spec import (
+from components.serving.autoscaling import GatewayDemand, adapter_rule, hpa_spec, scaled_object_spec
+from components.serving.monitoring import alert_for, dashboard_json, prometheus_rule_spec, service_monitor_spec
+from components.serving.server_spec import (
     GRPC_PORT,
     HTTP_PORT,
     ServerPod,
@@ -53,15 +53,15 @@ from components.server_spec import (
     server_pod_spec,
     service_spec,
 )
-from components.sizing import (
-    LOAD_BANDWIDTH,
-    progress_deadline_seconds,
-    rollout_timeout_minutes,
-    scale_down_window_seconds,
-    server_sizing,
-    startup_budget,
+from components.settings.capacity import (
+    PACKING_LABEL,
+    PLACEMENT_ANNOTATION,
+    Rollout,
+    fixed_rollout,
+    packing,
+    placement_affinity,
+    placement_note,
 )
-from components.store import ModelStore
 from tritonft.errors import UserError
 from tritonft.repo.naming import RepoNames
 from tritonft.rollout.verdict import NodeGrowth
@@ -99,7 +99,7 @@ class TritonServiceArgs:
     prometheus_namespace: str = "monitoring"
     """Namespace of Prometheus: the only one the NetworkPolicy lets reach the metrics port."""
     alert_for: dict[str, str] = field(default_factory=dict)
-    """Alert name -> its ``for:`` duration, for the alerts to change (``components.monitoring.ALERT_FOR``)."""
+    """Alert name -> its ``for:`` duration, for the alerts to change (``components.serving.monitoring.ALERT_FOR``)."""
     monitoring_labels: dict[str, str] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
     """Labels Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: ``release``)."""
     dashboard_labels: dict[str, str] = field(default_factory=lambda: {"grafana_dashboard": "1"})
@@ -113,11 +113,11 @@ class TritonServiceArgs:
     scale_down_window_seconds: int | None = None
     """HPA/KEDA scale-down stabilization override; None = computed from the startup budget."""
     gpus_per_node: int | None = None
-    """GPUs of one GPU node: part-node pods then pack together (``components.capacity``); None = no packing."""
+    """GPUs of one GPU node: part-node pods then pack together (``components.settings.capacity``); None = no packing."""
     node_type: str = "GPU"
     """Name of the GPU node type, for the placement annotation."""
     rollout: Rollout = field(default_factory=fixed_rollout)
-    """Surge or replace one at a time, decided from the GPU capacity (``components.capacity.rollout_for``)."""
+    """Surge or replace one at a time, decided from the GPU capacity (``components.settings.capacity.rollout_for``)."""
     gateway_pods: dict[str, str] | None = None
     """Selector labels of the stack's OpenAI gateway pods, which the NetworkPolicy lets call gRPC (8001)."""
     gateway_job: str | None = None

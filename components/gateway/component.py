@@ -24,9 +24,18 @@ from typing import Any, cast
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.cluster import ClusterTarget
-from components.exposure import basic_auth_secret
-from components.gateway_spec import (
+from components.common.exposure import basic_auth_secret
+from components.common.ingress import (
+    NGINX,
+    IngressArgs,
+    endpoint_urls,
+    ingress_annotations,
+    ingress_spec,
+    tls_secret_name,
+    validate_ingress,
+)
+from components.common.layout import as_input, dns_label, labels, object_meta
+from components.gateway.spec import (
     GATEWAY_PORT,
     SPECS_ANNOTATION,
     Backend,
@@ -40,18 +49,9 @@ from components.gateway_spec import (
     specs_data,
     specs_digest,
 )
-from components.ingress import (
-    NGINX,
-    IngressArgs,
-    endpoint_urls,
-    ingress_annotations,
-    ingress_spec,
-    tls_secret_name,
-    validate_ingress,
-)
-from components.layout import as_input, dns_label, labels, object_meta
-from components.server_spec import deployment_spec, pdb_spec
-from components.service import TritonService
+from components.platform.cluster import ClusterTarget
+from components.serving.server_spec import deployment_spec, pdb_spec
+from components.serving.service import TritonService
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 

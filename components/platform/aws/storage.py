@@ -8,9 +8,9 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.aws.decisions import efs_reclaim_policy
-from components.aws.iam import irsa_role
-from components.aws.network import nth
+from components.platform.aws.decisions import efs_reclaim_policy
+from components.platform.aws.iam import irsa_role
+from components.platform.aws.network import nth
 
 EFS_CSI_ADDON = "aws-efs-csi-driver"
 EFS_CSI_NAMESPACE = "kube-system"

@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from components.autoscaling import RATIO_RECORD
+from components.serving.autoscaling import RATIO_RECORD
 
 SCRAPE_INTERVAL = "15s"
 RATIO_LABELS = "namespace, job, pod"

@@ -7,8 +7,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.ingress import BASIC_AUTH_KEY, IngressArgs
-from components.layout import object_meta
+from components.common.ingress import BASIC_AUTH_KEY, IngressArgs
+from components.common.layout import object_meta
 
 
 def basic_auth_secret(

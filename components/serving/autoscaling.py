@@ -4,7 +4,7 @@ The signal is the ratio NVIDIA's autoscaling tutorial and DoEKS (PR #790) conver
 independent": ``rate(queue_us) / clamp_min(rate(compute_infer_us), 1)``, summed over models *per pod* (the
 ensemble left out: its compute time holds its steps' queue time; averaging per-model series under-reports by the
 number of models, server#8979). Prometheus records it
-(:mod:`components.monitoring`); prometheus-adapter exposes it to the HPA as a Pods metric
+(:mod:`components.serving.monitoring`); prometheus-adapter exposes it to the HPA as a Pods metric
 (:func:`adapter_rule`). The ``behavior`` is tuned for GPU pods whose cold start is minutes: scale up at once,
 scale down one pod at a time after a window longer than a cold start (the DoEKS chart declares a behavior but
 drops it; deploy-anchors.md §2.2.6).

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.autoscaling import adapter_rule
-from components.cluster import GPU_RESOURCE
+from components.platform.cluster import GPU_RESOURCE
+from components.serving.autoscaling import adapter_rule
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ CLUSTER_AUTOSCALER = ChartPin(
     "cluster-autoscaler",
     "cluster-autoscaler",
 )
-"""Node autoscaler of ``platform: aws`` (``components/aws/autoscaler.py``); image tag pinned per Kubernetes minor."""
+"""Node autoscaler of ``platform: aws`` (``components/platform/aws/autoscaler.py``); image tag pinned per
+Kubernetes minor."""
 KEDA = ChartPin("keda", "2.16.0", "https://kedacore.github.io/charts", "keda", "keda")
 METRICS_SERVER = ChartPin(
     "metrics-server", "3.12.1", "https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "metrics-server"
