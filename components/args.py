@@ -14,6 +14,7 @@ import pulumi_aws as aws
 from components.common.ingress import IngressArgs
 from components.common.layout import dns_label
 from components.common.sizing import MIB
+from components.common.target import ClusterTarget, GpuScheduling
 from components.gateway import GatewayArgs, GatewayBackend
 from components.gateway.spec import gateway_selector
 from components.models.conversion import ModelConversion, ModelConversionArgs
@@ -23,7 +24,7 @@ from components.platform.aws.decisions import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA
 from components.platform.aws.network import ExistingVpc, NewVpc
 from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from components.platform.aws.platform import AwsPlatformArgs
-from components.platform.cluster import ClusterTarget, ExistingClusterArgs, GpuScheduling
+from components.platform.cluster import ExistingClusterArgs
 from components.platform.image import ImageBuild, TritonImageArgs
 from components.probe import IntegrationProbeArgs
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs

@@ -25,6 +25,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.common.exposure import basic_auth_secret
+from components.common.handoffs import ServedModel
 from components.common.ingress import (
     NGINX,
     IngressArgs,
@@ -35,6 +36,8 @@ from components.common.ingress import (
     validate_ingress,
 )
 from components.common.layout import as_input, dns_label, labels, object_meta
+from components.common.target import ClusterTarget
+from components.common.workload import deployment_spec, pdb_spec
 from components.gateway.spec import (
     GATEWAY_PORT,
     SPECS_ANNOTATION,
@@ -49,9 +52,6 @@ from components.gateway.spec import (
     specs_data,
     specs_digest,
 )
-from components.platform.cluster import ClusterTarget
-from components.serving.server_spec import deployment_spec, pdb_spec
-from components.serving.service import TritonService
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 
@@ -61,10 +61,10 @@ PROGRESS_DEADLINE_SECONDS = 300
 
 @dataclass(frozen=True)
 class GatewayBackend:
-    """One served model and the TritonService that serves it."""
+    """One served model and the Triton service that serves it."""
 
     model: ModelSpec
-    service: TritonService
+    service: ServedModel
 
 
 @dataclass(frozen=True)

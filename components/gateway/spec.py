@@ -15,9 +15,8 @@ from typing import Any
 
 from components.common.layout import selector
 from components.common.podsec import container_security_context, pod_security_context
-from components.serving.autoscaling import hpa_behavior
-from components.serving.monitoring import SCRAPE_INTERVAL
-from components.serving.server_spec import GRPC_PORT, http_probe
+from components.common.triton import GRPC_PORT
+from components.common.workload import SCRAPE_INTERVAL, hpa_behavior, http_probe, namespace_peer
 from tritonft.spec import ModelSpec
 
 GATEWAY_PORT = 8080
@@ -152,10 +151,6 @@ def gateway_service_spec(pod_selector: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def _namespace_peer(namespace: str) -> dict[str, Any]:
-    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
-
-
 def gateway_network_policy_spec(
     pod_selector: dict[str, str],
     backends: Sequence[Backend],
@@ -165,7 +160,7 @@ def gateway_network_policy_spec(
     """In: the ingress controller's and Prometheus' namespaces, on the gateway port. Out: DNS, and each served
     model's Triton pods on the gRPC port only."""
     tcp = "TCP"
-    sources = [_namespace_peer(ns) for ns in (*client_namespaces, prometheus_namespace)]
+    sources = [namespace_peer(ns) for ns in (*client_namespaces, prometheus_namespace)]
     return {
         "podSelector": {"matchLabels": dict(pod_selector)},
         "policyTypes": ["Ingress", "Egress"],

@@ -24,6 +24,7 @@ from components.common.layout import (
     selector,
 )
 from components.common.sizing import DOWNLOAD_BANDWIDTH, job_sizing
+from components.common.target import ClusterTarget
 from components.models.conversion_spec import (
     HF_TOKEN_KEY,
     SPEC_FILE,
@@ -32,7 +33,6 @@ from components.models.conversion_spec import (
     conversion_pod_spec,
 )
 from components.models.store import ModelStore
-from components.platform.cluster import ClusterTarget
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 

@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from components.common.layout import STORE_MOUNT, dns_label, labels, object_meta
 from components.common.sizing import STORE_HEADROOM, store_size_gi
-from components.platform.cluster import ClusterTarget
+from components.common.target import ClusterTarget
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 

@@ -15,36 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-RATIO_RECORD = "triton:queue_compute:ratio"
-"""Recording rule name (the NVIDIA tutorial's)."""
-RATIO_METRIC = "triton_queue_compute_ratio"
-"""The same series as the custom-metrics API serves it to the HPA (no colons in API paths)."""
+from components.common.triton import RATIO_METRIC, RATIO_RECORD
+from components.common.workload import hpa_behavior
 
 
 def milli(value: float) -> str:
     """A Kubernetes quantity in milli-units: 1.0 -> ``1000m``."""
     return f"{round(value * 1000)}m"
-
-
-def hpa_behavior(scale_down_window_seconds: int, scale_down_period_seconds: int = 300) -> dict[str, Any]:
-    """Fast up (no window; +100 % or +2 pods a minute, whichever is more), slow down (1 pod per
-    ``scale_down_period_seconds`` after the window). Scale-down waits because a removed replica costs a full cold
-    start to get back."""
-    return {
-        "scaleUp": {
-            "stabilizationWindowSeconds": 0,
-            "selectPolicy": "Max",
-            "policies": [
-                {"type": "Percent", "value": 100, "periodSeconds": 60},
-                {"type": "Pods", "value": 2, "periodSeconds": 60},
-            ],
-        },
-        "scaleDown": {
-            "stabilizationWindowSeconds": scale_down_window_seconds,
-            "selectPolicy": "Min",
-            "policies": [{"type": "Pods", "value": 1, "periodSeconds": scale_down_period_seconds}],
-        },
-    }
 
 
 def hpa_spec(
@@ -65,20 +42,6 @@ def hpa_spec(
             }
         ],
         "behavior": hpa_behavior(scale_down_window_seconds),
-    }
-
-
-def adapter_rule() -> dict[str, Any]:
-    """The prometheus-adapter ``rules.custom`` entry that serves :data:`RATIO_RECORD` as :data:`RATIO_METRIC`.
-
-    It belongs in the adapter's Helm values (the adapter reads its own ConfigMap); the service exports it so the
-    stack can pass it to the adapter chart.
-    """
-    return {
-        "seriesQuery": f'{RATIO_RECORD}{{namespace!="",pod!=""}}',
-        "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
-        "name": {"matches": f"^{RATIO_RECORD}$", "as": RATIO_METRIC},
-        "metricsQuery": "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
     }
 
 

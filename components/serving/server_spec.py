@@ -8,12 +8,11 @@ from typing import Any
 from components.common.layout import STORE_MOUNT
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.sizing import ServerSizing, StartupBudget
-from components.platform.cluster import GpuScheduling
+from components.common.target import GpuScheduling
+from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
+from components.common.workload import http_probe, namespace_peer
 from tritonft.spec import ModelSpec
 
-HTTP_PORT = 8000
-GRPC_PORT = 8001
-METRICS_PORT = 8002
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
 LIVE_PATH = "/v2/health/live"
 READY_PATH = "/v2/health/ready"
@@ -62,16 +61,6 @@ class ServerPod:
     """Triton + FT server image (a str or a Pulumi Output of one), pinned by digest."""
     claim_name: str
     gpu: GpuScheduling
-
-
-def http_probe(path: str, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
-    """An HTTP GET probe on the container port named ``http``."""
-    return {
-        "httpGet": {"path": path, "port": "http"},
-        "periodSeconds": period,
-        "failureThreshold": failures,
-        "timeoutSeconds": timeout,
-    }
 
 
 def server_pod_spec(
@@ -148,31 +137,6 @@ def server_pod_spec(
     return spec
 
 
-def deployment_spec(
-    selector_labels: dict[str, str],
-    pod_labels: dict[str, str],
-    pod_spec: dict[str, Any],
-    progress_deadline_seconds: int,
-    replicas: int | None,
-    *,
-    strategy: dict[str, Any],
-) -> dict[str, Any]:
-    """A rolling update with ``strategy`` (:func:`components.settings.capacity.rollout_for` decides surge or replace).
-
-    ``replicas`` is None when an autoscaler owns the replica count, so a ``pulumi up`` never resets it.
-    """
-    spec: dict[str, Any] = {
-        "selector": {"matchLabels": dict(selector_labels)},
-        "progressDeadlineSeconds": progress_deadline_seconds,
-        "revisionHistoryLimit": 3,
-        "strategy": strategy,
-        "template": {"metadata": {"labels": dict(pod_labels)}, "spec": pod_spec},
-    }
-    if replicas is not None:
-        spec["replicas"] = replicas
-    return spec
-
-
 def service_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
     """ClusterIP Service for HTTP 8000, gRPC 8001 (``appProtocol`` h2c) and metrics 8002."""
     return {
@@ -198,15 +162,6 @@ def service_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
-def pdb_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
-    """At most one replica down for voluntary disruptions (node drains), without ever blocking a drain."""
-    return {"maxUnavailable": 1, "selector": {"matchLabels": dict(selector_labels)}}
-
-
-def _namespace_peer(namespace: str) -> dict[str, Any]:
-    return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
-
-
 def network_policy_spec(
     selector_labels: dict[str, str],
     client_namespaces: tuple[str, ...],
@@ -223,7 +178,7 @@ def network_policy_spec(
     if client_namespaces:  # an empty `from` would admit every source, so no clients means no rule
         ingress.append(
             {
-                "from": [_namespace_peer(ns) for ns in client_namespaces],
+                "from": [namespace_peer(ns) for ns in client_namespaces],
                 "ports": [{"port": HTTP_PORT, "protocol": tcp}, {"port": GRPC_PORT, "protocol": tcp}],
             }
         )
@@ -234,9 +189,7 @@ def network_policy_spec(
                 "ports": [{"port": GRPC_PORT, "protocol": tcp}],
             }
         )
-    ingress.append(
-        {"from": [_namespace_peer(prometheus_namespace)], "ports": [{"port": METRICS_PORT, "protocol": tcp}]}
-    )
+    ingress.append({"from": [namespace_peer(prometheus_namespace)], "ports": [{"port": METRICS_PORT, "protocol": tcp}]})
     return {
         "podSelector": {"matchLabels": dict(selector_labels)},
         "policyTypes": ["Ingress", "Egress"],

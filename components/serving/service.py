@@ -19,6 +19,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.common.exposure import basic_auth_secret
+from components.common.handoffs import ConvertedModel, ModelVolume
 from components.common.ingress import (
     IngressArgs,
     endpoint_urls,
@@ -37,22 +38,19 @@ from components.common.sizing import (
     server_sizing,
     startup_budget,
 )
-from components.models.conversion import ModelConversion
-from components.models.store import ModelStore
-from components.platform.cluster import ClusterTarget
+from components.common.target import ClusterTarget
+from components.common.triton import GRPC_PORT, HTTP_PORT, adapter_rule
+from components.common.workload import deployment_spec, pdb_spec
 from components.rollout_watch import RolloutWatch, RolloutWatchArgs
-from components.serving.autoscaling import GatewayDemand, adapter_rule, hpa_spec, scaled_object_spec
-from components.serving.monitoring import alert_for, dashboard_json, prometheus_rule_spec, service_monitor_spec
+from components.serving.autoscaling import GatewayDemand, hpa_spec, scaled_object_spec
+from components.serving.monitoring import dashboard_json, prometheus_rule_spec, service_monitor_spec
 from components.serving.server_spec import (
-    GRPC_PORT,
-    HTTP_PORT,
     ServerPod,
-    deployment_spec,
     network_policy_spec,
-    pdb_spec,
     server_pod_spec,
     service_spec,
 )
+from components.settings.alerting import alert_for
 from components.settings.capacity import (
     PACKING_LABEL,
     PLACEMENT_ANNOTATION,
@@ -74,9 +72,9 @@ class TritonServiceArgs:
     """How one converted model is served."""
 
     target: ClusterTarget
-    conversion: ModelConversion
+    conversion: ConvertedModel
     """The model's conversion (its model spec, store paths and Job, which the Deployment waits for)."""
-    store: ModelStore
+    store: ModelVolume
     """The model store the conversion wrote into (mounted read-only)."""
     image: pulumi.Input[str]
     """Triton + FasterTransformer server image, pinned by digest."""

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from components.serving.monitoring import ALERT_FOR, duration_problem
 from components.settings import kube
+from components.settings.alerting import ALERT_FOR, duration_problem
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 

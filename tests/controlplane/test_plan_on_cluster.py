@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from components.common.target import GPU_RESOURCE
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
-from components.platform.cluster import GPU_RESOURCE
 from components.settings.capacity import PACKING_LABEL
 from tests.controlplane.conftest import Cluster
 from tests.controlplane.plan import Plan

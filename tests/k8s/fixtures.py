@@ -8,9 +8,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.common.ingress import IngressArgs
+from components.common.target import ClusterTarget, GpuScheduling
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
-from components.platform.cluster import ClusterTarget, GpuScheduling
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from tritonft.spec import Architecture, DataType, Family, ModelSpec, WeightDType
 from tritonft.synth.engine import Registered

@@ -9,7 +9,7 @@ import pulumi
 import pytest
 
 from components.common import sizing
-from components.serving.autoscaling import RATIO_METRIC, RATIO_RECORD
+from components.common.triton import RATIO_METRIC, RATIO_RECORD
 from tests.k8s.fixtures import GPTJ_6B, NAMESPACE, T5_SMALL, secure_ingress, serve
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec

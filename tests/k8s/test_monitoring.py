@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 
+from components.common.triton import RATIO_RECORD
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
-from components.serving.autoscaling import RATIO_RECORD
 from components.serving.service import TritonService, TritonServiceArgs
 from tests.k8s.fixtures import (
     CONVERTER,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.platform.cluster import GPU_RESOURCE
-from components.serving.autoscaling import adapter_rule
+from components.common.target import GPU_RESOURCE
+from components.common.triton import adapter_rule
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi_aws as aws
 
+from components.common.target import GPU_RESOURCE
 from components.platform.aws.decisions import AL2023_NVIDIA, CPU_AMI_TYPE, needs_device_plugin
-from components.platform.cluster import GPU_RESOURCE
 
 POOL_LABEL = "triton-ft.io/node-pool"
 """Every node carries its group's name under this label."""

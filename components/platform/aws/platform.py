@@ -15,6 +15,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from components.common.target import ClusterTarget, GpuScheduling
 from components.platform.aws import charts, decisions
 from components.platform.aws.addons import AddonFlags, install_addons, install_chart
 from components.platform.aws.autoscaler import IMAGE_TAGS, image_tag, install_node_autoscaler
@@ -31,7 +32,7 @@ from components.platform.aws.nodegroups import (
     system_node_group,
 )
 from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
-from components.platform.cluster import ClusterTarget, GpuScheduling, namespace_labels
+from components.platform.cluster import namespace_labels
 from tritonft.errors import UserError
 
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
