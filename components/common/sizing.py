@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from tritonft.spec import Family, ModelSpec, WeightDType, ceil_div
+from tritonft.engines import engine_for
+from tritonft.spec import ModelSpec, WeightDType, ceil_div
 
 KIB = 1024
 MIB = 1024 * KIB
@@ -61,16 +62,8 @@ def download_bytes(model: ModelSpec) -> int:
 
 
 def converted_bytes(model: ModelSpec) -> int:
-    """Bytes of the FT checkpoint in the store: ``weight_bytes``, plus T5's extra embedding copies.
-
-    The T5 converter writes the embedding three times (``shared.weight``, ``shared.weight_T``, ``lm_head.weight``;
-    ft-format.md §8.3: 1.089 GB out for 0.89 GB in), so two extra ``vocab x d_model`` tensors are counted.
-    """
-    extra = 0
-    if model.family is Family.T5:
-        arch = model.architecture
-        extra = 2 * arch.vocab_size * arch.d_model * model.weight_dtype.nbytes
-    return model.weight_bytes + extra
+    """Bytes of the converted model in the store, as its engine lays them out."""
+    return engine_for(model.family).converted_bytes(model)
 
 
 STORE_HEADROOM = 2.0

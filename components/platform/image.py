@@ -18,17 +18,18 @@ import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 
 from components.platform.aws.decisions import is_prod
+from tritonft.engines.fastertransformer import ENGINE as FASTERTRANSFORMER
+from tritonft.engines.fastertransformer import server_build_args as ft_build_args
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 from tritonft.errors import UserError
 
 DIGEST_REF = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*?)(?::[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 
-SERVER_DOCKERFILE = "images/triton-ft/Dockerfile"
 TOOLS_DOCKERFILE = "images/tools/Dockerfile"
 TOOLS_INPUTS = ("pyproject.toml", "uv.lock", "README.md", "tritonft", "components", TOOLS_DOCKERFILE, ".dockerignore")
 """Everything the tools image's Dockerfile copies: its content decides the tag."""
-SERVER_REQUIREMENTS = "images/triton-ft/requirements.txt"
-SERVER_INPUTS = (SERVER_DOCKERFILE, SERVER_REQUIREMENTS)
+SERVER_DOCKERFILE = FASTERTRANSFORMER.server_image.dockerfile
+SERVER_INPUTS = FASTERTRANSFORMER.server_image.inputs
 """Everything the server image's Dockerfile copies from the repository: its content decides the tag."""
 
 
@@ -65,12 +66,7 @@ def content_tag(root: Path, inputs: Sequence[str], build_args: Mapping[str, str]
 
 
 def server_build_args(build: ImageBuild) -> dict[str, str]:
-    return {
-        "TRITON_VERSION": build.triton_version,
-        "FT_BACKEND_COMMIT": build.ft_backend_commit,
-        "FT_COMMIT": build.ft_commit,
-        "CUDA_ARCHS": ";".join(build.cuda_archs),
-    }
+    return ft_build_args(build.triton_version, build.ft_backend_commit, build.ft_commit, build.cuda_archs)
 
 
 @dataclass(frozen=True)
