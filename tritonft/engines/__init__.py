@@ -15,6 +15,8 @@ from tritonft.engines.fastertransformer import ENGINE as FASTERTRANSFORMER
 from tritonft.errors import UserError
 from tritonft.spec import Family
 
+__all__ = ["ENGINES", "FASTERTRANSFORMER", "ServingEngine", "engine_for", "engine_for_checkpoint"]
+
 ENGINES: tuple[ServingEngine, ...] = (FASTERTRANSFORMER,)
 """Every registered engine; each family belongs to exactly one."""
 
