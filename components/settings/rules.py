@@ -18,6 +18,7 @@ from typing import Any
 
 from components.settings import kube
 from components.settings.capacity import capacity_verdict
+from components.settings.ft_rules import FT_MODEL_RULES
 from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION, GpuNodeType
 from components.settings.model import Settings
 from tritonft.spec import Architecture, DataType, Family, parameter_count
@@ -694,7 +695,10 @@ def _lengths(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
         )
 
 
-MODEL_RULES: tuple[ModelRule, ...] = tuple(_MODEL)
+MODEL_RULES: tuple[ModelRule, ...] = (
+    *_MODEL,
+    *(ModelRule(r.id, r.keys, r.doc, r.check, GPU_KEYS if r.reads_gpu else ()) for r in FT_MODEL_RULES),
+)
 
 
 # -- the whole plan ----------------------------------------------------------------------------------------------

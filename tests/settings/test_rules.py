@@ -222,6 +222,36 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         (),
         "models[0].int8Mode: weight-only int8 is supported for gpt2 only, not t5",
     ),
+    "ft-int8-needs-16-bit-compute": (
+        kubernetes_stack(models=[dict(GPT2, int8Mode=1, dataType="fp32")]),
+        (),
+        "models[0].int8Mode: 1 with dataType fp32: FasterTransformer refuses weight-only int8 with fp32 compute at "
+        'model load ("Weight only quant does not work with FP32 compute."); use dataType fp16 or bf16, or int8Mode: 0',
+    ),
+    "ft-int8-needs-sm70-to-sm89": (
+        kubernetes_stack(gpuType="H100", models=[dict(GPT2, int8Mode=1)]),
+        (),
+        "models[0].int8Mode: 1 on H100 (sm_90): FasterTransformer's weight-only int8 GEMM runs on sm_70 to sm_89 "
+        'only (it throws "Arch unsupported for CUTLASS mixed type GEMM"); use int8Mode: 0 or a V100/T4/A10G/L4/L40S/'
+        "A100 GPU",
+    ),
+    "ft-head-size-has-kernel": (
+        kubernetes_stack(models=[model(hfRepo="acme/gpt", family="gpt2", architecture=ARCH | {"dModel": 400})]),
+        (),
+        "models[0].architecture: head size 100 (dModel 400 / numHeads 4) has no FasterTransformer attention kernel; "
+        "FT aborts at model load unless the head size is one of 32, 48, 64, 80, 96, 112, 128, 144, 160, 192, 224, 256",
+    ),
+    "ft-pp-divides-decoder-layers": (
+        kubernetes_stack(
+            gpusPerNode=2,
+            models=[
+                model(hfRepo="acme/t5", family="t5", architecture=ARCH | {"numDecoderLayers": 3}, pipelineParallel=2)
+            ],
+        ),
+        (),
+        "models[0].pipelineParallel: 2 does not divide the T5 decoder's numDecoderLayers=3 (FasterTransformer gives "
+        "each pipeline stage the same number of decoder layers)",
+    ),
     "preferred-batches-within-max": (
         kubernetes_stack(models=[model(maxBatchSize=8, preferredBatchSizes=[4, 16])]),
         (),
