@@ -30,7 +30,7 @@ from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, 
 from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import Protocol
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD
-from tritonft.probe.report import ProbeReport
+from tritonft.probe.report import ModelReport, ProbeReport
 from tritonft.probe.runner import DEFAULT_CALL_TIMEOUT_S, DEFAULT_LATENCY_REQUESTS, ModelTarget, ProbeConfig
 from tritonft.spec import ModelSpec
 
@@ -96,9 +96,19 @@ def outputs_of(report: ProbeReport) -> dict[str, Any]:
         "ok": report.ok,
         "model_status": {m.name: str(m.status) for m in report.models},
         "sample_answers": {m.name: m.sample_answer for m in report.models if m.sample_answer is not None},
-        "latency_ms": {m.name: {"p50": m.latency.p50_ms, "p95": m.latency.p95_ms} for m in report.models if m.latency},
+        "latency_ms": {m.name: _latency_ms(m) for m in report.models if m.latency},
         "report": report.to_dict(),
     }
+
+
+def _latency_ms(model: ModelReport) -> dict[str, float]:
+    """``{"p50", "p95"}`` to the whole answer; a streaming model's also ``first_p50``/``first_p95``: to its first
+    response (time to first token), ``p50``/``p95`` being to its last."""
+    assert model.latency is not None
+    out = {"p50": model.latency.p50_ms, "p95": model.latency.p95_ms}
+    if model.first_response_latency is not None:
+        out |= {"first_p50": model.first_response_latency.p50_ms, "first_p95": model.first_response_latency.p95_ms}
+    return out
 
 
 def _contains_unknown(value: Any) -> bool:
@@ -213,7 +223,10 @@ class IntegrationProbeArgs:
 
         return cls(
             endpoint=endpoint,
-            models=[ModelTarget(s.name, s.family, contract or contract_for_spec(s), s.max_output_len) for s in specs],
+            models=[
+                ModelTarget(s.name, s.family, contract or contract_for_spec(s), s.max_output_len, streaming=s.decoupled)
+                for s in specs
+            ],
             model_revisions={s.name: s.revision for s in specs},
             **kwargs,
         )
@@ -223,7 +236,8 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
     """Fails ``pulumi up`` unless every model answers correctly; exports what it saw.
 
     Outputs: ``endpoint``, ``ok``, ``model_status`` (name -> ``ok``/``not_ready``/...), ``sample_answers``
-    (name -> first answer), ``latency_ms`` (name -> ``{"p50", "p95"}``), ``report`` (the full probe report).
+    (name -> first answer), ``latency_ms`` (name -> ``{"p50", "p95"}``, plus ``first_p50``/``first_p95`` for a
+    streaming model: to its first response), ``report`` (the full probe report).
     """
 
     endpoint: pulumi.Output[str]

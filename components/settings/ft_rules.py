@@ -2,8 +2,9 @@
 
 Each rule below cites the check in FasterTransformer (``NVIDIA/FasterTransformer`` at ``FT_COMMIT``) or in its Triton
 backend (``triton-inference-server/fastertransformer_backend`` at ``FT_BACKEND_COMMIT``, both pinned in
-``components/versions.py``) that makes the pod crash-loop (an ``FT_CHECK`` aborts the server at model load) or
-throws on the first request. The paths are relative to those repositories; the line numbers are those commits'.
+``tritonft/engines/fastertransformer/versions.py``) that makes the pod crash-loop (an ``FT_CHECK`` aborts the server
+at model load) or throws on the first request. The paths are relative to those repositories; the line numbers are
+those commits'.
 
 Rules of the main table that come from FT too (cited here so the whole FT picture is in one place):
 

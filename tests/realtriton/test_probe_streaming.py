@@ -165,6 +165,7 @@ def test_a_failing_streaming_model_fails_with_the_servers_words(
 def provider_props(server: LocalTriton, protocol: Protocol, spec: ModelSpec) -> dict[str, Any]:
     """The inputs ``IntegrationProbe`` gets for a stack serving ``spec`` (as ``__main__`` builds them)."""
     args = IntegrationProbeArgs.from_specs(url(server, protocol), [spec], deadline_s=20, latency_requests=2)
+    assert [m.streaming for m in args.models] == [True], "the spec's streaming reaches the probe"
     return {
         "endpoint": args.endpoint,
         "protocol": str(protocol),
@@ -186,6 +187,10 @@ def test_pulumi_up_of_a_stack_with_a_streaming_model_passes_when_it_answers_righ
     outs = created.outs or {}
     assert outs["ok"] is True
     assert outs["model_status"] == {RIGHT: "ok"}
+    latency = outs["latency_ms"][RIGHT]
+    assert set(latency) == {"p50", "p95", "first_p50", "first_p95"}
+    assert latency["first_p50"] <= latency["p50"]
+    assert outs["report"]["checks"][-1]["detail"].startswith("to the last response (whole answer)")
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
