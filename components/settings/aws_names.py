@@ -46,6 +46,20 @@ def _nearest(value: str, names: frozenset[str]) -> str:
     return f"; did you mean {' or '.join(f'`{c}`' for c in close)}?" if close else ""
 
 
+_SIZES = ("nano", "micro", "small", "medium", "large", "xlarge")
+
+
+def _size_order(instance_type: str) -> tuple[int, str]:
+    """``m6i.large`` < ``m6i.xlarge`` < ``m6i.2xlarge`` < ... < ``m6i.metal``: smallest first."""
+    size = instance_type.split(".", maxsplit=1)[1] if "." in instance_type else instance_type
+    if size in _SIZES:
+        return _SIZES.index(size), size
+    count = size.removesuffix("xlarge")
+    if count != size and count.isdigit():
+        return len(_SIZES) + int(count), size
+    return 10_000, size
+
+
 def region_problems(value: str) -> list[str]:
     """``[]`` for a region AWS has, else why not and the nearest regions."""
     if value in aws_regions():
@@ -61,6 +75,6 @@ def instance_type_problems(value: str) -> list[str]:
     if value in ec2_instance_types():
         return []
     family = value.split(".", maxsplit=1)[0]
-    sizes = sorted(t for t in ec2_instance_types() if t.split(".", maxsplit=1)[0] == family)
+    sizes = sorted((t for t in ec2_instance_types() if t.split(".", maxsplit=1)[0] == family), key=_size_order)
     hint = f"; {family} comes in {', '.join(sizes)}" if sizes else _nearest(value, ec2_instance_types())
     return [f"is not an EC2 instance type (the types pulumi_aws {provider_version()} knows, e.g. `m6i.2xlarge`){hint}"]

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.settings import kube
+from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
 from components.settings.capacity import capacity_verdict
 from components.settings.ft_rules import FT_MODEL_RULES
 from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION, GpuNodeType
@@ -501,7 +502,10 @@ def _model_hosts(f: StackFacts) -> Iterable[Problem]:
                 yield "ingressHost", f"the host of models[{m.index}], {host[:40]!r}..., {problem}; shorten ingressHost"
 
 
-STACK_RULES: tuple[StackRule, ...] = tuple(_STACK)
+STACK_RULES: tuple[StackRule, ...] = (
+    *_STACK,
+    *(StackRule(r.id, r.keys, r.doc, r.check) for r in BUILT_CLUSTER_RULES),
+)
 
 
 # -- one model entry ---------------------------------------------------------------------------------------------

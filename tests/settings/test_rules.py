@@ -105,12 +105,12 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "(kube-prometheus-stack), or set autoscaling: false",
     ),
     "tls-issuer-needs-cert-manager": (
-        aws_stack(tlsIssuer="letsencrypt-prod"),
+        aws_stack(addons=["ingress-nginx"], tlsIssuer="letsencrypt-prod"),
         (),
         "tlsIssuer: needs cert-manager; add `cert-manager` to `addons` (or `existingAddons`) or use tlsSecretName",
     ),
     "one-tls-source": (
-        aws_stack(addons=["cert-manager"], tlsIssuer="letsencrypt-prod", tlsSecretName="triton-tls"),
+        aws_stack(tlsIssuer="letsencrypt-prod", tlsSecretName="triton-tls"),
         (),
         "tlsSecretName: give tlsIssuer (cert-manager signs) or tlsSecretName (an existing Secret), not both",
     ),
@@ -145,6 +145,22 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         aws_stack(ingressHtpasswd="user:$apr1$x"),
         SECRET_HTPASSWD,
         "basicAuthSecretName: give basicAuthSecretName (an existing Secret) or ingressHtpasswd, not both",
+    ),
+    "built-cluster-ingress-needs-controller": (
+        aws_stack(addons=["cert-manager"]),
+        (),
+        "addons: no ingress controller serves ingressClass 'nginx' on the cluster this stack builds (platform aws): "
+        "every Ingress would stay without an address and the probe would time out; add `ingress-nginx` to `addons` "
+        "(the controller this stack installs, under ingressClass, and whose annotations its Ingresses carry)",
+    ),
+    "built-cluster-tls-secret-is-created": (
+        aws_stack(tlsIssuer=None),
+        (),
+        "ingressTls: TLS is on by default outside `local`, but without tlsIssuer the ingresses would use the Secret "
+        "'triton-triton-tls', which nothing creates on the cluster this stack builds (platform aws): ingress-nginx "
+        "would serve its self-signed fake certificate; set tlsIssuer (a cert-manager ClusterIssuer, with "
+        "`cert-manager` in `addons`: cert-manager issues the certificate into the Secret the Ingress names) or "
+        "ingressTls: false",
     ),
     "model-names-unique": (
         kubernetes_stack(models=[dict(T5_SMALL), dict(T5_SMALL)]),
