@@ -107,11 +107,14 @@ def tls_secret_name(args: IngressArgs, service_name: str) -> str | None:
 
 
 def ingress_annotations(
-    args: IngressArgs, basic_secret: str | None, *, grpc: bool, issue_certificate: bool
+    args: IngressArgs, basic_secret: str | None, *, grpc: bool, issue_certificate: bool, streams: bool = False
 ) -> dict[str, str]:
     """ingress-nginx annotations: timeouts, body size, TLS redirect, auth, and the gRPC backend protocol.
 
     Only one of the two Ingresses asks cert-manager for the certificate (``issue_certificate``); both use it.
+    ``streams``: the HTTP Ingress of a streaming (decoupled) model, whose HTTP clients read Triton's
+    ``generate_stream`` server-sent events: proxy buffering is off so each event goes out as Triton sends it (else
+    the first token waits for a full proxy buffer, and the probe's time to first token measures the proxy).
     """
     ann = {
         f"{NGINX}/proxy-read-timeout": str(args.request_timeout_seconds),
@@ -123,6 +126,8 @@ def ingress_annotations(
     }
     if grpc:
         ann[f"{NGINX}/backend-protocol"] = "GRPC"
+    elif streams:
+        ann[f"{NGINX}/proxy-buffering"] = "off"
     if has_tls(args):
         ann[f"{NGINX}/ssl-redirect"] = "true"
         ann[f"{NGINX}/force-ssl-redirect"] = "true"

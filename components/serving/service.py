@@ -362,7 +362,12 @@ class TritonService(pulumi.ComponentResource):
         k8s.networking.v1.Ingress(
             f"{name}-http",
             metadata=object_meta(
-                made[0], ns, meta_labels, ingress_annotations(ing, basic_secret, grpc=False, issue_certificate=True)
+                made[0],
+                ns,
+                meta_labels,
+                ingress_annotations(
+                    ing, basic_secret, grpc=False, issue_certificate=True, streams=args.conversion.model.decoupled
+                ),
             ),
             spec=as_input(ingress_spec(ing, self._target.ingress_class, base, grpc=False, tls_secret=tls)),
             opts=opts,
