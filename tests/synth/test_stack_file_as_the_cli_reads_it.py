@@ -78,6 +78,22 @@ def test_every_key_written_twice_is_listed_at_once(project: Path, capsys: pytest
     assert [p.split(":", 1)[0] for p in listed(err)] == ["autoscaling", "models[0].name"]
 
 
+def test_a_project_file_key_written_twice_is_refused_too(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (project / "Pulumi.yaml").read_text()
+    text = with_line_after(text, "name: triton-ft", "name: triton-ft-copy")
+    (project / "Pulumi.yaml").write_text(text)
+
+    code, err = synth(project, DEV, capsys)
+
+    first, again = line_of(text, "name: triton-ft"), line_of(text, "name: triton-ft", 2)
+    assert code == 1 and "Traceback" not in err
+    assert "Pulumi.yaml: the Pulumi CLI refuses this project file" in err
+    assert listed(err) == [
+        f"name: written again on line {again} (first on line {first}); keep one of them (yaml.v3: line {again}: "
+        f'mapping key "name" already defined at line {first})'
+    ]
+
+
 def test_a_yaml_1_1_boolean_inside_a_model_reaches_the_settings_as_the_string_the_cli_passes(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

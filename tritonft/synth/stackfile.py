@@ -17,7 +17,7 @@ import yaml
 
 from tritonft.errors import UserError
 from tritonft.synth.cli_rules import CliRuleError, DuplicateKeysError, merge_project_config, stack_values
-from tritonft.synth.go_yaml import DuplicateKey
+from tritonft.synth.go_yaml import DuplicateKey, duplicate_keys
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,19 @@ def find_project_root(start: Path) -> Path:
 
 
 def read_project(root: Path) -> dict[str, Any]:
-    data = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    text = (root / "Pulumi.yaml").read_text()
+    duplicates = duplicate_keys(yaml.compose(text))
+    if duplicates:
+        raise UserError(
+            f"{root / 'Pulumi.yaml'}: the Pulumi CLI refuses this project file: its YAML reader (Go's yaml.v3) allows "
+            "each key once per mapping:",
+            [
+                f"{d.path}: written again on line {d.line} (first on line {d.first_line}); keep one of them "
+                f"(yaml.v3: {d.go_message})"
+                for d in duplicates
+            ],
+        )
+    data = yaml.safe_load(text)
     if not isinstance(data, dict) or "name" not in data:
         raise UserError(f"{root / 'Pulumi.yaml'} is not a Pulumi project file (no `name`)")
     return data
