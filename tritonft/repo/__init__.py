@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from tritonft.repo.check import check_repository
 from tritonft.repo.naming import RepoNames, ft_checkpoint_path
-from tritonft.repo.render import WrittenRepository, render_repository_files, write_repository
+from tritonft.repo.render import render_repository_files, write_repository
 
 __all__ = [
     "RepoNames",
-    "WrittenRepository",
     "check_repository",
     "ft_checkpoint_path",
     "render_repository_files",

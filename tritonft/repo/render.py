@@ -14,9 +14,9 @@ import os
 import shutil
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from tritonft.engines.base import RenderedRepository
 from tritonft.errors import UserError
 from tritonft.repo import pbtxt, tokenization
 from tritonft.repo.checkpoint import (
@@ -105,17 +105,6 @@ def tokenizer_files(directory: Path) -> dict[str, bytes]:
     return {name: (directory / name).read_bytes() for name in names}
 
 
-@dataclass(frozen=True)
-class WrittenRepository:
-    """What :func:`write_repository` did."""
-
-    root: Path
-    models: tuple[str, ...]
-    files: tuple[str, ...]
-    config_ini: Path | None
-    tokenizer: tuple[str, ...]
-
-
 def read_checkpoint_ini(spec: ModelSpec, checkpoint_dir: Path) -> tuple[Path | None, str | None]:
     """The checkpoint's ``config.ini`` (path, text) for the spec's TP; ``UserError`` when only other TPs exist."""
     if not checkpoint_dir.is_dir():
@@ -141,7 +130,7 @@ def write_repository(
     model_root: str = "/models",
     checkpoint_path: str | None = None,
     engine: Engine = Engine.FASTERTRANSFORMER,
-) -> WrittenRepository:
+) -> RenderedRepository:
     """Render and write the repository of ``spec`` into ``out_dir`` (a Triton repository root, maybe shared).
 
     ``checkpoint_dir`` is the converter's output (the directory holding ``<TP>-gpu/``, or that directory itself):
@@ -176,11 +165,11 @@ def write_repository(
                 _swap_directory(staging / model, out_dir / model)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return WrittenRepository(
+    return RenderedRepository(
         root=out_dir,
         models=order,
         files=tuple(sorted(files)),
-        config_ini=config_ini_path,
+        config_source=config_ini_path,
         tokenizer=tuple(shipped),
     )
 

@@ -116,7 +116,7 @@ class FasterTransformer:
         from tritonft.repo import write_repository
         from tritonft.repo.engine import Engine
 
-        written = write_repository(
+        return write_repository(
             spec,
             out_dir,
             checkpoint_dir,
@@ -124,13 +124,6 @@ class FasterTransformer:
             model_root=model_root,
             checkpoint_path=checkpoint_path,
             engine=Engine.REFERENCE if cpu_stand_in else Engine.FASTERTRANSFORMER,
-        )
-        return RenderedRepository(
-            root=written.root,
-            models=written.models,
-            files=written.files,
-            config_source=written.config_ini,
-            tokenizer=written.tokenizer,
         )
 
     def converted_bytes(self, spec: ModelSpec) -> int:
