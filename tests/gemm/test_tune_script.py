@@ -306,3 +306,17 @@ def test_gpt_models_run_gpt_gemm(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert calls(tmp_path) == [" ".join(c) for c in gemm_commands(gpt2)]
     assert all(c.startswith("gpt_gemm ") for c in calls(tmp_path))
+
+
+def test_the_readmes_fallback_example_is_what_the_script_reports_for_prods_gpt_j(tmp_path):
+    gptj = ModelSpec(
+        name="gpt-j-6b",
+        family=Family.GPTJ,
+        hf_repo="EleutherAI/gpt-j-6b",
+        revision="47e169305d2e8376be1d31e765533382721b2cc1",
+        architecture=Architecture(d_model=4096, num_heads=16, num_layers=28, d_ff=16384, vocab_size=50400),
+        batching=Batching(max_batch_size=16),
+    )
+    pod, _ = start(tmp_path, model=gptj, mode="fail")
+    readme = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    assert " ".join(str(pod.status()["detail"]).split()) in readme
