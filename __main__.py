@@ -103,6 +103,7 @@ if settings.probe.enabled:
             pulumi.ResourceOptions(depends_on=[service, *([gateway] if gateway is not None else [])]),
         )
 
+served = {model.name: service for model, service in services}
 pulumi.export("environment", settings.environment)
 pulumi.export("namespace", target.namespace)
 pulumi.export("serverImage", images.server_image)
@@ -112,7 +113,14 @@ pulumi.export("endpoints", endpoints)
 pulumi.export(
     "probe",
     {
-        model: {"ok": p.ok, "status": p.model_status, "sampleAnswer": p.sample_answers, "latencyMs": p.latency_ms}
+        model: {
+            "ok": p.ok,
+            "status": p.model_status,
+            "sampleAnswer": p.sample_answers,
+            "latencyMs": p.latency_ms,
+            # What each Triton pod's GEMM tuning did when `up` rolled it out: tuned, cached, or fallback (FT defaults).
+            "gemmTuning": served[model].gemm_tuning,
+        }
         for model, p in probes.items()
     },
 )

@@ -27,6 +27,7 @@ from components.platform.aws.platform import AwsPlatformArgs
 from components.platform.cluster import ExistingClusterArgs
 from components.platform.image import ImageBuild, TritonImageArgs
 from components.probe import IntegrationProbeArgs
+from components.serving.gemm_tuning import GemmTuning
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings import kube
 from components.settings.capacity import (
@@ -275,8 +276,19 @@ def triton_service_args(
         node_type=settings.cluster.gpu_node.name,
         rollout=rollout(settings, conversion.model),
         node_growth=node_growth(settings),
+        gemm_tuning=gemm_tuning(settings),
         gateway_pods=gateway_selector(gateway_name(settings)) if settings.serving.gateway.enabled else None,
         gateway_job=dns_label(gateway_name(settings)) if settings.serving.gateway.enabled else None,
+    )
+
+
+def gemm_tuning(settings: Settings) -> GemmTuning:
+    """The GEMM tuning step, keyed by the FT commit and Triton release the server image is built from."""
+    return GemmTuning(
+        enabled=settings.serving.gemm_tuning,
+        timeout_seconds=settings.serving.gemm_tuning_timeout_s,
+        ft_commit=settings.image.ft_commit,
+        triton_version=settings.image.triton_version,
     )
 
 

@@ -53,8 +53,10 @@ def _kube(kubeconfig: str | None, context: str | None) -> Any:
 
 
 def wait(props: dict[str, Any]) -> dict[str, Any]:
-    """The wait itself (what create and update run): the Deployment's final status counts."""
-    from tritonft.rollout.watch import WatchConfig, watch_rollout
+    """The wait itself (what create and update run): the Deployment's final status counts, and what each pod's
+    GEMM tuning step reported (``tuned``, ``cached`` or ``fallback`` to FT's defaults, by pod)."""
+    from tritonft.engines.fastertransformer.gemm import tuning_summary
+    from tritonft.rollout.watch import WatchConfig, selector_of, watch_rollout
 
     config = WatchConfig(
         namespace=str(props["namespace"]),
@@ -64,9 +66,12 @@ def wait(props: dict[str, Any]) -> dict[str, Any]:
         min_replicas=int(props.get("min_replicas") or 0),
         grace_s=float(props.get("grace_s", DEFAULT_GRACE_S)),
     )
-    status = watch_rollout(_kube(props.get("kubeconfig"), props.get("context")), config)
+    kube = _kube(props.get("kubeconfig"), props.get("context"))
+    status = watch_rollout(kube, config)
+    deployment = kube.get("apps/v1", "Deployment", config.deployment, config.namespace)
+    pods = kube.items("v1", "Pod", config.namespace, selector_of(deployment))
     outs = {k: v for k, v in props.items() if k != "kubeconfig"}
-    return {**outs, "ready_replicas": int(status.get("readyReplicas", 0))}
+    return {**outs, "ready_replicas": int(status.get("readyReplicas", 0)), "gemm_tuning": tuning_summary(pods)}
 
 
 class RolloutWatchProvider(ResourceProvider):
@@ -112,6 +117,8 @@ class RolloutWatch(pulumi.dynamic.Resource, module="tritonft", name="RolloutWatc
 
     ready_replicas: pulumi.Output[int]
     """Replicas ready when the rollout finished."""
+    gemm_tuning: pulumi.Output[dict[str, str]]
+    """Pod -> what its GEMM tuning step did (``tuned: ...``, ``cached: ...``, ``fallback: ...``)."""
 
     def __init__(self, name: str, args: RolloutWatchArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         props: dict[str, Any] = {
@@ -125,6 +132,7 @@ class RolloutWatch(pulumi.dynamic.Resource, module="tritonft", name="RolloutWatc
             "grace_s": args.grace_s,
             "context": args.context,
             "ready_replicas": None,
+            "gemm_tuning": None,
         }
         if args.kubeconfig is not None:
             props["kubeconfig"] = pulumi.Output.secret(args.kubeconfig)

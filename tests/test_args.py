@@ -96,3 +96,20 @@ def test_gateway_knobs_reach_the_gateway_args(mocks: RecordingMocks) -> None:
     assert gateway.coalesce is False
     assert gateway.image == TOOLS_IMAGE
     assert gateway.ingress is not None and gateway.ingress.host == settings.serving.ingress.host
+
+
+def test_gemm_tuning_is_off_in_local_and_on_elsewhere_by_default() -> None:
+    assert args.gemm_tuning(load(kubernetes_stack())).enabled is False, "kubernetes_stack is environment local"
+    assert args.gemm_tuning(load(kubernetes_stack(environment="dev", ingressAuth="none", ingressTls=False))).enabled
+    assert args.gemm_tuning(load(aws_stack())).enabled is True
+
+
+def test_gemm_tuning_knobs_reach_the_service_args() -> None:
+    on = args.gemm_tuning(load(kubernetes_stack(gemmTuning=True, gemmTuningTimeoutSeconds=300)))
+    assert (on.enabled, on.timeout_seconds) == (True, 300)
+    assert args.gemm_tuning(load(aws_stack(gemmTuning=False))).enabled is False
+
+
+def test_the_gemm_cache_is_keyed_by_the_image_the_stack_builds() -> None:
+    tuning = args.gemm_tuning(load(kubernetes_stack(tritonVersion="23.05", ftCommit="a" * 40)))
+    assert (tuning.triton_version, tuning.ft_commit) == ("23.05", "a" * 40)

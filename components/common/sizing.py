@@ -282,14 +282,16 @@ def startup_budget(
     return StartupBudget(period_seconds=period_seconds, failure_threshold=max(1, math.ceil(seconds / period_seconds)))
 
 
-def rollout_timeout_minutes(budget: StartupBudget) -> int:
-    """How long ``pulumi up`` waits for the Deployment: one startup budget plus a node scale-up (and image pull)."""
-    return math.ceil((budget.seconds + NODE_SCALE_UP_SECONDS) / 60)
+def rollout_timeout_minutes(budget: StartupBudget, init_seconds: int = 0) -> int:
+    """How long ``pulumi up`` waits for the Deployment: one startup budget plus a node scale-up (and image pull),
+    plus ``init_seconds`` the pod's init containers may take before Triton starts (the GEMM tuning)."""
+    return math.ceil((budget.seconds + init_seconds + NODE_SCALE_UP_SECONDS) / 60)
 
 
-def progress_deadline_seconds(budget: StartupBudget) -> int:
-    """``progressDeadlineSeconds`` of the Deployment: must outlast a startup, or the rollout is marked failed."""
-    return budget.seconds + NODE_SCALE_UP_SECONDS
+def progress_deadline_seconds(budget: StartupBudget, init_seconds: int = 0) -> int:
+    """``progressDeadlineSeconds`` of the Deployment: must outlast a startup (init containers included, whose
+    time the startupProbe does not see: it starts with the Triton container), or the rollout is marked failed."""
+    return budget.seconds + init_seconds + NODE_SCALE_UP_SECONDS
 
 
 def scale_down_window_seconds(budget: StartupBudget) -> int:

@@ -43,6 +43,7 @@ from components.common.triton import GRPC_PORT, HTTP_PORT, adapter_rule
 from components.common.workload import deployment_spec, pdb_spec
 from components.rollout_watch import RolloutWatch, RolloutWatchArgs
 from components.serving.autoscaling import GatewayDemand, hpa_spec, scaled_object_spec
+from components.serving.gemm_tuning import GemmTuning, with_gemm_tuning
 from components.serving.monitoring import dashboard_json, prometheus_rule_spec, service_monitor_spec
 from components.serving.server_spec import (
     ServerPod,
@@ -123,6 +124,8 @@ class TritonServiceArgs:
     model are demand too, and wake it from zero. None = no gateway."""
     node_growth: NodeGrowth = field(default_factory=lambda: NodeGrowth(autoscaler=False))
     """What can add GPU nodes while a pod waits for GPUs (the rollout watch fails fast when nothing can)."""
+    gemm_tuning: GemmTuning = field(default_factory=GemmTuning)
+    """FT's GEMM autotuning in an init container before Triton starts (``components.serving.gemm_tuning``)."""
 
 
 def _validate(args: TritonServiceArgs) -> list[str]:
@@ -221,8 +224,14 @@ class TritonService(pulumi.ComponentResource):
                 deployment_spec(
                     sel,
                     pod_labels,
-                    server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity),
-                    progress_deadline_seconds(budget),
+                    with_gemm_tuning(
+                        server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity),
+                        model,
+                        args.image,
+                        args.store.k8s_name,
+                        args.gemm_tuning,
+                    ),
+                    progress_deadline_seconds(budget, args.gemm_tuning.budget_seconds()),
                     replicas,
                     strategy=args.rollout.strategy(),
                 )
@@ -239,7 +248,7 @@ class TritonService(pulumi.ComponentResource):
                 namespace=ns,
                 deployment=base,
                 generation=deployment.metadata.apply(_generation),
-                deadline_s=60.0 * rollout_timeout_minutes(budget),
+                deadline_s=60.0 * rollout_timeout_minutes(budget, args.gemm_tuning.budget_seconds()),
                 growth=args.node_growth,
                 min_replicas=args.min_replicas,
                 kubeconfig=target.kubeconfig,
@@ -327,6 +336,7 @@ class TritonService(pulumi.ComponentResource):
         self.grpc_endpoint = pulumi.Output.from_input(grpc_url)
         self.adapter_rules = pulumi.Output.from_input(json.dumps({"custom": [adapter_rule()]}, sort_keys=True))
         self.startup_budget_seconds = pulumi.Output.from_input(budget.seconds)
+        self.gemm_tuning: pulumi.Output[dict[str, str]] = rollout_watch.gemm_tuning
         self.register_outputs(
             {
                 "deployment_name": self.deployment_name,
@@ -337,6 +347,7 @@ class TritonService(pulumi.ComponentResource):
                 "grpc_endpoint": self.grpc_endpoint,
                 "adapter_rules": self.adapter_rules,
                 "startup_budget_seconds": self.startup_budget_seconds,
+                "gemm_tuning": self.gemm_tuning,
             }
         )
 

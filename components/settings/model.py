@@ -138,6 +138,9 @@ class ServingSettings:
     """The stack's ``alertFor``: alert name -> ``for:`` duration, for the alerts it names (the rest keep theirs)."""
     load_bandwidth_mibps: int
     gateway: GatewaySettings
+    gemm_tuning: bool = True
+    """FT's GEMM autotuning before Triton starts (``gemmTuning``; default off in ``local``)."""
+    gemm_tuning_timeout_s: int = 900
 
 
 @dataclass(frozen=True)

@@ -97,6 +97,11 @@ class StackFacts:
         return str(self.get("ingressAuth") or ("none" if self.environment == "local" else "basic"))
 
     @property
+    def gemm_tuning(self) -> bool:
+        stated = self.values.get("gemmTuning")
+        return self.environment != "local" if stated is None else bool(stated)
+
+    @property
     def scale_to_zero(self) -> bool:
         return bool(self.get("scaleToZero", False))
 

@@ -794,6 +794,26 @@ STACK_KNOBS: tuple[Knob, ...] = (
         maximum=100000,
         unit="MiB/s",
     ),
+    Knob(
+        "gemmTuning",
+        "boolean",
+        "Run FasterTransformer's GEMM autotuning (`t5_gemm` / `gpt_gemm`, seed 000's step 3) in an init container "
+        "of each Triton pod, on its GPUs, before Triton loads the model; the resulting `gemm_config.in` is cached "
+        "on the model store per GPU product and model shape, so later replicas and restarts reuse it. A failed "
+        "or timed-out tuning falls back to FT's default GEMM algorithms (logged, never blocking serving). Off: "
+        "FT always uses cuBLAS's default algorithms.",
+        default_doc="false in `local`, else true",
+    ),
+    Knob(
+        "gemmTuningTimeoutSeconds",
+        "integer",
+        "Longest the GEMM tuning may run before the pod falls back to FT's defaults; added (plus 60 s) to the "
+        "Deployment's progress deadline and to how long `pulumi up` waits for the rollout.",
+        default=900,
+        minimum=60,
+        maximum=7200,
+        unit="seconds",
+    ),
     # -- OpenAI-compatible gateway
     Knob(
         "gateway",

@@ -11,6 +11,7 @@ from components.common.ingress import IngressArgs
 from components.common.target import ClusterTarget, GpuScheduling
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
+from components.serving.gemm_tuning import GemmTuning
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from tritonft.spec import Architecture, DataType, Family, ModelSpec, WeightDType
 from tritonft.synth.engine import Registered
@@ -97,6 +98,7 @@ def serve(
     hf_token: str | None = None,
     gateway_pods: dict[str, str] | None = None,
     gateway_job: str | None = None,
+    gemm_tuning: GemmTuning | None = None,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -125,6 +127,7 @@ def serve(
             min_replicas=min_replicas,
             gateway_pods=gateway_pods,
             gateway_job=gateway_job,
+            gemm_tuning=gemm_tuning or GemmTuning(),
         ),
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from components.common import sizing
+from components.serving.gemm_tuning import INIT_CONTAINER, WORKDIR, GemmTuning
 from components.serving.server_spec import TRITONSERVER
 from tests.k8s.fixtures import (
     GPTJ_6B,
@@ -135,9 +136,40 @@ def test_the_rollout_wait_covers_the_startup_budget(mocks):
     deployment = _deployment(mocks)
     (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
     budget = sizing.startup_budget(GPTJ_6B).seconds
-    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(sizing.startup_budget(GPTJ_6B))
+    tuning = GemmTuning().budget_seconds()
+    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(sizing.startup_budget(GPTJ_6B), tuning)
     assert watch.inputs["deadline_s"] > budget
     assert deployment.inputs["spec"]["progressDeadlineSeconds"] > budget
+
+
+def test_the_deployments_pods_tune_gemms_in_an_init_container_before_triton_starts(mocks):
+    spec = pod_spec(_deployment(mocks))
+    (init,) = spec["initContainers"]
+    assert init["name"] == INIT_CONTAINER
+    assert init["resources"] == _triton_of(spec)["resources"]
+    assert _triton_of(spec)["workingDir"] == WORKDIR
+
+
+def test_the_gemm_tuning_time_is_in_the_progress_deadline_and_the_rollout_wait(mocks):
+    tuning = GemmTuning(timeout_seconds=1200)
+    deployment = _deployment(mocks, gemm_tuning=tuning)
+    (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+    budget = sizing.startup_budget(GPTJ_6B)
+    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(budget) + 1260
+    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(budget, 1260)
+
+
+def test_with_gemm_tuning_off_the_pod_has_no_init_container_and_the_deadlines_only_the_load(mocks):
+    deployment = _deployment(mocks, gemm_tuning=GemmTuning(enabled=False))
+    spec = pod_spec(deployment)
+    assert "initContainers" not in spec and "workingDir" not in _triton_of(spec)
+    budget = sizing.startup_budget(GPTJ_6B)
+    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(budget)
+
+
+def _triton_of(spec: dict[str, Any]) -> dict[str, Any]:
+    (container,) = spec["containers"]
+    return dict(container)
 
 
 def test_without_a_node_autoscaler_the_rollout_watch_knows_nothing_can_add_a_gpu_node(mocks):

@@ -31,6 +31,7 @@ SAMPLES: dict[str, Any] = {
     "protectStorage": True,
     "ingressTls": False,
     "monitoring": False,
+    "gemmTuning": False,
     "scaleDownStabilizationSeconds": 900,
     "hfToken": "hf_token_value",
     "ingressHtpasswd": "user:$apr1$hash",
