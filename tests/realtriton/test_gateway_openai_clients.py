@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -348,11 +351,47 @@ def test_langchain_chat_openai_answers_with_usage_metadata(
 # --- LiteLLM ------------------------------------------------------------------------------------------------------
 
 
-def test_litellm_loads_its_cost_map_from_the_package_not_the_network() -> None:
-    import litellm
+OFFLINE_LITELLM = """
+import json, socket, sys
+attempts = []
+LOCAL = {"127.0.0.1", "::1", "localhost"}
+real_getaddrinfo, real_connect = socket.getaddrinfo, socket.socket.connect
+def getaddrinfo(host, *args, **kwargs):
+    if host is not None and host not in LOCAL:
+        attempts.append(str(host))
+        raise OSError("offline")
+    return real_getaddrinfo(host, *args, **kwargs)
+def connect(self, address):
+    if isinstance(address, tuple) and address[0] not in LOCAL:
+        attempts.append(str(address[0]))
+        raise OSError("offline")
+    return real_connect(self, address)
+socket.getaddrinfo, socket.socket.connect = getaddrinfo, connect
+import litellm
+answer = litellm.text_completion(
+    model="text-completion-openai/gpt2-tp1", api_base=sys.argv[1], api_key="unused", prompt="hello world",
+    max_tokens=16, temperature=0,
+)
+print(json.dumps({"attempts": attempts, "text": answer.choices[0].text, "costs": len(litellm.model_cost)}))
+"""
+"""LiteLLM imported and called with every name lookup and connection off loopback refused and recorded."""
 
-    assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
-    assert "gpt-4o" in litellm.model_cost
+
+def test_litellm_imports_and_answers_without_leaving_the_machine(base_url: str) -> None:
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    done = subprocess.run(
+        [sys.executable, "-c", OFFLINE_LITELLM, base_url],
+        check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["attempts"] == []
+    assert report["text"] == PROMPT
+    assert report["costs"] > 0  # the cost map bundled with the package
 
 
 def test_litellm_completion_answers_a_chat_with_usage(base_url: str, gpt_tokenizer: TextTokenizer) -> None:
