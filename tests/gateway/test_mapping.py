@@ -119,8 +119,18 @@ def test_n_times_the_prompts_over_the_batch_limit_is_a_400_saying_the_limit() ->
     assert error.param == "n" and "max_batch_size is 8" in error.message
 
 
-def test_best_of_above_n_with_sampling_is_refused() -> None:
-    assert refused({"n": 1, "best_of": 2, "temperature": 0.7}).param == "best_of"
+def test_sampled_best_of_sends_best_of_seeded_rows_and_keeps_the_n_most_likely() -> None:
+    req = request({"n": 2, "best_of": 3, "temperature": 0.7, "seed": 5})
+    parts = req.choice_requests()
+    assert [next(p.value for p in part.parameters if p.name == "random_seed") for part in parts] == [5, 6, 7]
+    candidates = [Beam("a", 2, (), (-2.0, -2.0)), Beam("b", 1, (), (-0.5,)), Beam("c", 3, (), (-1.0, -1.0, -1.0))]
+    calls = [[Row((beam,), 4)] for beam in candidates]
+    assert choices(req, calls) == [Row((candidates[1], candidates[2]), 4)]
+
+
+def test_sampled_best_of_times_the_prompts_over_the_batch_limit_is_refused() -> None:
+    error = refused({"prompt": ["a", "b"], "best_of": 5, "temperature": 0.7})
+    assert error.param == "best_of" and "max_batch_size is 8" in error.message
 
 
 def test_best_of_below_n_is_refused() -> None:

@@ -20,7 +20,7 @@ from pydantic import SecretStr
 
 from tests.gateway.server import GatewayProcess
 from tests.gateway.server import started as _started
-from tests.realtriton.golden import SERVED, TP, golden_cases, golden_spec, render_golden
+from tests.realtriton.golden import SERVED, TP, golden_cases, golden_spec, render_golden, words
 from tests.realtriton.repos import MATRIX, matrix_spec
 from tests.reference.checkpoints import MAX_NEW_TOKENS
 from tritonft.gateway.parameters import CHAT, COMPLETIONS, PARAMETERS
@@ -274,7 +274,7 @@ def test_an_unknown_parameter_is_a_400_naming_it(client: openai.OpenAI) -> None:
         (CHAT, {"logprobs": True, "top_logprobs": 3}, "top_logprobs"),
         (COMPLETIONS, {"logprobs": 0, "stream": True}, "logprobs"),
         (COMPLETIONS, {"logprobs": 0, "echo": True}, "echo"),
-        (COMPLETIONS, {"best_of": 3, "temperature": 0.5}, "best_of"),
+        (COMPLETIONS, {"best_of": 2, "n": 3}, "best_of"),
     ],
 )
 def test_what_ft_cannot_give_is_a_400_saying_why(
@@ -483,3 +483,32 @@ def test_chat_logprobs_list_each_token_of_the_reply(client: openai.OpenAI) -> No
     assert "".join(e.token for e in entries) == choice.message.content
     assert [e.logprob for e in entries] == [0.0] * len(entries)  # the stand-in's log-probabilities
     assert all(e.top_logprobs == [] and e.bytes == list(e.token.encode()) for e in entries)
+
+
+def test_sampled_best_of_returns_the_candidate_with_the_highest_mean_log_probability(
+    golden_gateway: GatewayProcess, converted: Callable[..., Path]
+) -> None:
+    case = next(c for c in golden_cases("gpt2") if c.beam_width == 1)
+    model = build_model(load_checkpoint(converted("gpt2", TP)))
+    candidates = []
+    for seed in (7, 8, 9):
+        drawn = generate(
+            model,
+            [GenerationRequest(case.prompt_ids, MAX_NEW_TOKENS, top_p=1.0, temperature=1.0, random_seed=seed)],
+        )
+        tokens = [t for t in drawn.generated[0][0] if t != model.end_id]
+        log_probs = [float(v) for v in drawn.output_log_probs[0, 0, : len(tokens)]]
+        candidates.append((sum(log_probs) / max(len(log_probs), 1), words(tokens)))
+    assert len({text for _, text in candidates}) > 1, "the seeds drew the same text: nothing to rank"
+    peer = openai.OpenAI(base_url=f"{golden_gateway.url}/v1", api_key="unused", max_retries=0, timeout=60)
+
+    answer = peer.completions.create(
+        model=golden_spec("gpt2").name,
+        prompt=case.prompt,
+        max_tokens=MAX_NEW_TOKENS,
+        temperature=1.0,
+        seed=7,
+        best_of=3,
+    )
+
+    assert [c.text for c in answer.choices] == [max(candidates)[1]]

@@ -4,8 +4,9 @@ Which parameters are accepted at all is :mod:`tritonft.gateway.parameters`' tabl
 ones. Sampling: ``temperature: 0`` is greedy (``runtime_top_k=1``); otherwise FT samples from the nucleus
 ``runtime_top_p`` (default 1.0, the whole distribution) at ``temperature``. ``n`` choices: a greedy answer ``n``
 times, or ``n`` sampled rows seeded ``seed + k``; ``best_of`` with greedy decoding is beam search
-(``beam_width=best_of``, the ``n`` best beams). ``stop`` phrases go to the ensemble's ``stop_words``. Usage counts
-are the tokenizer's: the ensemble's ``input_lengths`` and ``output_lengths``.
+(``beam_width=best_of``, the ``n`` best beams), with sampling ``best_of`` seeded rows of which the ``n`` with the
+highest mean token log-probability are the choices (OpenAI's rule). ``stop`` phrases go to the ensemble's
+``stop_words``. Usage counts are the tokenizer's: the ensemble's ``input_lengths`` and ``output_lengths``.
 
 Chat template (GPT families): each message becomes ``"<Role>: <content>\\n"`` (``System``, ``User``,
 ``Assistant``), followed by ``"Assistant:"``; the completion is the assistant's reply, cut where the model
@@ -57,6 +58,8 @@ class EnsembleRequest:
     """Sampled ``n`` > 1: the seed of each choice's row (one call each); empty otherwise."""
     beams: int = 1
     """Beam search width (``best_of`` with greedy decoding): the ``n`` best beams are the choices."""
+    ranked: bool = False
+    """Sampled ``best_of`` > ``n``: the ``samples`` are ranked by mean token log-probability, the best ``n`` kept."""
 
     def choice_requests(self) -> tuple[EnsembleRequest, ...]:
         """The requests to send: this one, or one per sampled choice (its own ``random_seed``)."""
@@ -92,10 +95,21 @@ def choices(request: EnsembleRequest, calls: list[list[Row]]) -> list[Row]:
     """Per prompt, a :class:`Row` whose beams are the request's ``n`` choices, from the answers of
     :meth:`EnsembleRequest.choice_requests` (one list of rows per call)."""
     if len(calls) > 1:
-        return [Row(tuple(call[p].beams[0] for call in calls), row.prompt_tokens) for p, row in enumerate(calls[0])]
+        rows = []
+        for p, row in enumerate(calls[0]):
+            candidates = [call[p].beams[0] for call in calls]
+            if request.ranked:  # sorted() is stable: equal means keep the seeds' order
+                candidates = sorted(candidates, key=mean_log_prob, reverse=True)[: request.n]
+            rows.append(Row(tuple(candidates), row.prompt_tokens))
+        return rows
     if request.beams > 1:
         return [Row(row.beams[: request.n], row.prompt_tokens) for row in calls[0]]
     return [Row(row.beams[:1] * request.n, row.prompt_tokens) for row in calls[0]]
+
+
+def mean_log_prob(beam: Beam) -> float:
+    """What ``best_of`` ranks sampled candidates by: the mean log-probability of their tokens."""
+    return sum(beam.log_probs) / max(len(beam.log_probs), 1)
 
 
 def usage(rows: list[Row]) -> dict[str, int]:
@@ -251,17 +265,17 @@ def ensemble_request(body: Any, model: ServedModel, *, chat: bool = False) -> En
     include_usage = _include_usage(body, stream)
     batch = f" (the model's max_batch_size is {model.max_batch_size}: n times the prompts must fit in one batch)"
     n = _integer(body, "n", 1, 1, max(1, model.max_batch_size // len(prompts)), why=batch)
-    best_of = _integer(body, "best_of", n, 1, MAX_BEAMS, why=" (best_of is served as beam search)")
+    best_of = _integer(body, "best_of", n, 1, MAX_BEAMS, why=f" (at most {MAX_BEAMS} candidates)")
     if best_of < n:
         raise bad_parameter("best_of", f"best_of ({best_of}) must be at least n ({n})")
     if n > 1 and stream:
         raise bad_parameter("n", "n > 1 cannot be streamed; send stream: false or n: 1")
     if best_of > 1 and stream:
         raise bad_parameter("best_of", "best_of > 1 cannot be streamed; send stream: false")
-    if best_of > n and temperature != 0.0:
+    if temperature != 0.0 and best_of * len(prompts) > model.max_batch_size:
         raise bad_parameter(
             "best_of",
-            "best_of > n is served as beam search, which is greedy: send temperature: 0, or best_of equal to n",
+            f"best_of times the prompts must fit in one batch (the model's max_batch_size is {model.max_batch_size})",
         )
     echo = body.get("echo", False)
     if not isinstance(echo, bool):
@@ -292,9 +306,9 @@ def ensemble_request(body: Any, model: ServedModel, *, chat: bool = False) -> En
     if logprobs:
         params.append(TensorValue("return_tokens", "BOOL", True))
     samples: tuple[int, ...] = ()
-    if n > 1 and temperature != 0.0:
+    if best_of > 1 and temperature != 0.0:
         base = int(seed) if seed is not None else random.getrandbits(62)
-        samples = tuple(base + k for k in range(n))
+        samples = tuple(base + k for k in range(best_of))
     return EnsembleRequest(
         model,
         prompts,
@@ -307,6 +321,7 @@ def ensemble_request(body: Any, model: ServedModel, *, chat: bool = False) -> En
         include_usage=include_usage,
         samples=samples,
         beams=beams,
+        ranked=bool(samples) and best_of > n,
     )
 
 

@@ -53,9 +53,10 @@ PARAMETERS: tuple[Parameter, ...] = (
         "best_of",
         (COMPLETIONS,),
         True,
-        "with `temperature: 0`, beam search of `best_of` beams, the `n` best returned (`n` <= `best_of`); "
-        "with sampling only `best_of` = `n` (refused otherwise: ranking samples is not implemented); not with "
-        "`stream`",
+        "candidates per prompt (`n` <= `best_of` <= 8), the `n` best returned: with `temperature: 0`, beam "
+        "search of `best_of` beams; with sampling, `best_of` rows seeded like `n`'s, ranked by mean token "
+        "log-probability (`best_of` times the prompts at most `max_batch_size`); `usage` counts the returned "
+        "choices; not with `stream`",
     ),
     Parameter("stop", BOTH, True, "up to 4 phrases; the answer ends before the first (`finish_reason: stop`)"),
     Parameter("seed", BOTH, True, "0 to 2^63-1: the same seed and parameters give the same sampled answer"),

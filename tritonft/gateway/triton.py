@@ -66,11 +66,14 @@ def _parameter_tensors(parameters: tuple[TensorValue, ...], rows: int) -> tuple[
     return tensors, tuple(raw_value(p.datatype, p.value) * rows for p in parameters)
 
 
-def requested_outputs(streaming: bool, logprobs: bool) -> tuple[str, ...]:
+def requested_outputs(streaming: bool, logprobs: bool, ranked: bool = False) -> tuple[str, ...]:
     """The ensemble outputs to ask for: the text and token counts, each token's text and log-probability when
-    ``logprobs``; a streaming ensemble has no prompt token count (:mod:`tritonft.repo.pbtxt`)."""
+    ``logprobs``, the log-probabilities alone when ``ranked`` (``best_of``); a streaming ensemble has no prompt token
+    count (:mod:`tritonft.repo.pbtxt`)."""
     names = (TEXT_OUTPUT, COMPLETION_TOKENS) + (() if streaming else (PROMPT_TOKENS,))
-    return names + ((TOKEN_TEXTS, LOG_PROBS) if logprobs else ())
+    if logprobs:
+        return (*names, TOKEN_TEXTS, LOG_PROBS)
+    return (*names, LOG_PROBS) if ranked else names
 
 
 @lru_cache(maxsize=8)
@@ -95,7 +98,7 @@ def infer_request(request: EnsembleRequest, prompt: str, *more: str) -> Any:
         model_name=request.model.name,
         inputs=(text, *tensors),
         raw_input_contents=(texts, *raws),
-        outputs=_output_tensors(requested_outputs(request.model.streaming, request.logprobs)),
+        outputs=_output_tensors(requested_outputs(request.model.streaming, request.logprobs, request.ranked)),
     )
 
 
