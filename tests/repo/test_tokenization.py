@@ -289,3 +289,29 @@ def test_token_texts_concatenate_to_the_decoded_text_even_across_a_split_charact
     assert len(pieces) == len(tokens)
     assert "".join(pieces) == tokenizer.decode(tokens)
     assert not any("\ufffd" in piece for piece in pieces)
+
+
+def test_merged_requests_asking_for_token_texts_get_their_own_widths(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    requests = []
+    for completion in (" once upon a time", " lamb."):
+        out = preprocess(tokenizer, GPT, {"text_input": as_bytes_column(["Hello"])})
+        tokens = tokenizer.encode(completion, add_special_tokens=False)
+        ids, seq = fake_generation(out["input_ids"], out["input_lengths"], [tokens], GPT.end_id, include_prompt=True)
+        flag = np.array([[True]], dtype=np.bool_)
+        requests.append(
+            {"output_ids": ids, "sequence_length": seq, "input_lengths": out["input_lengths"], "return_tokens": flag}
+        )
+    together = postprocess_requests(tokenizer, GPT, requests)
+    for request, outputs in zip(requests, together, strict=True):
+        assert isinstance(outputs, dict)
+        alone = postprocess_outputs(
+            tokenizer,
+            GPT,
+            request["output_ids"],
+            request["sequence_length"],
+            request["input_lengths"],
+            return_tokens=True,
+        )
+        assert outputs["output_tokens"].tolist() == alone["output_tokens"].tolist()
+        assert outputs["output_lengths"].tolist() == alone["output_lengths"].tolist()
