@@ -6,16 +6,18 @@ import pulumi
 import pulumi_aws as aws
 
 from components import args
-from components.cluster import ClusterTarget, ExistingCluster
-from components.conversion import ModelConversion
+from components.common.target import ClusterTarget
 from components.gateway import Gateway, GatewayBackend
-from components.image import TritonImage
-from components.platform_aws import AwsPlatform
+from components.models.conversion import ModelConversion
+from components.models.store import ModelStore
+from components.platform.aws.platform import AwsPlatform
+from components.platform.cluster import ExistingCluster
+from components.platform.image import TritonImage
 from components.probe import IntegrationProbe
-from components.service import TritonService
+from components.serving.service import TritonService
 from components.settings.pulumi_config import settings_from_pulumi
-from components.store import ModelStore
 from tritonft.errors import UserError
+from tritonft.spec import ModelSpec
 
 try:
     settings = settings_from_pulumi()
@@ -44,7 +46,7 @@ images = TritonImage(f"{name}-images", args.triton_image_args(settings, aws_prov
 store = ModelStore(f"{name}-store", args.model_store_args(settings, target))
 
 endpoints: dict[str, pulumi.Output[str | None]] = {}
-services: list[GatewayBackend] = []
+services: list[tuple[ModelSpec, TritonService]] = []
 for model in settings.models:
     conversion = ModelConversion(
         f"{name}-{model.name}-convert",
@@ -70,31 +72,35 @@ for model in settings.models:
         ),
     )
     endpoints[model.name] = service.endpoint
-    services.append(GatewayBackend(model, service))
+    services.append((model, service))
 
 gateway: Gateway | None = None
 if settings.serving.gateway.enabled:
     gateway = Gateway(
         args.gateway_name(settings),
         args.gateway_args(
-            settings, target=target, backends=services, tools_image=images.tools_image, htpasswd=htpasswd
+            settings,
+            target=target,
+            backends=[GatewayBackend(model, service) for model, service in services],
+            tools_image=images.tools_image,
+            htpasswd=htpasswd,
         ),
     )
     pulumi.export("openaiBaseUrl", gateway.endpoint)
 
 probes: dict[str, IntegrationProbe] = {}
 if settings.probe.enabled:
-    for backend in services:
-        probes[backend.model.name] = IntegrationProbe(
-            f"{name}-{backend.model.name}-probe",
+    for model, service in services:
+        probes[model.name] = IntegrationProbe(
+            f"{name}-{model.name}-probe",
             args.integration_probe_args(
                 settings,
-                backend.service,
-                backend.model,
+                service,
+                model,
                 images.server_image,
                 gateway.endpoint if gateway is not None else None,
             ),
-            pulumi.ResourceOptions(depends_on=[backend.service, *([gateway] if gateway is not None else [])]),
+            pulumi.ResourceOptions(depends_on=[service, *([gateway] if gateway is not None else [])]),
         )
 
 pulumi.export("environment", settings.environment)

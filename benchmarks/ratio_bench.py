@@ -42,8 +42,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.triton_bench import perf_analyzer_binary
-from components.autoscaling import RATIO_RECORD
-from components.monitoring import series_selector
+from components.common.triton import RATIO_RECORD
+from components.serving.monitoring import series_selector
 from tests.realtriton.prometheus import LocalPrometheus, service_monitor_target_labels
 from tests.realtriton.repos import stack_specs
 from tests.realtriton.signal_plan import MODEL, POD, STACK, synthesized_plan

@@ -11,28 +11,36 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_aws as aws
 
-from components.aws.addons import AddonFlags
-from components.aws.decisions import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA
-from components.aws.network import ExistingVpc, NewVpc
-from components.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
-from components.capacity import ModelShape, Rollout, fixed_rollout, rollout_for, surging_models
-from components.cluster import ClusterTarget, ExistingClusterArgs, GpuScheduling
-from components.conversion import ModelConversion, ModelConversionArgs
+from components.common.ingress import IngressArgs
+from components.common.layout import dns_label
+from components.common.sizing import MIB
+from components.common.target import ClusterTarget, GpuScheduling
 from components.gateway import GatewayArgs, GatewayBackend
-from components.gateway_spec import gateway_selector
-from components.image import ImageBuild, TritonImageArgs
-from components.ingress import IngressArgs
-from components.layout import dns_label
-from components.platform_aws import AwsPlatformArgs
+from components.gateway.spec import gateway_selector
+from components.models.conversion import ModelConversion, ModelConversionArgs
+from components.models.store import ModelStore, ModelStoreArgs
+from components.platform.aws.addons import AddonFlags
+from components.platform.aws.decisions import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA
+from components.platform.aws.network import ExistingVpc, NewVpc
+from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
+from components.platform.aws.platform import AwsPlatformArgs
+from components.platform.cluster import ExistingClusterArgs
+from components.platform.image import ImageBuild, TritonImageArgs
 from components.probe import IntegrationProbeArgs
-from components.service import Autoscaler, TritonService, TritonServiceArgs
+from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings import kube
-from components.settings.capacity import gpu_pool, model_shapes
+from components.settings.capacity import (
+    ModelShape,
+    Rollout,
+    fixed_rollout,
+    gpu_pool,
+    model_shapes,
+    rollout_for,
+    surging_models,
+)
 from components.settings.gpus import GIB
 from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
-from components.sizing import MIB
-from components.store import ModelStore, ModelStoreArgs
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.probe.endpoint import Protocol
 from tritonft.rollout.verdict import NodeGrowth

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from components.cluster import ExistingCluster, ExistingClusterArgs, GpuScheduling
+from components.common.target import GpuScheduling
+from components.platform.cluster import ExistingCluster, ExistingClusterArgs
 from tritonft.synth.engine import RecordingMocks, run_program
 
 

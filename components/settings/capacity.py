@@ -1,18 +1,221 @@
-"""The capacity checks of a stack's settings: its models at replicasMin/replicasMax against its GPU nodes.
+"""GPU capacity, rollout and placement decisions, as pure functions (no Pulumi, no Kubernetes calls).
 
-Kept out of ``load.py`` (one call there): the rules live in :mod:`components.capacity`; this module only maps
-validated settings onto them.
+Three failures a manifest check cannot see, each decided here before any resource exists:
+
+* **capacity**: the Triton pods of every model at ``replicasMin`` must fit the GPU nodes that exist at the start
+  (or the node autoscaler's maximum, with a warning that the first ``up`` waits for nodes), and at
+  ``replicasMax`` they must fit ``gpuNodesMax``. Nodes are counted by packing whole pods onto nodes
+  (first-fit decreasing): a sum of GPUs would call 2 x 3-GPU pods on two 4-GPU nodes "6 <= 8" and be wrong.
+  With GPUs per pod a power of two that divides the node's count (the settings enforce it) the packing is exact.
+* **rollout**: a surge pod needs a free slot of its shape. A model surges (``maxSurge 1, maxUnavailable 0``) only
+  when every surging model's extra pod still fits the nodes that can exist at ``replicasMax``; otherwise it
+  replaces one pod at a time (``maxSurge 0, maxUnavailable 1``), which its PodDisruptionBudget
+  (``maxUnavailable 1``) allows, so a change rolls out on a full cluster instead of hanging.
+* **placement**: models that take a whole node need nodes with every GPU free. Pods that take part of a node
+  prefer nodes that already run other part-node Triton pods (pod affinity on the node), so small models pack
+  together and leave whole nodes to the big ones; the default scheduler would spread them (it scores CPU and
+  memory, never GPUs, as least-allocated).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from components.capacity import CapacityVerdict, GpuPool, ModelShape, check_capacity
 from components.settings.model import ClusterSettings
 from tritonft.spec import ModelSpec
 
+PACKING_LABEL = "triton-ft.io/gpu-packing"
+"""On Triton pods: ``partial`` when the pod takes part of a node's GPUs, ``whole`` when it takes them all."""
+PLACEMENT_ANNOTATION = "triton-ft.io/placement"
+"""On Triton Deployments: where the model's pods can land, in words."""
+HOSTNAME_KEY = "kubernetes.io/hostname"
 
+
+@dataclass(frozen=True)
+class ModelShape:
+    """How many GPUs one pod of a model takes (TP x PP; one pod per node, FT drives all its GPUs)."""
+
+    name: str
+    gpus_per_pod: int
+
+
+@dataclass(frozen=True)
+class GpuPool:
+    """The GPU nodes a stack can use: GPUs per node, nodes at the start, nodes the autoscaler may reach."""
+
+    node_type: str
+    gpus_per_node: int
+    nodes_min: int
+    nodes_max: int
+    autoscaled: bool
+    """A node autoscaler can add nodes up to ``nodes_max`` (otherwise ``nodes_min`` is all there is)."""
+
+    @property
+    def reachable_nodes(self) -> int:
+        return self.nodes_max if self.autoscaled else self.nodes_min
+
+
+@dataclass(frozen=True)
+class CapacityVerdict:
+    """Problems refuse the plan; warnings are printed and the plan goes ahead."""
+
+    problems: tuple[str, ...]
+    warnings: tuple[str, ...]
+    nodes_at_min: int
+    nodes_at_max: int
+
+
+def nodes_needed(pods: Iterable[int], gpus_per_node: int) -> int:
+    """Nodes needed to hold pods of the given GPU counts, packed first-fit decreasing (a pod never splits)."""
+    free: list[int] = []
+    for gpus in sorted(pods, reverse=True):
+        if gpus > gpus_per_node:
+            raise ValueError(f"a pod of {gpus} GPUs cannot fit a node of {gpus_per_node}")
+        for i, left in enumerate(free):
+            if left >= gpus:
+                free[i] = left - gpus
+                break
+        else:
+            free.append(gpus_per_node - gpus)
+    return len(free)
+
+
+def _pods(models: Sequence[ModelShape], replicas: int, extra: Iterable[ModelShape] = ()) -> list[int]:
+    return [m.gpus_per_pod for m in models for _ in range(replicas)] + [m.gpus_per_pod for m in extra]
+
+
+def _ask(models: Sequence[ModelShape], replicas: int) -> str:
+    parts = " + ".join(f"{replicas} x {m.gpus_per_pod} ({m.name})" for m in models)
+    return f"{parts} = {sum(_pods(models, replicas))} GPUs"
+
+
+def check_capacity(
+    models: Sequence[ModelShape], replicas_min: int, replicas_max: int, pool: GpuPool
+) -> CapacityVerdict:
+    """Whether every model's pods fit the pool at ``replicas_min`` and ``replicas_max``; messages name the keys."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    per_node = pool.gpus_per_node
+    too_big = [m for m in models if m.gpus_per_pod > per_node]
+    for m in too_big:
+        problems.append(
+            f"models.{m.name}: needs {m.gpus_per_pod} GPUs in one pod, but a {pool.node_type} node has {per_node}; "
+            "use a larger gpuInstanceType or lower tensorParallel x pipelineParallel"
+        )
+    fitting = [m for m in models if m.gpus_per_pod <= per_node]
+    at_min = nodes_needed(_pods(fitting, replicas_min), per_node)
+    at_max = nodes_needed(_pods(fitting, max(replicas_max, replicas_min)), per_node)
+    if too_big:
+        return CapacityVerdict(tuple(problems), (), at_min, at_max)
+    unit = f"{pool.node_type} node(s) of {per_node} GPUs"
+    if at_min > pool.nodes_min:
+        if pool.autoscaled and at_min <= pool.nodes_max:
+            warnings.append(
+                f"replicasMin: {_ask(fitting, replicas_min)} need {at_min} {unit}, gpuNodesMin is {pool.nodes_min}: "
+                f"the first `pulumi up` waits while the node autoscaler adds {at_min - pool.nodes_min} node(s); "
+                f"set gpuNodesMin (and gpuNodesDesired) to {at_min} to start with them"
+            )
+        else:
+            limit = f"gpuNodesMax {pool.nodes_max}" if pool.autoscaled else f"gpuNodesMin {pool.nodes_min}"
+            problems.append(
+                f"replicasMin: {_ask(fitting, replicas_min)} need {at_min} {unit}, but only {limit} can exist; "
+                f"raise gpuNodesMin/gpuNodesMax to {at_min} or lower replicasMin"
+            )
+    if replicas_max > replicas_min and at_max > pool.reachable_nodes:
+        key = "gpuNodesMax" if pool.autoscaled else "gpuNodesMin (no node autoscaler)"
+        problems.append(
+            f"replicasMax: {_ask(fitting, replicas_max)} need {at_max} {unit}, but {key} is "
+            f"{pool.reachable_nodes}; raise {key.split(' ', maxsplit=1)[0]} to {at_max} or lower replicasMax"
+        )
+    return CapacityVerdict(tuple(problems), tuple(warnings), at_min, at_max)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """A Deployment's rolling-update parameters and why they were chosen."""
+
+    max_surge: int
+    max_unavailable: int
+    reason: str
+
+    def strategy(self) -> dict[str, Any]:
+        return {
+            "type": "RollingUpdate",
+            "rollingUpdate": {"maxSurge": self.max_surge, "maxUnavailable": self.max_unavailable},
+        }
+
+
+def surging_models(models: Sequence[ModelShape], replicas_max: int, pool: GpuPool) -> frozenset[str]:
+    """Models whose rollout may add one pod beyond ``replicas_max``: all of them if their extra pods fit together
+    on the nodes that can exist, else the largest shapes drop out first (they need a whole free node each)."""
+    surging = sorted(models, key=lambda m: m.gpus_per_pod)
+    while surging:
+        if nodes_needed(_pods(models, replicas_max, surging), pool.gpus_per_node) <= pool.reachable_nodes:
+            break
+        surging.pop()
+    return frozenset(m.name for m in surging)
+
+
+def rollout_for(model: ModelShape, surging: frozenset[str], replicas_min: int) -> Rollout:
+    """Surge when the extra pod has room; otherwise replace one pod at a time (the PDB allows one down)."""
+    if model.name in surging:
+        return Rollout(1, 0, "a surge pod fits the GPU nodes that can exist at replicasMax: no capacity is lost")
+    reason = "no free node for a surge pod at replicasMax: replace one pod at a time"
+    if replicas_min <= 1:
+        reason += " (with one replica the model is down while its pod restarts)"
+    return Rollout(0, 1, reason)
+
+
+def fixed_rollout() -> Rollout:
+    """Without capacity facts (an existing cluster of unknown size): never needs a free slot."""
+    return Rollout(0, 1, "cluster size unknown: replace one pod at a time, which needs no free GPUs")
+
+
+def packing(gpus_per_pod: int, gpus_per_node: int) -> str:
+    return "whole" if gpus_per_pod >= gpus_per_node else "partial"
+
+
+def placement_affinity(gpus_per_pod: int, gpus_per_node: int) -> dict[str, Any] | None:
+    """Pod affinity that packs part-node Triton pods onto the same nodes; None for whole-node pods.
+
+    Preferred, not required: a pod still schedules when the node with company is full. The weight is the maximum
+    so it outweighs the scheduler's least-allocated spreading of CPU and memory.
+    """
+    if packing(gpus_per_pod, gpus_per_node) == "whole":
+        return None
+    return {
+        "podAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": {PACKING_LABEL: "partial"}},
+                        "topologyKey": HOSTNAME_KEY,
+                    },
+                }
+            ]
+        }
+    }
+
+
+def placement_note(gpus_per_pod: int, gpus_per_node: int, node_type: str) -> str:
+    """Where a model's pods can land, in words (the Deployment's placement annotation)."""
+    if packing(gpus_per_pod, gpus_per_node) == "whole":
+        return f"one pod per {node_type} node, taking all {gpus_per_node} GPUs; needs a node with every GPU free"
+    per = gpus_per_node // gpus_per_pod
+    return (
+        f"{gpus_per_pod} of {gpus_per_node} GPUs of a {node_type} node; packed with other part-node models "
+        f"(up to {per} such pods per node), leaving whole nodes to whole-node models"
+    )
+
+
+def placements(models: Sequence[ModelShape], pool: GpuPool) -> Mapping[str, str]:
+    return {m.name: placement_note(m.gpus_per_pod, pool.gpus_per_node, pool.node_type) for m in models}
+
+
+# --- a stack's settings mapped onto the rules above ------------------------------------------------------------
 def model_shapes(models: Sequence[ModelSpec]) -> tuple[ModelShape, ...]:
     return tuple(ModelShape(m.name, m.gpus) for m in models)
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.settings import kube
+from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
 from components.settings.capacity import capacity_verdict
+from components.settings.ft_rules import FT_MODEL_RULES
 from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION, GpuNodeType
 from components.settings.model import Settings
 from tritonft.spec import Architecture, DataType, Family, parameter_count
@@ -500,7 +502,10 @@ def _model_hosts(f: StackFacts) -> Iterable[Problem]:
                 yield "ingressHost", f"the host of models[{m.index}], {host[:40]!r}..., {problem}; shorten ingressHost"
 
 
-STACK_RULES: tuple[StackRule, ...] = tuple(_STACK)
+STACK_RULES: tuple[StackRule, ...] = (
+    *_STACK,
+    *(StackRule(r.id, r.keys, r.doc, r.check) for r in BUILT_CLUSTER_RULES),
+)
 
 
 # -- one model entry ---------------------------------------------------------------------------------------------
@@ -694,7 +699,10 @@ def _lengths(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
         )
 
 
-MODEL_RULES: tuple[ModelRule, ...] = tuple(_MODEL)
+MODEL_RULES: tuple[ModelRule, ...] = (
+    *_MODEL,
+    *(ModelRule(r.id, r.keys, r.doc, r.check, GPU_KEYS if r.reads_gpu else ()) for r in FT_MODEL_RULES),
+)
 
 
 # -- the whole plan ----------------------------------------------------------------------------------------------
@@ -713,7 +721,7 @@ PLAN_RULES: tuple[PlanRule, ...] = (
         ("replicasMin", "replicasMax", "autoscaling", "gpuNodesMin", "gpuNodesMax", "gpuInstanceType", "models"),
         "aws: every model's pods (TP x PP GPUs each) packed onto `gpuInstanceType` nodes fit `gpuNodesMin` at "
         "`replicasMin` (or `gpuNodesMax`, with a warning that the first `up` waits for nodes) and `gpuNodesMax` at "
-        "`replicasMax` (see `components/capacity.py`).",
+        "`replicasMax` (see `components/settings/capacity.py`).",
         _capacity,
     ),
 )

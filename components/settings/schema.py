@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from components.monitoring import ALERT_FOR, duration_problem
-from components.settings import kube
+from components.settings import aws_names, kube
+from components.settings.alerting import ALERT_FOR, duration_problem
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
-from components.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
+from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 
 KnobType = Literal["string", "integer", "boolean", "array", "object", "quantity"]
 Scope = Literal["any", "kubernetes", "aws"]
@@ -32,9 +32,7 @@ _BRANCHES = frozenset({"main", "master", "HEAD", "dev", "develop"})
 _HF_REPO = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?$")
 _DIGEST_REF = re.compile(r"^[a-z0-9][a-z0-9._:/-]*(:[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 _REGISTRY = re.compile(r"^[a-zA-Z0-9.-]+(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
-_AWS_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d+$")
 _AWS_ID = {"vpc-id": "vpc", "subnet-id": "subnet"}
-_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 _K8S_VERSION = re.compile(r"^1\.\d{2}$")
 _TRITON_RELEASE = re.compile(r"^\d{2}\.\d{2}$")
 _CUDA_ARCH = re.compile(r"^[5-9][0-9]$")
@@ -212,7 +210,7 @@ FORMATS: dict[str, Format] = {
         "registry.example.com:5000/team",
     ),
     "aws-region": Format(
-        "AWS region", _strings(_regex(_AWS_REGION, "an AWS region like `us-west-2`")), "Oregon", "eu-west-1"
+        "AWS region (one pulumi_aws knows)", _strings(aws_names.region_problems), "Oregon", "eu-west-1"
     ),
     "vpc-id": Format("AWS VPC id", _strings(_aws_id("vpc")), "my-vpc", "vpc-0123456789abcdef0"),
     "subnet-id": Format(
@@ -222,8 +220,8 @@ FORMATS: dict[str, Format] = {
         ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
     ),
     "instance-type": Format(
-        "EC2 instance type",
-        _strings(_regex(_INSTANCE_TYPE, "an EC2 instance type like `m6i.2xlarge`")),
+        "EC2 instance type (one pulumi_aws knows)",
+        _strings(aws_names.instance_type_problems),
         "m6i-large",
         "m6i.large",
     ),

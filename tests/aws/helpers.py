@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.image import TritonImage, TritonImageArgs
-from components.platform_aws import AwsPlatform, AwsPlatformArgs
+from components.platform.aws.platform import AwsPlatform, AwsPlatformArgs
+from components.platform.image import TritonImage, TritonImageArgs
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
 REPO_ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.aws import decisions
+from components.platform.aws import decisions
 from tritonft.errors import UserError
 
 
@@ -67,8 +67,8 @@ def test_default_tags_carry_stack_and_environment_and_extras_win() -> None:
 
 
 def test_prometheus_adapter_serves_the_ratio_metric_the_hpa_scales_on() -> None:
-    from components.autoscaling import RATIO_METRIC
-    from components.aws.charts import prometheus_adapter_values
+    from components.common.triton import RATIO_METRIC
+    from components.platform.aws.charts import prometheus_adapter_values
 
     rules = prometheus_adapter_values()["rules"]["custom"]
     assert any(rule["name"]["as"] == RATIO_METRIC for rule in rules)

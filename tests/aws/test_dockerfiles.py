@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from components.versions import FT_BACKEND_COMMIT, FT_COMMIT
 from tests.aws.helpers import REPO_ROOT
+from tritonft.engines.fastertransformer.versions import FT_BACKEND_COMMIT, FT_COMMIT
 
 SERVER = REPO_ROOT / "images" / "triton-ft" / "Dockerfile"
 TOOLS = REPO_ROOT / "images" / "tools" / "Dockerfile"

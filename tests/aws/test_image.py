@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from components.image import content_tag, validate_prebuilt
-from components.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT
+from components.platform.image import content_tag, validate_prebuilt
 from tests.aws.helpers import build_platform_and_images, provider_ref
+from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks
 

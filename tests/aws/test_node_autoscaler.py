@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from components.aws import charts
-from components.aws.autoscaler import autoscaler_policy, image_tag
-from components.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
+from components.platform.aws import charts
+from components.platform.aws.autoscaler import autoscaler_policy, image_tag
+from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from tests.aws.helpers import build_platform
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks

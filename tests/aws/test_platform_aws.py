@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from components.aws import charts
-from components.aws.addons import AddonFlags
-from components.aws.decisions import BOTTLEROCKET_NVIDIA
-from components.aws.network import ExistingVpc
-from components.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup
-from components.cluster import namespace_labels
+from components.platform.aws import charts
+from components.platform.aws.addons import AddonFlags
+from components.platform.aws.decisions import BOTTLEROCKET_NVIDIA
+from components.platform.aws.network import ExistingVpc
+from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup
+from components.platform.cluster import namespace_labels
 from tests.aws.helpers import aws_resources, build_platform, provider_ref
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks

@@ -1,10 +1,11 @@
-"""Capacity, rollout and placement decisions (components.capacity): pure rules, checked on the issue's numbers."""
+"""Capacity, rollout and placement decisions (components.settings.capacity): pure rules, checked on the issue's
+numbers."""
 
 from __future__ import annotations
 
 import pytest
 
-from components.capacity import (
+from components.settings.capacity import (
     PACKING_LABEL,
     GpuPool,
     ModelShape,

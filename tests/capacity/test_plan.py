@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.capacity import PACKING_LABEL, PLACEMENT_ANNOTATION
 from components.settings import load_settings
+from components.settings.capacity import PACKING_LABEL, PLACEMENT_ANNOTATION
 from tests.settings.test_validation import GPTJ, as_cli, aws_stack, kubernetes_stack, problems_of
 from tritonft.synth.run import synthesize
 

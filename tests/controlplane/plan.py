@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from components.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup, gpu_labels
-from components.capacity import HOSTNAME_KEY
-from components.cluster import GPU_RESOURCE
+from components.common.target import GPU_RESOURCE
+from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup, gpu_labels
+from components.settings.capacity import HOSTNAME_KEY
 from components.settings.model import Settings
 from tritonft.kube import ApiError, Kube, condition_true, wait_for
 

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from components.cluster import GPU_RESOURCE
+from components.common.target import GPU_RESOURCE
 from components.settings.model import Settings
 from tests.controlplane.conftest import Cluster
 from tests.controlplane.plan import Plan, cpu_node_shape, gpu_node_shape

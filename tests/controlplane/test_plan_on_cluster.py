@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from components.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
-from components.capacity import PACKING_LABEL
-from components.cluster import GPU_RESOURCE
+from components.common.target import GPU_RESOURCE
+from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
+from components.settings.capacity import PACKING_LABEL
 from tests.controlplane.conftest import Cluster
 from tests.controlplane.plan import Plan
 from tests.controlplane.prod import copy_project, deploy, deploy_and_schedule, gpus, triton_pods

@@ -76,14 +76,25 @@ def _rand(rng: np.random.Generator, *shape: int, stored: str) -> np.ndarray:
     return bf16_round(values) if stored == "bf16" else values
 
 
-def t5_model(
-    stored: str = "fp32", gated: bool = False, tied: bool = True, lm_head: bool = False, seed: int = 0
-) -> Model:
-    rng = np.random.default_rng(seed)
-    d, heads, dkv, ff, vocab, buckets = 64, 4, 16, 96, 120, 8
-    enc_layers, dec_layers = 2, 3
-    inner = heads * dkv
-    config = {
+def t5_config(
+    *,
+    d: int,
+    dkv: int,
+    ff: int,
+    heads: int,
+    enc_layers: int,
+    dec_layers: int,
+    vocab: int,
+    buckets: int,
+    gated: bool,
+    tied: bool,
+    max_distance: int | None = None,
+    decoder_start: int | None = None,
+    dropout: float | None = None,
+) -> dict[str, Any]:
+    """A T5 ``config.json`` of these shapes; the optional keys are written only when given (key order is part of the
+    golden checkpoints' bytes)."""
+    config: dict[str, Any] = {
         "model_type": "t5",
         "architectures": ["T5ForConditionalGeneration"],
         "d_model": d,
@@ -94,12 +105,42 @@ def t5_model(
         "num_decoder_layers": dec_layers,
         "vocab_size": vocab,
         "relative_attention_num_buckets": buckets,
+    }
+    if max_distance is not None:
+        config["relative_attention_max_distance"] = max_distance
+    config |= {
         "feed_forward_proj": "gated-gelu" if gated else "relu",
         "tie_word_embeddings": tied,
         "pad_token_id": 0,
         "eos_token_id": 1,
-        "layer_norm_epsilon": 1e-06,
     }
+    if decoder_start is not None:
+        config["decoder_start_token_id"] = decoder_start
+    config["layer_norm_epsilon"] = 1e-06
+    if dropout is not None:
+        config["dropout_rate"] = dropout
+    return config
+
+
+def t5_model(
+    stored: str = "fp32", gated: bool = False, tied: bool = True, lm_head: bool = False, seed: int = 0
+) -> Model:
+    rng = np.random.default_rng(seed)
+    d, heads, dkv, ff, vocab, buckets = 64, 4, 16, 96, 120, 8
+    enc_layers, dec_layers = 2, 3
+    inner = heads * dkv
+    config = t5_config(
+        d=d,
+        dkv=dkv,
+        ff=ff,
+        heads=heads,
+        enc_layers=enc_layers,
+        dec_layers=dec_layers,
+        vocab=vocab,
+        buckets=buckets,
+        gated=gated,
+        tied=tied,
+    )
 
     def r(*shape: int) -> np.ndarray:
         return _rand(rng, *shape, stored=stored)

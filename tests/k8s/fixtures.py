@@ -7,11 +7,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.cluster import ClusterTarget, GpuScheduling
-from components.conversion import ModelConversion, ModelConversionArgs
-from components.ingress import IngressArgs
-from components.service import Autoscaler, TritonService, TritonServiceArgs
-from components.store import ModelStore, ModelStoreArgs
+from components.common.ingress import IngressArgs
+from components.common.target import ClusterTarget, GpuScheduling
+from components.models.conversion import ModelConversion, ModelConversionArgs
+from components.models.store import ModelStore, ModelStoreArgs
+from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from tritonft.spec import Architecture, DataType, Family, ModelSpec, WeightDType
 from tritonft.synth.engine import Registered
 

@@ -8,8 +8,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components import sizing
-from components.autoscaling import RATIO_METRIC, RATIO_RECORD
+from components.common import sizing
+from components.common.triton import RATIO_METRIC, RATIO_RECORD
 from tests.k8s.fixtures import GPTJ_6B, NAMESPACE, T5_SMALL, secure_ingress, serve
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec

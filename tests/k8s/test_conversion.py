@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from components import sizing
-from components.conversion import ModelConversion, ModelConversionArgs
-from components.conversion_spec import GPU_PRESENT_LABEL, HF_TOKEN_MOUNT
-from components.layout import conversion_job_name
-from components.store import ModelStore, ModelStoreArgs
+from components.common import sizing
+from components.common.layout import conversion_job_name
+from components.models.conversion import ModelConversion, ModelConversionArgs
+from components.models.conversion_spec import GPU_PRESENT_LABEL, HF_TOKEN_MOUNT
+from components.models.store import ModelStore, ModelStoreArgs
 from tests.k8s.fixtures import (
     CONVERTER,
     CPU_POOL,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from components.conversion_spec import COMPLETE_MARKER, CONVERT_SCRIPT, script_env
-from components.layout import model_paths
+from components.common.layout import model_paths
+from components.models.conversion_spec import COMPLETE_MARKER, CONVERT_SCRIPT, script_env
 from tests.k8s.fixtures import CONVERTER, GPTJ_6B
 
 FAKE_TRITONFT = """#!/bin/sh

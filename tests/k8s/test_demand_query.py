@@ -1,5 +1,5 @@
 """The demand that wakes a model scaled to zero (the ScaledObject's request-rate query,
-``components.autoscaling.demand_query``), evaluated by Debian's real ``promtool`` on series scraped every 15 s.
+``components.serving.autoscaling.demand_query``), evaluated by Debian's real ``promtool`` on series scraped every 15 s.
 
 nginx creates a series (per status, method, path) with the request it counts, so the first request for a sleeping
 model arrives as a series born at 1; the OpenAI gateway exposes every model's series from 0. Figures are requests/s
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from components.autoscaling import GatewayDemand, demand_query
+from components.serving.autoscaling import GatewayDemand, demand_query
 from tests.k8s.test_monitoring_rules import promtool
 
 NAMESPACE = "triton"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pulumi
 import pytest
 
-from components.ingress import IngressArgs, validate_ingress
+from components.common.ingress import IngressArgs, validate_ingress
 from tests.k8s.fixtures import T5_SMALL, secure_ingress, serve
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
@@ -48,6 +49,18 @@ def test_only_the_grpc_ingress_speaks_grpc_to_the_backend(mocks):
     (path,) = ings["m-grpc"].inputs["spec"]["rules"][0]["http"]["paths"]
     assert path["path"] == "/inference.GRPCInferenceService"
     assert path["backend"]["service"]["port"] == {"name": "grpc"}
+
+
+def test_a_streaming_models_http_ingress_passes_its_events_unbuffered(mocks):
+    run_program(lambda: serve("m", replace(T5_SMALL, decoupled=True), ingress=secure_ingress("m.example.com")))
+    ings = {r.inputs["metadata"]["name"]: r for r in mocks.of_type(INGRESS)}
+    assert ings["m-http"].inputs["metadata"]["annotations"][f"{NGINX}/proxy-buffering"] == "off"
+    assert f"{NGINX}/proxy-buffering" not in ings["m-grpc"].inputs["metadata"]["annotations"]
+
+
+def test_an_unstreamed_models_ingress_keeps_the_proxy_buffering(mocks):
+    ings = _ingresses(mocks, secure_ingress("m.example.com"))
+    assert all(f"{NGINX}/proxy-buffering" not in i.inputs["metadata"]["annotations"] for i in ings.values())
 
 
 def test_cert_manager_issues_the_certificate_once(mocks):

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
+from components.common.ingress import IngressArgs
+from components.common.podsec import RUN_AS_USER
+from components.common.triton import GRPC_PORT, HTTP_PORT
 from components.gateway import Gateway, GatewayArgs, GatewayBackend
-from components.gateway_spec import GATEWAY_PORT, SPEC_MOUNT, SPECS_ANNOTATION, gateway_selector, specs_digest
-from components.ingress import IngressArgs
-from components.podsec import RUN_AS_USER
-from components.server_spec import GRPC_PORT, HTTP_PORT
+from components.gateway.spec import GATEWAY_PORT, SPEC_MOUNT, SPECS_ANNOTATION, gateway_selector, specs_digest
 from tests.k8s.fixtures import CPU_POOL, GPTJ_6B, NAMESPACE, T5_SMALL, TOOLS_IMAGE, make_target, secure_ingress, serve
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec

@@ -1,8 +1,8 @@
-"""Ingress settings validation (components.ingress): every problem named with its fix, all at once."""
+"""Ingress settings validation (components.common.ingress): every problem named with its fix, all at once."""
 
 from __future__ import annotations
 
-from components.ingress import IngressArgs, endpoint_urls, grpc_exposed, ingress_annotations, validate_ingress
+from components.common.ingress import IngressArgs, endpoint_urls, grpc_exposed, ingress_annotations, validate_ingress
 
 
 def test_a_complete_secure_configuration_has_no_problems():

@@ -1,4 +1,4 @@
-"""Names and store layout (components.layout): content-keyed, DNS-safe, deterministic."""
+"""Names and store layout (components.common.layout): content-keyed, DNS-safe, deterministic."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from components.layout import conversion_job_name, dns_label, model_paths
+from components.common.layout import conversion_job_name, dns_label, model_paths
 from tests.k8s.fixtures import CONVERTER, GPTJ_6B, T5_SMALL
 from tritonft.spec import Batching
 

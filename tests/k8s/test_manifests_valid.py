@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from components.gateway import Gateway, GatewayArgs, GatewayBackend
-from components.gateway_spec import gateway_selector
+from components.gateway.spec import gateway_selector
 from tests.k8s.fixtures import GPTJ_6B, T5_SMALL, TOOLS_IMAGE, make_target, secure_ingress, serve
 from tests.k8s.validation import (
     K8S_VERSIONS,

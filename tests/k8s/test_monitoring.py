@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import re
 
-from components.autoscaling import RATIO_RECORD
-from components.conversion import ModelConversion, ModelConversionArgs
-from components.service import TritonService, TritonServiceArgs
-from components.store import ModelStore, ModelStoreArgs
+from components.common.triton import RATIO_RECORD
+from components.models.conversion import ModelConversion, ModelConversionArgs
+from components.models.store import ModelStore, ModelStoreArgs
+from components.serving.service import TritonService, TritonServiceArgs
 from tests.k8s.fixtures import (
     CONVERTER,
     NAMESPACE,

@@ -1,5 +1,6 @@
 """The rendered Prometheus rules under Debian's real ``promtool``: every stack's rule files load, and each rule
-records / stays pending / fires / stays silent on synthetic Triton series (``components/monitoring_rules_test.yaml``).
+records / stays pending / fires / stays silent on synthetic Triton series
+(``components/serving/monitoring_rules_test.yaml``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
-from components.monitoring import prometheus_rule_spec
+from components.serving.monitoring import prometheus_rule_spec
 from tritonft.synth.run import synthesize
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = sorted(p.name.split(".")[1] for p in (REPO / "stacks").glob("Pulumi.*.yaml"))
 MONITORED = {"staging", "prod"}
-UNIT_TESTS = REPO / "components" / "monitoring_rules_test.yaml"
+UNIT_TESTS = REPO / "components" / "serving" / "monitoring_rules_test.yaml"
 
 
 def promtool(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components import sizing
-from components.server_spec import TRITONSERVER
+from components.common import sizing
+from components.serving.server_spec import TRITONSERVER
 from tests.k8s.fixtures import (
     GPTJ_6B,
     GPU_POOL,

@@ -1,4 +1,4 @@
-"""Sizing formulas (components.sizing): each number derived from the model as documented."""
+"""Sizing formulas (components.common.sizing): each number derived from the model as documented."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from components import sizing
-from components.sizing import GIB, MIB
+from components.common import sizing
+from components.common.sizing import GIB, MIB
 from tests.k8s.fixtures import GPTJ_6B, T5_SMALL
 from tritonft.spec import Family, WeightDType
 

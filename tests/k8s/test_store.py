@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from components import sizing
-from components.store import ModelStore, ModelStoreArgs
+from components.common import sizing
+from components.models.store import ModelStore, ModelStoreArgs
 from tests.k8s.fixtures import GPTJ_6B, NAMESPACE, T5_SMALL, make_target
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.settings.test_validation import aws_stack, kubernetes_stack
+from tests.settings.test_validation import AWS_ADDONS, aws_stack, kubernetes_stack
 from tests.test_args import load
 from tritonft.preflight.checks import CUSTOM_METRICS_API, RESOURCE_METRICS_API
 from tritonft.preflight.command import needs_of
@@ -32,7 +32,9 @@ def test_a_gateway_at_a_fixed_count_or_off_needs_no_resource_metrics_api() -> No
 
 
 def test_on_aws_the_stack_installs_what_its_autoscalers_read() -> None:
-    assert apis(aws_stack(replicasMax=3, addons=ADAPTER, gatewayReplicasMin=2, gatewayReplicasMax=4)) == []
+    assert (
+        apis(aws_stack(replicasMax=3, addons=[*AWS_ADDONS, *ADAPTER], gatewayReplicasMin=2, gatewayReplicasMax=4)) == []
+    )
 
 
 def test_each_needed_api_says_what_reads_it_and_the_fix() -> None:

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from components.autoscaling import RATIO_RECORD
+from components.common.triton import RATIO_RECORD
 from tests.realtriton.conftest import ServeTriton
 from tests.realtriton.prometheus import (
     AdapterRule,

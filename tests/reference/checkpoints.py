@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from tests.convert.models import Model, bf16_round
+from tests.convert.models import Model, bf16_round, t5_config
 
 
 @dataclass(frozen=True)
@@ -77,26 +77,21 @@ def t5(seed: int, stored: str, gated: bool = False, tied: bool = True, dims: dic
     d, heads, dkv, ff, vocab = size["d"], size["heads"], size["dkv"], size["ff"], size["vocab"]
     buckets, enc_layers, dec_layers = size["buckets"], size["layers"], size["layers"]
     inner = heads * dkv
-    config: dict[str, Any] = {
-        "model_type": "t5",
-        "architectures": ["T5ForConditionalGeneration"],
-        "d_model": d,
-        "d_kv": dkv,
-        "d_ff": ff,
-        "num_heads": heads,
-        "num_layers": enc_layers,
-        "num_decoder_layers": dec_layers,
-        "vocab_size": vocab,
-        "relative_attention_num_buckets": buckets,
-        "relative_attention_max_distance": 128,
-        "feed_forward_proj": "gated-gelu" if gated else "relu",
-        "tie_word_embeddings": tied,
-        "pad_token_id": 0,
-        "eos_token_id": 1,
-        "decoder_start_token_id": 0,
-        "layer_norm_epsilon": 1e-06,
-        "dropout_rate": 0.0,
-    }
+    config = t5_config(
+        d=d,
+        dkv=dkv,
+        ff=ff,
+        heads=heads,
+        enc_layers=enc_layers,
+        dec_layers=dec_layers,
+        vocab=vocab,
+        buckets=buckets,
+        gated=gated,
+        tied=tied,
+        max_distance=128,
+        decoder_start=0,
+        dropout=0.0,
+    )
     t: dict[str, np.ndarray] = {"shared.weight": w.embedding(vocab, d)}
     if not tied:
         t["lm_head.weight"] = w.matrix(vocab, d, d)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 
+from tritonft.repo.naming import RepoNames
 from tritonft.spec import Architecture, Batching, DataType, Family, ModelSpec, WeightDType
 
 CORPUS = [
@@ -92,6 +93,29 @@ def write_checkpoint(
         (gpu_dir / f"model.layers.0.attention.dense.weight.{rank}.bin").write_bytes(b"")
     (gpu_dir / "model.wte.bin").write_bytes(b"")
     return gpu_dir
+
+
+@dataclass(frozen=True)
+class RepoCommandInputs:
+    """What ``tritonft repo`` reads: a spec file and the converter's output inside the store it renders into."""
+
+    spec: ModelSpec
+    spec_file: Path
+    out: Path
+    """The Triton repository root (the model store)."""
+    version_dir: Path
+    """The FT model's version directory, holding ``<TP>-gpu/`` as the conversion Job writes it."""
+
+
+def repo_command_inputs(tmp_path: Path, family: Family, tensor_parallel: int = 2) -> RepoCommandInputs:
+    """A spec of ``family`` written to ``tmp_path/spec.json`` and its converted checkpoint under ``tmp_path/store``."""
+    spec = make_spec(family, tensor_parallel=tensor_parallel)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.to_json())
+    out = tmp_path / "store"
+    version_dir = out / RepoNames.of(spec).ft / "1"
+    write_checkpoint(version_dir, spec)
+    return RepoCommandInputs(spec, spec_file, out, version_dir)
 
 
 def train_gpt_tokenizer(directory: Path) -> Path:

@@ -10,38 +10,34 @@ from tritonft.cli import main
 from tritonft.repo.naming import RepoNames
 from tritonft.spec import Family
 
-from .conftest import make_spec, write_checkpoint
+from .conftest import make_spec, repo_command_inputs, write_checkpoint
 
 
 def test_repo_command_writes_and_checks_a_repository(
     tmp_path: Path, gpt_tokenizer_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec = make_spec(Family.GPTJ, tensor_parallel=2)
-    (tmp_path / "spec.json").write_text(spec.to_json())
-    out = tmp_path / "store"
-    version_dir = out / RepoNames.of(spec).ft / "1"
-    write_checkpoint(version_dir, spec)
+    inputs = repo_command_inputs(tmp_path, Family.GPTJ)
     code = main(
         [
             "repo",
             "--spec",
-            str(tmp_path / "spec.json"),
+            str(inputs.spec_file),
             "--checkpoint",
-            str(version_dir),
+            str(inputs.version_dir),
             "--tokenizer",
             str(gpt_tokenizer_dir),
             "--out",
-            str(out),
+            str(inputs.out),
             "--require-checkpoint",
         ]
     )
     printed = capsys.readouterr().out
     assert code == 0
     assert "repository check: OK" in printed and "tokenizer files: tokenizer.json" in printed
-    assert (out / "gpt-j-6b-preprocessing/1/tokenizer.json").read_bytes() == (
+    assert (inputs.out / "gpt-j-6b-preprocessing/1/tokenizer.json").read_bytes() == (
         gpt_tokenizer_dir / "tokenizer.json"
     ).read_bytes()
-    assert (version_dir / "2-gpu/config.ini").is_file()  # weights untouched
+    assert (inputs.version_dir / "2-gpu/config.ini").is_file()  # weights untouched
 
 
 def test_checkpoint_for_another_tp_is_refused_and_nothing_written(

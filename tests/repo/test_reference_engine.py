@@ -24,7 +24,7 @@ from tritonft.repo.naming import RepoNames
 from tritonft.repo.render import render_repository_files, write_repository
 from tritonft.spec import Family
 
-from .conftest import make_spec, write_checkpoint
+from .conftest import make_spec, repo_command_inputs
 
 
 def parse(content: bytes) -> mc.ModelConfig:
@@ -93,12 +93,9 @@ def test_the_shipped_package_imports_on_its_own_with_numpy_alone(tmp_path: Path)
 def test_the_repo_command_renders_the_reference_engine_and_the_check_accepts_it(
     tmp_path: Path, gpt_tokenizer_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec = make_spec(Family.GPT2, tensor_parallel=2)
-    (tmp_path / "spec.json").write_text(spec.to_json())
-    out = tmp_path / "store"
-    version_dir = out / RepoNames.of(spec).ft / "1"
-    write_checkpoint(version_dir, spec)
-    args = ["repo", "--spec", str(tmp_path / "spec.json"), "--checkpoint", str(version_dir)]
+    inputs = repo_command_inputs(tmp_path, Family.GPT2)
+    spec, out, version_dir = inputs.spec, inputs.out, inputs.version_dir
+    args = ["repo", "--spec", str(inputs.spec_file), "--checkpoint", str(version_dir)]
 
     code = main([*args, "--tokenizer", str(gpt_tokenizer_dir), "--out", str(out), "--engine", "reference"])
 

@@ -105,12 +105,12 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "(kube-prometheus-stack), or set autoscaling: false",
     ),
     "tls-issuer-needs-cert-manager": (
-        aws_stack(tlsIssuer="letsencrypt-prod"),
+        aws_stack(addons=["ingress-nginx"], tlsIssuer="letsencrypt-prod"),
         (),
         "tlsIssuer: needs cert-manager; add `cert-manager` to `addons` (or `existingAddons`) or use tlsSecretName",
     ),
     "one-tls-source": (
-        aws_stack(addons=["cert-manager"], tlsIssuer="letsencrypt-prod", tlsSecretName="triton-tls"),
+        aws_stack(tlsIssuer="letsencrypt-prod", tlsSecretName="triton-tls"),
         (),
         "tlsSecretName: give tlsIssuer (cert-manager signs) or tlsSecretName (an existing Secret), not both",
     ),
@@ -145,6 +145,22 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         aws_stack(ingressHtpasswd="user:$apr1$x"),
         SECRET_HTPASSWD,
         "basicAuthSecretName: give basicAuthSecretName (an existing Secret) or ingressHtpasswd, not both",
+    ),
+    "built-cluster-ingress-needs-controller": (
+        aws_stack(addons=["cert-manager"]),
+        (),
+        "addons: no ingress controller serves ingressClass 'nginx' on the cluster this stack builds (platform aws): "
+        "every Ingress would stay without an address and the probe would time out; add `ingress-nginx` to `addons` "
+        "(the controller this stack installs, under ingressClass, and whose annotations its Ingresses carry)",
+    ),
+    "built-cluster-tls-secret-is-created": (
+        aws_stack(tlsIssuer=None),
+        (),
+        "ingressTls: TLS is on by default outside `local`, but without tlsIssuer the ingresses would use the Secret "
+        "'triton-triton-tls', which nothing creates on the cluster this stack builds (platform aws): ingress-nginx "
+        "would serve its self-signed fake certificate; set tlsIssuer (a cert-manager ClusterIssuer, with "
+        "`cert-manager` in `addons`: cert-manager issues the certificate into the Secret the Ingress names) or "
+        "ingressTls: false",
     ),
     "model-names-unique": (
         kubernetes_stack(models=[dict(T5_SMALL), dict(T5_SMALL)]),
@@ -221,6 +237,36 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         kubernetes_stack(models=[model(int8Mode=1)]),
         (),
         "models[0].int8Mode: weight-only int8 is supported for gpt2 only, not t5",
+    ),
+    "ft-int8-needs-16-bit-compute": (
+        kubernetes_stack(models=[dict(GPT2, int8Mode=1, dataType="fp32")]),
+        (),
+        "models[0].int8Mode: 1 with dataType fp32: FasterTransformer refuses weight-only int8 with fp32 compute at "
+        'model load ("Weight only quant does not work with FP32 compute."); use dataType fp16 or bf16, or int8Mode: 0',
+    ),
+    "ft-int8-needs-sm70-to-sm89": (
+        kubernetes_stack(gpuType="H100", models=[dict(GPT2, int8Mode=1)]),
+        (),
+        "models[0].int8Mode: 1 on H100 (sm_90): FasterTransformer's weight-only int8 GEMM runs on sm_70 to sm_89 "
+        'only (it throws "Arch unsupported for CUTLASS mixed type GEMM"); use int8Mode: 0 or a V100/T4/A10G/L4/L40S/'
+        "A100 GPU",
+    ),
+    "ft-head-size-has-kernel": (
+        kubernetes_stack(models=[model(hfRepo="acme/gpt", family="gpt2", architecture=ARCH | {"dModel": 400})]),
+        (),
+        "models[0].architecture: head size 100 (dModel 400 / numHeads 4) has no FasterTransformer attention kernel; "
+        "FT aborts at model load unless the head size is one of 32, 48, 64, 80, 96, 112, 128, 144, 160, 192, 224, 256",
+    ),
+    "ft-pp-divides-decoder-layers": (
+        kubernetes_stack(
+            gpusPerNode=2,
+            models=[
+                model(hfRepo="acme/t5", family="t5", architecture=ARCH | {"numDecoderLayers": 3}, pipelineParallel=2)
+            ],
+        ),
+        (),
+        "models[0].pipelineParallel: 2 does not divide the T5 decoder's numDecoderLayers=3 (FasterTransformer gives "
+        "each pipeline stage the same number of decoder layers)",
     ),
     "preferred-batches-within-max": (
         kubernetes_stack(models=[model(maxBatchSize=8, preferredBatchSizes=[4, 16])]),

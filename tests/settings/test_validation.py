@@ -18,6 +18,10 @@ GPT2 = {"name": "gpt2", "hfRepo": "openai-community/gpt2", "revision": "607a30d7
 GPTJ = {"name": "gpt-j-6b", "hfRepo": "EleutherAI/gpt-j-6b", "revision": "47e169305d2e8376be1d31e765533382721b2cc1"}
 
 
+AWS_ADDONS = ("ingress-nginx", "cert-manager")
+"""What every aws stack installs for its ingress: the controller, and cert-manager for its TLS certificate."""
+
+
 def kubernetes_stack(**overrides: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "platform": "kubernetes",
@@ -35,6 +39,8 @@ def aws_stack(**overrides: Any) -> dict[str, Any]:
         "environment": "dev",
         "awsRegion": "us-west-2",
         "gpuInstanceType": "g5.12xlarge",
+        "addons": list(AWS_ADDONS),
+        "tlsIssuer": "letsencrypt-prod",
         "ingressAuth": "basic",
         "basicAuthSecretName": "triton-basic-auth",
         "models": [dict(T5_SMALL)],
@@ -313,7 +319,7 @@ def test_the_generation_check_is_on_by_default_and_a_stack_can_turn_it_off() -> 
 
 
 def test_an_unknown_gpu_instance_type_gives_no_follow_on_problem() -> None:
-    values = aws_stack(gpuInstanceType="g5.3xlarge", addons=["cert-manager"], tlsIssuer="letsencrypt-prod")
+    values = aws_stack(gpuInstanceType="g5.3xlarge")
     assert problems_of(values) == [
         "gpuInstanceType: 'g5.3xlarge' is not a known value; did you mean g5.xlarge, g5.8xlarge, g5.4xlarge?"
     ]

@@ -14,6 +14,7 @@ import pulumi
 import pytest
 import yaml
 
+from components.settings.aws_names import provider_version
 from tritonft.cli import main
 from tritonft.synth.engine import RecordingMocks, mock_engine, run_program
 from tritonft.synth.stackfile import read_stack
@@ -33,6 +34,7 @@ def with_model(values: dict[str, Any], index: int, **fields: Any) -> dict[str, A
 
 
 DEV, PROD, LOCAL = stack_values("dev"), stack_values("prod"), stack_values("local")
+AWS = provider_version()
 
 # name -> (config, the problems a user gets, exactly)
 BROKEN: dict[str, tuple[dict[str, Any], list[str]]] = {
@@ -72,6 +74,55 @@ BROKEN: dict[str, tuple[dict[str, Any], list[str]]] = {
             "gpuNodeSelector: label key 'gpu type' is not a qualified name: alphanumerics, '-', '_' or '.', "
             "starting and ending with an alphanumeric, with an optional DNS subdomain prefix and '/' "
             "(e.g. 'example.com/my-key')"
+        ],
+    ),
+    "AWS region AWS does not have": (
+        DEV | {"awsRegion": "us-west-3"},
+        [
+            f"awsRegion: 'us-west-3' is not an AWS region (the regions pulumi_aws {AWS} knows, e.g. `us-west-2`); "
+            "did you mean `us-west-2` or `us-west-1` or `eu-west-3`?"
+        ],
+    ),
+    "EC2 instance type EC2 does not have": (
+        PROD | {"systemInstanceType": "m6i.3xlarge"},
+        [
+            f"systemInstanceType: 'm6i.3xlarge' is not an EC2 instance type (the types pulumi_aws {AWS} knows, e.g. "
+            "`m6i.2xlarge`); m6i comes in m6i.large, m6i.xlarge, m6i.2xlarge, m6i.4xlarge, m6i.8xlarge, "
+            "m6i.12xlarge, m6i.16xlarge, m6i.24xlarge, m6i.32xlarge, m6i.metal"
+        ],
+    ),
+    "an ingress class no installed controller serves": (
+        DEV | {"addons": ["cert-manager"], "ingressClass": "alb"},
+        [
+            "ingressClass: no ingress controller serves ingressClass 'alb' on the cluster this stack builds "
+            "(platform aws): every Ingress would stay without an address and the probe would time out; add "
+            "`ingress-nginx` to `addons` (the controller this stack installs, under ingressClass, and whose "
+            "annotations its Ingresses carry)"
+        ],
+    ),
+    "TLS from a Secret nothing creates": (
+        {k: v for k, v in PROD.items() if k != "tlsIssuer"} | {"tlsSecretName": "triton-prod-tls"},
+        [
+            "tlsSecretName: 'triton-prod-tls' names a Secret nothing creates: the cluster this stack builds "
+            "(platform aws) starts empty, so ingress-nginx would serve its self-signed fake certificate; set "
+            "tlsIssuer (a cert-manager ClusterIssuer, with `cert-manager` in `addons`: cert-manager issues the "
+            "certificate into the Secret the Ingress names) or ingressTls: false"
+        ],
+    ),
+    "weight-only int8 with fp32 compute": (
+        with_model(DEV, 1, int8Mode=1, dataType="fp32"),
+        [
+            "models[1].int8Mode: 1 with dataType fp32: FasterTransformer refuses weight-only int8 with fp32 compute "
+            'at model load ("Weight only quant does not work with FP32 compute."); use dataType fp16 or bf16, or '
+            "int8Mode: 0"
+        ],
+    ),
+    "weight-only int8 on an H100": (
+        LOCAL | {"gpuType": "H100", "models": [DEV["models"][1] | {"int8Mode": 1}]},
+        [
+            "models[0].int8Mode: 1 on H100 (sm_90): FasterTransformer's weight-only int8 GEMM runs on sm_70 to sm_89 "
+            'only (it throws "Arch unsupported for CUTLASS mixed type GEMM"); use int8Mode: 0 or a '
+            "V100/T4/A10G/L4/L40S/A100 GPU"
         ],
     ),
     "several independent problems": (

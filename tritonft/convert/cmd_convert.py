@@ -1,4 +1,7 @@
-"""``tritonft convert``: Hugging Face checkpoint -> ``OUT/<N>-gpu/`` for the FasterTransformer Triton backend."""
+"""``tritonft convert``: a Hugging Face checkpoint -> its serving engine's files (FasterTransformer: ``OUT/<N>-gpu/``).
+
+The engine is the one of the family (``--family``, else ``config.json`` ``model_type``): :mod:`tritonft.engines`.
+"""
 
 from __future__ import annotations
 
@@ -52,32 +55,27 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tritonft.convert.progress import Progress
-    from tritonft.convert.sources import SourceHash
-    from tritonft.convert.writer import Request, convert
+    from tritonft.engines import engine_for_checkpoint
+    from tritonft.engines.base import ConvertRequest
 
     signal.signal(signal.SIGTERM, _terminate)  # Kubernetes stops Jobs with SIGTERM
-    request = Request(
+    family = Family(args.family) if args.family else None
+    request = ConvertRequest(
         input_dir=args.input,
         output_dir=args.output,
         tp=args.tp,
         dtype=WeightDType(args.dtype),
-        family=Family(args.family) if args.family else None,
+        family=family,
         workers=args.workers,
         fsync=args.fsync,
-        source_hash=SourceHash(args.source_hash),
+        source_hash=args.source_hash,
     )
     started = time.monotonic()
-    result = convert(request, progress=lambda total, files: Progress("convert", total, files))
-    for note in result.notes:
+    outcome = engine_for_checkpoint(args.input, family).convert(request)
+    for note in outcome.notes:
         print(f"note: {note}", file=sys.stderr)
-    manifest = result.manifest
-    summary = f"{len(manifest['files'])} files + config.ini, {manifest['total_bytes']} bytes"
-    if result.skipped:
-        print(f"up to date: {result.target} already holds this conversion ({summary}); nothing written")
+    if outcome.skipped:
+        print(outcome.summary)
     else:
-        print(
-            f"converted {manifest['family']} TP={manifest['tensor_parallel']} {manifest['weight_data_type']} "
-            f"-> {result.target} ({summary}) in {time.monotonic() - started:.1f}s"
-        )
+        print(f"{outcome.summary} in {time.monotonic() - started:.1f}s")
     return 0

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.capacity import GpuPool
+from components.settings.capacity import GpuPool
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RWO_ONLY_PROVISIONERS = frozenset(

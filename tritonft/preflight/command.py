@@ -36,7 +36,7 @@ def needs_of(settings: Settings) -> Needs:
 
     cluster = settings.cluster
     if cluster.platform == "aws":
-        from components.platform_aws import gpu_scheduling as aws_gpu_scheduling
+        from components.platform.aws.platform import gpu_scheduling as aws_gpu_scheduling
 
         gpu = aws_gpu_scheduling()
     else:

@@ -183,7 +183,7 @@ def _target_from_spec(path: Path) -> ModelTarget:
     from tritonft.probe.rendered import contract_for_spec
 
     spec = option_file.read_spec("--spec", path)
-    return ModelTarget(spec.name, spec.family, contract_for_spec(spec), spec.max_output_len)
+    return ModelTarget(spec.name, spec.family, contract_for_spec(spec), spec.max_output_len, streaming=spec.decoupled)
 
 
 def with_expected_answers(targets: list[ModelTarget], path: Path) -> list[ModelTarget]:
@@ -216,6 +216,12 @@ def format_report(report: ProbeReport) -> str:
         lines.append(f"  {mark}  {c.label:<28} {c.detail} ({c.elapsed_s:.2f} s)")
     for m in report.models:
         latency = f", p50 {m.latency.p50_ms:.1f} ms, p95 {m.latency.p95_ms:.1f} ms" if m.latency else ""
+        if m.latency and m.first_response_latency:
+            first = m.first_response_latency
+            latency = (
+                f", streamed: to the last response{latency[1:]}; to the first response (time to first token) "
+                f"p50 {first.p50_ms:.1f} ms, p95 {first.p95_ms:.1f} ms"
+            )
         answer = f", sample answer {m.sample_answer!r}" if m.sample_answer is not None else ""
         lines.append(f"  model {m.name}: {m.status}{latency}{answer}")
     verdict = "OK" if report.ok else "FAILED"

@@ -20,6 +20,7 @@ from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import Endpoint
 from tritonft.probe.endpoint import Protocol as Transport
 from tritonft.probe.retry import PermanentError, TransientError
+from tritonft.probe.streaming import StreamedAnswer, grpc_stream, http_generate_stream
 
 _TRANSIENT_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
 _TRANSIENT_HTTP = {"408", "429", "502", "503", "504"}
@@ -36,6 +37,7 @@ class V2Client(Protocol):
     def model_metadata(self, model: str, timeout_s: float) -> dict[str, Any]: ...
     def model_config(self, model: str, timeout_s: float) -> dict[str, Any] | None: ...
     def infer_text(self, model: str, contract: TextContract, texts: list[str], timeout_s: float) -> list[str]: ...
+    def stream_text(self, model: str, contract: TextContract, prompt: str, timeout_s: float) -> StreamedAnswer: ...
     def close(self) -> None: ...
 
 
@@ -180,6 +182,15 @@ class TritonClient:
         if len(answers) != len(texts):
             raise PermanentError(f"{action}: sent {len(texts)} prompt(s), got {len(answers)} answer(s)")
         return answers
+
+    def stream_text(self, model: str, contract: TextContract, prompt: str, timeout_s: float) -> StreamedAnswer:
+        """A decoupled model's streamed answer to ``prompt`` (see :mod:`tritonft.probe.streaming`): over gRPC a
+        ``ModelStreamInfer`` stream, over HTTP Triton's ``generate_stream`` endpoint."""
+        if self.endpoint.protocol is Transport.HTTP:
+            return http_generate_stream(
+                self.endpoint, model, contract, prompt, headers=self._headers, timeout_s=timeout_s
+            )
+        return grpc_stream(self._grpc_client(), model, contract, prompt, headers=self._headers, timeout_s=timeout_s)
 
     def close(self) -> None:
         for client in (self._http, self._grpc):

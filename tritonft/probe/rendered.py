@@ -8,8 +8,8 @@ from __future__ import annotations
 from google.protobuf import text_format  # type: ignore[import-untyped]  # no types-protobuf in the lock
 from tritonclient.grpc import model_config_pb2 as mc
 
+from tritonft.engines import engine_for
 from tritonft.probe.contract import CONFIG_TYPE_TO_V2, TensorSpec, TextContract
-from tritonft.repo.render import render_repository_files
 from tritonft.spec import ModelSpec
 
 TEXT_INPUT = "text_input"
@@ -18,7 +18,7 @@ TEXT_OUTPUT = "text_output"
 
 def contract_for_spec(spec: ModelSpec) -> TextContract:
     """Every input and output the rendered ensemble of ``spec`` declares, with V2 datatypes."""
-    files = render_repository_files(spec)
+    files = engine_for(spec.family).repository_files(spec)
     config = text_format.Parse(files[f"{spec.name}/config.pbtxt"].decode(), mc.ModelConfig())
 
     def tensors(items: list[mc.ModelInput] | list[mc.ModelOutput]) -> tuple[TensorSpec, ...]:

@@ -61,6 +61,11 @@ class ModelReport:
     sample_answer: str | None = None
     bleu: float | None = None
     latency: LatencySummary | None = None
+    """Client-side time to the whole answer (for a streaming model: to its last response)."""
+    streaming: bool = False
+    """Asked over a stream (a decoupled model): ``latency`` is then the time to the last response."""
+    first_response_latency: LatencySummary | None = None
+    """A streaming model's time to its first response (time to first token); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,9 @@ class ProbeReport:
                         **m,
                         "status": ModelStatus(m["status"]),
                         "latency": LatencySummary(**m["latency"]) if m.get("latency") else None,
+                        "first_response_latency": (
+                            LatencySummary(**m["first_response_latency"]) if m.get("first_response_latency") else None
+                        ),
                     }
                 )
                 for m in raw.get("models") or []

@@ -49,6 +49,9 @@ class ModelTarget:
     max_tokens: int | None = None
     """``max_tokens`` of the request through the gateway (the model's ``max_output_len``); None = its default."""
     expected: tuple[Sample, ...] = ()
+    streaming: bool = False
+    """Rendered decoupled (``streaming: true``): the model answers only over a stream (see
+    :mod:`tritonft.probe.streaming`). A Triton's model configuration says so too, and the probe follows it."""
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {
@@ -60,6 +63,8 @@ class ModelTarget:
             raw["expected"] = [{"prompt": s.prompt, "answer": s.reference} for s in self.expected]
         if self.max_tokens is not None:
             raw["max_tokens"] = self.max_tokens
+        if self.streaming:
+            raw["streaming"] = True
         return raw
 
     @classmethod
@@ -73,6 +78,7 @@ class ModelTarget:
             contract=TextContract.from_dict(dict(contract)) if contract else DEFAULT_TEXT_CONTRACT,
             expected=tuple(Sample(str(e["prompt"]), str(e["answer"])) for e in raw.get("expected") or ()),
             max_tokens=int(max_tokens) if max_tokens is not None else None,
+            streaming=bool(raw.get("streaming", False)),
         )
 
 
@@ -147,6 +153,8 @@ class _Run:
         self.complete = complete
         self.checks: list[CheckOutcome] = []
         self.server_info = ""
+        self.streaming: set[str] = {m.name for m in config.models if m.streaming}
+        """Models asked over a stream: rendered decoupled, or served decoupled (their model configuration)."""
 
     def record(
         self, check: str, ok: bool, detail: str, started: float, model: str | None = None, **extra: Any
@@ -279,15 +287,28 @@ class _Run:
             self.record("model_config", True, detail, started, target.name, degraded=True)
             return True
         problems = compare_model_config(target.contract, done.value)
+        served_decoupled = decoupled(done.value)
+        if target.streaming and not served_decoupled:
+            problems.append(
+                "the model was rendered decoupled (streaming: true) but the served one is not: its answers would "
+                "come in one piece, not streamed; redeploy the rendered repository"
+            )
+        if served_decoupled:
+            self.streaming.add(target.name)
         if problems:
             detail = "model configuration differs from the rendered contract: " + "; ".join(problems)
             self.record("model_config", False, detail, started, target.name, attempts=done.attempts)
             return False
-        self.record("model_config", True, "config inputs/outputs match", started, target.name, attempts=done.attempts)
+        detail = "config inputs/outputs match"
+        if served_decoupled:
+            detail += "; decoupled (streaming): asked over a stream"
+        self.record("model_config", True, detail, started, target.name, attempts=done.attempts)
         return True
 
     def infer_one(self, target: ModelTarget, prompt: str) -> str:
         def check(timeout: float) -> str:
+            if target.name in self.streaming:
+                return self.client.stream_text(target.name, target.contract, prompt, timeout).text
             return self.client.infer_text(target.name, target.contract, [prompt], timeout)[0]
 
         return retry(check, self.deadline, self.config.call_timeout_s, sleep=self.sleep).value
@@ -313,10 +334,14 @@ class _Run:
         status = ModelStatus.OK if verdict.ok else ModelStatus.WRONG_ANSWER
         return self.model_report(target, status, samples[0].prompt, answers[0], bleu=verdict.score)
 
-    def measure_latency(self, target: ModelTarget, prompt: str) -> LatencySummary | None:
+    def measure_latency(self, target: ModelTarget, prompt: str) -> tuple[LatencySummary, LatencySummary | None] | None:
+        """p50/p95 of ``latency_requests`` sequential requests: to the whole answer, and for a streaming model also
+        to its first response (time to first token); None when a request failed or the deadline passed."""
         started = self.deadline.elapsed()
         wanted = self.config.latency_requests
+        streaming = target.name in self.streaming
         latencies: list[float] = []
+        firsts: list[float] = []
         for _ in range(wanted):
             timeout = self.deadline.call_timeout(self.config.call_timeout_s)
             if timeout < MIN_CALL_TIMEOUT_S:
@@ -325,7 +350,11 @@ class _Run:
                 return None
             t0 = time.perf_counter()
             try:
-                self.client.infer_text(target.name, target.contract, [prompt], timeout)
+                if streaming:
+                    answer = self.client.stream_text(target.name, target.contract, prompt, timeout)
+                    firsts.append(answer.first_s)
+                else:
+                    self.client.infer_text(target.name, target.contract, [prompt], timeout)
             except (TransientError, PermanentError) as exc:
                 detail = f"request {len(latencies) + 1} of {wanted} failed: {exc}"
                 self.record("latency", False, detail, started, target.name, attempts=len(latencies) + 1)
@@ -333,8 +362,14 @@ class _Run:
             latencies.append(time.perf_counter() - t0)
         summary = LatencySummary.of_seconds(latencies)
         detail = f"p50 {summary.p50_ms:.1f} ms, p95 {summary.p95_ms:.1f} ms over {summary.count} requests"
+        first = LatencySummary.of_seconds(firsts) if streaming else None
+        if first is not None:
+            detail = (
+                f"to the last response (whole answer): {detail}; to the first response (time to first token): "
+                f"p50 {first.p50_ms:.1f} ms, p95 {first.p95_ms:.1f} ms"
+            )
         self.record("latency", True, detail, started, target.name, attempts=wanted)
-        return summary
+        return summary, first
 
     def check_gateway(self, target: ModelTarget, gateway_url: str) -> bool:
         """The judged prompts through the gateway's ``/v1/completions``, judged like the direct answers (the exact
@@ -366,12 +401,12 @@ class _Run:
         self.record("gateway", verdict.ok, detail, started, target.name, attempts=done.attempts)
         return verdict.ok
 
-    @staticmethod
     def model_report(
-        target: ModelTarget, status: ModelStatus, prompt: str | None, answer: str | None, **extra: Any
+        self, target: ModelTarget, status: ModelStatus, prompt: str | None, answer: str | None, **extra: Any
     ) -> ModelReport:
         family = str(target.family) if target.family else None
-        return ModelReport(target.name, family, status, prompt, answer, **extra)
+        streaming = target.name in self.streaming
+        return ModelReport(target.name, family, status, prompt, answer, streaming=streaming, **extra)
 
     def check_model(self, target: ModelTarget) -> ModelReport:
         if not self.check_contract(target):
@@ -381,12 +416,20 @@ class _Run:
         report = self.check_answers(target)
         if report.status is not ModelStatus.OK or report.sample_prompt is None:
             return report
-        latency = self.measure_latency(target, report.sample_prompt)
-        if latency is None:
+        measured = self.measure_latency(target, report.sample_prompt)
+        if measured is None:
             return ModelReport(**{**report.__dict__, "status": ModelStatus.INFERENCE_FAILED})
+        timed = {**report.__dict__, "latency": measured[0], "first_response_latency": measured[1]}
         if self.config.gateway_url and not self.check_gateway(target, self.config.gateway_url):
-            return ModelReport(**{**report.__dict__, "latency": latency, "status": ModelStatus.GATEWAY_FAILED})
-        return ModelReport(**{**report.__dict__, "latency": latency})
+            return ModelReport(**{**timed, "status": ModelStatus.GATEWAY_FAILED})
+        return ModelReport(**timed)
+
+
+def decoupled(config: Mapping[str, Any]) -> bool:
+    """Whether a model configuration (``GET /v2/models/<m>/config`` as JSON) declares the decoupled transaction
+    policy (Triton reports it on an ensemble whose step is decoupled, too)."""
+    policy = config.get("model_transaction_policy", config.get("modelTransactionPolicy")) or {}
+    return bool(policy.get("decoupled", False)) if isinstance(policy, Mapping) else False
 
 
 def default_client(endpoint: Endpoint, headers: Mapping[str, str]) -> V2Client:

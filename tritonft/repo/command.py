@@ -44,25 +44,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tritonft import option_file
+    from tritonft.engines import engine_for
     from tritonft.errors import UserError
-    from tritonft.repo import check_repository, write_repository
+    from tritonft.repo import check_repository
     from tritonft.repo.engine import Engine
 
     spec = option_file.read_spec("--spec", args.spec)
-    written = write_repository(
+    written = engine_for(spec.family).write_repository(
         spec,
         args.out,
         args.checkpoint,
         tokenizer_dir=args.tokenizer,
         model_root=args.model_root,
         checkpoint_path=args.checkpoint_path,
-        engine=Engine(args.engine),
+        cpu_stand_in=Engine(args.engine) is Engine.REFERENCE,
     )
     if args.engine == Engine.REFERENCE:
         print(f"model step: tritonft's CPU reference of FasterTransformer (Python backend) in {written.models[0]}")
     print(f"wrote {len(written.files)} files for models {', '.join(written.models)} into {written.root}")
-    if written.config_ini:
-        print(f"checked against {written.config_ini}")
+    if written.config_source:
+        print(f"checked against {written.config_source}")
     if written.tokenizer:
         print(f"tokenizer files: {', '.join(written.tokenizer)}")
     problems = check_repository(args.out, require_checkpoint=args.require_checkpoint)

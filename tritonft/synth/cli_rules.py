@@ -28,6 +28,8 @@ from typing import Any
 
 import yaml
 
+from tritonft.synth import go_yaml
+
 SIMPLE_TYPES = ("string", "integer", "boolean", "array")
 DECLARATION_ATTRIBUTES = ("type", "items", "description", "secret", "default")
 _GO_ATOI = re.compile(r"^[+-]?[0-9]+$")
@@ -127,14 +129,26 @@ def project_config_problems(project: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+class DuplicateKeysError(CliRuleError):
+    """Keys written twice in one mapping: the CLI's YAML reader (yaml.v3) refuses the file."""
+
+    def __init__(self, duplicates: list[go_yaml.DuplicateKey]) -> None:
+        self.duplicates = duplicates
+        super().__init__("yaml: unmarshal errors:\n" + "\n".join(f"  {d.go_message}" for d in duplicates))
+
+
 def stack_values(stack_yaml: str) -> dict[str, CliValue]:
-    """The ``config:`` of a stack file as the CLI reads it: scalars by their literal text, objects as JSON."""
+    """The ``config:`` of a stack file as the CLI reads it: scalars by their literal text, objects as JSON, every
+    value as Go's yaml.v3 resolves it (:mod:`tritonft.synth.go_yaml`); a key written twice is refused."""
     root = yaml.compose(stack_yaml)
     if root is None:
         return {}
     if not isinstance(root, yaml.MappingNode):
         raise CliRuleError("the stack file must be a YAML mapping")
-    loaded = yaml.safe_load(stack_yaml) or {}
+    duplicates = go_yaml.duplicate_keys(root)
+    if duplicates:
+        raise DuplicateKeysError(duplicates)
+    loaded = go_yaml.load(stack_yaml) or {}
     config_node = next((v for k, v in root.value if k.value == "config"), None)
     if config_node is None or (isinstance(config_node, yaml.ScalarNode) and config_node.tag.endswith(":null")):
         return {}

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from components.settings import load_settings
+from tritonft.engines import engine_for
 from tritonft.errors import UserError
 from tritonft.repo.check import check_repository
-from tritonft.repo.render import render_repository_files
 from tritonft.synth.run import SynthResult
 
 MODEL_ROOT = "/models"
@@ -26,7 +26,7 @@ def write_model_repositories(result: SynthResult, staging: Path) -> None:
     settings = load_settings(values, project=stack.project, stack=stack.stack, secret_keys=secret_keys)
     for spec in settings.models:
         folder = staging / "model_repos" / spec.name
-        for relative, content in sorted(render_repository_files(spec, model_root=MODEL_ROOT).items()):
+        for relative, content in sorted(engine_for(spec.family).repository_files(spec, model_root=MODEL_ROOT).items()):
             path = folder / relative
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(content)

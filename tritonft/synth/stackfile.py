@@ -16,7 +16,8 @@ from typing import Any
 import yaml
 
 from tritonft.errors import UserError
-from tritonft.synth.cli_rules import CliRuleError, merge_project_config, stack_values
+from tritonft.synth.cli_rules import CliRuleError, DuplicateKeysError, merge_project_config, stack_values
+from tritonft.synth.go_yaml import DuplicateKey, duplicate_keys
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,19 @@ def find_project_root(start: Path) -> Path:
 
 
 def read_project(root: Path) -> dict[str, Any]:
-    data = yaml.safe_load((root / "Pulumi.yaml").read_text())
+    text = (root / "Pulumi.yaml").read_text()
+    duplicates = duplicate_keys(yaml.compose(text))
+    if duplicates:
+        raise UserError(
+            f"{root / 'Pulumi.yaml'}: the Pulumi CLI refuses this project file: its YAML reader (Go's yaml.v3) allows "
+            "each key once per mapping:",
+            [
+                f"{d.path}: written again on line {d.line} (first on line {d.first_line}); keep one of them "
+                f"(yaml.v3: {d.go_message})"
+                for d in duplicates
+            ],
+        )
+    data = yaml.safe_load(text)
     if not isinstance(data, dict) or "name" not in data:
         raise UserError(f"{root / 'Pulumi.yaml'} is not a Pulumi project file (no `name`)")
     return data
@@ -62,6 +75,12 @@ def read_stack(root: Path, stack: str) -> StackConfig:
         raw = stack_values(path.read_text())
     except yaml.YAMLError as exc:
         raise UserError(f"{path} is not valid YAML: {exc}") from exc
+    except DuplicateKeysError as exc:
+        raise UserError(
+            f"{path}: the Pulumi CLI refuses this stack file: its YAML reader (Go's yaml.v3) allows each key once "
+            "per mapping:",
+            [_duplicate_problem(str(project["name"]), d) for d in exc.duplicates],
+        ) from None
     except CliRuleError as exc:
         raise UserError(f"{path}: {exc}") from None
     try:
@@ -71,6 +90,16 @@ def read_stack(root: Path, stack: str) -> StackConfig:
     values = {key: value.text for key, value in merged.items()}
     secrets = {key for key, value in merged.items() if value.secure}
     return StackConfig(str(project["name"]), stack, path, values, frozenset(secrets))
+
+
+def _duplicate_problem(project: str, duplicate: DuplicateKey) -> str:
+    """``models[1].maxOutputLen: written again on line 30 ...``: the path as the settings name it (under
+    ``config:``, without the project prefix), where, and yaml.v3's own message."""
+    path = duplicate.path.removeprefix("config.").removeprefix(f"{project}:")
+    return (
+        f"{path}: written again on line {duplicate.line} (first on line {duplicate.first_line}); keep one of them "
+        f"(yaml.v3: {duplicate.go_message})"
+    )
 
 
 _FIX = "set the key in the stack file, or see the configuration reference in README.md"

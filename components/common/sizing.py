@@ -1,0 +1,305 @@
+"""Sizing decisions for the Kubernetes half, as pure functions of the model (no Pulumi here).
+
+Every number a manifest carries that depends on the model comes from this module, with its formula written next
+to it, so the choices can be read, tested and tuned in one place. Bandwidth defaults come from
+``deploy-anchors.md``: 25 MB/s for a Hugging Face download (CoreWeave Job log, coreweave/kubernetes-cloud#148:
+38 GB in 26 min) and ~17 MB/s for object storage (kserve#2529: "1 GB ... around 1 min+"); the model-load bandwidth
+from a network volume (EFS/NFS) is stated as 50 MB/s, between those object-store figures and a local disk.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from tritonft.engines import engine_for
+from tritonft.spec import ModelSpec, WeightDType, ceil_div
+
+KIB = 1024
+MIB = 1024 * KIB
+GIB = 1024 * MIB
+MB = 1000 * 1000
+
+DOWNLOAD_BANDWIDTH = 25 * MB
+"""Bytes/s assumed for a Hugging Face download (coreweave/kubernetes-cloud#148: 25.1 MB/s)."""
+CONVERT_BANDWIDTH = 50 * MB
+"""Bytes/s assumed for HF -> FT conversion incl. writing to the store (reference converter: 0.89 GB in 13 s on
+2 cores, ft-format.md §8.3, i.e. ~70 MB/s; rounded down for network-volume writes)."""
+LOAD_BANDWIDTH = 50 * MB
+"""Bytes/s assumed for Triton reading the FT weights from the RWX model store at start-up."""
+SERVER_START_SECONDS = 90
+"""Fixed cost of a Triton start before the first weight byte is read: CUDA/NCCL init, backends, tokenizer models."""
+
+
+def gib_ceil(nbytes: int) -> int:
+    """Whole GiB needed to hold ``nbytes`` (at least 1)."""
+    return max(1, ceil_div(nbytes, GIB))
+
+
+def mib_ceil(nbytes: int) -> int:
+    """Whole MiB needed to hold ``nbytes`` (at least 1)."""
+    return max(1, ceil_div(nbytes, MIB))
+
+
+def quantity_mi(nbytes: int) -> str:
+    """A Kubernetes memory quantity in ``Mi`` (rounded up)."""
+    return f"{mib_ceil(nbytes)}Mi"
+
+
+def quantity_gi(nbytes: int) -> str:
+    """A Kubernetes storage quantity in ``Gi`` (rounded up)."""
+    return f"{gib_ceil(nbytes)}Gi"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Model store
+
+
+def download_bytes(model: ModelSpec) -> int:
+    """Bytes the Hugging Face checkpoint occupies: parameters x 4 (checkpoints of these families are published in
+    fp32; an fp16 checkpoint only makes this an over-estimate)."""
+    return model.parameters * WeightDType.FP32.nbytes
+
+
+def converted_bytes(model: ModelSpec) -> int:
+    """Bytes of the converted model in the store, as its engine lays them out."""
+    return engine_for(model.family).converted_bytes(model)
+
+
+STORE_HEADROOM = 2.0
+"""Store size = converted bytes x headroom: room for one re-conversion (new revision) next to the serving one."""
+
+
+def store_size_gi(models: tuple[ModelSpec, ...], headroom: float = STORE_HEADROOM) -> int:
+    """Size of the model-store claim in GiB: ``ceil(sum(converted_bytes) x headroom / GiB)``, at least 1.
+
+    The repository files (``config.pbtxt``, tokenizer files) are a few MB and are covered by the rounding.
+    """
+    if headroom < 1.0:
+        raise ValueError(f"store headroom must be >= 1.0 (got {headroom}): the store must hold the models")
+    total = sum(converted_bytes(m) for m in models)
+    return gib_ceil(math.ceil(total * headroom))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Conversion Job
+
+
+def largest_tensor_bytes(model: ModelSpec) -> int:
+    """Bytes of the largest single tensor at fp32: the embedding (``vocab x d_model``) or an FFN matrix."""
+    arch = model.architecture
+    return max(arch.vocab_size * arch.d_model, arch.d_model * arch.d_ff) * WeightDType.FP32.nbytes
+
+
+@dataclass(frozen=True)
+class JobSizing:
+    """Resources and time limits of one model's conversion Job."""
+
+    cpu_request: str
+    cpu_limit: str
+    memory_request: str
+    memory_limit: str
+    ephemeral_request: str
+    ephemeral_limit: str
+    scratch_size: str
+    """``sizeLimit`` of the scratch emptyDir that holds the download."""
+    active_deadline_seconds: int
+    backoff_limit: int
+    pulumi_timeout_minutes: int
+    """How long ``pulumi up`` waits for the Job: every attempt to its deadline, plus node scale-up."""
+    verify_generation: bool = False
+    """Whether the Job runs ``tritonft verify --generate`` (the CPU reference fits the Job's memory)."""
+
+
+JOB_BASE_MEMORY = 1 * GIB
+"""Interpreter + numpy + safetensors + HF hub client (ft-format.md §8.3: 329 MiB for torch imports alone)."""
+JOB_TENSOR_COPIES = 4
+"""A streaming converter holds a tensor as read, cast, transposed/split and in the write buffer."""
+NODE_SCALE_UP_SECONDS = 600
+"""Budget for a new node to join and pull the image (GKE README: GPU node scale-up 4-7 min + image pull)."""
+JOB_BACKOFF_LIMIT = 2
+
+
+REFERENCE_MEMORY_CAP = 8 * GIB
+"""Largest Job memory granted so that ``tritonft verify --generate`` can run (a common CPU node holds it with room
+to spare); models whose reference needs more are converted without the generation check."""
+REFERENCE_WEIGHT_FACTOR = 1.25
+"""The reference holds every weight as fp32, plus the shards of one tensor while they are merged and the
+activations and KV cache of the judged prompts (a few MiB at these lengths)."""
+REFERENCE_FLOPS = 2e8
+"""Conservative numpy float32 throughput of the reference: below the 0.24-0.33 GFLOP/s measured for gpt2 and
+t5-small shapes on a heavily shared core (benchmarks/BENCHMARKS.md)."""
+JUDGED_TOKENS = 8 * 64
+"""Tokens the judgement generates at most: T5, 8 bundled sentences x 64 tokens (GPT: 1 prompt x 32)."""
+
+
+def reference_memory_bytes(model: ModelSpec) -> int:
+    """Memory ``tritonft verify --generate`` needs: the interpreter plus every weight at fp32, with headroom."""
+    fp32 = model.parameters * WeightDType.FP32.nbytes
+    return JOB_BASE_MEMORY + math.ceil(fp32 * REFERENCE_WEIGHT_FACTOR) + largest_tensor_bytes(model)
+
+
+def reference_seconds(model: ModelSpec) -> float:
+    """Upper estimate of the generation check's time: 2 FLOPs per parameter per token (plus T5's encoder)."""
+    return JUDGED_TOKENS * 2 * model.parameters / REFERENCE_FLOPS
+
+
+def job_sizing(
+    model: ModelSpec,
+    download_bw: int = DOWNLOAD_BANDWIDTH,
+    convert_bw: int = CONVERT_BANDWIDTH,
+    verify_generation: bool = True,
+) -> JobSizing:
+    """Resources and deadlines of the conversion Job, from the model alone.
+
+    * memory request = limit = 1 GiB + 4 x largest fp32 tensor (ft-format.md §8.3: a streaming converter ran the
+      0.89 GB t5-base in 1.07 GiB; the reference one needed 2.7 GiB because it copies the whole state dict);
+    * CPU: 1 core up to 2 GB of weights, else 2; limit = 2 x request (conversion is I/O bound; bursts on casts);
+    * scratch (download) = download bytes x 1.2 + 1 GiB (HF cache metadata, partial files); ephemeral request =
+      scratch + 1 GiB for logs and ``/tmp``;
+    * deadline = 2 x (download / 25 MB/s + converted / 50 MB/s) + 10 min, rounded up to the minute; the factor 2
+      absorbs slower mirrors without letting a hung download hold a node forever;
+    * Pulumi waits (backoff + 1) deadlines plus one node scale-up;
+    * with ``verify_generation``, when the CPU reference's memory (:func:`reference_memory_bytes`) is at most
+      :data:`REFERENCE_MEMORY_CAP`, the memory is raised to it, the deadline grows by :func:`reference_seconds`
+      and the Job runs ``tritonft verify --generate``; larger models skip the check.
+    """
+    dl = download_bytes(model)
+    conv = converted_bytes(model)
+    memory = JOB_BASE_MEMORY + JOB_TENSOR_COPIES * largest_tensor_bytes(model)
+    checks = verify_generation and reference_memory_bytes(model) <= REFERENCE_MEMORY_CAP
+    if checks:
+        memory = max(memory, reference_memory_bytes(model))
+    cpu = 1 if conv <= 2 * GIB else 2
+    scratch = math.ceil(dl * 1.2) + GIB
+    seconds = 2 * (dl / download_bw + conv / convert_bw) + 600 + (reference_seconds(model) if checks else 0)
+    deadline = 60 * math.ceil(seconds / 60)
+    wait_seconds = (JOB_BACKOFF_LIMIT + 1) * deadline + NODE_SCALE_UP_SECONDS
+    return JobSizing(
+        cpu_request=str(cpu),
+        cpu_limit=str(2 * cpu),
+        memory_request=quantity_mi(memory),
+        memory_limit=quantity_mi(memory),
+        ephemeral_request=quantity_gi(scratch + GIB),
+        ephemeral_limit=quantity_gi(scratch + GIB),
+        scratch_size=quantity_gi(scratch),
+        active_deadline_seconds=deadline,
+        backoff_limit=JOB_BACKOFF_LIMIT,
+        pulumi_timeout_minutes=math.ceil(wait_seconds / 60),
+        verify_generation=checks,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Triton server pod
+
+
+def shm_bytes(model: ModelSpec) -> int:
+    """``/dev/shm`` size: 1 GiB + 256 MiB per GPU beyond the first.
+
+    1 GiB is the FasterTransformer backend's own recipe (``docker run --shm-size=1g``, seed 001 and the FTB README);
+    NCCL's shared-memory transport grows with the number of ranks, hence the per-GPU term.
+    """
+    return GIB + 256 * MIB * (model.gpus - 1)
+
+
+SERVER_BASE_MEMORY = 3 * GIB
+"""tritonserver + the Python backend stubs of the tokenizer pre/post-processing models."""
+
+
+@dataclass(frozen=True)
+class ServerSizing:
+    """Resources of one Triton pod."""
+
+    gpus: int
+    cpu_request: str
+    cpu_limit: str
+    memory_request: str
+    memory_limit: str
+    shm_size: str
+    ephemeral_request: str
+    ephemeral_limit: str
+
+
+def server_sizing(model: ModelSpec) -> ServerSizing:
+    """Resources of a Triton pod serving ``model``.
+
+    * GPUs = TP x PP (one replica of the model; ft-format.md §6);
+    * memory request = limit = 3 GiB + /dev/shm (a memory emptyDir is charged to the pod's memory cgroup, so it
+      must be in the request, deploy-anchors.md §6.4) + 2 x largest fp32 tensor (FT stages each tensor in host
+      memory before copying it to the GPU);
+    * CPU request = 2 + 1 per GPU (one feeder thread per rank plus HTTP/gRPC and tokenizers); limit = 2 x request;
+    * ephemeral storage 2 GiB (logs and ``/tmp``; the weights live on the store volume).
+    """
+    shm = shm_bytes(model)
+    memory = SERVER_BASE_MEMORY + shm + 2 * largest_tensor_bytes(model)
+    cpu = 2 + model.gpus
+    return ServerSizing(
+        gpus=model.gpus,
+        cpu_request=str(cpu),
+        cpu_limit=str(2 * cpu),
+        memory_request=quantity_mi(memory),
+        memory_limit=quantity_mi(memory),
+        shm_size=quantity_mi(shm),
+        ephemeral_request="2Gi",
+        ephemeral_limit="2Gi",
+    )
+
+
+@dataclass(frozen=True)
+class StartupBudget:
+    """The startupProbe that lets a model load and no longer: ``period x failure_threshold`` seconds."""
+
+    period_seconds: int
+    failure_threshold: int
+
+    @property
+    def seconds(self) -> int:
+        return self.period_seconds * self.failure_threshold
+
+
+STARTUP_SAFETY = 1.5
+"""Margin on the estimate: a shared volume under contention (several pods starting at once) reads slower."""
+
+
+def startup_budget(
+    model: ModelSpec,
+    load_bandwidth: int = LOAD_BANDWIDTH,
+    period_seconds: int = 10,
+    server_start_seconds: int = SERVER_START_SECONDS,
+) -> StartupBudget:
+    """How long the startupProbe waits for ``/v2/health/ready``: (start + bytes / bandwidth) x 1.5, in periods.
+
+    ``failure_threshold = ceil((server_start + converted_bytes / load_bandwidth) x 1.5 / period)``. Fixed budgets
+    (180 s, 5 min, 15 min in the anchors, deploy-anchors.md §5) kill large models mid-load (server#7014, #7154)
+    and leave small ones hanging for minutes when they are broken.
+    """
+    if load_bandwidth <= 0:
+        raise ValueError(f"load bandwidth must be positive bytes/s (got {load_bandwidth})")
+    if period_seconds <= 0:
+        raise ValueError(f"probe period must be positive seconds (got {period_seconds})")
+    seconds = (server_start_seconds + converted_bytes(model) / load_bandwidth) * STARTUP_SAFETY
+    return StartupBudget(period_seconds=period_seconds, failure_threshold=max(1, math.ceil(seconds / period_seconds)))
+
+
+def rollout_timeout_minutes(budget: StartupBudget) -> int:
+    """How long ``pulumi up`` waits for the Deployment: one startup budget plus a node scale-up (and image pull)."""
+    return math.ceil((budget.seconds + NODE_SCALE_UP_SECONDS) / 60)
+
+
+def progress_deadline_seconds(budget: StartupBudget) -> int:
+    """``progressDeadlineSeconds`` of the Deployment: must outlast a startup, or the rollout is marked failed."""
+    return budget.seconds + NODE_SCALE_UP_SECONDS
+
+
+def scale_down_window_seconds(budget: StartupBudget) -> int:
+    """HPA scale-down stabilization: at least 10 min, and at least twice a cold start (node + model load).
+
+    Removing a replica that takes minutes to come back only pays off when the lower load has lasted longer than
+    getting it back would take.
+    """
+    return min(HPA_MAX_WINDOW_SECONDS, max(600, 2 * (budget.seconds + NODE_SCALE_UP_SECONDS)))
+
+
+HPA_MAX_WINDOW_SECONDS = 3600
+"""The API's upper bound for ``stabilizationWindowSeconds``."""

@@ -1,0 +1,211 @@
+"""The OpenAI-compatible gateway's Deployment, Service, NetworkPolicy, autoscaler and ServiceMonitor (pure, no Pulumi).
+
+The pod runs ``python -m tritonft gateway``, the command a shell runs, with one ``--triton-url MODEL=HOST:PORT`` per
+model (a stack runs one Triton Deployment per model) and the models' specs mounted from a ConfigMap. It runs on
+CPU nodes, next to nothing it does not need: its NetworkPolicy admits the ingress controller (the API) and
+Prometheus (``/metrics``) on its one port and lets it reach only DNS and the Triton pods' gRPC port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.common.layout import selector
+from components.common.podsec import container_security_context, pod_security_context
+from components.common.triton import GRPC_PORT
+from components.common.workload import SCRAPE_INTERVAL, hpa_behavior, http_probe, namespace_peer
+from tritonft.spec import ModelSpec
+
+GATEWAY_PORT = 8080
+SPEC_MOUNT = "/etc/tritonft/models"
+SPECS_ANNOTATION = "triton-ft.io/specs-sha256"
+"""On the pod template: a changed model spec rolls the gateway (it reads the specs once, at start)."""
+LIVE_PATH = "/health/live"
+READY_PATH = "/health/ready"
+METRICS_PATH = "/metrics"
+CPU_TARGET_PERCENT = 70
+"""HPA target: average CPU use per pod, in percent of its request."""
+SCALE_DOWN_WINDOW_SECONDS = 300
+"""A gateway pod starts in seconds, so scale-down waits the Kubernetes default, not the Triton pods' cold start."""
+
+
+def gateway_selector(name: str) -> dict[str, str]:
+    """Labels that select the gateway's pods (Triton's NetworkPolicy admits exactly these)."""
+    return selector("gateway", name)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """A served model and the in-cluster gRPC address of the Triton that serves it."""
+
+    model: ModelSpec
+    grpc_address: str
+    """``<service>.<namespace>.svc:8001``."""
+    pods: dict[str, str]
+    """Selector labels of that Triton's pods (the gateway's egress goes to them only)."""
+    scales_to_zero: bool = False
+    """That Triton may have no replica (KEDA): the gateway stays ready without it and answers 503 + Retry-After."""
+
+
+@dataclass(frozen=True)
+class GatewayPod:
+    """Everything the gateway pod needs besides the backends."""
+
+    image: Any
+    """The tools image (``tritonft`` installed), pinned by digest."""
+    config_map: str
+    """ConfigMap holding ``<model>.json`` for each served model."""
+    cpu: str
+    """CPU request and limit (Kubernetes quantity)."""
+    memory: str
+    """Memory request and limit (Kubernetes quantity)."""
+    deadline_seconds: int
+    node_selector: dict[str, str]
+    coalesce: bool = True
+    """Merge concurrent same-parameter completions into one Triton call (``--coalesce``/``--no-coalesce``)."""
+
+
+def spec_file(model: ModelSpec) -> str:
+    return f"{model.name}.json"
+
+
+def specs_data(models: Sequence[ModelSpec]) -> dict[str, str]:
+    """The ConfigMap's data: each model's spec as ``tritonft gateway --spec`` reads it."""
+    return {spec_file(m): m.to_json() for m in models}
+
+
+def specs_digest(models: Sequence[ModelSpec]) -> str:
+    data = specs_data(models)
+    return hashlib.sha256("\n".join(f"{k}\n{data[k]}" for k in sorted(data)).encode()).hexdigest()
+
+
+def gateway_command(backends: Sequence[Backend], deadline_seconds: int, coalesce: bool = True) -> list[str]:
+    """``python -m tritonft gateway`` with one route and one spec per model."""
+    command = ["python", "-m", "tritonft", "gateway", "--port", str(GATEWAY_PORT)]
+    command += ["--deadline", str(deadline_seconds), "--coalesce" if coalesce else "--no-coalesce"]
+    for backend in backends:
+        command += ["--triton-url", f"{backend.model.name}={backend.grpc_address}"]
+        command += ["--spec", f"{SPEC_MOUNT}/{spec_file(backend.model)}"]
+        if backend.scales_to_zero:
+            command += ["--scales-to-zero", backend.model.name]
+    return command
+
+
+def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector: dict[str, str]) -> dict[str, Any]:
+    """The gateway pod: hardened like every workload, probes on its health routes, spread over nodes.
+
+    Readiness is ``/health/ready`` (some Triton answers with all its models); liveness is ``/health/live`` (the
+    process answers), so a Triton outage takes the gateway out of the Service but never restarts it.
+    """
+    resources = {"cpu": pod.cpu, "memory": pod.memory}
+    container = {
+        "name": "gateway",
+        "image": pod.image,
+        "imagePullPolicy": "Always",
+        "command": gateway_command(backends, pod.deadline_seconds, pod.coalesce),
+        "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+        "ports": [{"name": "http", "containerPort": GATEWAY_PORT, "protocol": "TCP"}],
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "startupProbe": http_probe(LIVE_PATH, 2, 30, timeout=3),
+        "livenessProbe": http_probe(LIVE_PATH, 10, 3, timeout=3),
+        "readinessProbe": http_probe(READY_PATH, 5, 2, timeout=3),
+        "securityContext": container_security_context(),
+        "volumeMounts": [
+            {"name": "specs", "mountPath": SPEC_MOUNT, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    return {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 30,
+        "securityContext": pod_security_context(),
+        "nodeSelector": dict(pod.node_selector),
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": dict(pod_selector)},
+            }
+        ],
+        "containers": [container],
+        "volumes": [
+            {"name": "specs", "configMap": {"name": pod.config_map}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+        ],
+    }
+
+
+def gateway_service_spec(pod_selector: dict[str, str]) -> dict[str, Any]:
+    """ClusterIP Service on the gateway's one port (the API, health and ``/metrics``)."""
+    return {
+        "type": "ClusterIP",
+        "selector": dict(pod_selector),
+        "ports": [
+            {"name": "http", "port": GATEWAY_PORT, "targetPort": "http", "protocol": "TCP", "appProtocol": "http"}
+        ],
+    }
+
+
+def gateway_network_policy_spec(
+    pod_selector: dict[str, str],
+    backends: Sequence[Backend],
+    client_namespaces: Sequence[str],
+    prometheus_namespace: str,
+) -> dict[str, Any]:
+    """In: the ingress controller's and Prometheus' namespaces, on the gateway port. Out: DNS, and each served
+    model's Triton pods on the gRPC port only."""
+    tcp = "TCP"
+    sources = [namespace_peer(ns) for ns in (*client_namespaces, prometheus_namespace)]
+    return {
+        "podSelector": {"matchLabels": dict(pod_selector)},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [{"from": sources, "ports": [{"port": GATEWAY_PORT, "protocol": tcp}]}],
+        "egress": [
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": tcp}],
+            },
+            {
+                "to": [{"podSelector": {"matchLabels": dict(b.pods)}} for b in backends],
+                "ports": [{"port": GRPC_PORT, "protocol": tcp}],
+            },
+        ],
+    }
+
+
+def cpu_hpa_spec(deployment: str, min_replicas: int, max_replicas: int) -> dict[str, Any]:
+    """HPA on average CPU use (why CPU: ``components.gateway``). Up at once, down one pod a minute after 5 min."""
+    return {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+        "minReplicas": min_replicas,
+        "maxReplicas": max_replicas,
+        "metrics": [
+            {
+                "type": "Resource",
+                "resource": {
+                    "name": "cpu",
+                    "target": {"type": "Utilization", "averageUtilization": CPU_TARGET_PERCENT},
+                },
+            }
+        ],
+        "behavior": hpa_behavior(SCALE_DOWN_WINDOW_SECONDS, scale_down_period_seconds=60),
+    }
+
+
+def gateway_service_monitor_spec(namespace: str, service_labels: dict[str, str]) -> dict[str, Any]:
+    """Prometheus scrapes ``/metrics`` on the gateway's port (requests by route/model/status, latencies)."""
+    return {
+        "selector": {"matchLabels": dict(service_labels)},
+        "namespaceSelector": {"matchNames": [namespace]},
+        "endpoints": [{"port": "http", "path": METRICS_PATH, "interval": SCRAPE_INTERVAL}],
+    }

@@ -1,0 +1,216 @@
+"""The conversion Job's pod, as a pure function of the model (no Pulumi).
+
+Why one container running a short POSIX script rather than three init containers: the Job must be idempotent
+across retries *and* across re-creation. ``ttlSecondsAfterFinished`` deletes a finished Job, and a later
+``pulumi refresh`` + ``up`` creates it again; the script then sees the completion markers in the store and exits
+in seconds instead of downloading and converting again. Init containers cannot skip themselves. Each step writes
+into a ``.partial-<pod>`` directory that is renamed into place only when complete, so Triton never sees a
+half-written model (a crash leaves only a partial directory that the next attempt replaces). Every value reaches
+the script through environment variables, never by string interpolation, so a model name cannot inject shell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components.common.layout import STORE_MOUNT, ModelPaths
+from components.common.podsec import container_security_context, pod_security_context
+from components.common.sizing import JobSizing
+from tritonft.repo.tokenization import TOKENIZER_FILE_SETS
+from tritonft.spec import ModelSpec
+
+COMPLETE_MARKER = ".tritonft-complete"
+SCRATCH_MOUNT = "/work"
+SPEC_MOUNT = "/spec"
+SPEC_FILE = "spec.json"
+HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
+HF_TOKEN_KEY = "token"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+"""Label set by NVIDIA GPU feature discovery on GPU nodes."""
+
+TOKENIZER_FILES = (*(name for names in TOKENIZER_FILE_SETS for name in names), "tokenizer_config.json")
+"""Tokenizer files kept beside the weights (the download scratch is deleted): what ``tritonft repo`` ships."""
+
+CONVERT_SCRIPT = """\
+set -eu
+publish() { touch "$1/MARKER" && rm -rf "$2" && mv "$1" "$2"; }
+if [ -f "$REPOSITORY_DIR/MARKER" ]; then
+  echo "triton-ft: $REPOSITORY_DIR is complete; nothing to do"
+  exit 0
+fi
+if [ -f "$CHECKPOINT_DIR/MARKER" ]; then
+  echo "triton-ft: checkpoint $CHECKPOINT_DIR is complete; skipping download and conversion"
+else
+  partial="$CHECKPOINT_DIR.partial-$HOSTNAME"
+  rm -rf "$partial" && mkdir -p "$(dirname "$CHECKPOINT_DIR")"
+  echo "triton-ft: [1/3] download $HF_REPO@$HF_REVISION"
+  tritonft download --repo "$HF_REPO" --revision "$HF_REVISION" --dest "$SCRATCH/hf"
+  echo "triton-ft: [2/3] convert (tp=$TP, dtype=$DTYPE)"
+  tritonft convert --input "$SCRATCH/hf" --output "$partial" --tp "$TP" --dtype "$DTYPE"
+  mkdir -p "$partial/tokenizer"
+  for f in TOKENIZER_FILES; do
+    if [ -f "$SCRATCH/hf/$f" ]; then cp "$SCRATCH/hf/$f" "$partial/tokenizer/"; fi
+  done
+  if [ "$VERIFY_GENERATE" = "1" ]; then
+    echo "triton-ft: [2/3] check what the converted files generate (CPU reference, the probe's judgement)"
+    tritonft verify "$partial/$TP-gpu" --generate --tokenizer "$partial/tokenizer" --bleu-threshold "$BLEU_THRESHOLD"
+  fi
+  publish "$partial" "$CHECKPOINT_DIR"
+  rm -rf "$SCRATCH/hf"
+fi
+partial="$REPOSITORY_DIR.partial-$HOSTNAME"
+rm -rf "$partial" && mkdir -p "$(dirname "$REPOSITORY_DIR")"
+echo "triton-ft: [3/3] render repository $REPOSITORY_DIR"
+tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
+  --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu"
+publish "$partial" "$REPOSITORY_DIR"
+echo "triton-ft: done"
+""".replace("MARKER", COMPLETE_MARKER).replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES))
+"""The Job's program: download -> convert (-> generation check) -> repo, each skipped when its output is already
+complete. The generation check runs before the checkpoint is published, so a conversion that generates garbage
+never reaches the store."""
+
+
+@dataclass(frozen=True)
+class ConversionPod:
+    """Inputs of the conversion pod that are not the model itself."""
+
+    image: Any
+    """Tools image reference (a str or a Pulumi Output of one), pinned by digest."""
+    claim_name: str
+    spec_config_map: str
+    cpu_node_selector: dict[str, str]
+    gpu_node_selector: dict[str, str]
+    hf_token_secret: str | None = None
+    bleu_threshold: float = 15.0
+    """BLEU the generation check requires of T5 (the probe's threshold)."""
+
+
+def script_env(
+    model: ModelSpec, paths: ModelPaths, verify_generation: bool = False, bleu_threshold: float = 15.0
+) -> list[dict[str, str]]:
+    """The script's inputs as environment variables (plus writable HOME/cache/tmp for a read-only root)."""
+    values = {
+        "VERIFY_GENERATE": "1" if verify_generation else "0",
+        "BLEU_THRESHOLD": str(bleu_threshold),
+        "HF_REPO": model.hf_repo,
+        "HF_REVISION": model.revision,
+        "TP": str(model.tensor_parallel),
+        "DTYPE": str(model.weight_dtype),
+        "CHECKPOINT_DIR": paths.checkpoint_dir,
+        "REPOSITORY_DIR": paths.repository_dir,
+        "SPEC_PATH": f"{SPEC_MOUNT}/{SPEC_FILE}",
+        "SCRATCH": SCRATCH_MOUNT,
+        "HOME": SCRATCH_MOUNT,
+        "HF_HOME": f"{SCRATCH_MOUNT}/.cache/huggingface",
+        "XDG_CACHE_HOME": f"{SCRATCH_MOUNT}/.cache",
+        "TMPDIR": "/tmp",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+    }
+    return [{"name": k, "value": v} for k, v in values.items()]
+
+
+def away_from_gpu_nodes(gpu_node_selector: dict[str, str]) -> dict[str, Any]:
+    """Required node affinity that excludes GPU nodes: not the GPU pool's labels, and no GFD GPU label.
+
+    ``NotIn`` also matches nodes without the label, so CPU nodes always qualify.
+    """
+    expressions = [{"key": k, "operator": "NotIn", "values": [v]} for k, v in sorted(gpu_node_selector.items())]
+    expressions.append({"key": GPU_PRESENT_LABEL, "operator": "NotIn", "values": ["true"]})
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+        }
+    }
+
+
+def conversion_pod_spec(model: ModelSpec, paths: ModelPaths, pod: ConversionPod, sizing: JobSizing) -> dict[str, Any]:
+    """The Job's pod template spec: CPU nodes only, no GPU toleration, sized from the model, hardened."""
+    mounts = [
+        {"name": "store", "mountPath": STORE_MOUNT},
+        {"name": "scratch", "mountPath": SCRATCH_MOUNT},
+        {"name": "tmp", "mountPath": "/tmp"},
+        {"name": "spec", "mountPath": SPEC_MOUNT, "readOnly": True},
+    ]
+    volumes: list[dict[str, Any]] = [
+        {"name": "store", "persistentVolumeClaim": {"claimName": pod.claim_name}},
+        {"name": "scratch", "emptyDir": {"sizeLimit": sizing.scratch_size}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        {"name": "spec", "configMap": {"name": pod.spec_config_map}},
+    ]
+    env = script_env(model, paths, sizing.verify_generation, pod.bleu_threshold)
+    if pod.hf_token_secret:
+        # A file, not an env var: huggingface_hub reads HF_TOKEN_PATH, and the token never shows in `describe`.
+        mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_MOUNT, "readOnly": True})
+        volumes.append(
+            {
+                "name": "hf-token",
+                "secret": {
+                    "secretName": pod.hf_token_secret,
+                    "defaultMode": 0o440,
+                    "items": [{"key": HF_TOKEN_KEY, "path": HF_TOKEN_KEY}],
+                },
+            }
+        )
+        env.append({"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_KEY}"})
+    container = {
+        "name": "convert",
+        "image": pod.image,
+        "imagePullPolicy": "Always",
+        "command": ["/bin/sh", "-c", CONVERT_SCRIPT],
+        "env": env,
+        "resources": {
+            "requests": {
+                "cpu": sizing.cpu_request,
+                "memory": sizing.memory_request,
+                "ephemeral-storage": sizing.ephemeral_request,
+            },
+            "limits": {
+                "cpu": sizing.cpu_limit,
+                "memory": sizing.memory_limit,
+                "ephemeral-storage": sizing.ephemeral_limit,
+            },
+        },
+        "securityContext": container_security_context(),
+        "volumeMounts": mounts,
+    }
+    return {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "securityContext": pod_security_context(),
+        "nodeSelector": dict(pod.cpu_node_selector),
+        "affinity": away_from_gpu_nodes(pod.gpu_node_selector),
+        "containers": [container],
+        "volumes": volumes,
+    }
+
+
+CLOUD_METADATA_CIDR = "169.254.169.254/32"
+"""Instance metadata endpoint (node credentials): never reachable from the Job."""
+
+
+def conversion_network_policy_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
+    """No inbound traffic; outbound only DNS and HTTPS (the Hugging Face Hub and its CDN), never the node's
+    instance-metadata endpoint."""
+    return {
+        "podSelector": {"matchLabels": dict(selector_labels)},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": [],
+        "egress": [
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+            },
+            {
+                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [CLOUD_METADATA_CIDR]}}],
+                "ports": [{"port": 443, "protocol": "TCP"}],
+            },
+        ],
+    }

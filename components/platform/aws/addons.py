@@ -1,0 +1,159 @@
+"""Cluster add-ons installed from pinned Helm charts, each in its own namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.platform.aws import charts
+from components.platform.aws.charts import ChartPin
+
+
+@dataclass(frozen=True)
+class AddonFlags:
+    """Optional add-ons; each installs one pinned chart (see ``components/platform/aws/charts.py`` for versions)."""
+
+    ingress_nginx: bool = True
+    """ingress-nginx behind an internet-facing NLB (the Triton HTTP/gRPC ingress)."""
+    cert_manager: bool = False
+    """cert-manager (TLS certificates for the ingress)."""
+    kube_prometheus_stack: bool = True
+    """Prometheus operator, Prometheus, Alertmanager, Grafana (Triton ServiceMonitor + rules + dashboard)."""
+    prometheus_adapter: bool = True
+    """Custom metrics API for HPA on Triton metrics; needs ``kube_prometheus_stack``."""
+    keda: bool = False
+    """KEDA (event-driven autoscaling, scale to zero); an alternative to prometheus-adapter."""
+    metrics_server: bool = False
+    """metrics-server (the resource metrics API): implied by the gateway's CPU HPA, not listed in ``addons``."""
+
+    def problems(self) -> list[str]:
+        if self.prometheus_adapter and not self.kube_prometheus_stack:
+            return ["addons.prometheusAdapter: needs addons.kubePrometheusStack (it reads that Prometheus)"]
+        return []
+
+
+def install_chart(
+    name: str,
+    pin: ChartPin,
+    values: pulumi.Input[dict[str, Any]],
+    *,
+    provider: k8s.Provider,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource],
+    namespace: k8s.core.v1.Namespace | None = None,
+) -> tuple[k8s.helm.v4.Chart, k8s.core.v1.Namespace]:
+    """Install ``pin`` into its namespace (created here unless given) with ``values``; returns chart + namespace."""
+    ns = namespace or k8s.core.v1.Namespace(
+        f"{name}-ns",
+        metadata={"name": pin.namespace, "labels": {"app.kubernetes.io/managed-by": "triton-ft"}},
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+    )
+    chart = k8s.helm.v4.Chart(
+        name,
+        chart=pin.chart,
+        version=pin.version,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=pin.repo),
+        name=pin.chart,
+        namespace=ns.metadata.name,
+        values=values,
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            provider=provider,
+            depends_on=[ns, *depends_on],
+            custom_timeouts=pulumi.CustomTimeouts(create="20m", update="20m", delete="20m"),
+        ),
+    )
+    return chart, ns
+
+
+@dataclass
+class InstalledAddons:
+    charts: list[k8s.helm.v4.Chart]
+    names: frozenset[str]
+    ingress: k8s.helm.v4.Chart | None
+
+
+def install_addons(
+    name: str,
+    flags: AddonFlags,
+    *,
+    ingress_class: str,
+    system_node_selector: dict[str, str],
+    provider: k8s.Provider,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource],
+) -> InstalledAddons:
+    """Install the enabled add-ons. Charts that others build on (Prometheus CRDs) come first."""
+    installed: list[tuple[ChartPin, k8s.helm.v4.Chart]] = []
+    monitoring_ns: k8s.core.v1.Namespace | None = None
+    kps: k8s.helm.v4.Chart | None = None
+    if flags.kube_prometheus_stack:
+        kps, monitoring_ns = install_chart(
+            f"{name}-kube-prometheus-stack",
+            charts.KUBE_PROMETHEUS_STACK,
+            charts.kube_prometheus_stack_values(),
+            provider=provider,
+            parent=parent,
+            depends_on=depends_on,
+        )
+        installed.append((charts.KUBE_PROMETHEUS_STACK, kps))
+    after_prometheus = [*depends_on, *([kps] if kps else [])]
+    if flags.prometheus_adapter:
+        adapter, _ = install_chart(
+            f"{name}-prometheus-adapter",
+            charts.PROMETHEUS_ADAPTER,
+            charts.prometheus_adapter_values(),
+            provider=provider,
+            parent=parent,
+            depends_on=after_prometheus,
+            namespace=monitoring_ns,
+        )
+        installed.append((charts.PROMETHEUS_ADAPTER, adapter))
+    if flags.cert_manager:
+        cm, _ = install_chart(
+            f"{name}-cert-manager",
+            charts.CERT_MANAGER,
+            charts.cert_manager_values(),
+            provider=provider,
+            parent=parent,
+            depends_on=depends_on,
+        )
+        installed.append((charts.CERT_MANAGER, cm))
+    if flags.keda:
+        keda, _ = install_chart(
+            f"{name}-keda", charts.KEDA, charts.keda_values(), provider=provider, parent=parent, depends_on=depends_on
+        )
+        installed.append((charts.KEDA, keda))
+    if flags.metrics_server:
+        metrics, _ = install_chart(
+            f"{name}-metrics-server",
+            charts.METRICS_SERVER,
+            charts.metrics_server_values(system_node_selector),
+            provider=provider,
+            parent=parent,
+            depends_on=depends_on,
+        )
+        installed.append((charts.METRICS_SERVER, metrics))
+    ingress: k8s.helm.v4.Chart | None = None
+    if flags.ingress_nginx:
+        # The NLB behind this chart's LoadBalancer Service lives in the VPC's public subnets. Depending on the
+        # node groups (which depend on the cluster and network) makes `destroy` delete the Service, and wait for
+        # AWS to remove the NLB, before any node, the cluster or the VPC goes.
+        ingress, _ = install_chart(
+            f"{name}-ingress-nginx",
+            charts.INGRESS_NGINX,
+            charts.ingress_nginx_values(ingress_class, service_monitor=flags.kube_prometheus_stack),
+            provider=provider,
+            parent=parent,
+            depends_on=after_prometheus,
+        )
+        installed.append((charts.INGRESS_NGINX, ingress))
+    return InstalledAddons(
+        charts=[chart for _, chart in installed],
+        names=frozenset(pin.addon for pin, _ in installed),
+        ingress=ingress,
+    )

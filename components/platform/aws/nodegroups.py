@@ -1,0 +1,189 @@
+"""EKS managed node groups: one CPU system group and one or more tainted NVIDIA GPU groups.
+
+Raw ``aws.eks.NodeGroup`` (a custom resource) rather than pulumi-eks ``ManagedNodeGroup`` (a remote component):
+the AMI type, taints, labels and disk size are then visible to unit tests and policy packs, which only see the
+inputs of remote components, never the node group they create (pulumi-practice.md §1.5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+
+from components.common.target import GPU_RESOURCE
+from components.platform.aws.decisions import AL2023_NVIDIA, CPU_AMI_TYPE, needs_device_plugin
+
+POOL_LABEL = "triton-ft.io/node-pool"
+"""Every node carries its group's name under this label."""
+ACCELERATOR_LABEL = "triton-ft.io/accelerator"
+"""GPU nodes carry ``nvidia`` here: the selector downstream GPU workloads use."""
+DEVICE_PLUGIN_LABEL = "triton-ft.io/device-plugin"
+"""``helm`` on GPU nodes whose AMI needs the chart-installed device plugin (AL2023); Bottlerocket bundles it."""
+SYSTEM_POOL = "system"
+
+
+@dataclass(frozen=True)
+class SystemNodeGroup:
+    """CPU nodes for controllers, add-ons and model conversion Jobs."""
+
+    instance_types: tuple[str, ...] = ("m6i.2xlarge",)
+    """Conversion of a 6B model holds a few GiB in RAM; 8 vCPU / 32 GiB leaves room for the add-ons."""
+    min_size: int = 2
+    desired_size: int = 2
+    max_size: int = 4
+    disk_gib: int | None = None
+    """Root volume; None = sized from the tools image and staged checkpoints (``node_disk_gib``)."""
+
+
+@dataclass(frozen=True)
+class GpuNodeGroup:
+    """NVIDIA GPU nodes, tainted ``nvidia.com/gpu=true:NoSchedule`` so only GPU workloads land there."""
+
+    name: str = "gpu"
+    """Group name: a label value and part of resource names ([a-z0-9-])."""
+    instance_types: tuple[str, ...] = ("g5.xlarge",)
+    """x86_64 NVIDIA types; several types of the same GPU model widen the capacity pool."""
+    ami_type: str = AL2023_NVIDIA
+    """``AL2023_x86_64_NVIDIA`` (device plugin installed by Helm) or ``BOTTLEROCKET_x86_64_NVIDIA`` (bundled)."""
+    min_size: int = 1
+    desired_size: int = 1
+    max_size: int = 2
+    capacity_type: str = "ON_DEMAND"
+    """``ON_DEMAND`` or ``SPOT``."""
+    disk_gib: int | None = None
+    """Root volume; None = sized from the server image and locally staged weights (``node_disk_gib``)."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Extra node labels."""
+
+
+def gpu_labels(group: GpuNodeGroup) -> dict[str, str]:
+    """Labels of a GPU group's nodes: pool, accelerator, device-plugin source, ``nvidia.com/gpu.present``."""
+    labels = {
+        POOL_LABEL: group.name,
+        ACCELERATOR_LABEL: "nvidia",
+        DEVICE_PLUGIN_LABEL: "helm" if needs_device_plugin(group.ami_type) else "bundled",
+        "nvidia.com/gpu.present": "true",
+        # cluster-autoscaler's GPU label on AWS: with it, a new node counts as unready until its GPUs are
+        # advertised, so a slow device plugin does not trigger a second scale-up.
+        "k8s.amazonaws.com/accelerator": "nvidia",
+    }
+    return labels | group.labels
+
+
+def gpu_taints() -> list[aws.eks.NodeGroupTaintArgs]:
+    return [aws.eks.NodeGroupTaintArgs(key=GPU_RESOURCE, value="true", effect="NO_SCHEDULE")]
+
+
+def node_group_ignore_changes() -> list[str]:
+    """An autoscaler owns ``desiredSize`` once the group exists; Pulumi must not reset it on every ``up``."""
+    return ["scalingConfig.desiredSize"]
+
+
+def _node_group(
+    resource_name: str,
+    *,
+    cluster_name: pulumi.Input[str],
+    node_role_arn: pulumi.Input[str],
+    subnet_ids: pulumi.Input[list[str]],
+    ami_type: str,
+    instance_types: tuple[str, ...],
+    capacity_type: str,
+    disk_gib: int,
+    labels: dict[str, str],
+    sizes: tuple[int, int, int],
+    timeouts: pulumi.CustomTimeouts,
+    provider: aws.Provider,
+    parent: pulumi.Resource,
+    depends_on: list[pulumi.Resource],
+    taints: list[aws.eks.NodeGroupTaintArgs] | None = None,
+) -> aws.eks.NodeGroup:
+    """One managed node group; ``sizes`` = (min, desired, max)."""
+    min_size, desired_size, max_size = sizes
+    return aws.eks.NodeGroup(
+        resource_name,
+        cluster_name=cluster_name,
+        node_role_arn=node_role_arn,
+        subnet_ids=subnet_ids,
+        ami_type=ami_type,
+        instance_types=list(instance_types),
+        capacity_type=capacity_type,
+        disk_size=disk_gib,
+        labels=labels,
+        taints=taints,
+        scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+            min_size=min_size, desired_size=desired_size, max_size=max_size
+        ),
+        # Replace one node at a time: GPU capacity is scarce, so serving never drops to zero during an AMI update.
+        update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
+        tags={"Name": resource_name},
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            provider=provider,
+            depends_on=depends_on,
+            ignore_changes=node_group_ignore_changes(),
+            custom_timeouts=timeouts,
+        ),
+    )
+
+
+def system_node_group(
+    name: str,
+    *,
+    cluster_name: pulumi.Input[str],
+    spec: SystemNodeGroup,
+    disk_gib: int,
+    node_role_arn: pulumi.Input[str],
+    subnet_ids: pulumi.Input[list[str]],
+    provider: aws.Provider,
+    parent: pulumi.Resource,
+    depends_on: list[pulumi.Resource],
+) -> aws.eks.NodeGroup:
+    return _node_group(
+        f"{name}-{SYSTEM_POOL}",
+        cluster_name=cluster_name,
+        node_role_arn=node_role_arn,
+        subnet_ids=subnet_ids,
+        ami_type=CPU_AMI_TYPE,
+        instance_types=spec.instance_types,
+        capacity_type="ON_DEMAND",
+        disk_gib=disk_gib,
+        labels={POOL_LABEL: SYSTEM_POOL},
+        sizes=(spec.min_size, spec.desired_size, spec.max_size),
+        timeouts=pulumi.CustomTimeouts(create="30m", update="60m", delete="30m"),
+        provider=provider,
+        parent=parent,
+        depends_on=depends_on,
+    )
+
+
+def gpu_node_group(
+    name: str,
+    *,
+    cluster_name: pulumi.Input[str],
+    spec: GpuNodeGroup,
+    disk_gib: int,
+    node_role_arn: pulumi.Input[str],
+    subnet_ids: pulumi.Input[list[str]],
+    provider: aws.Provider,
+    parent: pulumi.Resource,
+    depends_on: list[pulumi.Resource],
+) -> aws.eks.NodeGroup:
+    return _node_group(
+        f"{name}-{spec.name}",
+        cluster_name=cluster_name,
+        node_role_arn=node_role_arn,
+        subnet_ids=subnet_ids,
+        ami_type=spec.ami_type,
+        instance_types=spec.instance_types,
+        capacity_type=spec.capacity_type,
+        disk_gib=disk_gib,
+        labels=gpu_labels(spec),
+        taints=gpu_taints(),
+        sizes=(spec.min_size, spec.desired_size, spec.max_size),
+        timeouts=pulumi.CustomTimeouts(create="40m", update="90m", delete="40m"),
+        provider=provider,
+        parent=parent,
+        depends_on=depends_on,
+    )

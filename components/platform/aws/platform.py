@@ -1,0 +1,330 @@
+"""``platform: aws``: VPC, EKS, CPU + GPU node groups, NVIDIA device plugin, EFS model store, add-ons.
+
+Ends in the same :class:`components.common.target.ClusterTarget` as ``ExistingCluster``, so downstream components do
+not know which platform they run on. Teardown is ordered by construction: Kubernetes objects (LoadBalancer Services
+above all) hang off the node groups and the cluster, which hang off the VPC, so ``destroy`` removes them in reverse.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from components.common.target import ClusterTarget, GpuScheduling
+from components.platform.aws import charts, decisions
+from components.platform.aws.addons import AddonFlags, install_addons, install_chart
+from components.platform.aws.autoscaler import IMAGE_TAGS, image_tag, install_node_autoscaler
+from components.platform.aws.iam import node_role
+from components.platform.aws.network import ExistingVpc, Network, NetworkArgs, NewVpc
+from components.platform.aws.nodegroups import (
+    ACCELERATOR_LABEL,
+    DEVICE_PLUGIN_LABEL,
+    POOL_LABEL,
+    SYSTEM_POOL,
+    GpuNodeGroup,
+    SystemNodeGroup,
+    gpu_node_group,
+    system_node_group,
+)
+from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
+from components.platform.cluster import namespace_labels
+from tritonft.errors import UserError
+
+CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+
+
+@dataclass(frozen=True)
+class AwsPlatformArgs:
+    """Everything ``platform: aws`` needs; defaults give a small two-zone cluster with one g5.xlarge GPU node."""
+
+    region: str
+    """AWS region; it must offer the GPU instance types (``aws ec2 describe-instance-type-offerings``)."""
+    environment: str
+    """``dev``/``staging``/``prod``...; prod protects the model store and refuses force-deletes."""
+    namespace: str = "triton-ft"
+    """Namespace every workload of this stack lives in."""
+    cluster_name: str | None = None
+    """Physical EKS cluster name; None = ``<project>-<stack>``."""
+    kubernetes_version: str = "1.31"
+    vpc: NewVpc | ExistingVpc = field(default_factory=NewVpc)
+    system_nodes: SystemNodeGroup = field(default_factory=SystemNodeGroup)
+    gpu_node_groups: tuple[GpuNodeGroup, ...] = (GpuNodeGroup(),)
+    server_image_gib: float = 20.0
+    """Unpacked size of the Triton + FT server image (sizes GPU node disks)."""
+    model_weights_gib: float = 0.0
+    """Converted weights a GPU node may stage on local disk (0 = served straight from the EFS store)."""
+    conversion_scratch_gib: float = 60.0
+    """Local scratch on CPU nodes for a Hugging Face checkpoint during conversion (sizes system node disks)."""
+    addons: AddonFlags = field(default_factory=AddonFlags)
+    ingress_class: str = "nginx"
+    storage_class_name: str = "triton-ft-efs"
+    protect_model_store: bool | None = None
+    """Protect + retain the EFS store on ``destroy``; None = only in prod. Set False (then ``pulumi up``) to let a
+    prod ``destroy`` delete it."""
+    efs_csi_addon_version: str | None = None
+    """EKS add-on version of the EFS CSI driver (e.g. ``v2.1.4-eksbuild.1``); None = EKS default for the version."""
+    admin_role_arns: tuple[str, ...] = ()
+    """IAM principals (CI roles, operators) granted cluster-admin through EKS access entries."""
+    public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    """Who may reach the public Kubernetes API endpoint."""
+    tags: dict[str, str] = field(default_factory=dict)
+    """Extra tags for every AWS resource (merged into the provider's default tags)."""
+    pod_security: str = "baseline"
+    """Pod Security Admission level enforced on the workload namespace."""
+
+
+def validate_platform_args(args: AwsPlatformArgs) -> list[str]:
+    """Every problem with ``args``, each naming its input and the fix."""
+    problems = list(args.addons.problems())
+    problems += decisions.validate_scaling(
+        "systemNodes", args.system_nodes.min_size, args.system_nodes.desired_size, args.system_nodes.max_size
+    )
+    if args.system_nodes.min_size < 1:
+        problems.append("systemNodes.minSize: must be at least 1 (controllers and the EFS driver run there)")
+    if not args.gpu_node_groups:
+        problems.append("gpuNodeGroups: empty; Triton needs at least one GPU node group")
+    seen: set[str] = set()
+    for group in args.gpu_node_groups:
+        if group.name in seen or group.name == SYSTEM_POOL:
+            problems.append(f"gpuNodeGroups.{group.name}: duplicate or reserved name; give each group its own name")
+        seen.add(group.name)
+        problems += decisions.validate_gpu_instance_types(group.name, group.instance_types)
+        problems += decisions.validate_ami_type(group.name, group.ami_type)
+        problems += decisions.validate_scaling(
+            f"gpuNodeGroups.{group.name}", group.min_size, group.desired_size, group.max_size
+        )
+        if group.capacity_type not in {"ON_DEMAND", "SPOT"}:
+            problems.append(f"gpuNodeGroups.{group.name}.capacityType: '{group.capacity_type}'; use ON_DEMAND or SPOT")
+    if node_autoscaling(args) and image_tag(args.kubernetes_version) is None:
+        problems.append(
+            f"kubernetesVersion: {args.kubernetes_version!r} has no pinned cluster-autoscaler release (its minor "
+            f"must match the cluster's); use one of {', '.join(IMAGE_TAGS)}"
+        )
+    if isinstance(args.vpc, ExistingVpc) and len(args.vpc.private_subnet_ids) < 2:
+        problems.append("vpc.privateSubnetIds: EKS needs subnets in at least 2 availability zones")
+    return problems
+
+
+def node_autoscaling(args: AwsPlatformArgs) -> bool:
+    """cluster-autoscaler is installed when some node group may grow beyond its minimum."""
+    groups = [(args.system_nodes.min_size, args.system_nodes.max_size)]
+    groups += [(g.min_size, g.max_size) for g in args.gpu_node_groups]
+    return any(hi > lo for lo, hi in groups)
+
+
+def gpu_scheduling() -> GpuScheduling:
+    """How workloads reach the GPU nodes of this platform (label shared by every GPU group + the GPU taint)."""
+    return GpuScheduling(node_selector={ACCELERATOR_LABEL: "nvidia"})
+
+
+def device_plugin_node_selector() -> dict[str, str]:
+    return {ACCELERATOR_LABEL: "nvidia", DEVICE_PLUGIN_LABEL: "helm"}
+
+
+class AwsPlatform(pulumi.ComponentResource):
+    """An EKS cluster ready for Triton: GPU nodes with the device plugin, an RWX model store, add-ons."""
+
+    aws_provider: aws.Provider
+    """The explicit AWS provider (region + default tags); pass it to other AWS components such as TritonImage."""
+    cluster_name: pulumi.Output[str]
+    """Physical EKS cluster name."""
+    kubeconfig: pulumi.Output[str]
+    """Kubeconfig of the cluster (secret)."""
+    vpc_id: pulumi.Output[str]
+    """The VPC the cluster runs in."""
+    model_store_file_system_id: pulumi.Output[str]
+    """EFS file system holding the model repository."""
+    namespace: pulumi.Output[str]
+    """The namespace every workload of this stack lives in."""
+    target: ClusterTarget
+
+    def __init__(self, name: str, args: AwsPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        problems = validate_platform_args(args)
+        if problems:
+            raise UserError(f"platform aws ({name}): invalid settings", problems)
+        super().__init__("triton-ft:aws:AwsPlatform", name, {}, opts)
+        project, stack = pulumi.get_project(), pulumi.get_stack()
+        cluster_name = args.cluster_name or decisions.cluster_physical_name(project, stack)
+        protected = decisions.storage_protected(args.environment, args.protect_model_store)
+        gpu_disks = {
+            g.name: g.disk_gib or decisions.node_disk_gib(args.server_image_gib, args.model_weights_gib)
+            for g in args.gpu_node_groups
+        }
+        system_disk = args.system_nodes.disk_gib or decisions.node_disk_gib(1.0, args.conversion_scratch_gib)
+
+        self.aws_provider = aws.Provider(
+            f"{name}-aws",
+            region=args.region,
+            default_tags=aws.ProviderDefaultTagsArgs(
+                tags=decisions.default_tags(project, stack, args.environment, args.tags)
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        network = Network(
+            f"{name}-net",
+            NetworkArgs(vpc=args.vpc, cluster_name=cluster_name, provider=self.aws_provider),
+            opts=pulumi.ResourceOptions(parent=self, providers=[self.aws_provider]),
+        )
+        role = node_role(name, self.aws_provider, self)
+        cluster = eks.Cluster(
+            f"{name}-eks",
+            name=cluster_name,
+            version=args.kubernetes_version,
+            vpc_id=network.vpc_id,
+            private_subnet_ids=network.private_subnet_ids,
+            public_subnet_ids=network.public_subnet_ids,
+            node_associate_public_ip_address=False,
+            skip_default_node_group=True,
+            authentication_mode=eks.AuthenticationMode.API,
+            access_entries={
+                f"admin-{i}": eks.AccessEntryArgs(
+                    principal_arn=arn,
+                    access_policies={
+                        "admin": eks.AccessPolicyAssociationArgs(
+                            policy_arn=CLUSTER_ADMIN_POLICY,
+                            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                        )
+                    },
+                )
+                for i, arn in enumerate(args.admin_role_arns)
+            },
+            create_oidc_provider=True,  # IRSA for the EFS CSI driver
+            endpoint_public_access=True,
+            endpoint_private_access=True,
+            public_access_cidrs=list(args.public_access_cidrs),
+            enabled_cluster_log_types=["api", "audit", "authenticator"],
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                providers={"aws": self.aws_provider},
+                custom_timeouts=pulumi.CustomTimeouts(create="30m", update="60m", delete="30m"),
+            ),
+        )
+        # Node groups wait for the whole network (NAT route included: nodes pull images on boot) and the cluster.
+        node_deps: list[pulumi.Resource] = [cluster, network]
+        system = system_node_group(
+            name,
+            cluster_name=cluster_name,
+            spec=args.system_nodes,
+            disk_gib=system_disk,
+            node_role_arn=role.arn,
+            subnet_ids=network.private_subnet_ids,
+            provider=self.aws_provider,
+            parent=self,
+            depends_on=node_deps,
+        )
+        gpu_groups = [
+            gpu_node_group(
+                name,
+                cluster_name=cluster_name,
+                spec=g,
+                disk_gib=gpu_disks[g.name],
+                node_role_arn=role.arn,
+                subnet_ids=network.private_subnet_ids,
+                provider=self.aws_provider,
+                parent=self,
+                depends_on=node_deps,
+            )
+            for g in args.gpu_node_groups
+        ]
+        k8s_provider = k8s.Provider(
+            f"{name}-k8s",
+            kubeconfig=cluster.kubeconfig_json,
+            enable_server_side_apply=True,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        in_cluster = [system, *gpu_groups]
+        if node_autoscaling(args):
+            install_node_autoscaler(
+                name,
+                cluster_name=cluster_name,
+                region=args.region,
+                kubernetes_version=args.kubernetes_version,
+                node_groups=in_cluster,
+                oidc_provider_arn=cluster.oidc_provider_arn,
+                oidc_provider_url=cluster.oidc_provider_url,
+                aws_provider=self.aws_provider,
+                k8s_provider=k8s_provider,
+                parent=self,
+                depends_on=in_cluster,
+            )
+
+        if any(decisions.needs_device_plugin(g.ami_type) for g in args.gpu_node_groups):
+            install_chart(
+                f"{name}-nvidia-device-plugin",
+                charts.NVIDIA_DEVICE_PLUGIN,
+                charts.device_plugin_values(device_plugin_node_selector()),
+                provider=k8s_provider,
+                parent=self,
+                depends_on=in_cluster,
+            )
+        store = EfsModelStore(
+            f"{name}-store",
+            EfsModelStoreArgs(
+                vpc_id=network.vpc_id,
+                vpc_cidr=network.vpc_cidr,
+                private_subnet_ids=network.private_subnet_ids,
+                subnet_count=network.private_subnet_count,
+                cluster_name=cluster_name,
+                oidc_provider_arn=cluster.oidc_provider_arn,
+                oidc_provider_url=cluster.oidc_provider_url,
+                protected=protected,
+                storage_class_name=args.storage_class_name,
+                aws_provider=self.aws_provider,
+                k8s_provider=k8s_provider,
+                addon_version=args.efs_csi_addon_version,
+                depends_on=(system,),
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        addons = install_addons(
+            name,
+            args.addons,
+            ingress_class=args.ingress_class,
+            system_node_selector={POOL_LABEL: SYSTEM_POOL},
+            provider=k8s_provider,
+            parent=self,
+            depends_on=in_cluster,
+        )
+        ns = k8s.core.v1.Namespace(
+            f"{name}-ns",
+            metadata={"name": args.namespace, "labels": namespace_labels(args.pod_security)},
+            opts=pulumi.ResourceOptions(parent=self, provider=k8s_provider, depends_on=in_cluster),
+        )
+
+        self.cluster_name = pulumi.Output.from_input(cluster_name)
+        self.kubeconfig = pulumi.Output.secret(cluster.kubeconfig_json.apply(_as_json))
+        self.vpc_id = network.vpc_id
+        self.model_store_file_system_id = store.file_system_id
+        self.namespace = ns.metadata.apply(lambda m: m["name"] if isinstance(m, dict) else m.name)
+        self.target = ClusterTarget(
+            provider=k8s_provider,
+            namespace=self.namespace,
+            gpu=gpu_scheduling(),
+            cpu_node_selector={POOL_LABEL: SYSTEM_POOL},
+            storage_class=args.storage_class_name,
+            ingress_class=args.ingress_class,
+            crd_installers=list(addons.charts),
+            addons=addons.names,
+            kubeconfig=self.kubeconfig,
+        )
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster_name,
+                "kubeconfig": self.kubeconfig,
+                "vpc_id": self.vpc_id,
+                "model_store_file_system_id": self.model_store_file_system_id,
+                "namespace": self.namespace,
+            }
+        )
+
+
+def _as_json(kubeconfig: object) -> str:
+    return kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig)
+
+
+__all__ = ["AddonFlags", "AwsPlatform", "AwsPlatformArgs", "ExistingVpc", "GpuNodeGroup", "NewVpc", "SystemNodeGroup"]

@@ -1,0 +1,240 @@
+"""Prometheus scrape config, recording/alerting rules and a Grafana dashboard for one Triton service (pure).
+
+Metric names are the ones in Triton's current metrics documentation (``docs/user_guide/metrics.md``):
+``nv_inference_request_success``/``_failure``, ``nv_inference_queue_duration_us``,
+``nv_inference_compute_infer_duration_us``, ``nv_inference_pending_request_count``, ``nv_gpu_utilization``,
+``nv_gpu_memory_used_bytes``/``_total_bytes``. The dashboards shipped in Triton's ``deploy/{aws,gcp,oci}``
+charts still query removed names (``nv_inference_load_ratio_bucket``), deploy-anchors.md §1.2.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from components.common.triton import RATIO_RECORD
+from components.common.workload import SCRAPE_INTERVAL
+from components.settings.alerting import alert_for
+
+RATIO_LABELS = "namespace, job, pod"
+"""Labels the recorded ratio keeps."""
+
+
+def series_selector(namespace: str, job: str) -> str:
+    """PromQL label matcher for this service's series (the ServiceMonitor's ``job`` is the Service name)."""
+    return f'namespace="{namespace}",job="{job}"'
+
+
+def service_monitor_spec(namespace: str, service_labels: dict[str, str]) -> dict[str, Any]:
+    """Scrape the Service's ``metrics`` port (8002) every 15 s (the anchors' interval)."""
+    return {
+        "selector": {"matchLabels": dict(service_labels)},
+        "namespaceSelector": {"matchNames": [namespace]},
+        "endpoints": [{"port": "metrics", "path": "/metrics", "interval": SCRAPE_INTERVAL}],
+    }
+
+
+def ratio_expr(namespace: str, job: str, ensembles: tuple[str, ...] = ()) -> str:
+    """Per-pod queue time per unit of compute time, summed over the pod's models except ``ensembles``.
+
+    Keeps ``namespace`` and ``pod`` (the HPA's Pods metric) and ``job`` (the service: KEDA, alerts, dashboard).
+    An ensemble's compute time is its steps' end-to-end time, their queue time included (measured on the real
+    Triton, tests/realtriton/test_prometheus_signal.py): counted, it caps the ratio below 1 however long the queue.
+    """
+    sel = series_selector(namespace, job) + "".join(f',model!="{name}"' for name in ensembles)
+    return (
+        f"sum by ({RATIO_LABELS}) (rate(nv_inference_queue_duration_us{{{sel}}}[1m]))\n"
+        f"/ clamp_min(sum by ({RATIO_LABELS}) (rate(nv_inference_compute_infer_duration_us{{{sel}}}[1m])), 1)"
+    )
+
+
+def failure_ratio_expr(namespace: str, job: str) -> str:
+    """Failed requests / all requests, per model, over 5 minutes."""
+    sel = series_selector(namespace, job)
+    failed = f"sum by (namespace, model) (rate(nv_inference_request_failure{{{sel}}}[5m]))"
+    ok = f"sum by (namespace, model) (rate(nv_inference_request_success{{{sel}}}[5m]))"
+    return f"{failed}\n/ clamp_min({failed} + {ok}, 1e-9)"
+
+
+def prometheus_rule_spec(
+    namespace: str,
+    job: str,
+    ratio_target: float,
+    max_pending: int,
+    *,
+    failure_ratio: float = 0.05,
+    ensembles: tuple[str, ...] = (),
+    for_: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The ratio recording rule (the autoscaler's input, ``ensembles`` left out of it) and three alerts.
+
+    * ``TritonInferenceFailures``: more than ``failure_ratio`` of requests fail (5-minute rate), for 10 min;
+    * ``TritonQueueSaturated``: the ratio stays above 3 x the autoscaling target for 15 min (the autoscaler cannot
+      keep up: max replicas reached or no GPU node available);
+    * ``TritonRequestsPiling``: a pod holds more than ``max_pending`` queued requests for 5 min.
+
+    ``for_`` overrides those durations per alert name (:func:`alert_for`).
+    """
+    sel = series_selector(namespace, job)
+    durations = alert_for(for_)
+    labels = {"severity": "warning", "service": job}
+    return {
+        "groups": [
+            {
+                "name": f"{job}.triton-ft.rules",
+                "interval": "15s",
+                "rules": [{"record": RATIO_RECORD, "expr": ratio_expr(namespace, job, ensembles)}],
+            },
+            {
+                "name": f"{job}.triton-ft.alerts",
+                "rules": [
+                    {
+                        "alert": "TritonInferenceFailures",
+                        "expr": f"({failure_ratio_expr(namespace, job)}) > {failure_ratio:g}",
+                        "for": durations["TritonInferenceFailures"],
+                        "labels": {**labels, "severity": "critical"},
+                        "annotations": {
+                            "summary": "Triton model {{ $labels.model }} fails {{ $value | humanizePercentage }} "
+                            "of requests",
+                            "description": f"More than {failure_ratio:.0%} of inference requests to service {job} "
+                            f"failed (5-minute rate) for {durations['TritonInferenceFailures']}.",
+                        },
+                    },
+                    {
+                        "alert": "TritonQueueSaturated",
+                        "expr": f"avg by (namespace, job) ({RATIO_RECORD}{{{sel}}}) > {3 * ratio_target:g}",
+                        "for": durations["TritonQueueSaturated"],
+                        "labels": labels,
+                        "annotations": {
+                            "summary": f'Requests to {job} wait {{{{ $value | printf "%.1f" }}}}x their compute time',
+                            "description": "The queue/compute ratio stayed above 3x the autoscaling target for "
+                            f"{durations['TritonQueueSaturated']}: the autoscaler is at its maximum or no GPU node is "
+                            "available.",
+                        },
+                    },
+                    {
+                        "alert": "TritonRequestsPiling",
+                        "expr": f"max by (namespace, pod, model) (nv_inference_pending_request_count{{{sel}}}) "
+                        f"> {max_pending}",
+                        "for": durations["TritonRequestsPiling"],
+                        "labels": labels,
+                        "annotations": {
+                            "summary": "{{ $labels.pod }} holds {{ $value }} pending requests for {{ $labels.model }}",
+                            "description": f"More than {max_pending} requests queued in one pod for "
+                            f"{durations['TritonRequestsPiling']}.",
+                        },
+                    },
+                ],
+            },
+        ]
+    }
+
+
+def _panel(*, panel_id: int, title: str, unit: str, targets: list[tuple[str, str]], x: int, y: int) -> dict[str, Any]:
+    return {
+        "id": panel_id,
+        "type": "timeseries",
+        "title": title,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [
+            {"refId": chr(ord("A") + i), "expr": expr, "legendFormat": legend}
+            for i, (expr, legend) in enumerate(targets)
+        ],
+    }
+
+
+def dashboard(namespace: str, job: str, title: str) -> dict[str, Any]:
+    """A Grafana dashboard for one service: traffic, failures, latency split, autoscaling signal, GPUs."""
+    sel = series_selector(namespace, job)
+    panels_spec: list[tuple[str, str, list[tuple[str, str]]]] = [
+        (
+            "Requests per second",
+            "reqps",
+            [
+                (f"sum by (model) (rate(nv_inference_request_success{{{sel}}}[1m]))", "{{model}} ok"),
+                (f"sum by (model) (rate(nv_inference_request_failure{{{sel}}}[1m]))", "{{model}} failed"),
+            ],
+        ),
+        (
+            "Queue / compute ratio (autoscaling signal)",
+            "none",
+            [(f"{RATIO_RECORD}{{{sel}}}", "{{pod}}")],
+        ),
+        (
+            "Average queue time per request",
+            "µs",
+            [
+                (
+                    f"sum by (model) (rate(nv_inference_queue_duration_us{{{sel}}}[1m]))\n/ clamp_min(sum by (model) "
+                    f"(rate(nv_inference_request_success{{{sel}}}[1m])), 1e-9)",
+                    "{{model}}",
+                )
+            ],
+        ),
+        (
+            "Average compute time per request",
+            "µs",
+            [
+                (
+                    f"sum by (model) (rate(nv_inference_compute_infer_duration_us{{{sel}}}[1m]))\n/ clamp_min(sum by "
+                    f"(model) (rate(nv_inference_request_success{{{sel}}}[1m])), 1e-9)",
+                    "{{model}}",
+                )
+            ],
+        ),
+        (
+            "Pending requests",
+            "none",
+            [(f"sum by (pod) (nv_inference_pending_request_count{{{sel}}})", "{{pod}}")],
+        ),
+        (
+            "Replicas serving",
+            "none",
+            [(f"count(count by (pod) (nv_inference_request_success{{{sel}}}))", "pods")],
+        ),
+        (
+            "GPU utilization",
+            "percentunit",
+            [(f"nv_gpu_utilization{{{sel}}}", "{{pod}} {{gpu_uuid}}")],
+        ),
+        (
+            "GPU memory used",
+            "bytes",
+            [
+                (f"nv_gpu_memory_used_bytes{{{sel}}}", "{{pod}} {{gpu_uuid}} used"),
+                (f"nv_gpu_memory_total_bytes{{{sel}}}", "{{pod}} {{gpu_uuid}} total"),
+            ],
+        ),
+    ]
+    panels = [
+        _panel(panel_id=i + 1, title=name, unit=unit, targets=targets, x=12 * (i % 2), y=8 * (i // 2))
+        for i, (name, unit, targets) in enumerate(panels_spec)
+    ]
+    return {
+        "uid": f"triton-ft-{job}"[:40],
+        "title": title,
+        "tags": ["triton-ft", "triton"],
+        "timezone": "browser",
+        "schemaVersion": 39,
+        "refresh": "30s",
+        "time": {"from": "now-6h", "to": "now"},
+        "templating": {
+            "list": [
+                {
+                    "name": "datasource",
+                    "type": "datasource",
+                    "query": "prometheus",
+                    "label": "Data source",
+                }
+            ]
+        },
+        "panels": panels,
+    }
+
+
+def dashboard_json(namespace: str, job: str, title: str) -> str:
+    """:func:`dashboard` as the JSON text a Grafana sidecar loads from a ConfigMap."""
+    return json.dumps(dashboard(namespace, job, title), indent=1, sort_keys=True, ensure_ascii=False)

@@ -1,0 +1,208 @@
+"""The Triton Deployment, Service, PodDisruptionBudget and NetworkPolicy, as pure functions (no Pulumi)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from components.common.layout import STORE_MOUNT
+from components.common.podsec import container_security_context, pod_security_context
+from components.common.sizing import ServerSizing, StartupBudget
+from components.common.target import GpuScheduling
+from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
+from components.common.workload import http_probe, namespace_peer
+from tritonft.spec import ModelSpec
+
+TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
+LIVE_PATH = "/v2/health/live"
+READY_PATH = "/v2/health/ready"
+
+
+def tritonserver_args(model: ModelSpec, repository_dir: str) -> list[str]:
+    """Flags of ``tritonserver``: explicit model control, strict readiness, metrics (incl. GPU) on.
+
+    ``--strict-readiness`` makes ``/v2/health/ready`` mean "every loaded model is ready" (Triton's deploy guide),
+    which is what both the readiness and the startup probe ask.
+    """
+    return [
+        f"--model-repository={repository_dir}",
+        "--model-control-mode=explicit",
+        f"--load-model={model.name}",
+        "--strict-readiness=true",
+        "--exit-on-error=true",
+        f"--http-port={HTTP_PORT}",
+        f"--grpc-port={GRPC_PORT}",
+        "--allow-metrics=true",
+        "--allow-gpu-metrics=true",
+        f"--metrics-port={METRICS_PORT}",
+        "--log-verbose=0",
+    ]
+
+
+def server_command(model: ModelSpec, repository_dir: str) -> list[str]:
+    """The container command: plain ``tritonserver`` on one GPU, under ``mpirun -n 1`` on several.
+
+    The FasterTransformer backend starts one MPI process per *node* and drives all the node's GPUs from it
+    (ft-format.md §6, seed 001: ``mpirun -n 1 ... tritonserver`` for T5-3B on 4 GPUs). The pod runs as a non-root
+    user, so seed 001's ``--allow-run-as-root`` is not needed; ``--bind-to none`` keeps MPI from pinning the
+    process to one core of the pod's CPU set.
+    """
+    server = [TRITONSERVER, *tritonserver_args(model, repository_dir)]
+    if model.gpus == 1:
+        return server
+    return ["mpirun", "-n", "1", "--bind-to", "none", *server]
+
+
+@dataclass(frozen=True)
+class ServerPod:
+    """Inputs of the server pod that are not the model itself."""
+
+    image: Any
+    """Triton + FT server image (a str or a Pulumi Output of one), pinned by digest."""
+    claim_name: str
+    gpu: GpuScheduling
+
+
+def server_pod_spec(
+    model: ModelSpec,
+    repository_dir: str,
+    pod: ServerPod,
+    sizing: ServerSizing,
+    budget: StartupBudget,
+    *,
+    affinity: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The Triton pod: GPUs = TP x PP on a GPU node, sized /dev/shm, startup budget from the model, hardened.
+
+    * startupProbe on ``/v2/health/ready`` for ``budget`` (the model's load time), after which
+    * livenessProbe on ``/v2/health/live`` restarts a hung server and readinessProbe on ``/v2/health/ready``
+      takes an unready one out of the Service; neither can kill a pod that is still loading (server#7014).
+    """
+    gpu = pod.gpu.resource_name
+    requests = {
+        "cpu": sizing.cpu_request,
+        "memory": sizing.memory_request,
+        "ephemeral-storage": sizing.ephemeral_request,
+        gpu: str(sizing.gpus),
+    }
+    limits = {
+        "cpu": sizing.cpu_limit,
+        "memory": sizing.memory_limit,
+        "ephemeral-storage": sizing.ephemeral_limit,
+        gpu: str(sizing.gpus),
+    }
+    container = {
+        "name": "triton",
+        "image": pod.image,
+        "imagePullPolicy": "Always",
+        "command": server_command(model, repository_dir),
+        "env": [
+            {"name": "HOME", "value": "/tmp"},
+            # FTB's default: GROUP is safe; PARALLEL is faster but may hang (FTB README).
+            {"name": "NCCL_LAUNCH_MODE", "value": "GROUP"},
+        ],
+        "ports": [
+            {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
+            {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
+            {"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"},
+        ],
+        "resources": {"requests": requests, "limits": limits},
+        "startupProbe": http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
+        "livenessProbe": http_probe(LIVE_PATH, 10, 3),
+        "readinessProbe": http_probe(READY_PATH, 5, 3),
+        "securityContext": container_security_context(),
+        "volumeMounts": [
+            {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True},
+            {"name": "shm", "mountPath": "/dev/shm"},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": 60,
+        "securityContext": pod_security_context(),
+        "nodeSelector": dict(pod.gpu.node_selector),
+        "tolerations": [dict(t) for t in pod.gpu.tolerations],
+        "containers": [container],
+        "volumes": [
+            {"name": "store", "persistentVolumeClaim": {"claimName": pod.claim_name, "readOnly": True}},
+            # Counted in the memory request (server_sizing): a memory emptyDir is charged to the pod.
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": sizing.shm_size}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+        ],
+    }
+    if affinity is not None:
+        spec["affinity"] = affinity
+    return spec
+
+
+def service_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
+    """ClusterIP Service for HTTP 8000, gRPC 8001 (``appProtocol`` h2c) and metrics 8002."""
+    return {
+        "type": "ClusterIP",
+        "selector": dict(selector_labels),
+        "ports": [
+            {"name": "http", "port": HTTP_PORT, "targetPort": "http", "protocol": "TCP", "appProtocol": "http"},
+            {
+                "name": "grpc",
+                "port": GRPC_PORT,
+                "targetPort": "grpc",
+                "protocol": "TCP",
+                "appProtocol": "kubernetes.io/h2c",
+            },
+            {
+                "name": "metrics",
+                "port": METRICS_PORT,
+                "targetPort": "metrics",
+                "protocol": "TCP",
+                "appProtocol": "http",
+            },
+        ],
+    }
+
+
+def network_policy_spec(
+    selector_labels: dict[str, str],
+    client_namespaces: tuple[str, ...],
+    prometheus_namespace: str,
+    gateway_pods: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Only ``client_namespaces`` (the ingress controller's) reach 8000/8001, the stack's gateway pods (selected by
+    ``gateway_pods``, same namespace) reach 8001, only Prometheus reaches 8002.
+
+    Egress is limited to cluster DNS: Triton reads its models from the mounted volume and calls nothing.
+    """
+    tcp = "TCP"
+    ingress: list[dict[str, Any]] = []
+    if client_namespaces:  # an empty `from` would admit every source, so no clients means no rule
+        ingress.append(
+            {
+                "from": [namespace_peer(ns) for ns in client_namespaces],
+                "ports": [{"port": HTTP_PORT, "protocol": tcp}, {"port": GRPC_PORT, "protocol": tcp}],
+            }
+        )
+    if gateway_pods:
+        ingress.append(
+            {
+                "from": [{"podSelector": {"matchLabels": dict(gateway_pods)}}],
+                "ports": [{"port": GRPC_PORT, "protocol": tcp}],
+            }
+        )
+    ingress.append({"from": [namespace_peer(prometheus_namespace)], "ports": [{"port": METRICS_PORT, "protocol": tcp}]})
+    return {
+        "podSelector": {"matchLabels": dict(selector_labels)},
+        "policyTypes": ["Ingress", "Egress"],
+        "ingress": ingress,
+        "egress": [
+            {
+                "to": [
+                    {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                    }
+                ],
+                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+            }
+        ],
+    }

@@ -1,0 +1,438 @@
+"""TritonService: one model served by Triton + FasterTransformer, exposed, autoscaled and monitored.
+
+Children: Deployment, Service, PodDisruptionBudget, NetworkPolicy; HTTP and gRPC Ingresses (with TLS and auth
+unless ``secure`` is off); an HPA or a KEDA ScaledObject; a ServiceMonitor, a PrometheusRule and a Grafana
+dashboard ConfigMap when monitoring is on. Custom resources (ServiceMonitor, PrometheusRule, ScaledObject) are
+created only when asked for and always after the resources that install their CRDs (pulumi-kubernetes#1712,
+#3176). The Deployment waits for the model's conversion Job; ``up`` then waits for its rollout through a
+``RolloutWatch`` (the startup budget computed from the model's size, or much less when the scheduler shows the pods
+can never get their GPUs) instead of the Kubernetes provider's await.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.common.exposure import basic_auth_secret
+from components.common.handoffs import ConvertedModel, ModelVolume
+from components.common.ingress import (
+    IngressArgs,
+    endpoint_urls,
+    grpc_exposed,
+    ingress_annotations,
+    ingress_spec,
+    tls_secret_name,
+    validate_ingress,
+)
+from components.common.layout import SKIP_AWAIT, as_input, dns_label, labels, object_meta, selector
+from components.common.sizing import (
+    LOAD_BANDWIDTH,
+    progress_deadline_seconds,
+    rollout_timeout_minutes,
+    scale_down_window_seconds,
+    server_sizing,
+    startup_budget,
+)
+from components.common.target import ClusterTarget
+from components.common.triton import GRPC_PORT, HTTP_PORT, adapter_rule
+from components.common.workload import deployment_spec, pdb_spec
+from components.rollout_watch import RolloutWatch, RolloutWatchArgs
+from components.serving.autoscaling import GatewayDemand, hpa_spec, scaled_object_spec
+from components.serving.monitoring import dashboard_json, prometheus_rule_spec, service_monitor_spec
+from components.serving.server_spec import (
+    ServerPod,
+    network_policy_spec,
+    server_pod_spec,
+    service_spec,
+)
+from components.settings.alerting import alert_for
+from components.settings.capacity import (
+    PACKING_LABEL,
+    PLACEMENT_ANNOTATION,
+    Rollout,
+    fixed_rollout,
+    packing,
+    placement_affinity,
+    placement_note,
+)
+from tritonft.errors import UserError
+from tritonft.repo.naming import RepoNames
+from tritonft.rollout.verdict import NodeGrowth
+
+Autoscaler = Literal["hpa", "keda", "none"]
+
+
+@dataclass(frozen=True)
+class TritonServiceArgs:
+    """How one converted model is served."""
+
+    target: ClusterTarget
+    conversion: ConvertedModel
+    """The model's conversion (its model spec, store paths and Job, which the Deployment waits for)."""
+    store: ModelVolume
+    """The model store the conversion wrote into (mounted read-only)."""
+    image: pulumi.Input[str]
+    """Triton + FasterTransformer server image, pinned by digest."""
+    ingress: IngressArgs | None = None
+    """External exposure; None = in-cluster only."""
+    autoscaler: Autoscaler = "hpa"
+    """``hpa`` (queue/compute ratio via prometheus-adapter), ``keda`` (same ratio + scale-to-zero), ``none``."""
+    min_replicas: int = 1
+    """Lower bound of the autoscaler (0 allowed with KEDA and an ingress or the gateway), or the fixed count
+    without one."""
+    max_replicas: int = 3
+    ratio_target: float = 1.0
+    """Target queue time / compute time per pod (NVIDIA tutorial: 1.0; 1.5-3.5 for large TP models)."""
+    keda_prometheus_url: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
+    """Prometheus the KEDA triggers query."""
+    keda_requests_per_replica: float = 20.0
+    """With KEDA: ingress requests/s one replica is expected to absorb."""
+    monitoring: bool = True
+    """Create ServiceMonitor, PrometheusRule and the Grafana dashboard (needs the prometheus-operator CRDs)."""
+    prometheus_namespace: str = "monitoring"
+    """Namespace of Prometheus: the only one the NetworkPolicy lets reach the metrics port."""
+    alert_for: dict[str, str] = field(default_factory=dict)
+    """Alert name -> its ``for:`` duration, for the alerts to change (``components.serving.monitoring.ALERT_FOR``)."""
+    monitoring_labels: dict[str, str] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
+    """Labels Prometheus selects ServiceMonitors/PrometheusRules by (kube-prometheus-stack: ``release``)."""
+    dashboard_labels: dict[str, str] = field(default_factory=lambda: {"grafana_dashboard": "1"})
+    """Labels the Grafana sidecar loads dashboard ConfigMaps by."""
+    dashboard_namespace: str | None = None
+    """Namespace the Grafana sidecar watches for dashboards (None = the workload namespace)."""
+    client_namespaces: tuple[str, ...] = ()
+    """Extra namespaces whose pods may call 8000/8001 directly (besides the ingress controller's)."""
+    load_bandwidth: int = LOAD_BANDWIDTH
+    """Bytes/s the server reads weights from the store at start-up; sizes the startup budget."""
+    scale_down_window_seconds: int | None = None
+    """HPA/KEDA scale-down stabilization override; None = computed from the startup budget."""
+    gpus_per_node: int | None = None
+    """GPUs of one GPU node: part-node pods then pack together (``components.settings.capacity``); None = no packing."""
+    node_type: str = "GPU"
+    """Name of the GPU node type, for the placement annotation."""
+    rollout: Rollout = field(default_factory=fixed_rollout)
+    """Surge or replace one at a time, decided from the GPU capacity (``components.settings.capacity.rollout_for``)."""
+    gateway_pods: dict[str, str] | None = None
+    """Selector labels of the stack's OpenAI gateway pods, which the NetworkPolicy lets call gRPC (8001)."""
+    gateway_job: str | None = None
+    """Prometheus job of the stack's OpenAI gateway (its Service name): with KEDA, the gateway's requests for this
+    model are demand too, and wake it from zero. None = no gateway."""
+    node_growth: NodeGrowth = field(default_factory=lambda: NodeGrowth(autoscaler=False))
+    """What can add GPU nodes while a pod waits for GPUs (the rollout watch fails fast when nothing can)."""
+
+
+def _validate(args: TritonServiceArgs) -> list[str]:
+    problems: list[str] = []
+    if args.max_replicas < max(1, args.min_replicas):
+        problems.append(f"max_replicas ({args.max_replicas}) must be >= max(1, min_replicas={args.min_replicas})")
+    if args.min_replicas < 0:
+        problems.append("min_replicas must be >= 0")
+    if args.min_replicas == 0 and args.autoscaler != "keda":
+        problems.append("min_replicas 0 (scale to zero) needs autoscaler='keda'")
+    if args.min_replicas == 0 and args.ingress is None and args.gateway_job is None:
+        problems.append(
+            "scale to zero needs an ingress or the gateway: their request rate is what wakes a service with no pods"
+        )
+    if args.ratio_target <= 0:
+        problems.append(f"ratio_target must be positive (got {args.ratio_target})")
+    addons = args.target.addons
+    if args.monitoring and "prometheus-operator" not in addons:
+        problems.append("monitoring is on but the cluster has no 'prometheus-operator' add-on (ServiceMonitor CRD)")
+    if args.autoscaler == "keda" and "keda" not in addons:
+        problems.append("autoscaler 'keda' needs the 'keda' add-on (ScaledObject CRD)")
+    if args.autoscaler != "none" and not args.monitoring:
+        problems.append(
+            f"autoscaler {args.autoscaler!r} reads the ratio recorded by the PrometheusRule: turn monitoring on, "
+            "or set autoscaler='none'"
+        )
+    if args.ingress is not None and args.ingress.cluster_issuer and "cert-manager" not in addons:
+        problems.append("ingress.cluster_issuer needs the 'cert-manager' add-on")
+    try:
+        alert_for(args.alert_for)
+    except ValueError as exc:
+        problems.append(f"alert_for: {exc}")
+    return problems
+
+
+class TritonService(pulumi.ComponentResource):
+    """Triton serving one FasterTransformer model, with ingress, autoscaling and monitoring."""
+
+    deployment_name: pulumi.Output[str]
+    """Name of the Triton Deployment."""
+    service_name: pulumi.Output[str]
+    """Name of the ClusterIP Service (ports http 8000, grpc 8001, metrics 8002)."""
+    internal_url: pulumi.Output[str]
+    """In-cluster HTTP base URL, e.g. ``http://t5-small.triton.svc:8000``."""
+    grpc_address: pulumi.Output[str]
+    """In-cluster gRPC ``host:port``, e.g. ``t5-small.triton.svc:8001`` (what the gateway calls)."""
+    endpoint: pulumi.Output[str | None]
+    """Public HTTP base URL through the ingress (None without an ingress)."""
+    grpc_endpoint: pulumi.Output[str | None]
+    """Public gRPC target ``host:443`` (None without a TLS ingress)."""
+    adapter_rules: pulumi.Output[str]
+    """JSON of the prometheus-adapter ``rules.custom`` entry the HPA needs (for the adapter chart's values)."""
+    startup_budget_seconds: pulumi.Output[int]
+    """The startupProbe budget derived from the model size."""
+    deployment: k8s.apps.v1.Deployment
+    """The Triton Deployment."""
+    rollout_watch: RolloutWatch
+    """Done when the Deployment has rolled out (for ``depends_on`` of the integration probe)."""
+    pod_selector: dict[str, str]
+    """Selector labels of the Triton pods (the gateway's NetworkPolicy lets it reach these)."""
+    scales_to_zero: bool
+    """May have no replica when idle (KEDA, ``min_replicas`` 0): the gateway must not need it to be ready."""
+
+    def __init__(self, name: str, args: TritonServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        problems = _validate(args) + (validate_ingress(args.ingress) if args.ingress is not None else [])
+        if problems:  # before anything registers: a bad config never reaches the engine
+            raise UserError(f"TritonService {name!r}:\n  " + "\n  ".join(problems))
+        super().__init__("triton-ft:serving:TritonService", name, {}, opts)
+
+        target = args.target
+        model = args.conversion.model
+        repository_dir = args.conversion.paths.repository_dir
+        self._target = target
+        base = dns_label(name)
+        ns = target.namespace
+        sel = selector("triton", name)
+        meta_labels = labels("triton", name, model.name)
+        pod_labels = {**meta_labels, **sel}
+        # RolloutWatch below waits instead of the provider's await, which only gives up at its timeout.
+        placement: dict[str, str] = {"triton-ft.io/rollout": args.rollout.reason, SKIP_AWAIT: "true"}
+        affinity = None
+        if args.gpus_per_node is not None:
+            pod_labels[PACKING_LABEL] = packing(model.gpus, args.gpus_per_node)
+            affinity = placement_affinity(model.gpus, args.gpus_per_node)
+            placement[PLACEMENT_ANNOTATION] = placement_note(model.gpus, args.gpus_per_node, args.node_type)
+        child = pulumi.ResourceOptions(parent=self, provider=target.provider)
+
+        sizing = server_sizing(model)
+        budget = startup_budget(model, load_bandwidth=args.load_bandwidth)
+        pod = ServerPod(image=args.image, claim_name=args.store.k8s_name, gpu=target.gpu)
+        replicas = args.min_replicas if args.autoscaler == "none" else None
+        deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata=object_meta(base, ns, meta_labels, placement),
+            spec=as_input(
+                deployment_spec(
+                    sel,
+                    pod_labels,
+                    server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity),
+                    progress_deadline_seconds(budget),
+                    replicas,
+                    strategy=args.rollout.strategy(),
+                )
+            ),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=target.provider,
+                depends_on=[args.conversion.job, args.store.claim],
+            ),
+        )
+        rollout_watch = RolloutWatch(
+            f"{name}-rollout",
+            RolloutWatchArgs(
+                namespace=ns,
+                deployment=base,
+                generation=deployment.metadata.apply(_generation),
+                deadline_s=60.0 * rollout_timeout_minutes(budget),
+                growth=args.node_growth,
+                min_replicas=args.min_replicas,
+                kubeconfig=target.kubeconfig,
+                context=target.context,
+            ),
+            pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
+        )
+        service = k8s.core.v1.Service(
+            f"{name}-service", metadata=object_meta(base, ns, meta_labels), spec=as_input(service_spec(sel)), opts=child
+        )
+        k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-pdb", metadata=object_meta(base, ns, meta_labels), spec=as_input(pdb_spec(sel)), opts=child
+        )
+        clients = (args.ingress.controller_namespace,) if args.ingress is not None else ()
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-netpol",
+            metadata=object_meta(base, ns, meta_labels),
+            spec=as_input(
+                network_policy_spec(
+                    sel, clients + args.client_namespaces, args.prometheus_namespace, gateway_pods=args.gateway_pods
+                )
+            ),
+            opts=child,
+        )
+
+        ingress_names = self._ingresses(
+            name=name, base=base, args=args, meta_labels=meta_labels, child=child, depends_on=[service]
+        )
+        scale_down = args.scale_down_window_seconds or scale_down_window_seconds(budget)
+        # Custom resources only after the charts that install their CRDs (pulumi-kubernetes#1712, #3176).
+        crd_opts = pulumi.ResourceOptions(
+            parent=self, provider=target.provider, depends_on=[*target.crd_installers, service]
+        )
+        if args.monitoring:
+            self._monitoring(
+                name=name,
+                base=base,
+                args=args,
+                meta_labels=meta_labels,
+                crd_opts=crd_opts,
+                child=child,
+                max_pending=4 * model.batching.max_batch_size,
+            )
+        if args.autoscaler == "hpa":
+            k8s.autoscaling.v2.HorizontalPodAutoscaler(
+                f"{name}-hpa",
+                metadata=object_meta(base, ns, meta_labels),
+                spec=as_input(hpa_spec(base, args.min_replicas, args.max_replicas, args.ratio_target, scale_down)),
+                opts=pulumi.ResourceOptions(parent=self, provider=target.provider, depends_on=[deployment]),
+            )
+        elif args.autoscaler == "keda":
+            k8s.apiextensions.CustomResource(
+                f"{name}-scaledobject",
+                api_version="keda.sh/v1alpha1",
+                kind="ScaledObject",
+                metadata=object_meta(base, ns, meta_labels),
+                spec=ns.apply(
+                    lambda n: scaled_object_spec(
+                        deployment=base,
+                        namespace=n,
+                        job=base,
+                        prometheus_url=args.keda_prometheus_url,
+                        ingresses=ingress_names,
+                        gateway=GatewayDemand(args.gateway_job, model.name) if args.gateway_job else None,
+                        min_replicas=args.min_replicas,
+                        max_replicas=args.max_replicas,
+                        ratio_target=args.ratio_target,
+                        requests_per_replica=args.keda_requests_per_replica,
+                        scale_down_window_seconds=scale_down,
+                    )
+                ),
+                opts=pulumi.ResourceOptions.merge(crd_opts, pulumi.ResourceOptions(depends_on=[deployment])),
+            )
+
+        self.deployment = deployment
+        self.rollout_watch = rollout_watch
+        self.deployment_name = pulumi.Output.from_input(base)
+        self.service_name = pulumi.Output.from_input(base)
+        self.internal_url = ns.apply(lambda n: f"http://{base}.{n}.svc:{HTTP_PORT}")
+        self.grpc_address = ns.apply(lambda n: f"{base}.{n}.svc:{GRPC_PORT}")
+        self.pod_selector = dict(sel)
+        self.scales_to_zero = args.min_replicas == 0
+        http_url, grpc_url = endpoint_urls(args.ingress) if args.ingress is not None else (None, None)
+        self.endpoint = pulumi.Output.from_input(http_url)
+        self.grpc_endpoint = pulumi.Output.from_input(grpc_url)
+        self.adapter_rules = pulumi.Output.from_input(json.dumps({"custom": [adapter_rule()]}, sort_keys=True))
+        self.startup_budget_seconds = pulumi.Output.from_input(budget.seconds)
+        self.register_outputs(
+            {
+                "deployment_name": self.deployment_name,
+                "service_name": self.service_name,
+                "internal_url": self.internal_url,
+                "grpc_address": self.grpc_address,
+                "endpoint": self.endpoint,
+                "grpc_endpoint": self.grpc_endpoint,
+                "adapter_rules": self.adapter_rules,
+                "startup_budget_seconds": self.startup_budget_seconds,
+            }
+        )
+
+    def _ingresses(
+        self,
+        *,
+        name: str,
+        base: str,
+        args: TritonServiceArgs,
+        meta_labels: dict[str, str],
+        child: pulumi.ResourceOptions,
+        depends_on: list[pulumi.Resource],
+    ) -> tuple[str, ...]:
+        """HTTP (and gRPC when TLS is on) Ingresses; returns their names."""
+        ing = args.ingress
+        if ing is None:
+            return ()
+        ns = self._target.namespace
+        basic_secret = basic_auth_secret(name, base=base, namespace=ns, labels=meta_labels, ingress=ing, opts=child)
+        tls = tls_secret_name(ing, base)
+        opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=depends_on))
+        made = [f"{base}-http"]
+        k8s.networking.v1.Ingress(
+            f"{name}-http",
+            metadata=object_meta(
+                made[0],
+                ns,
+                meta_labels,
+                ingress_annotations(
+                    ing, basic_secret, grpc=False, issue_certificate=True, streams=args.conversion.model.decoupled
+                ),
+            ),
+            spec=as_input(ingress_spec(ing, self._target.ingress_class, base, grpc=False, tls_secret=tls)),
+            opts=opts,
+        )
+        if grpc_exposed(ing):
+            made.append(f"{base}-grpc")
+            k8s.networking.v1.Ingress(
+                f"{name}-grpc",
+                metadata=object_meta(
+                    made[1], ns, meta_labels, ingress_annotations(ing, basic_secret, grpc=True, issue_certificate=False)
+                ),
+                spec=as_input(ingress_spec(ing, self._target.ingress_class, base, grpc=True, tls_secret=tls)),
+                opts=opts,
+            )
+        return tuple(made)
+
+    def _monitoring(
+        self,
+        *,
+        name: str,
+        base: str,
+        args: TritonServiceArgs,
+        meta_labels: dict[str, str],
+        crd_opts: pulumi.ResourceOptions,
+        child: pulumi.ResourceOptions,
+        max_pending: int,
+    ) -> None:
+        """ServiceMonitor + PrometheusRule (custom resources, after the CRD installers) and the dashboard."""
+        ns = self._target.namespace
+        cr_labels = {**meta_labels, **args.monitoring_labels}
+        k8s.apiextensions.CustomResource(
+            f"{name}-servicemonitor",
+            api_version="monitoring.coreos.com/v1",
+            kind="ServiceMonitor",
+            metadata=object_meta(base, ns, cr_labels),
+            spec=ns.apply(lambda n: service_monitor_spec(n, meta_labels)),
+            opts=crd_opts,
+        )
+        k8s.apiextensions.CustomResource(
+            f"{name}-rules",
+            api_version="monitoring.coreos.com/v1",
+            kind="PrometheusRule",
+            metadata=object_meta(base, ns, cr_labels),
+            spec=ns.apply(
+                lambda n: prometheus_rule_spec(
+                    n,
+                    base,
+                    args.ratio_target,
+                    max_pending,
+                    ensembles=(RepoNames.of(args.conversion.model).ensemble,),
+                    for_=args.alert_for,
+                )
+            ),
+            opts=crd_opts,
+        )
+        k8s.core.v1.ConfigMap(
+            f"{name}-dashboard",
+            metadata=object_meta(
+                f"{base}-dashboard", args.dashboard_namespace or ns, {**meta_labels, **args.dashboard_labels}
+            ),
+            data=ns.apply(lambda n: {f"{base}.json": dashboard_json(n, base, f"Triton: {base} ({n})")}),
+            opts=child,
+        )
+
+
+def _generation(meta: Any) -> int | None:
+    generation = meta.get("generation") if isinstance(meta, dict) else getattr(meta, "generation", None)
+    return int(generation) if generation is not None else None

@@ -1,0 +1,125 @@
+"""The seam between the pipeline and the software that runs a model's step in Triton (an *engine*).
+
+Everything that depends on the engine sits behind :class:`ServingEngine`: which families it serves and how a
+checkpoint's ``config.json`` names them, the conversion of a Hugging Face checkpoint into the engine's files, the
+rendered Triton model repository (with the engine's step stood in for on CPU where the engine needs a GPU), the
+bytes the converted model takes on the model store, and the server image that carries the engine's backend. The
+callers (``tritonft convert``, ``tritonft repo``, the conversion Job, ``tritonft synth``, the stack's sizing and
+image build) ask :func:`tritonft.engines.engine_for` for the engine of a model's family and never name one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from tritonft.spec import Family, ModelSpec, WeightDType
+
+
+@dataclass(frozen=True)
+class ServerImage:
+    """How the Triton server image that carries an engine's backend is built from this repository."""
+
+    dockerfile: str
+    """The Dockerfile, relative to the repository root."""
+    inputs: tuple[str, ...]
+    """Every repository path the Dockerfile copies: their content decides the image's tag."""
+    build_args: Mapping[str, str]
+    """The default build arguments (pinned versions); a stack may override them."""
+
+
+@dataclass(frozen=True)
+class ConvertRequest:
+    """What ``tritonft convert`` asks of an engine (the command's options, engine-neutral)."""
+
+    input_dir: Path
+    output_dir: Path
+    tp: int
+    dtype: WeightDType
+    family: Family | None = None
+    """None: from ``config.json`` ``model_type``."""
+    workers: int = 2
+    fsync: bool = False
+    source_hash: str = "sha256"
+
+
+@dataclass(frozen=True)
+class ConvertOutcome:
+    """What a conversion did, in words for the command's output."""
+
+    summary: str
+    """One line: what was converted where (or that the target was already up to date)."""
+    notes: tuple[str, ...] = ()
+    skipped: bool = False
+
+
+@dataclass(frozen=True)
+class RenderedRepository:
+    """A Triton model repository written for one model."""
+
+    root: Path
+    models: tuple[str, ...]
+    """The repository's model directories in the order they were written (the ensemble last)."""
+    files: tuple[str, ...]
+    config_source: Path | None
+    """The converted file the repository was checked against (FT: ``config.ini``), if any."""
+    tokenizer: tuple[str, ...]
+
+
+Progress = Callable[[int, int], object]
+
+
+class ServingEngine(Protocol):
+    """One engine: the families it serves and everything the pipeline needs it to do for them."""
+
+    @property
+    def name(self) -> str:
+        """Short name, e.g. ``fastertransformer``."""
+        ...
+
+    @property
+    def families(self) -> frozenset[Family]:
+        """The model families this engine serves (a family belongs to exactly one engine)."""
+        ...
+
+    @property
+    def model_types(self) -> Mapping[str, Family]:
+        """``config.json`` ``model_type`` values this engine converts, and the family each one is."""
+        ...
+
+    @property
+    def server_image(self) -> ServerImage:
+        """The server image that carries the engine's Triton backend."""
+        ...
+
+    def convert(self, request: ConvertRequest) -> ConvertOutcome:
+        """Convert ``request.input_dir`` into ``request.output_dir``: atomic, idempotent and verified."""
+        ...
+
+    def repository_files(self, spec: ModelSpec, model_root: str = "/models") -> dict[str, bytes]:
+        """Every file of ``spec``'s Triton repository except weights and tokenizer files, by relative path (pure:
+        what ``tritonft synth`` shows and the probe reads the served contract from)."""
+        ...
+
+    def write_repository(
+        self,
+        spec: ModelSpec,
+        out_dir: Path,
+        checkpoint_dir: Path | None = None,
+        *,
+        tokenizer_dir: Path | None = None,
+        model_root: str = "/models",
+        checkpoint_path: str | None = None,
+        cpu_stand_in: bool = False,
+    ) -> RenderedRepository:
+        """Render and write ``spec``'s Triton model repository into ``out_dir`` (atomic per model).
+
+        ``cpu_stand_in``: the engine's step runs in a Python-backend model on CPU with the same config and I/O
+        (for a machine without the engine's backend or GPU: tests, the quick start)."""
+        ...
+
+    def converted_bytes(self, spec: ModelSpec) -> int:
+        """Bytes the converted model occupies on the model store."""
+        ...

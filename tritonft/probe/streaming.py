@@ -1,0 +1,251 @@
+"""Asking a decoupled (streaming) model: the calls its clients must make, and the answer its responses make up.
+
+Triton refuses a decoupled model on the unary calls (HTTP ``/infer``: ``501 ... doesn't support models with
+decoupled transaction policy``; gRPC ``ModelInfer``: ``UNIMPLEMENTED``): it answers only over a stream, one
+response per generated step. The probe therefore asks such a model the way the gateway and every client must:
+
+* **gRPC** (``probeProtocol: grpc``): one request on a ``ModelStreamInfer`` stream (tritonclient's
+  ``start_stream``/``async_stream_infer``), asking for the empty final response so the end of the answer is known,
+  then every response until the one flagged final.
+* **HTTP** (``probeProtocol: http``): Triton's generate extension, ``POST /v2/models/<model>/generate_stream``
+  (server-sent events, one ``data:`` event per response). It goes through the same HTTP ingress as every other
+  probe call, so the HTTP setting still tests the HTTP path users take, not a gRPC side door.
+
+The responses of the ensembles ``tritonft.repo`` renders each carry the whole sequence so far (a GPT model's
+prompt included); a model that sends only each step's new text is assembled by concatenation. The judged answer is
+that text with the prompt's echo removed: the same text the model's unstreamed twin answers, and what the gateway
+returns for an unstreamed request (:func:`tritonft.gateway.mapping.stream_delta`).
+
+Two latencies are measured per request: to the first response (time to first token) and to the last one (the whole
+answer); :class:`StreamedAnswer` keeps both and the report says which is which.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import queue
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from tritonft.probe.contract import TextContract
+from tritonft.probe.endpoint import Endpoint
+from tritonft.probe.retry import PermanentError, TransientError
+
+_TRANSIENT_STATUS = {408, 429, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class StreamedAnswer:
+    """One streamed answer: the judged ``text``, how many responses made it, and when the first and the last
+    response arrived (seconds after the request was sent)."""
+
+    text: str
+    responses: int
+    first_s: float
+    last_s: float
+
+
+def assemble(pieces: Sequence[str], prompt: str) -> str:
+    """The answer ``pieces`` (each response's text, in order) make up, without the prompt's echo.
+
+    Cumulative responses (each extends the one before, as the rendered ensembles send them) give the last one;
+    otherwise each response is a new piece and they are joined. A leading echo of ``prompt`` is removed.
+    """
+    if not pieces:
+        return ""
+    cumulative = all(later.startswith(earlier) for earlier, later in itertools.pairwise(pieces))
+    text = pieces[-1] if cumulative else "".join(pieces)
+    return text[len(prompt) :] if prompt and text.startswith(prompt) else text
+
+
+def _answer(pieces: list[str], prompt: str, started: float, first: float | None, action: str) -> StreamedAnswer:
+    if not pieces or first is None:
+        raise PermanentError(f"{action}: the stream ended without a response carrying text")
+    return StreamedAnswer(assemble(pieces, prompt), len(pieces), first - started, time.perf_counter() - started)
+
+
+# --- gRPC ------------------------------------------------------------------------------------------------------
+
+
+def grpc_stream(
+    client: Any,
+    model: str,
+    contract: TextContract,
+    prompt: str,
+    *,
+    headers: Mapping[str, str],
+    timeout_s: float,
+) -> StreamedAnswer:
+    """``prompt`` to ``model`` on a ``ModelStreamInfer`` stream of ``client`` (a tritonclient gRPC
+    ``InferenceServerClient``), every response read until the final one, within ``timeout_s``."""
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+
+    from tritonft.probe.client import classify
+
+    action = f"model {model!r} streamed inference (gRPC ModelStreamInfer)"
+    responses: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    text_in = grpcclient.InferInput(contract.text_input, [1, 1], "BYTES")
+    text_in.set_data_from_numpy(np.array([[prompt.encode("utf-8")]], dtype=np.object_))
+    pieces: list[str] = []
+    first: float | None = None
+    started = time.perf_counter()
+    try:
+        client.start_stream(
+            callback=lambda result, error: responses.put((result, error)),
+            stream_timeout=timeout_s,
+            headers=dict(headers),
+        )
+        client.async_stream_infer(
+            model,
+            [text_in],
+            outputs=[grpcclient.InferRequestedOutput(contract.text_output)],
+            enable_empty_final_response=True,
+        )
+        while True:
+            remaining = timeout_s - (time.perf_counter() - started)
+            try:
+                result, error = responses.get(timeout=max(remaining, 0.001))
+            except queue.Empty:
+                raise TransientError(f"{action}: no final response within {timeout_s:.1f} s") from None
+            if error is not None:
+                raise classify(error, action, timeout_s)
+            response = result.get_response()
+            if response.outputs:
+                array = result.as_numpy(contract.text_output)
+                if array is None:
+                    raise PermanentError(f"{action}: a response has no output {contract.text_output!r}")
+                values = array.reshape(-1).tolist()
+                if values:
+                    first = first if first is not None else time.perf_counter()
+                    value = values[0]
+                    pieces.append(value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value))
+            final = response.parameters.get("triton_final_response")
+            if final is not None and final.bool_param:
+                break
+    except (TransientError, PermanentError):
+        raise
+    except Exception as exc:
+        raise classify(exc, action, timeout_s) from exc
+    finally:
+        with contextlib.suppress(Exception):  # closing a broken stream must not hide why it broke
+            client.stop_stream(cancel_requests=True)
+    return _answer(pieces, prompt, started, first, action)
+
+
+# --- HTTP: Triton's generate extension ---------------------------------------------------------------------------
+
+
+def generate_stream_url(endpoint: Endpoint, model: str) -> str:
+    """``http(s)://host:port[/prefix]/v2/models/<model>/generate_stream``."""
+    scheme = "https" if endpoint.ssl else "http"
+    return f"{scheme}://{endpoint.address}/v2/models/{quote(model, safe='')}/generate_stream"
+
+
+def sse_events(lines: Iterable[bytes]) -> Iterator[str]:
+    """The ``data`` of each server-sent event in ``lines`` (multi-line data joined with newlines)."""
+    data: list[str] = []
+    for raw in lines:
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+    if data:
+        yield "\n".join(data)
+
+
+def event_text(data: str, contract: TextContract, action: str) -> str | None:
+    """The text of one generate-stream event; raises for an error event. ``None`` when it carries no text."""
+    try:
+        event = json.loads(data)
+    except ValueError as exc:
+        raise PermanentError(f"{action}: an event is not JSON: {data[:120]!r}") from exc
+    if not isinstance(event, dict):
+        raise PermanentError(f"{action}: an event is not a JSON object: {data[:120]!r}")
+    if "error" in event:
+        raise PermanentError(f"{action}: the server sent an error event: {event['error']}")
+    value = event.get(contract.text_output)
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return None if value is None else str(value)
+
+
+def _http_error(exc: urllib.error.HTTPError) -> str:
+    """The server's error text: Triton sends a failed stream's error as an event (``data: {"error": ...}``) with
+    the status, a refused request as a JSON body."""
+    try:
+        raw = exc.read() or b""
+    except OSError:
+        raw = b""
+    for data in [*sse_events(raw.splitlines(keepends=True)), raw.decode("utf-8", errors="replace")]:
+        try:
+            body: Any = json.loads(data)
+        except ValueError:
+            continue
+        if isinstance(body, dict) and body.get("error"):
+            return str(body["error"])
+    return str(exc.reason)
+
+
+def http_generate_stream(
+    endpoint: Endpoint,
+    model: str,
+    contract: TextContract,
+    prompt: str,
+    *,
+    headers: Mapping[str, str],
+    timeout_s: float,
+) -> StreamedAnswer:
+    """``prompt`` to ``model`` through ``POST .../generate_stream``, every event read until the stream ends, within
+    ``timeout_s`` (each read is bounded by what is left of it)."""
+    url = generate_stream_url(endpoint, model)
+    action = f"model {model!r} streamed inference (POST {url})"
+    body = json.dumps({contract.text_input: prompt}).encode()
+    request = urllib.request.Request(
+        url,
+        data=body,
+        headers={"Content-Type": "application/json", "Accept": "text/event-stream", **headers},
+        method="POST",
+    )
+    pieces: list[str] = []
+    first: float | None = None
+    started = time.perf_counter()
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            for data in sse_events(_lines_until(answer, started, timeout_s, action)):
+                text = event_text(data, contract, action)
+                if text is not None:
+                    first = first if first is not None else time.perf_counter()
+                    pieces.append(text)
+    except urllib.error.HTTPError as exc:
+        text = f"{action}: HTTP {exc.code}: {_http_error(exc)}"
+        raise (TransientError if exc.code in _TRANSIENT_STATUS else PermanentError)(text) from exc
+    except TimeoutError as exc:
+        raise TransientError(f"{action}: no answer within {timeout_s:.1f} s") from exc
+    except urllib.error.URLError as exc:
+        raise TransientError(f"{action}: {exc.reason}") from exc
+    except OSError as exc:
+        raise TransientError(f"{action}: {type(exc).__name__}: {exc}") from exc
+    return _answer(pieces, prompt, started, first, action)
+
+
+def _lines_until(answer: Any, started: float, timeout_s: float, action: str) -> Iterator[bytes]:
+    """The response's lines while the overall ``timeout_s`` lasts (a socket timeout bounds each single read)."""
+    while True:
+        if time.perf_counter() - started > timeout_s:
+            raise TransientError(f"{action}: the stream did not end within {timeout_s:.1f} s")
+        line = answer.readline()
+        if not line:
+            return
+        yield line
