@@ -90,6 +90,12 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         finally:
             metrics.triton_waited(req.model.name, time.monotonic() - started)
 
+    def dropped(task: asyncio.Future[Any]) -> None:
+        """``task`` no longer wanted: cancelled if running, its error (if it failed) retrieved, not logged as lost."""
+        if task.done() and not task.cancelled():
+            task.exception()
+        task.cancel()
+
     async def prompt_tokens(model: ServedModel, prompt: str) -> int:
         """``prompt``'s token count from the model's tokenizer (a streaming ensemble does not return it)."""
         return await client(model.name).prompt_tokens(model.preprocessing, prompt, config.deadline_s)
@@ -110,7 +116,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                     last = whole
             prompt_count = await counting
         finally:
-            counting.cancel()
+            dropped(counting)
         return Row((generated(req.model, last, prompt, prompt_count),), prompt_count)
 
     async def send(req: EnsembleRequest, prompts: tuple[str, ...], deadline: float) -> list[Row]:
@@ -141,8 +147,9 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         rows: list[Row] = []
         for index, prompt in enumerate(req.prompts):
             sent, stopped = "", False
-            if req.echo:
-                yield chunks.piece(index, prompt, None)
+            # echo: the prompt goes with the first piece of the completion, so that an error before the model's
+            # first token is still answered as an HTTP error (streaming.primed)
+            head = prompt if req.echo else ""
             if req.model.streaming:
                 text, last = "", Beam("", 0)
                 counting = asyncio.ensure_future(prompt_tokens(req.model, prompt)) if req.include_usage else None
@@ -153,18 +160,19 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                             text, stopped = cut_at_stop(stream_delta("", whole.text, prompt, True), req.stop)
                             ready = text if stopped else text[: len(text) - held_back(text, req.stop)]
                             if len(ready) > len(sent):
-                                yield chunks.piece(index, ready[len(sent) :], None)
-                                sent = ready
+                                yield chunks.piece(index, head + ready[len(sent) :], None)
+                                sent, head = ready, ""
                             if stopped:
                                 break
                     if len(text) > len(sent):  # the model ended on what only looked like the start of a stop phrase
-                        yield chunks.piece(index, text[len(sent) :], None)
+                        yield chunks.piece(index, head + text[len(sent) :], None)
+                        head = ""
                     if counting is not None:
                         prompt_count = await counting
                         rows.append(Row((generated(req.model, last, prompt, prompt_count),), prompt_count))
                 finally:
                     if counting is not None:
-                        counting.cancel()
+                        dropped(counting)
             else:
                 row = (
                     await answer(
@@ -174,8 +182,9 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                 )[0]
                 rows.append(row)
                 sent, stopped = cut_at_stop(row.beams[0].text, req.stop)
-                yield chunks.piece(index, sent, None)
-            yield chunks.piece(index, "", "stop" if stopped else "length")
+                yield chunks.piece(index, head + sent, None)
+                head = ""
+            yield chunks.piece(index, head, "stop" if stopped else "length")
         if req.include_usage:
             yield chunks.usage(usage(rows))
 

@@ -72,7 +72,7 @@ class EnsembleRequest:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Beam:
     """One generated sequence: its text, how many tokens it was decoded from and, when asked, each token's text and
     log-probability."""
@@ -83,7 +83,7 @@ class Beam:
     log_probs: tuple[float, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Row:
     """The answer to one prompt: its beams (or choices) and the prompt's token count (``None``: not known)."""
 

@@ -162,33 +162,31 @@ def split_rows(texts: list[str], rows: int) -> list[list[str]]:
 def answer_rows(response: Any, rows: int) -> list[Row]:
     """A ``ModelInferResponse`` of the ensemble as one :class:`Row` per prompt: each beam's text, token count and,
     when the response has them, each token's text and log-probability; the prompt's token count when it has it."""
-    found = _output(response, TEXT_OUTPUT)
-    if found is None:
+    raws = response.raw_output_contents
+    found = {o.name: (o, raws[i] if i < len(raws) else None) for i, o in enumerate(response.outputs)}
+    if TEXT_OUTPUT not in found:
         raise ApiError(502, f"the model's answer has no {TEXT_OUTPUT} output", "server_error")
-    texts = split_rows(_strings(found), rows)
+    texts = split_rows(_strings(found[TEXT_OUTPUT]), rows)
     beams = len(texts[0])
-    counts_found = _output(response, COMPLETION_TOKENS)
-    counts = _per_row(_numbers(counts_found), rows, "token counts") if counts_found else [[0] * beams] * rows
-    prompt_found = _output(response, PROMPT_TOKENS)
-    prompts = _numbers(prompt_found) if prompt_found else [None] * rows
-    pieces_found, log_probs_found = _output(response, TOKEN_TEXTS), _output(response, LOG_PROBS)
-    pieces = _per_row(_strings(pieces_found), rows * beams, "token texts") if pieces_found else None
-    log_probs = _per_row(_numbers(log_probs_found), rows * beams, "log-probabilities") if log_probs_found else None
+    counts = _per_row(_numbers(found[COMPLETION_TOKENS]), rows, "token counts") if COMPLETION_TOKENS in found else None
+    prompts = _numbers(found[PROMPT_TOKENS]) if PROMPT_TOKENS in found else None
+    pieces = _per_row(_strings(found[TOKEN_TEXTS]), rows * beams, "token texts") if TOKEN_TEXTS in found else None
+    log_probs = _per_row(_numbers(found[LOG_PROBS]), rows * beams, "log-probabilities") if LOG_PROBS in found else None
     out = []
     for row in range(rows):
         row_beams = []
         for k in range(beams):
-            count = int(counts[row][min(k, len(counts[row]) - 1)])
+            count = 0 if counts is None else int(counts[row][min(k, len(counts[row]) - 1)])
+            at = row * beams + k
             row_beams.append(
                 Beam(
                     texts[row][k],
                     count,
-                    tuple(pieces[row * beams + k][:count]) if pieces is not None else (),
-                    tuple(log_probs[row * beams + k][:count]) if log_probs is not None else (),
+                    () if pieces is None else tuple(pieces[at][:count]),
+                    () if log_probs is None else tuple(log_probs[at][:count]),
                 )
             )
-        prompt = prompts[row]
-        out.append(Row(tuple(row_beams), None if prompt is None else int(prompt)))
+        out.append(Row(tuple(row_beams), None if prompts is None else int(prompts[row])))
     return out
 
 
