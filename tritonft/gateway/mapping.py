@@ -102,6 +102,8 @@ def choices(request: EnsembleRequest, calls: list[list[Row]]) -> list[Row]:
                 candidates = sorted(candidates, key=mean_log_prob, reverse=True)[: request.n]
             rows.append(Row(tuple(candidates), row.prompt_tokens))
         return rows
+    if request.n == 1 and request.beams == 1:  # one call, one beam per prompt: already the choices
+        return calls[0]
     if request.beams > 1:
         return [Row(row.beams[: request.n], row.prompt_tokens) for row in calls[0]]
     return [Row(row.beams[:1] * request.n, row.prompt_tokens) for row in calls[0]]
