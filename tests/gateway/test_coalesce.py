@@ -28,8 +28,20 @@ def test_greedy_requests_with_the_same_parameters_share_a_key() -> None:
     assert merge_key(request("one")) == merge_key(request("two")) is not None
 
 
+def test_greedy_n_choices_are_the_same_call_as_one_choice() -> None:
+    assert merge_key(request("one", n=3)) == merge_key(request("two")) is not None
+
+
 @pytest.mark.parametrize(
-    "other", [{"max_tokens": 5}, {"stop": "x"}, {"n": 2}, {"temperature": 0.5, "seed": 1}, {"seed": 3}]
+    "other",
+    [
+        {"max_tokens": 5},
+        {"stop": "x"},
+        {"n": 2, "best_of": 2},
+        {"temperature": 0.5, "seed": 1},
+        {"seed": 3},
+        {"logprobs": 0},
+    ],
 )
 def test_a_different_parameter_is_a_different_key(other: dict[str, Any]) -> None:
     assert merge_key(request("one", **other)) != merge_key(request("one"))
@@ -94,9 +106,11 @@ class Recorder:
         return [[p.upper()] for p in prompts]
 
 
-async def concurrently(coalescer: Coalescer, *requests: EnsembleRequest, deadline_s: float = 5.0) -> list[Any]:
+async def concurrently(
+    coalescer: Coalescer[list[str]], *requests: EnsembleRequest, deadline_s: float = 5.0
+) -> list[Any]:
     deadline = time.monotonic() + deadline_s
-    return await asyncio.gather(*(coalescer.answer(r, deadline) for r in requests), return_exceptions=True)
+    return list(await asyncio.gather(*(coalescer.answer(r, deadline) for r in requests), return_exceptions=True))
 
 
 def test_a_lone_request_is_sent_in_the_turn_it_arrives() -> None:

@@ -8,10 +8,22 @@ import pytest
 
 from tritonft.gateway.config import ServedModel
 from tritonft.gateway.errors import ApiError, from_triton
-from tritonft.gateway.mapping import ensemble_request, held_back, stream_delta
+from tritonft.gateway.mapping import (
+    Beam,
+    EnsembleRequest,
+    Row,
+    TensorValue,
+    chat_body,
+    choices,
+    completion_body,
+    ensemble_request,
+    held_back,
+    stream_delta,
+    usage,
+)
 from tritonft.spec import Family
 
-GPT = ServedModel("gpt", Family.GPT2, streaming=False, max_output_len=32, max_input_len=64)
+GPT = ServedModel("gpt", Family.GPT2, streaming=False, max_output_len=32, max_input_len=64, max_batch_size=8)
 
 
 def params(body: dict[str, object]) -> dict[str, object]:
@@ -27,8 +39,8 @@ def test_sampling_uses_the_nucleus_at_the_temperature() -> None:
     assert got == {"max_output_len": 5, "runtime_top_k": 0, "runtime_top_p": 0.9, "temperature": 0.7, "random_seed": 11}
 
 
-def test_n_becomes_the_beam_width() -> None:
-    assert params({"prompt": "hi", "n": 3})["beam_width"] == 3
+def test_best_of_with_greedy_decoding_becomes_the_beam_width() -> None:
+    assert params({"prompt": "hi", "n": 2, "best_of": 3, "temperature": 0})["beam_width"] == 3
 
 
 def test_stop_phrases_reach_the_ensemble_as_one_csv_line() -> None:
@@ -64,3 +76,130 @@ def test_a_stream_holds_back_the_end_that_may_begin_a_stop_phrase(text: str, hel
 
 def test_without_stop_phrases_a_stream_holds_nothing_back() -> None:
     assert held_back("be brief\nUser", ()) == 0
+
+
+def request(body: dict[str, object], *, chat: bool = False) -> EnsembleRequest:
+    base: dict[str, object] = {"model": "gpt"} if chat else {"model": "gpt", "prompt": "hi"}
+    return ensemble_request(base | body, GPT, chat=chat)
+
+
+def refused(body: dict[str, object], *, chat: bool = False) -> ApiError:
+    with pytest.raises(ApiError) as caught:
+        request(body, chat=chat)
+    return caught.value
+
+
+def test_greedy_n_is_one_call_whose_answer_is_every_choice() -> None:
+    req = request({"n": 3, "temperature": 0})
+    assert req.choice_requests() == (req,)
+    row = Row((Beam("a", 2),), 5)
+    assert choices(req, [[row]]) == [Row((Beam("a", 2),) * 3, 5)]
+
+
+def test_sampled_n_is_one_call_per_choice_seeded_one_apart() -> None:
+    parts = request({"n": 3, "temperature": 0.5, "seed": 10}).choice_requests()
+    assert [next(p.value for p in part.parameters if p.name == "random_seed") for part in parts] == [10, 11, 12]
+    assert all(part.n == 1 for part in parts)
+
+
+def test_sampled_n_without_a_seed_still_gets_distinct_seeds() -> None:
+    parts = request({"n": 2, "temperature": 0.5}).choice_requests()
+    seeds = [next(p.value for p in part.parameters if p.name == "random_seed") for part in parts]
+    assert seeds[1] == int(seeds[0]) + 1
+
+
+def test_sampled_choices_are_the_first_beam_of_each_call() -> None:
+    req = request({"n": 2, "temperature": 0.5, "seed": 1})
+    calls = [[Row((Beam("a", 1),), 4)], [Row((Beam("b", 2),), 4)]]
+    assert choices(req, calls) == [Row((Beam("a", 1), Beam("b", 2)), 4)]
+
+
+def test_n_times_the_prompts_over_the_batch_limit_is_a_400_saying_the_limit() -> None:
+    error = refused({"prompt": ["a", "b", "c"], "n": 3})
+    assert error.param == "n" and "max_batch_size is 8" in error.message
+
+
+def test_sampled_best_of_sends_best_of_seeded_rows_and_keeps_the_n_most_likely() -> None:
+    req = request({"n": 2, "best_of": 3, "temperature": 0.7, "seed": 5})
+    parts = req.choice_requests()
+    assert [next(p.value for p in part.parameters if p.name == "random_seed") for part in parts] == [5, 6, 7]
+    candidates = [Beam("a", 2, (), (-2.0, -2.0)), Beam("b", 1, (), (-0.5,)), Beam("c", 3, (), (-1.0, -1.0, -1.0))]
+    calls = [[Row((beam,), 4)] for beam in candidates]
+    assert choices(req, calls) == [Row((candidates[1], candidates[2]), 4)]
+
+
+def test_sampled_best_of_times_the_prompts_over_the_batch_limit_is_refused() -> None:
+    error = refused({"prompt": ["a", "b"], "best_of": 5, "temperature": 0.7})
+    assert error.param == "best_of" and "max_batch_size is 8" in error.message
+
+
+def test_best_of_below_n_is_refused() -> None:
+    assert refused({"n": 3, "best_of": 2, "temperature": 0}).param == "best_of"
+
+
+def test_usage_counts_each_prompt_once_and_every_choice() -> None:
+    rows = [Row((Beam("a", 3), Beam("b", 4)), 5), Row((Beam("c", 1), Beam("d", 1)), 2)]
+    assert usage(rows) == {"prompt_tokens": 7, "completion_tokens": 9, "total_tokens": 16}
+
+
+def test_every_answer_carries_usage_and_echo_puts_the_prompt_first() -> None:
+    req = request({"echo": True})
+    body = completion_body("id", 0, req, [Row((Beam(" there", 1),), 1)])
+    assert body["choices"][0]["text"] == "hi there"
+    assert body["usage"] == {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+
+
+def test_completion_logprobs_stop_where_the_stop_phrase_cut_the_text() -> None:
+    req = request({"logprobs": 0, "stop": "!"})
+    beam = Beam(" a b!", 4, (" a", " b", "!", " c"), (-0.5, -1.0, -2.0, -3.0))
+    logprobs = completion_body("id", 0, req, [Row((beam,), 1)])["choices"][0]["logprobs"]
+    assert logprobs == {
+        "tokens": [" a", " b"],
+        "token_logprobs": [-0.5, -1.0],
+        "top_logprobs": [{" a": -0.5}, {" b": -1.0}],
+        "text_offset": [0, 2],
+    }
+
+
+def test_chat_logprobs_list_each_token_with_its_bytes() -> None:
+    req = request({"messages": [{"role": "user", "content": "x"}], "logprobs": True}, chat=True)
+    body = chat_body("id", 0, req, Row((Beam(" é", 1, (" é",), (-0.25,)),), 3))
+    assert body["choices"][0]["logprobs"]["content"] == [
+        {"token": " é", "logprob": -0.25, "bytes": [32, 195, 169], "top_logprobs": []}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("body", "chat", "param"),
+    [
+        ({"logprobs": 1}, False, "logprobs"),
+        ({"logprobs": True, "top_logprobs": 2}, True, "top_logprobs"),
+        ({"top_logprobs": 0, "logprobs": "yes"}, True, "logprobs"),
+        ({"logprobs": 0, "stream": True}, False, "logprobs"),
+        ({"logprobs": 0, "echo": True}, False, "echo"),
+        ({"stream_options": {"include_usage": True}}, False, "stream_options"),
+        ({"stream": True, "stream_options": {"include_usage": 1}}, False, "stream_options"),
+        ({"max_tokens": 4, "max_completion_tokens": 5}, True, "max_completion_tokens"),
+    ],
+)
+def test_what_cannot_be_honoured_is_a_400_naming_the_parameter(body: dict[str, object], chat: bool, param: str) -> None:
+    if chat:
+        body = {"messages": [{"role": "user", "content": "x"}]} | body
+    assert refused(body, chat=chat).param == param
+
+
+def test_max_completion_tokens_is_chats_max_tokens() -> None:
+    req = request({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": 7}, chat=True)
+    assert req.parameters[0] == TensorValue("max_output_len", "UINT32", 7)
+
+
+def test_logprobs_ask_the_ensemble_for_each_tokens_text() -> None:
+    assert TensorValue("return_tokens", "BOOL", True) in request({"logprobs": 0}).parameters
+    assert all(p.name != "return_tokens" for p in request({}).parameters)
+
+
+def test_logprobs_are_refused_for_a_model_rendered_streaming() -> None:
+    streaming = ServedModel("s", Family.GPT2, streaming=True, max_output_len=32, max_input_len=64)
+    with pytest.raises(ApiError) as caught:
+        ensemble_request({"model": "s", "prompt": "hi", "logprobs": 0}, streaming)
+    assert caught.value.param == "logprobs" and "streaming" in caught.value.message

@@ -87,3 +87,19 @@ def test_triton_unreachable_for_a_model_that_does_not_scale_to_zero_stays_triton
 @pytest.mark.parametrize("error", [TOO_LONG, deadline_expired(60)], ids=["refused", "deadline"])
 def test_other_errors_of_a_model_that_scales_to_zero_are_answered_as_they_are(error: ApiError) -> None:
     assert client_error(error, "gpt", ASLEEP) is error
+
+
+def event_body(event: bytes) -> Any:
+    return json.loads(event.removeprefix(b"data: ").removesuffix(b"\n\n"))
+
+
+def test_a_stream_asked_for_usage_ends_with_a_chunk_of_usage_and_no_choices() -> None:
+    chunks = Chunks("cmpl-1", 1700000000, "gpt", chat=True, include_usage=True)
+    last = event_body(chunks.usage({"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}))
+    assert last["choices"] == [] and last["usage"] == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+    assert last["object"] == "chat.completion.chunk"
+    assert event_body(chunks.piece(0, "hi", None))["usage"] is None
+
+
+def test_a_stream_not_asked_for_usage_has_no_usage_field() -> None:
+    assert "usage" not in event_body(CHUNKS.piece(0, "hi", None))

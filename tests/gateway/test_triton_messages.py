@@ -13,11 +13,18 @@ from tritonclient.utils import serialize_byte_tensor
 from tritonft.gateway.config import ServedModel
 from tritonft.gateway.errors import ApiError
 from tritonft.gateway.mapping import ensemble_request
-from tritonft.gateway.triton import answer_texts, bytes_elements, infer_request, raw_value, split_rows
+from tritonft.gateway.triton import (
+    answer_texts,
+    bytes_elements,
+    infer_request,
+    raw_value,
+    requested_outputs,
+    split_rows,
+)
 from tritonft.spec import Family
 
-GPT = ServedModel("gpt", Family.GPT2, streaming=False, max_output_len=32, max_input_len=64)
-NUMPY = {"UINT32": np.uint32, "UINT64": np.uint64, "FP32": np.float32, "BYTES": np.object_}
+GPT = ServedModel("gpt", Family.GPT2, streaming=False, max_output_len=32, max_input_len=64, max_batch_size=8)
+NUMPY = {"UINT32": np.uint32, "UINT64": np.uint64, "FP32": np.float32, "BYTES": np.object_, "BOOL": np.bool_}
 
 
 def tritonclient_request(body: dict[str, object], *prompts: str) -> service_pb2.ModelInferRequest:
@@ -28,12 +35,14 @@ def tritonclient_request(body: dict[str, object], *prompts: str) -> service_pb2.
     text = grpcclient.InferInput("text_input", [rows, 1], "BYTES")
     text.set_data_from_numpy(np.array([[p.encode()] for p in prompts], dtype=np.object_))
     inputs.append(text)
-    for p in ensemble_request(body, GPT).parameters:
+    request = ensemble_request(body, GPT)
+    for p in request.parameters:
         value = p.value.encode() if isinstance(p.value, str) else p.value
         tensor = grpcclient.InferInput(p.name, [rows, 1], p.datatype)
         tensor.set_data_from_numpy(np.array([[value]] * rows, dtype=NUMPY[p.datatype]))
         inputs.append(tensor)
-    return _get_inference_request("gpt", inputs, "", "", None, 0, False, False, 0, None, None)
+    outputs = [grpcclient.InferRequestedOutput(name) for name in requested_outputs(False, request.logprobs)]
+    return _get_inference_request("gpt", inputs, "", "", outputs, 0, False, False, 0, None, None)
 
 
 @pytest.mark.parametrize(
@@ -41,7 +50,8 @@ def tritonclient_request(body: dict[str, object], *prompts: str) -> service_pb2.
     [
         {"temperature": 0},
         {"temperature": 0.7, "top_p": 0.9, "max_tokens": 5, "seed": 2**63 - 1},
-        {"n": 3, "stop": ["a, b", "ünï"]},
+        {"n": 3, "best_of": 4, "temperature": 0, "stop": ["a, b", "ünï"]},
+        {"logprobs": 0, "temperature": 0},
     ],
 )
 def test_the_request_is_byte_for_byte_the_one_tritonclient_sends(body: dict[str, object]) -> None:

@@ -242,5 +242,11 @@ def test_the_rendered_contract_lists_every_tensor_of_the_ensemble() -> None:
     names = [t.name for t in contract.inputs]
     assert names[0] == "text_input" and "max_output_len" in names
     assert dict((t.name, t.datatype) for t in contract.inputs)["max_output_len"] == "UINT32"
-    assert [t.to_dict() for t in contract.outputs] == [{"name": "text_output", "datatype": "BYTES"}]
+    assert [t.to_dict() for t in contract.outputs] == [
+        {"name": "text_output", "datatype": "BYTES"},
+        {"name": "input_lengths", "datatype": "UINT32"},
+        {"name": "output_lengths", "datatype": "INT32"},
+        {"name": "output_tokens", "datatype": "BYTES"},
+        {"name": "output_log_probs", "datatype": "FP32"},
+    ]
     assert contract.text_input == "text_input" and contract.text_output == "text_output"

@@ -15,8 +15,21 @@ from tritonft.local_triton import LocalTriton
 from tritonft.standin import read_config
 
 PROTOCOLS = ("http", "grpc")
-NUMPY_OF = {"BYTES": np.object_, "UINT32": np.uint32, "UINT64": np.uint64, "FP32": np.float32, "INT32": np.int32}
-V2_OF = {"TYPE_STRING": "BYTES", "TYPE_UINT32": "UINT32", "TYPE_UINT64": "UINT64", "TYPE_FP32": "FP32"}
+NUMPY_OF = {
+    "BYTES": np.object_,
+    "UINT32": np.uint32,
+    "UINT64": np.uint64,
+    "FP32": np.float32,
+    "INT32": np.int32,
+    "BOOL": np.bool_,
+}
+V2_OF = {
+    "TYPE_STRING": "BYTES",
+    "TYPE_UINT32": "UINT32",
+    "TYPE_UINT64": "UINT64",
+    "TYPE_FP32": "FP32",
+    "TYPE_BOOL": "BOOL",
+}
 
 
 def client(server: LocalTriton, protocol: str) -> Any:

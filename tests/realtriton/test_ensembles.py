@@ -20,7 +20,15 @@ from tokenizers import Tokenizer
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
-from tests.realtriton.client import PROTOCOLS, ask, ensemble_routes, execution_stats, optional_inputs, tensor
+from tests.realtriton.client import (
+    PROTOCOLS,
+    ask,
+    client,
+    ensemble_routes,
+    execution_stats,
+    optional_inputs,
+    tensor,
+)
 from tests.realtriton.repos import MATRIX, matrix_spec, render_with_cli
 from tritonft.local_triton import LocalTriton, TritonError
 from tritonft.repo.naming import RepoNames
@@ -32,7 +40,7 @@ pytestmark = pytest.mark.slow
 
 UNARY = [spec.name for spec in MATRIX if not spec.decoupled]
 ONE_PER_FAMILY = ["t5-tp1", "gpt2-tp1", "gptj-tp1"]
-SAMPLE_VALUE = {"UINT32": 2, "UINT64": 7, "FP32": 0.5, "BYTES": "fox"}
+SAMPLE_VALUE = {"UINT32": 2, "UINT64": 7, "FP32": 0.5, "BYTES": "fox", "BOOL": True}
 
 
 def _optional_cases() -> list[tuple[str, str, str]]:
@@ -85,6 +93,12 @@ def test_each_optional_ensemble_input_is_accepted_and_reaches_its_step(  # noqa:
     if step == RepoNames.of(matrix_spec(model)).ft:
         _, _, values = request[step_input]
         assert np.asarray(values).reshape(-1).tolist() == pytest.approx([value])
+    elif name == "return_tokens":  # the postprocessing step's: each token's text, which make the answer
+        inputs = [tensor("grpc", "text_input", "BYTES", ["hello world"]), tensor("grpc", name, datatype, [value])]
+        result = client(matrix_triton, "grpc").infer(model, inputs)
+        pieces = [piece.decode() for piece in result.as_numpy("output_tokens")[0, 0]]
+        assert len(pieces) == result.as_numpy("output_lengths")[0, 0] > 1
+        assert "".join(pieces) == answers[0][0]
     elif name == "max_output_len":
         length_input = "request_output_len" if "request_output_len" in request else "max_output_len"
         assert np.asarray(request[length_input][2]).reshape(-1).tolist() == [value]
@@ -202,7 +216,7 @@ def test_a_request_without_bad_or_stop_words_sends_the_model_step_no_word_lists(
     # FT's word-list inputs are optional; Triton's batcher never merges requests with different input sets.
     assert ask(matrix_triton, "gpt2-tp1", ["hello world"], "grpc") == [["hello world"]]
     [request] = received(ft_dir(matrix_repository, "gpt2-tp1"))
-    assert sorted(request) == ["input_ids", "input_lengths", "request_output_len"]
+    assert sorted(request) == ["input_ids", "input_lengths", "is_return_log_probs", "request_output_len"]
 
 
 def test_a_newline_stop_phrase_ends_the_answer(matrix_triton: LocalTriton) -> None:

@@ -160,7 +160,7 @@ def test_mixing_decoupled_and_unary_sources_in_one_step_is_reported(
     root = build_repo(tmp_path, spec, tokenizer_dir_for(Family.GPT2))
 
     def feed_prompt_lengths(config: mc.ModelConfig) -> None:
-        config.ensemble_scheduling.step[2].input_map["input_lengths"] = "_input_lengths"
+        config.ensemble_scheduling.step[2].input_map["input_lengths"] = "input_lengths"
 
     edit(root / spec.name / "config.pbtxt", feed_prompt_lengths)
     problems = check_repository(root)

@@ -12,10 +12,12 @@ from tritonft.repo.tokenization import (
     load_tokenizer,
     parse_phrases,
     postprocess,
+    postprocess_outputs,
     postprocess_requests,
     preprocess,
     preprocess_requests,
     to_word_list,
+    token_texts,
 )
 
 from .conftest import CORPUS
@@ -130,7 +132,7 @@ def test_empty_word_lists_are_one_wide_no_words(gpt_tokenizer_dir: Path) -> None
 
 def test_absent_word_inputs_give_no_word_list_tensors(gpt_tokenizer_dir: Path) -> None:
     out = preprocess(load_tokenizer(gpt_tokenizer_dir), GPT, {"text_input": as_bytes_column(["a", "b"])})
-    assert sorted(out) == ["input_ids", "input_lengths", "request_output_len"]
+    assert sorted(out) == ["input_ids", "input_lengths", "is_return_log_probs", "request_output_len"]
 
 
 def test_stop_words_arrive_as_one_csv_string_per_row(gpt_tokenizer_dir: Path) -> None:
@@ -241,7 +243,75 @@ def test_outputs_decoded_together_match_each_decoded_alone(gpt_tokenizer_dir: Pa
         ids, seq = fake_generation(out["input_ids"], out["input_lengths"], tokens, GPT.end_id, include_prompt=True)
         requests.append({"output_ids": ids, "sequence_length": seq, "input_lengths": out["input_lengths"]})
     together = postprocess_requests(tokenizer, GPT, requests)
-    assert [t.tolist() for t in together if not isinstance(t, ValueError)] == [
+    assert [t["text_output"].tolist() for t in together if not isinstance(t, ValueError)] == [
         [[b" lamb."], [b" fox"]],
         [[b" once upon a time"]],
     ]
+
+
+def test_ft_is_always_asked_for_log_probabilities(gpt_tokenizer_dir: Path) -> None:
+    out = preprocess(load_tokenizer(gpt_tokenizer_dir), GPT, {"text_input": as_bytes_column(["a", "b"])})
+    assert out["is_return_log_probs"].dtype == np.bool_ and out["is_return_log_probs"].tolist() == [[True], [True]]
+
+
+def test_postprocess_counts_the_completion_tokens_of_each_beam(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    out = preprocess(tokenizer, GPT, {"text_input": as_bytes_column(PROMPTS[:2])})
+    completions = [
+        tokenizer.encode(" once upon a time", add_special_tokens=False),
+        [*tokenizer.encode(" lamb.", add_special_tokens=False), GPT.end_id],
+    ]
+    ids, seq = fake_generation(out["input_ids"], out["input_lengths"], completions, GPT.end_id, include_prompt=True)
+    outputs = postprocess_outputs(tokenizer, GPT, ids, seq, out["input_lengths"])
+    assert outputs["output_lengths"].dtype == np.int32
+    assert outputs["output_lengths"].tolist() == [[len(completions[0])], [len(completions[1]) - 1]]
+    assert outputs["output_tokens"].shape == (2, 1, 0)
+
+
+def test_each_token_text_is_returned_when_asked_and_they_make_the_text(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    out = preprocess(tokenizer, GPT, {"text_input": as_bytes_column(PROMPTS[:1])})
+    completion = tokenizer.encode(" once upon a time", add_special_tokens=False)
+    ids, seq = fake_generation(out["input_ids"], out["input_lengths"], [completion], GPT.end_id, include_prompt=True)
+    outputs = postprocess_outputs(tokenizer, GPT, ids, seq, out["input_lengths"], return_tokens=True)
+    pieces = [p.decode() for p in outputs["output_tokens"][0, 0]]
+    assert pieces == [tokenizer.decode([t]) for t in completion]
+    assert "".join(pieces) == outputs["text_output"][0, 0].decode()
+
+
+@pytest.mark.parametrize("family", ["gpt", "t5"])
+def test_token_texts_concatenate_to_the_decoded_text_even_across_a_split_character(
+    family: str, gpt_tokenizer_dir: Path, t5_tokenizer_dir: Path
+) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir if family == "gpt" else t5_tokenizer_dir)
+    tokens = tokenizer.encode("the lamb 🐑 was white as snow", add_special_tokens=False)
+    pieces = token_texts(tokenizer, tokens)
+    assert len(pieces) == len(tokens)
+    assert "".join(pieces) == tokenizer.decode(tokens)
+    assert not any("\ufffd" in piece for piece in pieces)
+
+
+def test_merged_requests_asking_for_token_texts_get_their_own_widths(gpt_tokenizer_dir: Path) -> None:
+    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+    requests = []
+    for completion in (" once upon a time", " lamb."):
+        out = preprocess(tokenizer, GPT, {"text_input": as_bytes_column(["Hello"])})
+        tokens = tokenizer.encode(completion, add_special_tokens=False)
+        ids, seq = fake_generation(out["input_ids"], out["input_lengths"], [tokens], GPT.end_id, include_prompt=True)
+        flag = np.array([[True]], dtype=np.bool_)
+        requests.append(
+            {"output_ids": ids, "sequence_length": seq, "input_lengths": out["input_lengths"], "return_tokens": flag}
+        )
+    together = postprocess_requests(tokenizer, GPT, requests)
+    for request, outputs in zip(requests, together, strict=True):
+        assert isinstance(outputs, dict)
+        alone = postprocess_outputs(
+            tokenizer,
+            GPT,
+            request["output_ids"],
+            request["sequence_length"],
+            request["input_lengths"],
+            return_tokens=True,
+        )
+        assert outputs["output_tokens"].tolist() == alone["output_tokens"].tolist()
+        assert outputs["output_lengths"].tolist() == alone["output_lengths"].tolist()

@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing, asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -21,13 +22,17 @@ from tritonft.gateway.config import GatewayConfig, ServedModel
 from tritonft.gateway.errors import ApiError, client_error, unknown_model
 from tritonft.gateway.health import readiness
 from tritonft.gateway.mapping import (
+    Beam,
     EnsembleRequest,
+    Row,
     chat_body,
+    choices,
     completion_body,
     cut_at_stop,
     ensemble_request,
     held_back,
     stream_delta,
+    usage,
 )
 from tritonft.gateway.metrics import GatewayMetrics
 from tritonft.gateway.streaming import Chunks, primed
@@ -70,7 +75,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             raise unknown_model(name, config.names)
         return model
 
-    async def streamed(req: EnsembleRequest, prompt: str) -> AsyncGenerator[str, None]:
+    async def streamed(req: EnsembleRequest, prompt: str) -> AsyncGenerator[Beam, None]:
         """A decoupled model's responses to ``prompt`` (the whole sequence so far), timed into its metrics: the
         first response, and the stream until it ended or was abandoned. Closing it cancels the Triton call."""
         started = time.monotonic()
@@ -85,22 +90,42 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         finally:
             metrics.triton_waited(req.model.name, time.monotonic() - started)
 
-    async def collected(req: EnsembleRequest, prompt: str) -> list[str]:
+    def dropped(task: asyncio.Future[Any]) -> None:
+        """``task`` no longer wanted: cancelled if running, its error (if it failed) retrieved, not logged as lost."""
+        if task.done() and not task.cancelled():
+            task.exception()
+        task.cancel()
+
+    async def prompt_tokens(model: ServedModel, prompt: str) -> int:
+        """``prompt``'s token count from the model's tokenizer (a streaming ensemble does not return it)."""
+        return await client(model.name).prompt_tokens(model.preprocessing, prompt, config.deadline_s)
+
+    def generated(model: ServedModel, whole: Beam, prompt: str, prompt_count: int) -> Beam:
+        """A streamed response (the whole sequence so far) as the completion it holds: text and token count."""
+        count = whole.tokens - prompt_count if model.prompt_in_stream else whole.tokens
+        return Beam(stream_delta("", whole.text, prompt, True), max(count, 0))
+
+    async def collected(req: EnsembleRequest, prompt: str) -> Row:
         """A decoupled model answers only over a stream (Triton refuses ModelInfer): the completion is what its
         last response adds to the prompt, the text a ``stream: true`` request gets in pieces."""
-        last = ""
-        async with aclosing(streamed(req, prompt)) as responses:
-            async for whole in responses:
-                last = whole
-        return [stream_delta("", last, prompt, True)]
+        last = Beam("", 0)
+        counting = asyncio.ensure_future(prompt_tokens(req.model, prompt))
+        try:
+            async with aclosing(streamed(req, prompt)) as responses:
+                async for whole in responses:
+                    last = whole
+            prompt_count = await counting
+        finally:
+            dropped(counting)
+        return Row((generated(req.model, last, prompt, prompt_count),), prompt_count)
 
-    async def send(req: EnsembleRequest, prompts: tuple[str, ...], deadline: float) -> list[list[str]]:
+    async def send(req: EnsembleRequest, prompts: tuple[str, ...], deadline: float) -> list[Row]:
         metrics.triton_called(req.model.name, len(prompts))
         return await client(req.model.name).generate_rows(req, prompts, deadline, config.deadline_s)
 
     coalescer = Coalescer(send, config.deadline_s, config.calls_in_flight, enabled=config.coalesce)
 
-    async def answer(req: EnsembleRequest, deadline: float) -> list[list[str]]:
+    async def call_rows(req: EnsembleRequest, deadline: float) -> list[Row]:
         if req.model.streaming:  # each stream is timed by streamed()
             return list(await asyncio.gather(*(collected(req, p) for p in req.prompts)))
         started = time.monotonic()
@@ -109,34 +134,59 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         finally:
             metrics.triton_waited(req.model.name, time.monotonic() - started)
 
+    async def answer(req: EnsembleRequest, deadline: float) -> list[Row]:
+        """One :class:`Row` per prompt whose beams are the request's ``n`` choices."""
+        parts = req.choice_requests()
+        if len(parts) == 1:
+            return choices(req, [await call_rows(req, deadline)])
+        return choices(req, list(await asyncio.gather(*(call_rows(part, deadline) for part in parts))))
+
     async def pieces(req: EnsembleRequest, chunks: Chunks) -> AsyncGenerator[bytes, None]:
         """Each prompt's completion as chunk events, prompt after prompt: a decoupled model's as it generates it,
-        another's as one piece."""
+        another's as one piece; then, when asked, the usage of them all."""
+        rows: list[Row] = []
         for index, prompt in enumerate(req.prompts):
             sent, stopped = "", False
+            # echo: the prompt goes with the first piece of the completion, so that an error before the model's
+            # first token is still answered as an HTTP error (streaming.primed)
+            head = prompt if req.echo else ""
             if req.model.streaming:
-                text = ""
-                async with aclosing(streamed(req, prompt)) as responses:
-                    async for whole in responses:
-                        text, stopped = cut_at_stop(stream_delta("", whole, prompt, True), req.stop)
-                        ready = text if stopped else text[: len(text) - held_back(text, req.stop)]
-                        if len(ready) > len(sent):
-                            yield chunks.piece(index, ready[len(sent) :], None)
-                            sent = ready
-                        if stopped:
-                            break
-                if len(text) > len(sent):  # the model ended on what only looked like the start of a stop phrase
-                    yield chunks.piece(index, text[len(sent) :], None)
+                text, last = "", Beam("", 0)
+                counting = asyncio.ensure_future(prompt_tokens(req.model, prompt)) if req.include_usage else None
+                try:
+                    async with aclosing(streamed(req, prompt)) as responses:
+                        async for whole in responses:
+                            last = whole
+                            text, stopped = cut_at_stop(stream_delta("", whole.text, prompt, True), req.stop)
+                            ready = text if stopped else text[: len(text) - held_back(text, req.stop)]
+                            if len(ready) > len(sent):
+                                yield chunks.piece(index, head + ready[len(sent) :], None)
+                                sent, head = ready, ""
+                            if stopped:
+                                break
+                    if len(text) > len(sent):  # the model ended on what only looked like the start of a stop phrase
+                        yield chunks.piece(index, head + text[len(sent) :], None)
+                        head = ""
+                    if counting is not None:
+                        prompt_count = await counting
+                        rows.append(Row((generated(req.model, last, prompt, prompt_count),), prompt_count))
+                finally:
+                    if counting is not None:
+                        dropped(counting)
             else:
-                whole = (
+                row = (
                     await answer(
-                        EnsembleRequest(req.model, (prompt,), req.parameters, 1, True, req.stop),
+                        replace(req, prompts=(prompt,), n=1),
                         time.monotonic() + config.deadline_s,
                     )
-                )[0][0]
-                sent, stopped = cut_at_stop(whole, req.stop)
-                yield chunks.piece(index, sent, None)
-            yield chunks.piece(index, "", "stop" if stopped else "length")
+                )[0]
+                rows.append(row)
+                sent, stopped = cut_at_stop(row.beams[0].text, req.stop)
+                yield chunks.piece(index, head + sent, None)
+                head = ""
+            yield chunks.piece(index, head, "stop" if stopped else "length")
+        if req.include_usage:
+            yield chunks.usage(usage(rows))
 
     async def completions(call: Call, chat: bool) -> Response:
         body = await call.json(config.max_body_bytes)
@@ -151,16 +201,16 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
 
         try:
             if req.stream:
-                chunks = Chunks(rid, created, model.name, chat)
+                chunks = Chunks(rid, created, model.name, chat, req.include_usage)
                 events = await primed(chunks.opening(), pieces(req, chunks), answered)
                 return StreamingResponse(events, media_type="text/event-stream")
-            answers = await answer(req, time.monotonic() + config.deadline_s)
+            rows = await answer(req, time.monotonic() + config.deadline_s)
         except ApiError as exc:
             error = answered(exc)
             if error is exc:
                 raise
             raise error from exc
-        payload = chat_body(rid, created, req, answers[0]) if chat else completion_body(rid, created, req, answers)
+        payload = chat_body(rid, created, req, rows[0]) if chat else completion_body(rid, created, req, rows)
         return JSONResponse(payload)
 
     async def post_completions(call: Call) -> Response:

@@ -26,11 +26,15 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 from tritonft.gateway.errors import ApiError, deadline_expired
 from tritonft.gateway.mapping import EnsembleRequest
 
-Send = Callable[[EnsembleRequest, tuple[str, ...], float], Awaitable[list[list[str]]]]
+Answer = TypeVar("Answer")
+"""What one prompt's row is answered with (the gateway's: :class:`tritonft.gateway.mapping.Row`)."""
+
+Send = Callable[[EnsembleRequest, tuple[str, ...], float], Awaitable[list[Answer]]]
 """One ModelInfer call: (request whose model and parameters to use, its rows' prompts, deadline) -> answers."""
 
 
@@ -63,15 +67,15 @@ def retry_alone(error: ApiError) -> bool:
 
 
 @dataclass(eq=False)
-class _Waiting:
+class _Waiting(Generic[Answer]):
     """A request waiting for a call of its key (or carried by one)."""
 
     prompts: tuple[str, ...]
     deadline: float
-    answer: asyncio.Future[list[list[str]]]
+    answer: asyncio.Future[list[Answer]]
     timer: asyncio.TimerHandle | None = None
 
-    def resolve(self, answers: list[list[str]]) -> None:
+    def resolve(self, answers: list[Answer]) -> None:
         if not self.answer.done():
             self.answer.set_result(answers)
         if self.timer is not None:
@@ -85,26 +89,26 @@ class _Waiting:
 
 
 @dataclass(eq=False)
-class _Key:
+class _Key(Generic[Answer]):
     template: EnsembleRequest
     """A request of the key: its model and parameters are every member's."""
     in_flight: int = 0
-    waiting: list[_Waiting] = field(default_factory=list)
+    waiting: list[_Waiting[Answer]] = field(default_factory=list)
 
 
-class Coalescer:
+class Coalescer(Generic[Answer]):
     """Sends each request's prompts through ``send``, merging requests as the module docstring says."""
 
-    def __init__(self, send: Send, deadline_s: float, calls_in_flight: int, enabled: bool = True) -> None:
+    def __init__(self, send: Send[Answer], deadline_s: float, calls_in_flight: int, enabled: bool = True) -> None:
         self.send = send
         self.deadline_s = deadline_s
         self.calls_in_flight = calls_in_flight
         self.enabled = enabled
-        self._keys: dict[Hashable, _Key] = {}
+        self._keys: dict[Hashable, _Key[Answer]] = {}
         self._calls: set[asyncio.Task[None]] = set()  # the loop keeps only weak references to tasks
 
-    async def answer(self, request: EnsembleRequest, deadline: float) -> list[list[str]]:
-        """The answers to ``request``'s prompts (one list per prompt, one string per beam)."""
+    async def answer(self, request: EnsembleRequest, deadline: float) -> list[Answer]:
+        """The answers to ``request``'s prompts (one per prompt)."""
         key = merge_key(request) if self.enabled else None
         rows = len(request.prompts)
         if key is None:
@@ -127,15 +131,15 @@ class Coalescer:
             finally:
                 self._call_ended(key, state)
         loop = asyncio.get_running_loop()
-        waiting = _Waiting(request.prompts, deadline, loop.create_future())
+        waiting: _Waiting[Answer] = _Waiting(request.prompts, deadline, loop.create_future())
         waiting.timer = loop.call_later(max(deadline - time.monotonic(), 0.0), self._expire, waiting)
         state.waiting.append(waiting)
         return await waiting.answer
 
-    def _expire(self, waiting: _Waiting) -> None:
+    def _expire(self, waiting: _Waiting[Answer]) -> None:
         waiting.fail(deadline_expired(self.deadline_s))
 
-    def _call_ended(self, key: Hashable, state: _Key) -> None:
+    def _call_ended(self, key: Hashable, state: _Key[Answer]) -> None:
         state.in_flight -= 1
         state.waiting = [w for w in state.waiting if not w.answer.done()]
         while state.waiting and state.in_flight < self.calls_in_flight:
@@ -148,7 +152,7 @@ class Coalescer:
         if not state.in_flight and not state.waiting:
             del self._keys[key]
 
-    async def _carry(self, key: Hashable, state: _Key, batch: list[_Waiting]) -> None:
+    async def _carry(self, key: Hashable, state: _Key[Answer], batch: list[_Waiting[Answer]]) -> None:
         """One call for ``batch``; each member's rows answered from it (or from its own retry)."""
         try:
             prompts = tuple(p for w in batch for p in w.prompts)
@@ -169,7 +173,7 @@ class Coalescer:
         finally:
             self._call_ended(key, state)
 
-    async def _alone(self, template: EnsembleRequest, waiting: _Waiting) -> None:
+    async def _alone(self, template: EnsembleRequest, waiting: _Waiting[Answer]) -> None:
         if waiting.answer.done():
             return
         try:

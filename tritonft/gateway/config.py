@@ -24,6 +24,16 @@ class ServedModel:
     """The ensemble's ``max_batch_size``: the most rows (prompts) one ModelInfer call may carry."""
 
     @property
+    def preprocessing(self) -> str:
+        """The Triton model that tokenizes its prompts (``tritonft.repo.naming.RepoNames``)."""
+        return f"{self.name}-preprocessing"
+
+    @property
+    def prompt_in_stream(self) -> bool:
+        """A streamed response carries the prompt's tokens too (FT's GPT models; T5 returns generated tokens)."""
+        return self.family is not Family.T5
+
+    @property
     def chat(self) -> bool:
         """Only the decoder-only families get ``/v1/chat/completions`` (T5 is not a chat model)."""
         return self.family in (Family.GPT2, Family.GPTJ)

@@ -27,12 +27,25 @@ class Chunks:
     created: int
     model: str
     chat: bool
+    include_usage: bool = False
+    """``stream_options.include_usage``: every chunk has ``usage`` (``null`` but in the last one, :meth:`usage`)."""
 
-    def _event(self, choice: dict[str, Any]) -> bytes:
+    def _event(self, choice: dict[str, Any] | None, usage: dict[str, int] | None = None) -> bytes:
         kind = "chat.completion.chunk" if self.chat else "text_completion"
-        return sse.event(
-            {"id": self.rid, "object": kind, "created": self.created, "model": self.model, "choices": [choice]}
-        )
+        payload: dict[str, Any] = {
+            "id": self.rid,
+            "object": kind,
+            "created": self.created,
+            "model": self.model,
+            "choices": [] if choice is None else [choice],
+        }
+        if self.include_usage:
+            payload["usage"] = usage
+        return sse.event(payload)
+
+    def usage(self, usage: dict[str, int]) -> bytes:
+        """The last chunk of a stream that asked for usage: no choices, the whole answer's ``usage``."""
+        return self._event(None, usage)
 
     def opening(self) -> tuple[bytes, ...]:
         """What comes before the completion: a chat stream's first delta names the assistant's role."""

@@ -15,11 +15,22 @@ from functools import lru_cache
 from typing import Any
 
 from tritonft.gateway.errors import ApiError, from_triton
-from tritonft.gateway.mapping import EnsembleRequest, TensorValue
+from tritonft.gateway.mapping import Beam, EnsembleRequest, Row, TensorValue
 
 TEXT_INPUT = "text_input"
 TEXT_OUTPUT = "text_output"
-_SCALAR = {"UINT32": struct.Struct("<I"), "UINT64": struct.Struct("<Q"), "FP32": struct.Struct("<f")}
+PROMPT_TOKENS = "input_lengths"
+"""Each prompt's token count (the preprocessing model's; an output of the unary ensembles only)."""
+COMPLETION_TOKENS = "output_lengths"
+TOKEN_TEXTS = "output_tokens"
+LOG_PROBS = "output_log_probs"
+_SCALAR = {
+    "UINT32": struct.Struct("<I"),
+    "UINT64": struct.Struct("<Q"),
+    "FP32": struct.Struct("<f"),
+    "BOOL": struct.Struct("<?"),
+}
+_NUMBERS = {"INT32": "i", "UINT32": "I", "FP32": "f"}
 _LENGTH = struct.Struct("<I")
 _MAX_MESSAGE = 2**31 - 1
 
@@ -55,6 +66,23 @@ def _parameter_tensors(parameters: tuple[TensorValue, ...], rows: int) -> tuple[
     return tensors, tuple(raw_value(p.datatype, p.value) * rows for p in parameters)
 
 
+def requested_outputs(streaming: bool, logprobs: bool, ranked: bool = False) -> tuple[str, ...]:
+    """The ensemble outputs to ask for: the text and token counts, each token's text and log-probability when
+    ``logprobs``, the log-probabilities alone when ``ranked`` (``best_of``); a streaming ensemble has no prompt token
+    count (:mod:`tritonft.repo.pbtxt`)."""
+    names = (TEXT_OUTPUT, COMPLETION_TOKENS) + (() if streaming else (PROMPT_TOKENS,))
+    if logprobs:
+        return (*names, TOKEN_TEXTS, LOG_PROBS)
+    return (*names, LOG_PROBS) if ranked else names
+
+
+@lru_cache(maxsize=8)
+def _output_tensors(names: tuple[str, ...]) -> tuple[Any, ...]:
+    from tritonclient.grpc import service_pb2
+
+    return tuple(service_pb2.ModelInferRequest.InferRequestedOutputTensor(name=name) for name in names)
+
+
 def infer_request(request: EnsembleRequest, prompt: str, *more: str) -> Any:
     """The ``ModelInferRequest`` for ``prompt`` (and ``more`` prompts, one row each, same parameters) of
     ``request``; the parameter tensors are built once per set and row count."""
@@ -70,35 +98,96 @@ def infer_request(request: EnsembleRequest, prompt: str, *more: str) -> Any:
         model_name=request.model.name,
         inputs=(text, *tensors),
         raw_input_contents=(texts, *raws),
+        outputs=_output_tensors(requested_outputs(request.model.streaming, request.logprobs, request.ranked)),
     )
+
+
+def prompt_tokens_request(model: str, prompt: str) -> Any:
+    """A ``ModelInferRequest`` to the preprocessing model ``model``: ``prompt``'s token count only."""
+    from tritonclient.grpc import service_pb2
+
+    return service_pb2.ModelInferRequest(
+        model_name=model,
+        inputs=(service_pb2.ModelInferRequest.InferInputTensor(name=TEXT_INPUT, datatype="BYTES", shape=(1, 1)),),
+        raw_input_contents=(raw_value("BYTES", prompt),),
+        outputs=_output_tensors((PROMPT_TOKENS,)),
+    )
+
+
+def _output(response: Any, name: str) -> tuple[Any, bytes | None] | None:
+    """Output ``name`` of a ``ModelInferResponse`` and its raw contents (``None`` when sent as typed contents)."""
+    for index, output in enumerate(response.outputs):
+        if output.name == name:
+            return output, response.raw_output_contents[index] if index < len(response.raw_output_contents) else None
+    return None
+
+
+def _strings(found: tuple[Any, bytes | None]) -> list[str]:
+    output, raw = found
+    values = bytes_elements(raw) if raw is not None else list(output.contents.bytes_contents)
+    return [v.decode("utf-8", errors="replace") for v in values]
+
+
+def _numbers(found: tuple[Any, bytes | None]) -> list[Any]:
+    output, raw = found
+    code = _NUMBERS.get(output.datatype)
+    if code is None:
+        raise ApiError(502, f"the model's {output.name} is {output.datatype}, not a number type", "server_error")
+    if raw is None:
+        contents = output.contents
+        return list(contents.fp32_contents if code == "f" else contents.int_contents or contents.uint_contents)
+    return list(struct.unpack(f"<{len(raw) // 4}{code}", raw))
 
 
 def answer_texts(response: Any) -> list[str] | None:
     """The ``text_output`` strings of a ``ModelInferResponse`` (one per beam), ``None`` when it has none."""
-    for index, output in enumerate(response.outputs):
-        if output.name == TEXT_OUTPUT:
-            if index < len(response.raw_output_contents):
-                raw = response.raw_output_contents[index]
-                return [v.decode("utf-8", errors="replace") for v in bytes_elements(raw)]
-            return [v.decode("utf-8", errors="replace") for v in output.contents.bytes_contents]
-    return None
+    found = _output(response, TEXT_OUTPUT)
+    return None if found is None else _strings(found)
+
+
+def _per_row(values: list[Any], rows: int, what: str) -> list[list[Any]]:
+    if rows == 1:
+        return [values]
+    width, extra = divmod(len(values), rows)
+    if extra or not width:
+        raise ApiError(502, f"the model answered {len(values)} {what} for {rows} prompts", "server_error")
+    return [values[row * width : (row + 1) * width] for row in range(rows)]
 
 
 def split_rows(texts: list[str], rows: int) -> list[list[str]]:
     """A ``[rows, beams]`` text tensor's elements (row-major) as one list per row."""
-    if rows == 1:
-        return [texts]
-    beams, extra = divmod(len(texts), rows)
-    if extra or not beams:
-        raise ApiError(502, f"the model answered {len(texts)} texts for {rows} prompts", "server_error")
-    return [texts[row * beams : (row + 1) * beams] for row in range(rows)]
+    return _per_row(texts, rows, "texts")
 
 
-def _texts(response: Any) -> list[str]:
-    texts = answer_texts(response)
-    if texts is None:
+def answer_rows(response: Any, rows: int) -> list[Row]:
+    """A ``ModelInferResponse`` of the ensemble as one :class:`Row` per prompt: each beam's text, token count and,
+    when the response has them, each token's text and log-probability; the prompt's token count when it has it."""
+    raws = response.raw_output_contents
+    found = {o.name: (o, raws[i] if i < len(raws) else None) for i, o in enumerate(response.outputs)}
+    if TEXT_OUTPUT not in found:
         raise ApiError(502, f"the model's answer has no {TEXT_OUTPUT} output", "server_error")
-    return texts
+    texts = split_rows(_strings(found[TEXT_OUTPUT]), rows)
+    beams = len(texts[0])
+    counts = _per_row(_numbers(found[COMPLETION_TOKENS]), rows, "token counts") if COMPLETION_TOKENS in found else None
+    prompts = _numbers(found[PROMPT_TOKENS]) if PROMPT_TOKENS in found else None
+    pieces = _per_row(_strings(found[TOKEN_TEXTS]), rows * beams, "token texts") if TOKEN_TEXTS in found else None
+    log_probs = _per_row(_numbers(found[LOG_PROBS]), rows * beams, "log-probabilities") if LOG_PROBS in found else None
+    out = []
+    for row in range(rows):
+        row_beams = []
+        for k in range(beams):
+            count = 0 if counts is None else int(counts[row][min(k, len(counts[row]) - 1)])
+            at = row * beams + k
+            row_beams.append(
+                Beam(
+                    texts[row][k],
+                    count,
+                    () if pieces is None else tuple(pieces[at][:count]),
+                    () if log_probs is None else tuple(log_probs[at][:count]),
+                )
+            )
+        out.append(Row(tuple(row_beams), None if prompts is None else int(prompts[row])))
+    return out
 
 
 def _error(exc: BaseException, deadline_s: float) -> ApiError:
@@ -137,24 +226,36 @@ class Triton:
             return False
         return True
 
-    async def generate(self, request: EnsembleRequest, prompt: str, deadline: float, deadline_s: float) -> list[str]:
-        """The answer (one string per beam) to ``prompt``; ``deadline`` is the ``time.monotonic()`` instant the
-        request's ``deadline_s`` ends at."""
+    async def generate(self, request: EnsembleRequest, prompt: str, deadline: float, deadline_s: float) -> Row:
+        """The answer to ``prompt``; ``deadline`` is the ``time.monotonic()`` instant the request's ``deadline_s``
+        ends at."""
         return (await self.generate_rows(request, (prompt,), deadline, deadline_s))[0]
 
     async def generate_rows(
         self, request: EnsembleRequest, prompts: tuple[str, ...], deadline: float, deadline_s: float
-    ) -> list[list[str]]:
-        """The answers to ``prompts`` sent as the rows of one ModelInfer call: one list (per beam) per prompt."""
+    ) -> list[Row]:
+        """The answers to ``prompts`` sent as the rows of one ModelInfer call: one :class:`Row` per prompt."""
         remaining = max(deadline - time.monotonic(), 0.001)
         try:
             response = await self._stub.ModelInfer(infer_request(request, *prompts), timeout=remaining)
         except Exception as exc:
             raise _error(exc, deadline_s) from exc
-        return split_rows(_texts(response), len(prompts))
+        return answer_rows(response, len(prompts))
 
-    async def stream(self, request: EnsembleRequest, prompt: str, deadline_s: float) -> AsyncGenerator[str, None]:
-        """Each decoupled response's text (the whole sequence so far) as the model sends it.
+    async def prompt_tokens(self, model: str, prompt: str, deadline_s: float) -> int:
+        """``prompt``'s token count as the preprocessing model ``model`` tokenizes it (for a streaming ensemble,
+        which has no such output)."""
+        try:
+            response = await self._stub.ModelInfer(prompt_tokens_request(model, prompt), timeout=deadline_s)
+        except Exception as exc:
+            raise _error(exc, deadline_s) from exc
+        found = _output(response, PROMPT_TOKENS)
+        if found is None:
+            raise ApiError(502, f"{model} answered no {PROMPT_TOKENS}", "server_error")
+        return int(_numbers(found)[0])
+
+    async def stream(self, request: EnsembleRequest, prompt: str, deadline_s: float) -> AsyncGenerator[Beam, None]:
+        """Each decoupled response (the whole sequence so far, and its token count) as the model sends it.
 
         The request stream is half-closed after the one request; Triton ends the stream once its last response
         is sent, which ends the iteration. Closed before that (the caller stopped at a stop phrase, its client went
@@ -164,9 +265,10 @@ class Triton:
             async for answer in call:
                 if answer.error_message:
                     raise from_triton("", answer.error_message.strip(), deadline_s)
-                texts = answer_texts(answer.infer_response)
-                if texts:
-                    yield texts[0]
+                if _output(answer.infer_response, TEXT_OUTPUT) is not None:
+                    rows = answer_rows(answer.infer_response, 1)
+                    if rows[0].beams:
+                        yield rows[0].beams[0]
         except ApiError:
             raise
         except Exception as exc:

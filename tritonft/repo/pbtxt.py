@@ -115,6 +115,16 @@ def postprocessing_config(spec: ModelSpec, ids: TokenIds, ft: mc.ModelConfig) ->
     return config
 
 
+NOT_DECOUPLED_POSTPROCESSING_INPUTS = ("input_lengths", "return_tokens")
+"""Postprocessing inputs a streaming (decoupled) ensemble does not feed: Triton rejects a step fed both by the
+decoupled FT step and by something else (a step before it, an ensemble input)."""
+NOT_DECOUPLED_ENSEMBLE_TENSORS = ("input_lengths", "return_tokens")
+"""Ensemble inputs and outputs a streaming ensemble does not have: ``return_tokens`` would feed nothing, and an
+output of a step before the decoupled one (``input_lengths``) has one value while the decoupled steps' outputs have
+one per response, so every response after the first would wait for it forever. The gateway asks the preprocessing
+model for a streamed prompt's token count instead."""
+
+
 def ensemble_config(spec: ModelSpec) -> mc.ModelConfig:
     """The text-in/text-out ensemble, served under the spec's name."""
     config = template_config(f"{family_dir(spec.family)}/ensemble/config.pbtxt")
@@ -123,8 +133,14 @@ def ensemble_config(spec: ModelSpec) -> mc.ModelConfig:
     config.max_batch_size = spec.batching.max_batch_size
     for step in config.ensemble_scheduling.step:
         step.model_name = roles[step.model_name]
-        if spec.decoupled and step.model_name == roles["postprocessing"] and "input_lengths" in step.input_map:
-            # Triton rejects a step fed by both a decoupled model and a non-decoupled one; when streaming, each
-            # response is the whole sequence so far (GPT: prompt included).
-            del step.input_map["input_lengths"]
+        if spec.decoupled and step.model_name == roles["postprocessing"]:
+            # When streaming, each response is the whole sequence so far (GPT: prompt included).
+            for name in NOT_DECOUPLED_POSTPROCESSING_INPUTS:
+                if name in step.input_map:
+                    del step.input_map[name]
+    if spec.decoupled:
+        for tensors in (config.input, config.output):
+            kept = [tensor for tensor in tensors if tensor.name not in NOT_DECOUPLED_ENSEMBLE_TENSORS]
+            del tensors[:]
+            tensors.extend(kept)
     return config

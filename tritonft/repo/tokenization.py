@@ -11,7 +11,8 @@ Tensor conventions (batch dimension first, as Triton hands them over):
 * ``input_ids`` ``[B, L]`` uint32, padded on the right with ``pad_id``; ``input_lengths`` ``[B, 1]`` uint32;
 * word lists (``bad_words_list`` / ``stop_words_list``): ``[B, 2, L]`` int32, FasterTransformer's layout: row 0 the
   flattened token ids of all phrases (padded with 0), row 1 the cumulative end offset of each phrase (padded with -1);
-* FT outputs: ``output_ids`` ``[B, beams, T]`` and ``sequence_length`` ``[B, beams]``.
+* FT outputs: ``output_ids`` ``[B, beams, T]`` and ``sequence_length`` ``[B, beams]``; the postprocessing model's:
+  ``text_output`` ``[B, beams]``, ``output_lengths`` ``[B, beams]`` and ``output_tokens`` ``[B, beams, N]``.
 """
 
 from __future__ import annotations
@@ -280,7 +281,8 @@ def preprocess(
     """The whole ``preprocessing`` model: request tensors by input name → response tensors by output name.
 
     Inputs: ``text_input`` (required), ``max_output_len``, ``bad_words``, ``stop_words`` (optional; word lists are
-    one comma-separated string per row). Outputs: ``input_ids``, ``input_lengths``, ``request_output_len``, and
+    one comma-separated string per row). Outputs: ``input_ids``, ``input_lengths``, ``request_output_len``,
+    ``is_return_log_probs`` (always true: FT's ``output_log_probs`` is an ensemble output), and
     ``bad_words_list`` / ``stop_words_list`` only when the request has ``bad_words`` / ``stop_words``: FT's word-list
     inputs are optional, and an absent tensor is less to build, copy and read than a "no words" one.
     """
@@ -292,6 +294,9 @@ def preprocess(
         "input_ids": input_ids,
         "input_lengths": input_lengths,
         "request_output_len": output_lengths(inputs.get("max_output_len"), len(texts), settings),
+        # FT returns each generated token's log-probability only when asked; asked always, so the ensemble's
+        # output_log_probs exists for every request (an ensemble output a step may not produce fails the call).
+        "is_return_log_probs": np.ones((len(texts), 1), dtype=np.bool_),
     }
     for source, target in (("bad_words", "bad_words_list"), ("stop_words", "stop_words_list")):
         raw = inputs.get(source)
@@ -313,14 +318,39 @@ def generated_tokens(ids: Sequence[int] | npt.NDArray[Any], length: int, start: 
     return tokens
 
 
-def postprocess(
+def token_texts(tokenizer: TextTokenizer, tokens: Sequence[int]) -> list[str]:
+    """Each token's share of ``decode(tokens)``: the pieces concatenate to the decoded text. A token that ends inside
+    a multi-byte character (byte-level BPE) gets ``""`` and the character goes with the token that completes it.
+
+    Decoded incrementally from the last emitted token on (a window, not the whole prefix), as streaming detokenizers
+    do: SentencePiece's leading-space rule then applies the same to both texts compared."""
+    pieces: list[str] = []
+    prefix, read = 0, 0
+    for index in range(len(tokens)):
+        before = tokenizer.decode(tokens[prefix:read]) if read > prefix else ""
+        text = tokenizer.decode(tokens[prefix : index + 1])
+        last = index == len(tokens) - 1
+        if len(text) > len(before) and (last or not text.endswith("\ufffd")):
+            pieces.append(text[len(before) :])
+            prefix, read = read, index + 1
+        else:
+            pieces.append("")
+    return pieces
+
+
+def postprocess_outputs(
     tokenizer: TextTokenizer,
     settings: TokenizerSettings,
     output_ids: npt.NDArray[Any],
     sequence_length: npt.NDArray[Any],
     input_lengths: npt.NDArray[Any] | None = None,
-) -> npt.NDArray[np.object_]:
-    """Decode FT's ``output_ids [B, beams, T]`` to ``text_output [B, beams]`` (UTF-8 bytes).
+    *,
+    return_tokens: bool = False,
+) -> dict[str, npt.NDArray[Any]]:
+    """Decode FT's ``output_ids [B, beams, T]``: ``text_output [B, beams]`` (UTF-8 bytes), ``output_lengths
+    [B, beams]`` (int32: how many token ids each text was decoded from) and ``output_tokens [B, beams, N]`` (UTF-8
+    bytes: each of those tokens' text, :func:`token_texts`, right-padded with ``b""``; ``N`` is 0 unless
+    ``return_tokens``).
 
     With ``input_lengths`` (GPT models, non-streaming) the prompt is stripped, so the text is the completion only;
     without it the whole sequence is decoded (T5 outputs hold only generated tokens anyway).
@@ -333,17 +363,42 @@ def postprocess(
     rows = ids.tolist()
     lengths = np.asarray(sequence_length).reshape(batch, -1).tolist()
     starts = np.asarray(input_lengths).reshape(batch, -1).tolist() if input_lengths is not None else [[0]] * batch
-    texts = []
+    texts, counts, pieces = [], [], []
     for b in range(batch):
-        row = []
+        row, row_counts, row_pieces = [], [], []
         for k in range(beams):
             length = int(lengths[b][min(k, len(lengths[b]) - 1)])
             tokens = generated_tokens(rows[b][k], length, int(starts[b][0]), settings.end_id)
             row.append(tokenizer.decode(tokens).encode("utf-8"))
+            row_counts.append(len(tokens))
+            if return_tokens:
+                row_pieces.append([piece.encode("utf-8") for piece in token_texts(tokenizer, tokens)])
         texts.append(row)
-    result = np.empty((batch, beams), dtype=object)
-    result[:] = texts
-    return result
+        counts.append(row_counts)
+        pieces.append(row_pieces)
+    text_output = np.empty((batch, beams), dtype=object)
+    text_output[:] = texts
+    width = max((len(p) for row_pieces in pieces for p in row_pieces), default=0)
+    output_tokens = np.full((batch, beams, width), b"", dtype=object)
+    for b, row_pieces in enumerate(pieces):
+        for k, beam_pieces in enumerate(row_pieces):
+            output_tokens[b, k, : len(beam_pieces)] = beam_pieces
+    return {
+        "text_output": text_output,
+        "output_lengths": np.array(counts, dtype=np.int32).reshape(batch, beams),
+        "output_tokens": output_tokens,
+    }
+
+
+def postprocess(
+    tokenizer: TextTokenizer,
+    settings: TokenizerSettings,
+    output_ids: npt.NDArray[Any],
+    sequence_length: npt.NDArray[Any],
+    input_lengths: npt.NDArray[Any] | None = None,
+) -> npt.NDArray[np.object_]:
+    """Only the ``text_output [B, beams]`` of :func:`postprocess_outputs`."""
+    return postprocess_outputs(tokenizer, settings, output_ids, sequence_length, input_lengths)["text_output"]
 
 
 WORD_LISTS = ("bad_words_list", "stop_words_list")
@@ -450,16 +505,29 @@ def preprocess_requests(
 
 def postprocess_requests(
     tokenizer: TextTokenizer, settings: TokenizerSettings, requests: Sequence[Request]
-) -> list[npt.NDArray[np.object_] | ValueError]:
-    """:func:`postprocess` for several requests at once: one decode pass over the rows of requests with the same
-    inputs (``output_ids`` padded to the longest; ``sequence_length`` bounds every row), split back per request.
-    Each request needs ``output_ids`` and ``sequence_length``; ``input_lengths`` is optional."""
+) -> list[dict[str, npt.NDArray[Any]] | ValueError]:
+    """:func:`postprocess_outputs` for several requests at once: one decode pass over the rows of requests with the
+    same inputs (``output_ids`` padded to the longest; ``sequence_length`` bounds every row), split back per request.
+    Each request needs ``output_ids`` and ``sequence_length``; ``input_lengths`` and ``return_tokens`` (BOOL: any
+    row true returns ``output_tokens``) are optional."""
 
-    def one(request: Request) -> npt.NDArray[np.object_]:
+    def one(request: Request) -> dict[str, npt.NDArray[Any]]:
         if "output_ids" not in request or "sequence_length" not in request:
             raise ValueError("postprocessing needs both output_ids and sequence_length")
-        return postprocess(
-            tokenizer, settings, request["output_ids"], request["sequence_length"], request.get("input_lengths")
+        flags = request.get("return_tokens")
+        return postprocess_outputs(
+            tokenizer,
+            settings,
+            request["output_ids"],
+            request["sequence_length"],
+            request.get("input_lengths"),
+            return_tokens=flags is not None and bool(np.any(flags)),
         )
 
-    return _served_together(requests, one, settings.end_id, lambda texts, start, end: texts[start:end])
+    def rows_of(outputs: dict[str, npt.NDArray[Any]], start: int, end: int) -> dict[str, npt.NDArray[Any]]:
+        own = {name: array[start:end] for name, array in outputs.items()}
+        if own["output_tokens"].shape[2]:  # each beam has one piece per token: as wide as its longest beam
+            own["output_tokens"] = own["output_tokens"][:, :, : int(own["output_lengths"].max(initial=0))]
+        return own
+
+    return _served_together(requests, one, settings.end_id, rows_of)

@@ -1,4 +1,5 @@
-"""Triton Python-backend glue of the ``postprocessing`` model: FasterTransformer output ids -> text (BYTES).
+"""Triton Python-backend glue of the ``postprocessing`` model: FasterTransformer output ids -> text (BYTES),
+token counts and, when asked, each token's text.
 
 All logic lives in ``tritonft_tokenization`` (copied next to this file by ``tritonft.repo``); this file only moves
 tensors between Triton and those functions. The tokenizer files sit in this version directory.
@@ -25,9 +26,11 @@ class TritonPythonModel:
         # Absent optional inputs are simply not among request.inputs().
         batch = [{tensor.name(): tensor.as_numpy() for tensor in request.inputs()} for request in requests]
         responses = []
-        for texts in postprocess_requests(self.tokenizer, self.settings, batch):
-            if isinstance(texts, ValueError):
-                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(str(texts))))
+        for outputs in postprocess_requests(self.tokenizer, self.settings, batch):
+            if isinstance(outputs, ValueError):
+                error = pb_utils.TritonError(str(outputs))
+                responses.append(pb_utils.InferenceResponse(output_tensors=[], error=error))
                 continue
-            responses.append(pb_utils.InferenceResponse(output_tensors=[pb_utils.Tensor("text_output", texts)]))
+            tensors = [pb_utils.Tensor(name, array) for name, array in outputs.items()]
+            responses.append(pb_utils.InferenceResponse(output_tensors=tensors))
         return responses

@@ -1,0 +1,164 @@
+"""Every OpenAI request parameter of ``/v1/completions`` and ``/v1/chat/completions``: supported, or refused with a
+400 naming it and saying why. One table (:data:`PARAMETERS`), which the README's table must equal
+(``tests/gateway/test_parameters.py``); a parameter that is in neither is refused as unknown, so nothing a client
+sends is ever silently ignored.
+
+A refused parameter is still accepted at its "off" value (``neutral``: what clients send by default, e.g.
+LangChain's ``frequency_penalty: 0``), and ``null`` means "not sent" for every parameter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tritonft.gateway.errors import ApiError, bad_parameter
+
+COMPLETIONS = "completions"
+CHAT = "chat"
+BOTH = (COMPLETIONS, CHAT)
+PATHS = {COMPLETIONS: "/v1/completions", CHAT: "/v1/chat/completions"}
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One OpenAI request parameter as the gateway treats it."""
+
+    name: str
+    routes: tuple[str, ...]
+    supported: bool
+    note: str
+    """README text: what it does here (supported) or why it is refused."""
+    neutral: tuple[Any, ...] = ()
+    """Values of a refused parameter that ask for nothing (accepted, as if not sent)."""
+
+
+PARAMETERS: tuple[Parameter, ...] = (
+    Parameter("model", BOTH, True, "a served model (`GET /v1/models`); unknown: 404 `model_not_found`"),
+    Parameter("prompt", (COMPLETIONS,), True, "a string or a list of strings (one choice per prompt and `n`)"),
+    Parameter("messages", (CHAT,), True, "`system`/`user`/`assistant` messages with string content (chat template)"),
+    Parameter("max_tokens", BOTH, True, "1 to the model's `max_output_len`; default 16 (at most `max_output_len`)"),
+    Parameter("max_completion_tokens", (CHAT,), True, "the same as `max_tokens` (both: they must agree)"),
+    Parameter("temperature", BOTH, True, "0 to 2; 0 is greedy decoding, otherwise sampling at that temperature"),
+    Parameter("top_p", BOTH, True, "0 to 1: the nucleus sampled from (default 1, the whole distribution)"),
+    Parameter(
+        "n",
+        BOTH,
+        True,
+        "choices per prompt, indexed `p * n + k` (prompt `p`): a greedy answer `n` times (greedy decoding is "
+        "deterministic), sampled ones as `n` rows seeded `seed`, `seed + 1`, ... (a random `seed` when none is "
+        "sent); `n` times the prompts at most the model's `max_batch_size`; not with `stream`",
+    ),
+    Parameter(
+        "best_of",
+        (COMPLETIONS,),
+        True,
+        "candidates per prompt (`n` <= `best_of` <= 8), the `n` best returned: with `temperature: 0`, beam "
+        "search of `best_of` beams; with sampling, `best_of` rows seeded like `n`'s, ranked by mean token "
+        "log-probability (`best_of` times the prompts at most `max_batch_size`); `usage` counts the returned "
+        "choices; not with `stream`",
+    ),
+    Parameter("stop", BOTH, True, "up to 4 phrases; the answer ends before the first (`finish_reason: stop`)"),
+    Parameter("seed", BOTH, True, "0 to 2^63-1: the same seed and parameters give the same sampled answer"),
+    Parameter("stream", BOTH, True, "server-sent events (token by token for a model rendered streaming)"),
+    Parameter(
+        "stream_options",
+        BOTH,
+        True,
+        '`{"include_usage": true}`: a last chunk with `usage` and no choices (only with `stream: true`)',
+    ),
+    Parameter(
+        "echo",
+        (COMPLETIONS,),
+        True,
+        "the prompt before each choice's text (streamed as the first piece); not with `logprobs` (FT gives no "
+        "log-probabilities for prompt tokens)",
+    ),
+    Parameter(
+        "logprobs",
+        BOTH,
+        True,
+        "completions: `0` only, each generated token with its log-probability (`tokens`, `token_logprobs`, "
+        "`top_logprobs` holding the chosen token alone, `text_offset` into the choice's text); chat: `true`, "
+        "the same as `logprobs.content`. FT returns the chosen token's log-probability, not the alternatives', so "
+        "`logprobs` >= 1 is refused; not with `stream`, nor for a model rendered streaming",
+    ),
+    Parameter(
+        "top_logprobs",
+        (CHAT,),
+        True,
+        "`0` only (with `logprobs: true`): FT returns no alternatives to the chosen token",
+    ),
+    Parameter("user", BOTH, True, "accepted: an end-user id for the caller's own records; no effect on the answer"),
+    Parameter(
+        "presence_penalty",
+        BOTH,
+        False,
+        "FT has only a multiplicative repetition penalty, another rule; send 0 or leave it out",
+        (0, 0.0),
+    ),
+    Parameter(
+        "frequency_penalty",
+        BOTH,
+        False,
+        "FT has only a multiplicative repetition penalty, another rule; send 0 or leave it out",
+        (0, 0.0),
+    ),
+    Parameter("logit_bias", BOTH, False, "FT has no per-token logit bias; send {} or leave it out", ({},)),
+    Parameter("suffix", (COMPLETIONS,), False, "the served models do not fill in the middle; leave it out", ("",)),
+    Parameter(
+        "response_format",
+        (CHAT,),
+        False,
+        'no constrained decoding (JSON mode, schemas); `{"type": "text"}` or leave it out',
+        ({"type": "text"},),
+    ),
+    Parameter("tools", (CHAT,), False, "the chat template has no tool calls; leave it out", ([],)),
+    Parameter("tool_choice", (CHAT,), False, 'no tool calls; `"none"` or leave it out', ("none",)),
+    Parameter("parallel_tool_calls", (CHAT,), False, "no tool calls (either value asks for nothing)", (True, False)),
+    Parameter("functions", (CHAT,), False, "no function calls (the deprecated form of `tools`)", ([],)),
+    Parameter("function_call", (CHAT,), False, 'no function calls; `"none"` or leave it out', ("none",)),
+    Parameter("modalities", (CHAT,), False, 'text only; `["text"]` or leave it out', (["text"],)),
+    Parameter("audio", (CHAT,), False, "text only; leave it out"),
+    Parameter("prediction", (CHAT,), False, "no predicted outputs; leave it out"),
+    Parameter("reasoning_effort", (CHAT,), False, "not a reasoning model; leave it out"),
+    Parameter("web_search_options", (CHAT,), False, "no web search; leave it out"),
+    Parameter("service_tier", (CHAT,), False, 'one tier; `"auto"`, `"default"` or leave it out', ("auto", "default")),
+    Parameter("store", (CHAT,), False, "answers are not stored; `false` or leave it out", (False,)),
+    Parameter("metadata", (CHAT,), False, "answers are not stored (metadata goes with `store`); leave it out", ({},)),
+)
+"""The table, in the README's order."""
+
+_BY_ROUTE: dict[str, dict[str, Parameter]] = {
+    route: {p.name: p for p in PARAMETERS if route in p.routes} for route in (COMPLETIONS, CHAT)
+}
+
+
+def _same(value: Any, neutral: Any) -> bool:
+    """``value`` is ``neutral`` (``0`` and ``0.0`` alike, but never ``false`` for ``0``)."""
+    return isinstance(value, bool) == isinstance(neutral, bool) and bool(value == neutral)
+
+
+def checked_body(body: dict[str, Any], route: str) -> dict[str, Any]:
+    """``body`` without its ``null`` values; an :class:`ApiError` (400, naming it) for the first parameter that is
+    not in the table for ``route`` or is refused and not at a neutral value."""
+    known = _BY_ROUTE[route]
+    kept: dict[str, Any] = {}
+    for name, value in body.items():
+        if value is None:
+            continue
+        parameter = known.get(name)
+        if parameter is None:
+            other = CHAT if route == COMPLETIONS else COMPLETIONS
+            where = f" (it is one of {PATHS[other]})" if name in _BY_ROUTE[other] else ""
+            raise ApiError(
+                400,
+                f"{name} is not a parameter of {PATHS[route]}{where}; the README's table lists every parameter "
+                "the gateway accepts",
+                param=name,
+                code="unknown_parameter",
+            )
+        if not parameter.supported and not any(_same(value, n) for n in parameter.neutral):
+            raise bad_parameter(name, f"{name} is not supported: {parameter.note}")
+        kept[name] = value
+    return kept
