@@ -9,7 +9,7 @@ Outputs, by task (always ``float32``, whatever the compute type):
   attention mask, or the first token), then L2-normalised when asked; pooling happens in the graph so that the
   served path has no Python step after the model;
 * ``classify``: ``logits`` ``[batch, labels]``, ``scores`` ``[batch, labels]`` (softmax of the logits) and
-  ``label`` ``[batch]`` (string: the top class's ``id2label`` name, picked by ``ArgMax`` + ``Gather`` in the graph).
+  ``label`` ``[batch, 1]`` (string: the top class's ``id2label`` name, picked by ``ArgMax`` + ``Gather`` in the graph).
 
 The layer arithmetic is Hugging Face's ``BertModel`` (eager attention): embeddings (word + position + token
 type, LayerNorm), then per layer self-attention (Q, K and V as one fused ``MatMul``; scores scaled by
@@ -229,12 +229,13 @@ def build_graph(
         best = b.op("ArgMax", ["scores"], "best", axis=1, keepdims=0)
         names = np.array([s.encode() for s in config.labels], dtype=object)
         b.initializers.append(numpy_helper.from_array(names, "label_names"))
-        b.nodes.append(helper.make_node("Gather", ["label_names", best], ["label"], name="Gather_label", axis=0))
+        picked = b.op("Gather", ["label_names", best], "label_flat", axis=0)
+        b.nodes.append(helper.make_node("Unsqueeze", [picked, "axes_1"], ["label"], name="Unsqueeze_label"))
         width = len(config.labels)
         outputs = [
             helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", width]),
             helper.make_tensor_value_info("scores", TensorProto.FLOAT, ["batch", width]),
-            helper.make_tensor_value_info("label", TensorProto.STRING, ["batch"]),
+            helper.make_tensor_value_info("label", TensorProto.STRING, ["batch", 1]),
         ]
 
     if b.initializer_bytes > PROTOBUF_LIMIT:

@@ -38,34 +38,66 @@ class EncoderTokenizer:
         self.max_seq_length = max_seq_length
 
     def encode(self, texts: Sequence[str]) -> dict[str, npt.NDArray[Any]]:
-        if not texts:
-            raise EncoderInputError("no input text; send at least one non-empty string")
-        for index, text in enumerate(texts):
-            if not text:
-                raise EncoderInputError(f"input[{index}] is an empty string; send non-empty text")
-        encodings = self._tokenizer.encode_batch(list(texts), add_special_tokens=True)
-        lengths = [len(e.ids) for e in encodings]
-        for index, length in enumerate(lengths):
-            if length > self.max_seq_length:
-                raise EncoderInputError(
-                    f"input[{index}] is {length} tokens long, over this model's limit of {self.max_seq_length} "
-                    "tokens; shorten or split the text"
-                )
-        width = max(lengths)
-        ids = np.zeros((len(texts), width), dtype=np.int64)
-        mask = np.zeros((len(texts), width), dtype=np.int64)
-        types = np.zeros((len(texts), width), dtype=np.int64)
-        for row, encoding in enumerate(encodings):
-            n = lengths[row]
-            ids[row, :n] = encoding.ids
-            mask[row, :n] = 1
-            types[row, :n] = encoding.type_ids
-        return {
-            "input_ids": ids,
-            "attention_mask": mask,
-            "token_type_ids": types,
-            "num_tokens": np.array(lengths, dtype=np.int32).reshape(-1, 1),
-        }
+        """One request's texts as padded tensors; raises :class:`EncoderInputError` for a bad text."""
+        (result,) = self.encode_requests([texts])
+        if isinstance(result, EncoderInputError):
+            raise result
+        return result
+
+    def encode_requests(
+        self, requests: Sequence[Sequence[str]]
+    ) -> list[dict[str, npt.NDArray[Any]] | EncoderInputError]:
+        """Several requests tokenized in one batched call and padded to one common width, so the model after the
+        tokenizer can batch them together; a bad request gets its error, the others their tensors."""
+        problems: list[EncoderInputError | None] = [_empty_problem(texts) for texts in requests]
+        flat = [text for texts, problem in zip(requests, problems, strict=True) if problem is None for text in texts]
+        encodings = iter(self._tokenizer.encode_batch(flat, add_special_tokens=True) if flat else [])
+        per_request: list[list[Any]] = []
+        for index, (texts, problem) in enumerate(zip(requests, problems, strict=True)):
+            ours = [next(encodings) for _ in texts] if problem is None else []
+            per_request.append(ours)
+            for position, encoding in enumerate(ours):
+                if len(encoding.ids) > self.max_seq_length:
+                    problems[index] = EncoderInputError(
+                        f"input[{position}] is {len(encoding.ids)} tokens long, over this model's limit of "
+                        f"{self.max_seq_length} tokens; shorten or split the text"
+                    )
+                    break
+        good = [e for ours, problem in zip(per_request, problems, strict=True) if problem is None for e in ours]
+        width = max((len(e.ids) for e in good), default=0)
+        results: list[dict[str, npt.NDArray[Any]] | EncoderInputError] = []
+        for ours, problem in zip(per_request, problems, strict=True):
+            results.append(problem if problem is not None else _padded(ours, width))
+        return results
+
+
+def _empty_problem(texts: Sequence[str]) -> EncoderInputError | None:
+    if not texts:
+        return EncoderInputError("no input text; send at least one non-empty string")
+    for index, text in enumerate(texts):
+        if not text:
+            return EncoderInputError(f"input[{index}] is an empty string; send non-empty text")
+    return None
+
+
+def _padded(encodings: Sequence[Any], width: int) -> dict[str, npt.NDArray[Any]]:
+    count = len(encodings)
+    ids = np.zeros((count, width), dtype=np.int64)
+    mask = np.zeros((count, width), dtype=np.int64)
+    types = np.zeros((count, width), dtype=np.int64)
+    lengths = []
+    for row, encoding in enumerate(encodings):
+        n = len(encoding.ids)
+        lengths.append(n)
+        ids[row, :n] = encoding.ids
+        mask[row, :n] = 1
+        types[row, :n] = encoding.type_ids
+    return {
+        "input_ids": ids,
+        "attention_mask": mask,
+        "token_type_ids": types,
+        "num_tokens": np.array(lengths, dtype=np.int32).reshape(-1, 1),
+    }
 
 
 def decode_texts(array: npt.NDArray[Any]) -> list[str]:
