@@ -35,10 +35,10 @@ def encoder_checkpoint(tmp_path_factory: pytest.TempPathFactory, minilm_dir: Pat
 
 
 @pytest.fixture(scope="session")
-def converted(
+def encoder_converted(
     tmp_path_factory: pytest.TempPathFactory, encoder_checkpoint: Callable[[str], Path]
 ) -> Callable[..., Path]:
-    """``converted(name, dtype="fp32", *extra_args)``: the ``OUT/onnx`` directory `tritonft convert` wrote."""
+    """``encoder_converted(name, dtype="fp32", *extra_args)``: the ``OUT/onnx`` directory `tritonft convert` wrote."""
     done: dict[tuple[str, ...], Path] = {}
 
     def get(name: str, dtype: str = "fp32", *extra: str) -> Path:

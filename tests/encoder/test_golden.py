@@ -64,9 +64,9 @@ def test_tokenizer_gives_the_token_ids_transformers_gives(name, encoder_checkpoi
 
 
 @pytest.mark.parametrize("name", EMBEDDERS)
-def test_fp32_embeddings_equal_sentence_transformers(name, encoder_checkpoint, converted):
+def test_fp32_embeddings_equal_sentence_transformers(name, encoder_checkpoint, encoder_converted):
     data = golden(name)
-    (embedding,) = run(converted(name), encoder_checkpoint(name), data)
+    (embedding,) = run(encoder_converted(name), encoder_checkpoint(name), data)
     expected = np.asarray(data["embeddings"])
     assert embedding.dtype == np.float32
     assert embedding.shape == expected.shape
@@ -74,23 +74,25 @@ def test_fp32_embeddings_equal_sentence_transformers(name, encoder_checkpoint, c
 
 
 @pytest.mark.parametrize("name", EMBEDDERS)
-def test_fp16_embeddings_are_close_to_sentence_transformers(name, encoder_checkpoint, converted):
+def test_fp16_embeddings_are_close_to_sentence_transformers(name, encoder_checkpoint, encoder_converted):
     data = golden(name)
-    (embedding,) = run(converted(name, "fp16"), encoder_checkpoint(name), data)
+    (embedding,) = run(encoder_converted(name, "fp16"), encoder_checkpoint(name), data)
     expected = np.asarray(data["embeddings"])
     assert cosine(embedding, expected).min() >= FP16_MIN_COSINE
     scale = np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(embedding / scale, expected / scale, rtol=0, atol=FP16_ATOL)
 
 
-def test_minilm_ranks_the_sentences_about_eating_first_for_a_question_about_eating(encoder_checkpoint, converted):
+def test_minilm_ranks_the_sentences_about_eating_first_for_a_question_about_eating(
+    encoder_checkpoint, encoder_converted
+):
     data = golden(MINILM)
-    session = ort.InferenceSession(str(converted(MINILM) / "model.onnx"), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(str(encoder_converted(MINILM) / "model.onnx"), providers=["CPUExecutionProvider"])
     tokenizer = EncoderTokenizer(encoder_checkpoint(MINILM) / "tokenizer.json", 256)
     query_inputs = tokenizer.encode([data["query"]])
     feed = {k: query_inputs[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
     (query,) = session.run(None, feed)
-    (texts,) = run(converted(MINILM), encoder_checkpoint(MINILM), data)
+    (texts,) = run(encoder_converted(MINILM), encoder_checkpoint(MINILM), data)
     similarity = texts @ query[0]
     np.testing.assert_allclose(similarity, data["query_similarity"], rtol=0, atol=FP32_ATOL)
     ranking = [data["texts"][i] for i in np.argsort(-similarity)]
@@ -98,10 +100,10 @@ def test_minilm_ranks_the_sentences_about_eating_first_for_a_question_about_eati
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "fp16"])
-def test_classifier_answers_the_golden_logits_scores_and_labels(dtype, encoder_checkpoint, converted):
+def test_classifier_answers_the_golden_logits_scores_and_labels(dtype, encoder_checkpoint, encoder_converted):
     name = "bert-classifier"
     data = golden(name)
-    logits, scores, labels = run(converted(name, dtype), encoder_checkpoint(name), data)
+    logits, scores, labels = run(encoder_converted(name, dtype), encoder_checkpoint(name), data)
     atol = FP32_ATOL if dtype == "fp32" else FP16_LOGITS_ATOL
     np.testing.assert_allclose(logits, data["logits"], rtol=0, atol=atol)
     np.testing.assert_allclose(scores, data["scores"], rtol=0, atol=atol)

@@ -24,10 +24,13 @@ def parse(path: Path) -> mc.ModelConfig:
 
 
 @pytest.fixture
-def embed_repo(tmp_path, converted, encoder_checkpoint):
+def embed_repo(tmp_path, encoder_converted, encoder_checkpoint):
     name = "bert-mean-normalized"
     write_encoder_repository(
-        EncoderServing("emb", engine=OnnxEngine.PYTHON), converted(name), encoder_checkpoint(name), tmp_path / "repo"
+        EncoderServing("emb", engine=OnnxEngine.PYTHON),
+        encoder_converted(name),
+        encoder_checkpoint(name),
+        tmp_path / "repo",
     )
     return tmp_path / "repo"
 
@@ -35,10 +38,10 @@ def embed_repo(tmp_path, converted, encoder_checkpoint):
 @pytest.mark.parametrize("engine", list(OnnxEngine))
 @pytest.mark.parametrize("name", ["bert-mean-normalized", "bert-classifier"])
 def test_written_repository_passes_the_checker_with_its_model_files(
-    tmp_path, converted, encoder_checkpoint, engine, name
+    tmp_path, encoder_converted, encoder_checkpoint, engine, name
 ):
     models = write_encoder_repository(
-        EncoderServing("m", engine=engine), converted(name), encoder_checkpoint(name), tmp_path / "repo"
+        EncoderServing("m", engine=engine), encoder_converted(name), encoder_checkpoint(name), tmp_path / "repo"
     )
     assert models == ["m-tokenizer", "m-onnx", "m"]
     assert check_repository(tmp_path / "repo", require_checkpoint=True) == []
@@ -55,9 +58,9 @@ def test_embed_ensemble_turns_text_into_an_embedding_and_a_token_count(embed_rep
     assert [s.model_name for s in ensemble.ensemble_scheduling.step] == ["emb-tokenizer", "emb-onnx"]
 
 
-def test_classify_ensemble_answers_label_scores_and_logits(tmp_path, converted, encoder_checkpoint):
+def test_classify_ensemble_answers_label_scores_and_logits(tmp_path, encoder_converted, encoder_checkpoint):
     name = "bert-classifier"
-    files = render_encoder_files(EncoderServing("clf"), read_manifest(converted(name)))
+    files = render_encoder_files(EncoderServing("clf"), read_manifest(encoder_converted(name)))
     ensemble = text_format.Parse(files["clf/config.pbtxt"].decode(), mc.ModelConfig())
     assert [(o.name, list(o.dims)) for o in ensemble.output] == [
         ("logits", [3]),
@@ -67,10 +70,10 @@ def test_classify_ensemble_answers_label_scores_and_logits(tmp_path, converted, 
     ]
 
 
-def test_onnx_model_is_for_the_onnxruntime_backend_with_dynamic_batching(converted):
+def test_onnx_model_is_for_the_onnxruntime_backend_with_dynamic_batching(encoder_converted):
     files = render_encoder_files(
         EncoderServing("m", max_batch_size=16, max_queue_delay_us=500, instances=2),
-        read_manifest(converted("bert-mean-normalized")),
+        read_manifest(encoder_converted("bert-mean-normalized")),
     )
     config = text_format.Parse(files["m-onnx/config.pbtxt"].decode(), mc.ModelConfig())
     assert config.platform == "onnxruntime_onnx"
@@ -80,8 +83,8 @@ def test_onnx_model_is_for_the_onnxruntime_backend_with_dynamic_batching(convert
     assert "m-onnx/1/model.py" not in files
 
 
-def test_fp16_on_a_gpu_gets_the_tensorrt_accelerator_in_fp16(converted):
-    manifest = read_manifest(converted("bert-mean-normalized", "fp16"))
+def test_fp16_on_a_gpu_gets_the_tensorrt_accelerator_in_fp16(encoder_converted):
+    manifest = read_manifest(encoder_converted("bert-mean-normalized", "fp16"))
     files = render_encoder_files(EncoderServing("m", gpu=True), manifest)
     config = text_format.Parse(files["m-onnx/config.pbtxt"].decode(), mc.ModelConfig())
     assert [g.kind for g in config.instance_group] == [mc.ModelInstanceGroup.KIND_GPU]
@@ -89,8 +92,8 @@ def test_fp16_on_a_gpu_gets_the_tensorrt_accelerator_in_fp16(converted):
     assert (accelerator.name, accelerator.parameters["precision_mode"]) == ("tensorrt", "FP16")
 
 
-def test_python_stand_in_keeps_the_onnx_models_inputs_and_outputs(converted):
-    manifest = read_manifest(converted("bert-mean-normalized"))
+def test_python_stand_in_keeps_the_onnx_models_inputs_and_outputs(encoder_converted):
+    manifest = read_manifest(encoder_converted("bert-mean-normalized"))
     real = text_format.Parse(
         render_encoder_files(EncoderServing("m"), manifest)["m-onnx/config.pbtxt"].decode(), mc.ModelConfig()
     )
@@ -102,17 +105,19 @@ def test_python_stand_in_keeps_the_onnx_models_inputs_and_outputs(converted):
     assert "m-onnx/1/model.py" in files
 
 
-def test_the_stand_in_cannot_be_placed_on_a_gpu(converted):
+def test_the_stand_in_cannot_be_placed_on_a_gpu(encoder_converted):
     with pytest.raises(UserError, match="runs on the CPU"):
         render_encoder_files(
-            EncoderServing("m", gpu=True, engine=OnnxEngine.PYTHON), read_manifest(converted("bert-mean-normalized"))
+            EncoderServing("m", gpu=True, engine=OnnxEngine.PYTHON),
+            read_manifest(encoder_converted("bert-mean-normalized")),
         )
 
 
-def test_bad_serving_values_are_all_listed(converted):
+def test_bad_serving_values_are_all_listed(encoder_converted):
     with pytest.raises(UserError) as caught:
         render_encoder_files(
-            EncoderServing("bad name", max_batch_size=0, instances=0), read_manifest(converted("bert-mean-normalized"))
+            EncoderServing("bad name", max_batch_size=0, instances=0),
+            read_manifest(encoder_converted("bert-mean-normalized")),
         )
     assert len(caught.value.problems) == 3
 
@@ -146,11 +151,13 @@ def test_checker_finds_a_model_file_that_is_not_the_converted_one(embed_repo):
     assert any("sha256 differs from the conversion's manifest" in p for p in problems)
 
 
-def test_rewriting_replaces_the_models_and_leaves_no_staging_directory(embed_repo, converted, encoder_checkpoint):
+def test_rewriting_replaces_the_models_and_leaves_no_staging_directory(
+    embed_repo, encoder_converted, encoder_checkpoint
+):
     name = "bert-mean-normalized"
     write_encoder_repository(
         EncoderServing("emb", engine=OnnxEngine.PYTHON, max_batch_size=4),
-        converted(name),
+        encoder_converted(name),
         encoder_checkpoint(name),
         embed_repo,
     )
@@ -158,6 +165,8 @@ def test_rewriting_replaces_the_models_and_leaves_no_staging_directory(embed_rep
     assert parse(embed_repo / "emb-onnx" / "config.pbtxt").max_batch_size == 4
 
 
-def test_a_missing_tokenizer_json_is_named(tmp_path, converted):
+def test_a_missing_tokenizer_json_is_named(tmp_path, encoder_converted):
     with pytest.raises(UserError, match=r"tokenizer.json is missing"):
-        write_encoder_repository(EncoderServing("m"), converted("bert-mean-normalized"), tmp_path, tmp_path / "repo")
+        write_encoder_repository(
+            EncoderServing("m"), encoder_converted("bert-mean-normalized"), tmp_path, tmp_path / "repo"
+        )

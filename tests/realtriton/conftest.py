@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.encoder.conftest import encoder_checkpoint, encoder_converted, minilm_dir  # noqa: F401  (encoders)
 from tests.failure_logs import attach_on_failure, tail
 from tests.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
 from tests.realtriton.repos import (
