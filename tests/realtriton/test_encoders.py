@@ -6,9 +6,7 @@ on answering."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,32 +18,10 @@ from tritonclient.utils import InferenceServerException
 from tests.encoder.checkpoints import golden
 from tests.encoder.test_golden import FP32_ATOL
 from tests.realtriton.client import PROTOCOLS, client
-from tests.realtriton.conftest import ServeTriton
-from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
+from tests.realtriton.conftest import CLASSIFIER, EMBEDDER
 from tritonft.local_triton import LocalTriton
 
 pytestmark = pytest.mark.slow
-
-EMBEDDER = "minilm"
-CLASSIFIER = "sentiment"
-
-
-@pytest.fixture(scope="session")
-def encoder_repository(
-    tmp_path_factory: pytest.TempPathFactory,
-    encoder_converted: Callable[..., Path],
-    encoder_checkpoint: Callable[[str], Path],
-) -> Path:
-    out = tmp_path_factory.mktemp("encoder-repo")
-    for served, name in ((EMBEDDER, "all-minilm-l6-v2"), (CLASSIFIER, "bert-classifier")):
-        serving = EncoderServing(served, max_batch_size=16, engine=OnnxEngine.PYTHON)
-        write_encoder_repository(serving, encoder_converted(name), encoder_checkpoint(name), out)
-    return out
-
-
-@pytest.fixture(scope="session")
-def encoder_triton(serve_triton: ServeTriton, encoder_repository: Path) -> LocalTriton:
-    return serve_triton(encoder_repository)
 
 
 def texts_input(protocol: str, texts: list[Any], datatype: str = "BYTES") -> Any:
