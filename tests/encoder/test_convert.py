@@ -171,3 +171,11 @@ def test_ft_families_still_require_tp(tmp_path, capsys):
     (tmp_path / "t5" / "config.json").write_text(json.dumps({"model_type": "t5"}))
     assert convert(tmp_path / "t5", tmp_path / "out") == 1
     assert "--tp is required" in capsys.readouterr().err
+
+
+def test_two_conversions_of_the_same_checkpoint_are_byte_identical(small, tmp_path):
+    assert convert(small, tmp_path / "a") == 0
+    assert convert(small, tmp_path / "b") == 0
+    assert (tmp_path / "a" / "onnx" / "model.onnx").read_bytes() == (
+        tmp_path / "b" / "onnx" / "model.onnx"
+    ).read_bytes()
