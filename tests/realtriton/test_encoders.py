@@ -125,3 +125,16 @@ def test_an_unknown_model_is_refused(encoder_triton):
     with pytest.raises(InferenceServerException, match="unknown"):
         infer(encoder_triton, "no-such-encoder", ["hello"])
     still_serving(encoder_triton)
+
+
+def test_the_encoder_models_run_on_the_images_python_3_10_with_its_onnxruntime(
+    serve_triton, image_python_runtime, encoder_repository
+):
+    """The tokenizer model and the ONNX stand-in, on the server image's Python (3.10) and requirements (numpy 1.x,
+    onnxruntime 1.23.2), answer the goldens too."""
+    server = serve_triton(encoder_repository, runtime=image_python_runtime)
+    data = golden("all-minilm-l6-v2")
+    embedding = infer(server, EMBEDDER, data["texts"]).as_numpy("embedding")
+    np.testing.assert_allclose(embedding, data["embeddings"], rtol=0, atol=FP32_ATOL)
+    labels = infer(server, CLASSIFIER, data["texts"]).as_numpy("label")[:, 0]
+    assert [label.decode() for label in labels] == golden("bert-classifier")["labels"]
