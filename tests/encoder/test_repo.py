@@ -170,3 +170,22 @@ def test_a_missing_tokenizer_json_is_named(tmp_path, encoder_converted):
         write_encoder_repository(
             EncoderServing("m"), encoder_converted("bert-mean-normalized"), tmp_path, tmp_path / "repo"
         )
+
+
+def test_encoder_repo_command_writes_and_checks_the_repository(tmp_path, encoder_converted, encoder_checkpoint, capsys):
+    from tritonft.cli import main
+
+    name = "bert-classifier"
+    args = ["encoder-repo", "--name", "clf", "--converted", str(encoder_converted(name))]
+    args += ["--tokenizer", str(encoder_checkpoint(name)), "--out", str(tmp_path / "repo"), "--engine", "python"]
+    assert main(args) == 0
+    assert "checked: no problems" in capsys.readouterr().out
+    assert parse(tmp_path / "repo" / "clf-onnx" / "config.pbtxt").backend == "python"
+
+
+def test_encoder_repo_command_refuses_a_directory_that_is_not_a_conversion(tmp_path, encoder_checkpoint, capsys):
+    from tritonft.cli import main
+
+    args = ["encoder-repo", "--name", "m", "--converted", str(tmp_path), "--tokenizer", str(tmp_path)]
+    assert main([*args, "--out", str(tmp_path / "repo")]) == 1
+    assert "point at the OUT/onnx directory of `tritonft convert`" in capsys.readouterr().err
