@@ -138,3 +138,12 @@ def test_the_encoder_models_run_on_the_images_python_3_10_with_its_onnxruntime(
     np.testing.assert_allclose(embedding, data["embeddings"], rtol=0, atol=FP32_ATOL)
     labels = infer(server, CLASSIFIER, data["texts"]).as_numpy("label")[:, 0]
     assert [label.decode() for label in labels] == golden("bert-classifier")["labels"]
+
+
+def test_the_probes_default_similarity_check_passes_on_the_served_model(encoder_triton):
+    from tritonft.probe.encoder import EmbeddingExpectation, judge_embeddings
+
+    expected = EmbeddingExpectation(384)
+    texts = expected.texts()
+    verdict = judge_embeddings(expected, texts, infer(encoder_triton, EMBEDDER, texts).as_numpy("embedding"))
+    assert verdict.ok, verdict.detail
