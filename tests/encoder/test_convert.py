@@ -179,3 +179,15 @@ def test_two_conversions_of_the_same_checkpoint_are_byte_identical(small, tmp_pa
     assert (tmp_path / "a" / "onnx" / "model.onnx").read_bytes() == (
         tmp_path / "b" / "onnx" / "model.onnx"
     ).read_bytes()
+
+
+def test_optimize_is_part_of_the_conversion_and_rerun_check(small, tmp_path, capsys):
+    assert convert(small, tmp_path / "out") == 0
+    capsys.readouterr()
+    assert convert(small, tmp_path / "out", "--optimize") == 0
+    assert "converted" in capsys.readouterr().out
+    manifest = json.loads((tmp_path / "out" / "onnx" / "manifest.json").read_text())
+    assert manifest["optimized"] is True
+    assert manifest["fused_operators"]["Attention"] == 2
+    assert convert(small, tmp_path / "out", "--optimize") == 0
+    assert "up to date" in capsys.readouterr().out

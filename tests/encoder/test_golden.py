@@ -16,11 +16,13 @@ Tolerances (goldens are float64 copies of torch's float32 answers on the same to
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 
@@ -74,6 +76,29 @@ def test_fp32_embeddings_equal_sentence_transformers(name, encoder_checkpoint, e
 
 
 @pytest.mark.parametrize("name", EMBEDDERS)
+def test_optimized_fp32_embeddings_equal_sentence_transformers(name, encoder_checkpoint, encoder_converted):
+    data = golden(name)
+    (embedding,) = run(encoder_converted(name, "fp32", "--optimize"), encoder_checkpoint(name), data)
+    np.testing.assert_allclose(embedding, data["embeddings"], rtol=0, atol=FP32_ATOL)
+
+
+def test_optimized_fp16_minilm_is_close_to_sentence_transformers(encoder_checkpoint, encoder_converted):
+    data = golden(MINILM)
+    (embedding,) = run(encoder_converted(MINILM, "fp16", "--optimize"), encoder_checkpoint(MINILM), data)
+    assert cosine(embedding, np.asarray(data["embeddings"])).min() >= FP16_MIN_COSINE
+    np.testing.assert_allclose(embedding, data["embeddings"], rtol=0, atol=FP16_ATOL)
+
+
+def test_optimized_graph_uses_the_fused_operators(encoder_converted):
+    manifest = json.loads((encoder_converted(MINILM, "fp32", "--optimize") / "manifest.json").read_text())
+    assert manifest["fused_operators"] == {"Attention": 6, "BiasGelu": 6, "SkipLayerNormalization": 13}
+    model = onnx.load(str(encoder_converted(MINILM, "fp32", "--optimize") / "model.onnx"), load_external_data=False)
+    kinds = {node.op_type for node in model.graph.node}
+    assert {"Attention", "BiasGelu", "SkipLayerNormalization"} <= kinds
+    assert "Softmax" not in kinds  # every attention block fused
+
+
+@pytest.mark.parametrize("name", EMBEDDERS)
 def test_fp16_embeddings_are_close_to_sentence_transformers(name, encoder_checkpoint, encoder_converted):
     data = golden(name)
     (embedding,) = run(encoder_converted(name, "fp16"), encoder_checkpoint(name), data)
@@ -99,11 +124,11 @@ def test_minilm_ranks_the_sentences_about_eating_first_for_a_question_about_eati
     assert ranking[:2] == ["A man is eating food.", "A man is eating a piece of bread."]
 
 
-@pytest.mark.parametrize("dtype", ["fp32", "fp16"])
-def test_classifier_answers_the_golden_logits_scores_and_labels(dtype, encoder_checkpoint, encoder_converted):
+@pytest.mark.parametrize(("dtype", "extra"), [("fp32", ()), ("fp16", ()), ("fp32", ("--optimize",))])
+def test_classifier_answers_the_golden_logits_scores_and_labels(dtype, extra, encoder_checkpoint, encoder_converted):
     name = "bert-classifier"
     data = golden(name)
-    logits, scores, labels = run(encoder_converted(name, dtype), encoder_checkpoint(name), data)
+    logits, scores, labels = run(encoder_converted(name, dtype, *extra), encoder_checkpoint(name), data)
     atol = FP32_ATOL if dtype == "fp32" else FP16_LOGITS_ATOL
     np.testing.assert_allclose(logits, data["logits"], rtol=0, atol=atol)
     np.testing.assert_allclose(scores, data["scores"], rtol=0, atol=atol)

@@ -155,6 +155,8 @@ EMBEDDER = "minilm"
 """The real all-MiniLM-L6-v2, served by the encoder repository."""
 CLASSIFIER = "sentiment"
 """The seeded BERT classifier (tests.encoder.checkpoints), served by the encoder repository."""
+OPTIMIZED_EMBEDDER = "minilm-fused"
+"""all-MiniLM-L6-v2 converted with ``--optimize`` (ONNX Runtime's fused Attention, SkipLayerNorm, BiasGelu)."""
 
 
 @pytest.fixture(scope="session")
@@ -167,6 +169,9 @@ def encoder_repository(
     for served, name in ((EMBEDDER, "all-minilm-l6-v2"), (CLASSIFIER, "bert-classifier")):
         serving = EncoderServing(served, max_batch_size=16, engine=OnnxEngine.PYTHON)
         write_encoder_repository(serving, encoder_converted(name), encoder_checkpoint(name), out)
+    optimized = encoder_converted("all-minilm-l6-v2", "fp32", "--optimize")
+    serving = EncoderServing(OPTIMIZED_EMBEDDER, max_batch_size=16, engine=OnnxEngine.PYTHON)
+    write_encoder_repository(serving, optimized, encoder_checkpoint("all-minilm-l6-v2"), out)
     return out
 
 

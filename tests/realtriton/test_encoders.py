@@ -18,7 +18,7 @@ from tritonclient.utils import InferenceServerException
 from tests.encoder.checkpoints import golden
 from tests.encoder.test_golden import FP32_ATOL
 from tests.realtriton.client import PROTOCOLS, client
-from tests.realtriton.conftest import CLASSIFIER, EMBEDDER
+from tests.realtriton.conftest import CLASSIFIER, EMBEDDER, OPTIMIZED_EMBEDDER
 from tritonft.local_triton import LocalTriton
 
 pytestmark = pytest.mark.slow
@@ -47,6 +47,13 @@ def test_minilm_embeddings_equal_sentence_transformers(encoder_triton, protocol)
     assert embedding.shape == (len(data["texts"]), 384)
     np.testing.assert_allclose(embedding, data["embeddings"], rtol=0, atol=FP32_ATOL)
     assert result.as_numpy("num_tokens")[:, 0].tolist() == [len(ids) for ids in data["ids"]]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_the_optimized_minilm_answers_the_same_goldens(encoder_triton, protocol):
+    data = golden("all-minilm-l6-v2")
+    embedding = infer(encoder_triton, OPTIMIZED_EMBEDDER, data["texts"], protocol).as_numpy("embedding")
+    np.testing.assert_allclose(embedding, data["embeddings"], rtol=0, atol=FP32_ATOL)
 
 
 def test_minilm_ranks_the_sentences_about_eating_first(encoder_triton):

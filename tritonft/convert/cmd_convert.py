@@ -58,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "module or no sentence-transformers files at all)",
     )
     encoder.add_argument(
+        "--optimize",
+        action="store_true",
+        help="also run ONNX Runtime's transformer optimizer (fused Attention, SkipLayerNormalization, BiasGelu: "
+        "seed 004's 'ONNX Runtime (optimized)'); kept only when it answers like the plain graph",
+    )
+    encoder.add_argument(
         "--max-seq-length",
         type=int,
         help="longest input in tokens (default: sentence_bert_config.json max_seq_length, else "
@@ -142,6 +148,7 @@ def _run_encoder(args: argparse.Namespace, config: dict[str, object]) -> int:
         max_seq_length=args.max_seq_length,
         fsync=args.fsync,
         source_hash=SourceHash(args.source_hash),
+        optimize=args.optimize,
     )
     started = time.monotonic()
     result = convert_encoder(request, dict(config))

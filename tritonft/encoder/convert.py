@@ -69,6 +69,9 @@ class EncoderRequest:
     max_seq_length: int | None = None
     fsync: bool = False
     source_hash: SourceHash = SourceHash.SHA256
+    optimize: bool = False
+    """Run ONNX Runtime's transformer optimizer (fused Attention, SkipLayerNormalization, BiasGelu) and keep its
+    graph when it answers the verification batch like the plain one."""
 
 
 @dataclass
@@ -100,6 +103,7 @@ def expected_manifest(config: EncoderConfig, request: EncoderRequest, ignored: l
         "inputs": list(INPUTS),
         "outputs": list(outputs_of(config.task)),
         "model": {"file": MODEL_FILE},
+        "optimized": request.optimize,
         "ignored_tensors": ignored,
     }
     return manifest
@@ -117,6 +121,7 @@ _COMPARED = (
     "labels",
     "max_seq_length",
     "architecture",
+    "optimized",
 )
 
 
@@ -166,16 +171,20 @@ def convert_encoder(request: EncoderRequest, config_json: dict[str, Any]) -> Enc
             )
             data = model.SerializeToString()
             del model
+            (partial / MODEL_FILE).write_bytes(data)
+            plain = verify_model(partial / MODEL_FILE, config)
+            fused: dict[str, int] = {}
+            if request.optimize:
+                data, fused = optimize_model(partial / MODEL_FILE, config, request.dtype, plain)
             with (partial / MODEL_FILE).open("wb") as handle:
                 handle.write(data)
                 if request.fsync:
                     handle.flush()
                     os.fsync(handle.fileno())
-            verify_model(partial / MODEL_FILE, config)
-            manifest = {
-                **expected,
-                "model": {"file": MODEL_FILE, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)},
-            }
+            model_entry = {"file": MODEL_FILE, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+            manifest = {**expected, "model": model_entry}
+            if request.optimize:
+                manifest["fused_operators"] = fused
             manifest["source"] = {"hash": str(request.source_hash), "files": identities.result()}
             _write_text(partial / MANIFEST, json.dumps(manifest, indent=1) + "\n", request.fsync)
             if request.fsync:
@@ -220,9 +229,47 @@ def _up_to_date(existing: dict[str, Any], expected: dict[str, Any], target: Path
     return sources_unchanged(recorded, sources.stats(), sources.mode, sources.sha256_of)
 
 
-def verify_model(path: Path, config: EncoderConfig) -> None:
+OPTIMIZED_TOLERANCE = {WeightDType.FP32: 1e-4, WeightDType.FP16: 2e-2}
+"""Largest difference allowed between the optimised graph's answer to the verification batch and the plain one's
+(fused kernels sum in another order; measured 1.2e-7 in fp32 on all-MiniLM-L6-v2)."""
+
+
+def optimize_model(
+    path: Path, config: EncoderConfig, dtype: WeightDType, plain: np.ndarray[Any, Any]
+) -> tuple[bytes, dict[str, int]]:
+    """ONNX Runtime's transformer optimizer on ``path`` (fusions only, no hardware-specific rewrites, so the file
+    runs on any execution provider); the optimised bytes and the count of each fused operator. Raises
+    ``UserError`` if nothing fused or the optimised graph answers differently."""
+    import logging
+
+    from onnxruntime.transformers.optimizer import optimize_model as ort_optimize
+
+    logging.getLogger("onnxruntime.transformers").setLevel(logging.ERROR)  # "producer not pytorch" notes
+    arch = config.architecture
+    optimized = ort_optimize(
+        str(path), model_type="bert", num_heads=arch.num_heads, hidden_size=arch.hidden_size, opt_level=0
+    )
+    fused = {k: int(v) for k, v in optimized.get_fused_operator_statistics().items() if v}
+    if not fused.get("Attention"):
+        raise UserError(
+            f"ONNX Runtime's optimizer fused no attention in {path.name} ({fused}); convert without --optimize"
+        )
+    data: bytes = optimized.model.SerializeToString()
+    path.write_bytes(data)
+    answer = verify_model(path, config)
+    difference = float(np.abs(answer - plain).max())
+    if difference > OPTIMIZED_TOLERANCE[dtype]:
+        raise UserError(
+            f"the optimised graph answers the verification batch {difference:.2e} away from the plain one "
+            f"(allowed {OPTIMIZED_TOLERANCE[dtype]:.0e}); convert without --optimize"
+        )
+    return data, fused
+
+
+def verify_model(path: Path, config: EncoderConfig) -> np.ndarray[Any, Any]:
     """Load ``path`` with ONNX Runtime and run a two-sequence batch (one padded): raises ``UserError`` if the
-    model does not load, names the wrong outputs, or answers with the wrong shape or non-finite values."""
+    model does not load, names the wrong outputs, or answers with the wrong shape or non-finite values; returns the
+    first output."""
     import onnxruntime as ort
 
     try:
@@ -245,3 +292,4 @@ def verify_model(path: Path, config: EncoderConfig) -> None:
         norms = np.linalg.norm(first, axis=1)
         if not np.allclose(norms, 1.0, atol=1e-3):
             raise UserError(f"the converted {path.name} returned embeddings of norm {norms.tolist()}, expected 1")
+    return first

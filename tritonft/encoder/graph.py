@@ -178,7 +178,8 @@ def build_graph(
         ("half", np.array(0.5, dtype=b.np_type)),
         ("mask_bias", np.array(MASK_BIAS, dtype=b.np_type)),
         ("inv_sqrt2", np.array(1.0 / math.sqrt(2.0), dtype=b.np_type)),
-        ("attn_scale", np.array(1.0 / math.sqrt(hd), dtype=b.np_type)),
+        ("attn_sqrt", np.array(math.sqrt(hd), dtype=b.np_type)),
+        ("sqrt2", np.array(math.sqrt(2.0), dtype=b.np_type)),
         ("norm_eps", np.array(1e-12, dtype=np.float32)),
         ("count_eps", np.array(1e-9, dtype=np.float32)),
     ):
@@ -201,9 +202,10 @@ def build_graph(
     x = _layer_norm(b, summed, read, prefix=f"{p}embeddings.LayerNorm", name="emb_ln", eps=a.layer_norm_eps)
 
     # attention bias [B, 1, 1, S]: 0 on tokens, MASK_BIAS on padding
-    mask_f = b.op("Cast", ["attention_mask"], "mask_f", to=b.onnx_type)
-    inverted = b.op("Sub", ["one", mask_f], "mask_inv")
-    bias = b.op("Unsqueeze", [b.op("Mul", [inverted, "mask_bias"], "mask_neg"), "axes_12"], "attn_bias")
+    # (the node order ONNX Runtime's attention fusion recognises: Unsqueeze, Unsqueeze, Cast, Sub, Mul)
+    mask_4d = b.op("Unsqueeze", [b.op("Unsqueeze", ["attention_mask", "axes_1"], "mask_3d_i"), "axes_2"], "mask_4d")
+    inverted = b.op("Sub", ["one", b.op("Cast", [mask_4d], "mask_f", to=b.onnx_type)], "mask_inv")
+    bias = b.op("Mul", [inverted, "mask_bias"], "attn_bias")
 
     for i in range(a.num_layers):
         x = _layer(b, x, bias, read, prefix=f"{p}encoder.layer.{i}", name=f"l{i}", config=config)
@@ -272,21 +274,20 @@ def _layer_norm(b: _Builder, x: str, read: WeightReader, *, prefix: str, name: s
 def _layer(b: _Builder, x: str, bias: str, read: WeightReader, *, prefix: str, name: str, config: EncoderConfig) -> str:
     a = config.architecture
     att = f"{prefix}.attention.self"
-    qkv_w = np.concatenate([read(f"{att}.{part}.weight") for part in ("query", "key", "value")], axis=0)
-    qkv_b = np.concatenate([read(f"{att}.{part}.bias") for part in ("query", "key", "value")], axis=0)
-    w = b.constant(f"{name}.qkv.weight", np.ascontiguousarray(qkv_w.T))
-    qkv = b.op("Add", [b.op("MatMul", [x, w], f"{name}_qkv_mm"), b.constant(f"{name}.qkv.bias", qkv_b)], f"{name}_qkv")
-    q, k, v = b.node("Split", [qkv], f"{name}_split", outputs=3, axis=2)
+
+    def projection(part: str) -> str:
+        return _linear(b, x, read, f"{att}.{part}", f"{name}_{part}")
 
     def heads(t: str, what: str, perm: list[int]) -> str:
         return b.op(
             "Transpose", [b.op("Reshape", [t, "heads_shape"], f"{name}_{what}_r")], f"{name}_{what}_t", perm=perm
         )
 
-    q_h = heads(b.op("Mul", [q, "attn_scale"], f"{name}_q_scaled"), "q", [0, 2, 1, 3])
-    k_h = heads(k, "k", [0, 2, 3, 1])
-    v_h = heads(v, "v", [0, 2, 1, 3])
-    scores = b.op("Add", [b.op("MatMul", [q_h, k_h], f"{name}_scores"), bias], f"{name}_masked")
+    q_h = heads(projection("query"), "q", [0, 2, 1, 3])
+    k_h = heads(projection("key"), "k", [0, 2, 3, 1])
+    v_h = heads(projection("value"), "v", [0, 2, 1, 3])
+    raw = b.op("MatMul", [q_h, k_h], f"{name}_scores")
+    scores = b.op("Add", [b.op("Div", [raw, "attn_sqrt"], f"{name}_scaled"), bias], f"{name}_masked")
     probs = b.op("Softmax", [scores], f"{name}_probs", axis=-1)
     context = b.op("Transpose", [b.op("MatMul", [probs, v_h], f"{name}_ctx")], f"{name}_ctx_t", perm=[0, 2, 1, 3])
     merged = b.op("Reshape", [context, "hidden_shape"], f"{name}_ctx_merged")
@@ -301,10 +302,10 @@ def _layer(b: _Builder, x: str, bias: str, read: WeightReader, *, prefix: str, n
     )
     inter = _linear(b, x, read, f"{prefix}.intermediate.dense", f"{name}_ffn_in")
     # exact GELU: 0.5 * x * (1 + erf(x / sqrt(2)))
-    erf = b.op("Erf", [b.op("Mul", [inter, "inv_sqrt2"], f"{name}_gelu_scaled")], f"{name}_gelu_erf")
+    erf = b.op("Erf", [b.op("Div", [inter, "sqrt2"], f"{name}_gelu_scaled")], f"{name}_gelu_erf")
     gelu = b.op(
         "Mul",
-        [b.op("Mul", [inter, "half"], f"{name}_gelu_half"), b.op("Add", [erf, "one"], f"{name}_gelu_1p")],
+        [b.op("Mul", [inter, b.op("Add", [erf, "one"], f"{name}_gelu_1p")], f"{name}_gelu_x"), "half"],
         f"{name}_gelu",
     )
     out = _linear(b, gelu, read, f"{prefix}.output.dense", f"{name}_ffn_out")
