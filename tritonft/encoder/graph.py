@@ -12,10 +12,11 @@ Outputs, by task (always ``float32``, whatever the compute type):
   ``label`` ``[batch, 1]`` (string: the top class's ``id2label`` name, picked by ``ArgMax`` + ``Gather`` in the graph).
 
 The layer arithmetic is Hugging Face's ``BertModel`` (eager attention): embeddings (word + position + token
-type, LayerNorm), then per layer self-attention (Q, K and V as one fused ``MatMul``; scores scaled by
-``1/sqrt(head_size)``; padding masked with a large negative bias), output dense + residual + LayerNorm, the feed-forward
-block with the exact (erf) GELU + residual + LayerNorm. The graph keeps the unfused patterns ONNX Runtime's
-transformer optimizer recognises (attention, LayerNorm, GELU), so it can be optimised further.
+type, LayerNorm), then per layer self-attention (Q, K and V projections; scores divided by ``sqrt(head_size)``;
+padding masked with a large negative bias), output dense + residual + LayerNorm, the feed-forward block with the
+exact (erf) GELU + residual + LayerNorm. The nodes follow the patterns of Hugging Face's own ONNX export, which
+ONNX Runtime's transformer optimizer recognises (``tritonft convert --optimize`` fuses every attention block,
+LayerNorm and GELU).
 
 ``fp16`` stores the weights as float16 and computes in float16; the pooled output (and the mean pooling's
 sums) are computed in float32 after a ``Cast``.
