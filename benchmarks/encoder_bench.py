@@ -12,7 +12,7 @@ batch 1, concurrency 1 and 8, four ways (issue 25's (a)-(d)):
 figures compare; (c) by perf_analyzer, as the seed measured Triton. For (c) at c=1, Triton's per-model statistics
 (mean µs per request of each phase) say where the time goes. Medians over the requests of each measurement.
 
-Usage: .venv/bin/python benchmarks/encoder_bench.py [--seconds 5]
+Usage: .venv/bin/python benchmarks/encoder_bench.py [--seconds 5] [--optimize]
 """
 
 from __future__ import annotations
@@ -127,6 +127,7 @@ def wait_http(port: int, path: str) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement (default 5)")
+    parser.add_argument("--optimize", action="store_true", help="convert with --optimize (fused ORT operators)")
     args = parser.parse_args()
 
     import onnxruntime as ort
@@ -142,7 +143,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="tritonft-encoder-bench-") as scratch:
         work = Path(scratch)
         checkpoint = extract_minilm(work / "all-MiniLM-L6-v2")
-        assert tritonft(["convert", "--input", str(checkpoint), "--output", str(work / "converted")]) == 0
+        convert = ["convert", "--input", str(checkpoint), "--output", str(work / "converted")]
+        assert tritonft(convert + (["--optimize"] if args.optimize else [])) == 0
         model = work / "converted" / "onnx" / "model.onnx"
         tokenizer = Tokenizer.from_file(str(checkpoint / "tokenizer.json"))
         tokenizer.no_padding()  # all-MiniLM-L6-v2's tokenizer.json pads to 128 and truncates at 128

@@ -7,7 +7,8 @@ same ``1/model.onnx``, same inputs, outputs, batching — through this model, wh
 tensors have the same width (the tokenizer pads each batch to one width) run as one ONNX Runtime call.
 
 Parameters (``config.pbtxt``): ``tritonft_engine: onnxruntime-python`` (marks the stand-in),
-``intra_op_threads`` (ONNX Runtime's intra-op thread count; ``0`` = one per core).
+``intra_op_threads`` (ONNX Runtime's intra-op thread count; ``0`` = one per core), ``allow_spinning`` (``1`` lets
+ONNX Runtime's idle workers spin; default ``0``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,11 @@ class TritonPythonModel:
         path = Path(args["model_repository"]) / args["model_version"] / "model.onnx"
         options = ort.SessionOptions()
         options.intra_op_num_threads = int(parameters.get("intra_op_threads", "0") or 0)
+        # ONNX Runtime's workers spin between ops by default: beside Triton, the tokenizer model's stub and other
+        # models on the same cores, spinning takes the CPU the next request needs.
+        spinning = parameters.get("allow_spinning", "0") or "0"
+        options.add_session_config_entry("session.intra_op.allow_spinning", spinning)
+        options.add_session_config_entry("session.inter_op.allow_spinning", spinning)
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.outputs = [o["name"] for o in config["output"]]
