@@ -29,7 +29,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("tritonft.bench.cli", "load-test an endpoint at several concurrencies (table, CSV, PNG plot)"),
     "convert": (
         "tritonft.convert.cmd_convert",
-        "convert a Hugging Face T5/GPT-2/GPT-J checkpoint to FasterTransformer",
+        "convert a Hugging Face T5/GPT-2/GPT-J checkpoint to FasterTransformer, or a BERT encoder to ONNX",
+    ),
+    "encoder-repo": (
+        "tritonft.encoder.command",
+        "render and check an encoder's Triton repository (tokenizer model, ONNX model, ensemble) from its conversion",
     ),
     "verify": (
         "tritonft.convert.cmd_verify",

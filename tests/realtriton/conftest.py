@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.encoder.conftest import encoder_checkpoint, encoder_converted, minilm_dir  # noqa: F401  (encoders)
 from tests.failure_logs import attach_on_failure, tail
 from tests.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
 from tests.realtriton.repos import (
@@ -26,6 +27,7 @@ from tests.realtriton.repos import (
 )
 from tests.reference.conftest import checkpoint, converted  # noqa: F401  (golden checkpoints, converted once)
 from tests.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
+from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
 from tritonft.local_triton import IMAGE_PYTHON, LocalTriton, TritonError, TritonRuntime, find_python, prepare_runtime
 from tritonft.spec import Family
 from tritonft.standin import standin_all
@@ -147,3 +149,32 @@ def server_sections(item: pytest.Item) -> list[tuple[str, str]]:
 
 
 pytest_runtest_makereport = attach_on_failure(server_sections)
+
+
+EMBEDDER = "minilm"
+"""The real all-MiniLM-L6-v2, served by the encoder repository."""
+CLASSIFIER = "sentiment"
+"""The seeded BERT classifier (tests.encoder.checkpoints), served by the encoder repository."""
+OPTIMIZED_EMBEDDER = "minilm-fused"
+"""all-MiniLM-L6-v2 converted with ``--optimize`` (ONNX Runtime's fused Attention, SkipLayerNorm, BiasGelu)."""
+
+
+@pytest.fixture(scope="session")
+def encoder_repository(
+    tmp_path_factory: pytest.TempPathFactory,
+    encoder_converted: Callable[..., Path],  # noqa: F811
+    encoder_checkpoint: Callable[[str], Path],  # noqa: F811
+) -> Path:
+    out = tmp_path_factory.mktemp("encoder-repo")
+    for served, name in ((EMBEDDER, "all-minilm-l6-v2"), (CLASSIFIER, "bert-classifier")):
+        serving = EncoderServing(served, max_batch_size=16, engine=OnnxEngine.PYTHON)
+        write_encoder_repository(serving, encoder_converted(name), encoder_checkpoint(name), out)
+    optimized = encoder_converted("all-minilm-l6-v2", "fp32", "--optimize")
+    serving = EncoderServing(OPTIMIZED_EMBEDDER, max_batch_size=16, engine=OnnxEngine.PYTHON)
+    write_encoder_repository(serving, optimized, encoder_checkpoint("all-minilm-l6-v2"), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def encoder_triton(serve_triton: ServeTriton, encoder_repository: Path) -> LocalTriton:
+    return serve_triton(encoder_repository)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from mypy import api as mypy_api
 
+from tritonft.encoder.repo import TOKENIZER_PACKAGE_FILES
 from tritonft.repo import tokenization
 from tritonft.repo.engine import PACKAGE_ROOT, REFERENCE_MODEL_SOURCE, REFERENCE_PACKAGE_FILES
 
@@ -24,6 +25,10 @@ IMAGE_CODE = [
     ROOT / Path(tokenization.__file__).relative_to(ROOT),
     REFERENCE_MODEL_SOURCE,
     *(PACKAGE_ROOT / relative for relative in REFERENCE_PACKAGE_FILES),
+    # the encoders' Python models and what tritonft.encoder.repo ships with them
+    PACKAGE_ROOT / "encoder" / "triton_tokenizer_model.py",
+    PACKAGE_ROOT / "encoder" / "triton_onnx_model.py",
+    *(PACKAGE_ROOT / relative for relative in TOKENIZER_PACKAGE_FILES),
 ]
 
 

@@ -1,6 +1,7 @@
 """``tritonft convert``: a Hugging Face checkpoint -> its serving engine's files (FasterTransformer: ``OUT/<N>-gpu/``).
 
 The engine is the one of the family (``--family``, else ``config.json`` ``model_type``): :mod:`tritonft.engines`.
+Encoders (``model_type: bert``) -> ``OUT/onnx/model.onnx`` for ONNX Runtime (:mod:`tritonft.encoder.convert`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,10 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from tritonft.errors import UserError
 from tritonft.spec import Family, WeightDType
+
+ENCODER_FAMILIES = ("bert",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--input", required=True, type=Path, help="Hugging Face model directory (config.json + weights)"
     )
     parser.add_argument("--output", required=True, type=Path, help="directory that receives <TP>-gpu/")
-    parser.add_argument("--tp", required=True, type=int, help="tensor-parallel size the weights are split for")
+    parser.add_argument(
+        "--tp", type=int, help="tensor-parallel size the weights are split for (FasterTransformer families: required)"
+    )
     parser.add_argument(
         "--dtype",
         choices=[d.value for d in WeightDType],
@@ -30,8 +36,38 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--family",
-        choices=[f.value for f in Family],
+        choices=[*(f.value for f in Family), *ENCODER_FAMILIES],
         help="model family (default: from config.json model_type)",
+    )
+    encoder = parser.add_argument_group("encoders (family bert: written to OUT/onnx/)")
+    encoder.add_argument(
+        "--task",
+        choices=["embed", "classify"],
+        help="what the model answers (default: classify for a *ForSequenceClassification checkpoint, else embed)",
+    )
+    encoder.add_argument(
+        "--pooling",
+        choices=["mean", "cls"],
+        help="embedding pooling (default: the checkpoint's sentence-transformers Pooling module, else mean)",
+    )
+    encoder.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="L2-normalise embeddings (default: yes when the checkpoint has a sentence-transformers Normalize "
+        "module or no sentence-transformers files at all)",
+    )
+    encoder.add_argument(
+        "--optimize",
+        action="store_true",
+        help="also run ONNX Runtime's transformer optimizer (fused Attention, SkipLayerNormalization, BiasGelu: "
+        "seed 004's 'ONNX Runtime (optimized)'); kept only when it answers like the plain graph",
+    )
+    encoder.add_argument(
+        "--max-seq-length",
+        type=int,
+        help="longest input in tokens (default: sentence_bert_config.json max_seq_length, else "
+        "max_position_embeddings); longer inputs are refused when served",
     )
     parser.add_argument("--workers", type=int, default=2, help="conversion threads; memory grows with it (default: 2)")
     parser.add_argument(
@@ -59,6 +95,13 @@ def run(args: argparse.Namespace) -> int:
     from tritonft.engines.base import ConvertRequest
 
     signal.signal(signal.SIGTERM, _terminate)  # Kubernetes stops Jobs with SIGTERM
+    from tritonft.convert.model import load_config
+
+    config = load_config(args.input)
+    if args.family in ENCODER_FAMILIES or (args.family is None and config.get("model_type") in ENCODER_FAMILIES):
+        return _run_encoder(args, config)
+    if args.tp is None:
+        raise UserError(f"--tp is required to convert a {config.get('model_type')!r} model for FasterTransformer")
     family = Family(args.family) if args.family else None
     request = ConvertRequest(
         input_dir=args.input,
@@ -78,4 +121,46 @@ def run(args: argparse.Namespace) -> int:
         print(outcome.summary)
     else:
         print(f"{outcome.summary} in {time.monotonic() - started:.1f}s")
+    return 0
+
+
+def _run_encoder(args: argparse.Namespace, config: dict[str, object]) -> int:
+    from tritonft.convert.sources import SourceHash
+    from tritonft.encoder.checkpoint import Pooling, Task
+    from tritonft.encoder.convert import EncoderRequest, convert_encoder
+
+    if config.get("model_type") not in ENCODER_FAMILIES:
+        raise UserError(
+            f"--family bert contradicts config.json model_type = {config.get('model_type')!r}; "
+            "drop --family or fix the input directory"
+        )
+    if args.tp not in (None, 1):
+        raise UserError(f"--tp {args.tp}: encoders are not split across GPUs; drop --tp")
+    if args.max_seq_length is not None and args.max_seq_length < 2:
+        raise UserError(f"--max-seq-length {args.max_seq_length} must be at least 2 ([CLS] and [SEP])")
+    request = EncoderRequest(
+        input_dir=args.input,
+        output_dir=args.output,
+        dtype=WeightDType(args.dtype),
+        task=Task(args.task) if args.task else None,
+        pooling=Pooling(args.pooling) if args.pooling else None,
+        normalize=args.normalize,
+        max_seq_length=args.max_seq_length,
+        fsync=args.fsync,
+        source_hash=SourceHash(args.source_hash),
+        optimize=args.optimize,
+    )
+    started = time.monotonic()
+    result = convert_encoder(request, dict(config))
+    manifest = result.manifest
+    summary = f"{manifest['task']}, {manifest['model']['size']} bytes"
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if result.skipped:
+        print(f"up to date: {result.target} already holds this conversion ({summary}); nothing written")
+    else:
+        print(
+            f"converted bert {manifest['dtype']} -> {result.target}/model.onnx ({summary}, verified with ONNX Runtime) "
+            f"in {time.monotonic() - started:.1f}s"
+        )
     return 0

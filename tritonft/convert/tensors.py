@@ -12,7 +12,8 @@ Supported layouts of a Hugging Face model directory, in order of preference:
 * ``pytorch_model.bin`` (or shards listed by ``pytorch_model.bin.index.json``): only when ``torch`` is
   importable; loaded with ``torch.load(mmap=True, weights_only=True)``.
 
-Stored dtypes: ``F32``, ``F16`` and ``BF16``. numpy has no bfloat16, so bf16 tensors are returned as their raw
+Stored dtypes: ``F32``, ``F16`` and ``BF16`` (plus integer buffers such as ``I64``, which are indexed but never
+converted). numpy has no bfloat16, so bf16 tensors are returned as their raw
 ``uint16`` bits and widened to float32 with a 16-bit shift (exact) by :func:`cast`.
 """
 
@@ -44,6 +45,11 @@ _STORED: dict[str, np.dtype[Any]] = {
     "F32": np.dtype("<f4"),
     "F16": np.dtype("<f2"),
     "BF16": np.dtype("<u2"),
+    # integer buffers some checkpoints carry (BERT's ``embeddings.position_ids``): indexed, never converted
+    "I64": np.dtype("<i8"),
+    "I32": np.dtype("<i4"),
+    "U8": np.dtype("u1"),
+    "BOOL": np.dtype("?"),
 }
 _MAX_HEADER_BYTES = 100 * 1024 * 1024  # the safetensors format's own limit
 

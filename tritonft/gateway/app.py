@@ -15,6 +15,7 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
+from tritonft.gateway import embeddings
 from tritonft.gateway.accesslog import AccessLog
 from tritonft.gateway.asgi import App, Call, JSONResponse, Lifespan, Route
 from tritonft.gateway.coalesce import Coalescer
@@ -219,9 +220,39 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
     async def post_chat(call: Call) -> Response:
         return await completions(call, chat=True)
 
+    async def post_embeddings(call: Call) -> Response:
+        body = await call.json(config.max_body_bytes)
+        name = body.get("model") if isinstance(body, dict) else None
+        if not isinstance(name, str):
+            raise ApiError(400, "model is required: the name of a served model (see GET /v1/models)", param="model")
+        model = config.embedder(name)
+        if model is None:
+            if config.model(name) is not None:
+                raise ApiError(
+                    400,
+                    f"model {name!r} generates text; /v1/embeddings needs an embedding model "
+                    f"({', '.join(m.name for m in config.embedders) or 'none served'})",
+                    param="model",
+                    code="model_not_embedding",
+                )
+            raise unknown_model(name, config.names)
+        call.model = model.name
+        request = embeddings.parse_request(body)
+        try:
+            vectors, tokens = await embeddings.embed(
+                client(model.name).stub, model, request, time.monotonic() + config.deadline_s, config.deadline_s
+            )
+        except ApiError as exc:
+            error = client_error(exc, model.name, config.scales_to_zero)
+            if error is exc:
+                raise
+            raise error from exc
+        return JSONResponse(embeddings.response_body(model.name, request, vectors, tokens))
+
     models_body = {
         "object": "list",
-        "data": [{"id": m.name, "object": "model", "created": 0, "owned_by": "triton-ft"} for m in config.models],
+        "data": [{"id": m.name, "object": "model", "created": 0, "owned_by": "triton-ft"} for m in config.models]
+        + [{"id": m.name, "object": "model", "created": 0, "owned_by": "triton-ft"} for m in config.embedders],
     }
 
     async def get_models(_: Call) -> Response:
@@ -259,6 +290,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
     routes = {
         "/v1/completions": Route(POST, post_completions, "completions"),
         "/v1/chat/completions": Route(POST, post_chat, "chat"),
+        "/v1/embeddings": Route(POST, post_embeddings, "embeddings"),
         "/v1/models": Route(GET, get_models, "models"),
         "/health/live": Route(GET, live),
         "/health/ready": Route(GET, ready),

@@ -13,6 +13,7 @@ from tritonft.errors import UserError
 
 if TYPE_CHECKING:
     from tritonft.gateway.config import GatewayConfig
+    from tritonft.gateway.embeddings import EmbeddingModel
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,6 +29,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
     parser.add_argument(
         "--spec", action="append", default=[], type=Path, metavar="SPEC.json", help="a served model's spec (repeat)"
+    )
+    parser.add_argument(
+        "--embedding-model",
+        action="append",
+        default=[],
+        metavar="NAME[:MAX_BATCH]",
+        help="an encoder ensemble to serve under /v1/embeddings (repeat); MAX_BATCH is its max_batch_size, the most "
+        "texts per Triton call (default 32)",
     )
     parser.add_argument(
         "--scales-to-zero",
@@ -59,12 +68,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_config(args: argparse.Namespace) -> GatewayConfig:
     from tritonft.gateway.config import GatewayConfig, ServedModel
 
-    if not args.spec:
-        raise UserError("--spec: give at least one model spec (SPEC.json) to serve")
+    if not args.spec and not args.embedding_model:
+        raise UserError("--spec / --embedding-model: give at least one model to serve")
     if args.deadline <= 0 or args.max_body_bytes <= 0 or args.calls_in_flight <= 0:
         raise UserError("--deadline, --max-body-bytes and --calls-in-flight must be positive")
     models = [ServedModel.from_spec(option_file.read_spec("--spec", path)) for path in args.spec]
-    names = [m.name for m in models]
+    embedders = [embedding_model(value) for value in args.embedding_model]
+    names = [m.name for m in models] + [m.name for m in embedders]
+    if len(set(names)) != len(names):
+        raise UserError(f"a model name is served twice: {', '.join(names)}")
     default, routes = triton_routes(args.triton_url, names)
     unknown = [name for name in args.scales_to_zero if name not in names]
     if unknown:
@@ -78,7 +90,18 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
         frozenset(args.scales_to_zero),
         args.coalesce,
         args.calls_in_flight,
+        tuple(embedders),
     )
+
+
+def embedding_model(value: str) -> EmbeddingModel:
+    """``NAME[:MAX_BATCH]`` -> the served embedding model; UserError names the fix."""
+    from tritonft.gateway.embeddings import EmbeddingModel
+
+    name, _, size = value.partition(":")
+    if not name or (size and (not size.isdigit() or int(size) < 1)):
+        raise UserError(f"--embedding-model {value}: give NAME or NAME:MAX_BATCH (a positive integer)")
+    return EmbeddingModel(name, int(size) if size else 32)
 
 
 def triton_routes(values: list[str], served: list[str]) -> tuple[str, dict[str, str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from tritonft.gateway.embeddings import EmbeddingModel
 from tritonft.spec import Family, ModelSpec
 
 MAX_BEAMS = 8
@@ -68,6 +69,11 @@ class GatewayConfig:
     """Send concurrent same-parameter completions of a model to Triton as one batched call (``coalesce.py``)."""
     calls_in_flight: int = 2
     """Calls per model and parameter set sent at once before further requests wait to be merged."""
+    embedders: tuple[EmbeddingModel, ...] = ()
+    """Encoder ensembles served under ``/v1/embeddings`` (``tritonft.gateway.embeddings``)."""
+
+    def embedder(self, name: str) -> EmbeddingModel | None:
+        return next((m for m in self.embedders if m.name == name), None)
 
     def model(self, name: str) -> ServedModel | None:
         return next((m for m in self.models if m.name == name), None)
@@ -78,4 +84,4 @@ class GatewayConfig:
 
     @property
     def names(self) -> list[str]:
-        return [m.name for m in self.models]
+        return [m.name for m in self.models] + [m.name for m in self.embedders]

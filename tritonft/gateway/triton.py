@@ -212,6 +212,11 @@ class Triton:
         self._channel = grpc.aio.insecure_channel(url, options=options)
         self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
 
+    @property
+    def stub(self) -> Any:
+        """The channel's ``GRPCInferenceService`` stub (for calls other than text generation: embeddings)."""
+        return self._stub
+
     async def ready(self, models: list[str], timeout_s: float) -> bool:
         from tritonclient.grpc import service_pb2
 

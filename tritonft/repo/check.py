@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from google.protobuf import text_format  # type: ignore[import-untyped]  # no types-protobuf in the lock
 from tritonclient.grpc import model_config_pb2 as mc
 
+from tritonft.encoder.check import is_onnx_model, onnx_model_problems
 from tritonft.repo.checkpoint import CONFIG_INI, CheckpointIni, checkpoint_dir_problems, ini_problems
 from tritonft.repo.engine import is_reference
 from tritonft.repo.naming import SPEC_FILE
@@ -96,6 +97,7 @@ def _model_problems(model: Model, root: Path, require_checkpoint: bool) -> list[
     if config.name and config.name != model.directory.name:
         problems.append(f"{model.label}: name {config.name!r} differs from its directory {model.directory.name!r}")
     is_ft = config.backend == FT_BACKEND or is_reference(config)  # the reference engine keeps FT's config
+    is_onnx = is_onnx_model(config)  # encoders' ONNX step (or its Python-backend stand-in)
     if not model.versions and (require_checkpoint or not is_ft):
         problems.append(f"{model.directory.name}: no version directory (e.g. {model.directory.name}/1/)")
     if config.backend == "python":
@@ -103,10 +105,12 @@ def _model_problems(model: Model, root: Path, require_checkpoint: bool) -> list[
             version_dir = model.directory / version
             if not (version_dir / "model.py").is_file():
                 problems.append(f"{model.directory.name}/{version}: no model.py")
-            if require_checkpoint and not is_ft and find_tokenizer_files(version_dir) is None:
+            if require_checkpoint and not is_ft and not is_onnx and find_tokenizer_files(version_dir) is None:
                 problems.append(f"{model.directory.name}/{version}: no tokenizer files")
     if is_ft:
         problems += ft_problems(model, root, require_checkpoint)
+    if is_onnx:
+        problems += onnx_model_problems(model.directory, config, model.versions, require_checkpoint)
     return problems
 
 
