@@ -9,3 +9,6 @@ bash scripts/bootstrap.sh
 .venv/bin/python scripts/offline_demo.py
 # ...and that repository served by a real Triton (the FT step stood in for), probed, then stopped.
 .venv/bin/python scripts/serve_demo.py
+# ...and seed 004's encoder path on a real model: all-MiniLM-L6-v2 converted to ONNX, served by the real Triton behind
+# the OpenAI gateway, ranking sentences by similarity to a question.
+.venv/bin/python scripts/encoder_demo.py --query "A man is eating pasta."
