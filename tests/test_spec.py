@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 import pytest
 
 from components.settings.catalog import KNOWN_MODELS
-from tritonft.spec import Batching, DataType, Family, ModelSpec, WeightDType
+from tritonft.spec import (
+    Architecture,
+    Batching,
+    DataType,
+    EncoderSpec,
+    EncoderTask,
+    Family,
+    ModelSpec,
+    Pooling,
+    WeightDType,
+)
 
 FAMILY, ARCH = KNOWN_MODELS["t5-3b"]
 SPEC = ModelSpec(
@@ -59,3 +70,96 @@ def test_sizes_follow_parameters_and_dtypes() -> None:
     assert SPEC.weight_bytes == SPEC.parameters * 4
     assert SPEC.gpu_weight_bytes == SPEC.parameters * 2
     assert SPEC.family.ft_model_type == "T5" and Family.GPTJ.ft_model_type == "GPT-J"
+
+
+MINILM = ModelSpec(
+    name="minilm",
+    family=Family.BERT,
+    hf_repo="sentence-transformers/all-MiniLM-L6-v2",
+    revision="1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
+    architecture=Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=30522, max_positions=512),
+    weight_dtype=WeightDType.FP32,
+    encoder=EncoderSpec(task=EncoderTask.EMBED, pooling=Pooling.MEAN, normalize=True, max_seq_length=256),
+)
+CLASSIFIER = replace(
+    MINILM,
+    name="sst2",
+    encoder=EncoderSpec(task=EncoderTask.CLASSIFY, labels=("NEGATIVE", "POSITIVE"), max_seq_length=128),
+)
+
+
+def test_a_generators_json_has_no_encoder_key() -> None:
+    assert '"encoder"' not in SPEC.to_json()
+
+
+@pytest.mark.parametrize("spec", [MINILM, CLASSIFIER], ids=["embed", "classify"])
+def test_an_encoder_spec_survives_the_json_round_trip(spec: ModelSpec) -> None:
+    parsed = ModelSpec.from_json(spec.to_json())
+    assert parsed == spec and parsed.encoder is not None
+    assert isinstance(parsed.encoder.task, EncoderTask) and isinstance(parsed.encoder.labels, tuple)
+    assert parsed.to_json() == spec.to_json()
+
+
+def test_all_minilm_l6_v2_counts_the_parameters_of_its_body_without_the_pooler() -> None:
+    # sentence-transformers' 22,565,376 (the Hub's 22.7M includes BertModel's pooler, which pooling does not use)
+    assert MINILM.parameters == 22_565_376
+    assert MINILM.output_width == 384
+
+
+def test_a_classifier_adds_the_pooler_and_one_row_per_label() -> None:
+    assert CLASSIFIER.parameters - MINILM.parameters == (384 * 384 + 384) + 2 * (384 + 1)
+    assert CLASSIFIER.output_width == 2
+
+
+def test_the_encoder_settings_are_part_of_the_conversion_key() -> None:
+    key = MINILM.conversion_key("1.0")
+    assert MINILM.encoder is not None
+    assert replace(MINILM, encoder=replace(MINILM.encoder, pooling=Pooling.CLS)).conversion_key("1.0") != key
+    assert replace(MINILM, encoder=replace(MINILM.encoder, max_seq_length=128)).conversion_key("1.0") != key
+
+
+def test_an_encoder_without_its_encoder_spec_is_refused() -> None:
+    with pytest.raises(ValueError, match="encoder: required for family bert"):
+        replace(MINILM, encoder=None)
+
+
+def test_a_generator_with_an_encoder_spec_is_refused() -> None:
+    with pytest.raises(ValueError, match="encoder: only for encoder families"):
+        replace(SPEC, encoder=EncoderSpec())
+
+
+@pytest.mark.parametrize(
+    ("encoder", "message"),
+    [
+        (EncoderSpec(task=EncoderTask.CLASSIFY, labels=("only",)), "needs at least two labels"),
+        (EncoderSpec(task=EncoderTask.CLASSIFY, labels=("a", "a")), "distinct non-empty names"),
+        (EncoderSpec(labels=("a", "b")), "only for task classify"),
+        (EncoderSpec(max_seq_length=1), "must be at least 2"),
+        (EncoderSpec(max_seq_length=1024), "exceeds the model's position table"),
+    ],
+)
+def test_encoder_values_are_checked_naming_the_field(encoder: EncoderSpec, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        replace(MINILM, encoder=encoder)
+
+
+def test_an_encoder_is_not_split_across_gpus() -> None:
+    with pytest.raises(ValueError, match="not split across GPUs"):
+        replace(MINILM, tensor_parallel=2)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("task", "rank"), "'rank' is not a valid EncoderTask"),
+        (("labels", "POSITIVE"), "encoder.labels must be a list"),
+        (("normalize", "yes"), "encoder.normalize must be true or false"),
+        (("max_seq_length", "256"), "encoder.max_seq_length must be an integer"),
+        (("poling", "mean"), r"encoder has unknown field\(s\) \['poling'\]"),
+    ],
+)
+def test_a_mistyped_encoder_in_json_is_refused_by_name(change: tuple[str, object], message: str) -> None:
+    raw = json.loads(MINILM.to_json())
+    raw["encoder"][change[0]] = change[1]
+    with pytest.raises(ValueError, match=message):
+        ModelSpec.from_dict(raw)

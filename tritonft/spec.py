@@ -27,21 +27,98 @@ else:  # the server image's Python 3.10 imports this module with the reference e
 
 
 class Family(StrEnum):
-    """Model families FasterTransformer serves through Triton."""
+    """Model families served through Triton: the generators by FasterTransformer, the encoders by ONNX Runtime
+    (:mod:`tritonft.engines` says which engine serves which)."""
 
     T5 = "t5"
     GPT2 = "gpt2"
     GPTJ = "gptj"
+    BERT = "bert"
+    """BERT-architecture encoders (MiniLM, all-MiniLM, BGE, E5, ...): sentence embeddings or classification."""
+
+    @property
+    def is_encoder(self) -> bool:
+        return self is Family.BERT
 
     @property
     def ft_model_type(self) -> str:
-        """The backend's ``model_type`` parameter for this family."""
-        return {Family.T5: "T5", Family.GPT2: "GPT", Family.GPTJ: "GPT-J"}[self]
+        """The FasterTransformer backend's ``model_type`` parameter for this family."""
+        return {Family.T5: "T5", Family.GPT2: "GPT", Family.GPTJ: "GPT-J"}[self._ft()]
 
     @property
     def ini_section(self) -> str:
         """The section of FT's ``config.ini`` that holds the model's hyper-parameters."""
-        return {Family.T5: "encoder", Family.GPT2: "gpt", Family.GPTJ: "gptj"}[self]
+        return {Family.T5: "encoder", Family.GPT2: "gpt", Family.GPTJ: "gptj"}[self._ft()]
+
+    def _ft(self) -> Family:
+        if self.is_encoder:
+            raise ValueError(f"family {self.value!r} is not served by FasterTransformer (it has no FT model type)")
+        return self
+
+
+class EncoderTask(StrEnum):
+    """What a served encoder answers."""
+
+    EMBED = "embed"
+    """A sentence embedding (pooled, optionally L2-normalised)."""
+    CLASSIFY = "classify"
+    """The sequence-classification head: logits, softmax scores and the top label."""
+
+
+class Pooling(StrEnum):
+    """How an embedding model turns token vectors into one sentence vector."""
+
+    MEAN = "mean"
+    """Average of the token vectors under the attention mask (sentence-transformers' ``pooling_mode_mean_tokens``)."""
+    CLS = "cls"
+    """The first token's vector (``pooling_mode_cls_token``: BGE and the like)."""
+
+
+@dataclass(frozen=True)
+class EncoderSpec:
+    """What an encoder (``family: bert``) is served as; required for encoders, absent for the generators.
+
+    The values are the conversion's (``tritonft convert`` reads them from the checkpoint; its manifest records
+    them): the repository rendered from the spec is checked against that manifest when it is written.
+    """
+
+    task: EncoderTask = EncoderTask.EMBED
+    pooling: Pooling = Pooling.MEAN
+    """``task: embed`` only."""
+    normalize: bool = True
+    """L2-normalised embeddings (``task: embed`` only)."""
+    labels: tuple[str, ...] = ()
+    """Class names by logit index (``id2label``), ``task: classify`` only: at least two."""
+    max_seq_length: int = 512
+    """Longest input in tokens (special tokens included); longer texts are refused, not truncated."""
+    type_vocab_size: int = 2
+    """Rows of the token-type embedding (``config.json`` ``type_vocab_size``): part of the parameter count."""
+
+    @property
+    def output_width(self) -> int:
+        """Width of the answer: the embedding (``hidden_size``) or one score per label."""
+        return len(self.labels)
+
+    def problems(self, architecture: Architecture) -> list[str]:
+        """What is wrong with this encoder spec for ``architecture`` (empty when it is consistent)."""
+        found = []
+        if self.task is EncoderTask.CLASSIFY:
+            if len(self.labels) < 2:
+                found.append(f"encoder.labels: task classify needs at least two labels, got {list(self.labels)}")
+            if len(set(self.labels)) != len(self.labels) or not all(self.labels):
+                found.append(f"encoder.labels: must be distinct non-empty names, got {list(self.labels)}")
+        elif self.labels:
+            found.append(f"encoder.labels: only for task classify, not {self.task} (drop them)")
+        if self.max_seq_length < 2:
+            found.append(f"encoder.max_seq_length: {self.max_seq_length} must be at least 2 ([CLS] and [SEP])")
+        elif architecture.max_positions and self.max_seq_length > architecture.max_positions:
+            found.append(
+                f"encoder.max_seq_length: {self.max_seq_length} exceeds the model's position table "
+                f"(architecture.max_positions = {architecture.max_positions})"
+            )
+        if self.type_vocab_size < 1:
+            found.append(f"encoder.type_vocab_size: {self.type_vocab_size} must be at least 1")
+        return found
 
 
 class WeightDType(StrEnum):
@@ -96,15 +173,27 @@ class Architecture:
         return self.num_heads * self.head_size
 
 
-def parameter_count(family: Family, arch: Architecture) -> int:
-    """Exact parameter count of the FT-served model (the tensors the converter writes, ties counted once).
+def parameter_count(family: Family, arch: Architecture, encoder: EncoderSpec | None = None) -> int:
+    """Exact parameter count of the served model (the tensors the converter writes, ties counted once).
 
     T5: shared embedding (+ untied LM head), encoder blocks (q,k,v,o + FFN + 2 norms), decoder blocks (self q,k,v,o +
     cross q,k,v,o + FFN + 3 norms), relative bias tables in block 0, two final norms.
     GPT-2: wte + wpe + per layer (fused qkv w+b, proj w+b, fc w+b, proj w+b, 2 LN w+b) + final LN.
     GPT-J: wte + per layer (q,k,v,o without bias, fc_in w+b, fc_out w+b, one LN w+b) + final LN + LM head w+b.
+    BERT (``encoder`` required): word + position + token-type embeddings + their LN, per layer (q,k,v,o w+b, 2 LN,
+    intermediate w+b, output w+b); ``task: classify`` adds the pooler (w+b) and the classifier (w+b) — the
+    tensors the ONNX graph holds (:func:`tritonft.encoder.graph.required_tensors`).
     """
     d, inner, f, v = arch.d_model, arch.inner_size, arch.d_ff, arch.vocab_size
+    if family is Family.BERT:
+        if encoder is None:
+            raise ValueError("the parameter count of a bert model needs its encoder spec (task, labels)")
+        per_layer = 4 * (d * inner + inner) + (d * f + f) + (f * d + d) + 4 * d
+        embeddings = (v + arch.max_positions + encoder.type_vocab_size) * d + 2 * d
+        head = 0
+        if encoder.task is EncoderTask.CLASSIFY:
+            head = (d * d + d) + len(encoder.labels) * (d + 1)
+        return embeddings + arch.num_layers * per_layer + head
     if family is Family.T5:
         ffn = (3 if arch.gated_ffn else 2) * d * f
         buckets = 32
@@ -154,6 +243,32 @@ class ModelSpec:
     """Weight-only int8 (GPT-2 only)."""
     instances: int = 1
     """Triton model instances (``instance_group.count``)."""
+    encoder: EncoderSpec | None = None
+    """The encoder's task (``family: bert`` only; required there). Absent from the JSON of the generators."""
+
+    def __post_init__(self) -> None:
+        problems = self.problems()
+        if problems:
+            raise ValueError(f"model spec {self.name!r} is inconsistent: " + "; ".join(problems))
+
+    def problems(self) -> list[str]:
+        """What makes this spec inconsistent (family vs encoder spec, the encoder's own rules)."""
+        try:
+            family = Family(self.family)
+        except ValueError:
+            return [f"family: {self.family!r} is not one of {', '.join(f.value for f in Family)}"]
+        if not family.is_encoder:
+            return [] if self.encoder is None else [f"encoder: only for encoder families (bert), not {family}"]
+        if self.encoder is None:
+            return [f"encoder: required for family {family} (task embed or classify)"]
+        found = self.encoder.problems(self.architecture)
+        if self.tensor_parallel != 1 or self.pipeline_parallel != 1:
+            found.append("tensor_parallel/pipeline_parallel: an encoder is not split across GPUs (both must be 1)")
+        if self.decoupled or self.int8_mode:
+            found.append("decoupled/int8_mode: generator options, not for an encoder")
+        if not self.architecture.max_positions:
+            found.append("architecture.max_positions: required for an encoder (its position table)")
+        return found
 
     @property
     def gpus(self) -> int:
@@ -162,7 +277,14 @@ class ModelSpec:
 
     @property
     def parameters(self) -> int:
-        return parameter_count(self.family, self.architecture)
+        return parameter_count(self.family, self.architecture, self.encoder)
+
+    @property
+    def output_width(self) -> int:
+        """An encoder's answer width: the embedding's (``d_model``) or one score per label."""
+        if self.encoder is None:
+            raise ValueError(f"model {self.name!r} ({self.family}) is not an encoder")
+        return self.encoder.output_width or self.architecture.d_model
 
     @property
     def weight_bytes(self) -> int:
@@ -183,22 +305,25 @@ class ModelSpec:
         """Content key of the converted weights: changes exactly when the conversion output would change."""
         import hashlib
 
-        material = json.dumps(
-            {
-                "repo": self.hf_repo,
-                "revision": self.revision,
-                "weight_dtype": str(self.weight_dtype),
-                "tp": self.tensor_parallel,
-                "family": str(self.family),
-                "converter": converter_version,
-            },
-            sort_keys=True,
-        )
+        key: dict[str, Any] = {
+            "repo": self.hf_repo,
+            "revision": self.revision,
+            "weight_dtype": str(self.weight_dtype),
+            "tp": self.tensor_parallel,
+            "family": str(self.family),
+            "converter": converter_version,
+        }
+        if self.encoder is not None:  # the encoder's task, pooling and limits are in its converted graph
+            key["encoder"] = _plain(asdict(self.encoder))
+        material = json.dumps(key, sort_keys=True)
         return hashlib.sha256(material.encode()).hexdigest()[:10]
 
     def to_json(self) -> str:
-        """Canonical JSON (sorted keys) for Job arguments and ``--spec`` files."""
-        return json.dumps(_plain(asdict(self)), sort_keys=True, separators=(",", ":"))
+        """Canonical JSON (sorted keys) for Job arguments and ``--spec`` files (no ``encoder`` key without one)."""
+        plain = _plain(asdict(self))
+        if self.encoder is None:
+            del plain["encoder"]
+        return json.dumps(plain, sort_keys=True, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> ModelSpec:
@@ -223,11 +348,12 @@ class ModelSpec:
             batching_raw = dict(raw.get("batching") or {})
             if "preferred_batch_sizes" in batching_raw:
                 batching_raw["preferred_batch_sizes"] = tuple(batching_raw["preferred_batch_sizes"])
-            base = {k: v for k, v in raw.items() if k not in ("architecture", "batching")}
+            base = {k: v for k, v in raw.items() if k not in ("architecture", "batching", "encoder")}
             spec = cls(
                 **base,
                 architecture=arch,
                 batching=Batching(**batching_raw),
+                encoder=_encoder_from_dict(raw.get("encoder")),
             )
             return replace(
                 spec,
@@ -237,6 +363,32 @@ class ModelSpec:
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"model spec is incomplete or mistyped: {exc}") from exc
+
+
+def _encoder_from_dict(raw: Any) -> EncoderSpec | None:
+    if raw is None:
+        return None
+    known = {f.name for f in fields(EncoderSpec)}
+    if not isinstance(raw, dict):
+        raise ValueError(f"model spec encoder must be an object with the fields {sorted(known)}")
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"model spec encoder has unknown field(s) {unknown}; known: {sorted(known)}")
+    values = dict(raw)
+    if "task" in values:
+        values["task"] = EncoderTask(values["task"])
+    if "pooling" in values:
+        values["pooling"] = Pooling(values["pooling"])
+    if "labels" in values:
+        if not isinstance(values["labels"], list | tuple) or not all(isinstance(x, str) for x in values["labels"]):
+            raise ValueError(f"model spec encoder.labels must be a list of names, got {values['labels']!r}")
+        values["labels"] = tuple(values["labels"])
+    for key in ("max_seq_length", "type_vocab_size"):
+        if key in values and (not isinstance(values[key], int) or isinstance(values[key], bool)):
+            raise ValueError(f"model spec encoder.{key} must be an integer, got {values[key]!r}")
+    if "normalize" in values and not isinstance(values["normalize"], bool):
+        raise ValueError(f"model spec encoder.normalize must be true or false, got {values['normalize']!r}")
+    return EncoderSpec(**values)
 
 
 def _plain(value: Any) -> Any:
@@ -257,8 +409,11 @@ __all__ = [
     "Architecture",
     "Batching",
     "DataType",
+    "EncoderSpec",
+    "EncoderTask",
     "Family",
     "ModelSpec",
+    "Pooling",
     "WeightDType",
     "ceil_div",
     "parameter_count",

@@ -265,6 +265,8 @@ class Knob:
     """Allowed values (for integers: their decimal text); for arrays: allowed entries."""
     choices_doc: str = ""
     """Shown in the README instead of a long list of choices."""
+    refused: tuple[tuple[str, str], ...] = ()
+    """Values the project knows but a stack cannot take yet, each with the reason (the error says it)."""
     scope: Scope = "any"
     secret: bool = False
     minimum: int | None = None
@@ -344,6 +346,9 @@ def _parse_string(knob: Knob, raw: Any) -> tuple[Any, str | None]:
     if not isinstance(raw, str) or raw == "" or _is_json_list(raw):
         shown = "a list" if isinstance(raw, list) or _is_json_list(raw) else repr(raw)
         return None, f"must be a non-empty string, got {shown}"
+    refused = dict(knob.refused)
+    if raw in refused:
+        return None, refused[raw]
     if knob.choices and raw not in knob.choices:
         return None, _choice_problem(knob, raw)
     return raw, None
@@ -411,6 +416,11 @@ ADDONS = ("ingress-nginx", "cert-manager", "kube-prometheus-stack", "prometheus-
 DATA_TYPES = ("fp32", "fp16", "bf16")
 WEIGHT_DTYPES = ("fp32", "fp16")
 FAMILIES = ("t5", "gpt2", "gptj")
+ENCODERS_NOT_YET = (
+    "encoders are not deployable by a stack yet ('bert': its conversion Job, gateway, probe and CPU placement are "
+    "not wired); convert and serve one with `tritonft convert` and `tritonft encoder-repo` (README: encoders), or "
+    "use one of t5, gpt2, gptj"
+)
 
 STACK_KNOBS: tuple[Knob, ...] = (
     # -- where and what kind of environment
@@ -915,7 +925,14 @@ MODEL_KNOBS: tuple[Knob, ...] = (
         required=True,
         format="git-sha",
     ),
-    Knob("family", "string", "Model family.", choices=FAMILIES, default_doc="from the catalog of known repos"),
+    Knob(
+        "family",
+        "string",
+        "Model family.",
+        choices=FAMILIES,
+        default_doc="from the catalog of known repos",
+        refused=(("bert", ENCODERS_NOT_YET),),
+    ),
     Knob(
         "architecture",
         "object",

@@ -298,6 +298,25 @@ def test_custom_architecture_is_accepted_with_a_family() -> None:
     assert settings.models[0].family is Family.GPT2
 
 
+def test_an_encoder_family_is_refused_as_not_deployable_by_a_stack_yet() -> None:
+    arch = {"dModel": 384, "numHeads": 12, "numLayers": 6, "dFf": 1536, "vocabSize": 30522, "maxPositions": 512}
+    found = problems_of(
+        kubernetes_stack(
+            models=[model(hfRepo="sentence-transformers/all-MiniLM-L6-v2", family="bert", architecture=arch)]
+        )
+    )
+    refusal = [p for p in found if p.startswith("models[0].family: ")]
+    assert len(refusal) == 1
+    assert "encoders are not deployable by a stack yet" in refusal[0] and "tritonft encoder-repo" in refusal[0]
+
+
+def test_a_stack_offers_exactly_the_families_fastertransformer_serves() -> None:
+    from components.settings.schema import FAMILIES
+    from tritonft.engines import FASTERTRANSFORMER
+
+    assert set(FAMILIES) == {str(f) for f in FASTERTRANSFORMER.families}
+
+
 def test_known_parameter_counts_match_the_published_sizes() -> None:
     # Published sizes: t5-small 60.5M, gpt2 124.4M, gpt-j-6b 6.05B (Hugging Face model cards).
     assert parameter_count(*KNOWN_MODELS["t5-small"]) == pytest.approx(60.5e6, rel=0.01)

@@ -1,7 +1,7 @@
 """``tritonft convert``: a Hugging Face checkpoint -> its serving engine's files (FasterTransformer: ``OUT/<N>-gpu/``).
 
 The engine is the one of the family (``--family``, else ``config.json`` ``model_type``): :mod:`tritonft.engines`.
-Encoders (``model_type: bert``) -> ``OUT/onnx/model.onnx`` for ONNX Runtime (:mod:`tritonft.encoder.convert`).
+Encoders (``model_type: bert``) -> ``OUT/onnx/model.onnx`` by the ONNX Runtime engine (:mod:`tritonft.encoder.convert`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from types import FrameType
 
 from tritonft.errors import UserError
 from tritonft.spec import Family, WeightDType
-
-ENCODER_FAMILIES = ("bert",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--family",
-        choices=[*(f.value for f in Family), *ENCODER_FAMILIES],
+        choices=[f.value for f in Family],
         help="model family (default: from config.json model_type)",
     )
     encoder = parser.add_argument_group("encoders (family bert: written to OUT/onnx/)")
@@ -90,77 +88,55 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds like Ctrl-C, so the partial directory is removed
 
 
+def _encoder_options(args: argparse.Namespace) -> dict[str, object]:
+    """The encoder group's options the user set (an unset one is left to the checkpoint)."""
+    options = {
+        "task": args.task,
+        "pooling": args.pooling,
+        "normalize": args.normalize,
+        "max_seq_length": args.max_seq_length,
+        "optimize": args.optimize or None,
+    }
+    return {key: value for key, value in options.items() if value is not None}
+
+
 def run(args: argparse.Namespace) -> int:
-    from tritonft.engines import engine_for_checkpoint
+    from tritonft.engines import ONNXRUNTIME, engine_for_checkpoint
     from tritonft.engines.base import ConvertRequest
 
     signal.signal(signal.SIGTERM, _terminate)  # Kubernetes stops Jobs with SIGTERM
-    from tritonft.convert.model import load_config
-
-    config = load_config(args.input)
-    if args.family in ENCODER_FAMILIES or (args.family is None and config.get("model_type") in ENCODER_FAMILIES):
-        return _run_encoder(args, config)
-    if args.tp is None:
-        raise UserError(f"--tp is required to convert a {config.get('model_type')!r} model for FasterTransformer")
     family = Family(args.family) if args.family else None
+    engine = engine_for_checkpoint(args.input, family)
+    options = _encoder_options(args)
+    if engine is ONNXRUNTIME:
+        tp = 1 if args.tp is None else args.tp
+    else:
+        from tritonft.convert.model import load_config
+
+        model_type = load_config(args.input).get("model_type")
+        if options:
+            flags = ", ".join(f"--{key.replace('_', '-')}" for key in options)
+            raise UserError(f"{flags}: encoder options (family bert), not for a {model_type!r} model; drop them")
+        if args.tp is None:
+            raise UserError(f"--tp is required to convert a {model_type!r} model for FasterTransformer")
+        tp = args.tp
     request = ConvertRequest(
         input_dir=args.input,
         output_dir=args.output,
-        tp=args.tp,
+        tp=tp,
         dtype=WeightDType(args.dtype),
         family=family,
         workers=args.workers,
         fsync=args.fsync,
         source_hash=args.source_hash,
+        options=options,
     )
     started = time.monotonic()
-    outcome = engine_for_checkpoint(args.input, family).convert(request)
+    outcome = engine.convert(request)
     for note in outcome.notes:
         print(f"note: {note}", file=sys.stderr)
     if outcome.skipped:
         print(outcome.summary)
     else:
         print(f"{outcome.summary} in {time.monotonic() - started:.1f}s")
-    return 0
-
-
-def _run_encoder(args: argparse.Namespace, config: dict[str, object]) -> int:
-    from tritonft.convert.sources import SourceHash
-    from tritonft.encoder.checkpoint import Pooling, Task
-    from tritonft.encoder.convert import EncoderRequest, convert_encoder
-
-    if config.get("model_type") not in ENCODER_FAMILIES:
-        raise UserError(
-            f"--family bert contradicts config.json model_type = {config.get('model_type')!r}; "
-            "drop --family or fix the input directory"
-        )
-    if args.tp not in (None, 1):
-        raise UserError(f"--tp {args.tp}: encoders are not split across GPUs; drop --tp")
-    if args.max_seq_length is not None and args.max_seq_length < 2:
-        raise UserError(f"--max-seq-length {args.max_seq_length} must be at least 2 ([CLS] and [SEP])")
-    request = EncoderRequest(
-        input_dir=args.input,
-        output_dir=args.output,
-        dtype=WeightDType(args.dtype),
-        task=Task(args.task) if args.task else None,
-        pooling=Pooling(args.pooling) if args.pooling else None,
-        normalize=args.normalize,
-        max_seq_length=args.max_seq_length,
-        fsync=args.fsync,
-        source_hash=SourceHash(args.source_hash),
-        optimize=args.optimize,
-    )
-    started = time.monotonic()
-    result = convert_encoder(request, dict(config))
-    manifest = result.manifest
-    summary = f"{manifest['task']}, {manifest['model']['size']} bytes"
-    for note in result.notes:
-        print(f"note: {note}", file=sys.stderr)
-    if result.skipped:
-        print(f"up to date: {result.target} already holds this conversion ({summary}); nothing written")
-    else:
-        print(
-            f"converted bert {manifest['dtype']} -> {result.target}/model.onnx ({summary}, verified with ONNX Runtime) "
-            f"in {time.monotonic() - started:.1f}s"
-        )
     return 0

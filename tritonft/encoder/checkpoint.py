@@ -19,11 +19,23 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from tritonft.errors import UserError
+from tritonft.spec import EncoderTask, Pooling
+
+__all__ = [
+    "MODEL_TYPES",
+    "ST_CONFIG",
+    "ST_MODULES",
+    "BertArchitecture",
+    "EncoderConfig",
+    "Pooling",
+    "Task",
+    "bert_architecture",
+    "read_encoder_config",
+]
 
 MODEL_TYPES = ("bert",)
 """config.json ``model_type`` values this path converts (BERT, MiniLM, all-MiniLM, BGE, E5 are all ``bert``)."""
@@ -32,20 +44,8 @@ ST_MODULES = "modules.json"
 ST_CONFIG = "sentence_bert_config.json"
 
 
-class Task(StrEnum):
-    """What the served encoder answers."""
-
-    EMBED = "embed"
-    """A sentence embedding (pooled, optionally L2-normalised)."""
-    CLASSIFY = "classify"
-    """The sequence-classification head: logits, softmax scores and the top label."""
-
-
-class Pooling(StrEnum):
-    MEAN = "mean"
-    """Average of the token vectors under the attention mask (sentence-transformers' ``pooling_mode_mean_tokens``)."""
-    CLS = "cls"
-    """The first token's vector (``pooling_mode_cls_token``: BGE and the like)."""
+Task = EncoderTask
+"""What the served encoder answers (the spec's :class:`~tritonft.spec.EncoderTask`)."""
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ image build) ask :func:`tritonft.engines.engine_for` for the engine of a model's
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from tritonft.spec import Family, ModelSpec, WeightDType
 
@@ -43,6 +43,9 @@ class ConvertRequest:
     workers: int = 2
     fsync: bool = False
     source_hash: str = "sha256"
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The engine's own options, by name (ONNX Runtime: ``task``, ``pooling``, ``normalize``, ``max_seq_length``,
+    ``optimize``; an unset one is absent). An engine refuses options it does not know."""
 
 
 @dataclass(frozen=True)

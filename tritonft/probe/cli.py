@@ -92,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--family",
-        choices=[f.value for f in Family],
+        choices=[f.value for f in Family if not f.is_encoder],
         default=None,
         help="model family for the answer check (t5: BLEU on the bundled en->de set; gpt2/gptj: non-empty "
         "continuation); without it only a non-empty text answer is required",
