@@ -49,14 +49,11 @@ How a run proceeds (:func:`convert`):
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
-import shutil
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -71,6 +68,7 @@ from tritonft.convert.plan import Job, Plan
 from tritonft.convert.produce import BLOCK_BYTES, file_buffers, full_view
 from tritonft.convert.progress import Progress
 from tritonft.convert.sources import SourceHash, SourceIdentities, sources_unchanged
+from tritonft.convert.staging import locked, remove_leftovers, staged_directory, write_text
 from tritonft.convert.tensors import Array, Checkpoint, cast, open_checkpoint
 from tritonft.errors import UserError
 from tritonft.spec import Family, WeightDType
@@ -128,33 +126,19 @@ def convert(request: Request, progress: Callable[[int, int], Progress] | None = 
         f"config.json key {key!r} left out of config.ini (line longer than FT's 200-byte limit)" for key in dropped
     ]
 
-    with _locked(request.output_dir, target.name):
-        _remove_leftovers(request.output_dir, target.name)
+    with locked(request.output_dir, target.name):
+        remove_leftovers(request.output_dir, target.name)
         existing = _read_existing(target)
         source_hashes = SourceIdentities(request.input_dir, sources, request.source_hash)
         if existing is not None and _up_to_date(existing, expected, target, source_hashes):
             return Result(target, existing, skipped=True, notes=notes)
         source_hashes.start()
-        partial = request.output_dir / f".{target.name}.partial-{os.getpid()}"
-        try:
-            partial.mkdir()
+        with staged_directory(target, durable=request.fsync, on_abort=source_hashes.abandon) as partial:
             files = _write_jobs(plan, checkpoint, request, partial, progress)
             manifest = {**expected, "files": files}
             manifest["source"] = {"hash": str(request.source_hash), "files": source_hashes.result()}
-            manifest["config_ini"] = _write_text(partial / CONFIG_INI, ini_text, request.fsync)
-            _write_text(partial / MANIFEST, json.dumps(manifest, indent=1, sort_keys=False) + "\n", request.fsync)
-            if request.fsync:
-                _fsync_dir(partial)
-            _swap_into_place(partial, target)
-        except BaseException as exc:
-            source_hashes.abandon()
-            shutil.rmtree(partial, ignore_errors=True)
-            if isinstance(exc, OSError):
-                raise UserError(
-                    f"writing {target} failed: {exc.strerror or exc} ({exc.filename or partial}); nothing was "
-                    "written — free space or fix permissions on --output and re-run"
-                ) from exc
-            raise
+            manifest["config_ini"] = write_text(partial / CONFIG_INI, ini_text, request.fsync)
+            write_text(partial / MANIFEST, json.dumps(manifest, indent=1, sort_keys=False) + "\n", request.fsync)
     return Result(target, manifest, skipped=False, notes=notes)
 
 
@@ -225,55 +209,6 @@ def _up_to_date(existing: dict[str, Any], expected: dict[str, Any], target: Path
 
 
 # ------------------------------------------------------------------------------------------------------ writing
-
-
-@contextlib.contextmanager
-def _locked(output_dir: Path, name: str) -> Iterator[None]:
-    try:
-        output_dir.mkdir(parents=True, exist_ok=True)
-        handle = (output_dir / f".{name}.lock").open("a")
-    except OSError as exc:
-        raise UserError(f"cannot write to --output {output_dir}: {exc.strerror}; choose a writable directory") from exc
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _remove_leftovers(output_dir: Path, name: str) -> None:
-    for pattern in (f".{name}.partial-*", f".{name}.old-*"):
-        for stale in output_dir.glob(pattern):
-            shutil.rmtree(stale, ignore_errors=True)
-
-
-def _swap_into_place(partial: Path, target: Path) -> None:
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        target.rename(old)
-        partial.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        partial.rename(target)
-
-
-def _write_text(path: Path, text: str, durable: bool) -> dict[str, Any]:
-    data = text.encode()
-    with path.open("wb") as handle:
-        handle.write(data)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
-    return {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _scratch = threading.local()

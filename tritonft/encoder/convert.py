@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,8 +42,8 @@ import numpy as np
 
 from tritonft import __version__
 from tritonft.convert.sources import SourceHash, SourceIdentities, sources_unchanged
+from tritonft.convert.staging import locked, remove_leftovers, staged_directory, write_text
 from tritonft.convert.tensors import cast, open_checkpoint
-from tritonft.convert.writer import _fsync_dir, _locked, _remove_leftovers, _swap_into_place, _write_text
 from tritonft.encoder.checkpoint import EncoderConfig, Pooling, Task, read_encoder_config
 from tritonft.encoder.graph import INPUTS, OPSET, build_graph, outputs_of, required_tensors, shape_problems
 from tritonft.errors import UserError
@@ -153,16 +152,14 @@ def convert_encoder(request: EncoderRequest, config_json: dict[str, Any]) -> Enc
         )
     ]
 
-    with _locked(request.output_dir, target.name):
-        _remove_leftovers(request.output_dir, target.name)
+    with locked(request.output_dir, target.name):
+        remove_leftovers(request.output_dir, target.name)
         existing = _read_existing(target)
         identities = SourceIdentities(request.input_dir, sources, request.source_hash)
         if existing is not None and _up_to_date(existing, expected, target, identities):
             return EncoderResult(target, existing, skipped=True, notes=notes)
         identities.start()
-        partial = request.output_dir / f".{target.name}.partial-{os.getpid()}"
-        try:
-            partial.mkdir()
+        with staged_directory(target, durable=request.fsync, on_abort=identities.abandon) as partial:
             model = build_graph(
                 config,
                 lambda name: cast(checkpoint.read(name), checkpoint.tensors[name].dtype, request.dtype),
@@ -186,19 +183,7 @@ def convert_encoder(request: EncoderRequest, config_json: dict[str, Any]) -> Enc
             if request.optimize:
                 manifest["fused_operators"] = fused
             manifest["source"] = {"hash": str(request.source_hash), "files": identities.result()}
-            _write_text(partial / MANIFEST, json.dumps(manifest, indent=1) + "\n", request.fsync)
-            if request.fsync:
-                _fsync_dir(partial)
-            _swap_into_place(partial, target)
-        except BaseException as exc:
-            identities.abandon()
-            shutil.rmtree(partial, ignore_errors=True)
-            if isinstance(exc, OSError):
-                raise UserError(
-                    f"writing {target} failed: {exc.strerror or exc} ({exc.filename or partial}); nothing was "
-                    "written — free space or fix permissions on --output and re-run"
-                ) from exc
-            raise
+            write_text(partial / MANIFEST, json.dumps(manifest, indent=1) + "\n", request.fsync)
     return EncoderResult(target, manifest, skipped=False, notes=notes)
 
 
