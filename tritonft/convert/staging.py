@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -88,3 +89,21 @@ def staged_directory(target: Path, *, durable: bool, on_abort: Callable[[], None
                 "written — free space or fix permissions on --output and re-run"
             ) from exc
         raise
+
+
+def read_existing_manifest(target: Path, manifest_name: str, schema: str, kind: str) -> dict[str, Any] | None:
+    """The manifest of a previous conversion into ``target`` (None when there is none); ``UserError`` when ``target``
+    exists but was not written by this converter (no readable manifest, or another ``schema``, described as
+    ``kind``), so that nothing of someone else's is replaced."""
+    if not target.exists():
+        return None
+    try:
+        manifest = json.loads((target / manifest_name).read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{target} exists but has no readable {manifest_name}, so it was not written by `tritonft convert`; "
+            "remove it or choose another --output"
+        ) from exc
+    if not isinstance(manifest, dict) or manifest.get("schema") != schema:
+        raise UserError(f"{target}/{manifest_name} is not a {kind}; remove {target} or choose another --output")
+    return manifest

@@ -68,9 +68,14 @@ from tritonft.convert.plan import Job, Plan
 from tritonft.convert.produce import BLOCK_BYTES, file_buffers, full_view
 from tritonft.convert.progress import Progress
 from tritonft.convert.sources import SourceHash, SourceIdentities, sources_unchanged
-from tritonft.convert.staging import locked, remove_leftovers, staged_directory, write_text
+from tritonft.convert.staging import (
+    locked,
+    read_existing_manifest,
+    remove_leftovers,
+    staged_directory,
+    write_text,
+)
 from tritonft.convert.tensors import Array, Checkpoint, cast, open_checkpoint
-from tritonft.errors import UserError
 from tritonft.spec import Family, WeightDType
 
 SCHEMA = "tritonft.ft-weights/1"
@@ -128,7 +133,7 @@ def convert(request: Request, progress: Callable[[int, int], Progress] | None = 
 
     with locked(request.output_dir, target.name):
         remove_leftovers(request.output_dir, target.name)
-        existing = _read_existing(target)
+        existing = read_existing_manifest(target, MANIFEST, SCHEMA, "tritonft manifest")
         source_hashes = SourceIdentities(request.input_dir, sources, request.source_hash)
         if existing is not None and _up_to_date(existing, expected, target, source_hashes):
             return Result(target, existing, skipped=True, notes=notes)
@@ -172,21 +177,6 @@ def _nbytes(shape: tuple[int, ...], dtype: WeightDType) -> int:
 
 
 # --------------------------------------------------------------------------------------------- rerun detection
-
-
-def _read_existing(target: Path) -> dict[str, Any] | None:
-    if not target.exists():
-        return None
-    try:
-        manifest = json.loads((target / MANIFEST).read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{target} exists but has no readable {MANIFEST}, so it was not written by `tritonft convert`; "
-            "remove it or choose another --output"
-        ) from exc
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        raise UserError(f"{target}/{MANIFEST} is not a tritonft manifest; remove {target} or choose another --output")
-    return manifest
 
 
 _COMPARED = ("schema", "converter_version", "family", "tensor_parallel", "weight_data_type", "config_ini")

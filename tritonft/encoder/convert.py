@@ -42,7 +42,13 @@ import numpy as np
 
 from tritonft import __version__
 from tritonft.convert.sources import SourceHash, SourceIdentities, sources_unchanged
-from tritonft.convert.staging import locked, remove_leftovers, staged_directory, write_text
+from tritonft.convert.staging import (
+    locked,
+    read_existing_manifest,
+    remove_leftovers,
+    staged_directory,
+    write_text,
+)
 from tritonft.convert.tensors import cast, open_checkpoint
 from tritonft.encoder.checkpoint import EncoderConfig, Pooling, Task, read_encoder_config
 from tritonft.encoder.graph import INPUTS, OPSET, build_graph, outputs_of, required_tensors, shape_problems
@@ -154,7 +160,7 @@ def convert_encoder(request: EncoderRequest, config_json: dict[str, Any]) -> Enc
 
     with locked(request.output_dir, target.name):
         remove_leftovers(request.output_dir, target.name)
-        existing = _read_existing(target)
+        existing = read_existing_manifest(target, MANIFEST, SCHEMA, "tritonft encoder manifest")
         identities = SourceIdentities(request.input_dir, sources, request.source_hash)
         if existing is not None and _up_to_date(existing, expected, target, identities):
             return EncoderResult(target, existing, skipped=True, notes=notes)
@@ -185,23 +191,6 @@ def convert_encoder(request: EncoderRequest, config_json: dict[str, Any]) -> Enc
             manifest["source"] = {"hash": str(request.source_hash), "files": identities.result()}
             write_text(partial / MANIFEST, json.dumps(manifest, indent=1) + "\n", request.fsync)
     return EncoderResult(target, manifest, skipped=False, notes=notes)
-
-
-def _read_existing(target: Path) -> dict[str, Any] | None:
-    if not target.exists():
-        return None
-    try:
-        manifest = json.loads((target / MANIFEST).read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{target} exists but has no readable {MANIFEST}, so it was not written by `tritonft convert`; "
-            "remove it or choose another --output"
-        ) from exc
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        raise UserError(
-            f"{target}/{MANIFEST} is not a tritonft encoder manifest; remove {target} or choose another --output"
-        )
-    return manifest
 
 
 def _up_to_date(existing: dict[str, Any], expected: dict[str, Any], target: Path, sources: SourceIdentities) -> bool:
