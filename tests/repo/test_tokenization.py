@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from tritonft.repo.tokenization import (
+    TextTokenizer,
     TokenizerSettings,
     load_tokenizer,
     parse_phrases,
@@ -59,14 +60,24 @@ def test_gpt_batch_round_trips_prompts_and_pads_with_end_id(gpt_tokenizer_dir: P
     assert (out["request_output_len"] == 16).all() and out["request_output_len"].shape == (3, 1)
 
 
-def test_gpt_postprocess_strips_the_prompt_and_stops_at_end_id(gpt_tokenizer_dir: Path) -> None:
-    tokenizer = load_tokenizer(gpt_tokenizer_dir)
+def generated_two_completions(
+    tokenizer_dir: Path,
+) -> tuple[TextTokenizer, dict[str, np.ndarray], list[list[int]], np.ndarray, np.ndarray]:
+    """The first two prompts preprocessed for GPT, and FT's outputs for two completions (the second ended by
+    ``end_id``): the tokenizer, the preprocessing outputs, the completions' ids, ``output_ids`` and
+    ``sequence_length``."""
+    tokenizer = load_tokenizer(tokenizer_dir)
     out = preprocess(tokenizer, GPT, {"text_input": as_bytes_column(PROMPTS[:2])})
     completions = [
         tokenizer.encode(" once upon a time", add_special_tokens=False),
         [*tokenizer.encode(" lamb.", add_special_tokens=False), GPT.end_id],
     ]
     ids, seq = fake_generation(out["input_ids"], out["input_lengths"], completions, GPT.end_id, include_prompt=True)
+    return tokenizer, out, completions, ids, seq
+
+
+def test_gpt_postprocess_strips_the_prompt_and_stops_at_end_id(gpt_tokenizer_dir: Path) -> None:
+    tokenizer, out, _completions, ids, seq = generated_two_completions(gpt_tokenizer_dir)
     texts = postprocess(tokenizer, GPT, ids, seq, out["input_lengths"])
     assert texts.shape == (2, 1)
     assert [t.decode() for t in texts[:, 0]] == [" once upon a time", " lamb."]
@@ -255,13 +266,7 @@ def test_ft_is_always_asked_for_log_probabilities(gpt_tokenizer_dir: Path) -> No
 
 
 def test_postprocess_counts_the_completion_tokens_of_each_beam(gpt_tokenizer_dir: Path) -> None:
-    tokenizer = load_tokenizer(gpt_tokenizer_dir)
-    out = preprocess(tokenizer, GPT, {"text_input": as_bytes_column(PROMPTS[:2])})
-    completions = [
-        tokenizer.encode(" once upon a time", add_special_tokens=False),
-        [*tokenizer.encode(" lamb.", add_special_tokens=False), GPT.end_id],
-    ]
-    ids, seq = fake_generation(out["input_ids"], out["input_lengths"], completions, GPT.end_id, include_prompt=True)
+    tokenizer, out, completions, ids, seq = generated_two_completions(gpt_tokenizer_dir)
     outputs = postprocess_outputs(tokenizer, GPT, ids, seq, out["input_lengths"])
     assert outputs["output_lengths"].dtype == np.int32
     assert outputs["output_lengths"].tolist() == [[len(completions[0])], [len(completions[1]) - 1]]
