@@ -106,8 +106,14 @@ class Http:
         conn = getattr(self.local, "conn", None)
         if conn is None:
             conn = self.local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
-        conn.request(method, path, body, {"Content-Type": "application/json"} if body else {})
-        answer = conn.getresponse()
+        try:
+            conn.request(method, path, body, {"Content-Type": "application/json"} if body else {})
+            answer = conn.getresponse()
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            # The server closed a keep-alive connection that sat idle past its timeout (uvicorn: 5 s): reconnect.
+            conn.close()
+            conn.request(method, path, body, {"Content-Type": "application/json"} if body else {})
+            answer = conn.getresponse()
         data = answer.read()
         if answer.status != 200:
             raise RuntimeError(f"{method} {path}: {answer.status} {data[:200]!r}")

@@ -12,6 +12,7 @@ from tritonft.spec import (
     Architecture,
     Batching,
     DataType,
+    Device,
     EncoderSpec,
     EncoderTask,
     Family,
@@ -141,6 +142,30 @@ def test_a_generator_with_an_encoder_spec_is_refused() -> None:
 def test_encoder_values_are_checked_naming_the_field(encoder: EncoderSpec, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         replace(MINILM, encoder=encoder)
+
+
+def test_an_encoder_on_cpu_occupies_no_gpu_and_says_so_in_its_json() -> None:
+    on_cpu = replace(MINILM, device=Device.CPU)
+    assert (on_cpu.gpus, on_cpu.on_cpu) == (0, True)
+    assert (MINILM.gpus, MINILM.on_cpu) == (1, False)
+    assert '"device":"cpu"' in on_cpu.to_json()
+    parsed = ModelSpec.from_json(on_cpu.to_json())
+    assert parsed == on_cpu and parsed.device is Device.CPU
+
+
+def test_a_gpu_models_json_has_no_device_key() -> None:
+    assert '"device"' not in SPEC.to_json() and '"device"' not in MINILM.to_json()
+
+
+def test_a_generator_on_cpu_is_refused_because_fastertransformer_needs_gpus() -> None:
+    with pytest.raises(ValueError, match="device: cpu is for encoders only; t5 runs on FasterTransformer"):
+        replace(SPEC, device=Device.CPU)
+
+
+def test_an_unknown_device_in_json_is_refused_by_name() -> None:
+    raw = json.loads(MINILM.to_json()) | {"device": "tpu"}
+    with pytest.raises(ValueError, match="device: 'tpu' is not one of gpu, cpu"):
+        ModelSpec.from_json(json.dumps(raw))
 
 
 def test_an_encoder_is_not_split_across_gpus() -> None:

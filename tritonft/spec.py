@@ -121,6 +121,15 @@ class EncoderSpec:
         return found
 
 
+class Device(StrEnum):
+    """Where one replica of a model runs."""
+
+    GPU = "gpu"
+    """On GPU nodes, ``tensor_parallel x pipeline_parallel`` GPUs per replica (every family)."""
+    CPU = "cpu"
+    """On CPU nodes, no GPU (encoders only: a small encoder often belongs there; FasterTransformer needs GPUs)."""
+
+
 class WeightDType(StrEnum):
     """Element type of the converted ``.bin`` files (``weight_data_type`` in ``config.ini``)."""
 
@@ -245,6 +254,8 @@ class ModelSpec:
     """Triton model instances (``instance_group.count``)."""
     encoder: EncoderSpec | None = None
     """The encoder's task (``family: bert`` only; required there). Absent from the JSON of the generators."""
+    device: Device = Device.GPU
+    """GPU or CPU nodes (``cpu``: encoders only). Absent from the JSON when ``gpu``."""
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -257,8 +268,13 @@ class ModelSpec:
             family = Family(self.family)
         except ValueError:
             return [f"family: {self.family!r} is not one of {', '.join(f.value for f in Family)}"]
+        if self.device not in tuple(Device):
+            return [f"device: {self.device!r} is not one of {', '.join(d.value for d in Device)}"]
         if not family.is_encoder:
-            return [] if self.encoder is None else [f"encoder: only for encoder families (bert), not {family}"]
+            found = [] if self.encoder is None else [f"encoder: only for encoder families (bert), not {family}"]
+            if self.device == Device.CPU:
+                found.append(f"device: cpu is for encoders only; {family} runs on FasterTransformer, which needs GPUs")
+            return found
         if self.encoder is None:
             return [f"encoder: required for family {family} (task embed or classify)"]
         found = self.encoder.problems(self.architecture)
@@ -272,8 +288,15 @@ class ModelSpec:
 
     @property
     def gpus(self) -> int:
-        """GPUs one model replica occupies."""
+        """GPUs one model replica occupies (0 on CPU nodes)."""
+        if self.device == Device.CPU:
+            return 0
         return self.tensor_parallel * self.pipeline_parallel
+
+    @property
+    def on_cpu(self) -> bool:
+        """Served on CPU nodes, without a GPU."""
+        return self.device == Device.CPU
 
     @property
     def parameters(self) -> int:
@@ -323,6 +346,8 @@ class ModelSpec:
         plain = _plain(asdict(self))
         if self.encoder is None:
             del plain["encoder"]
+        if self.device == Device.GPU:
+            del plain["device"]
         return json.dumps(plain, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -360,6 +385,7 @@ class ModelSpec:
                 family=Family(spec.family),
                 weight_dtype=WeightDType(spec.weight_dtype),
                 data_type=DataType(spec.data_type),
+                device=Device(spec.device),
             )
         except (KeyError, TypeError) as exc:
             raise ValueError(f"model spec is incomplete or mistyped: {exc}") from exc

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from components.settings.gpus import GpuNodeType
 from tritonft.spec import ModelSpec
@@ -144,6 +145,17 @@ class ServingSettings:
 
 
 @dataclass(frozen=True)
+class EncoderProbe:
+    """What the probe asks of one encoder beyond its width and norm (the model entry's probe keys)."""
+
+    triples: tuple[tuple[str, str, str], ...] = ()
+    """``task: embed``: (anchor, closer, farther) sentences; the served embeddings must put ``closer`` nearer to
+    ``anchor`` than ``farther``. Empty = :data:`tritonft.probe.encoder.DEFAULT_TRIPLES`."""
+    labels: tuple[tuple[str, str], ...] = ()
+    """``task: classify``: (text, expected label) pairs. Empty = only the labels' and scores' shape is checked."""
+
+
+@dataclass(frozen=True)
 class ProbeSettings:
     """The post-deploy integration probe."""
 
@@ -154,6 +166,8 @@ class ProbeSettings:
     bleu_threshold: int
     verify_generation: bool = True
     """Also check the converted files' generation in the conversion Job (``verifyGeneration``)."""
+    encoders: Mapping[str, EncoderProbe] = field(default_factory=dict)
+    """Encoder model name -> what the probe asks of it (every encoder of the stack has an entry)."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,17 @@ from tritonft.encoder.graph import required_tensors
 from tritonft.engines import ONNXRUNTIME
 from tritonft.errors import UserError
 from tritonft.repo.check import check_repository
-from tritonft.spec import Architecture, Batching, EncoderSpec, EncoderTask, Family, ModelSpec, Pooling, WeightDType
+from tritonft.spec import (
+    Architecture,
+    Batching,
+    Device,
+    EncoderSpec,
+    EncoderTask,
+    Family,
+    ModelSpec,
+    Pooling,
+    WeightDType,
+)
 
 VARIANTS = ("bert-mean-normalized", "bert-classifier")
 
@@ -112,6 +122,16 @@ def test_the_engine_writes_the_repository_it_renders_and_the_checker_passes_it(
     assert ('backend: "python"' in onnx_config) is cpu_stand_in
     assert ("KIND_GPU" in onnx_config) is not cpu_stand_in
     assert "max_batch_size: 16" in onnx_config
+
+
+def test_an_encoder_on_cpu_nodes_renders_cpu_instances_in_the_onnx_runtime_backend(
+    encoder_converted: Callable[..., Path],
+) -> None:
+    spec = replace(spec_of("enc", encoder_converted("bert-mean-normalized")), device=Device.CPU)
+    onnx_config = ONNXRUNTIME.repository_files(spec)["enc-onnx/config.pbtxt"].decode()
+    assert 'platform: "onnxruntime_onnx"' in onnx_config
+    assert "KIND_CPU" in onnx_config and "KIND_GPU" not in onnx_config
+    assert "tensorrt" not in onnx_config
 
 
 def test_a_conversion_that_is_not_the_specs_model_is_refused(

@@ -38,8 +38,8 @@ MODEL_TYPES: Mapping[str, Family] = {"bert": Family.BERT}
 
 def serving_of(spec: ModelSpec, *, cpu_stand_in: bool = False) -> EncoderServing:
     """How ``spec`` is served: batching and instances from the spec; the ONNX model on the GPU with the TensorRT
-    accelerator (a replica has ``spec.gpus`` = 1 GPU; CPU-only encoders wait for the spec's CPU placement), or on
-    the CPU as the Python-backend stand-in."""
+    accelerator (``device: gpu``, one GPU per replica) or on the CPU (``device: cpu``) in Triton's ONNX Runtime
+    backend, or on the CPU as the Python-backend stand-in."""
     from tritonft.encoder.repo import EncoderServing, OnnxEngine
 
     return EncoderServing(
@@ -47,7 +47,7 @@ def serving_of(spec: ModelSpec, *, cpu_stand_in: bool = False) -> EncoderServing
         max_batch_size=spec.batching.max_batch_size,
         max_queue_delay_us=spec.batching.max_queue_delay_us,
         instances=spec.instances,
-        gpu=not cpu_stand_in,
+        gpu=not cpu_stand_in and not spec.on_cpu,
         engine=OnnxEngine.PYTHON if cpu_stand_in else OnnxEngine.ONNXRUNTIME,
     )
 
