@@ -43,6 +43,7 @@ from components.settings.gpus import GIB
 from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
 from tritonft.convert.writer import CONVERTER_VERSION
+from tritonft.encoder.convert import CONVERTER_VERSION as ENCODER_CONVERTER_VERSION
 from tritonft.probe.endpoint import Protocol
 from tritonft.rollout.verdict import NodeGrowth
 from tritonft.spec import ModelSpec
@@ -167,6 +168,12 @@ def model_store_args(settings: Settings, target: ClusterTarget) -> ModelStoreArg
     )
 
 
+def converter_version(model: ModelSpec) -> str:
+    """The version of the converter that writes ``model``'s files (part of its content key): the ONNX converter's
+    for an encoder, FasterTransformer's for a generator."""
+    return ENCODER_CONVERTER_VERSION if model.family.is_encoder else CONVERTER_VERSION
+
+
 def model_conversion_args(
     target: ClusterTarget,
     store: ModelStore,
@@ -182,7 +189,7 @@ def model_conversion_args(
         store=store,
         model=model,
         tools_image=tools_image,
-        converter_version=CONVERTER_VERSION,
+        converter_version=converter_version(model),
         hf_token=hf_token,
         verify_generation=verify_generation,
         bleu_threshold=bleu_threshold,
@@ -229,14 +236,27 @@ def exposure_args(settings: Settings, host: str, htpasswd: pulumi.Input[str] | N
 
 
 def rollout(settings: Settings, model: ModelSpec) -> Rollout:
-    """The model's rolling update: surge only where the GPU nodes that can exist hold the extra pod."""
+    """The model's rolling update: surge only where the GPU nodes that can exist hold the extra pod; a CPU model
+    surges (its extra pod needs no GPU, and the GPU models' surge room is counted without it)."""
+    if model.on_cpu:
+        return cpu_rollout()
     pool = gpu_pool(settings.cluster)
     if pool is None:
         return fixed_rollout()
     serving = settings.serving
     top = serving.replicas_max if autoscaler_kind(settings) != "none" else serving.replicas_min
-    surging = surging_models(model_shapes(settings.models), top, pool)
+    surging = surging_models(model_shapes(gpu_models(settings.models)), top, pool)
     return rollout_for(ModelShape(model.name, model.gpus), surging, serving.replicas_min)
+
+
+def gpu_models(models: Sequence[ModelSpec]) -> tuple[ModelSpec, ...]:
+    """The models whose pods take GPUs (``device: gpu``): the only ones GPU capacity and packing count."""
+    return tuple(m for m in models if not m.on_cpu)
+
+
+def cpu_rollout() -> Rollout:
+    """A CPU model's rolling update: one surge pod, none unavailable (it needs no free GPU)."""
+    return Rollout(1, 0, "CPU model: a surge pod needs no GPU, so no capacity is lost during a rollout")
 
 
 def node_growth(settings: Settings) -> NodeGrowth:
@@ -272,10 +292,10 @@ def triton_service_args(
         alert_for=serving.alert_for,
         load_bandwidth=serving.load_bandwidth_mibps * MIB,
         scale_down_window_seconds=serving.autoscaling.scale_down_stabilization_s,
-        gpus_per_node=settings.cluster.gpu_node.gpus,
+        gpus_per_node=None if conversion.model.on_cpu else settings.cluster.gpu_node.gpus,
         node_type=settings.cluster.gpu_node.name,
         rollout=rollout(settings, conversion.model),
-        node_growth=node_growth(settings),
+        node_growth=NodeGrowth(autoscaler=False) if conversion.model.on_cpu else node_growth(settings),
         gemm_tuning=gemm_tuning(settings),
         gateway_pods=gateway_selector(gateway_name(settings)) if settings.serving.gateway.enabled else None,
         gateway_job=dns_label(gateway_name(settings)) if settings.serving.gateway.enabled else None,

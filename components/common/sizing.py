@@ -118,6 +118,11 @@ JOB_TENSOR_COPIES = 4
 NODE_SCALE_UP_SECONDS = 600
 """Budget for a new node to join and pull the image (GKE README: GPU node scale-up 4-7 min + image pull)."""
 JOB_BACKOFF_LIMIT = 2
+ENCODER_JOB_COPIES = 4
+"""The ONNX converter holds the whole model while it builds the graph: the safetensors tensors as read and cast,
+the graph's initialisers, the serialised ``model.onnx`` and the ONNX Runtime session that verifies it
+(all-MiniLM-L6-v2, 90 MB at fp32: 508 MB peak RSS, 1.2 s, ``/usr/bin/time -v tritonft convert`` on this
+project's machine)."""
 
 
 REFERENCE_MEMORY_CAP = 8 * GIB
@@ -162,12 +167,16 @@ def job_sizing(
     * Pulumi waits (backoff + 1) deadlines plus one node scale-up;
     * with ``verify_generation``, when the CPU reference's memory (:func:`reference_memory_bytes`) is at most
       :data:`REFERENCE_MEMORY_CAP`, the memory is raised to it, the deadline grows by :func:`reference_seconds`
-      and the Job runs ``tritonft verify --generate``; larger models skip the check.
+      and the Job runs ``tritonft verify --generate``; larger models skip the check;
+    * an encoder (ONNX): memory = 1 GiB + 4 x its fp32 weights (:data:`ENCODER_JOB_COPIES`), and never the
+      generation check (a generator's; the converter verifies its graph with ONNX Runtime itself).
     """
     dl = download_bytes(model)
     conv = converted_bytes(model)
     memory = JOB_BASE_MEMORY + JOB_TENSOR_COPIES * largest_tensor_bytes(model)
-    checks = verify_generation and reference_memory_bytes(model) <= REFERENCE_MEMORY_CAP
+    if model.family.is_encoder:  # the whole graph in memory, not a stream of tensors
+        memory = JOB_BASE_MEMORY + ENCODER_JOB_COPIES * model.parameters * WeightDType.FP32.nbytes
+    checks = verify_generation and not model.family.is_encoder and reference_memory_bytes(model) <= REFERENCE_MEMORY_CAP
     if checks:
         memory = max(memory, reference_memory_bytes(model))
     cpu = 1 if conv <= 2 * GIB else 2
@@ -221,8 +230,57 @@ class ServerSizing:
     ephemeral_limit: str
 
 
+CPU_SERVER_BASE_MEMORY = 1 * GIB
+"""tritonserver with its ONNX Runtime and Python backends loaded, plus the Python stub of the tokenizer model
+(the ``tokenizers`` library and one vocabulary): no CUDA context, no FasterTransformer."""
+CPU_SHM = 256 * MIB
+"""``/dev/shm`` of a CPU replica: the Python backend's shared-memory pool between Triton and the tokenizer model's
+stub (it starts at a few MiB and grows by 1 MiB steps with the texts in flight); no NCCL."""
+ORT_LOAD_COPIES = 2
+"""ONNX Runtime holds the parsed ``model.onnx`` and the session's initialised weights at once while it loads."""
+ORT_ARENA_GROWTH = 2
+"""ONNX Runtime's CPU arena grows to the next power of two (``kNextPowerOfTwo``): up to 2 x the activations."""
+
+
+def encoder_activation_bytes(model: ModelSpec) -> int:
+    """Activations of one full batch of an encoder at fp32, the largest layer's worth (ORT reuses buffers between
+    layers): ``max_batch x max_seq x (heads x max_seq + d_ff + 6 x d_model) x 4`` (attention scores, the FFN's
+    intermediate, Q/K/V/context/residual/output)."""
+    if model.encoder is None:
+        raise ValueError(f"model {model.name!r} ({model.family}) is not an encoder")
+    arch, seq = model.architecture, model.encoder.max_seq_length
+    per_token = arch.num_heads * seq + arch.d_ff + 6 * arch.d_model
+    return model.batching.max_batch_size * seq * per_token * WeightDType.FP32.nbytes
+
+
+def cpu_server_sizing(model: ModelSpec) -> ServerSizing:
+    """Resources of a Triton pod serving an encoder on CPU nodes (``device: cpu``): no GPU.
+
+    * memory request = limit = 1 GiB (server, backends, tokenizer stub) + 256 MiB /dev/shm (charged to the pod) +
+      per instance of the ONNX model: 2 x the ONNX weights (ONNX Runtime's load peak) + 2 x one full batch's
+      activations (:func:`encoder_activation_bytes`, its arena's power-of-two growth);
+    * CPU request = 1 per ONNX instance (its intra-op threads) + 1 (HTTP/gRPC and the tokenizer); limit = 2 x
+      request, so ONNX Runtime's thread pool can burst on an idle node;
+    * ephemeral storage 2 GiB, as on GPU.
+    """
+    instances = max(1, model.instances)
+    per_instance = ORT_LOAD_COPIES * converted_bytes(model) + ORT_ARENA_GROWTH * encoder_activation_bytes(model)
+    memory = CPU_SERVER_BASE_MEMORY + CPU_SHM + instances * per_instance
+    cpu = instances + 1
+    return ServerSizing(
+        gpus=0,
+        cpu_request=str(cpu),
+        cpu_limit=str(2 * cpu),
+        memory_request=quantity_mi(memory),
+        memory_limit=quantity_mi(memory),
+        shm_size=quantity_mi(CPU_SHM),
+        ephemeral_request="2Gi",
+        ephemeral_limit="2Gi",
+    )
+
+
 def server_sizing(model: ModelSpec) -> ServerSizing:
-    """Resources of a Triton pod serving ``model``.
+    """Resources of a Triton pod serving ``model`` (on CPU nodes: :func:`cpu_server_sizing`).
 
     * GPUs = TP x PP (one replica of the model; ft-format.md §6);
     * memory request = limit = 3 GiB + /dev/shm (a memory emptyDir is charged to the pod's memory cgroup, so it
@@ -230,7 +288,12 @@ def server_sizing(model: ModelSpec) -> ServerSizing:
       memory before copying it to the GPU);
     * CPU request = 2 + 1 per GPU (one feeder thread per rank plus HTTP/gRPC and tokenizers); limit = 2 x request;
     * ephemeral storage 2 GiB (logs and ``/tmp``; the weights live on the store volume).
+
+    An encoder on a GPU takes one GPU, like a one-GPU generator, and the same host-memory rule (ONNX Runtime's
+    TensorRT accelerator stages the weights in host memory as FT does).
     """
+    if model.on_cpu:
+        return cpu_server_sizing(model)
     shm = shm_bytes(model)
     memory = SERVER_BASE_MEMORY + shm + 2 * largest_tensor_bytes(model)
     cpu = 2 + model.gpus

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.common.layout import STORE_MOUNT, ModelPaths
+from components.common.placement import away_from_gpu_nodes
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.sizing import JobSizing
+from tritonft.engines import engine_for
 from tritonft.repo.tokenization import TOKENIZER_FILE_SETS
 from tritonft.spec import ModelSpec
 
@@ -26,8 +28,6 @@ SPEC_MOUNT = "/spec"
 SPEC_FILE = "spec.json"
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_KEY = "token"
-GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
-"""Label set by NVIDIA GPU feature discovery on GPU nodes."""
 
 TOKENIZER_FILES = (*(name for names in TOKENIZER_FILE_SETS for name in names), "tokenizer_config.json")
 """Tokenizer files kept beside the weights (the download scratch is deleted): what ``tritonft repo`` ships."""
@@ -46,8 +46,14 @@ else
   rm -rf "$partial" && mkdir -p "$(dirname "$CHECKPOINT_DIR")"
   echo "triton-ft: [1/3] download $HF_REPO@$HF_REVISION"
   tritonft download --repo "$HF_REPO" --revision "$HF_REVISION" --dest "$SCRATCH/hf"
-  echo "triton-ft: [2/3] convert (tp=$TP, dtype=$DTYPE)"
-  tritonft convert --input "$SCRATCH/hf" --output "$partial" --tp "$TP" --dtype "$DTYPE"
+  if [ "$ENGINE" = "onnxruntime" ]; then
+    echo "triton-ft: [2/3] convert to ONNX ($TASK, dtype=$DTYPE, max_seq_length=$MAX_SEQ_LENGTH)"
+    tritonft convert --input "$SCRATCH/hf" --output "$partial" --dtype "$DTYPE" --task "$TASK" \\
+      --pooling "$POOLING" "--$NORMALIZE" --max-seq-length "$MAX_SEQ_LENGTH"
+  else
+    echo "triton-ft: [2/3] convert (tp=$TP, dtype=$DTYPE)"
+    tritonft convert --input "$SCRATCH/hf" --output "$partial" --tp "$TP" --dtype "$DTYPE"
+  fi
   mkdir -p "$partial/tokenizer"
   for f in TOKENIZER_FILES; do
     if [ -f "$SCRATCH/hf/$f" ]; then cp "$SCRATCH/hf/$f" "$partial/tokenizer/"; fi
@@ -62,14 +68,26 @@ fi
 partial="$REPOSITORY_DIR.partial-$HOSTNAME"
 rm -rf "$partial" && mkdir -p "$(dirname "$REPOSITORY_DIR")"
 echo "triton-ft: [3/3] render repository $REPOSITORY_DIR"
-tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
-  --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu"
+if [ "$ENGINE" = "onnxruntime" ]; then
+  tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
+    --tokenizer "$CHECKPOINT_DIR/tokenizer" --require-checkpoint
+else
+  tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
+    --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu"
+fi
 publish "$partial" "$REPOSITORY_DIR"
 echo "triton-ft: done"
 """.replace("MARKER", COMPLETE_MARKER).replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES))
 """The Job's program: download -> convert (-> generation check) -> repo, each skipped when its output is already
 complete. The generation check runs before the checkpoint is published, so a conversion that generates garbage
-never reaches the store."""
+never reaches the store.
+
+``ENGINE`` picks the model's engine steps. FasterTransformer (``fastertransformer``): ``convert --tp``, the
+``<TP>-gpu`` weights stay in the checkpoint directory and the repository points at them. ONNX Runtime
+(``onnxruntime``, the encoders): ``convert`` with the spec's task, pooling, normalisation and sequence limit given
+explicitly (so the conversion's manifest is the spec's, whatever sentence-transformers files the download has or
+lacks), no ``--tp`` and no generation check; the repository holds its own copy of ``model.onnx`` and the
+tokenizer, which ``repo --require-checkpoint`` checks are there."""
 
 
 @dataclass(frozen=True)
@@ -90,9 +108,14 @@ class ConversionPod:
 def script_env(
     model: ModelSpec, paths: ModelPaths, verify_generation: bool = False, bleu_threshold: float = 15.0
 ) -> list[dict[str, str]]:
-    """The script's inputs as environment variables (plus writable HOME/cache/tmp for a read-only root)."""
+    """The script's inputs as environment variables (plus writable HOME/cache/tmp for a read-only root).
+
+    An encoder's conversion options come from its spec (``TASK``, ``POOLING``, ``NORMALIZE`` as the flag's name
+    ``normalize``/``no-normalize``, ``MAX_SEQ_LENGTH``); it never runs the generation check (a generator's)."""
+    encoder = model.encoder
     values = {
-        "VERIFY_GENERATE": "1" if verify_generation else "0",
+        "ENGINE": engine_for(model.family).name,
+        "VERIFY_GENERATE": "1" if verify_generation and encoder is None else "0",
         "BLEU_THRESHOLD": str(bleu_threshold),
         "HF_REPO": model.hf_repo,
         "HF_REVISION": model.revision,
@@ -108,21 +131,14 @@ def script_env(
         "TMPDIR": "/tmp",
         "HF_HUB_DISABLE_TELEMETRY": "1",
     }
-    return [{"name": k, "value": v} for k, v in values.items()]
-
-
-def away_from_gpu_nodes(gpu_node_selector: dict[str, str]) -> dict[str, Any]:
-    """Required node affinity that excludes GPU nodes: not the GPU pool's labels, and no GFD GPU label.
-
-    ``NotIn`` also matches nodes without the label, so CPU nodes always qualify.
-    """
-    expressions = [{"key": k, "operator": "NotIn", "values": [v]} for k, v in sorted(gpu_node_selector.items())]
-    expressions.append({"key": GPU_PRESENT_LABEL, "operator": "NotIn", "values": ["true"]})
-    return {
-        "nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": expressions}]}
+    if encoder is not None:
+        values |= {
+            "TASK": str(encoder.task),
+            "POOLING": str(encoder.pooling),
+            "NORMALIZE": "normalize" if encoder.normalize else "no-normalize",
+            "MAX_SEQ_LENGTH": str(encoder.max_seq_length),
         }
-    }
+    return [{"name": k, "value": v} for k, v in values.items()]
 
 
 def conversion_pod_spec(model: ModelSpec, paths: ModelPaths, pod: ConversionPod, sizing: JobSizing) -> dict[str, Any]:

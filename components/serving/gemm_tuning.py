@@ -51,6 +51,11 @@ class GemmTuning:
     triton_version: str = TRITON_VERSION
     """Triton release of the server image (its CUDA and cuBLAS)."""
 
+    def applies(self, model: ModelSpec) -> bool:
+        """Whether ``model``'s pods run the tuning: on, and a FasterTransformer family with a tuner (never an
+        encoder, on GPU or CPU)."""
+        return self.enabled and model.family in PROGRAMS
+
     def budget_seconds(self) -> int:
         """Seconds the tuning may add to a pod's start: the script's own bound, plus a minute to start the
         container and copy the file (0 when off)."""
@@ -102,7 +107,7 @@ def with_gemm_tuning(
     Unchanged when tuning is off: Triton then starts in the image's directory, where FT finds no ``gemm_config.in``
     and uses cuBLAS's default algorithms (FT's own behaviour without the step).
     """
-    if not tuning.enabled or model.family not in PROGRAMS:  # only FT's families have a tuner
+    if not tuning.applies(model):  # only FT's families have a tuner
         return pod_spec
     # New dicts and lists where anything changes (no deepcopy: the image may be a Pulumi Output, which cannot be
     # copied outside serialization); the caller's spec is left as it was.

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.common.layout import STORE_MOUNT
+from components.common.placement import away_from_gpu_nodes
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.sizing import ServerSizing, StartupBudget
 from components.common.target import GpuScheduling
@@ -19,11 +20,13 @@ READY_PATH = "/v2/health/ready"
 
 
 def tritonserver_args(model: ModelSpec, repository_dir: str) -> list[str]:
-    """Flags of ``tritonserver``: explicit model control, strict readiness, metrics (incl. GPU) on.
+    """Flags of ``tritonserver``: explicit model control, strict readiness, metrics (GPU metrics on a GPU node,
+    CPU metrics on a CPU node: DCGM finds no GPU there) on.
 
     ``--strict-readiness`` makes ``/v2/health/ready`` mean "every loaded model is ready" (Triton's deploy guide),
     which is what both the readiness and the startup probe ask.
     """
+    hardware_metrics = "--allow-cpu-metrics=true" if model.on_cpu else "--allow-gpu-metrics=true"
     return [
         f"--model-repository={repository_dir}",
         "--model-control-mode=explicit",
@@ -33,14 +36,14 @@ def tritonserver_args(model: ModelSpec, repository_dir: str) -> list[str]:
         f"--http-port={HTTP_PORT}",
         f"--grpc-port={GRPC_PORT}",
         "--allow-metrics=true",
-        "--allow-gpu-metrics=true",
+        hardware_metrics,
         f"--metrics-port={METRICS_PORT}",
         "--log-verbose=0",
     ]
 
 
 def server_command(model: ModelSpec, repository_dir: str) -> list[str]:
-    """The container command: plain ``tritonserver`` on one GPU, under ``mpirun -n 1`` on several.
+    """The container command: plain ``tritonserver`` on CPU or one GPU, under ``mpirun -n 1`` on several.
 
     The FasterTransformer backend starts one MPI process per *node* and drives all the node's GPUs from it
     (ft-format.md §6, seed 001: ``mpirun -n 1 ... tritonserver`` for T5-3B on 4 GPUs). The pod runs as a non-root
@@ -48,7 +51,7 @@ def server_command(model: ModelSpec, repository_dir: str) -> list[str]:
     process to one core of the pod's CPU set.
     """
     server = [TRITONSERVER, *tritonserver_args(model, repository_dir)]
-    if model.gpus == 1:
+    if model.gpus <= 1:
         return server
     return ["mpirun", "-n", "1", "--bind-to", "none", *server]
 
@@ -61,6 +64,19 @@ class ServerPod:
     """Triton + FT server image (a str or a Pulumi Output of one), pinned by digest."""
     claim_name: str
     gpu: GpuScheduling
+    cpu_node_selector: dict[str, str] = field(default_factory=dict)
+    """Where a ``device: cpu`` model's pods run (the stack's ``cpuNodeSelector``); GPU nodes are excluded."""
+
+
+def placement(model: ModelSpec, pod: ServerPod) -> dict[str, Any]:
+    """``nodeSelector``, ``tolerations`` and ``affinity`` of the pod: the GPU pool and its taint for a GPU model;
+    for a CPU model the CPU nodes, no GPU toleration, and a required affinity away from GPU nodes."""
+    if model.on_cpu:
+        return {
+            "nodeSelector": dict(pod.cpu_node_selector),
+            "affinity": away_from_gpu_nodes(pod.gpu.node_selector),
+        }
+    return {"nodeSelector": dict(pod.gpu.node_selector), "tolerations": [dict(t) for t in pod.gpu.tolerations]}
 
 
 def server_pod_spec(
@@ -72,35 +88,36 @@ def server_pod_spec(
     *,
     affinity: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The Triton pod: GPUs = TP x PP on a GPU node, sized /dev/shm, startup budget from the model, hardened.
+    """The Triton pod: GPUs = TP x PP on a GPU node (no GPU on a CPU node), sized /dev/shm, startup budget from
+    the model, hardened.
 
     * startupProbe on ``/v2/health/ready`` for ``budget`` (the model's load time), after which
     * livenessProbe on ``/v2/health/live`` restarts a hung server and readinessProbe on ``/v2/health/ready``
       takes an unready one out of the Service; neither can kill a pod that is still loading (server#7014).
     """
-    gpu = pod.gpu.resource_name
+    gpus = {pod.gpu.resource_name: str(sizing.gpus)} if sizing.gpus else {}
     requests = {
         "cpu": sizing.cpu_request,
         "memory": sizing.memory_request,
         "ephemeral-storage": sizing.ephemeral_request,
-        gpu: str(sizing.gpus),
+        **gpus,
     }
     limits = {
         "cpu": sizing.cpu_limit,
         "memory": sizing.memory_limit,
         "ephemeral-storage": sizing.ephemeral_limit,
-        gpu: str(sizing.gpus),
+        **gpus,
     }
+    env = [{"name": "HOME", "value": "/tmp"}]
+    if not model.family.is_encoder:
+        # FTB's default: GROUP is safe; PARALLEL is faster but may hang (FTB README).
+        env.append({"name": "NCCL_LAUNCH_MODE", "value": "GROUP"})
     container = {
         "name": "triton",
         "image": pod.image,
         "imagePullPolicy": "Always",
         "command": server_command(model, repository_dir),
-        "env": [
-            {"name": "HOME", "value": "/tmp"},
-            # FTB's default: GROUP is safe; PARALLEL is faster but may hang (FTB README).
-            {"name": "NCCL_LAUNCH_MODE", "value": "GROUP"},
-        ],
+        "env": env,
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},
             {"name": "grpc", "containerPort": GRPC_PORT, "protocol": "TCP"},
@@ -122,8 +139,7 @@ def server_pod_spec(
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": 60,
         "securityContext": pod_security_context(),
-        "nodeSelector": dict(pod.gpu.node_selector),
-        "tolerations": [dict(t) for t in pod.gpu.tolerations],
+        **placement(model, pod),
         "containers": [container],
         "volumes": [
             {"name": "store", "persistentVolumeClaim": {"claimName": pod.claim_name, "readOnly": True}},
@@ -132,8 +148,8 @@ def server_pod_spec(
             {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         ],
     }
-    if affinity is not None:
-        spec["affinity"] = affinity
+    if affinity is not None:  # GPU packing (pod affinity); a CPU model's node affinity is kept beside it
+        spec["affinity"] = {**spec.get("affinity", {}), **affinity}
     return spec
 
 

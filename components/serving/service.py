@@ -1,4 +1,5 @@
-"""TritonService: one model served by Triton + FasterTransformer, exposed, autoscaled and monitored.
+"""TritonService: one model served by Triton (FasterTransformer, or ONNX Runtime for encoders), exposed, autoscaled
+and monitored. A ``device: cpu`` encoder's pods request no GPU and run on the stack's CPU nodes.
 
 Children: Deployment, Service, PodDisruptionBudget, NetworkPolicy; HTTP and gRPC Ingresses (with TLS and auth
 unless ``secure`` is off); an HPA or a KEDA ScaledObject; a ServiceMonitor, a PrometheusRule and a Grafana
@@ -123,9 +124,11 @@ class TritonServiceArgs:
     """Prometheus job of the stack's OpenAI gateway (its Service name): with KEDA, the gateway's requests for this
     model are demand too, and wake it from zero. None = no gateway."""
     node_growth: NodeGrowth = field(default_factory=lambda: NodeGrowth(autoscaler=False))
-    """What can add GPU nodes while a pod waits for GPUs (the rollout watch fails fast when nothing can)."""
+    """What can add GPU nodes while a pod waits for GPUs (the rollout watch fails fast when nothing can); not
+    used for a ``device: cpu`` model, whose pods wait for no GPU node."""
     gemm_tuning: GemmTuning = field(default_factory=GemmTuning)
-    """FT's GEMM autotuning in an init container before Triton starts (``components.serving.gemm_tuning``)."""
+    """FT's GEMM autotuning in an init container before Triton starts (``components.serving.gemm_tuning``); only
+    for FasterTransformer's families (an encoder's pod has no tuning step, on GPU or CPU)."""
 
 
 def _validate(args: TritonServiceArgs) -> list[str]:
@@ -162,7 +165,8 @@ def _validate(args: TritonServiceArgs) -> list[str]:
 
 
 class TritonService(pulumi.ComponentResource):
-    """Triton serving one FasterTransformer model, with ingress, autoscaling and monitoring."""
+    """Triton serving one model (FasterTransformer on GPUs, or an ONNX Runtime encoder on a GPU or CPU nodes), with
+    ingress, autoscaling and monitoring."""
 
     deployment_name: pulumi.Output[str]
     """Name of the Triton Deployment."""
@@ -207,7 +211,7 @@ class TritonService(pulumi.ComponentResource):
         # RolloutWatch below waits instead of the provider's await, which only gives up at its timeout.
         placement: dict[str, str] = {"triton-ft.io/rollout": args.rollout.reason, SKIP_AWAIT: "true"}
         affinity = None
-        if args.gpus_per_node is not None:
+        if args.gpus_per_node is not None and model.gpus:  # GPU packing: a CPU model's pods take no GPU
             pod_labels[PACKING_LABEL] = packing(model.gpus, args.gpus_per_node)
             affinity = placement_affinity(model.gpus, args.gpus_per_node)
             placement[PLACEMENT_ANNOTATION] = placement_note(model.gpus, args.gpus_per_node, args.node_type)
@@ -215,7 +219,15 @@ class TritonService(pulumi.ComponentResource):
 
         sizing = server_sizing(model)
         budget = startup_budget(model, load_bandwidth=args.load_bandwidth)
-        pod = ServerPod(image=args.image, claim_name=args.store.k8s_name, gpu=target.gpu)
+        pod = ServerPod(
+            image=args.image,
+            claim_name=args.store.k8s_name,
+            gpu=target.gpu,
+            cpu_node_selector=dict(target.cpu_node_selector),
+        )
+        tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
+        # Nothing to wait for from a GPU node autoscaler when the model takes no GPU.
+        growth = NodeGrowth(autoscaler=False) if model.on_cpu else args.node_growth
         replicas = args.min_replicas if args.autoscaler == "none" else None
         deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
@@ -231,7 +243,7 @@ class TritonService(pulumi.ComponentResource):
                         args.store.k8s_name,
                         args.gemm_tuning,
                     ),
-                    progress_deadline_seconds(budget, args.gemm_tuning.budget_seconds()),
+                    progress_deadline_seconds(budget, tuning_seconds),
                     replicas,
                     strategy=args.rollout.strategy(),
                 )
@@ -248,8 +260,8 @@ class TritonService(pulumi.ComponentResource):
                 namespace=ns,
                 deployment=base,
                 generation=deployment.metadata.apply(_generation),
-                deadline_s=60.0 * rollout_timeout_minutes(budget, args.gemm_tuning.budget_seconds()),
-                growth=args.node_growth,
+                deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds),
+                growth=growth,
                 min_replicas=args.min_replicas,
                 kubeconfig=target.kubeconfig,
                 context=target.context,

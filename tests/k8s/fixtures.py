@@ -13,7 +13,8 @@ from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
-from tritonft.spec import Architecture, DataType, Family, ModelSpec, WeightDType
+from tritonft.rollout.verdict import NodeGrowth
+from tritonft.spec import Architecture, DataType, Device, EncoderSpec, Family, ModelSpec, WeightDType
 from tritonft.synth.engine import Registered
 
 NAMESPACE = "triton"
@@ -51,6 +52,28 @@ GPTJ_6B = ModelSpec(
     data_type=DataType.FP16,
     tensor_parallel=4,
 )
+
+
+MINILM_CPU = ModelSpec(
+    name="minilm",
+    family=Family.BERT,
+    hf_repo="sentence-transformers/all-MiniLM-L6-v2",
+    revision="1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
+    architecture=Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=30522, max_positions=512),
+    encoder=EncoderSpec(max_seq_length=256),
+    device=Device.CPU,
+)
+"""all-MiniLM-L6-v2 (mean pooling, normalised, 256 tokens) on CPU nodes."""
+
+MINILM_GPU = ModelSpec(
+    name="minilm-gpu",
+    family=Family.BERT,
+    hf_repo=MINILM_CPU.hf_repo,
+    revision=MINILM_CPU.revision,
+    architecture=MINILM_CPU.architecture,
+    encoder=MINILM_CPU.encoder,
+)
+"""The same encoder on a GPU node."""
 
 
 def make_target(crd_charts: bool = True, addons: frozenset[str] | None = None) -> ClusterTarget:
@@ -99,6 +122,8 @@ def serve(
     gateway_pods: dict[str, str] | None = None,
     gateway_job: str | None = None,
     gemm_tuning: GemmTuning | None = None,
+    node_growth: NodeGrowth | None = None,
+    gpus_per_node: int | None = None,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -128,6 +153,8 @@ def serve(
             gateway_pods=gateway_pods,
             gateway_job=gateway_job,
             gemm_tuning=gemm_tuning or GemmTuning(),
+            node_growth=node_growth or NodeGrowth(autoscaler=False),
+            gpus_per_node=gpus_per_node,
         ),
     )
 

@@ -9,8 +9,9 @@ import pytest
 
 from components.common import sizing
 from components.common.layout import conversion_job_name
+from components.common.placement import GPU_PRESENT_LABEL
 from components.models.conversion import ModelConversion, ModelConversionArgs
-from components.models.conversion_spec import GPU_PRESENT_LABEL, HF_TOKEN_MOUNT
+from components.models.conversion_spec import HF_TOKEN_MOUNT
 from components.models.store import ModelStore, ModelStoreArgs
 from tests.k8s.fixtures import (
     CONVERTER,

@@ -9,8 +9,8 @@ import pytest
 
 from components.common import sizing
 from components.common.sizing import GIB, MIB
-from tests.k8s.fixtures import GPTJ_6B, T5_SMALL
-from tritonft.spec import Family, WeightDType
+from tests.k8s.fixtures import GPTJ_6B, MINILM_CPU, MINILM_GPU, T5_SMALL
+from tritonft.spec import Batching, Family, WeightDType
 
 
 def test_converted_bytes_of_t5_counts_the_two_extra_embedding_copies():
@@ -149,3 +149,50 @@ def test_turning_the_check_off_keeps_the_streaming_converters_memory_and_deadlin
     assert on.active_deadline_seconds >= off.active_deadline_seconds + 60 * math.floor(
         sizing.reference_seconds(T5_SMALL) / 60
     )
+
+
+def test_a_cpu_encoder_pod_has_no_gpu_and_a_small_shm():
+    server = sizing.server_sizing(MINILM_CPU)
+    assert server.gpus == 0
+    assert server.shm_size == sizing.quantity_mi(sizing.CPU_SHM)
+
+
+def test_a_cpu_encoders_memory_is_base_shm_and_per_instance_weights_and_arena():
+    weights = sizing.converted_bytes(MINILM_CPU)
+    activations = sizing.encoder_activation_bytes(MINILM_CPU)
+    one = sizing.CPU_SERVER_BASE_MEMORY + sizing.CPU_SHM + 2 * weights + 2 * activations
+    assert sizing.server_sizing(MINILM_CPU).memory_request == sizing.quantity_mi(one)
+    two = replace(MINILM_CPU, instances=2)
+    assert sizing.server_sizing(two).memory_request == sizing.quantity_mi(one + 2 * weights + 2 * activations)
+
+
+def test_an_encoders_activations_grow_with_batch_and_sequence_length():
+    base = sizing.encoder_activation_bytes(MINILM_CPU)
+    assert sizing.encoder_activation_bytes(replace(MINILM_CPU, batching=Batching(max_batch_size=16))) == 2 * base
+    assert MINILM_CPU.encoder is not None
+    longer = replace(MINILM_CPU, encoder=replace(MINILM_CPU.encoder, max_seq_length=512))
+    assert sizing.encoder_activation_bytes(longer) > 2 * base
+
+
+def test_a_cpu_encoder_asks_one_core_per_onnx_instance_plus_one():
+    assert sizing.server_sizing(MINILM_CPU).cpu_request == "2"
+    assert sizing.server_sizing(replace(MINILM_CPU, instances=3)).cpu_request == "4"
+    assert sizing.server_sizing(MINILM_CPU).cpu_limit == "4"
+
+
+def test_a_gpu_encoder_takes_one_gpu_like_a_one_gpu_generator():
+    server = sizing.server_sizing(MINILM_GPU)
+    assert server.gpus == 1
+    assert server.shm_size == sizing.quantity_mi(sizing.GIB)
+
+
+def test_an_encoders_conversion_job_holds_four_copies_of_its_fp32_weights_and_no_generation_check():
+    job = sizing.job_sizing(MINILM_CPU, verify_generation=True)
+    fp32 = MINILM_CPU.parameters * 4
+    assert job.memory_request == sizing.quantity_mi(sizing.JOB_BASE_MEMORY + 4 * fp32)
+    assert job.verify_generation is False
+
+
+def test_the_activation_rule_refuses_a_generator():
+    with pytest.raises(ValueError, match="not an encoder"):
+        sizing.encoder_activation_bytes(T5_SMALL)

@@ -32,8 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=["fastertransformer", "reference"],
         default="fastertransformer",
-        help="what runs the model step: the FasterTransformer backend (default; GPU, the server image) or "
-        "tritonft's CPU reference of it (Python backend; for tests and machines without a GPU, never a stack)",
+        help="what runs the model step: the model's engine backend (default: FasterTransformer for the generators, "
+        "ONNX Runtime for the encoders; the server image) or a CPU stand-in of it in a Python-backend model "
+        "(FT: tritonft's reference; encoders: the onnxruntime package); for tests and machines without the "
+        "backend, never a stack",
     )
     parser.add_argument(
         "--require-checkpoint",
@@ -59,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
         checkpoint_path=args.checkpoint_path,
         cpu_stand_in=Engine(args.engine) is Engine.REFERENCE,
     )
-    if args.engine == Engine.REFERENCE:
+    if args.engine == Engine.REFERENCE and spec.family.is_encoder:
+        print(f"model step: model.onnx run by the onnxruntime package (Python backend) in {written.models[-2]}")
+    elif args.engine == Engine.REFERENCE:
         print(f"model step: tritonft's CPU reference of FasterTransformer (Python backend) in {written.models[0]}")
     print(f"wrote {len(written.files)} files for models {', '.join(written.models)} into {written.root}")
     if written.config_source:
