@@ -6,10 +6,11 @@ Each check yields one :class:`Check` line; the command gathers the cluster's obj
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.settings.capacity import GpuPool
+from components.settings.kube import quantity_value
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RWO_ONLY_PROVISIONERS = frozenset(
@@ -45,13 +46,24 @@ class Check:
 
 
 @dataclass(frozen=True)
+class CpuModel:
+    """One replica of a ``device: cpu`` model: its requests, as its Triton pod states them."""
+
+    name: str
+    cpu: str
+    """CPU request (a Kubernetes quantity, e.g. ``2``)."""
+    memory: str
+    """Memory request (a Kubernetes quantity, e.g. ``1580Mi``)."""
+
+
+@dataclass(frozen=True)
 class Needs:
     """What one stack needs from the cluster it deploys to."""
 
     gpu_selector: Mapping[str, str]
     tolerations: Sequence[Mapping[str, str]]
     models: Sequence[tuple[str, int]]
-    """(model name, GPUs per pod)."""
+    """(model name, GPUs per pod) of the models on GPU nodes (``device: gpu``)."""
     storage_class: str | None
     """None = the cluster's default class; ignored when ``stack_storage_class``."""
     stack_storage_class: bool
@@ -66,6 +78,10 @@ class Needs:
     gpu_pool: GpuPool | None = None
     """The stack's own GPU node group (``aws``), whose nodes cluster-autoscaler adds on demand: GPU nodes missing
     or full now are not a failure while the group can grow. None: the cluster's nodes are all there is."""
+    cpu_selector: Mapping[str, str] = field(default_factory=dict)
+    """``cpuNodeSelector``: where the ``device: cpu`` models' Triton pods run (never on a GPU node)."""
+    cpu_models: Sequence[CpuModel] = ()
+    """The models served on CPU nodes, with what one replica requests."""
 
     def can_add_gpu_node(self, gpu_nodes: int) -> bool:
         """cluster-autoscaler may add a node of the stack's GPU group (fewer than its most are running)."""
@@ -103,6 +119,8 @@ def _name(obj: Mapping[str, Any]) -> str:
 
 def gpu_nodes(nodes: Sequence[Mapping[str, Any]], needs: Needs) -> Check:
     found = [n for n in nodes if gpus_of(n) > 0]
+    if not needs.models:
+        return Check("gpu-nodes", True, f"no model needs a GPU ({len(found)} GPU node(s) present)")
     if not found and needs.gpu_pool is not None and needs.gpu_pool.nodes_min == 0 and needs.can_add_gpu_node(0):
         return Check("gpu-nodes", True, f"none running (the stack's GPU node group is at 0); {needs.growth(0)}")
     if not found:
@@ -160,6 +178,8 @@ def usable(node: Mapping[str, Any], needs: Needs) -> bool:
 
 def selector_and_taints(nodes: Sequence[Mapping[str, Any]], needs: Needs) -> Check:
     gpu = [n for n in nodes if gpus_of(n) > 0]
+    if not needs.models:
+        return Check("gpu-placement", True, "no model needs a GPU")
     ok = [n for n in gpu if usable(n, needs)]
     if ok:
         return Check("gpu-placement", True, f"{len(ok)} GPU node(s) match the selector and tolerations")
@@ -232,6 +252,92 @@ def model_shapes_fit(
                     False,
                     f"needs {gpus} GPU(s) on one node, but the most free on a usable GPU node is {most}; "
                     "use nodes with more GPUs or lower tensorParallel",
+                )
+            )
+    return checks
+
+
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+"""Set by NVIDIA GPU feature discovery on GPU nodes; a CPU model's pods stay off nodes that carry it."""
+
+
+def is_gpu_node(node: Mapping[str, Any], needs: Needs) -> bool:
+    """What a CPU model's required node affinity excludes: allocatable GPUs, the GFD label, or the GPU pool's
+    labels (any one of them)."""
+    labels = node["metadata"].get("labels", {})
+    in_gpu_pool = any(labels.get(k) == v for k, v in needs.gpu_selector.items())
+    return gpus_of(node) > 0 or labels.get(GPU_PRESENT_LABEL) == "true" or in_gpu_pool
+
+
+def _requested(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]], resource: str) -> Any:
+    """What the running pods on ``node`` request of ``resource`` (init containers not counted: they have ended)."""
+    total = quantity_value("0")
+    for pod in pods:
+        if pod.get("spec", {}).get("nodeName") != _name(node):
+            continue
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        for c in pod["spec"].get("containers", []):
+            total += quantity_value(str(c.get("resources", {}).get("requests", {}).get(resource, "0")))
+    return total
+
+
+def _free(node: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], resource: str) -> Any:
+    allocatable = quantity_value(str(node.get("status", {}).get("allocatable", {}).get(resource, "0")))
+    return allocatable - _requested(node, pods, resource)
+
+
+def _gib(value: Any) -> str:
+    return f"{float(value) / 2**30:.2f} GiB"
+
+
+def cpu_models_fit(nodes: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]], needs: Needs) -> list[Check]:
+    """For each ``device: cpu`` model, a schedulable CPU node (``cpuNodeSelector``, not a GPU node, no taint it
+    does not tolerate: the pod tolerates none) with enough unrequested CPU and memory for one replica."""
+    if not needs.cpu_models:
+        return []
+    selector = ", ".join(f"{k}={v}" for k, v in sorted(needs.cpu_selector.items())) or "(none)"
+    candidates = []
+    refused: list[str] = []
+    for node in nodes:
+        labels = node["metadata"].get("labels", {})
+        if is_gpu_node(node, needs) or not all(labels.get(k) == v for k, v in needs.cpu_selector.items()):
+            continue
+        state = node_state(node)
+        taints = [_taint_text(t) for t in _blocking_taints(node)]
+        if state or taints:
+            refused.append(f"{_name(node)} {state or 'has the taint ' + ', '.join(taints)}")
+            continue
+        candidates.append(node)
+    free = {_name(n): (_free(n, pods, "cpu"), _free(n, pods, "memory")) for n in candidates}
+    checks = []
+    for model in needs.cpu_models:
+        name = f"cpu-shape {model.name}"
+        ask = f"needs {model.cpu} CPU and {model.memory} memory on a CPU node"
+        cpu, memory = quantity_value(model.cpu), quantity_value(model.memory)
+        fits = [n for n, (c, m) in free.items() if c >= cpu and m >= memory]
+        if fits:
+            best = max(fits, key=lambda n: free[n])
+            c, m = free[best]
+            checks.append(Check(name, True, f"{ask}; {best} has {c} CPU and {_gib(m)} unrequested"))
+        elif not candidates:
+            why = f": {'; '.join(refused)}" if refused else ""
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    f"{ask}, but no schedulable non-GPU node matches cpuNodeSelector {selector}{why}; fix "
+                    "cpuNodeSelector or the nodes, or serve the model on a GPU (device: gpu)",
+                )
+            )
+        else:
+            most = ", ".join(f"{n} {c} CPU/{_gib(m)}" for n, (c, m) in sorted(free.items()))
+            checks.append(
+                Check(
+                    name,
+                    False,
+                    f"{ask}, but the CPU nodes have only {most} unrequested; add CPU nodes or lower the model's "
+                    "instances, maxBatchSize or maxSeqLength",
                 )
             )
     return checks

@@ -1,7 +1,9 @@
 """``tritonft preflight --stack NAME``: check the target cluster before ``pulumi up``; one line per check, exit 0/1.
 
 Checks: the API answers; GPU nodes with allocatable ``nvidia.com/gpu``; GPU nodes whose labels and taints match
-the stack's selector and tolerations; for each model a usable node with enough free GPUs for one pod; the storage
+the stack's selector and tolerations; for each GPU model a usable node with enough free GPUs for one pod; for each
+``device: cpu`` model a schedulable non-GPU node matching ``cpuNodeSelector`` with the CPU and memory of one
+replica unrequested; the storage
 class (and that it can be ReadWriteMany); the ingress class; the CRDs the stack's features need; and a
 server-side dry-run of every object of the plan (``tritonft synth``'s manifests) against the API server.
 """
@@ -16,7 +18,15 @@ from typing import Any
 from components.settings.model import Settings
 from tritonft.kube import ApiError, Kube
 from tritonft.preflight import checks
-from tritonft.preflight.checks import CRD_FOR_ADDON, CUSTOM_METRICS_API, RESOURCE_METRICS_API, Check, Needs
+from tritonft.preflight.checks import (
+    CRD_FOR_ADDON,
+    CUSTOM_METRICS_API,
+    RESOURCE_METRICS_API,
+    Check,
+    CpuModel,
+    Needs,
+)
+from tritonft.spec import ModelSpec
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +80,7 @@ def needs_of(settings: Settings) -> Needs:
     return Needs(
         gpu_selector=dict(gpu.node_selector),
         tolerations=[dict(t) for t in gpu.tolerations],
-        models=[(m.name, m.gpus) for m in settings.models],
+        models=[(m.name, m.gpus) for m in settings.models if not m.on_cpu],
         storage_class=cluster.storage_class,
         stack_storage_class=on_aws,
         ingress_class=cluster.ingress_class,
@@ -78,7 +88,17 @@ def needs_of(settings: Settings) -> Needs:
         crds=crds,
         metrics_apis=apis,
         gpu_pool=gpu_pool(cluster),
+        cpu_selector=dict(cluster.cpu_node_selector),
+        cpu_models=[cpu_model(m) for m in settings.models if m.on_cpu],
     )
+
+
+def cpu_model(model: ModelSpec) -> CpuModel:
+    """What one replica of a ``device: cpu`` model requests (the Triton pod's own sizing)."""
+    from components.common.sizing import server_sizing
+
+    sized = server_sizing(model)
+    return CpuModel(model.name, cpu=sized.cpu_request, memory=sized.memory_request)
 
 
 def dry_run(kube: Kube, objs: list[dict[str, Any]], namespaces: set[str], crds_present: set[str]) -> Check:
@@ -126,6 +146,7 @@ def preflight(settings: Settings, kube: Kube, plan: list[dict[str, Any]] | None)
     results.append(checks.gpu_nodes(nodes, needs))
     results.append(checks.selector_and_taints(nodes, needs))
     results += checks.model_shapes_fit(nodes, pods, needs)
+    results += checks.cpu_models_fit(nodes, pods, needs)
     results.append(checks.storage(kube.items("storage.k8s.io/v1", "StorageClass"), needs))
     results.append(checks.ingress(kube.items("networking.k8s.io/v1", "IngressClass"), needs))
     present = {c["metadata"]["name"] for c in kube.items("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
