@@ -46,10 +46,15 @@ def _model(pod: dict[str, Any]) -> str:
     return str(pod["metadata"]["labels"]["triton-ft/model"])
 
 
+def tuned(pods: list[Any]) -> list[Any]:
+    """The pods of FasterTransformer's models (an encoder's pod has no tuning step)."""
+    return [p for p in pods if p["spec"].get("initContainers")]
+
+
 def test_the_tuning_runs_on_the_gpu_node_with_exactly_tritons_gpus_and_costs_no_extra_gpu(
     cluster: Cluster, prod_plan: Plan
 ) -> None:
-    pods = deploy_and_schedule(cluster, prod_plan)
+    pods = tuned(deploy_and_schedule(cluster, prod_plan))
     nodes = {n["metadata"]["name"]: n for n in cluster.kube.items("v1", "Node")}
     for pod in pods:
         init, triton = _init(pod), _triton(pod)
@@ -69,7 +74,7 @@ def initialized_pods(cluster: Cluster, expected: int) -> list[Any]:
     """The Triton pods once ``expected`` of them report their init phase done (kwok does it as a kubelet would)."""
 
     def initialized() -> list[Any] | None:
-        pods = cluster.pods("app.kubernetes.io/component=triton")
+        pods = tuned(cluster.pods("app.kubernetes.io/component=triton"))
         done = [
             p
             for p in pods
@@ -87,7 +92,7 @@ def initialized_pods(cluster: Cluster, expected: int) -> list[Any]:
 def test_triton_starts_after_the_tuning_in_the_directory_it_writes_gemm_config_into(
     cluster: Cluster, prod_plan: Plan
 ) -> None:
-    scheduled = deploy_and_schedule(cluster, prod_plan)
+    scheduled = tuned(deploy_and_schedule(cluster, prod_plan))
     pods = initialized_pods(cluster, len(scheduled))
     for pod in pods:
         (status,) = pod["status"]["initContainerStatuses"]
@@ -101,7 +106,7 @@ def test_triton_starts_after_the_tuning_in_the_directory_it_writes_gemm_config_i
 def test_every_replica_of_a_model_uses_one_cache_directory_and_each_model_its_own(
     cluster: Cluster, prod_plan: Plan
 ) -> None:
-    pods = deploy_and_schedule(cluster, prod_plan)
+    pods = tuned(deploy_and_schedule(cluster, prod_plan))
     caches: dict[str, set[str]] = defaultdict(set)
     for pod in pods:
         caches[_model(pod)].add(_env(_init(pod))["CACHE_DIR"])
@@ -114,7 +119,7 @@ def test_every_replica_of_a_model_uses_one_cache_directory_and_each_model_its_ow
 def test_up_reports_what_each_pods_tuning_did_and_names_a_fallback(
     control_plane: ControlPlane, cluster: Cluster, prod_plan: Plan, tmp_path: Path
 ) -> None:
-    scheduled = deploy_and_schedule(cluster, prod_plan)
+    scheduled = tuned(deploy_and_schedule(cluster, prod_plan))
     t5 = sorted(p["metadata"]["name"] for p in initialized_pods(cluster, len(scheduled)) if _model(p) == "t5-3b")
     # The lines the script writes as its termination message, from the script itself (stand-in tuner failing, then
     # a second pod finding a cache), put where the kubelet puts a finished init container's message.

@@ -24,14 +24,14 @@ from tritonft.rollout.watch import WatchConfig, watch_rollout
 from tritonft.synth.run import synthesize
 
 
-def test_prod_fits_at_replicas_min_with_every_triton_pod_on_a_gpu_node_with_its_gpus(
+def test_prod_fits_at_replicas_min_with_every_gpu_models_triton_pod_on_a_gpu_node_with_its_gpus(
     cluster: Cluster, prod_plan: Plan
 ) -> None:
     settings = prod_plan.settings
     pods = deploy_and_schedule(cluster, prod_plan)
     nodes = {n["metadata"]["name"]: n for n in cluster.kube.items("v1", "Node")}
     used: Counter[str] = Counter()
-    for pod in pods:
+    for pod in [p for p in pods if gpus(p)]:
         node = nodes[pod["spec"]["nodeName"]]
         assert node["metadata"]["labels"]["triton-ft.io/accelerator"] == "nvidia"
         assert any(t["key"] == GPU_RESOURCE for t in node["spec"]["taints"])
@@ -46,10 +46,28 @@ def test_the_one_gpu_pods_share_a_node_leaving_whole_nodes_to_the_four_gpu_model
     cluster: Cluster, prod_plan: Plan
 ) -> None:
     pods = deploy_and_schedule(cluster, prod_plan)
-    small = {p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"][PACKING_LABEL] == "partial"}
-    big = [p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"][PACKING_LABEL] == "whole"]
+    small = {p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get(PACKING_LABEL) == "partial"}
+    big = [p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get(PACKING_LABEL) == "whole"]
     assert len(small) == 1, "both gpt-j pods on one node"
     assert len(big) == len(set(big)) == 2 and small.isdisjoint(big), "each t5-3b replica on a node of its own"
+
+
+def test_the_cpu_encoders_pods_land_on_cpu_nodes_without_gpus_next_to_the_generators(
+    cluster: Cluster, prod_plan: Plan
+) -> None:
+    settings = prod_plan.settings
+    pods = deploy_and_schedule(cluster, prod_plan)
+    on_cpu = {m.name for m in settings.models if m.on_cpu}
+    assert on_cpu, "prod serves an encoder on CPU nodes"
+    encoder_pods = [p for p in pods if p["metadata"]["labels"]["triton-ft/model"] in on_cpu]
+    assert len(encoder_pods) == settings.serving.replicas_min * len(on_cpu)
+    for pod in encoder_pods:
+        assert gpus(pod) == 0
+        node = cluster.kube.get("v1", "Node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"][POOL_LABEL] == SYSTEM_POOL
+        assert GPU_RESOURCE not in node["status"]["allocatable"] and not node["spec"].get("taints")
+    generator_nodes = {p["spec"]["nodeName"] for p in pods if gpus(p)}
+    assert generator_nodes and generator_nodes.isdisjoint(p["spec"]["nodeName"] for p in encoder_pods)
 
 
 def test_conversion_jobs_run_on_cpu_nodes_and_complete_and_every_object_is_accepted(
