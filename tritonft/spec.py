@@ -34,7 +34,7 @@ class Family(StrEnum):
     GPT2 = "gpt2"
     GPTJ = "gptj"
     BERT = "bert"
-    """BERT-architecture encoders (MiniLM, all-MiniLM, BGE, E5, ...): sentence embeddings or classification."""
+    """BERT-architecture encoders (MiniLM, all-MiniLM, BGE, E5, RoBERTa, ...): sentence embeddings or classification."""
 
     @property
     def is_encoder(self) -> bool:

@@ -83,6 +83,8 @@ class Variant:
     normalize: bool = True
     stored: str = "fp32"
     labels: tuple[str, ...] = ()
+    model_type: str = "bert"
+    """``bert`` or ``roberta`` (the same body; RoBERTa's positions start at ``pad_token_id + 1``, its head differs)."""
 
     def model(self) -> Model:
         return bert(self)
@@ -91,6 +93,11 @@ class Variant:
         model = self.model()
         model.save(directory, stored=self.stored)
         shutil.copyfile(tokenizer_json, directory / "tokenizer.json")
+        if self.model_type == "roberta":
+            # all-MiniLM's WordPiece tokenizer.json (there is no RoBERTa BPE one offline); without this transformers'
+            # RobertaTokenizerFast would swap its pre-tokenizer for a byte-level one when the goldens are made
+            tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "[PAD]"}
+            (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
         if self.task == "embed":
             _write_sentence_transformers(directory, model.config["hidden_size"], self.pooling, self.normalize)
         return directory
@@ -104,6 +111,8 @@ VARIANTS = (
     Variant("bert-mean-normalized", seed=11, task="embed"),
     Variant("bert-cls-bf16", seed=12, task="embed", pooling="cls", normalize=False, stored="bf16"),
     Variant("bert-classifier", seed=13, task="classify", labels=("negative", "neutral", "positive")),
+    Variant("roberta-mean-normalized", seed=14, task="embed", model_type="roberta"),
+    Variant("roberta-classifier", seed=15, task="classify", labels=("NEGATIVE", "POSITIVE"), model_type="roberta"),
 )
 
 
@@ -112,31 +121,35 @@ def bert(variant: Variant) -> Model:
     dims = BERT_TEST_DIMS
     h, ff, layers = dims["hidden"], dims["ff"], dims["layers"]
     classify = variant.task == "classify"
+    roberta = variant.model_type == "roberta"
+    kind = "Roberta" if roberta else "Bert"
+    # RoBERTa: positions numbered from pad_token_id + 1 = 2 (two more rows), one token type, eps 1e-5
+    positions, types = (dims["positions"] + 2, 1) if roberta else (dims["positions"], dims["types"])
     config: dict[str, Any] = {
-        "model_type": "bert",
-        "architectures": ["BertForSequenceClassification" if classify else "BertModel"],
+        "model_type": variant.model_type,
+        "architectures": [f"{kind}ForSequenceClassification" if classify else f"{kind}Model"],
         "hidden_size": h,
         "num_attention_heads": dims["heads"],
         "num_hidden_layers": layers,
         "intermediate_size": ff,
         "vocab_size": VOCAB,
-        "max_position_embeddings": dims["positions"],
-        "type_vocab_size": dims["types"],
+        "max_position_embeddings": positions,
+        "type_vocab_size": types,
         "hidden_act": "gelu",
-        "layer_norm_eps": 1e-12,
+        "layer_norm_eps": 1e-5 if roberta else 1e-12,
         "position_embedding_type": "absolute",
-        "pad_token_id": 0,
+        "pad_token_id": 1 if roberta else 0,
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
     }
     if classify:
         config["id2label"] = {str(i): label for i, label in enumerate(variant.labels)}
         config["label2id"] = {label: i for i, label in enumerate(variant.labels)}
-    p = "bert." if classify else ""
+    p = f"{variant.model_type}." if classify else ""
     t: dict[str, np.ndarray] = {
         f"{p}embeddings.word_embeddings.weight": w.embedding(VOCAB, h),
-        f"{p}embeddings.position_embeddings.weight": w.embedding(dims["positions"], h, 0.5),
-        f"{p}embeddings.token_type_embeddings.weight": w.embedding(dims["types"], h, 0.5),
+        f"{p}embeddings.position_embeddings.weight": w.embedding(positions, h, 0.5),
+        f"{p}embeddings.token_type_embeddings.weight": w.embedding(types, h, 0.5),
         f"{p}embeddings.LayerNorm.weight": w.norm(h),
         f"{p}embeddings.LayerNorm.bias": w.bias(h),
     }
@@ -155,12 +168,18 @@ def bert(variant: Variant) -> Model:
         t[f"{layer}.output.dense.bias"] = w.bias(h)
         t[f"{layer}.output.LayerNorm.weight"] = w.norm(h)
         t[f"{layer}.output.LayerNorm.bias"] = w.bias(h)
+    if roberta and classify:  # RobertaForSequenceClassification: no pooler, a two-layer head
+        t["classifier.dense.weight"] = w.matrix(h, h, h)
+        t["classifier.dense.bias"] = w.bias(h)
+        t["classifier.out_proj.weight"] = w.matrix(len(variant.labels), h, h, 3.0)
+        t["classifier.out_proj.bias"] = w.bias(len(variant.labels))
+        return Model(variant.model_type, config, t)
     t[f"{p}pooler.dense.weight"] = w.matrix(h, h, h)
     t[f"{p}pooler.dense.bias"] = w.bias(h)
     if classify:
         t["classifier.weight"] = w.matrix(len(variant.labels), h, h, 3.0)
         t["classifier.bias"] = w.bias(len(variant.labels))
-    return Model("bert", config, t)
+    return Model(variant.model_type, config, t)
 
 
 def _write_sentence_transformers(directory: Path, hidden: int, pooling: str, normalize: bool) -> None:

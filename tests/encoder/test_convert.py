@@ -163,7 +163,39 @@ def test_an_unsupported_activation_is_refused(small, tmp_path, capsys):
 
 def test_max_seq_length_above_the_position_table_is_refused(small, tmp_path, capsys):
     assert convert(small, tmp_path / "out", "--max-seq-length", "4096") == 1
-    assert "exceeds the model's max_position_embeddings 128" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "max_seq_length 4096 exceeds the 128 positions the model can number (max_position_embeddings 128)" in err
+
+
+def test_a_roberta_model_numbers_its_positions_after_the_two_it_reserves(encoder_checkpoint, tmp_path, capsys):
+    roberta = encoder_checkpoint("roberta-mean-normalized")
+    assert convert(roberta, tmp_path / "too-long", "--max-seq-length", "130") == 1
+    assert (
+        "exceeds the 128 positions the model can number (max_position_embeddings 130, the first 2 reserved by "
+        "RoBERTa)" in capsys.readouterr().err
+    )
+    assert convert(roberta, tmp_path / "out") == 0
+    manifest = json.loads((tmp_path / "out" / "onnx" / "manifest.json").read_text())
+    assert (manifest["model_type"], manifest["position_offset"], manifest["family"]) == ("roberta", 2, "bert")
+    assert manifest["max_seq_length"] == 128  # sentence_bert_config.json's
+
+
+def test_a_bert_manifest_does_not_name_a_model_type(small, tmp_path):
+    # BERT conversions written before RoBERTa was supported stay up to date: their manifests are unchanged
+    assert convert(small, tmp_path / "out") == 0
+    manifest = json.loads((tmp_path / "out" / "onnx" / "manifest.json").read_text())
+    assert "model_type" not in manifest and "position_offset" not in manifest
+
+
+def test_a_roberta_classifier_without_its_head_is_refused_naming_the_head(encoder_checkpoint, tmp_path, capsys):
+    source = encoder_checkpoint("roberta-classifier")
+    assert convert(source, tmp_path / "out", "--task", "classify") == 0
+    headless = encoder_checkpoint("roberta-mean-normalized")
+    assert convert(headless, tmp_path / "out2", "--task", "classify") == 1
+    assert (
+        "task classify needs a sequence-classification head (classifier.dense.weight and "
+        "classifier.out_proj.weight)" in capsys.readouterr().err
+    )
 
 
 def test_ft_families_still_require_tp(tmp_path, capsys):

@@ -29,7 +29,7 @@ from tritonft.spec import (
     WeightDType,
 )
 
-VARIANTS = ("bert-mean-normalized", "bert-classifier")
+VARIANTS = ("bert-mean-normalized", "bert-classifier", "roberta-mean-normalized", "roberta-classifier")
 
 
 def spec_of(name: str, converted: Path, **changes: Any) -> ModelSpec:

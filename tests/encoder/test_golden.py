@@ -124,9 +124,14 @@ def test_minilm_ranks_the_sentences_about_eating_first_for_a_question_about_eati
     assert ranking[:2] == ["A man is eating food.", "A man is eating a piece of bread."]
 
 
+CLASSIFIERS = [v.name for v in VARIANTS if v.task == "classify"]
+
+
+@pytest.mark.parametrize("name", CLASSIFIERS)
 @pytest.mark.parametrize(("dtype", "extra"), [("fp32", ()), ("fp16", ()), ("fp32", ("--optimize",))])
-def test_classifier_answers_the_golden_logits_scores_and_labels(dtype, extra, encoder_checkpoint, encoder_converted):
-    name = "bert-classifier"
+def test_classifier_answers_the_golden_logits_scores_and_labels(
+    name, dtype, extra, encoder_checkpoint, encoder_converted
+):
     data = golden(name)
     logits, scores, labels = run(encoder_converted(name, dtype, *extra), encoder_checkpoint(name), data)
     atol = FP32_ATOL if dtype == "fp32" else FP16_LOGITS_ATOL
@@ -136,8 +141,9 @@ def test_classifier_answers_the_golden_logits_scores_and_labels(dtype, extra, en
     assert [label.decode() if isinstance(label, bytes) else label for label in labels[:, 0]] == data["labels"]
 
 
-def test_golden_labels_are_not_all_the_same_class():
-    labels = golden("bert-classifier")["labels"]
+@pytest.mark.parametrize("name", CLASSIFIERS)
+def test_golden_labels_are_not_all_the_same_class(name):
+    labels = golden(name)["labels"]
     assert len(set(labels)) >= 2, "a classifier golden that always answers one class would not test the head"
 
 

@@ -1,5 +1,8 @@
 """``tritonft verify``: re-check a converted ``<N>-gpu`` directory against its manifest (sizes + sha256), and with
-``--generate`` also that the reference generates from it what it should (:mod:`tritonft.reference.check`)."""
+``--generate`` also that the reference generates from it what it should (:mod:`tritonft.reference.check`).
+
+An encoder's ``OUT/onnx`` directory is checked the same way (:mod:`tritonft.encoder.verify`): ``model.onnx``
+against its manifest, and with ``--generate`` the probe's judgement of what ONNX Runtime answers from it."""
 
 from __future__ import annotations
 
@@ -12,12 +15,14 @@ if TYPE_CHECKING:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("directory", type=Path, help="the converted OUT/<N>-gpu directory")
+    parser.add_argument("directory", type=Path, help="the converted OUT/<N>-gpu directory (or an encoder's OUT/onnx)")
     parser.add_argument(
         "--generate",
         action="store_true",
         help="also run the CPU reference of FT's model step on the files: the probe's prompts must pass the "
-        "probe's judgement (T5: BLEU; GPT: a non-degenerate continuation), or --expected-tokens must be reproduced",
+        "probe's judgement (T5: BLEU; GPT: a non-degenerate continuation), or --expected-tokens must be reproduced; "
+        "for an encoder, ONNX Runtime answers the probe's texts and the probe's judgement applies (width, unit norm, "
+        "similarity order; a classifier's labels and scores)",
     )
     parser.add_argument(
         "--expected-tokens",
@@ -37,8 +42,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tritonft.convert.verify import verify
+    from tritonft.encoder.verify import is_encoder_conversion
     from tritonft.errors import UserError
     from tritonft.reference.check import load_expected
+
+    if is_encoder_conversion(args.directory):
+        return encoder_check(args)
 
     # A bad --expected-tokens file is reported before minutes of hashing and loading weights.
     expected = None if args.expected_tokens is None else load_expected(args.expected_tokens)
@@ -82,4 +91,36 @@ def generate_check(args: argparse.Namespace, expected: tuple[int, list[ExpectedC
                 problems,
             )
     print(f"ok: generation from {args.directory}: {summary} ({time.monotonic() - started:.1f} s on the CPU reference)")
+    return 0
+
+
+def encoder_check(args: argparse.Namespace) -> int:
+    import time
+
+    from tritonft.encoder.verify import judge_encoder, verify_encoder_files
+    from tritonft.errors import UserError
+
+    if args.expected_tokens is not None:
+        raise UserError(
+            f"--expected-tokens is for FasterTransformer conversions; {args.directory} is an encoder's: use --generate"
+        )
+    report = verify_encoder_files(args.directory)
+    if not report.ok:
+        raise UserError(f"{args.directory} does not match its manifest; re-run `tritonft convert`", report.problems)
+    print(f"ok: {args.directory}: model.onnx ({report.bytes} bytes) matches manifest.json")
+    if not args.generate:
+        return 0
+    started = time.monotonic()
+    tokenizer = args.tokenizer or args.directory.resolve().parent / "tokenizer"
+    judged = judge_encoder(args.directory, tokenizer)
+    verdict = judged.verdict
+    if not verdict.ok:
+        raise UserError(
+            f"{args.directory} does not answer like a working encoder: the conversion (or the model) is broken",
+            [verdict.detail],
+        )
+    print(
+        f"ok: answers of {args.directory}: {verdict.detail} ({len(judged.texts)} texts, "
+        f"{time.monotonic() - started:.1f} s in ONNX Runtime)"
+    )
     return 0

@@ -26,6 +26,7 @@ from tritonft.errors import UserError
 from tritonft.spec import EncoderTask, Pooling
 
 __all__ = [
+    "CLASSIFY_HEADS",
     "MODEL_TYPES",
     "ST_CONFIG",
     "ST_MODULES",
@@ -37,8 +38,15 @@ __all__ = [
     "read_encoder_config",
 ]
 
-MODEL_TYPES = ("bert",)
-"""config.json ``model_type`` values this path converts (BERT, MiniLM, all-MiniLM, BGE, E5 are all ``bert``)."""
+MODEL_TYPES = ("bert", "roberta")
+"""config.json ``model_type`` values this path converts (BERT, MiniLM, all-MiniLM, BGE, E5 are all ``bert``;
+RoBERTa and its sentence-transformers models such as all-distilroberta-v1 are ``roberta``)."""
+
+CLASSIFY_HEADS = {
+    "bert": ("{prefix}pooler.dense.weight", "classifier.weight"),
+    "roberta": ("classifier.dense.weight", "classifier.out_proj.weight"),
+}
+"""The weights of each model type's sequence-classification head (``{prefix}`` is the body's prefix)."""
 
 ST_MODULES = "modules.json"
 ST_CONFIG = "sentence_bert_config.json"
@@ -77,7 +85,13 @@ class EncoderConfig:
     labels: tuple[str, ...] = ()
     """Class names by logit index (``task: classify``), from ``id2label``."""
     prefix: str = ""
-    """Tensor-name prefix of the BERT body in the checkpoint: ``""`` (BertModel) or ``"bert."`` (task heads)."""
+    """Tensor-name prefix of the body in the checkpoint: ``""`` (BertModel, RobertaModel) or ``"bert."`` /
+    ``"roberta."`` (task heads)."""
+    model_type: str = "bert"
+    """``bert`` or ``roberta``: the same body; RoBERTa numbers positions from ``pad_token_id + 1`` and its
+    classification head is ``classifier.dense`` + ``classifier.out_proj`` (BERT's: the pooler + ``classifier``)."""
+    position_offset: int = 0
+    """Row of the position table of the first token (RoBERTa: ``pad_token_id + 1``, 2 in every released model)."""
     sources: tuple[str, ...] = ()
     """The small files the decisions were read from (relative to the model directory), for the manifest."""
 
@@ -174,23 +188,33 @@ def read_encoder_config(
 ) -> EncoderConfig:
     """Decide the encoder from the checkpoint; the keyword arguments override what the files say."""
     arch = bert_architecture(config)
-    prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensor_names else ""
+    model_type = str(config.get("model_type", "bert"))
+    if model_type not in MODEL_TYPES:
+        raise UserError(f"{directory}/config.json: model_type {model_type!r} is not one of {', '.join(MODEL_TYPES)}")
+    prefix = f"{model_type}." if f"{model_type}.embeddings.word_embeddings.weight" in tensor_names else ""
     if f"{prefix}embeddings.word_embeddings.weight" not in tensor_names:
         raise UserError(
-            f"{directory} has no embeddings.word_embeddings.weight (nor bert.embeddings.word_embeddings.weight); "
-            "it is not a BERT checkpoint"
+            f"{directory} has no embeddings.word_embeddings.weight (nor "
+            f"{model_type}.embeddings.word_embeddings.weight); it is not a {model_type} checkpoint"
         )
-    has_head = "classifier.weight" in tensor_names
+    offset = 0
+    if model_type == "roberta":
+        pad = config.get("pad_token_id", 1)
+        if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
+            raise UserError(f"{directory}/config.json: pad_token_id = {pad!r} must be a token id (RoBERTa: 1)")
+        offset = pad + 1
+    head = CLASSIFY_HEADS[model_type]
     architectures = [str(a) for a in config.get("architectures") or []]
     if task is None:
         task = Task.CLASSIFY if any(a.endswith("ForSequenceClassification") for a in architectures) else Task.EMBED
     sources: list[str] = ["config.json"]
     labels: tuple[str, ...] = ()
     if task is Task.CLASSIFY:
-        if not has_head or f"{prefix}pooler.dense.weight" not in tensor_names:
+        needed = [name.format(prefix=prefix) for name in head]
+        if not all(name in tensor_names for name in needed):
             raise UserError(
-                f"{directory}: task classify needs a sequence-classification head (classifier.weight and "
-                "bert.pooler.dense.weight); this checkpoint has none — use task embed"
+                f"{directory}: task classify needs a sequence-classification head ({' and '.join(needed)}); this "
+                "checkpoint has none — use task embed"
             )
         labels = _labels(config, directory)
     st_pooling, st_normalize, read = _st_pooling(directory)
@@ -203,10 +227,14 @@ def read_encoder_config(
         if isinstance(value, int) and value > 0:
             limit = value
             sources.append(ST_CONFIG)
-    limit = limit or arch.max_positions
-    if limit > arch.max_positions:
+    usable = arch.max_positions - offset
+    limit = limit or usable
+    if limit > usable:
         raise UserError(
-            f"max_seq_length {limit} exceeds the model's max_position_embeddings {arch.max_positions}; lower it"
+            f"max_seq_length {limit} exceeds the {usable} positions the model can number "
+            f"(max_position_embeddings {arch.max_positions}"
+            + (f", the first {offset} reserved by RoBERTa" if offset else "")
+            + "); lower it"
         )
     return EncoderConfig(
         architecture=arch,
@@ -216,6 +244,8 @@ def read_encoder_config(
         max_seq_length=limit,
         labels=labels,
         prefix=prefix,
+        model_type=model_type,
+        position_offset=offset,
         sources=tuple(sources),
     )
 

@@ -18,6 +18,7 @@ source identities and directory swap it reuses):
       "schema": "tritonft.onnx-encoder/1",
       "converter_version": "0.1.0+onnx1",
       "family": "bert", "task": "embed" | "classify", "dtype": "fp32" | "fp16", "opset": 17,
+      "model_type": "roberta", "position_offset": 2,      # RoBERTa only
       "pooling": "mean" | "cls", "normalize": true,       # task embed
       "labels": ["NEGATIVE", "POSITIVE"],                 # task classify (id2label order)
       "max_seq_length": 256, "hidden_size": 384, "output_width": 384,
@@ -96,6 +97,8 @@ def expected_manifest(config: EncoderConfig, request: EncoderRequest, ignored: l
         "dtype": str(request.dtype),
         "opset": OPSET,
     }
+    if config.model_type != "bert":  # absent for BERT: its manifests stay what earlier versions wrote
+        manifest |= {"model_type": config.model_type, "position_offset": config.position_offset}
     if config.task is Task.EMBED:
         manifest |= {"pooling": str(config.pooling), "normalize": config.normalize}
     else:
@@ -118,6 +121,8 @@ _COMPARED = (
     "schema",
     "converter_version",
     "family",
+    "model_type",
+    "position_offset",
     "task",
     "dtype",
     "opset",

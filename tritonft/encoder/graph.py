@@ -78,8 +78,17 @@ def required_tensors(config: EncoderConfig) -> list[str]:
         names += [f"{layer}.output.dense.weight", f"{layer}.output.dense.bias"]
         names += [f"{layer}.output.LayerNorm.weight", f"{layer}.output.LayerNorm.bias"]
     if config.task is Task.CLASSIFY:
-        names += [f"{p}pooler.dense.weight", f"{p}pooler.dense.bias", "classifier.weight", "classifier.bias"]
+        dense, out = _classify_head(config)
+        names += [f"{dense}.weight", f"{dense}.bias", f"{out}.weight", f"{out}.bias"]
     return names
+
+
+def _classify_head(config: EncoderConfig) -> tuple[str, str]:
+    """The head's two linear layers (tanh between them, on the first token): BERT's pooler + ``classifier``,
+    RoBERTa's ``classifier.dense`` + ``classifier.out_proj``."""
+    if config.model_type == "roberta":
+        return "classifier.dense", "classifier.out_proj"
+    return f"{config.prefix}pooler.dense", "classifier"
 
 
 def expected_shapes(config: EncoderConfig) -> dict[str, tuple[int, ...]]:
@@ -87,6 +96,7 @@ def expected_shapes(config: EncoderConfig) -> dict[str, tuple[int, ...]]:
     a = config.architecture
     h, f = a.hidden_size, a.intermediate_size
     shapes: dict[str, tuple[int, ...]] = {}
+    _, out = _classify_head(config)
     for name in required_tensors(config):
         if name.endswith("word_embeddings.weight"):
             shapes[name] = (a.vocab_size, h)
@@ -100,9 +110,9 @@ def expected_shapes(config: EncoderConfig) -> dict[str, tuple[int, ...]]:
             shapes[name] = (f,)
         elif name.endswith("output.dense.weight") and ".attention." not in name:
             shapes[name] = (h, f)
-        elif name == "classifier.weight":
+        elif name == f"{out}.weight":
             shapes[name] = (len(config.labels), h)
-        elif name == "classifier.bias":
+        elif name == f"{out}.bias":
             shapes[name] = (len(config.labels),)
         elif name.endswith(".weight") and "LayerNorm" not in name:
             shapes[name] = (h, h)
@@ -193,7 +203,13 @@ def build_graph(
         "Gather", [b.constant("word_embeddings", read(f"{p}embeddings.word_embeddings.weight")), "input_ids"], "word"
     )
     table = b.constant("position_embeddings", read(f"{p}embeddings.position_embeddings.weight"))
-    pos = b.op("Slice", [table, "starts_0", seq_len, "axes_0"], "pos")
+    if config.position_offset:
+        # RoBERTa numbers the tokens from pad_token_id + 1: rows offset..offset+S-1 (padding is masked anyway)
+        start = b.constant("position_start", np.array([config.position_offset], dtype=np.int64))
+        end = b.op("Add", [seq_len, "position_start"], "position_end")
+        pos = b.op("Slice", [table, start, end, "axes_0"], "pos")
+    else:
+        pos = b.op("Slice", [table, "starts_0", seq_len, "axes_0"], "pos")
     types = b.op(
         "Gather",
         [b.constant("token_type_embeddings", read(f"{p}embeddings.token_type_embeddings.weight")), "token_type_ids"],
@@ -223,8 +239,9 @@ def build_graph(
         outputs = [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", h])]
     else:
         first = _first_token(b, x, "cls_token")
-        dense = _linear(b, first, read, f"{p}pooler.dense", "pooler")
-        logits = _linear(b, b.op("Tanh", [dense], "pooler_tanh"), read, "classifier", "classifier")
+        head_dense, head_out = _classify_head(config)
+        dense = _linear(b, first, read, head_dense, "pooler")
+        logits = _linear(b, b.op("Tanh", [dense], "pooler_tanh"), read, head_out, "classifier")
         if dtype is WeightDType.FP16:
             logits = b.op("Cast", [logits], "logits_f32", to=TensorProto.FLOAT)
         b.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="Identity_logits"))

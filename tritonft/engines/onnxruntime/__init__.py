@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tritonft.encoder.checkpoint import MODEL_TYPES as ENCODER_MODEL_TYPES
 from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, ServerImage
 from tritonft.engines.fastertransformer import ENGINE as FASTERTRANSFORMER
 from tritonft.errors import UserError
@@ -32,8 +33,9 @@ if TYPE_CHECKING:
 
 CONVERT_OPTIONS = ("task", "pooling", "normalize", "max_seq_length", "optimize")
 """The encoder options of ``tritonft convert`` (``ConvertRequest.options``)."""
-MODEL_TYPES: Mapping[str, Family] = {"bert": Family.BERT}
-"""config.json ``model_type`` values converted (BERT, MiniLM, all-MiniLM, BGE and E5 checkpoints are all ``bert``)."""
+MODEL_TYPES: Mapping[str, Family] = dict.fromkeys(ENCODER_MODEL_TYPES, Family.BERT)
+"""config.json ``model_type`` values converted, all served as family ``bert`` (BERT, MiniLM, all-MiniLM, BGE and E5
+checkpoints are ``bert``; RoBERTa ones ``roberta``: the same body, see :mod:`tritonft.encoder.checkpoint`)."""
 
 
 def serving_of(spec: ModelSpec, *, cpu_stand_in: bool = False) -> EncoderServing:
