@@ -77,12 +77,16 @@ def fitting(
     taint: dict[str, str] | None = None,
     cordoned: bool = False,
     metrics_api: str | None = "local",
+    cpu_node_cpus: str | None = None,
 ) -> None:
     settings = settings_from_stack_file(project, "cp")
     gpu = gpu_node_shape(settings, f"{cluster.namespace}-gpu-0", gpus=gpus)
     if taint is not None:
         gpu = type(gpu)(gpu.name, gpu.labels, [taint], gpu.allocatable)
-    cluster.add_nodes([gpu, cpu_node_shape(settings, f"{cluster.namespace}-cpu-0")])
+    cpu = cpu_node_shape(settings, f"{cluster.namespace}-cpu-0")
+    if cpu_node_cpus is not None:
+        cpu = type(cpu)(cpu.name, cpu.labels, cpu.taints, cpu.allocatable | {"cpu": cpu_node_cpus})
+    cluster.add_nodes([gpu, cpu])
     if cordoned:  # as `kubectl cordon` does
         cluster.kube.apply(
             {"apiVersion": "v1", "kind": "Node", "metadata": {"name": gpu.name}, "spec": {"unschedulable": True}}
@@ -244,3 +248,38 @@ def test_an_aws_stack_with_its_gpu_node_group_at_zero_passes_on_a_cluster_withou
     assert lines["PASS gpu-shape t5-3b"].startswith(
         "PASS gpu-shape t5-3b: needs 4 GPU(s) on one node; none has them free now"
     )
+
+
+MINILM_CPU = {
+    "name": "minilm",
+    "family": "bert",
+    "hfRepo": "sentence-transformers/all-MiniLM-L6-v2",
+    "revision": "1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
+    "device": "cpu",
+}
+CPU_POOL = {"triton-ft/pool": "cpu"}
+
+
+def test_preflight_passes_a_cpu_model_with_a_cpu_node_that_holds_a_replica(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models = [dict(T5_3B, tensorParallel=4), dict(MINILM_CPU)]
+    project = write_project(tmp_path, control_plane, cluster, models=models, cpuNodeSelector=CPU_POOL)
+    fitting(cluster, project)
+    code, lines = preflight(project, capsys, "--no-dry-run")
+    assert code == 0, json.dumps(lines, indent=1)
+    assert lines["PASS cpu-shape minilm"].startswith("PASS cpu-shape minilm: needs 2 CPU and ")
+    assert f"{cluster.namespace}-cpu-0 has " in lines["PASS cpu-shape minilm"]
+    assert "gpu-shape minilm" not in {key.split(" ", 1)[1] for key in lines}, "a CPU model is no GPU shape"
+
+
+def test_preflight_fails_a_cpu_model_whose_cpu_nodes_are_too_small(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    models = [dict(T5_3B, tensorParallel=4), dict(MINILM_CPU)]
+    project = write_project(tmp_path, control_plane, cluster, models=models, cpuNodeSelector=CPU_POOL)
+    fitting(cluster, project, cpu_node_cpus="1")
+    code, lines = preflight(project, capsys, "--no-dry-run")
+    assert code == 1
+    assert "but the CPU nodes have only" in lines["FAIL cpu-shape minilm"], json.dumps(lines, indent=1)
+    assert {key for key in lines if key.startswith("FAIL")} == {"FAIL cpu-shape minilm"}
