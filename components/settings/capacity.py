@@ -15,6 +15,9 @@ Three failures a manifest check cannot see, each decided here before any resourc
   prefer nodes that already run other part-node Triton pods (pod affinity on the node), so small models pack
   together and leave whole nodes to the big ones; the default scheduler would spread them (it scores CPU and
   memory, never GPUs, as least-allocated).
+
+Only GPU models count: an encoder on ``device: cpu`` takes no GPU (its pods land on CPU nodes), so it is left out
+of the GPU packing, and its rollout may always surge (a surge pod needs no free GPU).
 """
 
 from __future__ import annotations
@@ -68,9 +71,10 @@ class CapacityVerdict:
 
 
 def nodes_needed(pods: Iterable[int], gpus_per_node: int) -> int:
-    """Nodes needed to hold pods of the given GPU counts, packed first-fit decreasing (a pod never splits)."""
+    """Nodes needed to hold pods of the given GPU counts, packed first-fit decreasing (a pod never splits; a pod
+    of 0 GPUs needs no GPU node)."""
     free: list[int] = []
-    for gpus in sorted(pods, reverse=True):
+    for gpus in sorted((g for g in pods if g > 0), reverse=True):
         if gpus > gpus_per_node:
             raise ValueError(f"a pod of {gpus} GPUs cannot fit a node of {gpus_per_node}")
         for i, left in enumerate(free):
@@ -159,7 +163,10 @@ def surging_models(models: Sequence[ModelShape], replicas_max: int, pool: GpuPoo
 
 
 def rollout_for(model: ModelShape, surging: frozenset[str], replicas_min: int) -> Rollout:
-    """Surge when the extra pod has room; otherwise replace one pod at a time (the PDB allows one down)."""
+    """Surge when the extra pod has room; otherwise replace one pod at a time (the PDB allows one down). A model
+    without GPUs (``device: cpu``) always surges: its extra pod needs no free GPU."""
+    if model.gpus_per_pod == 0:
+        return Rollout(1, 0, "a CPU model: a surge pod needs no free GPU, so no capacity is lost")
     if model.name in surging:
         return Rollout(1, 0, "a surge pod fits the GPU nodes that can exist at replicasMax: no capacity is lost")
     reason = "no free node for a surge pod at replicasMax: replace one pod at a time"
@@ -217,7 +224,8 @@ def placements(models: Sequence[ModelShape], pool: GpuPool) -> Mapping[str, str]
 
 # --- a stack's settings mapped onto the rules above ------------------------------------------------------------
 def model_shapes(models: Sequence[ModelSpec]) -> tuple[ModelShape, ...]:
-    return tuple(ModelShape(m.name, m.gpus) for m in models)
+    """The GPU models' shapes (a ``device: cpu`` model occupies no GPU node and is left out)."""
+    return tuple(ModelShape(m.name, m.gpus) for m in models if m.gpus > 0)
 
 
 def gpu_pool(cluster: ClusterSettings) -> GpuPool | None:
