@@ -17,15 +17,18 @@ Three failures a manifest check cannot see, each decided here before any resourc
   memory, never GPUs, as least-allocated).
 
 Only GPU models count: an encoder on ``device: cpu`` takes no GPU (its pods land on CPU nodes), so it is left out
-of the GPU packing, and its rollout may always surge (a surge pod needs no free GPU).
+of the GPU packing, and its rollout may always surge (a surge pod needs no free GPU). On ``aws`` one replica of a
+CPU model must fit a system node (``systemInstanceType``: :func:`cpu_fit_verdict`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.settings.gpus import GIB
 from components.settings.model import ClusterSettings
 from tritonft.spec import ModelSpec
 
@@ -34,6 +37,7 @@ PACKING_LABEL = "triton-ft.io/gpu-packing"
 PLACEMENT_ANNOTATION = "triton-ft.io/placement"
 """On Triton Deployments: where the model's pods can land, in words."""
 HOSTNAME_KEY = "kubernetes.io/hostname"
+MIB = 1024**2
 
 
 @dataclass(frozen=True)
@@ -251,3 +255,93 @@ def capacity_verdict(
     if pool is None:
         return CapacityVerdict((), (), 0, 0)
     return check_capacity(model_shapes(models), replicas_min, replicas_max, pool)
+
+
+# --- CPU models on the CPU nodes -----------------------------------------------------------------------------------
+_CPU_TYPE = re.compile(
+    r"^(?P<kind>[cmr])(?P<gen>\d)(?P<variant>[a-z]*)(-flex)?\.(?P<size>medium|large|(?P<n>\d*)xlarge)$"
+)
+GIB_PER_VCPU = {"c": 2, "m": 4, "r": 8}
+"""EC2's compute (c), general-purpose (m) and memory (r) families, 5th generation on: 2, 4 and 8 GiB per vCPU at
+every size (``medium`` = 1 vCPU, ``large`` = 2, ``xlarge`` = 4, ``Nxlarge`` = 4N)."""
+IRREGULAR_CPU_FAMILIES = frozenset({"c5n"})
+"""Families of those letters whose memory is not the ratio above (c5n: 5.25 GiB per 2 vCPUs)."""
+EKS_RESERVED_MEMORY_MIB = 255 + 11 * 110 + 100
+"""What the EKS node images keep from the pods: kube-reserved 255 MiB + 11 MiB per pod (at most 110 pods), and
+the 100 MiB hard-eviction threshold."""
+CPU_SERVER_MIN_MEMORY = GIB
+"""tritonserver, its backends and the tokenizer's Python stub, before any model weights."""
+ORT_LOAD_COPIES = 2
+"""ONNX Runtime holds the parsed ``model.onnx`` and the session's weights at once while it loads."""
+
+
+@dataclass(frozen=True)
+class CpuNode:
+    """A CPU node's allocatable resources (capacity minus what the node image reserves)."""
+
+    node_type: str
+    vcpus: int
+    allocatable_cpu: float
+    allocatable_memory: int
+    """Bytes."""
+
+
+def _reserved_cpu(vcpus: int) -> float:
+    """EKS kube-reserved CPU: 6% of the first core, 1% of the second, 0.5% of the next two, 0.25% of the rest."""
+    shares = [0.06, 0.01, 0.005, 0.005]
+    return sum(shares[i] if i < len(shares) else 0.0025 for i in range(vcpus))
+
+
+def cpu_node(instance_type: str) -> CpuNode | None:
+    """The allocatable shape of an EC2 c/m/r instance type (5th generation on), None for any other type."""
+    match = _CPU_TYPE.match(instance_type)
+    if match is None or int(match["gen"]) < 5:
+        return None
+    if f"{match['kind']}{match['gen']}{match['variant']}" in IRREGULAR_CPU_FAMILIES:
+        return None
+    size = match["size"]
+    vcpus = 1 if size == "medium" else 2 if size == "large" else 4 * int(match["n"] or 1)
+    memory = vcpus * GIB_PER_VCPU[match["kind"]] * GIB
+    return CpuNode(
+        node_type=instance_type,
+        vcpus=vcpus,
+        allocatable_cpu=vcpus - _reserved_cpu(vcpus),
+        allocatable_memory=memory - EKS_RESERVED_MEMORY_MIB * MIB,
+    )
+
+
+def cpu_replica_floor(model: ModelSpec) -> tuple[int, int]:
+    """(CPUs, bytes) one replica of a CPU model needs at the least: one CPU per ONNX instance plus one for HTTP/gRPC
+    and the tokenizer; 1 GiB for the server plus ONNX Runtime's load peak of each instance (2 x the ONNX weights).
+    The Triton pod's own request (``components.common.sizing``) adds the batch's activations and ``/dev/shm``."""
+    instances = max(1, model.instances)
+    return instances + 1, CPU_SERVER_MIN_MEMORY + instances * ORT_LOAD_COPIES * model.weight_bytes
+
+
+def cpu_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tuple[list[str], list[str]]:
+    """Whether one replica of every ``device: cpu`` model fits an aws stack's system node (problems, warnings).
+    An existing cluster's CPU nodes are not the stack's to know: nothing is checked there."""
+    on_cpu = [(i, m) for i, m in enumerate(models) if m.on_cpu]
+    if cluster.aws is None or not on_cpu:
+        return [], []
+    node_type = cluster.aws.system_instance_type
+    node = cpu_node(node_type)
+    if node is None:
+        names = ", ".join(m.name for _, m in on_cpu)
+        return [], [
+            f"systemInstanceType: the size of a {node_type} node is not known to the stack (it knows the c, m and r "
+            f"families, 5th generation on), so whether {names} fit(s) it on device cpu is not checked before `up`"
+        ]
+    problems = []
+    for i, m in on_cpu:
+        cpus, memory = cpu_replica_floor(m)
+        if cpus <= node.allocatable_cpu and memory <= node.allocatable_memory:
+            continue
+        problems.append(
+            f"systemInstanceType: a {node_type} node ({node.allocatable_cpu:.2f} CPUs, "
+            f"{node.allocatable_memory / GIB:.1f} GiB allocatable) cannot hold one replica of models[{i}] {m.name!r} "
+            f"on device cpu, which needs at least {cpus} CPUs ({max(1, m.instances)} ONNX instance(s) + 1) and "
+            f"{memory / GIB:.1f} GiB (2 x {m.weight_bytes / GIB:.2f} GiB of ONNX weights per instance + 1 GiB); use "
+            "a larger systemInstanceType or fewer instances"
+        )
+    return problems, []

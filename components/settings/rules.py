@@ -18,7 +18,7 @@ from typing import Any
 
 from components.settings import kube
 from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
-from components.settings.capacity import capacity_verdict
+from components.settings.capacity import capacity_verdict, cpu_fit_verdict
 from components.settings.catalog import EncoderDefaults
 from components.settings.ft_rules import FT_MODEL_RULES
 from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION, GpuNodeType
@@ -977,5 +977,13 @@ PLAN_RULES: tuple[PlanRule, ...] = (
         "first `up` waits for nodes) and `gpuNodesMax` at `replicasMax` (see `components/settings/capacity.py`); "
         "a small encoder on `device: gpu` next to generators is warned about (it holds a whole GPU).",
         _capacity,
+    ),
+    PlanRule(
+        "cpu-model-fits-cpu-node",
+        ("systemInstanceType", "models"),
+        "aws: one replica of each `device: cpu` model fits a `systemInstanceType` node's allocatable CPUs and memory "
+        "(c, m and r types, 5th generation on; other types: a warning). kubernetes: the CPU nodes are not the "
+        "stack's to know, nothing is checked.",
+        lambda settings: cpu_fit_verdict(settings.cluster, settings.models),
     ),
 )

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from components.settings import load_settings
-from components.settings.capacity import ModelShape, model_shapes, rollout_for
+from components.settings.capacity import EKS_RESERVED_MEMORY_MIB, ModelShape, cpu_node, model_shapes, rollout_for
 from components.settings.catalog import KNOWN_ENCODERS, KNOWN_MODELS
+from components.settings.gpus import GIB
 from components.settings.model import EncoderProbe, Settings
 from tests.settings.test_validation import (
     MINILM,
@@ -244,3 +245,41 @@ def test_cpu_models_have_no_gpu_shape_and_always_surge() -> None:
     assert model_shapes(settings.models) == (ModelShape("t5-small", 1),)
     rollout = rollout_for(ModelShape("minilm", 0), frozenset(), replicas_min=1)
     assert (rollout.max_surge, rollout.max_unavailable) == (1, 0)
+
+
+# -- CPU models on the CPU nodes ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "vcpus", "memory_gib", "reserved_cpu"),
+    [
+        ("m6i.2xlarge", 8, 32, 0.09),
+        ("c7g.medium", 1, 2, 0.06),
+        ("r6i.xlarge", 4, 32, 0.08),
+        ("m7i-flex.large", 2, 8, 0.07),
+        ("c6in.4xlarge", 16, 32, 0.11),
+    ],
+)
+def test_cpu_node_shapes_follow_the_ec2_family_ratios_minus_what_eks_reserves(
+    instance_type: str, vcpus: int, memory_gib: int, reserved_cpu: float
+) -> None:
+    node = cpu_node(instance_type)
+    assert node is not None and node.vcpus == vcpus
+    assert node.allocatable_memory == memory_gib * GIB - EKS_RESERVED_MEMORY_MIB * 2**20
+    assert node.allocatable_cpu == pytest.approx(vcpus - reserved_cpu)
+
+
+@pytest.mark.parametrize("instance_type", ["t3.large", "c5n.large", "m4.large", "m6i.metal", "x2idn.16xlarge"])
+def test_cpu_node_shapes_outside_the_regular_families_are_unknown(instance_type: str) -> None:
+    assert cpu_node(instance_type) is None
+
+
+def test_a_cpu_encoder_on_an_unknown_system_node_type_is_a_warning_not_a_refusal() -> None:
+    settings = load(aws_stack(systemInstanceType="t3.xlarge", models=[dict(MINILM) | {"device": "cpu"}]))
+    (warning,) = [w for w in settings.warnings if w.startswith("systemInstanceType:")]
+    assert "the size of a t3.xlarge node is not known to the stack" in warning and "minilm" in warning
+
+
+def test_a_kubernetes_stack_does_not_size_its_cpu_nodes() -> None:
+    settings = only_model(dict(MINILM) | {"device": "cpu", "instances": 8})
+    assert settings.models[0].instances == 8 and not settings.warnings

@@ -335,6 +335,13 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "replicasMin: 3 x 1 (t5-small) = 3 GPUs need 3 g5.xlarge node(s) of 1 GPUs, but only gpuNodesMax 2 can "
         "exist; raise gpuNodesMin/gpuNodesMax to 3 or lower replicasMin",
     ),
+    "cpu-model-fits-cpu-node": (
+        aws_stack(systemInstanceType="m6i.large", models=[dict(MINILM) | {"device": "cpu", "instances": 2}]),
+        (),
+        "systemInstanceType: a m6i.large node (1.93 CPUs, 6.5 GiB allocatable) cannot hold one replica of "
+        "models[0] 'minilm' on device cpu, which needs at least 3 CPUs (2 ONNX instance(s) + 1) and 1.3 GiB (2 x "
+        "0.08 GiB of ONNX weights per instance + 1 GiB); use a larger systemInstanceType or fewer instances",
+    ),
 }
 RULE_KEYS = (
     {r.id: set(r.keys) for r in STACK_RULES}
