@@ -547,7 +547,7 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "cpuNodeSelector",
         "object",
-        "Node selector for CPU work (conversion Jobs); never GPU nodes.",
+        "Node selector for CPU work (conversion Jobs, the gateway, `device: cpu` encoders); never GPU nodes.",
         default_doc="`{}` (on aws: the system node group)",
         scope="kubernetes",
         format="label-map",
