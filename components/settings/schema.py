@@ -1070,19 +1070,20 @@ MODEL_KNOBS: tuple[Knob, ...] = (
         "`task: embed` only: the sentence vector is the `mean` of the token vectors under the mask or the first "
         "(`cls`) token's; must be the checkpoint's (its `1_Pooling/config.json`).",
         choices=POOLINGS,
-        default_doc="the catalog's (all-MiniLM-L6-v2: `mean`), else `mean`",
+        default_doc="`mean`, or the catalog's (all-MiniLM-L6-v2: mean)",
     ),
     Knob(
         "normalize",
         "boolean",
         "`task: embed` only: L2-normalise the embeddings (the checkpoint's `Normalize` module).",
-        default_doc="the catalog's (all-MiniLM-L6-v2: `true`), else `true`",
+        default_doc="`true`, or the catalog's (all-MiniLM-L6-v2: true)",
     ),
     Knob(
         "labels",
         "array",
         "`task: classify` only, and required there: the class names by logit index (the checkpoint's `id2label`).",
         format="encoder-labels",
+        default_doc="required with `task: classify`",
     ),
     Knob(
         "maxSeqLength",
@@ -1092,8 +1093,8 @@ MODEL_KNOBS: tuple[Knob, ...] = (
         minimum=2,
         maximum=8192,
         unit="tokens",
-        default_doc="the catalog's (all-MiniLM-L6-v2: 256, its `sentence_bert_config.json`), else "
-        "min(512, `architecture.maxPositions`)",
+        default_doc="`min(512, architecture.maxPositions)`, or the catalog's (all-MiniLM-L6-v2: 256, from its "
+        "sentence_bert_config.json)",
     ),
     Knob(
         "probeSimilar",
@@ -1102,7 +1103,7 @@ MODEL_KNOBS: tuple[Knob, ...] = (
         "sentences: `closer` must lie nearer to `anchor` (cosine) than `farther`.",
         items="object",
         format="probe-triples",
-        default_doc="the probe's own triples (`tritonft.probe.encoder.DEFAULT_TRIPLES`, e.g. pasta/food/horse)",
+        default_doc="`tritonft.probe.encoder.DEFAULT_TRIPLES` (the probe's own: pasta/food/horse ...)",
     ),
     Knob(
         "probeLabels",
