@@ -26,6 +26,7 @@ from tests.settings.test_validation import (
     model,
     problems_of,
 )
+from tritonft.errors import UserError
 from tritonft.spec import DataType, Device, EncoderSpec, EncoderTask, Family, Pooling, WeightDType
 
 
@@ -283,3 +284,53 @@ def test_a_cpu_encoder_on_an_unknown_system_node_type_is_a_warning_not_a_refusal
 def test_a_kubernetes_stack_does_not_size_its_cpu_nodes() -> None:
     settings = only_model(dict(MINILM) | {"device": "cpu", "instances": 8})
     assert settings.models[0].instances == 8 and not settings.warnings
+
+
+# -- no combination of family and encoder keys gets past the rules into an inconsistent spec -------------------
+
+_VARIANTS: dict[str, list[Any]] = {
+    "family": ["bert", "t5"],
+    "task": ["embed", "classify"],
+    "pooling": ["cls"],
+    "normalize": [False],
+    "labels": [["negative", "positive"]],
+    "maxSeqLength": [64, 600],
+    "device": ["cpu", "gpu"],
+    "probeSimilar": [[{"anchor": "a", "closer": "b", "farther": "c"}]],
+    "probeLabels": [{"I love it": "positive"}, {"I love it": "happy"}],
+    "weightDtype": ["fp32"],
+    "dataType": ["bf16"],
+    "tensorParallel": [2],
+    "streaming": [True],
+}
+
+
+def _entries(count: int) -> list[dict[str, Any]]:
+    """``count`` entries mixing a base model with a seeded random choice of the keys above (each key set or not)."""
+    import random
+
+    rng = random.Random(25)
+    entries = []
+    for _ in range(count):
+        entry = dict(rng.choice([MINILM, SST2, T5_SMALL]))
+        for key, values in _VARIANTS.items():
+            if rng.random() < 0.3:
+                entry[key] = rng.choice(values)
+        entries.append(entry)
+    return entries
+
+
+@pytest.mark.parametrize("entry", _entries(300), ids=lambda e: "+".join(sorted(e)))
+def test_any_mix_of_encoder_and_generator_keys_loads_consistently_or_is_refused_by_key(entry: dict[str, Any]) -> None:
+    try:
+        settings = only_model(entry)
+    except UserError as error:
+        assert error.problems and all(p.startswith(("models[0].", "models:")) for p in error.problems)
+        return
+    (spec,) = settings.models
+    assert spec.problems() == []
+    assert (
+        (spec.encoder is not None)
+        == spec.family.is_encoder
+        == ("minilm" in settings.probe.encoders) | ("sentiment" in settings.probe.encoders)
+    )
