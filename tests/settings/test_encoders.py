@@ -312,7 +312,8 @@ def _entries(count: int) -> list[dict[str, Any]]:
     rng = random.Random(25)
     entries = []
     for _ in range(count):
-        entry = dict(rng.choice([MINILM, SST2, T5_SMALL]))
+        bases: list[dict[str, Any]] = [MINILM, SST2, T5_SMALL]
+        entry = dict(rng.choice(bases))
         for key, values in _VARIANTS.items():
             if rng.random() < 0.3:
                 entry[key] = rng.choice(values)
