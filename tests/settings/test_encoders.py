@@ -335,3 +335,18 @@ def test_any_mix_of_encoder_and_generator_keys_loads_consistently_or_is_refused_
         == spec.family.is_encoder
         == ("minilm" in settings.probe.encoders) | ("sentiment" in settings.probe.encoders)
     )
+
+
+def test_the_readme_example_of_encoders_in_a_stack_loads_as_documented() -> None:
+    import yaml
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Encoders in a stack", 1)[1]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0].replace("<40-hex commit>", "ab" * 20)
+    models = yaml.safe_load(block)["triton-ft:models"]
+    settings = load(kubernetes_stack(models=models))
+    t5, minilm, sentiment = settings.models
+    assert (t5.encoder, minilm.device, minilm.weight_dtype) == (None, Device.CPU, WeightDType.FP32)
+    assert sentiment.encoder is not None and sentiment.encoder.labels == ("negative", "positive")
+    assert settings.probe.encoders["sentiment"].labels == (("I love this film.", "positive"),)
+    assert settings.probe.encoders["minilm"].triples[0][0] == "How do I reset my password?"
