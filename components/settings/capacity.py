@@ -33,7 +33,8 @@ from components.settings.model import ClusterSettings
 from tritonft.spec import ModelSpec
 
 PACKING_LABEL = "triton-ft.io/gpu-packing"
-"""On Triton pods: ``partial`` when the pod takes part of a node's GPUs, ``whole`` when it takes them all."""
+"""On Triton pods: ``partial`` when the pod takes part of a node's GPUs, ``whole`` when it takes them all, ``cpu``
+when it takes none (``device: cpu``)."""
 PLACEMENT_ANNOTATION = "triton-ft.io/placement"
 """On Triton Deployments: where the model's pods can land, in words."""
 HOSTNAME_KEY = "kubernetes.io/hostname"
@@ -185,16 +186,19 @@ def fixed_rollout() -> Rollout:
 
 
 def packing(gpus_per_pod: int, gpus_per_node: int) -> str:
+    """``whole`` / ``partial`` node of GPUs; ``cpu`` for a pod without GPUs (``device: cpu``: packed with nothing)."""
+    if gpus_per_pod == 0:
+        return "cpu"
     return "whole" if gpus_per_pod >= gpus_per_node else "partial"
 
 
 def placement_affinity(gpus_per_pod: int, gpus_per_node: int) -> dict[str, Any] | None:
-    """Pod affinity that packs part-node Triton pods onto the same nodes; None for whole-node pods.
+    """Pod affinity that packs part-node Triton pods onto the same nodes; None for whole-node and CPU pods.
 
     Preferred, not required: a pod still schedules when the node with company is full. The weight is the maximum
     so it outweighs the scheduler's least-allocated spreading of CPU and memory.
     """
-    if packing(gpus_per_pod, gpus_per_node) == "whole":
+    if packing(gpus_per_pod, gpus_per_node) != "partial":
         return None
     return {
         "podAffinity": {
@@ -213,6 +217,8 @@ def placement_affinity(gpus_per_pod: int, gpus_per_node: int) -> dict[str, Any] 
 
 def placement_note(gpus_per_pod: int, gpus_per_node: int, node_type: str) -> str:
     """Where a model's pods can land, in words (the Deployment's placement annotation)."""
+    if packing(gpus_per_pod, gpus_per_node) == "cpu":
+        return "on CPU nodes (device: cpu), no GPU: never on, and never packed with, the GPU nodes' Triton pods"
     if packing(gpus_per_pod, gpus_per_node) == "whole":
         return f"one pod per {node_type} node, taking all {gpus_per_node} GPUs; needs a node with every GPU free"
     per = gpus_per_node // gpus_per_pod

@@ -10,7 +10,16 @@ from typing import Any
 import pytest
 
 from components.settings import load_settings
-from components.settings.capacity import EKS_RESERVED_MEMORY_MIB, ModelShape, cpu_node, model_shapes, rollout_for
+from components.settings.capacity import (
+    EKS_RESERVED_MEMORY_MIB,
+    ModelShape,
+    cpu_node,
+    model_shapes,
+    packing,
+    placement_affinity,
+    placement_note,
+    rollout_for,
+)
 from components.settings.catalog import KNOWN_ENCODERS, KNOWN_MODELS
 from components.settings.gpus import GIB
 from components.settings.model import EncoderProbe, Settings
@@ -350,3 +359,9 @@ def test_the_readme_example_of_encoders_in_a_stack_loads_as_documented() -> None
     assert sentiment.encoder is not None and sentiment.encoder.labels == ("negative", "positive")
     assert settings.probe.encoders["sentiment"].labels == (("I love this film.", "positive"),)
     assert settings.probe.encoders["minilm"].triples[0][0] == "How do I reset my password?"
+
+
+def test_a_cpu_pod_is_labelled_cpu_gets_no_gpu_packing_affinity_and_says_where_it_lands() -> None:
+    assert packing(0, 4) == "cpu"
+    assert placement_affinity(0, 4) is None
+    assert placement_note(0, 4, "g5.12xlarge").startswith("on CPU nodes (device: cpu), no GPU")
