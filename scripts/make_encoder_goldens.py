@@ -16,8 +16,8 @@ Writes one JSON per checkpoint:
 * ``<variant>.json`` for every seeded random BERT of ``tests.encoder.checkpoints.VARIANTS`` (the same files CI
   rebuilds; their sha256 recorded): embeddings through sentence-transformers (the checkpoint's own modules.json
   decides pooling and normalisation) or, for the classifiers, ``BertForSequenceClassification`` /
-  ``RobertaForSequenceClassification`` logits (the RoBERTa variants: the same random body under RoBERTa's
-  position numbering and head).
+  ``RobertaForSequenceClassification`` / ``DistilBertForSequenceClassification`` logits (the RoBERTa and
+  DistilBERT variants: random bodies under their own names, position numbering and heads).
 
 Each file also records the token ids of every text (tokenizer of the checkpoint, as transformers applies it) and
 the library versions.
@@ -26,6 +26,7 @@ the library versions.
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 import tempfile
@@ -91,8 +92,9 @@ def classify(directory: Path, variant: Variant) -> dict[str, Any]:
     model.eval()
     check_loaded(model, variant)
     batch = tokenizer(list(TEXTS), padding=True, return_tensors="pt")
+    accepted = inspect.signature(model.forward).parameters  # DistilBERT takes no token_type_ids
     with torch.no_grad():
-        logits = model(**batch).logits.double()
+        logits = model(**{k: v for k, v in batch.items() if k in accepted}).logits.double()
     scores = torch.softmax(logits, dim=-1)
     top2 = torch.topk(scores, 2, dim=-1).values
     return {

@@ -168,6 +168,14 @@ def test_an_unknown_device_in_json_is_refused_by_name() -> None:
         ModelSpec.from_json(json.dumps(raw))
 
 
+def test_a_distilbert_without_token_types_is_a_valid_encoder_spec() -> None:
+    assert MINILM.encoder is not None
+    distil = replace(MINILM, encoder=replace(MINILM.encoder, type_vocab_size=0))
+    assert MINILM.parameters - distil.parameters == 2 * 384  # the token-type table's two rows are gone
+    with pytest.raises(ValueError, match="type_vocab_size: -1 must not be negative"):
+        replace(MINILM, encoder=replace(MINILM.encoder, type_vocab_size=-1))
+
+
 def test_an_encoder_is_not_split_across_gpus() -> None:
     with pytest.raises(ValueError, match="not split across GPUs"):
         replace(MINILM, tensor_parallel=2)

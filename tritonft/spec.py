@@ -92,7 +92,8 @@ class EncoderSpec:
     max_seq_length: int = 512
     """Longest input in tokens (special tokens included); longer texts are refused, not truncated."""
     type_vocab_size: int = 2
-    """Rows of the token-type embedding (``config.json`` ``type_vocab_size``): part of the parameter count."""
+    """Rows of the token-type embedding (``config.json`` ``type_vocab_size``; 0 for DistilBERT, which has none): part
+    of the parameter count."""
 
     @property
     def output_width(self) -> int:
@@ -116,8 +117,8 @@ class EncoderSpec:
                 f"encoder.max_seq_length: {self.max_seq_length} exceeds the model's position table "
                 f"(architecture.max_positions = {architecture.max_positions})"
             )
-        if self.type_vocab_size < 1:
-            found.append(f"encoder.type_vocab_size: {self.type_vocab_size} must be at least 1")
+        if self.type_vocab_size < 0:
+            found.append(f"encoder.type_vocab_size: {self.type_vocab_size} must not be negative (DistilBERT: 0)")
         return found
 
 

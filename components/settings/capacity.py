@@ -15,22 +15,30 @@ Three failures a manifest check cannot see, each decided here before any resourc
   prefer nodes that already run other part-node Triton pods (pod affinity on the node), so small models pack
   together and leave whole nodes to the big ones; the default scheduler would spread them (it scores CPU and
   memory, never GPUs, as least-allocated).
+
+Only GPU models count: an encoder on ``device: cpu`` takes no GPU (its pods land on CPU nodes), so it is left out
+of the GPU packing, and its rollout may always surge (a surge pod needs no free GPU). On ``aws`` one replica of a
+CPU model must fit a system node (``systemInstanceType``: :func:`cpu_fit_verdict`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.settings.gpus import GIB
 from components.settings.model import ClusterSettings
 from tritonft.spec import ModelSpec
 
 PACKING_LABEL = "triton-ft.io/gpu-packing"
-"""On Triton pods: ``partial`` when the pod takes part of a node's GPUs, ``whole`` when it takes them all."""
+"""On Triton pods: ``partial`` when the pod takes part of a node's GPUs, ``whole`` when it takes them all, ``cpu``
+when it takes none (``device: cpu``)."""
 PLACEMENT_ANNOTATION = "triton-ft.io/placement"
 """On Triton Deployments: where the model's pods can land, in words."""
 HOSTNAME_KEY = "kubernetes.io/hostname"
+MIB = 1024**2
 
 
 @dataclass(frozen=True)
@@ -68,9 +76,10 @@ class CapacityVerdict:
 
 
 def nodes_needed(pods: Iterable[int], gpus_per_node: int) -> int:
-    """Nodes needed to hold pods of the given GPU counts, packed first-fit decreasing (a pod never splits)."""
+    """Nodes needed to hold pods of the given GPU counts, packed first-fit decreasing (a pod never splits; a pod
+    of 0 GPUs needs no GPU node)."""
     free: list[int] = []
-    for gpus in sorted(pods, reverse=True):
+    for gpus in sorted((g for g in pods if g > 0), reverse=True):
         if gpus > gpus_per_node:
             raise ValueError(f"a pod of {gpus} GPUs cannot fit a node of {gpus_per_node}")
         for i, left in enumerate(free):
@@ -159,7 +168,10 @@ def surging_models(models: Sequence[ModelShape], replicas_max: int, pool: GpuPoo
 
 
 def rollout_for(model: ModelShape, surging: frozenset[str], replicas_min: int) -> Rollout:
-    """Surge when the extra pod has room; otherwise replace one pod at a time (the PDB allows one down)."""
+    """Surge when the extra pod has room; otherwise replace one pod at a time (the PDB allows one down). A model
+    without GPUs (``device: cpu``) always surges: its extra pod needs no free GPU."""
+    if model.gpus_per_pod == 0:
+        return Rollout(1, 0, "a CPU model: a surge pod needs no free GPU, so no capacity is lost")
     if model.name in surging:
         return Rollout(1, 0, "a surge pod fits the GPU nodes that can exist at replicasMax: no capacity is lost")
     reason = "no free node for a surge pod at replicasMax: replace one pod at a time"
@@ -174,16 +186,19 @@ def fixed_rollout() -> Rollout:
 
 
 def packing(gpus_per_pod: int, gpus_per_node: int) -> str:
+    """``whole`` / ``partial`` node of GPUs; ``cpu`` for a pod without GPUs (``device: cpu``: packed with nothing)."""
+    if gpus_per_pod == 0:
+        return "cpu"
     return "whole" if gpus_per_pod >= gpus_per_node else "partial"
 
 
 def placement_affinity(gpus_per_pod: int, gpus_per_node: int) -> dict[str, Any] | None:
-    """Pod affinity that packs part-node Triton pods onto the same nodes; None for whole-node pods.
+    """Pod affinity that packs part-node Triton pods onto the same nodes; None for whole-node and CPU pods.
 
     Preferred, not required: a pod still schedules when the node with company is full. The weight is the maximum
     so it outweighs the scheduler's least-allocated spreading of CPU and memory.
     """
-    if packing(gpus_per_pod, gpus_per_node) == "whole":
+    if packing(gpus_per_pod, gpus_per_node) != "partial":
         return None
     return {
         "podAffinity": {
@@ -202,6 +217,8 @@ def placement_affinity(gpus_per_pod: int, gpus_per_node: int) -> dict[str, Any] 
 
 def placement_note(gpus_per_pod: int, gpus_per_node: int, node_type: str) -> str:
     """Where a model's pods can land, in words (the Deployment's placement annotation)."""
+    if packing(gpus_per_pod, gpus_per_node) == "cpu":
+        return "on CPU nodes (device: cpu), no GPU: never on, and never packed with, the GPU nodes' Triton pods"
     if packing(gpus_per_pod, gpus_per_node) == "whole":
         return f"one pod per {node_type} node, taking all {gpus_per_node} GPUs; needs a node with every GPU free"
     per = gpus_per_node // gpus_per_pod
@@ -217,7 +234,8 @@ def placements(models: Sequence[ModelShape], pool: GpuPool) -> Mapping[str, str]
 
 # --- a stack's settings mapped onto the rules above ------------------------------------------------------------
 def model_shapes(models: Sequence[ModelSpec]) -> tuple[ModelShape, ...]:
-    return tuple(ModelShape(m.name, m.gpus) for m in models)
+    """The GPU models' shapes (a ``device: cpu`` model occupies no GPU node and is left out)."""
+    return tuple(ModelShape(m.name, m.gpus) for m in models if m.gpus > 0)
 
 
 def gpu_pool(cluster: ClusterSettings) -> GpuPool | None:
@@ -243,3 +261,93 @@ def capacity_verdict(
     if pool is None:
         return CapacityVerdict((), (), 0, 0)
     return check_capacity(model_shapes(models), replicas_min, replicas_max, pool)
+
+
+# --- CPU models on the CPU nodes -----------------------------------------------------------------------------------
+_CPU_TYPE = re.compile(
+    r"^(?P<kind>[cmr])(?P<gen>\d)(?P<variant>[a-z]*)(-flex)?\.(?P<size>medium|large|(?P<n>\d*)xlarge)$"
+)
+GIB_PER_VCPU = {"c": 2, "m": 4, "r": 8}
+"""EC2's compute (c), general-purpose (m) and memory (r) families, 5th generation on: 2, 4 and 8 GiB per vCPU at
+every size (``medium`` = 1 vCPU, ``large`` = 2, ``xlarge`` = 4, ``Nxlarge`` = 4N)."""
+IRREGULAR_CPU_FAMILIES = frozenset({"c5n"})
+"""Families of those letters whose memory is not the ratio above (c5n: 5.25 GiB per 2 vCPUs)."""
+EKS_RESERVED_MEMORY_MIB = 255 + 11 * 110 + 100
+"""What the EKS node images keep from the pods: kube-reserved 255 MiB + 11 MiB per pod (at most 110 pods), and
+the 100 MiB hard-eviction threshold."""
+CPU_SERVER_MIN_MEMORY = GIB
+"""tritonserver, its backends and the tokenizer's Python stub, before any model weights."""
+ORT_LOAD_COPIES = 2
+"""ONNX Runtime holds the parsed ``model.onnx`` and the session's weights at once while it loads."""
+
+
+@dataclass(frozen=True)
+class CpuNode:
+    """A CPU node's allocatable resources (capacity minus what the node image reserves)."""
+
+    node_type: str
+    vcpus: int
+    allocatable_cpu: float
+    allocatable_memory: int
+    """Bytes."""
+
+
+def _reserved_cpu(vcpus: int) -> float:
+    """EKS kube-reserved CPU: 6% of the first core, 1% of the second, 0.5% of the next two, 0.25% of the rest."""
+    shares = [0.06, 0.01, 0.005, 0.005]
+    return sum(shares[i] if i < len(shares) else 0.0025 for i in range(vcpus))
+
+
+def cpu_node(instance_type: str) -> CpuNode | None:
+    """The allocatable shape of an EC2 c/m/r instance type (5th generation on), None for any other type."""
+    match = _CPU_TYPE.match(instance_type)
+    if match is None or int(match["gen"]) < 5:
+        return None
+    if f"{match['kind']}{match['gen']}{match['variant']}" in IRREGULAR_CPU_FAMILIES:
+        return None
+    size = match["size"]
+    vcpus = 1 if size == "medium" else 2 if size == "large" else 4 * int(match["n"] or 1)
+    memory = vcpus * GIB_PER_VCPU[match["kind"]] * GIB
+    return CpuNode(
+        node_type=instance_type,
+        vcpus=vcpus,
+        allocatable_cpu=vcpus - _reserved_cpu(vcpus),
+        allocatable_memory=memory - EKS_RESERVED_MEMORY_MIB * MIB,
+    )
+
+
+def cpu_replica_floor(model: ModelSpec) -> tuple[int, int]:
+    """(CPUs, bytes) one replica of a CPU model needs at the least: one CPU per ONNX instance plus one for HTTP/gRPC
+    and the tokenizer; 1 GiB for the server plus ONNX Runtime's load peak of each instance (2 x the ONNX weights).
+    The Triton pod's own request (``components.common.sizing``) adds the batch's activations and ``/dev/shm``."""
+    instances = max(1, model.instances)
+    return instances + 1, CPU_SERVER_MIN_MEMORY + instances * ORT_LOAD_COPIES * model.weight_bytes
+
+
+def cpu_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tuple[list[str], list[str]]:
+    """Whether one replica of every ``device: cpu`` model fits an aws stack's system node (problems, warnings).
+    An existing cluster's CPU nodes are not the stack's to know: nothing is checked there."""
+    on_cpu = [(i, m) for i, m in enumerate(models) if m.on_cpu]
+    if cluster.aws is None or not on_cpu:
+        return [], []
+    node_type = cluster.aws.system_instance_type
+    node = cpu_node(node_type)
+    if node is None:
+        names = ", ".join(m.name for _, m in on_cpu)
+        return [], [
+            f"systemInstanceType: the size of a {node_type} node is not known to the stack (it knows the c, m and r "
+            f"families, 5th generation on), so whether {names} fit(s) it on device cpu is not checked before `up`"
+        ]
+    problems = []
+    for i, m in on_cpu:
+        cpus, memory = cpu_replica_floor(m)
+        if cpus <= node.allocatable_cpu and memory <= node.allocatable_memory:
+            continue
+        problems.append(
+            f"systemInstanceType: a {node_type} node ({node.allocatable_cpu:.2f} CPUs, "
+            f"{node.allocatable_memory / GIB:.1f} GiB allocatable) cannot hold one replica of models[{i}] {m.name!r} "
+            f"on device cpu, which needs at least {cpus} CPUs ({max(1, m.instances)} ONNX instance(s) + 1) and "
+            f"{memory / GIB:.1f} GiB (2 x {m.weight_bytes / GIB:.2f} GiB of ONNX weights per instance + 1 GiB); use "
+            "a larger systemInstanceType or fewer instances"
+        )
+    return problems, []

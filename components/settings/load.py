@@ -12,12 +12,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.settings.catalog import KNOWN_MODELS
+from components.settings.catalog import KNOWN_ENCODERS, KNOWN_MODELS
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS, GpuNodeType
 from components.settings.model import (
     AutoscalingSettings,
     AwsClusterSettings,
     ClusterSettings,
+    EncoderProbe,
     GatewaySettings,
     ImageSettings,
     IngressSettings,
@@ -37,7 +38,7 @@ from components.settings.schema import (
     parse_value,
 )
 from tritonft.errors import UserError
-from tritonft.spec import Architecture, Batching, DataType, ModelSpec, WeightDType
+from tritonft.spec import Architecture, Batching, DataType, ModelSpec
 
 DEFAULT_GPU_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -182,12 +183,14 @@ def _model_facts(top: _Reader) -> list[tuple[ModelFacts, _Reader]]:
         repo = reader.values.get("hfRepo")
         catalog = KNOWN_MODELS.get(repo) if isinstance(repo, str) else None
         arch = _architecture(reader) if "architecture" in entry else (catalog[1] if catalog else None)
+        encoder = KNOWN_ENCODERS.get(repo) if isinstance(repo, str) else None
         facts = ModelFacts(
             index=i,
             values=reader.values,
             present=frozenset(k for k in entry if key_present(entry, k)),
             catalog=catalog,
             architecture=arch,
+            encoder_defaults=encoder[1] if encoder else None,
         )
         result.append((facts, reader))
     return result
@@ -270,6 +273,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
             timeout_s=top.get("probeTimeoutSeconds", 900),
             bleu_threshold=top.get("probeBleuThreshold", 15),
             verify_generation=top.get("verifyGeneration", True),
+            encoders={m.get("name"): _encoder_probe(m) for m in f.models if m.is_encoder},
         ),
         secrets=frozenset(k for k in f.secret_keys if k in f.present),
     )
@@ -323,16 +327,22 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType) -> ClusterSettings:
 
 
 def _spec(m: ModelFacts) -> ModelSpec:
+    """The model's spec: a generator's FasterTransformer settings, or an encoder's ``encoder`` block with its
+    graph's dtype as the compute type (``dataType`` is refused for encoders) and ``maxSeqLength`` as its input
+    limit."""
     family, arch = m.family, m.architecture
     assert family is not None and arch is not None, "rules guarantee a family and an architecture"
+    encoder = m.encoder_spec()
+    weight_dtype = m.weight_dtype
+    data_type = DataType(str(weight_dtype)) if encoder is not None else DataType(m.get("dataType"))
     return ModelSpec(
         name=m.get("name"),
         family=family,
         hf_repo=m.get("hfRepo"),
         revision=m.get("revision"),
         architecture=arch,
-        weight_dtype=WeightDType(m.get("weightDtype")),
-        data_type=DataType(m.get("dataType")),
+        weight_dtype=weight_dtype,
+        data_type=data_type,
         tensor_parallel=m.get("tensorParallel"),
         pipeline_parallel=m.get("pipelineParallel"),
         batching=Batching(
@@ -340,12 +350,22 @@ def _spec(m: ModelFacts) -> ModelSpec:
             max_queue_delay_us=m.get("maxQueueDelayUs"),
             preferred_batch_sizes=tuple(m.get("preferredBatchSizes", [])),
         ),
-        max_input_len=m.get("maxInputLen"),
+        max_input_len=encoder.max_seq_length if encoder is not None else m.get("maxInputLen"),
         max_output_len=m.get("maxOutputLen"),
         decoupled=m.get("streaming"),
         int8_mode=m.get("int8Mode"),
         instances=m.get("instances"),
+        encoder=encoder,
+        device=m.device,
     )
+
+
+def _encoder_probe(m: ModelFacts) -> EncoderProbe:
+    """What the probe asks of an encoder: the stack's similarity triples (empty = the probe's defaults) or its
+    expected labels."""
+    triples = tuple((t["anchor"], t["closer"], t["farther"]) for t in m.get("probeSimilar", []))
+    labels = tuple((str(text), label) for text, label in m.get("probeLabels", {}).items())
+    return EncoderProbe(triples=triples, labels=labels)
 
 
 def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:

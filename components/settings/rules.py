@@ -18,11 +18,22 @@ from typing import Any
 
 from components.settings import kube
 from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
-from components.settings.capacity import capacity_verdict
+from components.settings.capacity import capacity_verdict, cpu_fit_verdict
+from components.settings.catalog import EncoderDefaults
 from components.settings.ft_rules import FT_MODEL_RULES
 from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION, GpuNodeType
 from components.settings.model import Settings
-from tritonft.spec import Architecture, DataType, Family, parameter_count
+from tritonft.spec import (
+    Architecture,
+    DataType,
+    Device,
+    EncoderSpec,
+    EncoderTask,
+    Family,
+    Pooling,
+    WeightDType,
+    parameter_count,
+)
 
 Problem = tuple[str, str]
 """(key path as written in the stack file, message)."""
@@ -47,6 +58,8 @@ class ModelFacts:
     """The catalog's (family, architecture) of ``hfRepo``, when it is a known repository."""
     architecture: Architecture | None
     """The stated ``architecture`` block when valid, else the catalog's; None when neither."""
+    encoder_defaults: EncoderDefaults | None = None
+    """The catalog's embedding defaults (pooling, normalize, maxSeqLength) of a known encoder repository."""
 
     def get(self, key: str, fallback: Any = None) -> Any:
         value = self.values.get(key)
@@ -58,6 +71,47 @@ class ModelFacts:
         if stated is not None:
             return Family(stated)
         return self.catalog[0] if self.catalog else None
+
+    @property
+    def is_encoder(self) -> bool:
+        family = self.family
+        return family is not None and family.is_encoder
+
+    @property
+    def device(self) -> Device:
+        return Device(self.get("device", "gpu"))
+
+    @property
+    def weight_dtype(self) -> WeightDType:
+        """``weightDtype``, else fp16 on a GPU and fp32 on a CPU."""
+        return WeightDType(self.get("weightDtype", "fp32" if self.device is Device.CPU else "fp16"))
+
+    @property
+    def task(self) -> EncoderTask:
+        return EncoderTask(self.get("task", "embed"))
+
+    def max_seq_length(self) -> int | None:
+        """``maxSeqLength``, else the catalog's, else min(512, maxPositions); None without a position table."""
+        stated = self.values.get("maxSeqLength")
+        if stated is not None:
+            return int(stated)
+        if self.encoder_defaults is not None and "architecture" not in self.present:
+            return self.encoder_defaults.max_seq_length
+        arch = self.architecture
+        return min(512, arch.max_positions) if arch is not None and arch.max_positions else None
+
+    def encoder_spec(self) -> EncoderSpec | None:
+        """The entry's encoder spec with every default applied (None for a generator or without a position table)."""
+        seq = self.max_seq_length()
+        if not self.is_encoder or seq is None:
+            return None
+        defaults = self.encoder_defaults
+        task = self.task
+        if task is EncoderTask.CLASSIFY:
+            return EncoderSpec(task=task, labels=tuple(self.get("labels", [])), max_seq_length=seq)
+        pooling = Pooling(self.get("pooling", defaults.pooling if defaults else "mean"))
+        normalize = bool(self.get("normalize", defaults.normalize if defaults else True))
+        return EncoderSpec(task=task, pooling=pooling, normalize=normalize, max_seq_length=seq)
 
 
 @dataclass(frozen=True)
@@ -548,7 +602,143 @@ def _needs_architecture(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
 )
 def _architecture_family(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
     if "architecture" in m.present and m.family is None:
-        yield "family", "required with a custom `architecture` (one of t5, gpt2, gptj)"
+        yield "family", "required with a custom `architecture` (one of t5, gpt2, gptj, bert)"
+
+
+# -- encoders (family bert) and generators: each family's own keys -------------------------------------------------
+
+ENCODER_KEYS = ("task", "pooling", "normalize", "labels", "maxSeqLength", "probeSimilar", "probeLabels")
+"""Model-entry keys of encoders only."""
+EMBED_KEYS = ("pooling", "normalize", "probeSimilar")
+CLASSIFY_KEYS = ("labels", "probeLabels")
+FAMILY_KEYS = ("family", "hfRepo")
+"""A rule reading the model's family binds both (the family comes from ``family`` or the catalog's ``hfRepo``)."""
+_GENERATOR_ONLY = {
+    "streaming": "an encoder answers each request once, it does not stream: remove it",
+    "int8Mode": "FasterTransformer's weight-only int8 is for gpt2; an encoder's weights are `weightDtype` (fp32 or "
+    "fp16): remove it",
+    "maxInputLen": "is a generator's prompt limit; an encoder's is `maxSeqLength`: write maxSeqLength instead",
+    "maxOutputLen": "an encoder generates no tokens: remove it",
+    "dataType": "an encoder computes in its ONNX graph's type: set `weightDtype` (fp32 or fp16) instead and remove "
+    "dataType",
+}
+
+
+@model_rule(
+    "encoder-keys-for-encoders",
+    (*FAMILY_KEYS, *ENCODER_KEYS),
+    "`task`, `pooling`, `normalize`, `labels`, `maxSeqLength`, `probeSimilar`, `probeLabels` only for family `bert`.",
+)
+def _encoder_keys(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    family = m.family
+    if family is None or family.is_encoder:
+        return
+    for key in ENCODER_KEYS:
+        if key in m.present:
+            yield key, f"is an encoder setting (family bert); {family} is a generator: remove it"
+
+
+@model_rule(
+    "generator-keys-for-generators",
+    (*FAMILY_KEYS, *_GENERATOR_ONLY, "tensorParallel", "pipelineParallel"),
+    "`streaming`, `int8Mode`, `maxInputLen`, `maxOutputLen`, `dataType` and `tensorParallel` / `pipelineParallel` "
+    "above 1 only for the generators (not family `bert`).",
+)
+def _generator_keys(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    if not m.is_encoder:
+        return
+    for key, fix in _GENERATOR_ONLY.items():
+        if key in m.present:
+            yield key, f"is a generator setting, not for family bert: {fix}"
+    for key in ("tensorParallel", "pipelineParallel"):
+        if m.get(key, 1) > 1:
+            yield (
+                key,
+                f"{m.get(key)}: an encoder replica runs whole on one GPU (or on a CPU), never split; remove it "
+                "(scale with replicasMax or instances)",
+            )
+
+
+@model_rule(
+    "cpu-for-encoders-only",
+    ("device", *FAMILY_KEYS),
+    "`device: cpu` only for family `bert` (FasterTransformer needs GPUs).",
+)
+def _cpu_for_encoders(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    family = m.family
+    if family is not None and not family.is_encoder and m.device is Device.CPU:
+        yield "device", f"cpu is for encoders (family bert); {family} runs on FasterTransformer, which needs GPUs"
+
+
+@model_rule(
+    "task-keys-match-task",
+    (*FAMILY_KEYS, "task", *EMBED_KEYS, *CLASSIFY_KEYS),
+    "`pooling`, `normalize`, `probeSimilar` only with `task: embed`; `labels`, `probeLabels` only with "
+    "`task: classify`.",
+)
+def _task_keys(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    if not m.is_encoder:
+        return
+    task = m.task
+    other = EncoderTask.CLASSIFY if task is EncoderTask.EMBED else EncoderTask.EMBED
+    wrong = CLASSIFY_KEYS if task is EncoderTask.EMBED else EMBED_KEYS
+    answer = "a sentence embedding" if task is EncoderTask.EMBED else "a label and its scores"
+    for key in wrong:
+        if key in m.present:
+            yield key, f"is for task {other}; task {task} answers {answer}: remove it (or set task: {other})"
+
+
+@model_rule(
+    "classify-needs-labels",
+    (*FAMILY_KEYS, "task", "labels"),
+    "`task: classify` needs `labels` (the class names by logit index, the checkpoint's `id2label`).",
+)
+def _classify_labels(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    if m.is_encoder and m.task is EncoderTask.CLASSIFY and "labels" not in m.present:
+        yield (
+            "labels",
+            "is required with task classify: list the class names by logit index (id2label in the checkpoint's "
+            "config.json), e.g. labels: [negative, positive]",
+        )
+
+
+@model_rule(
+    "probe-labels-are-labels",
+    (*FAMILY_KEYS, "task", "labels", "probeLabels"),
+    "Each label of `probeLabels` is one of `labels`.",
+)
+def _probe_labels(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    labels = m.get("labels", [])
+    if not m.is_encoder or m.task is not EncoderTask.CLASSIFY or not labels:
+        return
+    unknown = sorted({label for label in m.get("probeLabels", {}).values() if label not in labels})
+    if unknown:
+        yield "probeLabels", f"expects {unknown}, not among labels {labels}; use one of them"
+
+
+@model_rule(
+    "encoder-length-fits-positions",
+    ("maxSeqLength", "architecture", *FAMILY_KEYS),
+    "`bert`: `architecture.maxPositions` is known (catalog or stated) and `maxSeqLength` <= it.",
+)
+def _encoder_length(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    arch = m.architecture
+    if not m.is_encoder or arch is None:
+        return
+    if not arch.max_positions:
+        yield (
+            "architecture.maxPositions",
+            "required for family bert: its position table bounds maxSeqLength (max_position_embeddings in the "
+            "checkpoint's config.json)",
+        )
+        return
+    seq = m.max_seq_length()
+    if seq is not None and seq > arch.max_positions:
+        yield (
+            "maxSeqLength",
+            f"{seq} exceeds the model's {arch.max_positions} positions (architecture.maxPositions); use at most "
+            f"{arch.max_positions}",
+        )
 
 
 @model_rule(
@@ -598,13 +788,13 @@ def _pp_layers(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
 
 @model_rule(
     "parallelism-fits-node",
-    ("tensorParallel", "pipelineParallel"),
+    ("tensorParallel", "pipelineParallel", "device"),
     "`tensorParallel` x `pipelineParallel` GPUs fit on one GPU node and divide its GPU count.",
     stack_keys=GPU_KEYS,
 )
 def _parallelism_node(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
     node, tp, pp = f.node, m.get("tensorParallel", 1), m.get("pipelineParallel", 1)
-    if node is None:
+    if node is None or m.device is Device.CPU:
         return
     gpus = tp * pp
     shape = "each GPU node (gpusPerNode)" if f.platform == "kubernetes" else f"a {node.name} node"
@@ -640,17 +830,41 @@ def _bf16(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
 
 @model_rule(
     "weights-fit-gpu-memory",
-    ("tensorParallel", "pipelineParallel", "dataType", "architecture", "family", "hfRepo"),
-    f"Weights per GPU (at `dataType`, split over TP x PP) fit in {WEIGHT_BUDGET_FRACTION:.0%} of the GPU's memory.",
+    (
+        "tensorParallel",
+        "pipelineParallel",
+        "dataType",
+        "architecture",
+        *FAMILY_KEYS,
+        "device",
+        "weightDtype",
+        "task",
+        "labels",
+    ),
+    f"Weights per GPU (at `dataType`, split over TP x PP; an encoder's ONNX weights at `weightDtype` on one GPU) fit "
+    f"in {WEIGHT_BUDGET_FRACTION:.0%} of the GPU's memory (`device: cpu` models take no GPU).",
     stack_keys=GPU_KEYS,
 )
 def _weights_fit(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
     node, family, arch = f.node, m.family, m.architecture
-    if node is None or family is None or arch is None:
+    if node is None or family is None or arch is None or m.device is Device.CPU:
+        return
+    budget = node.gpu.memory_gib * GIB * WEIGHT_BUDGET_FRACTION
+    if family.is_encoder:
+        encoder = m.encoder_spec()
+        if encoder is None:
+            return  # encoder-length-fits-positions reports the missing position table
+        onnx_bytes = parameter_count(family, arch, encoder) * m.weight_dtype.nbytes
+        if onnx_bytes > budget:
+            yield (
+                "weightDtype",
+                f"the ONNX weights need ~{onnx_bytes / GIB:.1f} GiB at {m.weight_dtype}, over "
+                f"{WEIGHT_BUDGET_FRACTION:.0%} of a {node.gpu.name}'s {node.gpu.memory_gib} GiB; use weightDtype "
+                "fp16, device: cpu or a larger GPU",
+            )
         return
     tp, pp, data_type = m.get("tensorParallel", 1), m.get("pipelineParallel", 1), DataType(m.get("dataType"))
     per_gpu = parameter_count(family, arch) * data_type.nbytes / (tp * pp)
-    budget = node.gpu.memory_gib * GIB * WEIGHT_BUDGET_FRACTION
     if per_gpu > budget:
         yield (
             "tensorParallel",
@@ -704,29 +918,72 @@ def _lengths(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
         )
 
 
+def _generators_only(check: ModelCheck) -> ModelCheck:
+    """A FasterTransformer rule: it says nothing about an encoder (ONNX Runtime serves those)."""
+
+    def run(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+        return () if m.is_encoder else check(f, m)
+
+    return run
+
+
 MODEL_RULES: tuple[ModelRule, ...] = (
     *_MODEL,
-    *(ModelRule(r.id, r.keys, r.doc, r.check, GPU_KEYS if r.reads_gpu else ()) for r in FT_MODEL_RULES),
+    *(
+        ModelRule(r.id, r.keys, r.doc, _generators_only(r.check), GPU_KEYS if r.reads_gpu else ())
+        for r in FT_MODEL_RULES
+    ),
 )
 
 
 # -- the whole plan ----------------------------------------------------------------------------------------------
 
 
+SMALL_ON_GPU_FRACTION = 0.1
+"""An encoder whose ONNX weights take less than this share of its GPU's memory is worth a warning on ``device: gpu``."""
+
+
 def _capacity(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
     serving = settings.serving
     scaled_max = serving.replicas_max if serving.autoscaling.enabled else serving.replicas_min
     verdict = capacity_verdict(settings.cluster, settings.models, serving.replicas_min, scaled_max)
-    return verdict.problems, verdict.warnings
+    return verdict.problems, (*verdict.warnings, *_small_encoders_on_gpus(settings))
+
+
+def _small_encoders_on_gpus(settings: Settings) -> list[str]:
+    """A small encoder on ``device: gpu`` next to generators holds a whole GPU the generators cannot use."""
+    generators = [m.name for m in settings.models if m.encoder is None]
+    if not generators:
+        return []
+    gpu = settings.cluster.gpu_node.gpu
+    warnings = []
+    for i, m in enumerate(settings.models):
+        if m.encoder is None or m.on_cpu or m.weight_bytes >= gpu.memory_gib * GIB * SMALL_ON_GPU_FRACTION:
+            continue
+        warnings.append(
+            f"models[{i}].device: gpu gives the encoder {m.name!r} ({m.weight_bytes / 2**20:.0f} MiB of ONNX weights) "
+            f"a whole {gpu.name} per replica on the GPU nodes it shares with {', '.join(generators)}; "
+            "device: cpu serves it on CPU nodes and leaves the GPUs to the generators"
+        )
+    return warnings
 
 
 PLAN_RULES: tuple[PlanRule, ...] = (
     PlanRule(
         "gpu-capacity",
         ("replicasMin", "replicasMax", "autoscaling", "gpuNodesMin", "gpuNodesMax", "gpuInstanceType", "models"),
-        "aws: every model's pods (TP x PP GPUs each) packed onto `gpuInstanceType` nodes fit `gpuNodesMin` at "
-        "`replicasMin` (or `gpuNodesMax`, with a warning that the first `up` waits for nodes) and `gpuNodesMax` at "
-        "`replicasMax` (see `components/settings/capacity.py`).",
+        "aws: every GPU model's pods (TP x PP GPUs each, one per encoder; `device: cpu` models take none) packed "
+        "onto `gpuInstanceType` nodes fit `gpuNodesMin` at `replicasMin` (or `gpuNodesMax`, with a warning that the "
+        "first `up` waits for nodes) and `gpuNodesMax` at `replicasMax` (see `components/settings/capacity.py`); "
+        "a small encoder on `device: gpu` next to generators is warned about (it holds a whole GPU).",
         _capacity,
+    ),
+    PlanRule(
+        "cpu-model-fits-cpu-node",
+        ("systemInstanceType", "models"),
+        "aws: one replica of each `device: cpu` model fits a `systemInstanceType` node's allocatable CPUs and memory "
+        "(c, m and r types, 5th generation on; other types: a warning). kubernetes: the CPU nodes are not the "
+        "stack's to know, nothing is checked.",
+        lambda settings: cpu_fit_verdict(settings.cluster, settings.models),
     ),
 )

@@ -169,6 +169,46 @@ def _alert_durations(value: Any) -> list[tuple[str, str]]:
     return problems
 
 
+def _encoder_labels(value: Any) -> list[tuple[str, str]]:
+    if len(value) < 2:
+        return [("", f"a classifier needs at least two labels (its id2label names in index order), got {value!r}")]
+    problems = [(f"[{i}]", "must be a non-empty label name") for i, label in enumerate(value) if not label.strip()]
+    repeated = sorted({label for label in value if value.count(label) > 1})
+    if repeated:
+        problems.append(("", f"names {repeated} more than once; each logit index has its own label"))
+    return problems
+
+
+def _probe_triples(value: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if not value:
+        return [("", "needs at least one {anchor, closer, farther} triple (leave the key out for the default ones)")]
+    for i, triple in enumerate(value):
+        fields = set(triple)
+        if fields != set(PROBE_TRIPLE_FIELDS):
+            problems.append(
+                (f"[{i}]", f"has the fields {sorted(fields)}; a triple has exactly {', '.join(PROBE_TRIPLE_FIELDS)}")
+            )
+            continue
+        for name in PROBE_TRIPLE_FIELDS:
+            text = triple[name]
+            if not isinstance(text, str) or not text.strip():
+                problems.append((f"[{i}].{name}", f"must be a non-empty sentence, got {text!r}"))
+    return problems
+
+
+def _probe_labels(value: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if not value:
+        return [("", "needs at least one `text: label` pair (leave the key out to check only the answers' shape)")]
+    for text, label in value.items():
+        if not str(text).strip():
+            problems.append(("", "a text to classify must not be empty"))
+        if not isinstance(label, str) or not label.strip():
+            problems.append(("", f"{text!r}: the expected label must be a non-empty string, got {label!r}"))
+    return problems
+
+
 FORMATS: dict[str, Format] = {
     "dns-label": Format("RFC 1123 label (Kubernetes name)", _strings(kube.dns1123_label), "Bad_Name", "my-name"),
     "dns-subdomain": Format(
@@ -241,6 +281,18 @@ FORMATS: dict[str, Format] = {
     "cuda-arch": Format(
         "SM versions", _strings(_regex(_CUDA_ARCH, "an SM version like '80' or '90'")), ["8.6"], ["80", "86"]
     ),
+    "encoder-labels": Format(
+        "at least 2 distinct non-empty names", _encoder_labels, ["positive", "positive"], ["negative", "positive"]
+    ),
+    "probe-triples": Format(
+        "non-empty list of {anchor, closer, farther} sentences",
+        _probe_triples,
+        [{"anchor": "A man is eating pasta.", "closer": "A man is eating food."}],
+        [{"anchor": "A man is eating pasta.", "closer": "A man is eating food.", "farther": "A man rides a horse."}],
+    ),
+    "probe-labels": Format(
+        "text -> expected label", _probe_labels, {"I love it": ""}, {"I love it": "positive", "I hate it": "negative"}
+    ),
     "url": Format(
         "http(s) URL",
         _strings(_regex(_URL, "an http(s) URL like `https://auth.example.com/oauth2/auth`")),
@@ -265,8 +317,6 @@ class Knob:
     """Allowed values (for integers: their decimal text); for arrays: allowed entries."""
     choices_doc: str = ""
     """Shown in the README instead of a long list of choices."""
-    refused: tuple[tuple[str, str], ...] = ()
-    """Values the project knows but a stack cannot take yet, each with the reason (the error says it)."""
     scope: Scope = "any"
     secret: bool = False
     minimum: int | None = None
@@ -346,9 +396,6 @@ def _parse_string(knob: Knob, raw: Any) -> tuple[Any, str | None]:
     if not isinstance(raw, str) or raw == "" or _is_json_list(raw):
         shown = "a list" if isinstance(raw, list) or _is_json_list(raw) else repr(raw)
         return None, f"must be a non-empty string, got {shown}"
-    refused = dict(knob.refused)
-    if raw in refused:
-        return None, refused[raw]
     if knob.choices and raw not in knob.choices:
         return None, _choice_problem(knob, raw)
     return raw, None
@@ -415,12 +462,15 @@ PLATFORMS = ("kubernetes", "aws")
 ADDONS = ("ingress-nginx", "cert-manager", "kube-prometheus-stack", "prometheus-adapter", "keda")
 DATA_TYPES = ("fp32", "fp16", "bf16")
 WEIGHT_DTYPES = ("fp32", "fp16")
-FAMILIES = ("t5", "gpt2", "gptj")
-ENCODERS_NOT_YET = (
-    "encoders are not deployable by a stack yet ('bert': its conversion Job, gateway, probe and CPU placement are "
-    "not wired); convert and serve one with `tritonft convert` and `tritonft encoder-repo` (README: encoders), or "
-    "use one of t5, gpt2, gptj"
-)
+FAMILIES = ("t5", "gpt2", "gptj", "bert")
+GENERATOR_FAMILIES = ("t5", "gpt2", "gptj")
+"""Served by FasterTransformer, on GPUs."""
+ENCODER_FAMILIES = ("bert",)
+"""Served by ONNX Runtime behind a tokenizer ensemble, on GPU or CPU nodes."""
+ENCODER_TASKS = ("embed", "classify")
+POOLINGS = ("mean", "cls")
+DEVICES = ("gpu", "cpu")
+PROBE_TRIPLE_FIELDS = ("anchor", "closer", "farther")
 
 STACK_KNOBS: tuple[Knob, ...] = (
     # -- where and what kind of environment
@@ -497,7 +547,7 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "cpuNodeSelector",
         "object",
-        "Node selector for CPU work (conversion Jobs); never GPU nodes.",
+        "Node selector for CPU work (conversion Jobs, the gateway, `device: cpu` encoders); never GPU nodes.",
         default_doc="`{}` (on aws: the system node group)",
         scope="kubernetes",
         format="label-map",
@@ -928,28 +978,51 @@ MODEL_KNOBS: tuple[Knob, ...] = (
     Knob(
         "family",
         "string",
-        "Model family.",
+        "Model family: the generators `t5`, `gpt2`, `gptj` (FasterTransformer, on GPUs) or the encoder `bert` (BERT "
+        "architecture: BERT, MiniLM, all-MiniLM, BGE, E5; ONNX Runtime behind a tokenizer ensemble, on GPU or CPU "
+        "nodes; see *Encoders in a stack*).",
         choices=FAMILIES,
         default_doc="from the catalog of known repos",
-        refused=(("bert", ENCODERS_NOT_YET),),
     ),
     Knob(
         "architecture",
         "object",
         "Shape of a model not in the catalog: `dModel`, `numHeads`, `numLayers`, "
-        "`dFf`, `vocabSize` (+ `dKv`, `numDecoderLayers`, `maxPositions`, `gatedFfn`, `tiedEmbeddings`).",
+        "`dFf`, `vocabSize` (+ `dKv`, `numDecoderLayers`, `maxPositions`, `gatedFfn`, `tiedEmbeddings`); "
+        "`bert` and the GPT families need `maxPositions` too (their position tables).",
         default_doc="from the catalog",
     ),
-    Knob("weightDtype", "string", "Element type of the converted weight files.", default="fp16", choices=WEIGHT_DTYPES),
-    Knob("dataType", "string", "Runtime compute type on the GPU.", default="fp16", choices=DATA_TYPES),
+    Knob(
+        "weightDtype",
+        "string",
+        "Element type of the converted weights: FasterTransformer's `.bin` files; for `bert` the ONNX graph's weights "
+        "and so its compute type (`tritonft convert --dtype`; on a GPU `fp16` runs the TensorRT accelerator in FP16).",
+        choices=WEIGHT_DTYPES,
+        default_doc="`fp16`; `fp32` for a model on `device: cpu` (CPUs compute fp16 slowly)",
+    ),
+    Knob(
+        "dataType",
+        "string",
+        "Runtime compute type of FasterTransformer on the GPU (generators only: an encoder computes in its graph's "
+        "`weightDtype`).",
+        default="fp16",
+        choices=DATA_TYPES,
+    ),
     Knob(
         "tensorParallel",
         "integer",
-        "GPUs one replica's tensors are split over.",
+        "GPUs one replica's tensors are split over (generators; an encoder takes 1).",
         default=1,
         choices=("1", "2", "4", "8"),
     ),
-    Knob("pipelineParallel", "integer", "Pipeline stages.", default=1, minimum=1, maximum=8),
+    Knob(
+        "pipelineParallel",
+        "integer",
+        "Pipeline stages (generators; an encoder takes 1).",
+        default=1,
+        minimum=1,
+        maximum=8,
+    ),
     Knob("maxBatchSize", "integer", "Triton max_batch_size.", default=8, minimum=1, maximum=1024),
     Knob(
         "maxQueueDelayUs",
@@ -961,11 +1034,85 @@ MODEL_KNOBS: tuple[Knob, ...] = (
         unit="microseconds",
     ),
     Knob("preferredBatchSizes", "array", "Dynamic batching preferred sizes.", default=[], items="integer"),
-    Knob("maxInputLen", "integer", "Longest prompt in tokens.", default=512, minimum=1, maximum=32768),
-    Knob("maxOutputLen", "integer", "Longest generation in tokens.", default=128, minimum=1, maximum=32768),
-    Knob("streaming", "boolean", "Decoupled (streaming) mode.", default=False),
+    Knob(
+        "maxInputLen",
+        "integer",
+        "Longest prompt in tokens (generators; an encoder's limit is `maxSeqLength`).",
+        default=512,
+        minimum=1,
+        maximum=32768,
+    ),
+    Knob(
+        "maxOutputLen", "integer", "Longest generation in tokens (generators).", default=128, minimum=1, maximum=32768
+    ),
+    Knob("streaming", "boolean", "Decoupled (streaming) mode (generators).", default=False),
     Knob("int8Mode", "integer", "Weight-only int8 (GPT-2 only).", default=0, minimum=0, maximum=1),
     Knob("instances", "integer", "Triton model instances per replica.", default=1, minimum=1, maximum=8),
+    Knob(
+        "device",
+        "string",
+        "Where one replica runs: `gpu` (one GPU per encoder replica; TP x PP GPUs per generator replica) or `cpu` "
+        "(encoders only, no GPU: CPU nodes, Triton's ONNX Runtime backend on the CPU; FasterTransformer needs GPUs).",
+        default="gpu",
+        choices=DEVICES,
+    ),
+    Knob(
+        "task",
+        "string",
+        "`bert` only: what the encoder answers, a sentence `embed`ding (`/v1/embeddings`) or a `classify` label "
+        "with its scores (KServe V2).",
+        choices=ENCODER_TASKS,
+        default_doc="`embed` (family `bert`)",
+    ),
+    Knob(
+        "pooling",
+        "string",
+        "`task: embed` only: the sentence vector is the `mean` of the token vectors under the mask or the first "
+        "(`cls`) token's; must be the checkpoint's (its `1_Pooling/config.json`).",
+        choices=POOLINGS,
+        default_doc="`mean`, or the catalog's (all-MiniLM-L6-v2: mean)",
+    ),
+    Knob(
+        "normalize",
+        "boolean",
+        "`task: embed` only: L2-normalise the embeddings (the checkpoint's `Normalize` module).",
+        default_doc="`true`, or the catalog's (all-MiniLM-L6-v2: true)",
+    ),
+    Knob(
+        "labels",
+        "array",
+        "`task: classify` only, and required there: the class names by logit index (the checkpoint's `id2label`).",
+        format="encoder-labels",
+        default_doc="required with `task: classify`",
+    ),
+    Knob(
+        "maxSeqLength",
+        "integer",
+        "`bert` only: longest input in tokens, special tokens included (longer texts are refused, never "
+        "truncated); at most `architecture.maxPositions`.",
+        minimum=2,
+        maximum=8192,
+        unit="tokens",
+        default_doc="`min(512, architecture.maxPositions)`, or the catalog's (all-MiniLM-L6-v2: 256, from its "
+        "sentence_bert_config.json)",
+    ),
+    Knob(
+        "probeSimilar",
+        "array",
+        "`task: embed` only: what the probe asks of the served embeddings, a list of `{anchor, closer, farther}` "
+        "sentences: `closer` must lie nearer to `anchor` (cosine) than `farther`.",
+        items="object",
+        format="probe-triples",
+        default_doc="`tritonft.probe.encoder.DEFAULT_TRIPLES` (the probe's own: pasta/food/horse ...)",
+    ),
+    Knob(
+        "probeLabels",
+        "object",
+        "`task: classify` only: text -> the label the probe expects the served classifier to answer (each one of "
+        "`labels`).",
+        format="probe-labels",
+        default_doc="unset: the probe checks the labels and scores' shape only",
+    ),
 )
 
 ARCHITECTURE_FIELDS = {
@@ -988,7 +1135,8 @@ _PATH = re.compile(r"^(?P<key>\w+)(\[\d+\])?(\.(?P<sub>\w+)(\[\d+\])?(\.(?P<fiel
 def schema_path(path: str) -> bool:
     """Whether ``path`` (as a message names it) is a stack key, an item of one, or a model-entry key path.
 
-    ``vpcCidr``, ``subnetIds[1]``, ``models[2].maxInputLen``, ``models[0].architecture.dModel`` are; internal names
+    ``vpcCidr``, ``subnetIds[1]``, ``models[2].maxInputLen``, ``models[0].architecture.dModel``,
+    ``models[1].probeSimilar[0].anchor`` are; internal names
     such as ``network.vpcCidr`` are not.
     """
     match = _PATH.match(path)
@@ -1001,4 +1149,6 @@ def schema_path(path: str) -> bool:
         return fieldname is None
     if key != "models" or sub not in {k.key for k in MODEL_KNOBS}:
         return False
+    if sub == "probeSimilar":
+        return fieldname is None or fieldname in PROBE_TRIPLE_FIELDS
     return fieldname is None or (sub == "architecture" and fieldname in ARCHITECTURE_FIELDS)

@@ -99,7 +99,8 @@ class Variant:
             tokenizer_config = {"tokenizer_class": "PreTrainedTokenizerFast", "pad_token": "[PAD]"}
             (directory / "tokenizer_config.json").write_text(json.dumps(tokenizer_config, indent=2))
         if self.task == "embed":
-            _write_sentence_transformers(directory, model.config["hidden_size"], self.pooling, self.normalize)
+            hidden = model.config.get("hidden_size") or model.config["dim"]  # DistilBERT names it dim
+            _write_sentence_transformers(directory, hidden, self.pooling, self.normalize)
         return directory
 
 
@@ -113,10 +114,16 @@ VARIANTS = (
     Variant("bert-classifier", seed=13, task="classify", labels=("negative", "neutral", "positive")),
     Variant("roberta-mean-normalized", seed=14, task="embed", model_type="roberta"),
     Variant("roberta-classifier", seed=15, task="classify", labels=("NEGATIVE", "POSITIVE"), model_type="roberta"),
+    Variant("distilbert-mean-normalized", seed=16, task="embed", model_type="distilbert"),
+    Variant(
+        "distilbert-classifier", seed=35, task="classify", labels=("NEGATIVE", "POSITIVE"), model_type="distilbert"
+    ),
 )
 
 
 def bert(variant: Variant) -> Model:
+    if variant.model_type == "distilbert":
+        return distilbert(variant)
     w = Weights(variant.seed, variant.stored)
     dims = BERT_TEST_DIMS
     h, ff, layers = dims["hidden"], dims["ff"], dims["layers"]
@@ -180,6 +187,59 @@ def bert(variant: Variant) -> Model:
         t["classifier.weight"] = w.matrix(len(variant.labels), h, h, 3.0)
         t["classifier.bias"] = w.bias(len(variant.labels))
     return Model(variant.model_type, config, t)
+
+
+def distilbert(variant: Variant) -> Model:
+    """A seeded DistilBERT as transformers saves one: its own config names and tensor names, no token types."""
+    w = Weights(variant.seed, variant.stored)
+    dims = BERT_TEST_DIMS
+    h, ff, layers = dims["hidden"], dims["ff"], dims["layers"]
+    classify = variant.task == "classify"
+    config: dict[str, Any] = {
+        "model_type": "distilbert",
+        "architectures": ["DistilBertForSequenceClassification" if classify else "DistilBertModel"],
+        "dim": h,
+        "n_heads": dims["heads"],
+        "n_layers": layers,
+        "hidden_dim": ff,
+        "vocab_size": VOCAB,
+        "max_position_embeddings": dims["positions"],
+        "activation": "gelu",
+        "sinusoidal_pos_embds": False,
+        "pad_token_id": 0,
+        "dropout": 0.0,
+        "attention_dropout": 0.0,
+        "seq_classif_dropout": 0.0,
+    }
+    if classify:
+        config["id2label"] = {str(i): label for i, label in enumerate(variant.labels)}
+        config["label2id"] = {label: i for i, label in enumerate(variant.labels)}
+    p = "distilbert." if classify else ""
+    t: dict[str, np.ndarray] = {
+        f"{p}embeddings.word_embeddings.weight": w.embedding(VOCAB, h),
+        f"{p}embeddings.position_embeddings.weight": w.embedding(dims["positions"], h, 0.5),
+        f"{p}embeddings.LayerNorm.weight": w.norm(h),
+        f"{p}embeddings.LayerNorm.bias": w.bias(h),
+    }
+    for i in range(layers):
+        layer = f"{p}transformer.layer.{i}"
+        for part in ("q_lin", "k_lin", "v_lin", "out_lin"):
+            t[f"{layer}.attention.{part}.weight"] = w.matrix(h, h, h)
+            t[f"{layer}.attention.{part}.bias"] = w.bias(h)
+        t[f"{layer}.sa_layer_norm.weight"] = w.norm(h)
+        t[f"{layer}.sa_layer_norm.bias"] = w.bias(h)
+        t[f"{layer}.ffn.lin1.weight"] = w.matrix(ff, h, h)
+        t[f"{layer}.ffn.lin1.bias"] = w.bias(ff)
+        t[f"{layer}.ffn.lin2.weight"] = w.matrix(h, ff, ff)
+        t[f"{layer}.ffn.lin2.bias"] = w.bias(h)
+        t[f"{layer}.output_layer_norm.weight"] = w.norm(h)
+        t[f"{layer}.output_layer_norm.bias"] = w.bias(h)
+    if classify:
+        t["pre_classifier.weight"] = w.matrix(h, h, h)
+        t["pre_classifier.bias"] = w.bias(h)
+        t["classifier.weight"] = w.matrix(len(variant.labels), h, h, 3.0)
+        t["classifier.bias"] = w.bias(len(variant.labels))
+    return Model("distilbert", config, t)
 
 
 def _write_sentence_transformers(directory: Path, hidden: int, pooling: str, normalize: bool) -> None:

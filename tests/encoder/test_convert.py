@@ -223,3 +223,14 @@ def test_optimize_is_part_of_the_conversion_and_rerun_check(small, tmp_path, cap
     assert manifest["fused_operators"]["Attention"] == 2
     assert convert(small, tmp_path / "out", "--optimize") == 0
     assert "up to date" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra", [(), ("--optimize",)], ids=["plain", "optimized"])
+def test_a_distilbert_graph_takes_the_same_three_inputs_though_it_has_no_token_types(
+    encoder_checkpoint, tmp_path, extra
+):
+    assert convert(encoder_checkpoint("distilbert-mean-normalized"), tmp_path / "out", *extra) == 0
+    graph = onnx.load(str(tmp_path / "out" / "onnx" / "model.onnx")).graph
+    assert sorted(i.name for i in graph.input) == ["attention_mask", "input_ids", "token_type_ids"]
+    manifest = json.loads((tmp_path / "out" / "onnx" / "manifest.json").read_text())
+    assert manifest["model_type"] == "distilbert" and manifest["architecture"]["type_vocab_size"] == 0

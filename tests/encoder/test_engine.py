@@ -29,7 +29,14 @@ from tritonft.spec import (
     WeightDType,
 )
 
-VARIANTS = ("bert-mean-normalized", "bert-classifier", "roberta-mean-normalized", "roberta-classifier")
+VARIANTS = (
+    "bert-mean-normalized",
+    "bert-classifier",
+    "roberta-mean-normalized",
+    "roberta-classifier",
+    "distilbert-mean-normalized",
+    "distilbert-classifier",
+)
 
 
 def spec_of(name: str, converted: Path, **changes: Any) -> ModelSpec:

@@ -37,6 +37,8 @@ SAMPLES: dict[str, Any] = {
     "ingressHtpasswd": "user:$apr1$hash",
     "architecture": {"dModel": 512, "numHeads": 8, "numLayers": 6, "dFf": 2048, "vocabSize": 32128},
     "models": [dict(T5_SMALL)],
+    "normalize": True,
+    "maxSeqLength": 256,
 }
 
 

@@ -9,7 +9,17 @@ import pytest
 
 from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
 from components.settings.schema import schema_path
-from tests.settings.test_validation import GPT2, T5_SMALL, aws_stack, kubernetes_stack, model, problems_of
+from tests.settings.test_validation import (
+    GPT2,
+    MINILM,
+    SST2,
+    SST2_CLASSIFIER,
+    T5_SMALL,
+    aws_stack,
+    kubernetes_stack,
+    model,
+    problems_of,
+)
 
 ARCH = {"dModel": 256, "numHeads": 4, "numLayers": 4, "dFf": 1024, "vocabSize": 1000, "maxPositions": 2048}
 PROMETHEUS = ["kube-prometheus-stack"]
@@ -187,7 +197,45 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
     "architecture-needs-family": (
         kubernetes_stack(models=[model(hfRepo="acme/custom", architecture=ARCH)]),
         (),
-        "models[0].family: required with a custom `architecture` (one of t5, gpt2, gptj)",
+        "models[0].family: required with a custom `architecture` (one of t5, gpt2, gptj, bert)",
+    ),
+    "encoder-keys-for-encoders": (
+        kubernetes_stack(models=[model(pooling="mean")]),
+        (),
+        "models[0].pooling: is an encoder setting (family bert); t5 is a generator: remove it",
+    ),
+    "generator-keys-for-generators": (
+        kubernetes_stack(models=[dict(MINILM) | {"streaming": True}]),
+        (),
+        "models[0].streaming: is a generator setting, not for family bert: an encoder answers each request once, "
+        "it does not stream: remove it",
+    ),
+    "cpu-for-encoders-only": (
+        kubernetes_stack(models=[model(device="cpu")]),
+        (),
+        "models[0].device: cpu is for encoders (family bert); t5 runs on FasterTransformer, which needs GPUs",
+    ),
+    "task-keys-match-task": (
+        kubernetes_stack(models=[dict(MINILM) | {"labels": ["negative", "positive"]}]),
+        (),
+        "models[0].labels: is for task classify; task embed answers a sentence embedding: remove it (or set "
+        "task: classify)",
+    ),
+    "classify-needs-labels": (
+        kubernetes_stack(models=[dict(SST2) | {"task": "classify"}]),
+        (),
+        "models[0].labels: is required with task classify: list the class names by logit index (id2label in the "
+        "checkpoint's config.json), e.g. labels: [negative, positive]",
+    ),
+    "probe-labels-are-labels": (
+        kubernetes_stack(models=[dict(SST2_CLASSIFIER) | {"probeLabels": {"I love it": "happy"}}]),
+        (),
+        "models[0].probeLabels: expects ['happy'], not among labels ['negative', 'positive']; use one of them",
+    ),
+    "encoder-length-fits-positions": (
+        kubernetes_stack(models=[dict(MINILM) | {"maxSeqLength": 1024}]),
+        (),
+        "models[0].maxSeqLength: 1024 exceeds the model's 512 positions (architecture.maxPositions); use at most 512",
     ),
     "heads-divide-width": (
         kubernetes_stack(models=[model(hfRepo="acme/gpt", family="gpt2", architecture=ARCH | {"numHeads": 3})]),
@@ -286,6 +334,13 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         (),
         "replicasMin: 3 x 1 (t5-small) = 3 GPUs need 3 g5.xlarge node(s) of 1 GPUs, but only gpuNodesMax 2 can "
         "exist; raise gpuNodesMin/gpuNodesMax to 3 or lower replicasMin",
+    ),
+    "cpu-model-fits-cpu-node": (
+        aws_stack(systemInstanceType="m6i.large", models=[dict(MINILM) | {"device": "cpu", "instances": 2}]),
+        (),
+        "systemInstanceType: a m6i.large node (1.93 CPUs, 6.5 GiB allocatable) cannot hold one replica of "
+        "models[0] 'minilm' on device cpu, which needs at least 3 CPUs (2 ONNX instance(s) + 1) and 1.3 GiB (2 x "
+        "0.08 GiB of ONNX weights per instance + 1 GiB); use a larger systemInstanceType or fewer instances",
     ),
 }
 RULE_KEYS = (

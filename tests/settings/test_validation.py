@@ -16,6 +16,22 @@ from tritonft.spec import DataType, Family, parameter_count
 T5_SMALL = {"name": "t5-small", "hfRepo": "google-t5/t5-small", "revision": "df1b051c49625cf57a3d0d8d3863ed4d13564fe4"}
 GPT2 = {"name": "gpt2", "hfRepo": "openai-community/gpt2", "revision": "607a30d783dfa663caf39e06633721c8d4cfcd7e"}
 GPTJ = {"name": "gpt-j-6b", "hfRepo": "EleutherAI/gpt-j-6b", "revision": "47e169305d2e8376be1d31e765533382721b2cc1"}
+MINILM = {
+    "name": "minilm",
+    "hfRepo": "sentence-transformers/all-MiniLM-L6-v2",
+    "revision": "1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
+}
+"""The catalog's encoder: named by repository and revision alone."""
+SST2_ARCH = {"dModel": 384, "numHeads": 12, "numLayers": 6, "dFf": 1536, "vocabSize": 30522, "maxPositions": 512}
+SST2 = {
+    "name": "sentiment",
+    "hfRepo": "acme/minilm-sst2",
+    "revision": "0123456789abcdef0123456789abcdef01234567",
+    "family": "bert",
+    "architecture": SST2_ARCH,
+}
+"""A bert classifier outside the catalog (shaped like seed 004's sst2 model): family and architecture stated."""
+SST2_CLASSIFIER = SST2 | {"task": "classify", "labels": ["negative", "positive"]}
 
 
 AWS_ADDONS = ("ingress-nginx", "cert-manager")
@@ -298,23 +314,11 @@ def test_custom_architecture_is_accepted_with_a_family() -> None:
     assert settings.models[0].family is Family.GPT2
 
 
-def test_an_encoder_family_is_refused_as_not_deployable_by_a_stack_yet() -> None:
-    arch = {"dModel": 384, "numHeads": 12, "numLayers": 6, "dFf": 1536, "vocabSize": 30522, "maxPositions": 512}
-    found = problems_of(
-        kubernetes_stack(
-            models=[model(hfRepo="sentence-transformers/all-MiniLM-L6-v2", family="bert", architecture=arch)]
-        )
-    )
-    refusal = [p for p in found if p.startswith("models[0].family: ")]
-    assert len(refusal) == 1
-    assert "encoders are not deployable by a stack yet" in refusal[0] and "tritonft encoder-repo" in refusal[0]
-
-
-def test_a_stack_offers_exactly_the_families_fastertransformer_serves() -> None:
+def test_a_stack_offers_exactly_the_families_the_engines_serve() -> None:
     from components.settings.schema import FAMILIES
-    from tritonft.engines import FASTERTRANSFORMER
+    from tritonft.engines import FASTERTRANSFORMER, ONNXRUNTIME
 
-    assert set(FAMILIES) == {str(f) for f in FASTERTRANSFORMER.families}
+    assert set(FAMILIES) == {str(f) for f in FASTERTRANSFORMER.families | ONNXRUNTIME.families}
 
 
 def test_known_parameter_counts_match_the_published_sizes() -> None:

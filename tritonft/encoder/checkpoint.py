@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tritonft.encoder.layout import Layout, layout_of
 from tritonft.errors import UserError
 from tritonft.spec import EncoderTask, Pooling
 
 __all__ = [
-    "CLASSIFY_HEADS",
     "MODEL_TYPES",
     "ST_CONFIG",
     "ST_MODULES",
@@ -38,15 +38,11 @@ __all__ = [
     "read_encoder_config",
 ]
 
-MODEL_TYPES = ("bert", "roberta")
+MODEL_TYPES = ("bert", "roberta", "distilbert")
 """config.json ``model_type`` values this path converts (BERT, MiniLM, all-MiniLM, BGE, E5 are all ``bert``;
-RoBERTa and its sentence-transformers models such as all-distilroberta-v1 are ``roberta``)."""
-
-CLASSIFY_HEADS = {
-    "bert": ("{prefix}pooler.dense.weight", "classifier.weight"),
-    "roberta": ("classifier.dense.weight", "classifier.out_proj.weight"),
-}
-"""The weights of each model type's sequence-classification head (``{prefix}`` is the body's prefix)."""
+RoBERTa and sentence-transformers models such as all-distilroberta-v1 are ``roberta``; DistilBERT and its
+fine-tunes such as distilbert-base-uncased-finetuned-sst-2-english are ``distilbert``). One body, different tensor
+names (:mod:`tritonft.encoder.layout`)."""
 
 ST_MODULES = "modules.json"
 ST_CONFIG = "sentence_bert_config.json"
@@ -88,8 +84,8 @@ class EncoderConfig:
     """Tensor-name prefix of the body in the checkpoint: ``""`` (BertModel, RobertaModel) or ``"bert."`` /
     ``"roberta."`` (task heads)."""
     model_type: str = "bert"
-    """``bert`` or ``roberta``: the same body; RoBERTa numbers positions from ``pad_token_id + 1`` and its
-    classification head is ``classifier.dense`` + ``classifier.out_proj`` (BERT's: the pooler + ``classifier``)."""
+    """``bert``, ``roberta`` or ``distilbert``: the same body under different names; RoBERTa numbers positions from
+    ``pad_token_id + 1``; DistilBERT has no token types."""
     position_offset: int = 0
     """Row of the position table of the first token (RoBERTa: ``pad_token_id + 1``, 2 in every released model)."""
     sources: tuple[str, ...] = ()
@@ -98,6 +94,11 @@ class EncoderConfig:
     @property
     def output_width(self) -> int:
         return self.architecture.hidden_size if self.task is Task.EMBED else len(self.labels)
+
+    @property
+    def layout(self) -> Layout:
+        """Where the graph's weights sit in the checkpoint."""
+        return layout_of(self.model_type, self.prefix)
 
 
 def _read_json(path: Path) -> Any:
@@ -136,6 +137,27 @@ def bert_architecture(config: Mapping[str, Any], path: str = "config.json") -> B
     position = config.get("position_embedding_type", "absolute")
     if position != "absolute":
         raise UserError(f"{path}: position_embedding_type = {position!r} is not supported (supported: 'absolute')")
+    return arch
+
+
+def distilbert_architecture(config: Mapping[str, Any], path: str = "config.json") -> BertArchitecture:
+    """DistilBERT's ``config.json`` names (``dim``, ``n_heads``, ``n_layers``, ``hidden_dim``, ``activation``); no
+    token types; its LayerNorm epsilon is fixed at 1e-12 in transformers."""
+    arch = BertArchitecture(
+        hidden_size=_int(config, "dim", path),
+        num_heads=_int(config, "n_heads", path),
+        num_layers=_int(config, "n_layers", path),
+        intermediate_size=_int(config, "hidden_dim", path),
+        vocab_size=_int(config, "vocab_size", path),
+        max_positions=_int(config, "max_position_embeddings", path),
+        type_vocab_size=0,
+        layer_norm_eps=1e-12,
+    )
+    if arch.hidden_size % arch.num_heads:
+        raise UserError(f"{path}: dim {arch.hidden_size} is not a multiple of n_heads {arch.num_heads}")
+    act = config.get("activation", "gelu")
+    if act != "gelu":
+        raise UserError(f"{path}: activation = {act!r} is not supported (supported: 'gelu', the exact erf GELU)")
     return arch
 
 
@@ -187,10 +209,10 @@ def read_encoder_config(
     max_seq_length: int | None = None,
 ) -> EncoderConfig:
     """Decide the encoder from the checkpoint; the keyword arguments override what the files say."""
-    arch = bert_architecture(config)
     model_type = str(config.get("model_type", "bert"))
     if model_type not in MODEL_TYPES:
         raise UserError(f"{directory}/config.json: model_type {model_type!r} is not one of {', '.join(MODEL_TYPES)}")
+    arch = distilbert_architecture(config) if model_type == "distilbert" else bert_architecture(config)
     prefix = f"{model_type}." if f"{model_type}.embeddings.word_embeddings.weight" in tensor_names else ""
     if f"{prefix}embeddings.word_embeddings.weight" not in tensor_names:
         raise UserError(
@@ -203,14 +225,14 @@ def read_encoder_config(
         if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
             raise UserError(f"{directory}/config.json: pad_token_id = {pad!r} must be a token id (RoBERTa: 1)")
         offset = pad + 1
-    head = CLASSIFY_HEADS[model_type]
+    layout = layout_of(model_type, prefix)
     architectures = [str(a) for a in config.get("architectures") or []]
     if task is None:
         task = Task.CLASSIFY if any(a.endswith("ForSequenceClassification") for a in architectures) else Task.EMBED
     sources: list[str] = ["config.json"]
     labels: tuple[str, ...] = ()
     if task is Task.CLASSIFY:
-        needed = [name.format(prefix=prefix) for name in head]
+        needed = [f"{layout.head_dense}.weight", f"{layout.head_out}.weight"]
         if not all(name in tensor_names for name in needed):
             raise UserError(
                 f"{directory}: task classify needs a sequence-classification head ({' and '.join(needed)}); this "

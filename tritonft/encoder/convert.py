@@ -233,6 +233,7 @@ def optimize_model(
         raise UserError(
             f"ONNX Runtime's optimizer fused no attention in {path.name} ({fused}); convert without --optimize"
         )
+    _keep_inputs(optimized.model)
     data: bytes = optimized.model.SerializeToString()
     path.write_bytes(data)
     answer = verify_model(path, config)
@@ -243,6 +244,17 @@ def optimize_model(
             f"(allowed {OPTIMIZED_TOLERANCE[dtype]:.0e}); convert without --optimize"
         )
     return data, fused
+
+
+def _keep_inputs(model: Any) -> None:
+    """Put back the inputs the optimizer dropped as unused (DistilBERT's ``token_type_ids``): every encoder graph
+    takes the same three inputs, the contract of the tokenizer model and of ``config.pbtxt``."""
+    from onnx import TensorProto, helper
+
+    present = {i.name for i in model.graph.input}
+    for name in INPUTS:
+        if name not in present:
+            model.graph.input.append(helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"]))
 
 
 def verify_model(path: Path, config: EncoderConfig) -> np.ndarray[Any, Any]:

@@ -61,63 +61,37 @@ def outputs_of(task: Task) -> tuple[str, ...]:
 
 def required_tensors(config: EncoderConfig) -> list[str]:
     """Checkpoint tensor names the graph reads (a missing one is reported before anything is built)."""
-    p = config.prefix
-    names = [
-        f"{p}embeddings.word_embeddings.weight",
-        f"{p}embeddings.position_embeddings.weight",
-        f"{p}embeddings.token_type_embeddings.weight",
-        f"{p}embeddings.LayerNorm.weight",
-        f"{p}embeddings.LayerNorm.bias",
-    ]
-    for i in range(config.architecture.num_layers):
-        layer = f"{p}encoder.layer.{i}"
-        for part in ("attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense"):
-            names += [f"{layer}.{part}.weight", f"{layer}.{part}.bias"]
-        names += [f"{layer}.attention.output.LayerNorm.weight", f"{layer}.attention.output.LayerNorm.bias"]
-        names += [f"{layer}.intermediate.dense.weight", f"{layer}.intermediate.dense.bias"]
-        names += [f"{layer}.output.dense.weight", f"{layer}.output.dense.bias"]
-        names += [f"{layer}.output.LayerNorm.weight", f"{layer}.output.LayerNorm.bias"]
-    if config.task is Task.CLASSIFY:
-        dense, out = _classify_head(config)
-        names += [f"{dense}.weight", f"{dense}.bias", f"{out}.weight", f"{out}.bias"]
-    return names
-
-
-def _classify_head(config: EncoderConfig) -> tuple[str, str]:
-    """The head's two linear layers (tanh between them, on the first token): BERT's pooler + ``classifier``,
-    RoBERTa's ``classifier.dense`` + ``classifier.out_proj``."""
-    if config.model_type == "roberta":
-        return "classifier.dense", "classifier.out_proj"
-    return f"{config.prefix}pooler.dense", "classifier"
+    return list(expected_shapes(config))
 
 
 def expected_shapes(config: EncoderConfig) -> dict[str, tuple[int, ...]]:
-    """The shape every required tensor must have (checked against the checkpoint's header)."""
+    """The shape every tensor the graph reads must have (checked against the checkpoint's header), by name."""
     a = config.architecture
+    names = config.layout
     h, f = a.hidden_size, a.intermediate_size
     shapes: dict[str, tuple[int, ...]] = {}
-    _, out = _classify_head(config)
-    for name in required_tensors(config):
-        if name.endswith("word_embeddings.weight"):
-            shapes[name] = (a.vocab_size, h)
-        elif name.endswith("position_embeddings.weight"):
-            shapes[name] = (a.max_positions, h)
-        elif name.endswith("token_type_embeddings.weight"):
-            shapes[name] = (a.type_vocab_size, h)
-        elif name.endswith("intermediate.dense.weight"):
-            shapes[name] = (f, h)
-        elif name.endswith("intermediate.dense.bias"):
-            shapes[name] = (f,)
-        elif name.endswith("output.dense.weight") and ".attention." not in name:
-            shapes[name] = (h, f)
-        elif name == f"{out}.weight":
-            shapes[name] = (len(config.labels), h)
-        elif name == f"{out}.bias":
-            shapes[name] = (len(config.labels),)
-        elif name.endswith(".weight") and "LayerNorm" not in name:
-            shapes[name] = (h, h)
-        else:
-            shapes[name] = (h,)
+
+    def linear(name: str, rows: int, columns: int) -> None:
+        shapes[f"{name}.weight"], shapes[f"{name}.bias"] = (rows, columns), (rows,)
+
+    def norm(name: str) -> None:
+        shapes[f"{name}.weight"], shapes[f"{name}.bias"] = (h,), (h,)
+
+    shapes[f"{names.word}.weight"] = (a.vocab_size, h)
+    shapes[f"{names.position}.weight"] = (a.max_positions, h)
+    if names.token_type is not None:
+        shapes[f"{names.token_type}.weight"] = (a.type_vocab_size, h)
+    norm(names.embedding_norm)
+    for i in range(a.num_layers):
+        for part in (names.query, names.key, names.value, names.attention_out):
+            linear(names.layer_part(i, part), h, h)
+        norm(names.layer_part(i, names.attention_norm))
+        linear(names.layer_part(i, names.ffn_in), f, h)
+        linear(names.layer_part(i, names.ffn_out), h, f)
+        norm(names.layer_part(i, names.ffn_norm))
+    if config.task is Task.CLASSIFY:
+        linear(names.head_dense, h, h)
+        linear(names.head_out, len(config.labels), h)
     return shapes
 
 
@@ -172,7 +146,7 @@ def build_graph(
 ) -> onnx.ModelProto:
     """The whole model: ``read(tensor_name)`` returns each checkpoint tensor cast to ``dtype``."""
     a = config.architecture
-    p = config.prefix
+    names = config.layout
     b = _Builder(dtype)
     h, heads, hd = a.hidden_size, a.num_heads, a.head_size
 
@@ -199,10 +173,8 @@ def build_graph(
     # embeddings
     # position embeddings of positions 0..S-1: the first S rows of the table
     seq_len = b.op("Shape", ["input_ids"], "seq_len", start=1, end=2)
-    word = b.op(
-        "Gather", [b.constant("word_embeddings", read(f"{p}embeddings.word_embeddings.weight")), "input_ids"], "word"
-    )
-    table = b.constant("position_embeddings", read(f"{p}embeddings.position_embeddings.weight"))
+    word = b.op("Gather", [b.constant("word_embeddings", read(f"{names.word}.weight")), "input_ids"], "word")
+    table = b.constant("position_embeddings", read(f"{names.position}.weight"))
     if config.position_offset:
         # RoBERTa numbers the tokens from pad_token_id + 1: rows offset..offset+S-1 (padding is masked anyway)
         start = b.constant("position_start", np.array([config.position_offset], dtype=np.int64))
@@ -210,13 +182,14 @@ def build_graph(
         pos = b.op("Slice", [table, start, end, "axes_0"], "pos")
     else:
         pos = b.op("Slice", [table, "starts_0", seq_len, "axes_0"], "pos")
-    types = b.op(
-        "Gather",
-        [b.constant("token_type_embeddings", read(f"{p}embeddings.token_type_embeddings.weight")), "token_type_ids"],
-        "types",
-    )
-    summed = b.op("Add", [b.op("Add", [word, pos], "word_pos"), types], "emb_sum")
-    x = _layer_norm(b, summed, read, prefix=f"{p}embeddings.LayerNorm", name="emb_ln", eps=a.layer_norm_eps)
+    types = None
+    if names.token_type is not None:  # DistilBERT has none (its graph still takes token_type_ids: one contract)
+        table_types = b.constant("token_type_embeddings", read(f"{names.token_type}.weight"))
+        types = b.op("Gather", [table_types, "token_type_ids"], "types")
+    summed = b.op("Add", [word, pos], "word_pos")
+    if types is not None:
+        summed = b.op("Add", [summed, types], "emb_sum")
+    x = _layer_norm(b, summed, read, prefix=names.embedding_norm, name="emb_ln", eps=a.layer_norm_eps)
 
     # attention bias [B, 1, 1, S]: 0 on tokens, MASK_BIAS on padding
     # (the node order ONNX Runtime's attention fusion recognises: Unsqueeze, Unsqueeze, Cast, Sub, Mul)
@@ -225,7 +198,7 @@ def build_graph(
     bias = b.op("Mul", [inverted, "mask_bias"], "attn_bias")
 
     for i in range(a.num_layers):
-        x = _layer(b, x, bias, read, prefix=f"{p}encoder.layer.{i}", name=f"l{i}", config=config)
+        x = _layer(b, x, bias, read, index=i, name=f"l{i}", config=config)
 
     outputs: list[onnx.ValueInfoProto]
     if config.task is Task.EMBED:
@@ -239,16 +212,18 @@ def build_graph(
         outputs = [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", h])]
     else:
         first = _first_token(b, x, "cls_token")
-        head_dense, head_out = _classify_head(config)
-        dense = _linear(b, first, read, head_dense, "pooler")
-        logits = _linear(b, b.op("Tanh", [dense], "pooler_tanh"), read, head_out, "classifier")
+        dense = _linear(b, first, read, names.head_dense, "pooler")
+        activation = names.head_activation
+        logits = _linear(
+            b, b.op(activation, [dense], f"pooler_{activation.lower()}"), read, names.head_out, "classifier"
+        )
         if dtype is WeightDType.FP16:
             logits = b.op("Cast", [logits], "logits_f32", to=TensorProto.FLOAT)
         b.nodes.append(helper.make_node("Identity", [logits], ["logits"], name="Identity_logits"))
         b.nodes.append(helper.make_node("Softmax", ["logits"], ["scores"], name="Softmax_scores", axis=-1))
         best = b.op("ArgMax", ["scores"], "best", axis=1, keepdims=0)
-        names = np.array([s.encode() for s in config.labels], dtype=object)
-        b.initializers.append(numpy_helper.from_array(names, "label_names"))
+        label_names = np.array([s.encode() for s in config.labels], dtype=object)
+        b.initializers.append(numpy_helper.from_array(label_names, "label_names"))
         picked = b.op("Gather", ["label_names", best], "label_flat", axis=0)
         b.nodes.append(helper.make_node("Unsqueeze", [picked, "axes_1"], ["label"], name="Unsqueeze_label"))
         width = len(config.labels)
@@ -289,12 +264,15 @@ def _layer_norm(b: _Builder, x: str, read: WeightReader, *, prefix: str, name: s
     return b.op("LayerNormalization", [x, scale, shift], name, axis=-1, epsilon=eps)
 
 
-def _layer(b: _Builder, x: str, bias: str, read: WeightReader, *, prefix: str, name: str, config: EncoderConfig) -> str:
+def _layer(b: _Builder, x: str, bias: str, read: WeightReader, *, index: int, name: str, config: EncoderConfig) -> str:
     a = config.architecture
-    att = f"{prefix}.attention.self"
+    names = config.layout
+
+    def tensor(part: str) -> str:
+        return names.layer_part(index, part)
 
     def projection(part: str) -> str:
-        return _linear(b, x, read, f"{att}.{part}", f"{name}_{part}")
+        return _linear(b, x, read, tensor(getattr(names, part)), f"{name}_{part}")
 
     def heads(t: str, what: str, perm: list[int]) -> str:
         return b.op(
@@ -309,16 +287,16 @@ def _layer(b: _Builder, x: str, bias: str, read: WeightReader, *, prefix: str, n
     probs = b.op("Softmax", [scores], f"{name}_probs", axis=-1)
     context = b.op("Transpose", [b.op("MatMul", [probs, v_h], f"{name}_ctx")], f"{name}_ctx_t", perm=[0, 2, 1, 3])
     merged = b.op("Reshape", [context, "hidden_shape"], f"{name}_ctx_merged")
-    attn_out = _linear(b, merged, read, f"{prefix}.attention.output.dense", f"{name}_attn_out")
+    attn_out = _linear(b, merged, read, tensor(names.attention_out), f"{name}_attn_out")
     x = _layer_norm(
         b,
         b.op("Add", [attn_out, x], f"{name}_attn_res"),
         read,
-        prefix=f"{prefix}.attention.output.LayerNorm",
+        prefix=tensor(names.attention_norm),
         name=f"{name}_attn_ln",
         eps=a.layer_norm_eps,
     )
-    inter = _linear(b, x, read, f"{prefix}.intermediate.dense", f"{name}_ffn_in")
+    inter = _linear(b, x, read, tensor(names.ffn_in), f"{name}_ffn_in")
     # exact GELU: 0.5 * x * (1 + erf(x / sqrt(2)))
     erf = b.op("Erf", [b.op("Div", [inter, "sqrt2"], f"{name}_gelu_scaled")], f"{name}_gelu_erf")
     gelu = b.op(
@@ -326,12 +304,12 @@ def _layer(b: _Builder, x: str, bias: str, read: WeightReader, *, prefix: str, n
         [b.op("Mul", [inter, b.op("Add", [erf, "one"], f"{name}_gelu_1p")], f"{name}_gelu_x"), "half"],
         f"{name}_gelu",
     )
-    out = _linear(b, gelu, read, f"{prefix}.output.dense", f"{name}_ffn_out")
+    out = _linear(b, gelu, read, tensor(names.ffn_out), f"{name}_ffn_out")
     return _layer_norm(
         b,
         b.op("Add", [out, x], f"{name}_ffn_res"),
         read,
-        prefix=f"{prefix}.output.LayerNorm",
+        prefix=tensor(names.ffn_norm),
         name=f"{name}_ffn_ln",
         eps=a.layer_norm_eps,
     )
