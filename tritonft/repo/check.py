@@ -99,7 +99,9 @@ def _model_problems(model: Model, root: Path, require_checkpoint: bool) -> list[
         problems.append(f"{model.label}: name {config.name!r} differs from its directory {model.directory.name!r}")
     is_ft = config.backend == FT_BACKEND or is_reference(config)  # the reference engine keeps FT's config
     is_onnx = is_onnx_model(config)  # encoders' ONNX step (or its Python-backend stand-in)
-    if not model.versions and (require_checkpoint or not is_ft):
+    # FT's weights and an encoder's model.onnx come from the conversion: a repository rendered without them (synth)
+    # may lack their version directory unless the checkpoint is required.
+    if not model.versions and (require_checkpoint or not (is_ft or is_onnx)):
         problems.append(f"{model.directory.name}: no version directory (e.g. {model.directory.name}/1/)")
     if config.backend == "python":
         for version in model.versions:
