@@ -113,3 +113,33 @@ def test_gemm_tuning_knobs_reach_the_service_args() -> None:
 def test_the_gemm_cache_is_keyed_by_the_image_the_stack_builds() -> None:
     tuning = args.gemm_tuning(load(kubernetes_stack(tritonVersion="23.05", ftCommit="a" * 40)))
     assert (tuning.triton_version, tuning.ft_commit) == ("23.05", "a" * 40)
+
+
+def test_an_encoder_is_converted_by_the_onnx_converters_version() -> None:
+    from tests.settings.test_validation import MINILM, T5_SMALL
+    from tritonft.convert.writer import CONVERTER_VERSION
+    from tritonft.encoder.convert import CONVERTER_VERSION as ONNX_CONVERTER_VERSION
+
+    settings = load(kubernetes_stack(models=[dict(T5_SMALL), dict(MINILM, device="cpu")]))
+    assert [args.converter_version(m) for m in settings.models] == [CONVERTER_VERSION, ONNX_CONVERTER_VERSION]
+
+
+def test_a_cpu_models_service_surges_packs_nothing_and_waits_for_no_gpu_node_autoscaler() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from tests.settings.test_validation import MINILM, T5_SMALL
+
+    settings = load(aws_stack(models=[dict(T5_SMALL), dict(MINILM, device="cpu")], gpuNodesMax=4))
+    assert args.node_growth(settings).autoscaler, "the GPU models' pods may wait for the GPU node autoscaler"
+    service = args.triton_service_args(
+        settings,
+        target=cast(Any, None),
+        store=cast(Any, None),
+        conversion=cast(Any, SimpleNamespace(model=settings.models[1])),
+        server_image="server@sha256:" + "b" * 64,
+        htpasswd=None,
+    )
+    assert service.node_growth.autoscaler is False
+    assert service.gpus_per_node is None
+    assert (service.rollout.max_surge, service.rollout.max_unavailable) == (1, 0)

@@ -40,3 +40,18 @@ def test_on_aws_the_stack_installs_what_its_autoscalers_read() -> None:
 def test_each_needed_api_says_what_reads_it_and_the_fix() -> None:
     ((_, why),) = needs_of(load(kubernetes_stack(gatewayReplicasMin=2, gatewayReplicasMax=4))).metrics_apis
     assert "gateway's HPA" in why and "metrics-server" in why and "gatewayReplicasMax" in why
+
+
+def test_a_cpu_model_is_a_cpu_need_with_its_replicas_requests_not_a_gpu_shape() -> None:
+    from components.common.sizing import server_sizing
+    from tests.settings.test_validation import MINILM, T5_SMALL
+
+    settings = load(
+        kubernetes_stack(models=[dict(T5_SMALL), dict(MINILM, device="cpu")], cpuNodeSelector={"pool": "cpu"})
+    )
+    needs = needs_of(settings)
+    assert needs.models == [("t5-small", 1)]
+    (cpu,) = needs.cpu_models
+    sized = server_sizing(settings.models[1])
+    assert (cpu.name, cpu.cpu, cpu.memory) == ("minilm", sized.cpu_request, sized.memory_request)
+    assert needs.cpu_selector == {"pool": "cpu"}
