@@ -188,7 +188,8 @@ def test_prod_hpa_scales_down_after_the_configured_window_and_up_at_once(tmp_pat
     synthesize("prod", out=tmp_path, project_dir=REPO)
     every = [yaml.safe_load(p.read_text()) for p in (tmp_path / "manifests").rglob("horizontalpodautoscaler-*.yaml")]
     hpas = [h for h in every if h["metadata"]["labels"]["app.kubernetes.io/component"] == "triton"]
-    assert len(hpas) == 2, "one autoscaler per served model"
+    served = {h["metadata"]["labels"]["triton-ft/model"] for h in hpas}
+    assert len(hpas) == len(served) == 3 and served == {"t5-3b", "gpt-j-6b", "minilm"}, "one per served model"
     for hpa in hpas:
         behavior = hpa["spec"]["behavior"]
         assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 900
