@@ -66,18 +66,25 @@ def converted_bytes(model: ModelSpec) -> int:
     return engine_for(model.family).converted_bytes(model)
 
 
+def stored_bytes(model: ModelSpec) -> int:
+    """Bytes the model occupies in the store: its converted files, twice for an encoder (the conversion's
+    ``model.onnx`` stays in the checkpoint directory, and its repository holds a copy: the ONNX Runtime backend loads
+    ``model.onnx`` from the model's version directory)."""
+    return converted_bytes(model) * (2 if model.family.is_encoder else 1)
+
+
 STORE_HEADROOM = 2.0
 """Store size = converted bytes x headroom: room for one re-conversion (new revision) next to the serving one."""
 
 
 def store_size_gi(models: tuple[ModelSpec, ...], headroom: float = STORE_HEADROOM) -> int:
-    """Size of the model-store claim in GiB: ``ceil(sum(converted_bytes) x headroom / GiB)``, at least 1.
+    """Size of the model-store claim in GiB: ``ceil(sum(stored_bytes) x headroom / GiB)``, at least 1.
 
     The repository files (``config.pbtxt``, tokenizer files) are a few MB and are covered by the rounding.
     """
     if headroom < 1.0:
         raise ValueError(f"store headroom must be >= 1.0 (got {headroom}): the store must hold the models")
-    total = sum(converted_bytes(m) for m in models)
+    total = sum(stored_bytes(m) for m in models)
     return gib_ceil(math.ceil(total * headroom))
 
 

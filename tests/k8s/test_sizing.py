@@ -196,3 +196,8 @@ def test_an_encoders_conversion_job_holds_four_copies_of_its_fp32_weights_and_no
 def test_the_activation_rule_refuses_a_generator():
     with pytest.raises(ValueError, match="not an encoder"):
         sizing.encoder_activation_bytes(T5_SMALL)
+
+
+def test_an_encoder_takes_its_onnx_weights_twice_in_the_store_checkpoint_and_repository_copy():
+    assert sizing.stored_bytes(MINILM_CPU) == 2 * sizing.converted_bytes(MINILM_CPU)
+    assert sizing.stored_bytes(T5_SMALL) == sizing.converted_bytes(T5_SMALL)
