@@ -180,10 +180,11 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
 
 
 def _target_from_spec(path: Path) -> ModelTarget:
-    from tritonft.probe.rendered import contract_for_spec
+    """The target of a spec file: its rendered contract (an encoder judged with the default similarity triples, or
+    on its labels only)."""
+    from tritonft.probe.rendered import target_for_spec
 
-    spec = option_file.read_spec("--spec", path)
-    return ModelTarget(spec.name, spec.family, contract_for_spec(spec), spec.max_output_len, streaming=spec.decoupled)
+    return target_for_spec(option_file.read_spec("--spec", path))
 
 
 def with_expected_answers(targets: list[ModelTarget], path: Path) -> list[ModelTarget]:
