@@ -6,7 +6,6 @@ Deployment, ConfigMap and NetworkPolicy inputs, and on what ``tritonft gateway``
 from __future__ import annotations
 
 import argparse
-import dataclasses
 from typing import Any
 
 import pytest
@@ -15,42 +14,16 @@ from components.common.triton import GRPC_PORT
 from components.gateway import Gateway, GatewayArgs, GatewayBackend
 from components.gateway.spec import SPEC_MOUNT, gateway_selector
 from tests.k8s.fixtures import NAMESPACE, T5_SMALL, TOOLS_IMAGE, make_target, secure_ingress, serve
+from tests.probe.encoders import MINILM, SENTIMENT
 from tritonft.errors import UserError
 from tritonft.gateway.command import add_arguments, load_config
 from tritonft.gateway.embeddings import EmbeddingModel
-from tritonft.spec import (
-    Architecture,
-    Batching,
-    Device,
-    EncoderSpec,
-    EncoderTask,
-    Family,
-    ModelSpec,
-    Pooling,
-    WeightDType,
-)
+from tritonft.spec import ModelSpec
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
 GATEWAY = "gw"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
-
-MINILM = ModelSpec(
-    name="minilm",
-    family=Family.BERT,
-    hf_repo="sentence-transformers/all-MiniLM-L6-v2",
-    revision="1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
-    architecture=Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=30522, max_positions=512),
-    weight_dtype=WeightDType.FP32,
-    batching=Batching(max_batch_size=16),
-    encoder=EncoderSpec(task=EncoderTask.EMBED, pooling=Pooling.MEAN, normalize=True, max_seq_length=256),
-    device=Device.CPU,
-)
-SST2 = dataclasses.replace(
-    MINILM,
-    name="sst2",
-    encoder=EncoderSpec(task=EncoderTask.CLASSIFY, labels=("NEGATIVE", "POSITIVE"), max_seq_length=128),
-)
 
 
 def _stack(*models: ModelSpec) -> None:
@@ -115,12 +88,12 @@ def test_the_gateway_started_with_the_containers_command_lists_the_embedding_mod
 
 
 def test_a_classifier_is_left_out_of_the_gateway_and_its_egress(mocks):
-    run_program(lambda: _stack(T5_SMALL, MINILM, SST2))
+    run_program(lambda: _stack(T5_SMALL, MINILM, SENTIMENT))
     command = _command(mocks)
-    assert "sst2" not in " ".join(command)
+    assert "sentiment" not in " ".join(command)
     egress = _named(mocks, NETPOL, GATEWAY).inputs["spec"]["egress"][1]["to"]
     selected = [peer["podSelector"]["matchLabels"] for peer in egress]
-    assert len(selected) == 2 and all("sst2" not in str(labels) for labels in selected)
+    assert len(selected) == 2 and all("sentiment" not in str(labels) for labels in selected)
 
 
 def test_the_gateway_reaches_the_embedding_models_triton_pods_on_grpc(mocks):
@@ -133,7 +106,7 @@ def test_the_gateway_reaches_the_embedding_models_triton_pods_on_grpc(mocks):
 
 def test_a_gateway_with_only_classifiers_to_serve_is_refused_naming_them_and_the_fix():
     def only_classifier() -> Any:
-        _stack(SST2)
+        _stack(SENTIMENT)
 
-    with pytest.raises(UserError, match=r"no model the gateway can serve: sst2 classify text.*gateway: false"):
+    with pytest.raises(UserError, match=r"no model the gateway can serve: sentiment classify text.*gateway: false"):
         run_program(only_classifier)
