@@ -16,6 +16,7 @@ import pytest
 
 from tests.encoder.conftest import encoder_checkpoint, encoder_converted, minilm_dir  # noqa: F401  (encoders)
 from tests.failure_logs import attach_on_failure, tail
+from tests.gateway.server import GatewayProcess, started
 from tests.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
 from tests.realtriton.repos import (
     MATRIX,
@@ -157,6 +158,11 @@ CLASSIFIER = "sentiment"
 """The seeded BERT classifier (tests.encoder.checkpoints), served by the encoder repository."""
 OPTIMIZED_EMBEDDER = "minilm-fused"
 """all-MiniLM-L6-v2 converted with ``--optimize`` (ONNX Runtime's fused Attention, SkipLayerNorm, BiasGelu)."""
+RANDOM_EMBEDDER = "random-bert"
+"""A seeded random-weight BERT embedder (``bert-mean-normalized``): unit vectors, but no sense of meaning (the
+probe's similarity order fails on it)."""
+EMBEDDINGS_GATEWAY_MAX_BATCH = 4
+"""The embeddings gateway's ``--embedding-model minilm:4``: a request of 10 texts takes three concurrent calls."""
 
 
 @pytest.fixture(scope="session")
@@ -166,7 +172,12 @@ def encoder_repository(
     encoder_checkpoint: Callable[[str], Path],  # noqa: F811
 ) -> Path:
     out = tmp_path_factory.mktemp("encoder-repo")
-    for served, name in ((EMBEDDER, "all-minilm-l6-v2"), (CLASSIFIER, "bert-classifier")):
+    served_as = (
+        (EMBEDDER, "all-minilm-l6-v2"),
+        (CLASSIFIER, "bert-classifier"),
+        (RANDOM_EMBEDDER, "bert-mean-normalized"),
+    )
+    for served, name in served_as:
         serving = EncoderServing(served, max_batch_size=16, engine=OnnxEngine.PYTHON)
         write_encoder_repository(serving, encoder_converted(name), encoder_checkpoint(name), out)
     optimized = encoder_converted("all-minilm-l6-v2", "fp32", "--optimize")
@@ -178,3 +189,14 @@ def encoder_repository(
 @pytest.fixture(scope="session")
 def encoder_triton(serve_triton: ServeTriton, encoder_repository: Path) -> LocalTriton:
     return serve_triton(encoder_repository)
+
+
+@pytest.fixture(scope="session")
+def embeddings_gateway(
+    encoder_triton: LocalTriton, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[GatewayProcess]:
+    """``tritonft gateway`` serving :data:`EMBEDDER` under ``/v1/embeddings`` in front of ``encoder_triton``."""
+    extra = ["--embedding-model", f"{EMBEDDER}:{EMBEDDINGS_GATEWAY_MAX_BATCH}"]
+    workdir = tmp_path_factory.mktemp("gw-emb")
+    with started(GatewayProcess(encoder_triton.grpc_url, [], workdir, extra), request) as gateway:
+        yield gateway
