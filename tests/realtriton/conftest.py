@@ -16,7 +16,6 @@ import pytest
 
 from tests.encoder.conftest import encoder_checkpoint, encoder_converted, minilm_dir  # noqa: F401  (encoders)
 from tests.failure_logs import attach_on_failure, tail
-from tests.gateway.server import GatewayProcess, started
 from tests.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
 from tests.realtriton.repos import (
     MATRIX,
@@ -161,8 +160,6 @@ OPTIMIZED_EMBEDDER = "minilm-fused"
 RANDOM_EMBEDDER = "random-bert"
 """A seeded random-weight BERT embedder (``bert-mean-normalized``): unit vectors, but no sense of meaning (the
 probe's similarity order fails on it)."""
-EMBEDDINGS_GATEWAY_MAX_BATCH = 4
-"""The embeddings gateway's ``--embedding-model minilm:4``: a request of 10 texts takes three concurrent calls."""
 
 
 @pytest.fixture(scope="session")
@@ -189,14 +186,3 @@ def encoder_repository(
 @pytest.fixture(scope="session")
 def encoder_triton(serve_triton: ServeTriton, encoder_repository: Path) -> LocalTriton:
     return serve_triton(encoder_repository)
-
-
-@pytest.fixture(scope="session")
-def embeddings_gateway(
-    encoder_triton: LocalTriton, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
-) -> Iterator[GatewayProcess]:
-    """``tritonft gateway`` serving :data:`EMBEDDER` under ``/v1/embeddings`` in front of ``encoder_triton``."""
-    extra = ["--embedding-model", f"{EMBEDDER}:{EMBEDDINGS_GATEWAY_MAX_BATCH}"]
-    workdir = tmp_path_factory.mktemp("gw-emb")
-    with started(GatewayProcess(encoder_triton.grpc_url, [], workdir, extra), request) as gateway:
-        yield gateway

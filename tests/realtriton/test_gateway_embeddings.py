@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,9 +18,21 @@ import pytest
 from tests.encoder.checkpoints import golden
 from tests.encoder.test_golden import FP32_ATOL
 from tests.gateway.server import GatewayProcess
+from tests.gateway.server import started as _started
 from tests.realtriton.conftest import EMBEDDER
+from tritonft.local_triton import LocalTriton
 
 pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def gateway(
+    encoder_triton: LocalTriton, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[GatewayProcess]:
+    # max batch 4: a request of 10 texts takes three concurrent Triton calls, answered in input order
+    extra = ["--embedding-model", f"{EMBEDDER}:4"]
+    with _started(GatewayProcess(encoder_triton.grpc_url, [], tmp_path_factory.mktemp("gw-emb"), extra), request) as gw:
+        yield gw
 
 
 def error_body(exc: openai.APIStatusError) -> dict[str, Any]:
@@ -29,10 +42,8 @@ def error_body(exc: openai.APIStatusError) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def client(embeddings_gateway: GatewayProcess) -> openai.OpenAI:
-    """On the session's ``embeddings_gateway`` (max batch 4: a request of 10 texts takes three concurrent Triton
-    calls, answered in input order)."""
-    return openai.OpenAI(base_url=f"{embeddings_gateway.url}/v1", api_key="unused", max_retries=0, timeout=30)
+def client(gateway: GatewayProcess) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, timeout=30)
 
 
 def test_embeddings_of_a_list_equal_sentence_transformers_in_input_order(client):
@@ -53,11 +64,11 @@ def test_a_single_string_gets_one_embedding(client):
     np.testing.assert_allclose(answer.data[0].embedding, data["query_embedding"], rtol=0, atol=FP32_ATOL)
 
 
-def test_base64_is_the_little_endian_float32_bytes(embeddings_gateway):
+def test_base64_is_the_little_endian_float32_bytes(gateway):
     data = golden("all-minilm-l6-v2")
     body = {"model": EMBEDDER, "input": data["texts"][:2], "encoding_format": "base64"}
     post = urllib.request.Request(
-        f"{embeddings_gateway.url}/v1/embeddings", json.dumps(body).encode(), {"Content-Type": "application/json"}
+        f"{gateway.url}/v1/embeddings", json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
     with urllib.request.urlopen(post, timeout=30) as reply:
         answer = json.loads(reply.read())

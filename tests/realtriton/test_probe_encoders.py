@@ -1,5 +1,6 @@
 """The integration probe on encoders served by a real Triton: the real all-MiniLM-L6-v2 passes (directly over HTTP
-and gRPC, and through ``/v1/embeddings`` of the gateway in front of it); a random-weight BERT and wrong expected
+and gRPC, and through ``/v1/embeddings`` of the gateway in front of it, run with the flags the Gateway component
+renders); a random-weight BERT and wrong expected
 similarity triples fail naming the similarity order; the seeded classifier passes with its expected labels and
 fails with a wrong one."""
 
@@ -7,12 +8,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
+import urllib.request
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
+from components.gateway.component import GatewayBackend, served_backends
+from components.gateway.spec import SPEC_MOUNT, Backend, gateway_command, specs_data
 from tests.encoder.checkpoints import BERT_TEST_DIMS, MAX_SEQ_LENGTH
 from tests.gateway.server import GatewayProcess
+from tests.gateway.server import started as running
 from tests.probe.encoders import EATING, MINILM, SENTIMENT
 from tests.realtriton.conftest import CLASSIFIER, EMBEDDER, RANDOM_EMBEDDER
 from tritonft.cli import main
@@ -70,13 +77,38 @@ def test_the_real_minilm_passes_the_probe_with_the_default_triples(encoder_trito
     assert model.sample_answer.startswith("cos('A man is eating pasta.', 'A man is eating food.') = 0.")
 
 
-def test_the_probe_asks_the_gateway_on_v1_embeddings_and_passes(
-    encoder_triton: LocalTriton, embeddings_gateway: GatewayProcess
+def component_gateway(triton: LocalTriton, workdir: Path, *specs: ModelSpec) -> GatewayProcess:
+    """``tritonft gateway`` run with the flags the Gateway component renders for ``specs`` (each routed to
+    ``triton``; the generators' specs written where the ConfigMap is mounted), on a free local port."""
+    served = served_backends([GatewayBackend(spec, cast(Any, None)) for spec in specs])
+    command = gateway_command([Backend(b.model, triton.grpc_url, {}) for b in served], deadline_seconds=60)
+    for name, text in specs_data(specs).items():
+        (workdir / name).write_text(text)
+    gateway = GatewayProcess(triton.grpc_url, [], workdir)
+    port = command.index("--port")
+    command[port + 1] = str(gateway.port)
+    gateway.command = [sys.executable, *command[1:], "--host", "127.0.0.1"]
+    gateway.command = [arg.replace(SPEC_MOUNT, str(workdir)) for arg in gateway.command]
+    return gateway
+
+
+def test_the_gateway_the_component_renders_lists_the_embedding_model_and_not_the_classifier(
+    encoder_triton: LocalTriton, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    report = probe(
-        f"http://{encoder_triton.http_url}", target_for_spec(MINILM), gateway_url=f"{embeddings_gateway.url}/v1"
-    )
-    access = embeddings_gateway.access_entries(until=lambda e: (e["path"], e["status"]) == ("/v1/embeddings", 200))
+    gateway = component_gateway(encoder_triton, tmp_path, MINILM, SENTIMENT)
+    with running(gateway, request), urllib.request.urlopen(f"{gateway.url}/v1/models", timeout=30) as answer:
+        listed = json.loads(answer.read())
+
+    assert [m["id"] for m in listed["data"]] == [EMBEDDER]
+
+
+def test_the_probe_asks_the_gateway_on_v1_embeddings_and_passes(
+    encoder_triton: LocalTriton, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    with running(component_gateway(encoder_triton, tmp_path, MINILM), request) as gateway:
+        url = f"http://{encoder_triton.http_url}"
+        report = probe(url, target_for_spec(MINILM), gateway_url=f"{gateway.url}/v1")
+        access = gateway.access_entries(until=lambda e: (e["path"], e["status"]) == ("/v1/embeddings", 200))
 
     assert report.ok, report.failure_message()
     (check,) = [c for c in report.checks if c.check == "gateway"]
