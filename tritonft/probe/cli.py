@@ -88,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="SPEC.json",
         help="a model spec (ModelSpec JSON, as the conversion Job gets it): checks that model with its family and the "
-        "exact tensor contract of the ensemble tritonft renders for it; repeatable, combines with --model",
+        "exact tensor contract of the ensemble tritonft renders for it (an encoder: its embeddings' width, norm and "
+        "similarity order, or its labels); repeatable, combines with --model",
     )
     parser.add_argument(
         "--family",
