@@ -266,3 +266,14 @@ def test_a_classifier_is_not_asked_through_the_gateway():
         "inference",
         "latency",
     ]
+
+
+def test_an_encoder_probed_by_name_as_a_text_model_fails_its_contract_saying_to_probe_it_from_its_spec():
+    report = probe(FakeEncoderTriton([MINILM]), [ModelTarget("minilm")])
+    assert report.model("minilm").status is ModelStatus.CONTRACT_MISMATCH
+    message = report.failure_message()
+    assert "output 'text_output' (BYTES) is missing" in message
+    assert message.endswith(
+        "('minilm' answers an encoder's tensors: probe it from its spec, `tritonft probe --spec SPEC.json`, which "
+        "says its task)"
+    )

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from tritonft.probe.client import TritonClient, V2Client
 from tritonft.probe.contract import DEFAULT_TEXT_CONTRACT, TextContract, compare_metadata, compare_model_config
-from tritonft.probe.encoder import EncoderTarget
+from tritonft.probe.encoder import EMBEDDING_OUTPUT, LABEL_OUTPUT, EncoderTarget
 from tritonft.probe.endpoint import Endpoint, Protocol, parse_endpoint
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, Sample, Verdict, judge, judge_exact, samples_for
 from tritonft.probe.gateway import gateway_completions, gateway_embeddings
@@ -295,9 +295,11 @@ class _Run:
 
     def check_contract(self, target: ModelTarget) -> bool:
         def check(timeout: float) -> str:
-            problems = compare_metadata(target.contract, self.client.model_metadata(target.name, timeout))
+            metadata = self.client.model_metadata(target.name, timeout)
+            problems = compare_metadata(target.contract, metadata)
             if problems:
-                raise PermanentError("served tensors differ from the rendered contract: " + "; ".join(problems))
+                hint = encoder_hint(target, metadata)
+                raise PermanentError("served tensors differ from the rendered contract: " + "; ".join(problems) + hint)
             return "inputs/outputs match the rendered contract"
 
         return self.attempt("metadata", check, target.name)
@@ -555,6 +557,17 @@ class _Run:
         if self.config.gateway_url and not self.check_gateway(target, self.config.gateway_url):
             return ModelReport(**{**timed, "status": ModelStatus.GATEWAY_FAILED})
         return ModelReport(**timed)
+
+
+def encoder_hint(target: ModelTarget, metadata: Mapping[str, Any]) -> str:
+    """For a model probed as a generator whose ensemble answers an encoder's tensors: how to probe it as one."""
+    outputs = {str(t.get("name")) for t in metadata.get("outputs") or []}
+    if target.encoder is not None or not outputs & {EMBEDDING_OUTPUT, LABEL_OUTPUT}:
+        return ""
+    return (
+        f" ({target.name!r} answers an encoder's tensors: probe it from its spec, `tritonft probe --spec SPEC.json`,"
+        " which says its task)"
+    )
 
 
 def decoupled(config: Mapping[str, Any]) -> bool:
