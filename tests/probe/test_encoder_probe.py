@@ -277,3 +277,19 @@ def test_an_encoder_probed_by_name_as_a_text_model_fails_its_contract_saying_to_
         "('minilm' answers an encoder's tensors: probe it from its spec, `tritonft probe --spec SPEC.json`, which "
         "says its task)"
     )
+
+
+def test_a_latency_request_that_fails_fails_the_model_naming_the_request():
+    calls: list[int] = []
+
+    def fails_after_the_judged_request(_model: str, answer: dict[str, Any]) -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) > 1:
+            raise PermanentError("model 'minilm' inference: server answered INTERNAL: out of memory")
+        return answer
+
+    report = probe(FakeEncoderTriton([MINILM], tamper=fails_after_the_judged_request), [minilm()])
+    assert report.model("minilm").status is ModelStatus.INFERENCE_FAILED
+    assert report.failure_message() == (
+        "latency[minilm]: request 1 of 3 failed: model 'minilm' inference: server answered INTERNAL: out of memory"
+    )

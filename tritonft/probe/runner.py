@@ -369,8 +369,9 @@ class _Run:
         return self.model_report(target, status, samples[0].prompt, answers[0], bleu=verdict.score)
 
     def measure_latency(self, target: ModelTarget, prompt: str) -> tuple[LatencySummary, LatencySummary | None] | None:
-        """p50/p95 of ``latency_requests`` sequential requests: to the whole answer, and for a streaming model also
-        to its first response (time to first token); None when a request failed or the deadline passed."""
+        """p50/p95 of ``latency_requests`` sequential requests of ``prompt`` (an encoder: one text): to the whole
+        answer, and for a streaming model also to its first response (time to first token); None when a request
+        failed or the deadline passed."""
         started = self.deadline.elapsed()
         wanted = self.config.latency_requests
         streaming = target.name in self.streaming
@@ -384,7 +385,10 @@ class _Run:
                 return None
             t0 = time.perf_counter()
             try:
-                if streaming:
+                if target.encoder is not None:
+                    outputs = target.encoder.outputs
+                    self.client.infer_tensors(target.name, target.contract.text_input, [prompt], outputs, timeout)
+                elif streaming:
                     answer = self.client.stream_text(target.name, target.contract, prompt, timeout)
                     firsts.append(answer.first_s)
                 else:
@@ -468,33 +472,6 @@ class _Run:
         sample = encoder.sample(texts, done.value) if verdict.ok else verdict.detail
         return self.model_report(target, status, texts[0], sample)
 
-    def measure_encoder_latency(self, target: ModelTarget, text: str) -> LatencySummary | None:
-        """p50/p95 of ``latency_requests`` sequential one-text requests; None when one failed or time ran out."""
-        assert target.encoder is not None
-        started = self.deadline.elapsed()
-        wanted = self.config.latency_requests
-        latencies: list[float] = []
-        for _ in range(wanted):
-            timeout = self.deadline.call_timeout(self.config.call_timeout_s)
-            if timeout < MIN_CALL_TIMEOUT_S:
-                detail = f"the deadline passed after {len(latencies)} of {wanted} requests"
-                self.record("latency", False, detail, started, target.name, attempts=len(latencies))
-                return None
-            t0 = time.perf_counter()
-            try:
-                self.client.infer_tensors(
-                    target.name, target.contract.text_input, [text], target.encoder.outputs, timeout
-                )
-            except (TransientError, PermanentError) as exc:
-                detail = f"request {len(latencies) + 1} of {wanted} failed: {exc}"
-                self.record("latency", False, detail, started, target.name, attempts=len(latencies) + 1)
-                return None
-            latencies.append(time.perf_counter() - t0)
-        summary = LatencySummary.of_seconds(latencies)
-        detail = f"p50 {summary.p50_ms:.1f} ms, p95 {summary.p95_ms:.1f} ms over {summary.count} one-text requests"
-        self.record("latency", True, detail, started, target.name, attempts=wanted)
-        return summary
-
     def check_gateway_embeddings(self, target: ModelTarget, gateway_url: str) -> bool:
         """The embedding model's texts through the gateway's ``/v1/embeddings``, judged like the direct answers."""
         assert target.encoder is not None
@@ -524,10 +501,10 @@ class _Run:
         report = self.check_encoder_answers(target)
         if report.status is not ModelStatus.OK or report.sample_prompt is None:
             return report
-        latency = self.measure_encoder_latency(target, report.sample_prompt)
-        if latency is None:
+        measured = self.measure_latency(target, report.sample_prompt)
+        if measured is None:
             return ModelReport(**{**report.__dict__, "status": ModelStatus.INFERENCE_FAILED})
-        timed = {**report.__dict__, "latency": latency}
+        timed = {**report.__dict__, "latency": measured[0]}
         embeds = target.encoder.task is EncoderTask.EMBED
         if embeds and self.config.gateway_url and not self.check_gateway_embeddings(target, self.config.gateway_url):
             return ModelReport(**{**timed, "status": ModelStatus.GATEWAY_FAILED})
