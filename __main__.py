@@ -104,6 +104,7 @@ if settings.probe.enabled:
         )
 
 served = {model.name: service for model, service in services}
+encoders = {model.name for model, _ in services if model.encoder is not None}
 pulumi.export("environment", settings.environment)
 pulumi.export("namespace", target.namespace)
 pulumi.export("serverImage", images.server_image)
@@ -116,10 +117,12 @@ pulumi.export(
         model: {
             "ok": p.ok,
             "status": p.model_status,
+            # An encoder's: its first similarity triple's cosines, or its first text's label and score.
             "sampleAnswer": p.sample_answers,
             "latencyMs": p.latency_ms,
             # What each Triton pod's GEMM tuning did when `up` rolled it out: tuned, cached, or fallback (FT defaults).
-            "gemmTuning": served[model].gemm_tuning,
+            # FasterTransformer's only: an encoder (ONNX Runtime) has none.
+            **({} if model in encoders else {"gemmTuning": served[model].gemm_tuning}),
         }
         for model, p in probes.items()
     },

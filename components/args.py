@@ -349,7 +349,9 @@ def integration_probe_args(
     image_digest: pulumi.Input[str],
     gateway_url: pulumi.Input[str | None] | None = None,
 ) -> IntegrationProbeArgs:
-    """The model's probe; with ``gateway_url`` (the gateway's public ``.../v1``) it also asks the gateway."""
+    """The model's probe; with ``gateway_url`` (the gateway's public ``.../v1``) it also asks the gateway (a
+    classifier is not served there: it is asked on its own endpoint only). An encoder is judged on the stack's
+    expected answers (``settings.probe.encoders[model.name]``)."""
     probe = settings.probe
     serving = settings.serving
     # gRPC reaches the ingress only over TLS (HTTP/2 via ALPN); without TLS the probe speaks HTTP.
@@ -368,6 +370,7 @@ def integration_probe_args(
         bleu_threshold=float(probe.bleu_threshold),
         header_env=integration_probe_header_env(settings),
         gateway_url=gateway_url,
+        encoder_probes=probe.encoders,
     )
 
 

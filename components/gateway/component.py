@@ -1,6 +1,10 @@
 """Gateway: the OpenAI-compatible HTTP API (``tritonft gateway``) in front of every model of the stack.
 
-Children: a ConfigMap of the served models' specs, the Deployment (the tools image running ``python -m tritonft
+Which models it serves: every generator (``/v1/completions``, chat for the GPT families) and every embedding model
+(``/v1/embeddings``), each through its own Triton service; a classifier is left out (OpenAI's API has no
+classification route; it answers on its KServe V2 endpoint, ``/v2/models/<name>/infer``).
+
+Children: a ConfigMap of the served generators' specs, the Deployment (the tools image running ``python -m tritonft
 gateway``, on CPU nodes), its Service, PodDisruptionBudget and NetworkPolicy, an HPA when ``max_replicas`` is above
 ``min_replicas``, an Ingress serving ``/v1`` on the stack's base host with the same TLS and authentication as the
 models' ``/v2`` endpoints, and a ServiceMonitor when monitoring is on.
@@ -46,6 +50,7 @@ from components.gateway.spec import (
     cpu_hpa_spec,
     gateway_network_policy_spec,
     gateway_pod_spec,
+    gateway_route,
     gateway_selector,
     gateway_service_monitor_spec,
     gateway_service_spec,
@@ -67,6 +72,11 @@ class GatewayBackend:
     service: ServedModel
 
 
+def served_backends(backends: Sequence[GatewayBackend]) -> list[GatewayBackend]:
+    """The backends the gateway serves: the generators and embedding models, not the classifiers."""
+    return [b for b in backends if gateway_route(b.model) is not None]
+
+
 @dataclass(frozen=True)
 class GatewayArgs:
     """How the stack's OpenAI-compatible API is run and exposed."""
@@ -75,6 +85,7 @@ class GatewayArgs:
     image: pulumi.Input[str]
     """The tools image (``tritonft`` installed), pinned by digest."""
     backends: Sequence[GatewayBackend]
+    """Every model of the stack; the classifiers among them are not served under ``/v1`` (:func:`served_backends`)."""
     ingress: IngressArgs | None = None
     """Exposure of ``/v1`` (the stack's base host, same TLS/auth as the models); None = in-cluster only."""
     min_replicas: int = 2
@@ -102,6 +113,12 @@ def validate_gateway(args: GatewayArgs) -> list[str]:
     names = [b.model.name for b in args.backends]
     if not names:
         problems.append("backends is empty: the gateway needs at least one served model")
+    elif not served_backends(args.backends):
+        problems.append(
+            f"backends: no model the gateway can serve: {', '.join(names)} classify text, and OpenAI's API has no "
+            "classification route (call them on their KServe V2 endpoint, /v2/models/<name>/infer); turn the "
+            "gateway off (gateway: false) or serve a generator or an embedding model too"
+        )
     if len(set(names)) != len(names):
         problems.append(f"backends: each model once, got {names}")
     if args.min_replicas < 1:
@@ -146,7 +163,8 @@ class Gateway(pulumi.ComponentResource):
         base = dns_label(name)
         sel = gateway_selector(name)
         meta_labels = labels("gateway", name)
-        models = [b.model for b in args.backends]
+        served = served_backends(args.backends)
+        models = [b.model for b in served]
         child = pulumi.ResourceOptions(parent=self, provider=target.provider)
 
         config_map = k8s.core.v1.ConfigMap(
@@ -161,10 +179,10 @@ class Gateway(pulumi.ComponentResource):
             coalesce=args.coalesce,
             node_selector=dict(target.cpu_node_selector),
         )
-        backends = pulumi.Output.all(*(b.service.grpc_address for b in args.backends)).apply(
+        backends = pulumi.Output.all(*(b.service.grpc_address for b in served)).apply(
             lambda addresses: [
                 Backend(b.model, address, b.service.pod_selector, b.service.scales_to_zero)
-                for b, address in zip(args.backends, addresses, strict=True)
+                for b, address in zip(served, addresses, strict=True)
             ]
         )
         autoscaled = args.max_replicas > args.min_replicas
@@ -190,7 +208,7 @@ class Gateway(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=target.provider,
-                depends_on=[config_map, *(b.service.rollout_watch for b in args.backends)],
+                depends_on=[config_map, *(b.service.rollout_watch for b in served)],
             ),
         )
         service = k8s.core.v1.Service(

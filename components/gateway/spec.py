@@ -1,7 +1,10 @@
 """The OpenAI-compatible gateway's Deployment, Service, NetworkPolicy, autoscaler and ServiceMonitor (pure, no Pulumi).
 
 The pod runs ``python -m tritonft gateway``, the command a shell runs, with one ``--triton-url MODEL=HOST:PORT`` per
-model (a stack runs one Triton Deployment per model) and the models' specs mounted from a ConfigMap. It runs on
+model (a stack runs one Triton Deployment per model, generator or encoder alike): a generator is served under
+``/v1/completions`` (and chat) from its spec, mounted from a ConfigMap (``--spec``); an embedding model under
+``/v1/embeddings`` (``--embedding-model NAME:MAX_BATCH``, never as a completion model); a classifier is not served
+under ``/v1`` at all (OpenAI's API has no classification route: it is called on its KServe V2 endpoint). It runs on
 CPU nodes, next to nothing it does not need: its NetworkPolicy admits the ingress controller (the API) and
 Prometheus (``/metrics``) on its one port and lets it reach only DNS and the Triton pods' gRPC port.
 """
@@ -11,13 +14,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from components.common.layout import selector
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.triton import GRPC_PORT
 from components.common.workload import SCRAPE_INTERVAL, hpa_behavior, http_probe, namespace_peer
-from tritonft.spec import ModelSpec
+from tritonft.spec import EncoderTask, ModelSpec
 
 GATEWAY_PORT = 8080
 SPEC_MOUNT = "/etc/tritonft/models"
@@ -30,6 +34,22 @@ CPU_TARGET_PERCENT = 70
 """HPA target: average CPU use per pod, in percent of its request."""
 SCALE_DOWN_WINDOW_SECONDS = 300
 """A gateway pod starts in seconds, so scale-down waits the Kubernetes default, not the Triton pods' cold start."""
+
+
+class Route(StrEnum):
+    """Where the gateway serves a model."""
+
+    COMPLETIONS = "completions"
+    """``/v1/completions`` (and ``/v1/chat/completions`` for the GPT families): a generator, from its spec."""
+    EMBEDDINGS = "embeddings"
+    """``/v1/embeddings``: an encoder with ``task: embed``."""
+
+
+def gateway_route(model: ModelSpec) -> Route | None:
+    """The gateway's route for ``model``; None for a classifier (no OpenAI route: its KServe V2 endpoint serves it)."""
+    if model.encoder is None:
+        return Route.COMPLETIONS
+    return Route.EMBEDDINGS if model.encoder.task is EncoderTask.EMBED else None
 
 
 def gateway_selector(name: str) -> dict[str, str]:
@@ -73,8 +93,9 @@ def spec_file(model: ModelSpec) -> str:
 
 
 def specs_data(models: Sequence[ModelSpec]) -> dict[str, str]:
-    """The ConfigMap's data: each model's spec as ``tritonft gateway --spec`` reads it."""
-    return {spec_file(m): m.to_json() for m in models}
+    """The ConfigMap's data: each generator's spec as ``tritonft gateway --spec`` reads it (an embedding model is
+    named on the command line instead: its spec says nothing the gateway needs but its batch size)."""
+    return {spec_file(m): m.to_json() for m in models if gateway_route(m) is Route.COMPLETIONS}
 
 
 def specs_digest(models: Sequence[ModelSpec]) -> str:
@@ -83,12 +104,20 @@ def specs_digest(models: Sequence[ModelSpec]) -> str:
 
 
 def gateway_command(backends: Sequence[Backend], deadline_seconds: int, coalesce: bool = True) -> list[str]:
-    """``python -m tritonft gateway`` with one route and one spec per model."""
+    """``python -m tritonft gateway`` with one Triton route per model, and a spec per generator or an
+    ``--embedding-model NAME:MAX_BATCH`` per embedding model (``MAX_BATCH``: its ensemble's ``max_batch_size``).
+    ``backends`` are the served ones (:func:`gateway_route` not None)."""
     command = ["python", "-m", "tritonft", "gateway", "--port", str(GATEWAY_PORT)]
     command += ["--deadline", str(deadline_seconds), "--coalesce" if coalesce else "--no-coalesce"]
     for backend in backends:
+        route = gateway_route(backend.model)
+        if route is None:
+            raise ValueError(f"model {backend.model.name!r} is a classifier: the gateway does not serve it")
         command += ["--triton-url", f"{backend.model.name}={backend.grpc_address}"]
-        command += ["--spec", f"{SPEC_MOUNT}/{spec_file(backend.model)}"]
+        if route is Route.EMBEDDINGS:
+            command += ["--embedding-model", f"{backend.model.name}:{backend.model.batching.max_batch_size}"]
+        else:
+            command += ["--spec", f"{SPEC_MOUNT}/{spec_file(backend.model)}"]
         if backend.scales_to_zero:
             command += ["--scales-to-zero", backend.model.name]
     return command

@@ -1,10 +1,11 @@
 """``IntegrationProbe``: a dynamic resource that probes the deployed endpoint during ``pulumi up``.
 
 It runs :func:`tritonft.probe.run_probe` (server live/ready, each model ready, the served contract, a real inference
-judged per family, latency p50/p95, and the same judged prompts through the OpenAI gateway when the stack runs
-one) when created and whenever its inputs change, and exports the results as outputs. A failed probe raises,
-which fails the ``up`` with the probe's reasons (a failed create leaves no resource; a failed update keeps the
-previous state).
+judged per family — an encoder on its embeddings' width, norm and similarity order, or on its expected labels —,
+latency p50/p95, and the same judged prompts through the OpenAI gateway when the stack runs one: ``/v1/completions``,
+or ``/v1/embeddings`` for an embedding model) when created and whenever its inputs change, and exports the results as
+outputs. A failed probe raises, which fails the ``up`` with the probe's reasons (a failed create leaves no resource;
+a failed update keeps the previous state).
 
 It re-runs when ``trigger`` changes: a digest of the image digest, every model revision and the serving config
 (see :func:`probe_trigger`), so a new image, a new model revision or a changed ``config.pbtxt`` is verified, and an
@@ -17,12 +18,13 @@ never rename or move it while stacks reference it (pulumi-practice.md §2.1).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
@@ -33,6 +35,9 @@ from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD
 from tritonft.probe.report import ModelReport, ProbeReport
 from tritonft.probe.runner import DEFAULT_CALL_TIMEOUT_S, DEFAULT_LATENCY_REQUESTS, ModelTarget, ProbeConfig
 from tritonft.spec import ModelSpec
+
+if TYPE_CHECKING:
+    from components.settings.model import EncoderProbe
 
 DEFAULT_PROBE_DEADLINE_S = 900.0
 """Long enough for a rollout: new pods pull the image and load the weights before they answer."""
@@ -178,7 +183,8 @@ class IntegrationProbeArgs:
 
     * ``endpoint``: the service URL (``http://host:port``, ``grpc://host:port``; see
       :func:`tritonft.probe.parse_endpoint`); usually an output of ``TritonService``.
-    * ``models``: what to check (name, family, tensor contract); see :meth:`from_specs`.
+    * ``models``: what to check (name, family, tensor contract; an encoder's facts and expected answers); see
+      :meth:`from_specs`.
     * ``image_digest``, ``model_revisions``, ``serving_config``: what a release changes; folded into the
       ``trigger`` input so the probe re-runs exactly when one of them changes. ``serving_config`` is any string
       that changes with the rendered serving configuration (e.g. a hash of the model repository).
@@ -188,7 +194,8 @@ class IntegrationProbeArgs:
     * ``headers``: e.g. ``{"Authorization": token}`` for an authenticating ingress; passed as a secret input and
       never exported.
     * ``gateway_url``: the OpenAI gateway's base URL (``https://<host>/v1``): each model is also asked the judged
-      prompts through its ``/v1/completions`` (same headers); None = no gateway.
+      prompts through its ``/v1/completions`` (an embedding model its texts through ``/v1/embeddings``; same
+      headers); None = no gateway.
     """
 
     endpoint: pulumi.Input[str]
@@ -213,20 +220,26 @@ class IntegrationProbeArgs:
         endpoint: pulumi.Input[str],
         specs: Sequence[ModelSpec],
         contract: TextContract | None = None,
+        encoder_probes: Mapping[str, EncoderProbe] | None = None,
         **kwargs: Any,
     ) -> IntegrationProbeArgs:
         """Args for the served models: names, families and pinned revisions come from the specs.
 
         Each model's contract is the full set of tensors its rendered ensemble declares, unless ``contract`` is given.
+        An encoder's target carries its task, width, normalisation and labels from its spec, and the stack's expected
+        answers from ``encoder_probes[name]`` (similarity triples or (text, label) pairs; none = the defaults).
         """
-        from tritonft.probe.rendered import contract_for_spec
+        from tritonft.probe.rendered import target_for_spec
 
+        probes = encoder_probes or {}
+        targets = []
+        for s in specs:
+            asked = probes.get(s.name)
+            target = target_for_spec(s, asked.triples, asked.labels) if asked else target_for_spec(s)
+            targets.append(dataclasses.replace(target, contract=contract) if contract else target)
         return cls(
             endpoint=endpoint,
-            models=[
-                ModelTarget(s.name, s.family, contract or contract_for_spec(s), s.max_output_len, streaming=s.decoupled)
-                for s in specs
-            ],
+            models=targets,
             model_revisions={s.name: s.revision for s in specs},
             **kwargs,
         )
@@ -236,8 +249,9 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
     """Fails ``pulumi up`` unless every model answers correctly; exports what it saw.
 
     Outputs: ``endpoint``, ``ok``, ``model_status`` (name -> ``ok``/``not_ready``/...), ``sample_answers``
-    (name -> first answer), ``latency_ms`` (name -> ``{"p50", "p95"}``, plus ``first_p50``/``first_p95`` for a
-    streaming model: to its first response), ``report`` (the full probe report).
+    (name -> first answer; an embedding model's cosines of its first triple, a classifier's first label),
+    ``latency_ms`` (name -> ``{"p50", "p95"}``, plus ``first_p50``/``first_p95`` for a streaming model: to its first
+    response), ``report`` (the full probe report).
     """
 
     endpoint: pulumi.Output[str]

@@ -287,3 +287,83 @@ def test_a_missing_header_variable_fails_the_up_naming_it(
     with pytest.raises(ProbeFailedError, match="TRITONFT_PROBE_AUTHORIZATION in the environment of `pulumi up`"):
         IntegrationProbeProvider().create(props(header_env={"Authorization": "TRITONFT_PROBE_AUTHORIZATION"}))
     assert probed == [], "nothing is sent without the credential"
+
+
+# --- encoders ------------------------------------------------------------------------------------------------------
+def test_an_encoder_is_registered_with_its_facts_and_the_stacks_expected_answers(mocks: RecordingMocks) -> None:
+    from components.settings.model import EncoderProbe
+    from tests.probe.encoders import MINILM, SENTIMENT, TRIPLES
+
+    labels = (("A man is eating food.", "positive"),)
+    probes = {"minilm": EncoderProbe(triples=TRIPLES), "sentiment": EncoderProbe(labels=labels)}
+
+    def build() -> None:
+        args = IntegrationProbeArgs.from_specs(
+            "http://triton.example.internal:8000", [MINILM, SENTIMENT], encoder_probes=probes
+        )
+        IntegrationProbe("smoke", args)
+
+    run_program(build)
+
+    (probe,) = mocks.of_type(TYPE_TOKEN)
+    embed, classify = probe.inputs["models"]
+    assert embed["encoder"] == {
+        "task": "embed",
+        "width": 384,
+        "normalize": True,
+        "max_batch_size": 16,
+        "triples": [{"anchor": a, "closer": c, "farther": f} for a, c, f in TRIPLES],
+    }
+    assert classify["encoder"]["labels"] == ["negative", "neutral", "positive"]
+    assert classify["encoder"]["expected_labels"] == [{"text": "A man is eating food.", "label": "positive"}]
+    assert "max_tokens" not in embed, "an encoder generates no tokens"
+
+
+def test_the_provider_probes_the_encoder_target_its_props_describe(probed: list[dict[str, Any]]) -> None:
+    from components.probe import _config_from_props
+    from tests.probe.encoders import MINILM, TRIPLES
+    from tritonft.probe.rendered import target_for_spec
+
+    target = target_for_spec(MINILM, TRIPLES)
+    news = props(models=[target.to_dict()])
+    assert IntegrationProbeProvider().check({}, news).failures == []
+    IntegrationProbeProvider().create(news)
+    assert _config_from_props(probed[0]).models == (target,)
+
+
+def test_check_refuses_an_expected_label_the_classifier_does_not_have() -> None:
+    from tests.probe.encoders import SENTIMENT
+    from tritonft.probe.rendered import target_for_spec
+
+    target = target_for_spec(SENTIMENT, expected_labels=(("x", "spam"),))
+    (failure,) = IntegrationProbeProvider().check({}, props(models=[target.to_dict()])).failures
+    assert failure.property == "models" and "expected labels ['spam'] are not among the model's" in failure.reason
+
+
+def test_the_stacks_probe_of_an_encoder_carries_its_expected_answers_from_the_settings(mocks: RecordingMocks) -> None:
+    import dataclasses
+    from types import SimpleNamespace
+    from typing import cast
+
+    from components import args
+    from components.settings.model import EncoderProbe
+    from tests.probe.encoders import MINILM
+    from tests.settings.test_validation import kubernetes_stack
+    from tests.test_args import load
+
+    triples = (("A man is eating pasta.", "A man is eating food.", "A man is riding a horse."),)
+    settings = load(kubernetes_stack())
+    settings = dataclasses.replace(
+        settings, probe=dataclasses.replace(settings.probe, encoders={"minilm": EncoderProbe(triples=triples)})
+    )
+    made: list[IntegrationProbeArgs] = []
+
+    def build() -> None:
+        url = pulumi.Output.from_input("http://minilm.example.com")
+        service = SimpleNamespace(endpoint=url, grpc_endpoint=url)
+        made.append(args.integration_probe_args(settings, cast(Any, service), MINILM, "sha256:abc"))
+
+    run_program(build)
+    (target,) = made[0].models
+    assert target.encoder is not None and target.encoder.triples == triples
+    assert target.encoder.width == 384 and target.contract.text_output == "embedding"

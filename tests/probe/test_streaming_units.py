@@ -3,6 +3,7 @@ and how the runner decides to stream (a fake client records which call it got)."
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -106,6 +107,11 @@ class FakeClient:
     def stream_text(self, model: str, contract: TextContract, prompt: str, timeout_s: float) -> StreamedAnswer:
         self.calls.append("stream")
         return StreamedAnswer(" and then", responses=2, first_s=0.010, last_s=0.030)
+
+    def infer_tensors(
+        self, model: str, input_name: str, texts: list[str], outputs: Sequence[str], timeout_s: float
+    ) -> dict[str, Any]:
+        raise AssertionError("a generator is asked for text, never for tensors")
 
     def close(self) -> None:
         pass

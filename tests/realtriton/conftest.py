@@ -157,6 +157,9 @@ CLASSIFIER = "sentiment"
 """The seeded BERT classifier (tests.encoder.checkpoints), served by the encoder repository."""
 OPTIMIZED_EMBEDDER = "minilm-fused"
 """all-MiniLM-L6-v2 converted with ``--optimize`` (ONNX Runtime's fused Attention, SkipLayerNorm, BiasGelu)."""
+RANDOM_EMBEDDER = "random-bert"
+"""A seeded random-weight BERT embedder (``bert-mean-normalized``): unit vectors, but no sense of meaning (the
+probe's similarity order fails on it)."""
 
 
 @pytest.fixture(scope="session")
@@ -166,7 +169,12 @@ def encoder_repository(
     encoder_checkpoint: Callable[[str], Path],  # noqa: F811
 ) -> Path:
     out = tmp_path_factory.mktemp("encoder-repo")
-    for served, name in ((EMBEDDER, "all-minilm-l6-v2"), (CLASSIFIER, "bert-classifier")):
+    served_as = (
+        (EMBEDDER, "all-minilm-l6-v2"),
+        (CLASSIFIER, "bert-classifier"),
+        (RANDOM_EMBEDDER, "bert-mean-normalized"),
+    )
+    for served, name in served_as:
         serving = EncoderServing(served, max_batch_size=16, engine=OnnxEngine.PYTHON)
         write_encoder_repository(serving, encoder_converted(name), encoder_checkpoint(name), out)
     optimized = encoder_converted("all-minilm-l6-v2", "fp32", "--optimize")

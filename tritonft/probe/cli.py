@@ -88,7 +88,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         metavar="SPEC.json",
         help="a model spec (ModelSpec JSON, as the conversion Job gets it): checks that model with its family and the "
-        "exact tensor contract of the ensemble tritonft renders for it; repeatable, combines with --model",
+        "exact tensor contract of the ensemble tritonft renders for it (an encoder: its embeddings' width, norm and "
+        "similarity order, or its labels); repeatable, combines with --model",
     )
     parser.add_argument(
         "--family",
@@ -180,10 +181,11 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
 
 
 def _target_from_spec(path: Path) -> ModelTarget:
-    from tritonft.probe.rendered import contract_for_spec
+    """The target of a spec file: its rendered contract (an encoder judged with the default similarity triples, or
+    on its labels only)."""
+    from tritonft.probe.rendered import target_for_spec
 
-    spec = option_file.read_spec("--spec", path)
-    return ModelTarget(spec.name, spec.family, contract_for_spec(spec), spec.max_output_len, streaming=spec.decoupled)
+    return target_for_spec(option_file.read_spec("--spec", path))
 
 
 def with_expected_answers(targets: list[ModelTarget], path: Path) -> list[ModelTarget]:

@@ -13,8 +13,10 @@ Differences between servers are absorbed here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
+
+import numpy.typing as npt
 
 from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import Endpoint
@@ -38,6 +40,9 @@ class V2Client(Protocol):
     def model_config(self, model: str, timeout_s: float) -> dict[str, Any] | None: ...
     def infer_text(self, model: str, contract: TextContract, texts: list[str], timeout_s: float) -> list[str]: ...
     def stream_text(self, model: str, contract: TextContract, prompt: str, timeout_s: float) -> StreamedAnswer: ...
+    def infer_tensors(
+        self, model: str, input_name: str, texts: list[str], outputs: Sequence[str], timeout_s: float
+    ) -> dict[str, npt.NDArray[Any]]: ...
     def close(self) -> None: ...
 
 
@@ -182,6 +187,51 @@ class TritonClient:
         if len(answers) != len(texts):
             raise PermanentError(f"{action}: sent {len(texts)} prompt(s), got {len(answers)} answer(s)")
         return answers
+
+    def infer_tensors(
+        self, model: str, input_name: str, texts: list[str], outputs: Sequence[str], timeout_s: float
+    ) -> dict[str, npt.NDArray[Any]]:
+        """``texts`` (one row each) into the ``BYTES`` input ``input_name``; the named ``outputs`` as arrays with one
+        row per text (an encoder's ``embedding``, or its ``label`` and ``scores``)."""
+        import numpy as np
+
+        batch = np.array([[t.encode("utf-8")] for t in texts], dtype=np.object_)
+        action = f"model {model!r} inference"
+        try:
+            if self.endpoint.protocol is Transport.HTTP:
+                import tritonclient.http as httpclient
+
+                http_in = httpclient.InferInput(input_name, list(batch.shape), "BYTES")
+                http_in.set_data_from_numpy(batch, binary_data=False)
+                result = self._http_client(timeout_s).infer(
+                    model,
+                    [http_in],
+                    outputs=[httpclient.InferRequestedOutput(name, binary_data=False) for name in outputs],
+                    headers={"Content-Type": "application/json", **self._headers},
+                )
+            else:
+                import tritonclient.grpc as grpcclient
+
+                grpc_in = grpcclient.InferInput(input_name, list(batch.shape), "BYTES")
+                grpc_in.set_data_from_numpy(batch)
+                result = self._grpc_client().infer(
+                    model,
+                    [grpc_in],
+                    outputs=[grpcclient.InferRequestedOutput(name) for name in outputs],
+                    headers=self._headers,
+                    client_timeout=timeout_s,
+                )
+        except Exception as exc:
+            raise classify(exc, action, timeout_s) from exc
+        arrays: dict[str, npt.NDArray[Any]] = {}
+        for name in outputs:
+            array = result.as_numpy(name)
+            if array is None:
+                raise PermanentError(f"{action}: the response has no output {name!r}")
+            if array.shape[:1] != (len(texts),):
+                raise PermanentError(f"{action}: sent {len(texts)} text(s), got {name!r} of shape {list(array.shape)}")
+            arrays[name] = array
+        return arrays
 
     def stream_text(self, model: str, contract: TextContract, prompt: str, timeout_s: float) -> StreamedAnswer:
         """A decoupled model's streamed answer to ``prompt`` (see :mod:`tritonft.probe.streaming`): over gRPC a

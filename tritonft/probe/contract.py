@@ -54,7 +54,9 @@ class TextContract:
     model declares: a missing, extra or re-typed tensor is a mismatch. Without it (only the text tensors are
     known, e.g. ``tritonft probe --model NAME``), the server may declare more tensors, but every extra input must
     be optional in its model configuration, since the probe sends only the text. ``text_input``/``text_output``
-    name the tensors the probe sends the prompt to and reads the answer from; both must be ``BYTES`` tensors.
+    name the tensors the probe sends the prompt to and reads the answer from: ``text_input`` is a ``BYTES``
+    tensor; ``text_output`` is a generator's ``BYTES`` text (the probe's settings check that), or an encoder's
+    answer tensor (``embedding`` FP32, or ``label``).
     """
 
     inputs: tuple[TensorSpec, ...] = (TensorSpec("text_input"),)
@@ -72,8 +74,13 @@ class TextContract:
             if not match:
                 listed = [t.name for t in tensors]
                 raise ValueError(f"contract {role} {name!r} is not one of the declared tensors {listed}")
-            if match[0].datatype != "BYTES":
+            if role == "text_input" and match[0].datatype != "BYTES":
                 raise ValueError(f"contract {role} {name!r} must be BYTES, not {match[0].datatype}")
+
+    @property
+    def answers_text(self) -> bool:
+        """``text_output`` is a ``BYTES`` tensor (what a generator's answer must be)."""
+        return any(t.name == self.text_output and t.datatype == "BYTES" for t in self.outputs)
 
     @classmethod
     def simple(cls, input_name: str = "text_input", output_name: str = "text_output") -> TextContract:

@@ -1,4 +1,5 @@
-"""The probe's request through the OpenAI-compatible gateway: ``POST <base>/completions`` (stdlib HTTP).
+"""The probe's requests through the OpenAI-compatible gateway: ``POST <base>/completions`` for a generator,
+``POST <base>/embeddings`` for an embedding model (stdlib HTTP).
 
 ``base_url`` is what an OpenAI client takes (``https://<host>/v1``). Failures become
 :class:`~tritonft.probe.retry.TransientError` (the gateway or its Triton is not there yet: connection refused, 502,
@@ -13,6 +14,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
+import numpy.typing as npt
 
 from tritonft.probe.retry import PermanentError, TransientError
 
@@ -36,6 +40,50 @@ def _error_text(exc: urllib.error.HTTPError) -> str:
     return str(exc.reason)
 
 
+def _post(url: str, action: str, body: dict[str, Any], headers: Mapping[str, str], timeout_s: float) -> Any:
+    """POST ``body`` as JSON; the decoded JSON answer, or the error as Transient/PermanentError naming ``action``."""
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json", **headers},
+        method="POST",
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
+            return json.loads(answer.read())
+    except urllib.error.HTTPError as exc:
+        text = f"{action}: HTTP {exc.code}: {_error_text(exc)}"
+        raise (TransientError if exc.code in _TRANSIENT_STATUS else PermanentError)(text) from exc
+    except TimeoutError as exc:
+        raise TransientError(f"{action}: no answer within {timeout_s:.1f} s") from exc
+    except urllib.error.URLError as exc:
+        raise TransientError(f"{action}: {exc.reason}") from exc
+    except (OSError, ValueError) as exc:
+        raise TransientError(f"{action}: {type(exc).__name__}: {exc}") from exc
+
+
+def embeddings_url(base_url: str) -> str:
+    return f"{base_url.rstrip('/')}/embeddings"
+
+
+def gateway_embeddings(
+    base_url: str, model: str, texts: Sequence[str], *, headers: Mapping[str, str], timeout_s: float
+) -> npt.NDArray[np.float64]:
+    """The embeddings of ``texts`` by ``model`` through the gateway (float encoding), one row per text in order."""
+    url = embeddings_url(base_url)
+    action = f"POST {url} (model {model!r})"
+    payload = _post(url, action, {"model": model, "input": list(texts), "encoding_format": "float"}, headers, timeout_s)
+    data = payload.get("data") if isinstance(payload, dict) else None
+    if not isinstance(data, list) or len(data) != len(texts):
+        got = len(data) if isinstance(data, list) else "no"
+        raise PermanentError(f"{action}: sent {len(texts)} text(s), got {got} embedding(s)")
+    try:
+        ordered = sorted(data, key=lambda item: int(item["index"]))
+        return np.array([[float(x) for x in item["embedding"]] for item in ordered], dtype=np.float64)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PermanentError(f"{action}: the answer is not a list of float embeddings ({exc})") from exc
+
+
 def gateway_completions(
     base_url: str,
     model: str,
@@ -51,24 +99,7 @@ def gateway_completions(
     body: dict[str, Any] = {"model": model, "prompt": list(prompts), "temperature": 0}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
-    request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json", **headers},
-        method="POST",
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as answer:
-            payload = json.loads(answer.read())
-    except urllib.error.HTTPError as exc:
-        text = f"{action}: HTTP {exc.code}: {_error_text(exc)}"
-        raise (TransientError if exc.code in _TRANSIENT_STATUS else PermanentError)(text) from exc
-    except TimeoutError as exc:
-        raise TransientError(f"{action}: no answer within {timeout_s:.1f} s") from exc
-    except urllib.error.URLError as exc:
-        raise TransientError(f"{action}: {exc.reason}") from exc
-    except (OSError, ValueError) as exc:
-        raise TransientError(f"{action}: {type(exc).__name__}: {exc}") from exc
+    payload = _post(url, action, body, headers, timeout_s)
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if not isinstance(choices, list) or len(choices) != len(prompts):
         got = len(choices) if isinstance(choices, list) else "no"

@@ -1,23 +1,29 @@
-"""The probe's expected contract, taken from the very ensemble ``tritonft.repo`` renders for a model spec.
+"""The probe's expected contract, taken from the very ensemble the model's engine renders for a model spec, and the
+probe's target for a spec.
 
 So "metadata matches what we rendered" is checked against the rendered ``config.pbtxt`` itself, not a copy of it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from google.protobuf import text_format  # type: ignore[import-untyped]  # no types-protobuf in the lock
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tritonft.engines import engine_for
 from tritonft.probe.contract import CONFIG_TYPE_TO_V2, TensorSpec, TextContract
-from tritonft.spec import ModelSpec
+from tritonft.probe.encoder import EncoderTarget
+from tritonft.probe.runner import ModelTarget
+from tritonft.spec import EncoderTask, ModelSpec
 
 TEXT_INPUT = "text_input"
 TEXT_OUTPUT = "text_output"
 
 
 def contract_for_spec(spec: ModelSpec) -> TextContract:
-    """Every input and output the rendered ensemble of ``spec`` declares, with V2 datatypes."""
+    """Every input and output the rendered ensemble of ``spec`` declares, with V2 datatypes (an encoder's
+    ``text_output`` is its answer tensor: ``embedding`` or ``label``)."""
     files = engine_for(spec.family).repository_files(spec)
     config = text_format.Parse(files[f"{spec.name}/config.pbtxt"].decode(), mc.ModelConfig())
 
@@ -32,5 +38,45 @@ def contract_for_spec(spec: ModelSpec) -> TextContract:
         inputs=tensors(list(config.input)),
         outputs=tensors(list(config.output)),
         text_input=TEXT_INPUT,
-        text_output=TEXT_OUTPUT,
+        text_output=TEXT_OUTPUT if spec.encoder is None else encoder_target(spec).answer_tensor,
+    )
+
+
+def encoder_target(
+    spec: ModelSpec,
+    triples: Sequence[tuple[str, str, str]] = (),
+    expected_labels: Sequence[tuple[str, str]] = (),
+) -> EncoderTarget:
+    """What the probe checks of the encoder ``spec``, with the stack's expected answers (similarity triples for an
+    embedding model, (text, label) pairs for a classifier; none = the defaults of :class:`EncoderTarget`)."""
+    if spec.encoder is None:
+        raise ValueError(f"model {spec.name!r} ({spec.family}) is not an encoder")
+    encoder = spec.encoder
+    embed = encoder.task is EncoderTask.EMBED
+    return EncoderTarget(
+        task=encoder.task,
+        width=spec.output_width,
+        normalize=encoder.normalize if embed else False,
+        labels=encoder.labels,
+        triples=tuple(triples),
+        expected_labels=tuple(expected_labels),
+        max_batch_size=spec.batching.max_batch_size,
+    )
+
+
+def target_for_spec(
+    spec: ModelSpec,
+    triples: Sequence[tuple[str, str, str]] = (),
+    expected_labels: Sequence[tuple[str, str]] = (),
+) -> ModelTarget:
+    """The probe's target for the served ``spec``: its full rendered contract, and for an encoder its facts and the
+    stack's expected answers (``triples``/``expected_labels``, encoders only)."""
+    encoder = encoder_target(spec, triples, expected_labels) if spec.encoder is not None else None
+    return ModelTarget(
+        spec.name,
+        spec.family,
+        contract_for_spec(spec),
+        None if encoder is not None else spec.max_output_len,
+        streaming=spec.decoupled,
+        encoder=encoder,
     )

@@ -1,5 +1,10 @@
 """The probe: server live -> server ready -> each model ready -> metadata/config contract -> a real inference
-judged per family -> latency over N requests.
+judged per family -> latency over N requests -> the same judged request through the OpenAI gateway.
+
+An encoder (a target with :attr:`ModelTarget.encoder`) is asked its texts through the ensemble's ``text_input``
+and judged on its output tensors (:class:`tritonft.probe.encoder.EncoderTarget`: embedding width, unit norm and
+the similarity order, or the expected labels); through the gateway an embedding model is asked the same texts on
+``/v1/embeddings`` (a classifier has no OpenAI route).
 
 All of it shares one deadline. Transient failures are retried with backoff inside it; every network call gets a
 timeout that cannot outlive it, so the probe never hangs and returns within the deadline plus one call's
@@ -14,11 +19,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from tritonft.probe.client import TritonClient, V2Client
 from tritonft.probe.contract import DEFAULT_TEXT_CONTRACT, TextContract, compare_metadata, compare_model_config
+from tritonft.probe.encoder import EMBEDDING_OUTPUT, LABEL_OUTPUT, EncoderTarget
 from tritonft.probe.endpoint import Endpoint, Protocol, parse_endpoint
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, Sample, Verdict, judge, judge_exact, samples_for
-from tritonft.probe.gateway import gateway_completions
+from tritonft.probe.gateway import gateway_completions, gateway_embeddings
 from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
 from tritonft.probe.retry import (
     MIN_CALL_TIMEOUT_S,
@@ -29,7 +38,7 @@ from tritonft.probe.retry import (
     retry,
 )
 from tritonft.probe.stats import LatencySummary
-from tritonft.spec import Family
+from tritonft.spec import EncoderTask, Family
 
 DEFAULT_DEADLINE_S = 300.0
 DEFAULT_CALL_TIMEOUT_S = 30.0
@@ -52,6 +61,8 @@ class ModelTarget:
     streaming: bool = False
     """Rendered decoupled (``streaming: true``): the model answers only over a stream (see
     :mod:`tritonft.probe.streaming`). A Triton's model configuration says so too, and the probe follows it."""
+    encoder: EncoderTarget | None = None
+    """An encoder's facts and expected answers (None for a generator, whose JSON then has no ``encoder`` key)."""
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {
@@ -65,6 +76,8 @@ class ModelTarget:
             raw["max_tokens"] = self.max_tokens
         if self.streaming:
             raw["streaming"] = True
+        if self.encoder is not None:
+            raw["encoder"] = self.encoder.to_dict()
         return raw
 
     @classmethod
@@ -72,6 +85,7 @@ class ModelTarget:
         family = raw.get("family")
         contract = raw.get("contract")
         max_tokens = raw.get("max_tokens")
+        encoder = raw.get("encoder")
         return cls(
             name=str(raw["name"]),
             family=Family(family) if family else None,
@@ -79,6 +93,7 @@ class ModelTarget:
             expected=tuple(Sample(str(e["prompt"]), str(e["answer"])) for e in raw.get("expected") or ()),
             max_tokens=int(max_tokens) if max_tokens is not None else None,
             streaming=bool(raw.get("streaming", False)),
+            encoder=EncoderTarget.from_dict(encoder) if encoder else None,
         )
 
 
@@ -90,7 +105,8 @@ class ProbeConfig:
     ``call_timeout_s`` bounds each request (shortened near the deadline); ``latency_requests`` sequential requests
     of the first sample prompt give p50/p95; ``bleu_threshold`` is the T5 pass mark. ``headers`` are sent with
     every request and never reported. With ``gateway_url`` (an OpenAI base URL, ``https://<host>/v1``), each
-    model that passed is also asked the judged prompts through the gateway's ``/v1/completions``.
+    model that passed is also asked the judged prompts through the gateway's ``/v1/completions`` (an embedding
+    model its texts through ``/v1/embeddings``).
     """
 
     url: str
@@ -125,6 +141,17 @@ class ProbeConfig:
             found.append(("latency_requests", f"must be at least 1, got {self.latency_requests}"))
         if not 0 <= self.bleu_threshold <= 100:
             found.append(("bleu_threshold", f"must be within 0..100, got {self.bleu_threshold}"))
+        for model in self.models:
+            if model.encoder is not None:
+                if model.expected:
+                    found.append(("models", f"{model.name}: exact expected answers are for generators, not encoders"))
+                if model.family is not None and not model.family.is_encoder:
+                    found.append(("models", f"{model.name}: encoder facts given for a {model.family} model"))
+                found += [("models", f"{model.name}: encoder {why}") for why in model.encoder.problems()]
+            elif not model.contract.answers_text:
+                found.append(
+                    ("models", f"{model.name}: text_output {model.contract.text_output!r} must be a BYTES tensor")
+                )
         if self.gateway_url is not None and not self.gateway_url.startswith(("http://", "https://")):
             found.append(("gateway_url", f"must be an http(s) URL such as https://host/v1, got {self.gateway_url!r}"))
         return found
@@ -135,6 +162,8 @@ ClientFactory = Callable[[Endpoint, Mapping[str, str]], V2Client]
 
 Complete = Callable[..., list[str]]
 """The request through the gateway: :func:`tritonft.probe.gateway.gateway_completions` (tests pass their own)."""
+Embed = Callable[..., npt.NDArray[np.float64]]
+"""An embedding request through the gateway: :func:`tritonft.probe.gateway.gateway_embeddings`."""
 
 
 class _Run:
@@ -145,12 +174,15 @@ class _Run:
         deadline: Deadline,
         sleep: Callable[[float], None],
         complete: Complete = gateway_completions,
+        *,
+        embed: Embed = gateway_embeddings,
     ):
         self.config = config
         self.client = client
         self.deadline = deadline
         self.sleep = sleep
         self.complete = complete
+        self.embed = embed
         self.checks: list[CheckOutcome] = []
         self.server_info = ""
         self.streaming: set[str] = {m.name for m in config.models if m.streaming}
@@ -263,9 +295,11 @@ class _Run:
 
     def check_contract(self, target: ModelTarget) -> bool:
         def check(timeout: float) -> str:
-            problems = compare_metadata(target.contract, self.client.model_metadata(target.name, timeout))
+            metadata = self.client.model_metadata(target.name, timeout)
+            problems = compare_metadata(target.contract, metadata)
             if problems:
-                raise PermanentError("served tensors differ from the rendered contract: " + "; ".join(problems))
+                hint = encoder_hint(target, metadata)
+                raise PermanentError("served tensors differ from the rendered contract: " + "; ".join(problems) + hint)
             return "inputs/outputs match the rendered contract"
 
         return self.attempt("metadata", check, target.name)
@@ -335,8 +369,9 @@ class _Run:
         return self.model_report(target, status, samples[0].prompt, answers[0], bleu=verdict.score)
 
     def measure_latency(self, target: ModelTarget, prompt: str) -> tuple[LatencySummary, LatencySummary | None] | None:
-        """p50/p95 of ``latency_requests`` sequential requests: to the whole answer, and for a streaming model also
-        to its first response (time to first token); None when a request failed or the deadline passed."""
+        """p50/p95 of ``latency_requests`` sequential requests of ``prompt`` (an encoder: one text): to the whole
+        answer, and for a streaming model also to its first response (time to first token); None when a request
+        failed or the deadline passed."""
         started = self.deadline.elapsed()
         wanted = self.config.latency_requests
         streaming = target.name in self.streaming
@@ -350,7 +385,10 @@ class _Run:
                 return None
             t0 = time.perf_counter()
             try:
-                if streaming:
+                if target.encoder is not None:
+                    outputs = target.encoder.outputs
+                    self.client.infer_tensors(target.name, target.contract.text_input, [prompt], outputs, timeout)
+                elif streaming:
                     answer = self.client.stream_text(target.name, target.contract, prompt, timeout)
                     firsts.append(answer.first_s)
                 else:
@@ -401,6 +439,77 @@ class _Run:
         self.record("gateway", verdict.ok, detail, started, target.name, attempts=done.attempts)
         return verdict.ok
 
+    # --- encoders ---------------------------------------------------------------------------------------------
+    def encode(self, target: ModelTarget, texts: list[str], timeout: float) -> dict[str, npt.NDArray[Any]]:
+        """The encoder's output tensors for ``texts``, in requests of at most its ``max_batch_size`` texts."""
+        assert target.encoder is not None
+        encoder = target.encoder
+        parts: list[dict[str, npt.NDArray[Any]]] = []
+        for start in range(0, len(texts), encoder.max_batch_size):
+            chunk = texts[start : start + encoder.max_batch_size]
+            call_timeout = min(timeout, self.deadline.call_timeout(self.config.call_timeout_s))
+            parts.append(
+                self.client.infer_tensors(target.name, target.contract.text_input, chunk, encoder.outputs, call_timeout)
+            )
+        return {name: np.concatenate([part[name] for part in parts]) for name in encoder.outputs}
+
+    def check_encoder_answers(self, target: ModelTarget) -> ModelReport:
+        """The expected texts through the ensemble, judged (:meth:`EncoderTarget.judge`)."""
+        assert target.encoder is not None
+        encoder = target.encoder
+        texts = encoder.texts()
+        started = self.deadline.elapsed()
+        try:
+            done = retry(
+                lambda t: self.encode(target, texts, t), self.deadline, self.config.call_timeout_s, sleep=self.sleep
+            )
+        except RetriesExhaustedError as exc:
+            self.record("inference", False, exc.reason, started, target.name, attempts=exc.attempts)
+            return self.model_report(target, ModelStatus.INFERENCE_FAILED, texts[0], None)
+        verdict = encoder.judge(texts, done.value)
+        self.record("inference", verdict.ok, verdict.detail, started, target.name, attempts=done.attempts)
+        status = ModelStatus.OK if verdict.ok else ModelStatus.WRONG_ANSWER
+        sample = encoder.sample(texts, done.value) if verdict.ok else verdict.detail
+        return self.model_report(target, status, texts[0], sample)
+
+    def check_gateway_embeddings(self, target: ModelTarget, gateway_url: str) -> bool:
+        """The embedding model's texts through the gateway's ``/v1/embeddings``, judged like the direct answers."""
+        assert target.encoder is not None
+        encoder = target.encoder
+        texts = encoder.texts()
+        started = self.deadline.elapsed()
+
+        def call(timeout: float) -> npt.NDArray[np.float64]:
+            return self.embed(gateway_url, target.name, texts, headers=self.config.headers, timeout_s=timeout)
+
+        try:
+            done = retry(call, self.deadline, self.config.call_timeout_s, sleep=self.sleep)
+        except RetriesExhaustedError as exc:
+            detail = f"the OpenAI gateway did not answer: {exc.reason}"
+            self.record("gateway", False, detail, started, target.name, attempts=exc.attempts)
+            return False
+        verdict = encoder.judge(texts, {"embedding": done.value})
+        detail = f"POST /v1/embeddings: {verdict.detail}"
+        if not verdict.ok:
+            detail = f"the OpenAI gateway answered wrong (POST /v1/embeddings): {verdict.detail}"
+        self.record("gateway", verdict.ok, detail, started, target.name, attempts=done.attempts)
+        return verdict.ok
+
+    def check_encoder(self, target: ModelTarget) -> ModelReport:
+        """Answers judged, latency, and (embedding models) the gateway; after the contract checks passed."""
+        assert target.encoder is not None
+        report = self.check_encoder_answers(target)
+        if report.status is not ModelStatus.OK or report.sample_prompt is None:
+            return report
+        measured = self.measure_latency(target, report.sample_prompt)
+        if measured is None:
+            return ModelReport(**{**report.__dict__, "status": ModelStatus.INFERENCE_FAILED})
+        timed = {**report.__dict__, "latency": measured[0]}
+        embeds = target.encoder.task is EncoderTask.EMBED
+        if embeds and self.config.gateway_url and not self.check_gateway_embeddings(target, self.config.gateway_url):
+            return ModelReport(**{**timed, "status": ModelStatus.GATEWAY_FAILED})
+        return ModelReport(**timed)
+
     def model_report(
         self, target: ModelTarget, status: ModelStatus, prompt: str | None, answer: str | None, **extra: Any
     ) -> ModelReport:
@@ -413,6 +522,8 @@ class _Run:
             return self.model_report(target, ModelStatus.CONTRACT_MISMATCH, None, None)
         if not self.check_config(target):
             return self.model_report(target, ModelStatus.CONTRACT_MISMATCH, None, None)
+        if target.encoder is not None:
+            return self.check_encoder(target)
         report = self.check_answers(target)
         if report.status is not ModelStatus.OK or report.sample_prompt is None:
             return report
@@ -423,6 +534,17 @@ class _Run:
         if self.config.gateway_url and not self.check_gateway(target, self.config.gateway_url):
             return ModelReport(**{**timed, "status": ModelStatus.GATEWAY_FAILED})
         return ModelReport(**timed)
+
+
+def encoder_hint(target: ModelTarget, metadata: Mapping[str, Any]) -> str:
+    """For a model probed as a generator whose ensemble answers an encoder's tensors: how to probe it as one."""
+    outputs = {str(t.get("name")) for t in metadata.get("outputs") or []}
+    if target.encoder is not None or not outputs & {EMBEDDING_OUTPUT, LABEL_OUTPUT}:
+        return ""
+    return (
+        f" ({target.name!r} answers an encoder's tensors: probe it from its spec, `tritonft probe --spec SPEC.json`,"
+        " which says its task)"
+    )
 
 
 def decoupled(config: Mapping[str, Any]) -> bool:
@@ -441,6 +563,7 @@ def run_probe(
     client_factory: ClientFactory = default_client,
     sleep: Callable[[float], None] = time.sleep,
     complete: Complete = gateway_completions,
+    embed: Embed = gateway_embeddings,
 ) -> ProbeReport:
     """Run every check against ``config.url`` and return the report (never raises for server problems).
 
@@ -452,7 +575,7 @@ def run_probe(
     endpoint = parse_endpoint(config.url, config.protocol)
     deadline = Deadline(config.deadline_s)
     client = client_factory(endpoint, config.headers)
-    run = _Run(config, client, deadline, sleep, complete)
+    run = _Run(config, client, deadline, sleep, complete, embed=embed)
     models: list[ModelReport] = []
     server: dict[str, Any] = {}
     try:
