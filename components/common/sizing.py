@@ -131,6 +131,10 @@ the graph's initialisers, the serialised ``model.onnx`` and the ONNX Runtime ses
 (all-MiniLM-L6-v2, 90 MB at fp32: 508 MB peak RSS, 1.2 s, ``/usr/bin/time -v tritonft convert`` on this
 project's machine)."""
 
+ENCODER_CHECK_SECONDS = 60.0
+"""Deadline added for an encoder's answer check (``tritonft verify OUT/onnx --generate``: one ONNX Runtime session and
+a handful of short texts; all-MiniLM-L6-v2 takes about 2 s on one core)."""
+
 
 REFERENCE_MEMORY_CAP = 8 * GIB
 """Largest Job memory granted so that ``tritonft verify --generate`` can run (a common CPU node holds it with room
@@ -175,20 +179,27 @@ def job_sizing(
     * with ``verify_generation``, when the CPU reference's memory (:func:`reference_memory_bytes`) is at most
       :data:`REFERENCE_MEMORY_CAP`, the memory is raised to it, the deadline grows by :func:`reference_seconds`
       and the Job runs ``tritonft verify --generate``; larger models skip the check;
-    * an encoder (ONNX): memory = 1 GiB + 4 x its fp32 weights (:data:`ENCODER_JOB_COPIES`), and never the
-      generation check (a generator's; the converter verifies its graph with ONNX Runtime itself).
+    * an encoder (ONNX): memory = 1 GiB + 4 x its fp32 weights (:data:`ENCODER_JOB_COPIES`); with
+      ``verify_generation`` the Job runs ``tritonft verify OUT/onnx --generate`` (ONNX Runtime answers the probe's
+      texts, judged as the probe judges them: one session of the model, within that memory) and the deadline grows
+      by :data:`ENCODER_CHECK_SECONDS`.
     """
     dl = download_bytes(model)
     conv = converted_bytes(model)
     memory = JOB_BASE_MEMORY + JOB_TENSOR_COPIES * largest_tensor_bytes(model)
     if model.family.is_encoder:  # the whole graph in memory, not a stream of tensors
         memory = JOB_BASE_MEMORY + ENCODER_JOB_COPIES * model.parameters * WeightDType.FP32.nbytes
-    checks = verify_generation and not model.family.is_encoder and reference_memory_bytes(model) <= REFERENCE_MEMORY_CAP
-    if checks:
+    if model.family.is_encoder:
+        checks = verify_generation
+        check_seconds = ENCODER_CHECK_SECONDS if checks else 0.0
+    else:
+        checks = verify_generation and reference_memory_bytes(model) <= REFERENCE_MEMORY_CAP
+        check_seconds = reference_seconds(model) if checks else 0.0
+    if checks and not model.family.is_encoder:
         memory = max(memory, reference_memory_bytes(model))
     cpu = 1 if conv <= 2 * GIB else 2
     scratch = math.ceil(dl * 1.2) + GIB
-    seconds = 2 * (dl / download_bw + conv / convert_bw) + 600 + (reference_seconds(model) if checks else 0)
+    seconds = 2 * (dl / download_bw + conv / convert_bw) + 600 + check_seconds
     deadline = 60 * math.ceil(seconds / 60)
     wait_seconds = (JOB_BACKOFF_LIMIT + 1) * deadline + NODE_SCALE_UP_SECONDS
     return JobSizing(

@@ -58,7 +58,10 @@ else
   for f in TOKENIZER_FILES; do
     if [ -f "$SCRATCH/hf/$f" ]; then cp "$SCRATCH/hf/$f" "$partial/tokenizer/"; fi
   done
-  if [ "$VERIFY_GENERATE" = "1" ]; then
+  if [ "$VERIFY_GENERATE" = "1" ] && [ "$ENGINE" = "onnxruntime" ]; then
+    echo "triton-ft: [2/3] check what the converted model answers (ONNX Runtime, the probe's judgement)"
+    tritonft verify "$partial/onnx" --generate --tokenizer "$partial/tokenizer"
+  elif [ "$VERIFY_GENERATE" = "1" ]; then
     echo "triton-ft: [2/3] check what the converted files generate (CPU reference, the probe's judgement)"
     tritonft verify "$partial/$TP-gpu" --generate --tokenizer "$partial/tokenizer" --bleu-threshold "$BLEU_THRESHOLD"
   fi
@@ -86,8 +89,9 @@ never reaches the store.
 ``<TP>-gpu`` weights stay in the checkpoint directory and the repository points at them. ONNX Runtime
 (``onnxruntime``, the encoders): ``convert`` with the spec's task, pooling, normalisation and sequence limit given
 explicitly (so the conversion's manifest is the spec's, whatever sentence-transformers files the download has or
-lacks), no ``--tp`` and no generation check; the repository holds its own copy of ``model.onnx`` and the
-tokenizer, which ``repo --require-checkpoint`` checks are there."""
+lacks), no ``--tp``, and as its check ``verify OUT/onnx --generate`` (ONNX Runtime answers the probe's texts:
+width, unit norm, similarity order, a classifier's labels); the repository holds its own copy of ``model.onnx`` and
+the tokenizer, which ``repo --require-checkpoint`` checks are there."""
 
 
 @dataclass(frozen=True)
@@ -111,11 +115,12 @@ def script_env(
     """The script's inputs as environment variables (plus writable HOME/cache/tmp for a read-only root).
 
     An encoder's conversion options come from its spec (``TASK``, ``POOLING``, ``NORMALIZE`` as the flag's name
-    ``normalize``/``no-normalize``, ``MAX_SEQ_LENGTH``); it never runs the generation check (a generator's)."""
+    ``normalize``/``no-normalize``, ``MAX_SEQ_LENGTH``); its ``VERIFY_GENERATE`` check is the answer check
+    (``tritonft verify OUT/onnx --generate``)."""
     encoder = model.encoder
     values = {
         "ENGINE": engine_for(model.family).name,
-        "VERIFY_GENERATE": "1" if verify_generation and encoder is None else "0",
+        "VERIFY_GENERATE": "1" if verify_generation else "0",
         "BLEU_THRESHOLD": str(bleu_threshold),
         "HF_REPO": model.hf_repo,
         "HF_REVISION": model.revision,

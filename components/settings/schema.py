@@ -930,7 +930,8 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "boolean",
         "Check in the conversion Job what the converted files generate (`tritonft verify --generate`: the CPU "
         "reference must pass the probe's judgement) before they are published; done when the model fits the Job's "
-        "memory cap (8 GiB), skipped for larger ones.",
+        "memory cap (8 GiB), skipped for larger ones. For an encoder: ONNX Runtime's answers to the probe's texts "
+        "must pass its judgement (width, unit norm, similarity order; a classifier's labels).",
         default=True,
     ),
     Knob("probeProtocol", "string", "Protocol the probe uses.", default="grpc", choices=("http", "grpc")),

@@ -69,7 +69,9 @@ def _store(tmp_path: Path, spec: ModelSpec) -> tuple[Path, Path]:
     return Path(str(root) + paths.checkpoint_dir), Path(str(root) + paths.repository_dir)
 
 
-def _run(tmp_path: Path, checkpoint: Path, spec: ModelSpec = SPEC) -> subprocess.CompletedProcess[str]:
+def _run(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec = SPEC, *, verify: bool = False
+) -> subprocess.CompletedProcess[str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     stand_in = bin_dir / "tritonft"
@@ -78,7 +80,7 @@ def _run(tmp_path: Path, checkpoint: Path, spec: ModelSpec = SPEC) -> subprocess
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(spec.to_json())
     ckpt, repo = _store(tmp_path, spec)
-    env = {e["name"]: e["value"] for e in script_env(spec, model_paths(spec, CONVERTER), verify_generation=True)}
+    env = {e["name"]: e["value"] for e in script_env(spec, model_paths(spec, CONVERTER), verify_generation=verify)}
     env |= {
         "CHECKPOINT_DIR": str(ckpt),
         "REPOSITORY_DIR": str(repo),
@@ -138,8 +140,7 @@ def test_the_encoder_conversion_takes_its_options_from_the_spec_not_the_checkpoi
 def test_the_encoder_steps_have_no_fastertransformer_flags(tmp_path, checkpoint):
     assert _run(tmp_path, checkpoint).returncode == 0
     calls = _calls(tmp_path)
-    assert not any("--tp" in c or "-gpu" in c or "--generate" in c for c in calls), calls
-    assert "verify" not in [c.split()[0] for c in calls], "the generation check is a generator's"
+    assert not any("--tp" in c or "-gpu" in c or "--bleu-threshold" in c for c in calls), calls
 
 
 def test_the_tokenizer_is_kept_beside_the_conversion_and_shipped_in_the_repository(tmp_path, checkpoint):
@@ -166,3 +167,32 @@ def test_a_spec_the_checkpoint_contradicts_fails_the_job_and_publishes_no_reposi
     assert "output_width" in proc.stderr
     _, repo = _store(tmp_path, wrong)
     assert not repo.exists()
+
+
+MINILM_SPEC = replace(
+    SPEC,
+    name="minilm",
+    hf_repo="sentence-transformers/all-MiniLM-L6-v2",
+    architecture=Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=VOCAB, max_positions=512),
+    encoder=EncoderSpec(max_seq_length=256),
+)
+
+
+def test_the_answer_check_publishes_the_real_minilm_after_judging_what_it_answers(tmp_path, tmp_path_factory):
+    minilm = extract_minilm(tmp_path_factory.mktemp("hf") / "all-MiniLM-L6-v2")
+    proc = _run(tmp_path, minilm, MINILM_SPEC, verify=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ckpt, repo = _store(tmp_path, MINILM_SPEC)
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "convert", "verify", "repo"]
+    assert f"verify {ckpt}.partial-pod-1/onnx --generate --tokenizer {ckpt}.partial-pod-1/tokenizer" in _calls(tmp_path)
+    assert "similarity order right" in proc.stdout
+    assert (repo / COMPLETE_MARKER).is_file()
+
+
+def test_a_conversion_that_answers_like_a_broken_model_is_never_published(tmp_path, checkpoint):
+    # random weights: the probe's sentences all land at cosine ~1 from each other
+    proc = _run(tmp_path, checkpoint, verify=True)
+    assert proc.returncode != 0
+    assert "does not answer like a working encoder" in proc.stderr
+    ckpt, repo = _store(tmp_path, SPEC)
+    assert not ckpt.exists() and not repo.exists()

@@ -138,7 +138,7 @@ def test_a_cpu_encoders_conversion_job_is_the_onnx_one(mocks):
         "normalize",
         "256",
     )
-    assert env["VERIFY_GENERATE"] == "0"
+    assert env["VERIFY_GENERATE"] == "1"  # the answer check: `tritonft verify OUT/onnx --generate`
 
 
 def test_a_cpu_encoders_rollout_watch_waits_for_no_gpu_node_autoscaler(mocks):

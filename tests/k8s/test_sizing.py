@@ -186,11 +186,18 @@ def test_a_gpu_encoder_takes_one_gpu_like_a_one_gpu_generator():
     assert server.shm_size == sizing.quantity_mi(sizing.GIB)
 
 
-def test_an_encoders_conversion_job_holds_four_copies_of_its_fp32_weights_and_no_generation_check():
-    job = sizing.job_sizing(MINILM_CPU, verify_generation=True)
+def test_an_encoders_conversion_job_holds_four_copies_of_its_fp32_weights_with_or_without_the_answer_check():
+    checked = sizing.job_sizing(MINILM_CPU, verify_generation=True)
+    unchecked = sizing.job_sizing(MINILM_CPU, verify_generation=False)
     fp32 = MINILM_CPU.parameters * 4
-    assert job.memory_request == sizing.quantity_mi(sizing.JOB_BASE_MEMORY + 4 * fp32)
-    assert job.verify_generation is False
+    assert checked.memory_request == unchecked.memory_request == sizing.quantity_mi(sizing.JOB_BASE_MEMORY + 4 * fp32)
+    assert (checked.verify_generation, unchecked.verify_generation) == (True, False)
+
+
+def test_an_encoders_answer_check_adds_its_minute_to_the_jobs_deadline():
+    checked = sizing.job_sizing(MINILM_CPU, verify_generation=True)
+    unchecked = sizing.job_sizing(MINILM_CPU, verify_generation=False)
+    assert checked.active_deadline_seconds - unchecked.active_deadline_seconds == sizing.ENCODER_CHECK_SECONDS
 
 
 def test_the_activation_rule_refuses_a_generator():
