@@ -8,8 +8,8 @@ from dataclasses import replace
 import pytest
 
 from components.settings.catalog import KNOWN_MODELS
+from tests.encoder.checkpoints import MINILM_SPEC
 from tritonft.spec import (
-    Architecture,
     Batching,
     DataType,
     Device,
@@ -73,15 +73,7 @@ def test_sizes_follow_parameters_and_dtypes() -> None:
     assert SPEC.family.ft_model_type == "T5" and Family.GPTJ.ft_model_type == "GPT-J"
 
 
-MINILM = ModelSpec(
-    name="minilm",
-    family=Family.BERT,
-    hf_repo="sentence-transformers/all-MiniLM-L6-v2",
-    revision="1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
-    architecture=Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=30522, max_positions=512),
-    weight_dtype=WeightDType.FP32,
-    encoder=EncoderSpec(task=EncoderTask.EMBED, pooling=Pooling.MEAN, normalize=True, max_seq_length=256),
-)
+MINILM = MINILM_SPEC
 CLASSIFIER = replace(
     MINILM,
     name="sst2",

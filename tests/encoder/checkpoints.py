@@ -21,6 +21,7 @@ import numpy as np
 
 from tests.convert.models import Model
 from tests.reference.checkpoints import Weights
+from tritonft.spec import Architecture, EncoderSpec, EncoderTask, Family, ModelSpec, Pooling, WeightDType
 
 MINILM_FILES = {
     "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
@@ -30,6 +31,18 @@ MINILM_FILES = {
 """The files of sentence-transformers/all-MiniLM-L6-v2 at revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41, as
 the Hub publishes them; the wheel's copies must have these hashes."""
 MINILM_REVISION = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
+
+MINILM_SPEC = ModelSpec(
+    name="minilm",
+    family=Family.BERT,
+    hf_repo="sentence-transformers/all-MiniLM-L6-v2",
+    revision=MINILM_REVISION,
+    architecture=Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=30522, max_positions=512),
+    weight_dtype=WeightDType.FP32,
+    encoder=EncoderSpec(task=EncoderTask.EMBED, pooling=Pooling.MEAN, normalize=True, max_seq_length=256),
+)
+"""all-MiniLM-L6-v2 as a stack states it: its config.json and sentence-transformers numbers (mean pooling,
+normalised, 256 tokens), fp32 weights, on a GPU node (the tests that want CPU say ``device=Device.CPU``)."""
 
 GOLDEN_DIR = Path(__file__).parent / "golden"
 

@@ -11,6 +11,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonft.encoder.repo import (
     EncoderServing,
     OnnxEngine,
+    make_python_engine,
     read_manifest,
     render_encoder_files,
     write_encoder_repository,
@@ -103,6 +104,24 @@ def test_python_stand_in_keeps_the_onnx_models_inputs_and_outputs(encoder_conver
     assert list(stand_in.input) == list(real.input)
     assert list(stand_in.output) == list(real.output)
     assert "m-onnx/1/model.py" in files
+
+
+def test_a_rendered_gpu_onnx_model_becomes_the_stand_in_rendered_for_the_cpu(tmp_path, encoder_converted):
+    manifest = read_manifest(encoder_converted("bert-mean-normalized", "fp16"))
+    rendered = render_encoder_files(EncoderServing("m", gpu=True, intra_op_threads=2), manifest)["m-onnx/config.pbtxt"]
+    (tmp_path / "m-onnx").mkdir()
+    (tmp_path / "m-onnx" / "config.pbtxt").write_bytes(rendered)
+    make_python_engine(tmp_path / "m-onnx")
+    direct = render_encoder_files(EncoderServing("m", engine=OnnxEngine.PYTHON, intra_op_threads=2), manifest)
+    assert parse(tmp_path / "m-onnx" / "config.pbtxt") == text_format.Parse(
+        direct["m-onnx/config.pbtxt"].decode(), mc.ModelConfig()
+    )
+    assert (tmp_path / "m-onnx" / "1" / "model.py").read_bytes() == direct["m-onnx/1/model.py"]
+
+
+def test_only_an_onnx_runtime_model_becomes_the_stand_in(embed_repo):
+    with pytest.raises(ValueError, match="is not a rendered ONNX Runtime model"):
+        make_python_engine(embed_repo / "emb-tokenizer")
 
 
 def test_the_stand_in_cannot_be_placed_on_a_gpu(encoder_converted):

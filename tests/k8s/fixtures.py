@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -13,8 +14,9 @@ from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
+from tests.encoder.checkpoints import MINILM_SPEC
 from tritonft.rollout.verdict import NodeGrowth
-from tritonft.spec import Architecture, DataType, Device, EncoderSpec, Family, ModelSpec, WeightDType
+from tritonft.spec import Architecture, DataType, Device, Family, ModelSpec, WeightDType
 from tritonft.synth.engine import Registered
 
 NAMESPACE = "triton"
@@ -54,25 +56,10 @@ GPTJ_6B = ModelSpec(
 )
 
 
-MINILM_CPU = ModelSpec(
-    name="minilm",
-    family=Family.BERT,
-    hf_repo="sentence-transformers/all-MiniLM-L6-v2",
-    revision="1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
-    architecture=Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=30522, max_positions=512),
-    encoder=EncoderSpec(max_seq_length=256),
-    device=Device.CPU,
-)
+MINILM_CPU = replace(MINILM_SPEC, device=Device.CPU)
 """all-MiniLM-L6-v2 (mean pooling, normalised, 256 tokens) on CPU nodes."""
 
-MINILM_GPU = ModelSpec(
-    name="minilm-gpu",
-    family=Family.BERT,
-    hf_repo=MINILM_CPU.hf_repo,
-    revision=MINILM_CPU.revision,
-    architecture=MINILM_CPU.architecture,
-    encoder=MINILM_CPU.encoder,
-)
+MINILM_GPU = replace(MINILM_SPEC, name="minilm-gpu")
 """The same encoder on a GPU node."""
 
 

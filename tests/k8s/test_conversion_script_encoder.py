@@ -14,7 +14,7 @@ import pytest
 
 from components.common.layout import model_paths
 from components.models.conversion_spec import COMPLETE_MARKER, CONVERT_SCRIPT, script_env
-from tests.encoder.checkpoints import BERT_TEST_DIMS, MAX_SEQ_LENGTH, VARIANTS, VOCAB, extract_minilm
+from tests.encoder.checkpoints import BERT_TEST_DIMS, MAX_SEQ_LENGTH, MINILM_SPEC, VARIANTS, VOCAB, extract_minilm
 from tests.k8s.fixtures import CONVERTER
 from tritonft.encoder.repo import EncoderNames
 from tritonft.repo.check import check_repository
@@ -169,20 +169,12 @@ def test_a_spec_the_checkpoint_contradicts_fails_the_job_and_publishes_no_reposi
     assert not repo.exists()
 
 
-MINILM_SPEC = replace(
-    SPEC,
-    name="minilm",
-    hf_repo="sentence-transformers/all-MiniLM-L6-v2",
-    architecture=Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=VOCAB, max_positions=512),
-    encoder=EncoderSpec(max_seq_length=256),
-)
-
-
 def test_the_answer_check_publishes_the_real_minilm_after_judging_what_it_answers(tmp_path, tmp_path_factory):
     minilm = extract_minilm(tmp_path_factory.mktemp("hf") / "all-MiniLM-L6-v2")
-    proc = _run(tmp_path, minilm, MINILM_SPEC, verify=True)
+    spec = replace(MINILM_SPEC, device=Device.CPU)
+    proc = _run(tmp_path, minilm, spec, verify=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    ckpt, repo = _store(tmp_path, MINILM_SPEC)
+    ckpt, repo = _store(tmp_path, spec)
     assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "convert", "verify", "repo"]
     assert f"verify {ckpt}.partial-pod-1/onnx --generate --tokenizer {ckpt}.partial-pod-1/tokenizer" in _calls(tmp_path)
     assert "similarity order right" in proc.stdout

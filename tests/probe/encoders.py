@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from tests.encoder.checkpoints import golden
+from tests.encoder.checkpoints import MINILM_SPEC, golden
 from tritonft.probe.contract import TextContract
 from tritonft.probe.retry import PermanentError
 from tritonft.probe.streaming import StreamedAnswer
@@ -20,23 +20,10 @@ from tritonft.spec import (
     Device,
     EncoderSpec,
     EncoderTask,
-    Family,
     ModelSpec,
-    Pooling,
-    WeightDType,
 )
 
-MINILM = ModelSpec(
-    name="minilm",
-    family=Family.BERT,
-    hf_repo="sentence-transformers/all-MiniLM-L6-v2",
-    revision="1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
-    architecture=Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=30522, max_positions=512),
-    weight_dtype=WeightDType.FP32,
-    batching=Batching(max_batch_size=16),
-    encoder=EncoderSpec(task=EncoderTask.EMBED, pooling=Pooling.MEAN, normalize=True, max_seq_length=256),
-    device=Device.CPU,
-)
+MINILM = dataclasses.replace(MINILM_SPEC, batching=Batching(max_batch_size=16), device=Device.CPU)
 SENTIMENT = dataclasses.replace(
     MINILM,
     name="sentiment",

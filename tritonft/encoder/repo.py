@@ -270,3 +270,27 @@ def write_encoder_repository(serving: EncoderServing, converted: Path, tokenizer
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return order
+
+
+def make_python_engine(model_dir: Path) -> None:
+    """Rewrite a rendered ``NAME-onnx`` model for Triton's ONNX Runtime backend into the Python-backend stand-in, in
+    place: the same ``1/model.onnx`` run by the ``onnxruntime`` package, for a Triton without that backend (this
+    project's test server). Inputs, outputs, batching and instance counts are kept as rendered; GPU instances become
+    CPU ones and the TensorRT accelerator goes (both need a GPU)."""
+    path = model_dir / "config.pbtxt"
+    config = text_format.Parse(path.read_text(encoding="utf-8"), mc.ModelConfig())
+    if config.platform != "onnxruntime_onnx":
+        raise ValueError(f"{model_dir} is not a rendered ONNX Runtime model (platform {config.platform!r})")
+    config.ClearField("platform")
+    config.backend = "python"
+    config.parameters[ENGINE_PARAMETER].string_value = PYTHON_ENGINE
+    if "intra_op_thread_count" in config.parameters:
+        config.parameters["intra_op_threads"].string_value = config.parameters["intra_op_thread_count"].string_value
+        del config.parameters["intra_op_thread_count"]
+    for group in config.instance_group:
+        group.kind = mc.ModelInstanceGroup.KIND_CPU
+        del group.gpus[:]
+    config.ClearField("optimization")
+    path.write_text(text_format.MessageToString(config, use_short_repeated_primitives=True), encoding="utf-8")
+    (model_dir / VERSION).mkdir(exist_ok=True)
+    shutil.copyfile(PACKAGE_ROOT / "encoder" / "triton_onnx_model.py", model_dir / VERSION / "model.py")
