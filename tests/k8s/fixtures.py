@@ -17,7 +17,7 @@ from components.serving.service import Autoscaler, TritonService, TritonServiceA
 from tests.encoder.checkpoints import MINILM_SPEC
 from tritonft.rollout.verdict import NodeGrowth
 from tritonft.spec import Architecture, DataType, Device, Family, ModelSpec, WeightDType
-from tritonft.synth.engine import Registered
+from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
 NAMESPACE = "triton"
 TOOLS_IMAGE = "registry.example.com/triton-ft/tools@sha256:" + "a" * 64
@@ -144,6 +144,22 @@ def serve(
             gpus_per_node=gpus_per_node,
         ),
     )
+
+
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+
+
+def served_deployment(mocks: RecordingMocks, model: ModelSpec, **kwargs: Any) -> Registered:
+    """The one Deployment :func:`serve` registers for ``model`` (``kwargs``: :func:`serve`'s options)."""
+    run_program(lambda: serve("m", model, **kwargs))
+    (deployment,) = mocks.of_type(DEPLOYMENT)
+    return deployment
+
+
+def triton_container(deployment: Registered) -> dict[str, Any]:
+    """The Triton container of a captured Deployment (its only one)."""
+    (container,) = containers(deployment)
+    return container
 
 
 def containers(res: Registered) -> list[dict[str, Any]]:

@@ -11,32 +11,28 @@ from components.common import sizing
 from components.serving.gemm_tuning import INIT_CONTAINER, WORKDIR, GemmTuning
 from components.serving.server_spec import TRITONSERVER
 from tests.k8s.fixtures import (
+    DEPLOYMENT,
     GPTJ_6B,
     GPU_POOL,
     NAMESPACE,
     T5_SMALL,
-    containers,
     make_target,
     pod_spec,
     secure_ingress,
     serve,
+    served_deployment,
+    triton_container,
 )
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
-DEPLOYMENT = "kubernetes:apps/v1:Deployment"
-
 
 def _deployment(mocks: RecordingMocks, model: ModelSpec = GPTJ_6B, **kwargs: Any) -> Registered:
-    run_program(lambda: serve("m", model, **kwargs))
-    (deployment,) = mocks.of_type(DEPLOYMENT)
-    return deployment
+    return served_deployment(mocks, model, **kwargs)
 
 
-def _triton(deployment: Registered) -> dict[str, Any]:
-    (container,) = containers(deployment)
-    return container
+_triton = triton_container
 
 
 def test_gpu_limit_is_tp_times_pp(mocks):

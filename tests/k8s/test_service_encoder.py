@@ -19,24 +19,21 @@ from tests.k8s.fixtures import (
     containers,
     pod_spec,
     serve,
+    served_deployment,
+    triton_container,
 )
 from tritonft.rollout.verdict import NodeGrowth
 from tritonft.spec import ModelSpec
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
-DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 JOB = "kubernetes:batch/v1:Job"
 
 
 def _deployment(mocks: RecordingMocks, model: ModelSpec = MINILM_CPU, **kwargs: Any) -> Registered:
-    run_program(lambda: serve("m", model, **kwargs))
-    (deployment,) = mocks.of_type(DEPLOYMENT)
-    return deployment
+    return served_deployment(mocks, model, **kwargs)
 
 
-def _triton(deployment: Registered) -> dict[str, Any]:
-    (container,) = containers(deployment)
-    return container
+_triton = triton_container
 
 
 def _env(container: dict[str, Any]) -> dict[str, str]:

@@ -70,7 +70,7 @@ def test_a_gateway_that_answers_wrong_fails_the_probe_naming_the_gateway(
     assert not report.ok
     assert report.model(MODEL).status is ModelStatus.GATEWAY_FAILED
     assert report.failure_message().startswith(
-        f"gateway[{MODEL}]: the OpenAI gateway answered wrong: empty continuation of the prompt"
+        f"gateway[{MODEL}]: the OpenAI gateway answered wrong (POST /v1/completions): empty continuation of the prompt"
     )
 
 
@@ -148,5 +148,6 @@ def test_a_gateway_answer_other_than_the_expected_one_fails_naming_the_prompt(
 
     assert report.model(MODEL).status is ModelStatus.GATEWAY_FAILED
     assert report.failure_message().startswith(
-        f"gateway[{MODEL}]: the OpenAI gateway answered wrong: the answer to 'hello world' is not the expected one"
+        f"gateway[{MODEL}]: the OpenAI gateway answered wrong (POST /v1/completions): "
+        "the answer to 'hello world' is not the expected one"
     )

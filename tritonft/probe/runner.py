@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -39,6 +39,8 @@ from tritonft.probe.retry import (
 )
 from tritonft.probe.stats import LatencySummary
 from tritonft.spec import EncoderTask, Family
+
+_T = TypeVar("_T")
 
 DEFAULT_DEADLINE_S = 300.0
 DEFAULT_CALL_TIMEOUT_S = 30.0
@@ -413,7 +415,6 @@ class _Run:
         """The judged prompts through the gateway's ``/v1/completions``, judged like the direct answers (the exact
         expected answers when given)."""
         samples = target.expected or samples_for(target.family)
-        started = self.deadline.elapsed()
 
         def call(timeout: float) -> list[str]:
             prompts = [s.prompt for s in samples]
@@ -426,16 +427,24 @@ class _Run:
                 timeout_s=timeout,
             )
 
+        return self.judge_gateway(target, "/v1/completions", call, lambda texts: self.verdict(target, samples, texts))
+
+    def judge_gateway(
+        self, target: ModelTarget, route: str, call: Callable[[float], _T], judge: Callable[[_T], Verdict]
+    ) -> bool:
+        """One call of the gateway's ``POST route``, retried within the deadline, its answer judged; recorded as the
+        model's ``gateway`` check."""
+        started = self.deadline.elapsed()
         try:
             done = retry(call, self.deadline, self.config.call_timeout_s, sleep=self.sleep)
         except RetriesExhaustedError as exc:
             detail = f"the OpenAI gateway did not answer: {exc.reason}"
             self.record("gateway", False, detail, started, target.name, attempts=exc.attempts)
             return False
-        verdict = self.verdict(target, samples, done.value)
-        detail = f"POST /v1/completions: {verdict.detail}"
+        verdict = judge(done.value)
+        detail = f"POST {route}: {verdict.detail}"
         if not verdict.ok:
-            detail = f"the OpenAI gateway answered wrong: {verdict.detail}"
+            detail = f"the OpenAI gateway answered wrong (POST {route}): {verdict.detail}"
         self.record("gateway", verdict.ok, detail, started, target.name, attempts=done.attempts)
         return verdict.ok
 
@@ -477,23 +486,13 @@ class _Run:
         assert target.encoder is not None
         encoder = target.encoder
         texts = encoder.texts()
-        started = self.deadline.elapsed()
 
         def call(timeout: float) -> npt.NDArray[np.float64]:
             return self.embed(gateway_url, target.name, texts, headers=self.config.headers, timeout_s=timeout)
 
-        try:
-            done = retry(call, self.deadline, self.config.call_timeout_s, sleep=self.sleep)
-        except RetriesExhaustedError as exc:
-            detail = f"the OpenAI gateway did not answer: {exc.reason}"
-            self.record("gateway", False, detail, started, target.name, attempts=exc.attempts)
-            return False
-        verdict = encoder.judge(texts, {"embedding": done.value})
-        detail = f"POST /v1/embeddings: {verdict.detail}"
-        if not verdict.ok:
-            detail = f"the OpenAI gateway answered wrong (POST /v1/embeddings): {verdict.detail}"
-        self.record("gateway", verdict.ok, detail, started, target.name, attempts=done.attempts)
-        return verdict.ok
+        return self.judge_gateway(
+            target, "/v1/embeddings", call, lambda vectors: encoder.judge(texts, {"embedding": vectors})
+        )
 
     def check_encoder(self, target: ModelTarget) -> ModelReport:
         """Answers judged, latency, and (embedding models) the gateway; after the contract checks passed."""
