@@ -8,11 +8,11 @@ import pytest
 from google.protobuf import text_format  # type: ignore[import-untyped]
 from tritonclient.grpc import model_config_pb2 as mc
 
+from tritonft.encoder.convert import read_manifest
 from tritonft.encoder.repo import (
     EncoderServing,
     OnnxEngine,
     make_python_engine,
-    read_manifest,
     render_encoder_files,
     write_encoder_repository,
 )

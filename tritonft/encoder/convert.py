@@ -135,6 +135,20 @@ _COMPARED = (
 )
 
 
+def read_manifest(converted: Path) -> dict[str, Any]:
+    """The manifest of a conversion directory (``OUT/onnx``); ``UserError`` when it is not one."""
+    path = converted / MANIFEST
+    try:
+        manifest = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(
+            f"{path} is missing or unreadable; point at the OUT/onnx directory of `tritonft convert`"
+        ) from exc
+    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
+        raise UserError(f"{path} is not an encoder conversion manifest (schema {SCHEMA})")
+    return manifest
+
+
 def convert_encoder(request: EncoderRequest, config_json: dict[str, Any]) -> EncoderResult:
     checkpoint = open_checkpoint(request.input_dir)
     config = read_encoder_config(

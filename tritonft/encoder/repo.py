@@ -33,7 +33,7 @@ from google.protobuf import text_format  # type: ignore[import-untyped]  # no ty
 from tritonclient.grpc import model_config_pb2 as mc
 
 import tritonft
-from tritonft.encoder.convert import MANIFEST, MODEL_FILE, SCHEMA
+from tritonft.encoder.convert import MODEL_FILE, read_manifest
 from tritonft.encoder.graph import INPUTS
 from tritonft.errors import UserError
 from tritonft.repo.naming import MODEL_NAME_PATTERN, VERSION
@@ -197,20 +197,6 @@ def ensemble_config(serving: EncoderServing, manifest: Mapping[str, Any]) -> mc.
 def render(config: mc.ModelConfig, name: str) -> bytes:
     body: str = text_format.MessageToString(config, use_short_repeated_primitives=True)
     return (HEADER.format(name=name) + body).encode("utf-8")
-
-
-def read_manifest(converted: Path) -> dict[str, Any]:
-    """The manifest of a conversion directory (``OUT/onnx``); ``UserError`` when it is not one."""
-    path = converted / MANIFEST
-    try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{path} is missing or unreadable; point at the OUT/onnx directory of `tritonft convert`"
-        ) from exc
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        raise UserError(f"{path} is not an encoder conversion manifest (schema {SCHEMA})")
-    return manifest
 
 
 def render_encoder_files(serving: EncoderServing, manifest: Mapping[str, Any]) -> dict[str, bytes]:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from tritonft.digest import sha256_file
-from tritonft.encoder.convert import MANIFEST, MODEL_FILE, SCHEMA
+from tritonft.encoder.convert import MANIFEST, MODEL_FILE, SCHEMA, read_manifest
 from tritonft.errors import UserError
 from tritonft.probe.encoder import EmbeddingExpectation, judge_embeddings, judge_labels
 from tritonft.probe.expectations import Verdict
@@ -54,24 +53,9 @@ def is_encoder_conversion(directory: Path) -> bool:
     return isinstance(manifest, dict) and manifest.get("schema") == SCHEMA
 
 
-def load_encoder_manifest(directory: Path) -> dict[str, Any]:
-    path = directory / MANIFEST
-    if not directory.is_dir():
-        raise UserError(f"{directory} is not a directory; pass the converted OUT/onnx directory")
-    try:
-        manifest = json.loads(path.read_text())
-    except FileNotFoundError as exc:
-        raise UserError(f"{path} is missing: {directory} was not written by `tritonft convert`") from exc
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path} is unreadable ({exc}); re-run `tritonft convert`") from exc
-    if not isinstance(manifest, dict) or manifest.get("schema") != SCHEMA:
-        raise UserError(f"{path} is not a {SCHEMA} manifest; re-run `tritonft convert`")
-    return manifest
-
-
 def verify_encoder_files(directory: Path) -> EncoderReport:
     """``model.onnx`` present with its recorded size and sha256; no file the manifest does not know."""
-    manifest = load_encoder_manifest(directory)
+    manifest = read_manifest(directory)
     report = EncoderReport(directory)
     entry = manifest.get("model") or {}
     model = directory / MODEL_FILE
@@ -107,7 +91,7 @@ def judge_encoder(
 
     from tritonft.encoder.tokenize import EncoderInputError, EncoderTokenizer
 
-    manifest = load_encoder_manifest(directory)
+    manifest = read_manifest(directory)
     tokenizer_json = tokenizer_dir / "tokenizer.json"
     if not tokenizer_json.is_file():
         raise UserError(

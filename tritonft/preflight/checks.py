@@ -213,15 +213,7 @@ def selector_and_taints(nodes: Sequence[Mapping[str, Any]], needs: Needs) -> Che
 
 
 def free_gpus(node: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> int:
-    used = 0
-    for pod in pods:
-        if pod.get("spec", {}).get("nodeName") != _name(node):
-            continue
-        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed"):
-            continue
-        for c in pod["spec"].get("containers", []):
-            used += int(c.get("resources", {}).get("requests", {}).get(GPU_RESOURCE, "0"))
-    return gpus_of(node) - used
+    return gpus_of(node) - int(_requested(node, pods, GPU_RESOURCE))
 
 
 def model_shapes_fit(

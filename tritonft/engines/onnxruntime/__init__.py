@@ -186,8 +186,8 @@ class OnnxRuntime:
         ``OUT/onnx``), whose manifest must describe the model ``spec`` does; ``tokenizer_dir``: the checkpoint
         directory with ``tokenizer.json``. ``model_root``/``checkpoint_path`` are unused (``model.onnx`` is copied
         into the repository)."""
-        from tritonft.encoder.convert import MANIFEST
-        from tritonft.encoder.repo import read_manifest, write_encoder_repository
+        from tritonft.encoder.convert import MANIFEST, read_manifest
+        from tritonft.encoder.repo import write_encoder_repository
 
         _encoder(spec)
         converted = _converted(checkpoint_dir)
