@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.probe.conftest import SHARED_MODELS, start_mlserver, stop
+from tests.tritonft.probe.conftest import SHARED_MODELS, start_mlserver, stop
 from tritonft.bench.loadgen import LoadPlan, run_levels
 from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import parse_endpoint

@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from components.settings.stack_file import settings_from_stack_file
-from tests.controlplane.plan import (
+from tests.system.controlplane.plan import (
     AFTER_JOBS,
     apply_plan,
     by_kind,
@@ -36,7 +36,7 @@ from tests.controlplane.plan import (
     load_plan,
     retarget,
 )
-from tests.controlplane.server import ControlPlane, control_plane_bin
+from tests.system.controlplane.server import ControlPlane, control_plane_bin
 from tritonft.kube import Kube, wait_for
 from tritonft.rollout.verdict import NodeGrowth
 from tritonft.rollout.watch import RolloutFailedError, WatchConfig, watch_rollout

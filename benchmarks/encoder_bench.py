@@ -146,7 +146,7 @@ def main() -> int:
     import onnxruntime as ort
     from tokenizers import Tokenizer
 
-    from tests.encoder.checkpoints import extract_minilm
+    from tests.tritonft.encoder.checkpoints import extract_minilm
     from tritonft.cli import main as tritonft
     from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
     from tritonft.local_triton import LocalTriton, free_port, prepare_runtime

@@ -48,9 +48,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import orjson
 
-from tests.gateway.server import GatewayProcess
-from tests.realtriton.repos import serve_ready_repository, stack_specs
-from tests.repo.conftest import train_gpt_tokenizer
+from tests.system.realtriton.repos import serve_ready_repository, stack_specs
+from tests.tritonft.gateway.server import GatewayProcess
+from tests.tritonft.repo.conftest import train_gpt_tokenizer
 from tritonft.gateway.config import ServedModel
 from tritonft.gateway.mapping import ensemble_request
 from tritonft.gateway.triton import answer_texts, infer_request

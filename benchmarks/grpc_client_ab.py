@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
 from tritonclient.grpc import service_pb2_grpc
 
-from tests.realtriton.repos import serve_ready_repository, stack_specs
-from tests.repo.conftest import train_gpt_tokenizer
+from tests.system.realtriton.repos import serve_ready_repository, stack_specs
+from tests.tritonft.repo.conftest import train_gpt_tokenizer
 from tritonft.bench.loadgen import LoadPlan, grpc_request
 from tritonft.local_triton import LocalTriton, prepare_runtime
 from tritonft.probe.contract import TextContract

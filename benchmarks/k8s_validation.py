@@ -1,7 +1,8 @@
 """How long the Kubernetes half takes to plan and check: mock-engine build, strict schema validation, checkov.
 
 Run: ``.venv/bin/python benchmarks/k8s_validation.py [--runs 5]`` (needs ``.tools/checkov``). Prints medians.
-The stack is the one tests/k8s/test_manifests_valid.py checks: T5 TP=1 (HPA) and GPT-J TP=4 (KEDA), monitoring on.
+The stack is the one tests/components/test_manifests_valid.py checks: T5 TP=1 (HPA) and GPT-J TP=4 (KEDA),
+monitoring on.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.k8s.test_manifests_valid import _both_services
-from tests.k8s.validation import run_checkov, validate_manifest, write_manifests
+from tests.components.test_manifests_valid import _both_services
+from tests.components.validation import run_checkov, validate_manifest, write_manifests
 from tritonft.synth.engine import RecordingMocks, mock_engine, run_program
 from tritonft.synth.manifests import manifests_of
 

@@ -44,8 +44,8 @@ from benchmarks.triton_bench import (
     perf_analyzer_binary,
     print_phases,
 )
-from tests.realtriton.repos import serve_ready_repository, stack_specs
-from tests.repo.conftest import train_gpt_tokenizer
+from tests.system.realtriton.repos import serve_ready_repository, stack_specs
+from tests.tritonft.repo.conftest import train_gpt_tokenizer
 from tritonft.local_triton import LocalTriton, prepare_runtime
 from tritonft.repo.naming import RepoNames
 from tritonft.spec import Family

@@ -19,8 +19,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.realtriton.repos import render_with_cli, stack_specs
-from tests.repo.conftest import train_gpt_tokenizer
+from tests.system.realtriton.repos import render_with_cli, stack_specs
+from tests.tritonft.repo.conftest import train_gpt_tokenizer
 from tritonft.local_triton import LocalTriton, prepare_runtime
 from tritonft.probe import ModelTarget, ProbeConfig, run_probe
 from tritonft.repo.naming import RepoNames

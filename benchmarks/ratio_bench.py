@@ -44,10 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.triton_bench import perf_analyzer_binary
 from components.common.triton import RATIO_RECORD
 from components.serving.monitoring import series_selector
-from tests.realtriton.prometheus import LocalPrometheus, service_monitor_target_labels
-from tests.realtriton.repos import stack_specs
-from tests.realtriton.signal_plan import MODEL, POD, STACK, synthesized_plan
-from tests.repo.conftest import train_t5_tokenizer
+from tests.system.realtriton.prometheus import LocalPrometheus, service_monitor_target_labels
+from tests.system.realtriton.repos import stack_specs
+from tests.system.realtriton.signal_plan import MODEL, POD, STACK, synthesized_plan
+from tests.tritonft.repo.conftest import train_t5_tokenizer
 from tritonft.local_triton import LocalTriton, prepare_runtime
 from tritonft.repo.naming import RepoNames
 from tritonft.repo.render import write_repository

@@ -1,6 +1,6 @@
 """Benchmark the CPU reference of FT's model step (``tritonft.reference``): generation speed per family.
 
-For each model (the golden test sizes of ``tests/reference/checkpoints.py``, and random weights at t5-small and
+For each model (the golden test sizes of ``tests/tritonft/reference/checkpoints.py``, and random weights at t5-small and
 gpt2 (124M) shapes), the seeded checkpoint is written, converted with ``tritonft convert`` (fp32, TP 1) and loaded
 once; then ``--runs`` rounds each time a greedy generation and a beam search (width 4) of ``--new-tokens`` tokens
 from a ``--prompt-tokens``-token prompt (batch 1; the end id is disabled so every run generates all tokens).
@@ -24,8 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.convert.models import Model
-from tests.reference import checkpoints
+from tests.tritonft.convert.models import Model
+from tests.tritonft.reference import checkpoints
 from tritonft.cli import main as tritonft
 from tritonft.reference import GenerationRequest, build_model, generate, load_checkpoint
 

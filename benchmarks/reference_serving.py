@@ -1,8 +1,9 @@
 """Benchmark the reference engine served by a real Triton: ensemble latency per family (issue 13).
 
-The golden checkpoints of ``tests/reference`` (T5, GPT-2, GPT-J at test size) are rebuilt from their seed,
+The golden checkpoints of ``tests/tritonft/reference`` (T5, GPT-2, GPT-J at test size) are rebuilt from their seed,
 converted with ``tritonft convert`` at TP 2 and rendered with ``tritonft repo --engine reference`` (the word
-tokenizer of ``tests/realtriton/golden.py``), exactly as the end-to-end tests serve them; then, per model, over gRPC:
+tokenizer of ``tests/system/realtriton/golden.py``), exactly as the end-to-end tests serve them; then, per model,
+over gRPC:
 ``--requests`` sequential requests of one prompt and of a batch of the three golden prompts (different lengths),
 each generating up to 12 tokens greedily, after ``--warmup`` requests. Printed: p50/p95 latency, the generated
 tokens per answer, and the load average before and after.
@@ -24,8 +25,8 @@ import tritonclient.grpc as grpcclient
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.realtriton.golden import SERVED, TP, golden_cases, golden_spec, render_golden
-from tests.reference.checkpoints import VARIANTS
+from tests.system.realtriton.golden import SERVED, TP, golden_cases, golden_spec, render_golden
+from tests.tritonft.reference.checkpoints import VARIANTS
 from tritonft.cli import main as tritonft
 from tritonft.local_triton import LocalTriton, prepare_runtime
 

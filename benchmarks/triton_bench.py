@@ -58,8 +58,8 @@ from google.protobuf import text_format  # type: ignore[import-untyped]  # no ty
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.realtriton.repos import serve_ready_repository, stack_specs
-from tests.repo.conftest import train_gpt_tokenizer
+from tests.system.realtriton.repos import serve_ready_repository, stack_specs
+from tests.tritonft.repo.conftest import train_gpt_tokenizer
 from tritonft.bench.loadgen import LoadPlan, grpc_request, run_levels
 from tritonft.bench.results import LevelResult
 from tritonft.local_triton import LocalTriton, prepare_runtime

@@ -43,7 +43,7 @@ def main() -> int:
     import numpy as np
     import openai
 
-    from tests.encoder.checkpoints import extract_minilm
+    from tests.tritonft.encoder.checkpoints import extract_minilm
     from tritonft.cli import main as tritonft
     from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
     from tritonft.local_triton import LocalTriton, free_port, prepare_runtime

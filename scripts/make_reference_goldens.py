@@ -4,9 +4,9 @@ Needs torch + transformers, which the project does not depend on; run it in a se
 run it, it only checks its output):
 
     uv venv -p 3.11 /tmp/golden-venv && uv pip install -p /tmp/golden-venv/bin/python torch transformers numpy
-    /tmp/golden-venv/bin/python scripts/make_reference_goldens.py [--out tests/reference/golden]
+    /tmp/golden-venv/bin/python scripts/make_reference_goldens.py [--out tests/tritonft/reference/golden]
 
-For every checkpoint of ``tests.reference.checkpoints.VARIANTS`` (seeded numpy weights, the same files CI
+For every checkpoint of ``tests.tritonft.reference.checkpoints.VARIANTS`` (seeded numpy weights, the same files CI
 rebuilds) it saves the checkpoint, loads it with ``from_pretrained`` in fp32, checks every stored tensor arrived
 unchanged, and runs greedy and beam-search ``generate`` on the family's fixed prompts, one prompt at a time.
 The JSON records the generated ids (the prompt / decoder start token removed, cut after the first end id), the
@@ -28,7 +28,7 @@ import transformers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.reference.checkpoints import (
+from tests.tritonft.reference.checkpoints import (
     BEAM_WIDTH,
     LENGTH_PENALTY,
     MAX_NEW_TOKENS,
@@ -131,7 +131,9 @@ def run(variant: Variant, directory: Path) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[1] / "tests/reference/golden")
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).resolve().parents[1] / "tests/tritonft/reference/golden"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)

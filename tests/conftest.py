@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.failure_logs import attach_on_failure
-from tests.gateway.server import log_sections
+from tests.tritonft.gateway.server import log_sections
 from tritonft.synth.engine import RecordingMocks, mock_engine
 
 pytest_runtest_makereport = attach_on_failure(log_sections)

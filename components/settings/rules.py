@@ -7,7 +7,8 @@ gives one message, not a cascade of follow-on ones. Model rules run once per ent
 model-entry keys and their messages are prefixed ``models[i].``.
 
 To add a rule: write its check below with ``@stack_rule``/``@model_rule`` (or add a tuple of rules from a module
-of its own to :data:`STACK_RULES`/:data:`MODEL_RULES`), and give it a case in ``tests/settings/test_rules.py``.
+of its own to :data:`STACK_RULES`/:data:`MODEL_RULES`), and give it a case in
+``tests/components/settings/test_rules.py``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # A real Prometheus (with promtool) for the rule and autoscaling-signal tests: Debian's `prometheus` package, only
 # when promtool is missing. The package's own service must not run (it would listen on 0.0.0.0:9090): starts are
 # denied through policy-rc.d while installing, and a service that was started anyway is stopped and disabled.
-# The tests start their own Prometheus on 127.0.0.1 (tests/realprometheus/).
+# The tests start their own Prometheus on 127.0.0.1 (tests/system/realtriton/prometheus.py).
 set -euo pipefail
 
 command -v promtool >/dev/null 2>&1 && command -v prometheus >/dev/null 2>&1 && exit 0

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--expected-tokens",
         type=Path,
-        help="JSON of prompts (token ids) and the tokens they must generate (tests/reference/golden format); "
+        help="JSON of prompts (token ids) and the tokens they must generate (tests/tritonft/reference/golden format); "
         "implies --generate and replaces the judgement",
     )
     parser.add_argument(

@@ -1,7 +1,7 @@
 """Every OpenAI request parameter of ``/v1/completions`` and ``/v1/chat/completions``: supported, or refused with a
 400 naming it and saying why. One table (:data:`PARAMETERS`), which the README's table must equal
-(``tests/gateway/test_parameters.py``); a parameter that is in neither is refused as unknown, so nothing a client
-sends is ever silently ignored.
+(``tests/tritonft/gateway/test_parameters.py``); a parameter that is in neither is refused as unknown, so nothing a
+client sends is ever silently ignored.
 
 A refused parameter is still accepted at its "off" value (``neutral``: what clients send by default, e.g.
 LangChain's ``frequency_penalty: 0``), and ``null`` means "not sent" for every parameter.

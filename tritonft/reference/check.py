@@ -2,7 +2,7 @@
 
 Two checks, on the reference (:mod:`tritonft.reference`):
 
-* ``--expected-tokens FILE``: every case of the file (the golden format of ``tests/reference/golden``: prompt
+* ``--expected-tokens FILE``: every case of the file (the golden format of ``tests/tritonft/reference/golden``: prompt
   token ids, ``greedy`` or ``beam`` with its width and length penalty, optionally an end id, the expected generated
   ids per beam) must be reproduced token for token; a mismatch names the case, the step and both tokens.
 * otherwise the probe's judgement (:mod:`tritonft.probe.expectations`) on the probe's own prompts, tokenized with

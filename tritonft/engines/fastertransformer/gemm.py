@@ -5,7 +5,7 @@ hand and write the fastest into ``gemm_config.in`` in their working directory; t
 by its relative name when they build the model (``cublasAlgoMap("gemm_config.in")``), so it must sit in the
 directory ``tritonserver`` starts in. Without it FT warns ``gemm_config.in is not found; using default GEMM algo``
 and uses cuBLAS's heuristics. The argument lists below are FT's, read at the commit the server image builds
-(``tests/gemm/ft_gemm_args.json`` has every ``file:line``):
+(``tests/tritonft/engines/fastertransformer/ft_gemm_args.json`` has every ``file:line``):
 
 * ``t5_gemm batch_size beam_width max_mem_seq_len encoder_d_model encoder_head_num encoder_size_per_head
   encoder_inter_size decoder_d_model decoder_head_num decoder_size_per_head decoder_inter_size decoder_vocab_size

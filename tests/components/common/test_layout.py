@@ -1,0 +1,55 @@
+"""Names and store layout (components.common.layout): content-keyed, DNS-safe, deterministic."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from components.common.layout import conversion_job_name, dns_label, model_paths
+from tests.components.fixtures import CONVERTER, GPTJ_6B, T5_SMALL
+from tritonft.spec import Batching
+
+
+def test_dns_label_lowercases_replaces_symbols_and_trims():
+    assert dns_label("My_Model.v2--") == "my-model-v2"
+    assert len(dns_label("x" * 100)) == 63
+
+
+def test_dns_label_refuses_a_name_without_letters_or_digits():
+    with pytest.raises(ValueError, match="no letters or digits"):
+        dns_label("__--")
+
+
+def test_job_name_is_deterministic_and_a_valid_label():
+    name = conversion_job_name(GPTJ_6B, CONVERTER)
+    assert name == conversion_job_name(GPTJ_6B, CONVERTER)
+    assert len(name) <= 63
+    assert name == dns_label(name)
+
+
+def test_job_name_contains_the_conversion_key():
+    assert GPTJ_6B.conversion_key(CONVERTER) in conversion_job_name(GPTJ_6B, CONVERTER)
+
+
+def test_job_name_changes_with_the_revision():
+    moved = replace(GPTJ_6B, revision="0" * 40)
+    assert conversion_job_name(moved, CONVERTER) != conversion_job_name(GPTJ_6B, CONVERTER)
+
+
+def test_job_name_changes_with_the_converter_version():
+    assert conversion_job_name(T5_SMALL, "0.2.0") != conversion_job_name(T5_SMALL, CONVERTER)
+
+
+def test_a_serving_knob_changes_the_repository_but_not_the_checkpoint():
+    rebatched = replace(T5_SMALL, batching=Batching(max_batch_size=32))
+    before, after = model_paths(T5_SMALL, CONVERTER), model_paths(rebatched, CONVERTER)
+    assert after.checkpoint_dir == before.checkpoint_dir
+    assert after.repository_dir != before.repository_dir
+
+
+def test_a_long_model_name_still_fits_with_the_keys():
+    long = replace(T5_SMALL, name="a-very-long-model-name-that-goes-on-and-on-and-on-forever")
+    name = conversion_job_name(long, CONVERTER)
+    assert len(name) <= 63
+    assert name.endswith(long.conversion_key(CONVERTER) + "-" + name.rsplit("-", 1)[1])

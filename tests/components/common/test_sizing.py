@@ -1,0 +1,210 @@
+"""Sizing formulas (components.common.sizing): each number derived from the model as documented."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from components.common import sizing
+from components.common.sizing import GIB, MIB
+from tests.components.fixtures import GPTJ_6B, MINILM_CPU, MINILM_GPU, T5_SMALL
+from tritonft.spec import Batching, Family, WeightDType
+
+
+def test_converted_bytes_of_t5_counts_the_two_extra_embedding_copies():
+    arch = T5_SMALL.architecture
+    extra = 2 * arch.vocab_size * arch.d_model * T5_SMALL.weight_dtype.nbytes
+    assert sizing.converted_bytes(T5_SMALL) == T5_SMALL.weight_bytes + extra
+
+
+def test_converted_bytes_of_gptj_is_its_weight_bytes():
+    assert GPTJ_6B.family is Family.GPTJ
+    assert sizing.converted_bytes(GPTJ_6B) == GPTJ_6B.weight_bytes
+
+
+def test_store_size_is_converted_bytes_times_headroom_rounded_up_to_gib():
+    total = sizing.converted_bytes(T5_SMALL) + sizing.converted_bytes(GPTJ_6B)
+    assert sizing.store_size_gi((T5_SMALL, GPTJ_6B), headroom=1.5) == math.ceil(total * 1.5 / GIB)
+
+
+def test_store_size_is_at_least_one_gib():
+    tiny = replace(T5_SMALL, architecture=replace(T5_SMALL.architecture, vocab_size=8, num_layers=1))
+    assert sizing.store_size_gi((tiny,)) == 1
+
+
+def test_store_headroom_below_one_is_refused():
+    with pytest.raises(ValueError, match="headroom"):
+        sizing.store_size_gi((T5_SMALL,), headroom=0.5)
+
+
+def test_startup_budget_is_start_plus_bytes_over_bandwidth_with_margin_in_whole_periods():
+    budget = sizing.startup_budget(GPTJ_6B, load_bandwidth=100 * sizing.MB, period_seconds=10)
+    expected = (sizing.SERVER_START_SECONDS + sizing.converted_bytes(GPTJ_6B) / (100 * sizing.MB)) * 1.5
+    assert budget.period_seconds == 10
+    assert budget.failure_threshold == math.ceil(expected / 10)
+    assert budget.seconds >= expected > budget.seconds - 10
+
+
+def test_startup_budget_grows_with_model_size_and_shrinks_with_bandwidth():
+    small = sizing.startup_budget(T5_SMALL)
+    large = sizing.startup_budget(GPTJ_6B)
+    fast = sizing.startup_budget(GPTJ_6B, load_bandwidth=4 * sizing.LOAD_BANDWIDTH)
+    assert small.seconds < large.seconds
+    assert fast.seconds < large.seconds
+
+
+def test_startup_budget_refuses_a_non_positive_bandwidth():
+    with pytest.raises(ValueError, match="bandwidth"):
+        sizing.startup_budget(T5_SMALL, load_bandwidth=0)
+
+
+def test_shm_is_one_gib_plus_256_mib_per_extra_gpu():
+    assert sizing.shm_bytes(T5_SMALL) == GIB
+    assert sizing.shm_bytes(GPTJ_6B) == GIB + 3 * 256 * MIB
+
+
+def test_server_memory_request_accounts_for_shm():
+    s = sizing.server_sizing(GPTJ_6B)
+    expected = sizing.SERVER_BASE_MEMORY + sizing.shm_bytes(GPTJ_6B) + 2 * sizing.largest_tensor_bytes(GPTJ_6B)
+    assert s.memory_request == f"{math.ceil(expected / MIB)}Mi"
+    assert s.memory_limit == s.memory_request
+    assert s.shm_size == f"{sizing.shm_bytes(GPTJ_6B) // MIB}Mi"
+
+
+def test_server_gpus_are_tp_times_pp():
+    model = replace(GPTJ_6B, tensor_parallel=2, pipeline_parallel=2)
+    assert sizing.server_sizing(model).gpus == 4
+
+
+def test_job_memory_is_base_plus_four_copies_of_the_largest_tensor():
+    largest = GPTJ_6B.architecture.vocab_size * GPTJ_6B.architecture.d_model * 4
+    assert sizing.largest_tensor_bytes(GPTJ_6B) == largest
+    assert sizing.job_sizing(GPTJ_6B).memory_request == f"{math.ceil((GIB + 4 * largest) / MIB)}Mi"
+
+
+def test_job_scratch_holds_the_download_with_margin():
+    job = sizing.job_sizing(GPTJ_6B)
+    scratch_gib = int(job.scratch_size.removesuffix("Gi"))
+    assert scratch_gib * GIB >= sizing.download_bytes(GPTJ_6B) * 1.2
+    assert int(job.ephemeral_request.removesuffix("Gi")) > scratch_gib
+
+
+def test_job_deadline_follows_the_formula_in_whole_minutes():
+    dl, conv = sizing.download_bytes(GPTJ_6B), sizing.converted_bytes(GPTJ_6B)
+    seconds = 2 * (dl / sizing.DOWNLOAD_BANDWIDTH + conv / sizing.CONVERT_BANDWIDTH) + 600
+    job = sizing.job_sizing(GPTJ_6B)
+    assert job.active_deadline_seconds == 60 * math.ceil(seconds / 60)
+
+
+def test_pulumi_waits_for_every_job_attempt_plus_a_node_scale_up():
+    job = sizing.job_sizing(T5_SMALL)
+    waited = job.pulumi_timeout_minutes * 60
+    assert waited >= (job.backoff_limit + 1) * job.active_deadline_seconds + sizing.NODE_SCALE_UP_SECONDS
+
+
+def test_slower_download_bandwidth_lengthens_the_job_deadline():
+    slow = sizing.job_sizing(GPTJ_6B, download_bw=5 * sizing.MB)
+    assert slow.active_deadline_seconds > sizing.job_sizing(GPTJ_6B).active_deadline_seconds
+
+
+def test_fp16_weights_halve_the_store_bytes_of_gptj():
+    fp32 = replace(GPTJ_6B, weight_dtype=WeightDType.FP32)
+    assert sizing.converted_bytes(fp32) == 2 * sizing.converted_bytes(GPTJ_6B)
+
+
+def test_scale_down_window_is_twice_a_cold_start_within_api_bounds():
+    budget = sizing.startup_budget(GPTJ_6B)
+    window = sizing.scale_down_window_seconds(budget)
+    assert window == min(3600, max(600, 2 * (budget.seconds + sizing.NODE_SCALE_UP_SECONDS)))
+    huge = sizing.StartupBudget(period_seconds=10, failure_threshold=1000)
+    assert sizing.scale_down_window_seconds(huge) == 3600
+
+
+def test_progress_deadline_outlasts_the_startup_budget():
+    budget = sizing.startup_budget(GPTJ_6B)
+    assert sizing.progress_deadline_seconds(budget) > budget.seconds
+
+
+def test_a_model_whose_reference_fits_the_cap_gets_the_generation_check_and_its_memory():
+    job = sizing.job_sizing(T5_SMALL)
+    assert sizing.reference_memory_bytes(T5_SMALL) <= sizing.REFERENCE_MEMORY_CAP
+    assert job.verify_generation
+    assert job.memory_request == f"{math.ceil(sizing.reference_memory_bytes(T5_SMALL) / MIB)}Mi"
+
+
+def test_a_model_too_large_for_the_reference_is_converted_without_the_check():
+    job = sizing.job_sizing(GPTJ_6B)
+    assert sizing.reference_memory_bytes(GPTJ_6B) > sizing.REFERENCE_MEMORY_CAP
+    assert not job.verify_generation
+
+
+def test_turning_the_check_off_keeps_the_streaming_converters_memory_and_deadline():
+    off = sizing.job_sizing(T5_SMALL, verify_generation=False)
+    on = sizing.job_sizing(T5_SMALL)
+    largest = sizing.largest_tensor_bytes(T5_SMALL)
+    assert not off.verify_generation
+    assert off.memory_request == f"{math.ceil((GIB + 4 * largest) / MIB)}Mi"
+    assert on.active_deadline_seconds >= off.active_deadline_seconds + 60 * math.floor(
+        sizing.reference_seconds(T5_SMALL) / 60
+    )
+
+
+def test_a_cpu_encoder_pod_has_no_gpu_and_a_small_shm():
+    server = sizing.server_sizing(MINILM_CPU)
+    assert server.gpus == 0
+    assert server.shm_size == sizing.quantity_mi(sizing.CPU_SHM)
+
+
+def test_a_cpu_encoders_memory_is_base_shm_and_per_instance_weights_and_arena():
+    weights = sizing.converted_bytes(MINILM_CPU)
+    activations = sizing.encoder_activation_bytes(MINILM_CPU)
+    one = sizing.CPU_SERVER_BASE_MEMORY + sizing.CPU_SHM + 2 * weights + 2 * activations
+    assert sizing.server_sizing(MINILM_CPU).memory_request == sizing.quantity_mi(one)
+    two = replace(MINILM_CPU, instances=2)
+    assert sizing.server_sizing(two).memory_request == sizing.quantity_mi(one + 2 * weights + 2 * activations)
+
+
+def test_an_encoders_activations_grow_with_batch_and_sequence_length():
+    base = sizing.encoder_activation_bytes(MINILM_CPU)
+    assert sizing.encoder_activation_bytes(replace(MINILM_CPU, batching=Batching(max_batch_size=16))) == 2 * base
+    assert MINILM_CPU.encoder is not None
+    longer = replace(MINILM_CPU, encoder=replace(MINILM_CPU.encoder, max_seq_length=512))
+    assert sizing.encoder_activation_bytes(longer) > 2 * base
+
+
+def test_a_cpu_encoder_asks_one_core_per_onnx_instance_plus_one():
+    assert sizing.server_sizing(MINILM_CPU).cpu_request == "2"
+    assert sizing.server_sizing(replace(MINILM_CPU, instances=3)).cpu_request == "4"
+    assert sizing.server_sizing(MINILM_CPU).cpu_limit == "4"
+
+
+def test_a_gpu_encoder_takes_one_gpu_like_a_one_gpu_generator():
+    server = sizing.server_sizing(MINILM_GPU)
+    assert server.gpus == 1
+    assert server.shm_size == sizing.quantity_mi(sizing.GIB)
+
+
+def test_an_encoders_conversion_job_holds_four_copies_of_its_fp32_weights_with_or_without_the_answer_check():
+    checked = sizing.job_sizing(MINILM_CPU, verify_generation=True)
+    unchecked = sizing.job_sizing(MINILM_CPU, verify_generation=False)
+    fp32 = MINILM_CPU.parameters * 4
+    assert checked.memory_request == unchecked.memory_request == sizing.quantity_mi(sizing.JOB_BASE_MEMORY + 4 * fp32)
+    assert (checked.verify_generation, unchecked.verify_generation) == (True, False)
+
+
+def test_an_encoders_answer_check_adds_its_minute_to_the_jobs_deadline():
+    checked = sizing.job_sizing(MINILM_CPU, verify_generation=True)
+    unchecked = sizing.job_sizing(MINILM_CPU, verify_generation=False)
+    assert checked.active_deadline_seconds - unchecked.active_deadline_seconds == sizing.ENCODER_CHECK_SECONDS
+
+
+def test_the_activation_rule_refuses_a_generator():
+    with pytest.raises(ValueError, match="not an encoder"):
+        sizing.encoder_activation_bytes(T5_SMALL)
+
+
+def test_an_encoder_takes_its_onnx_weights_twice_in_the_store_checkpoint_and_repository_copy():
+    assert sizing.stored_bytes(MINILM_CPU) == 2 * sizing.converted_bytes(MINILM_CPU)
+    assert sizing.stored_bytes(T5_SMALL) == sizing.converted_bytes(T5_SMALL)

@@ -1,0 +1,126 @@
+"""TritonImage: ECR repositories, builds pushed with a registry cache, deployment by digest, prebuilt refs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from components.platform.image import content_tag, validate_prebuilt
+from tests.components.platform.aws.helpers import build_platform_and_images, provider_ref
+from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT
+from tritonft.errors import UserError
+from tritonft.synth.engine import RecordingMocks
+
+IMAGE = "docker-build:index:Image"
+REPO = "aws:ecr/repository:Repository"
+DIGEST = "sha256:" + "ab" * 32
+
+
+def test_both_images_are_deployed_by_digest_from_their_ecr_repository(mocks: RecordingMocks) -> None:
+    built = build_platform_and_images()
+    pattern = r"^123456789012\.dkr\.ecr\.us-east-1\.amazonaws\.com/triton-ft/{}@sha256:[0-9a-f]{{64}}$"
+    assert re.match(pattern.format("server"), built["server_image"])
+    assert re.match(pattern.format("tools"), built["tools_image"])
+
+
+@pytest.mark.parametrize(("environment", "force_delete"), [("dev", True), ("staging", True), ("prod", False)])
+def test_image_repositories_are_immutable_scanned_and_force_deleted_only_outside_prod(
+    mocks: RecordingMocks, environment: str, force_delete: bool
+) -> None:
+    build_platform_and_images(environment)
+    repos = {r.inputs["name"]: r for r in mocks.of_type(REPO)}
+    for name in ("triton-ft/server", "triton-ft/tools"):
+        assert repos[name].inputs["imageTagMutability"] == "IMMUTABLE"
+        assert repos[name].inputs["imageScanningConfiguration"] == {"scanOnPush": True}
+    assert {r.inputs["forceDelete"] for r in repos.values()} == {force_delete}
+
+
+def test_build_cache_lives_in_its_own_mutable_repository(mocks: RecordingMocks) -> None:
+    build_platform_and_images()
+    cache = [r for r in mocks.of_type(REPO) if r.inputs["name"] == "triton-ft/build-cache"]
+    assert cache[0].inputs["imageTagMutability"] == "MUTABLE"
+
+
+def test_images_push_with_an_ecr_compatible_registry_cache(mocks: RecordingMocks) -> None:
+    build_platform_and_images()
+    images = mocks.of_type(IMAGE)
+    assert len(images) == 2
+    for image in images:
+        assert image.inputs["push"] is True
+        assert image.inputs["buildOnPreview"] is False
+        (cache_to,) = image.inputs["cacheTo"]
+        registry = cache_to["registry"]
+        assert registry["imageManifest"] is True and registry["ociMediaTypes"] is True
+        (cache_from,) = image.inputs["cacheFrom"]
+        assert cache_from["registry"]["ref"] == registry["ref"]
+        assert registry["ref"].startswith("123456789012.dkr.ecr.us-east-1.amazonaws.com/triton-ft/build-cache:")
+
+
+def test_tags_are_derived_from_content_never_latest(mocks: RecordingMocks) -> None:
+    build_platform_and_images()
+    server = mocks.named("img-server")
+    (tag,) = server.inputs["tags"]
+    assert not tag.endswith(":latest")
+    assert re.search(r":23\.04-ft-[0-9a-f]{20}$", tag)
+    (tools_tag,) = mocks.named("img-tools").inputs["tags"]
+    assert re.search(r"/triton-ft/tools:tools-[0-9a-f]{20}$", tools_tag)
+
+
+def test_server_build_pins_triton_ft_commit_and_cuda_archs_including_hopper(mocks: RecordingMocks) -> None:
+    build_platform_and_images()
+    args = mocks.named("img-server").inputs["buildArgs"]
+    assert args["TRITON_VERSION"] == "23.04"
+    assert args["FT_BACKEND_COMMIT"] == FT_BACKEND_COMMIT
+    assert args["CUDA_ARCHS"].split(";") == list(DEFAULT_CUDA_ARCHS)
+    assert "90" in DEFAULT_CUDA_ARCHS
+    assert mocks.named("img-server").inputs["dockerfile"]["location"].endswith("images/triton-ft/Dockerfile")
+
+
+def test_repositories_use_the_platform_aws_provider(mocks: RecordingMocks) -> None:
+    build_platform_and_images()
+    ref = provider_ref(mocks, "pulumi:providers:aws")
+    assert {r.provider for r in mocks.of_type(REPO)} == {ref}
+
+
+def test_prebuilt_images_pinned_by_digest_skip_every_build(mocks: RecordingMocks) -> None:
+    server = f"nvcr.example/triton-ft:23.04@{DIGEST}"
+    tools = f"ghcr.io/acme/tritonft@{DIGEST}"
+    built = build_platform_and_images(server_prebuilt=server, tools_prebuilt=tools)
+    assert (built["server_image"], built["tools_image"]) == (server, tools)
+    assert mocks.of_type(IMAGE) == []
+    assert mocks.of_type(REPO) == []
+
+
+def test_a_tag_only_prebuilt_reference_is_a_clear_error() -> None:
+    with pytest.raises(UserError, match=r"images\.serverImage: 'acme/triton:23\.04' is not pinned by digest"):
+        validate_prebuilt("serverImage", "acme/triton:23.04")
+
+
+def test_a_digest_with_the_wrong_length_is_rejected() -> None:
+    with pytest.raises(UserError):
+        validate_prebuilt("toolsImage", "acme/tools@sha256:abc123")
+
+
+def test_content_tag_changes_with_a_copied_file_or_a_build_argument(tmp_path: Path) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    first = content_tag(tmp_path, ["pkg"], {"V": "1"})
+    assert content_tag(tmp_path, ["pkg"], {"V": "1"}) == first
+    assert content_tag(tmp_path, ["pkg"], {"V": "2"}) != first
+    (tmp_path / "pkg" / "a.py").write_text("x = 2\n")
+    assert content_tag(tmp_path, ["pkg"], {"V": "1"}) != first
+
+
+def test_content_tag_ignores_bytecode_caches(tmp_path: Path) -> None:
+    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
+    before = content_tag(tmp_path, ["pkg"], {})
+    (tmp_path / "pkg" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\x00")
+    assert content_tag(tmp_path, ["pkg"], {}) == before
+
+
+def test_a_missing_build_input_names_the_file(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"'uv\.lock' not found"):
+        content_tag(tmp_path, ["uv.lock"], {})

@@ -1,0 +1,250 @@
+"""TritonService: the Triton Deployment and what surrounds it, asserted on the captured inputs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from components.common import sizing
+from components.serving.gemm_tuning import INIT_CONTAINER, WORKDIR, GemmTuning
+from components.serving.server_spec import TRITONSERVER
+from tests.components.fixtures import (
+    DEPLOYMENT,
+    GPTJ_6B,
+    GPU_POOL,
+    NAMESPACE,
+    T5_SMALL,
+    make_target,
+    pod_spec,
+    secure_ingress,
+    serve,
+    served_deployment,
+    triton_container,
+)
+from tritonft.errors import UserError
+from tritonft.spec import ModelSpec
+from tritonft.synth.engine import RecordingMocks, Registered, run_program
+
+
+def _deployment(mocks: RecordingMocks, model: ModelSpec = GPTJ_6B, **kwargs: Any) -> Registered:
+    return served_deployment(mocks, model, **kwargs)
+
+
+_triton = triton_container
+
+
+def test_gpu_limit_is_tp_times_pp(mocks):
+    model = replace(GPTJ_6B, tensor_parallel=2, pipeline_parallel=2)
+    resources = _triton(_deployment(mocks, model=model))["resources"]
+    assert resources["limits"]["nvidia.com/gpu"] == "4"
+    assert resources["requests"]["nvidia.com/gpu"] == "4"
+
+
+def test_triton_lands_on_gpu_nodes_with_the_gpu_toleration(mocks):
+    spec = pod_spec(_deployment(mocks))
+    assert spec["nodeSelector"] == GPU_POOL
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]
+
+
+def test_one_gpu_runs_tritonserver_directly(mocks):
+    command = _triton(_deployment(mocks, model=T5_SMALL))["command"]
+    assert command[0] == TRITONSERVER
+
+
+def test_several_gpus_run_one_mpi_process_for_the_node(mocks):
+    command = _triton(_deployment(mocks))["command"]
+    assert command[:3] == ["mpirun", "-n", "1"]
+    assert TRITONSERVER in command
+
+
+def test_tritonserver_uses_explicit_control_strict_readiness_and_metrics(mocks):
+    deployment = _deployment(mocks)
+    command = _triton(deployment)["command"]
+    (job,) = mocks.of_type("kubernetes:batch/v1:Job")
+    repo_dir = job.inputs["metadata"]["annotations"]["triton-ft/repository-dir"]
+    for flag in (
+        f"--model-repository={repo_dir}",
+        "--model-control-mode=explicit",
+        f"--load-model={GPTJ_6B.name}",
+        "--strict-readiness=true",
+        "--allow-metrics=true",
+    ):
+        assert flag in command
+
+
+def test_shm_is_a_memory_emptydir_with_the_computed_limit(mocks):
+    deployment = _deployment(mocks)
+    (shm,) = [v for v in pod_spec(deployment)["volumes"] if v["name"] == "shm"]
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": sizing.server_sizing(GPTJ_6B).shm_size}
+    assert {"name": "shm", "mountPath": "/dev/shm"} in _triton(deployment)["volumeMounts"]
+
+
+def test_memory_request_includes_the_shm(mocks):
+    memory = _triton(_deployment(mocks))["resources"]["requests"]["memory"]
+    assert int(memory.removesuffix("Mi")) * sizing.MIB >= sizing.shm_bytes(GPTJ_6B) + sizing.SERVER_BASE_MEMORY
+
+
+def test_startup_probe_budget_comes_from_the_model_size(mocks):
+    probe = _triton(_deployment(mocks))["startupProbe"]
+    budget = sizing.startup_budget(GPTJ_6B)
+    assert probe["httpGet"]["path"] == "/v2/health/ready"
+    assert (probe["periodSeconds"], probe["failureThreshold"]) == (budget.period_seconds, budget.failure_threshold)
+    assert "initialDelaySeconds" not in probe
+
+
+def test_liveness_and_readiness_use_the_v2_health_endpoints(mocks):
+    container = _triton(_deployment(mocks))
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+
+
+def test_the_server_runs_non_root_without_capabilities_on_a_read_only_root(mocks):
+    deployment = _deployment(mocks)
+    pod_sc, sc = pod_spec(deployment)["securityContext"], _triton(deployment)["securityContext"]
+    assert pod_sc["runAsNonRoot"] is True and pod_sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["allowPrivilegeEscalation"] is False and sc["readOnlyRootFilesystem"] is True
+
+
+def test_the_model_store_is_mounted_read_only(mocks):
+    deployment = _deployment(mocks)
+    (store,) = [v for v in pod_spec(deployment)["volumes"] if v["name"] == "store"]
+    assert store["persistentVolumeClaim"] == {"claimName": "m-store-models", "readOnly": True}
+
+
+def test_the_deployment_waits_for_the_conversion_job(mocks):
+    deployment = _deployment(mocks)
+    (job,) = mocks.of_type("kubernetes:batch/v1:Job")
+    assert job.urn in deployment.depends_on
+
+
+def test_up_waits_for_the_rollout_through_the_rollout_watch_not_the_providers_await(mocks):
+    deployment = _deployment(mocks)
+    (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+    assert deployment.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert deployment.urn in watch.depends_on
+    assert (watch.inputs["namespace"], watch.inputs["deployment"]) == (NAMESPACE, deployment.inputs["metadata"]["name"])
+
+
+def test_the_rollout_wait_covers_the_startup_budget(mocks):
+    deployment = _deployment(mocks)
+    (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+    budget = sizing.startup_budget(GPTJ_6B).seconds
+    tuning = GemmTuning().budget_seconds()
+    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(sizing.startup_budget(GPTJ_6B), tuning)
+    assert watch.inputs["deadline_s"] > budget
+    assert deployment.inputs["spec"]["progressDeadlineSeconds"] > budget
+
+
+def test_the_deployments_pods_tune_gemms_in_an_init_container_before_triton_starts(mocks):
+    spec = pod_spec(_deployment(mocks))
+    (init,) = spec["initContainers"]
+    assert init["name"] == INIT_CONTAINER
+    assert init["resources"] == _triton_of(spec)["resources"]
+    assert _triton_of(spec)["workingDir"] == WORKDIR
+
+
+def test_the_gemm_tuning_time_is_in_the_progress_deadline_and_the_rollout_wait(mocks):
+    tuning = GemmTuning(timeout_seconds=1200)
+    deployment = _deployment(mocks, gemm_tuning=tuning)
+    (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+    budget = sizing.startup_budget(GPTJ_6B)
+    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(budget) + 1260
+    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(budget, 1260)
+
+
+def test_with_gemm_tuning_off_the_pod_has_no_init_container_and_the_deadlines_only_the_load(mocks):
+    deployment = _deployment(mocks, gemm_tuning=GemmTuning(enabled=False))
+    spec = pod_spec(deployment)
+    assert "initContainers" not in spec and "workingDir" not in _triton_of(spec)
+    budget = sizing.startup_budget(GPTJ_6B)
+    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(budget)
+
+
+def _triton_of(spec: dict[str, Any]) -> dict[str, Any]:
+    (container,) = spec["containers"]
+    return dict(container)
+
+
+def test_without_a_node_autoscaler_the_rollout_watch_knows_nothing_can_add_a_gpu_node(mocks):
+    _deployment(mocks)
+    (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+    assert watch.inputs["autoscaler"] is False
+
+
+def test_an_autoscaled_deployment_leaves_replicas_to_the_autoscaler(mocks):
+    assert "replicas" not in _deployment(mocks).inputs["spec"]
+
+
+def test_a_fixed_deployment_sets_its_replicas(mocks):
+    deployment = _deployment(mocks, autoscaler="none", monitoring=False, min_replicas=2)
+    assert deployment.inputs["spec"]["replicas"] == 2
+
+
+def test_the_service_exposes_http_grpc_and_metrics(mocks):
+    run_program(lambda: serve("m", T5_SMALL))
+    (service,) = mocks.of_type("kubernetes:core/v1:Service")
+    assert {(p["name"], p["port"]) for p in service.inputs["spec"]["ports"]} == {
+        ("http", 8000),
+        ("grpc", 8001),
+        ("metrics", 8002),
+    }
+
+
+def test_every_kubernetes_resource_uses_the_explicit_provider_and_a_namespace(mocks):
+    run_program(lambda: serve("m", GPTJ_6B, autoscaler="keda", min_replicas=0, ingress=secure_ingress("m.example.com")))
+    workloads = [r for r in mocks.resources if r.typ.startswith("kubernetes:") and "helm.sh" not in r.typ]
+    assert len(workloads) >= 12
+    for res in workloads:
+        assert "::test-k8s::" in res.provider, res.name
+        assert res.inputs["metadata"]["namespace"] == NAMESPACE, res.name
+        assert res.inputs["metadata"]["name"], res.name
+
+
+def test_every_child_is_parented_to_its_component(mocks):
+    run_program(lambda: serve("m", GPTJ_6B))
+    components = {r.urn for r in mocks.resources if r.typ.startswith("triton-ft:")}
+    children = [r for r in mocks.resources if r.typ.startswith("kubernetes:") and "helm.sh" not in r.typ]
+    assert all(r.parent in components for r in children)
+
+
+def test_the_pdb_allows_at_most_one_replica_down(mocks):
+    run_program(lambda: serve("m", T5_SMALL))
+    (pdb,) = mocks.of_type("kubernetes:policy/v1:PodDisruptionBudget")
+    assert pdb.inputs["spec"]["maxUnavailable"] == 1
+
+
+def test_scale_to_zero_without_keda_is_refused_before_anything_is_created(mocks):
+    with pytest.raises(UserError, match="autoscaler='keda'"):
+        run_program(lambda: serve("m", T5_SMALL, min_replicas=0))
+    assert mocks.of_type(DEPLOYMENT) == []
+
+
+def test_monitoring_without_the_prometheus_operator_is_refused(mocks):
+    with pytest.raises(UserError, match="prometheus-operator"):
+        run_program(lambda: serve("m", T5_SMALL, target=make_target(addons=frozenset())))
+
+
+def test_keda_without_the_keda_addon_is_refused(mocks):
+    addons = frozenset({"prometheus-operator", "cert-manager", "ingress-nginx"})
+    with pytest.raises(UserError, match="'keda' add-on"):
+        run_program(
+            lambda: serve(
+                "m",
+                T5_SMALL,
+                target=make_target(addons=addons),
+                autoscaler="keda",
+                min_replicas=0,
+                ingress=secure_ingress("m.example.com"),
+            )
+        )
+
+
+def test_every_problem_is_reported_at_once(mocks):
+    with pytest.raises(UserError) as err:
+        run_program(lambda: serve("m", T5_SMALL, target=make_target(addons=frozenset()), min_replicas=0))
+    message = str(err.value)
+    for fragment in ("autoscaler='keda'", "needs an ingress", "prometheus-operator"):
+        assert fragment in message

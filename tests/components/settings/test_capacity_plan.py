@@ -1,0 +1,110 @@
+"""The capacity decisions as they reach the plan: stack settings refused or warned, and prod's Deployments."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.settings import load_settings
+from components.settings.capacity import PACKING_LABEL, PLACEMENT_ANNOTATION
+from tests.components.settings.test_validation import GPTJ, as_cli, aws_stack, kubernetes_stack, problems_of
+from tritonft.synth.run import synthesize
+
+REPO = Path(__file__).resolve().parents[3]
+T5_3B_TP4 = {
+    "name": "t5-3b",
+    "hfRepo": "t5-3b",
+    "revision": "bed96aab9ee46012a5046386105ee5fd0ac572f0",
+    "tensorParallel": 4,
+}
+
+
+def two_model_stack(**overrides: Any) -> dict[str, Any]:
+    return aws_stack(models=[dict(T5_3B_TP4), dict(GPTJ)], replicasMin=2, replicasMax=2, **overrides)
+
+
+def test_a_stack_whose_replicas_min_cannot_fit_is_refused_naming_the_keys_and_numbers() -> None:
+    problems = problems_of(two_model_stack(gpuNodesMin=2, gpuNodesMax=2, gpuNodesDesired=2))
+    assert problems == [
+        "replicasMin: 2 x 4 (t5-3b) + 2 x 1 (gpt-j-6b) = 10 GPUs need 3 g5.12xlarge node(s) of 4 GPUs, but only "
+        "gpuNodesMin 2 can exist; raise gpuNodesMin/gpuNodesMax to 3 or lower replicasMin"
+    ]
+
+
+def test_a_stack_that_fits_only_after_scale_up_loads_with_a_warning() -> None:
+    values = as_cli(two_model_stack(gpuNodesMin=2, gpuNodesMax=4, gpuNodesDesired=2))
+    settings = load_settings(values, project="triton-ft", stack="test")
+    assert len(settings.warnings) == 1
+    assert "waits while the node autoscaler adds 1 node(s)" in settings.warnings[0]
+
+
+def test_an_existing_cluster_has_no_node_count_to_check_so_it_loads_without_warnings() -> None:
+    settings = load_settings(as_cli(kubernetes_stack(gpusPerNode=4)), project="triton-ft", stack="test")
+    assert settings.warnings == ()
+
+
+@pytest.fixture(scope="module")
+def prod_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("prod")
+    synthesize("prod", out=out, project_dir=REPO)
+    return out / "manifests"
+
+
+@pytest.fixture(scope="module")
+def prod_deployments(prod_plan: Path) -> dict[str, dict[str, Any]]:
+    docs = [yaml.safe_load(p.read_text()) for p in prod_plan.rglob("deployment-*.yaml")]
+    return {d["metadata"]["labels"]["app.kubernetes.io/instance"]: d for d in docs if d["kind"] == "Deployment"}
+
+
+def test_the_node_autoscaler_never_drains_a_node_under_a_running_conversion(prod_plan: Path) -> None:
+    jobs = [yaml.safe_load(p.read_text()) for p in prod_plan.rglob("job-*.yaml")]
+    assert len(jobs) == 3, "one conversion per served model (t5-3b, gpt-j-6b, minilm)"
+    for job in jobs:
+        annotations = job["spec"]["template"]["metadata"]["annotations"]
+        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+
+
+def _by_model(deployments: dict[str, dict[str, Any]], model: str) -> dict[str, Any]:
+    (found,) = [d for name, d in deployments.items() if name.endswith(model)]
+    return found
+
+
+def test_prod_rolls_the_whole_node_model_one_pod_at_a_time_and_surges_the_one_gpu_model(
+    prod_deployments: dict[str, dict[str, Any]],
+) -> None:
+    t5 = _by_model(prod_deployments, "t5-3b")["spec"]["strategy"]["rollingUpdate"]
+    gptj = _by_model(prod_deployments, "gpt-j-6b")["spec"]["strategy"]["rollingUpdate"]
+    assert t5 == {"maxSurge": 0, "maxUnavailable": 1}
+    assert gptj == {"maxSurge": 1, "maxUnavailable": 0}
+
+
+def test_prod_packs_the_one_gpu_model_and_says_where_each_model_lands(
+    prod_deployments: dict[str, dict[str, Any]],
+) -> None:
+    t5, gptj = _by_model(prod_deployments, "t5-3b"), _by_model(prod_deployments, "gpt-j-6b")
+    assert t5["spec"]["template"]["metadata"]["labels"][PACKING_LABEL] == "whole"
+    assert "affinity" not in t5["spec"]["template"]["spec"]
+    assert gptj["spec"]["template"]["metadata"]["labels"][PACKING_LABEL] == "partial"
+    assert "podAffinity" in gptj["spec"]["template"]["spec"]["affinity"]
+    assert "taking all 4 GPUs" in t5["metadata"]["annotations"][PLACEMENT_ANNOTATION]
+    assert "packed with other part-node models" in gptj["metadata"]["annotations"][PLACEMENT_ANNOTATION]
+
+
+def test_prods_rollout_waits_know_the_cluster_autoscaler_can_grow_to_gpu_nodes_max(prod_plan: Path) -> None:
+    resources = json.loads((prod_plan.parent / "resources.json").read_text())
+    rollouts = {r["name"]: r["inputs"] for r in resources if r["type"] == "pulumi-python:dynamic/tritonft:RolloutWatch"}
+    assert sorted(rollouts) == ["prod-gpt-j-6b-rollout", "prod-minilm-rollout", "prod-t5-3b-rollout"]
+    for name, inputs in rollouts.items():
+        if name != "prod-minilm-rollout":
+            assert (inputs["autoscaler"], inputs["nodes_max"]) == (True, 8)  # stacks/Pulumi.prod.yaml gpuNodesMax
+        assert inputs["kubeconfig"] == "[secret]"
+
+
+def test_prods_cpu_encoder_rollout_waits_for_no_gpu_node_autoscaler(prod_plan: Path) -> None:
+    resources = json.loads((prod_plan.parent / "resources.json").read_text())
+    (watch,) = [r["inputs"] for r in resources if r["name"] == "prod-minilm-rollout"]
+    assert watch["autoscaler"] is False

@@ -1,0 +1,379 @@
+"""Every cross-field rule, one by one: a stack that breaks only that rule, and the exact message a user gets."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
+from components.settings.schema import schema_path
+from tests.components.settings.test_validation import (
+    GPT2,
+    MINILM,
+    SST2,
+    SST2_CLASSIFIER,
+    T5_SMALL,
+    aws_stack,
+    kubernetes_stack,
+    model,
+    problems_of,
+)
+
+ARCH = {"dModel": 256, "numHeads": 4, "numLayers": 4, "dFf": 1024, "vocabSize": 1000, "maxPositions": 2048}
+PROMETHEUS = ["kube-prometheus-stack"]
+SECRET_HTPASSWD = ("ingressHtpasswd",)
+
+# rule id -> (stack, secret keys, the exact message)
+CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
+    "gpu-nodes-range": (
+        aws_stack(gpuNodesMin=1, gpuNodesDesired=3, gpuNodesMax=2),
+        (),
+        "gpuNodesDesired: 3 must lie within gpuNodesMin..gpuNodesMax = 1..2",
+    ),
+    "system-nodes-range": (
+        aws_stack(systemNodesMin=4, systemNodesMax=2),
+        (),
+        "systemNodesMin: 4 is larger than systemNodesMax=2; lower the minimum or raise the maximum",
+    ),
+    "existing-vpc-needs-subnets": (
+        aws_stack(vpcId="vpc-0123456789abcdef0"),
+        (),
+        "subnetIds: an existing VPC (vpcId) needs its private subnet ids (one per zone, at least 2)",
+    ),
+    "subnets-in-two-zones": (
+        aws_stack(vpcId="vpc-0123456789abcdef0", subnetIds=["subnet-0123456789abcdef0"]),
+        (),
+        "subnetIds: EKS needs private subnets in at least 2 availability zones; list one per zone",
+    ),
+    "public-subnets-need-vpc": (
+        aws_stack(publicSubnetIds=["subnet-0123456789abcdef0"]),
+        (),
+        "publicSubnetIds: only used with an existing VPC: set vpcId and subnetIds, or remove publicSubnetIds",
+    ),
+    "prometheus-adapter-needs-prometheus": (
+        aws_stack(addons=["prometheus-adapter"]),
+        (),
+        "addons: prometheus-adapter reads the Prometheus of kube-prometheus-stack; add it too",
+    ),
+    "build-needs-registry": (
+        kubernetes_stack(imageRegistry=None),
+        (),
+        "imageRegistry: required on platform kubernetes unless both serverImage and toolsImage are prebuilt "
+        "(the built images must be pushed somewhere the cluster can pull from)",
+    ),
+    "cuda-archs-cover-gpu": (
+        kubernetes_stack(gpuType="H100", cudaArchs=["80", "86"]),
+        (),
+        "cudaArchs: the H100 GPUs need sm_90; add '90' to cudaArchs",
+    ),
+    "replicas-range": (
+        kubernetes_stack(replicasMin=3, replicasMax=2),
+        (),
+        "replicasMin: 3 is larger than replicasMax=2; lower the minimum or raise the maximum",
+    ),
+    "gateway-replicas-range": (
+        kubernetes_stack(gatewayReplicasMin=3, gatewayReplicasMax=2),
+        (),
+        "gatewayReplicasMin: 3 is larger than gatewayReplicasMax=2; lower the minimum or raise the maximum",
+    ),
+    "zero-replicas-need-scale-to-zero": (
+        kubernetes_stack(replicasMin=0),
+        (),
+        "replicasMin: 0 needs scaleToZero: true (an HPA cannot scale to zero)",
+    ),
+    "scale-to-zero-needs-keda": (
+        kubernetes_stack(scaleToZero=True, replicasMin=0, existingAddons=PROMETHEUS),
+        (),
+        "scaleToZero: needs KEDA; add `keda` to `addons` (or `existingAddons`) or turn it off",
+    ),
+    "scale-to-zero-needs-monitoring": (
+        kubernetes_stack(scaleToZero=True, replicasMin=0, existingAddons=["keda"]),
+        (),
+        "scaleToZero: KEDA scales on the queue:compute ratio the PrometheusRule records; needs monitoring "
+        "(kube-prometheus-stack in `addons` or `existingAddons`), or turn scaleToZero off",
+    ),
+    "monitoring-needs-prometheus-operator": (
+        kubernetes_stack(monitoring=True),
+        (),
+        "monitoring: needs the Prometheus operator CRDs; add `kube-prometheus-stack` to `addons` (or "
+        "`existingAddons`) or set monitoring: false",
+    ),
+    "autoscaling-needs-prometheus-adapter": (
+        kubernetes_stack(replicasMax=3, existingAddons=PROMETHEUS),
+        (),
+        "autoscaling: the HPA reads Triton's queue:compute ratio through prometheus-adapter; add "
+        "`prometheus-adapter` to `addons` (or `existingAddons`), or set autoscaling: false",
+    ),
+    "autoscaling-needs-monitoring": (
+        kubernetes_stack(
+            replicasMax=3, existingAddons=["kube-prometheus-stack", "prometheus-adapter"], monitoring=False
+        ),
+        (),
+        "autoscaling: the HPA scales on the queue:compute ratio the PrometheusRule records; needs monitoring "
+        "(kube-prometheus-stack), or set autoscaling: false",
+    ),
+    "tls-issuer-needs-cert-manager": (
+        aws_stack(addons=["ingress-nginx"], tlsIssuer="letsencrypt-prod"),
+        (),
+        "tlsIssuer: needs cert-manager; add `cert-manager` to `addons` (or `existingAddons`) or use tlsSecretName",
+    ),
+    "one-tls-source": (
+        aws_stack(tlsIssuer="letsencrypt-prod", tlsSecretName="triton-tls"),
+        (),
+        "tlsSecretName: give tlsIssuer (cert-manager signs) or tlsSecretName (an existing Secret), not both",
+    ),
+    "tls-source-needs-tls": (
+        kubernetes_stack(tlsSecretName="triton-tls"),
+        (),
+        "tlsSecretName: has no effect with ingressTls: false; remove it or set ingressTls: true",
+    ),
+    "tls-needs-auth": (
+        aws_stack(ingressAuth="none", basicAuthSecretName=None),
+        (),
+        "ingressAuth: none leaves the public TLS endpoint open; use basic or oidc (TLS is on outside `local` "
+        "unless ingressTls: false)",
+    ),
+    "oidc-needs-urls": (
+        aws_stack(ingressAuth="oidc", basicAuthSecretName=None, oidcAuthUrl="https://auth.example.com/oauth2/auth"),
+        (),
+        "ingressAuth: oidc needs both oidcAuthUrl and oidcSigninUrl",
+    ),
+    "oidc-urls-need-oidc": (
+        aws_stack(oidcSigninUrl="https://auth.example.com/oauth2/start"),
+        (),
+        "oidcSigninUrl: has no effect with ingressAuth basic; remove it or set ingressAuth: oidc",
+    ),
+    "basic-auth-needs-credentials": (
+        aws_stack(basicAuthSecretName=None),
+        (),
+        'ingressAuth: basic needs credentials: set the secret `pulumi config set --secret ingressHtpasswd "$(htpasswd '
+        '-nb USER PASS)"` or basicAuthSecretName (an existing Secret), or use ingressAuth oidc/none',
+    ),
+    "one-basic-auth-source": (
+        aws_stack(ingressHtpasswd="user:$apr1$x"),
+        SECRET_HTPASSWD,
+        "basicAuthSecretName: give basicAuthSecretName (an existing Secret) or ingressHtpasswd, not both",
+    ),
+    "built-cluster-ingress-needs-controller": (
+        aws_stack(addons=["cert-manager"]),
+        (),
+        "addons: no ingress controller serves ingressClass 'nginx' on the cluster this stack builds (platform aws): "
+        "every Ingress would stay without an address and the probe would time out; add `ingress-nginx` to `addons` "
+        "(the controller this stack installs, under ingressClass, and whose annotations its Ingresses carry)",
+    ),
+    "built-cluster-tls-secret-is-created": (
+        aws_stack(tlsIssuer=None),
+        (),
+        "ingressTls: TLS is on by default outside `local`, but without tlsIssuer the ingresses would use the Secret "
+        "'triton-triton-tls', which nothing creates on the cluster this stack builds (platform aws): ingress-nginx "
+        "would serve its self-signed fake certificate; set tlsIssuer (a cert-manager ClusterIssuer, with "
+        "`cert-manager` in `addons`: cert-manager issues the certificate into the Secret the Ingress names) or "
+        "ingressTls: false",
+    ),
+    "model-names-unique": (
+        kubernetes_stack(models=[dict(T5_SMALL), dict(T5_SMALL)]),
+        (),
+        "models[1].name: 't5-small' is already used by models[0]; names must be unique",
+    ),
+    "model-hosts-are-dns-names": (
+        kubernetes_stack(ingressHost=".".join(["a" * 61] * 4)),
+        (),
+        f"ingressHost: the host of models[0], 't5-small.{'a' * 31}'..., must be at most 253 characters (it has 256); "
+        "shorten ingressHost",
+    ),
+    "family-matches-catalog": (
+        kubernetes_stack(models=[model(family="gpt2")]),
+        (),
+        "models[0].family: 'gpt2' contradicts the catalog (google-t5/t5-small is t5); drop `family`",
+    ),
+    "unknown-repo-needs-architecture": (
+        kubernetes_stack(models=[model(hfRepo="acme/t5-custom")]),
+        (),
+        "models[0].architecture: 'acme/t5-custom' is not in the catalog of known models; add `family` and an "
+        "`architecture` block (dModel, numHeads, numLayers, dFf, vocabSize)",
+    ),
+    "architecture-needs-family": (
+        kubernetes_stack(models=[model(hfRepo="acme/custom", architecture=ARCH)]),
+        (),
+        "models[0].family: required with a custom `architecture` (one of t5, gpt2, gptj, bert)",
+    ),
+    "encoder-keys-for-encoders": (
+        kubernetes_stack(models=[model(pooling="mean")]),
+        (),
+        "models[0].pooling: is an encoder setting (family bert); t5 is a generator: remove it",
+    ),
+    "generator-keys-for-generators": (
+        kubernetes_stack(models=[dict(MINILM) | {"streaming": True}]),
+        (),
+        "models[0].streaming: is a generator setting, not for family bert: an encoder answers each request once, "
+        "it does not stream: remove it",
+    ),
+    "cpu-for-encoders-only": (
+        kubernetes_stack(models=[model(device="cpu")]),
+        (),
+        "models[0].device: cpu is for encoders (family bert); t5 runs on FasterTransformer, which needs GPUs",
+    ),
+    "task-keys-match-task": (
+        kubernetes_stack(models=[dict(MINILM) | {"labels": ["negative", "positive"]}]),
+        (),
+        "models[0].labels: is for task classify; task embed answers a sentence embedding: remove it (or set "
+        "task: classify)",
+    ),
+    "classify-needs-labels": (
+        kubernetes_stack(models=[dict(SST2) | {"task": "classify"}]),
+        (),
+        "models[0].labels: is required with task classify: list the class names by logit index (id2label in the "
+        "checkpoint's config.json), e.g. labels: [negative, positive]",
+    ),
+    "probe-labels-are-labels": (
+        kubernetes_stack(models=[dict(SST2_CLASSIFIER) | {"probeLabels": {"I love it": "happy"}}]),
+        (),
+        "models[0].probeLabels: expects ['happy'], not among labels ['negative', 'positive']; use one of them",
+    ),
+    "encoder-length-fits-positions": (
+        kubernetes_stack(models=[dict(MINILM) | {"maxSeqLength": 1024}]),
+        (),
+        "models[0].maxSeqLength: 1024 exceeds the model's 512 positions (architecture.maxPositions); use at most 512",
+    ),
+    "heads-divide-width": (
+        kubernetes_stack(models=[model(hfRepo="acme/gpt", family="gpt2", architecture=ARCH | {"numHeads": 3})]),
+        (),
+        "models[0].architecture.numHeads: 3 does not divide dModel=256; give dKv or fix",
+    ),
+    "tp-divides-heads": (
+        kubernetes_stack(gpusPerNode=8, models=[dict(GPT2, tensorParallel=8)]),
+        (),
+        "models[0].tensorParallel: 8 does not divide numHeads=12 (use 1, 2, 4)",
+    ),
+    "tp-divides-ffn": (
+        kubernetes_stack(
+            gpusPerNode=2,
+            models=[model(hfRepo="acme/gpt", family="gpt2", architecture=ARCH | {"dFf": 1023}, tensorParallel=2)],
+        ),
+        (),
+        "models[0].tensorParallel: 2 does not divide the FFN size dFf=1023",
+    ),
+    "pp-divides-layers": (
+        kubernetes_stack(gpusPerNode=8, models=[dict(GPT2, pipelineParallel=8)]),
+        (),
+        "models[0].pipelineParallel: 8 does not divide numLayers=12",
+    ),
+    "parallelism-fits-node": (
+        aws_stack(gpuInstanceType="g5.2xlarge", models=[model(tensorParallel=2)]),
+        (),
+        "models[0].tensorParallel: 2 x pipelineParallel 1 = 2 GPUs, but a g5.2xlarge node has 1 A10G; use a larger "
+        "node type or lower the parallelism",
+    ),
+    "bf16-needs-ampere": (
+        kubernetes_stack(gpuType="T4", cudaArchs=["75"], models=[model(dataType="bf16")]),
+        (),
+        "models[0].dataType: bf16 needs an Ampere or newer GPU (sm >= 80), T4 is sm_75; use fp16 or fp32",
+    ),
+    "weights-fit-gpu-memory": (
+        kubernetes_stack(
+            gpuType="T4",
+            cudaArchs=["75"],
+            models=[{"name": "gpt-j", "hfRepo": "EleutherAI/gpt-j-6b", "revision": "0" * 40, "dataType": "fp32"}],
+        ),
+        (),
+        "models[0].tensorParallel: weights need ~22.5 GiB per GPU at dataType fp32 and TP 1, over 80% of a T4's "
+        "16 GiB; raise tensorParallel, use a 16-bit dataType or a larger GPU",
+    ),
+    "int8-gpt2-only": (
+        kubernetes_stack(models=[model(int8Mode=1)]),
+        (),
+        "models[0].int8Mode: weight-only int8 is supported for gpt2 only, not t5",
+    ),
+    "ft-int8-needs-16-bit-compute": (
+        kubernetes_stack(models=[dict(GPT2, int8Mode=1, dataType="fp32")]),
+        (),
+        "models[0].int8Mode: 1 with dataType fp32: FasterTransformer refuses weight-only int8 with fp32 compute at "
+        'model load ("Weight only quant does not work with FP32 compute."); use dataType fp16 or bf16, or int8Mode: 0',
+    ),
+    "ft-int8-needs-sm70-to-sm89": (
+        kubernetes_stack(gpuType="H100", models=[dict(GPT2, int8Mode=1)]),
+        (),
+        "models[0].int8Mode: 1 on H100 (sm_90): FasterTransformer's weight-only int8 GEMM runs on sm_70 to sm_89 "
+        'only (it throws "Arch unsupported for CUTLASS mixed type GEMM"); use int8Mode: 0 or a V100/T4/A10G/L4/L40S/'
+        "A100 GPU",
+    ),
+    "ft-head-size-has-kernel": (
+        kubernetes_stack(models=[model(hfRepo="acme/gpt", family="gpt2", architecture=ARCH | {"dModel": 400})]),
+        (),
+        "models[0].architecture: head size 100 (dModel 400 / numHeads 4) has no FasterTransformer attention kernel; "
+        "FT aborts at model load unless the head size is one of 32, 48, 64, 80, 96, 112, 128, 144, 160, 192, 224, 256",
+    ),
+    "ft-pp-divides-decoder-layers": (
+        kubernetes_stack(
+            gpusPerNode=2,
+            models=[
+                model(hfRepo="acme/t5", family="t5", architecture=ARCH | {"numDecoderLayers": 3}, pipelineParallel=2)
+            ],
+        ),
+        (),
+        "models[0].pipelineParallel: 2 does not divide the T5 decoder's numDecoderLayers=3 (FasterTransformer gives "
+        "each pipeline stage the same number of decoder layers)",
+    ),
+    "preferred-batches-within-max": (
+        kubernetes_stack(models=[model(maxBatchSize=8, preferredBatchSizes=[4, 16])]),
+        (),
+        "models[0].preferredBatchSizes: [16] must lie between 1 and maxBatchSize=8",
+    ),
+    "lengths-fit-positions": (
+        kubernetes_stack(models=[dict(GPT2, maxInputLen=1000, maxOutputLen=128)]),
+        (),
+        "models[0].maxInputLen: 1000 + maxOutputLen 128 = 1128 tokens exceeds the model's 1024 positions; lower "
+        "maxInputLen or maxOutputLen so they sum to at most 1024",
+    ),
+    "gpu-capacity": (
+        aws_stack(
+            gpuInstanceType="g5.xlarge", gpuNodesMin=1, gpuNodesDesired=1, gpuNodesMax=2, replicasMin=3, replicasMax=3
+        ),
+        (),
+        "replicasMin: 3 x 1 (t5-small) = 3 GPUs need 3 g5.xlarge node(s) of 1 GPUs, but only gpuNodesMax 2 can "
+        "exist; raise gpuNodesMin/gpuNodesMax to 3 or lower replicasMin",
+    ),
+    "cpu-model-fits-cpu-node": (
+        aws_stack(systemInstanceType="m6i.large", models=[dict(MINILM) | {"device": "cpu", "instances": 2}]),
+        (),
+        "systemInstanceType: a m6i.large node (1.93 CPUs, 6.5 GiB allocatable) cannot hold one replica of "
+        "models[0] 'minilm' on device cpu, which needs at least 3 CPUs (2 ONNX instance(s) + 1) and 1.3 GiB (2 x "
+        "0.08 GiB of ONNX weights per instance + 1 GiB); use a larger systemInstanceType or fewer instances",
+    ),
+}
+RULE_KEYS = (
+    {r.id: set(r.keys) for r in STACK_RULES}
+    | {r.id: {f"models[].{k}" for k in r.keys} | set(r.stack_keys) for r in MODEL_RULES}
+    | {r.id: set(r.keys) for r in PLAN_RULES}
+)
+
+
+RULE_KEYS_ALL = set().union(*RULE_KEYS.values())
+
+
+def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
+    assert set(CASES) == set(RULE_KEYS)
+
+
+def test_rule_ids_are_unique() -> None:
+    ids = [r.id for r in STACK_RULES] + [r.id for r in MODEL_RULES] + [r.id for r in PLAN_RULES]
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize("rule_id", list(CASES))
+def test_rule_refuses_its_case_with_the_message_a_user_gets(rule_id: str) -> None:
+    values, secret_keys, message = CASES[rule_id]
+    problems = problems_of(values, secret_keys)
+    assert problems == [message]
+    assert bound_key(message.split(": ", 1)[0]) <= RULE_KEYS[rule_id], "the message names a key the rule binds"
+    assert schema_path(message.split(": ", 1)[0]), "the message names a key of the schema"
+
+
+def bound_key(path: str) -> set[str]:
+    """``models[1].architecture.numHeads`` -> {``models[].architecture``, ``models``}; ``subnetIds[0]`` -> itself."""
+    entry = re.match(r"^models\[\d+\]\.(\w+)", path)
+    if entry:
+        return {f"models[].{entry.group(1)}"} & RULE_KEYS_ALL or {"models"}
+    return {path.split("[", 1)[0]}

@@ -1,0 +1,145 @@
+"""Settings -> component Args: the mappings the composition root relies on."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from components import args
+from components.gateway import GatewayArgs
+from components.settings import load_settings
+from tests.components.fixtures import TOOLS_IMAGE, make_target
+from tests.components.settings.test_validation import aws_stack, kubernetes_stack
+from tritonft.synth.engine import RecordingMocks, run_program
+
+
+def load(values: dict[str, object], stack: str = "test"):
+    cli = {k: v if isinstance(v, str) else json.dumps(v) for k, v in values.items()}
+    return load_settings(cli, project="triton-ft", stack=stack)
+
+
+def test_each_model_is_served_on_its_own_host_under_the_base_name() -> None:
+    settings = load(kubernetes_stack(ingressHost="triton.example.com"))
+    assert args.model_host(settings, settings.models[0]) == "t5-small.triton.example.com"
+
+
+@pytest.mark.parametrize(("quantity", "value"), [("500m", 0.5), ("2", 2.0), ("1k", 1000.0), ("1.5", 1.5)])
+def test_quantities_become_numbers(quantity: str, value: float) -> None:
+    assert args.quantity_value(quantity) == value
+
+
+def test_autoscaler_is_none_when_min_equals_max_and_hpa_otherwise() -> None:
+    fixed = load(kubernetes_stack(replicasMin=1, replicasMax=1))
+    assert args.autoscaler_kind(fixed) == "none"
+    scaled = load(kubernetes_stack(replicasMax=3, existingAddons=["kube-prometheus-stack", "prometheus-adapter"]))
+    assert args.autoscaler_kind(scaled) == "hpa"
+
+
+def test_the_prometheus_stack_addon_is_known_to_components_as_the_operator() -> None:
+    settings = load(kubernetes_stack(existingAddons=["kube-prometheus-stack"]))
+    assert "prometheus-operator" in args.existing_cluster_args(settings).addons
+
+
+def test_aws_addons_are_exactly_the_listed_ones() -> None:
+    values = {k: v for k, v in aws_stack(addons=["ingress-nginx"], ingressTls=False).items() if k != "tlsIssuer"}
+    settings = load(values)
+    flags = args.aws_platform_args(settings).addons
+    assert flags.ingress_nginx and not flags.kube_prometheus_stack and not flags.prometheus_adapter
+
+
+def test_aws_installs_metrics_server_when_the_gateway_autoscales_on_cpu() -> None:
+    flags = args.aws_platform_args(load(aws_stack(gatewayReplicasMin=2, gatewayReplicasMax=4))).addons
+    assert flags.metrics_server
+
+
+@pytest.mark.parametrize("overrides", [{"gateway": False}, {"gatewayReplicasMin": 2, "gatewayReplicasMax": 2}])
+def test_aws_installs_no_metrics_server_without_a_gateway_hpa(overrides: dict[str, object]) -> None:
+    assert not args.aws_platform_args(load(aws_stack(**overrides))).addons.metrics_server
+
+
+def test_probe_authenticates_through_an_authenticated_ingress_from_the_environment() -> None:
+    basic = load(aws_stack(ingressAuth="basic", basicAuthSecretName="creds"))
+    assert args.integration_probe_header_env(basic) == {"Authorization": args.PROBE_AUTH_ENV}
+    open_ = load(kubernetes_stack())
+    assert args.integration_probe_header_env(open_) == {}
+
+
+def test_the_gateway_is_on_by_default_and_off_on_request() -> None:
+    assert load(kubernetes_stack()).serving.gateway.enabled
+    assert not load(kubernetes_stack(gateway=False)).serving.gateway.enabled
+
+
+def test_the_gateway_is_exposed_on_the_base_host_with_the_models_tls_and_auth() -> None:
+    settings = load(aws_stack(ingressHost="triton.example.com", ingressAuth="basic", basicAuthSecretName="creds"))
+    model = args.ingress_args(settings, settings.models[0], None)
+    gateway = args.exposure_args(settings, settings.serving.ingress.host, None)
+    assert gateway == dataclasses.replace(model, host="triton.example.com")
+    assert gateway.basic_auth_secret == "creds"
+
+
+def test_gateway_knobs_reach_the_gateway_args(mocks: RecordingMocks) -> None:
+    knobs = {"gatewayReplicasMin": 1, "gatewayReplicasMax": 6, "gatewayCpu": "250m", "gatewayMemory": "1Gi"}
+    settings = load(kubernetes_stack(**knobs, gatewayDeadlineSeconds=90, gatewayCoalesce=False))
+    made: list[GatewayArgs] = []
+
+    def build() -> None:
+        made.append(
+            args.gateway_args(settings, target=make_target(), backends=(), tools_image=TOOLS_IMAGE, htpasswd=None)
+        )
+
+    run_program(build)
+    (gateway,) = made
+    assert (gateway.min_replicas, gateway.max_replicas, gateway.cpu, gateway.memory) == (1, 6, "250m", "1Gi")
+    assert gateway.deadline_seconds == 90
+    assert gateway.coalesce is False
+    assert gateway.image == TOOLS_IMAGE
+    assert gateway.ingress is not None and gateway.ingress.host == settings.serving.ingress.host
+
+
+def test_gemm_tuning_is_off_in_local_and_on_elsewhere_by_default() -> None:
+    assert args.gemm_tuning(load(kubernetes_stack())).enabled is False, "kubernetes_stack is environment local"
+    assert args.gemm_tuning(load(kubernetes_stack(environment="dev", ingressAuth="none", ingressTls=False))).enabled
+    assert args.gemm_tuning(load(aws_stack())).enabled is True
+
+
+def test_gemm_tuning_knobs_reach_the_service_args() -> None:
+    on = args.gemm_tuning(load(kubernetes_stack(gemmTuning=True, gemmTuningTimeoutSeconds=300)))
+    assert (on.enabled, on.timeout_seconds) == (True, 300)
+    assert args.gemm_tuning(load(aws_stack(gemmTuning=False))).enabled is False
+
+
+def test_the_gemm_cache_is_keyed_by_the_image_the_stack_builds() -> None:
+    tuning = args.gemm_tuning(load(kubernetes_stack(tritonVersion="23.05", ftCommit="a" * 40)))
+    assert (tuning.triton_version, tuning.ft_commit) == ("23.05", "a" * 40)
+
+
+def test_an_encoder_is_converted_by_the_onnx_converters_version() -> None:
+    from tests.components.settings.test_validation import MINILM, T5_SMALL
+    from tritonft.convert.writer import CONVERTER_VERSION
+    from tritonft.encoder.convert import CONVERTER_VERSION as ONNX_CONVERTER_VERSION
+
+    settings = load(kubernetes_stack(models=[dict(T5_SMALL), dict(MINILM, device="cpu")]))
+    assert [args.converter_version(m) for m in settings.models] == [CONVERTER_VERSION, ONNX_CONVERTER_VERSION]
+
+
+def test_a_cpu_models_service_surges_packs_nothing_and_waits_for_no_gpu_node_autoscaler() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from tests.components.settings.test_validation import MINILM, T5_SMALL
+
+    settings = load(aws_stack(models=[dict(T5_SMALL), dict(MINILM, device="cpu")], gpuNodesMax=4))
+    assert args.node_growth(settings).autoscaler, "the GPU models' pods may wait for the GPU node autoscaler"
+    service = args.triton_service_args(
+        settings,
+        target=cast(Any, None),
+        store=cast(Any, None),
+        conversion=cast(Any, SimpleNamespace(model=settings.models[1])),
+        server_image="server@sha256:" + "b" * 64,
+        htpasswd=None,
+    )
+    assert service.node_growth.autoscaler is False
+    assert service.gpus_per_node is None
+    assert (service.rollout.max_surge, service.rollout.max_unavailable) == (1, 0)

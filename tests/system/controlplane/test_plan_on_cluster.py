@@ -1,0 +1,134 @@
+"""prod's plan on a real kube-apiserver + kube-scheduler + kube-controller-manager, nodes simulated by kwok.
+
+The issue's three failures, each shown on the real scheduler: prod at ``replicasMin`` fits its ``gpuNodesMin``
+nodes (capacity), the 1-GPU pods pack onto one node so both 4-GPU replicas find whole nodes (fragmentation), and a
+change to a model rolls out to completion on the full cluster (rollouts that hang).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from components.common.target import GPU_RESOURCE
+from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
+from components.settings.capacity import PACKING_LABEL
+from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.plan import Plan
+from tests.system.controlplane.prod import copy_project, deploy, deploy_and_schedule, gpus, triton_pods
+from tritonft.errors import UserError
+from tritonft.rollout.verdict import NodeGrowth
+from tritonft.rollout.watch import WatchConfig, watch_rollout
+from tritonft.synth.run import synthesize
+
+
+def test_prod_fits_at_replicas_min_with_every_gpu_models_triton_pod_on_a_gpu_node_with_its_gpus(
+    cluster: Cluster, prod_plan: Plan
+) -> None:
+    settings = prod_plan.settings
+    pods = deploy_and_schedule(cluster, prod_plan)
+    nodes = {n["metadata"]["name"]: n for n in cluster.kube.items("v1", "Node")}
+    used: Counter[str] = Counter()
+    for pod in [p for p in pods if gpus(p)]:
+        node = nodes[pod["spec"]["nodeName"]]
+        assert node["metadata"]["labels"]["triton-ft.io/accelerator"] == "nvidia"
+        assert any(t["key"] == GPU_RESOURCE for t in node["spec"]["taints"])
+        used[node["metadata"]["name"]] += gpus(pod)
+    assert all(used[n] <= int(nodes[n]["status"]["allocatable"][GPU_RESOURCE]) for n in used)
+    assert sum(used.values()) == sum(settings.serving.replicas_min * m.gpus for m in settings.models) == 10
+    by_model = Counter(p["metadata"]["labels"]["app.kubernetes.io/instance"] for p in pods)
+    assert by_model == {f"prod-{m.name}": settings.serving.replicas_min for m in settings.models}
+
+
+def test_the_one_gpu_pods_share_a_node_leaving_whole_nodes_to_the_four_gpu_model(
+    cluster: Cluster, prod_plan: Plan
+) -> None:
+    pods = deploy_and_schedule(cluster, prod_plan)
+    small = {p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get(PACKING_LABEL) == "partial"}
+    big = [p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get(PACKING_LABEL) == "whole"]
+    assert len(small) == 1, "both gpt-j pods on one node"
+    assert len(big) == len(set(big)) == 2 and small.isdisjoint(big), "each t5-3b replica on a node of its own"
+
+
+def test_the_cpu_encoders_pods_land_on_cpu_nodes_without_gpus_next_to_the_generators(
+    cluster: Cluster, prod_plan: Plan
+) -> None:
+    settings = prod_plan.settings
+    pods = deploy_and_schedule(cluster, prod_plan)
+    on_cpu = {m.name for m in settings.models if m.on_cpu}
+    assert on_cpu, "prod serves an encoder on CPU nodes"
+    encoder_pods = [p for p in pods if p["metadata"]["labels"]["triton-ft/model"] in on_cpu]
+    assert len(encoder_pods) == settings.serving.replicas_min * len(on_cpu)
+    for pod in encoder_pods:
+        assert gpus(pod) == 0
+        node = cluster.kube.get("v1", "Node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"][POOL_LABEL] == SYSTEM_POOL
+        assert GPU_RESOURCE not in node["status"]["allocatable"] and not node["spec"].get("taints")
+    generator_nodes = {p["spec"]["nodeName"] for p in pods if gpus(p)}
+    assert generator_nodes and generator_nodes.isdisjoint(p["spec"]["nodeName"] for p in encoder_pods)
+
+
+def test_conversion_jobs_run_on_cpu_nodes_and_complete_and_every_object_is_accepted(
+    cluster: Cluster, prod_plan: Plan
+) -> None:
+    settings = prod_plan.settings
+    objs, applied = deploy(cluster, prod_plan)
+    jobs = [o["metadata"]["name"] for o in objs if o["kind"] == "Job"]
+    assert len(jobs) == len(settings.models)
+    conversion_pods = cluster.pods("app.kubernetes.io/component=conversion")
+    assert {p["metadata"]["labels"]["job-name"] for p in conversion_pods} == set(jobs)
+    for pod in conversion_pods:
+        node = cluster.kube.get("v1", "Node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"][POOL_LABEL] == SYSTEM_POOL
+        assert pod["status"]["phase"] == "Succeeded"
+    assert len(applied) == len(objs), "every object of the plan was accepted"
+
+
+def changed_prod(tmp_path: Path) -> Path:
+    """prod with t5-3b's maxBatchSize 32 -> 16 (the issue's change; its preferred batch sizes follow), synthesised."""
+    project = copy_project(tmp_path)
+    stack = project / "stacks/Pulumi.prod.yaml"
+    text = stack.read_text()
+    before = "maxBatchSize: 32\n      preferredBatchSizes: [8, 16, 32]"
+    assert text.count(before) == 1
+    stack.write_text(text.replace(before, "maxBatchSize: 16\n      preferredBatchSizes: [8, 16]"))
+    synthesize("prod", out=tmp_path / "out", project_dir=project)
+    return tmp_path / "out/manifests"
+
+
+def test_a_change_to_a_model_rolls_out_to_completion_on_a_full_cluster(
+    cluster: Cluster, prod_plan: Plan, tmp_path: Path
+) -> None:
+    settings = prod_plan.settings
+    deploy_and_schedule(cluster, prod_plan)
+    name = "prod-t5-3b"
+    growth = NodeGrowth(autoscaler=False)  # the cluster is full and stays so: no node can come to the rescue
+    config = WatchConfig(cluster.namespace, name, growth, deadline_s=120, min_replicas=2, poll_s=1)
+    watch_rollout(cluster.kube, config)
+    before = cluster.kube.get("apps/v1", "Deployment", name, cluster.namespace)
+    old_pods = {p["metadata"]["name"] for p in triton_pods(cluster, name)}
+    cluster.apply(changed_prod(tmp_path), settings.namespace)
+    after = cluster.kube.get("apps/v1", "Deployment", name, cluster.namespace)
+    assert after["metadata"]["generation"] > before["metadata"]["generation"], "the change reached the Deployment"
+    assert after["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    status = watch_rollout(cluster.kube, config)
+    assert status["updatedReplicas"] == status["availableReplicas"] == settings.serving.replicas_min
+    new_pods = {p["metadata"]["name"] for p in triton_pods(cluster, name)}
+    assert len(new_pods) == settings.serving.replicas_min and new_pods.isdisjoint(old_pods)
+
+
+def test_a_plan_that_cannot_fit_is_refused_before_any_resource(tmp_path: Path) -> None:
+    project = copy_project(tmp_path)
+    stack = project / "stacks/Pulumi.prod.yaml"
+    text = stack.read_text()
+    for key in ("gpuNodesMin", "gpuNodesMax", "gpuNodesDesired"):
+        text = "\n".join(
+            f"  triton-ft:{key}: 2" if line.startswith(f"  triton-ft:{key}:") else line for line in text.splitlines()
+        )
+    stack.write_text(text + "\n")
+    with pytest.raises(UserError) as info:
+        synthesize("prod", out=tmp_path / "out", project_dir=project)
+    assert "replicasMin: 2 x 4 (t5-3b) + 2 x 1 (gpt-j-6b) = 10 GPUs need 3" in str(info.value)
+    assert not (tmp_path / "out").exists(), "nothing of the plan was written, so nothing can be applied"

@@ -1,0 +1,188 @@
+"""Real-Triton fixtures: the bundled ``tritonserver`` (``tritonft.local_triton``) serving rendered repositories.
+
+``triton_runtime`` (session) finds the server and builds the Python models' environment from
+``images/triton-ft/requirements.txt``. ``serve_triton`` (session) is a factory: ``serve_triton(repo_dir, ...)``
+returns a running :class:`LocalTriton`; the same arguments return the same server, so tests share one server per
+repository set. Every server is stopped by PID at the end of the session. The log of every running server is
+attached to each failing test of this folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from tests.failure_logs import attach_on_failure, tail
+from tests.system.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
+from tests.system.realtriton.repos import (
+    MATRIX,
+    PROBE_MODEL,
+    matrix_spec,
+    render_with_cli,
+    serve_ready_repository,
+    stack_specs,
+)
+from tests.tritonft.encoder.conftest import encoder_checkpoint, encoder_converted, minilm_dir  # noqa: F401  (encoders)
+from tests.tritonft.reference.conftest import checkpoint, converted  # noqa: F401  (golden checkpoints, converted once)
+from tests.tritonft.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
+from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
+from tritonft.local_triton import IMAGE_PYTHON, LocalTriton, TritonError, TritonRuntime, find_python, prepare_runtime
+from tritonft.spec import Family
+from tritonft.standin import standin_all
+
+LOG_TAIL_LINES = 200
+_RUNNING: list[LocalTriton] = []
+
+ServeTriton = Callable[..., LocalTriton]
+
+
+@pytest.fixture(scope="session")
+def triton_runtime() -> TritonRuntime:
+    try:
+        return prepare_runtime()
+    except TritonError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def image_python_runtime() -> TritonRuntime:
+    """The models' environment on the server image's Python (3.10), from the same requirements file."""
+    try:
+        return prepare_runtime(python=find_python(IMAGE_PYTHON))
+    except TritonError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def serve_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeTriton]:
+    """``serve_triton(repositories, *, extra_args=(), env=None, shared=True, runtime=None) -> LocalTriton`` (running).
+
+    ``runtime`` defaults to ``triton_runtime``. With ``shared`` (default) a server already started with the same
+    arguments is returned; pass
+    ``shared=False`` for a server of one's own (still stopped at the end of the session, or by the caller).
+    A server that does not come up fails with :class:`TritonError` carrying Triton's log.
+    """
+    servers: dict[tuple[object, ...], LocalTriton] = {}
+
+    def serve(
+        repositories: Path | Sequence[Path],
+        *,
+        extra_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        shared: bool = True,
+        runtime: TritonRuntime | None = None,
+    ) -> LocalTriton:
+        repos = (repositories,) if isinstance(repositories, Path) else tuple(repositories)
+        runtime = runtime or triton_runtime
+        key = (repos, tuple(extra_args), tuple(sorted((env or {}).items())), runtime)
+        if shared and key in servers and servers[key].process is not None:
+            return servers[key]
+        log = tmp_path_factory.mktemp("triton-log") / "tritonserver.log"
+        server = LocalTriton(runtime, repos, log_path=log, extra_args=extra_args, env=env)
+        server.start()
+        _RUNNING.append(server)
+        if shared:
+            servers[key] = server
+        return server
+
+    try:
+        yield serve
+    finally:
+        while _RUNNING:
+            _RUNNING.pop().stop()
+
+
+@pytest.fixture(scope="session")
+def tokenizers(tmp_path_factory: pytest.TempPathFactory) -> dict[Family, Path]:
+    """A trained tokenizer per family (GPT-2 and GPT-J share the byte-level BPE one)."""
+    gpt = train_gpt_tokenizer(tmp_path_factory.mktemp("gpt-tokenizer"))
+    return {Family.T5: train_t5_tokenizer(tmp_path_factory.mktemp("t5-tokenizer")), Family.GPT2: gpt, Family.GPTJ: gpt}
+
+
+@pytest.fixture(scope="session")
+def dev_repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]) -> Path:
+    """The ``dev`` stack's models rendered into one repository, FT steps stood in for."""
+    return serve_ready_repository(stack_specs("dev"), tmp_path_factory.mktemp("dev-repo"), tokenizers)
+
+
+@pytest.fixture(scope="session")
+def dev_triton(serve_triton: ServeTriton, dev_repository: Path) -> LocalTriton:
+    return serve_triton(dev_repository)
+
+
+@pytest.fixture(scope="session")
+def matrix_repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]) -> Path:
+    """T5, GPT-2 and GPT-J at TP 1 and 2 plus a streaming GPT-2, rendered by ``tritonft repo``, FT stood in for."""
+    out = tmp_path_factory.mktemp("matrix-repo")
+    specs = tmp_path_factory.mktemp("matrix-specs")
+    for spec in MATRIX:
+        render_with_cli(spec, out, tokenizers[spec.family], specs)
+    standin_all(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def matrix_triton(serve_triton: ServeTriton, matrix_repository: Path) -> LocalTriton:
+    return serve_triton(matrix_repository)
+
+
+@pytest.fixture(scope="session")
+def probe_triton(
+    serve_triton: ServeTriton, tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]
+) -> LocalTriton:
+    """:data:`PROBE_MODEL` only; its stand-in answers the prompt's tokens reversed: a continuation that is not an
+    echo, which the probe's GPT check requires."""
+    repository = tmp_path_factory.mktemp("probe-repo")
+    spec = matrix_spec(PROBE_MODEL)
+    render_with_cli(spec, repository, tokenizers[Family.GPT2], tmp_path_factory.mktemp("scratch"))
+    standin_all(repository, generation="reverse")
+    return serve_triton(repository)
+
+
+def server_sections(item: pytest.Item) -> list[tuple[str, str]]:
+    """The tail of every running Triton's and Prometheus' log (servers are shared across tests)."""
+    return [tail(f"tritonserver log ({s.log_path})", s.log_text(), LOG_TAIL_LINES) for s in _RUNNING] + [
+        tail(f"prometheus log ({p.log_path})", p.log_text(), LOG_TAIL_LINES) for p in PROMETHEUS_SERVERS
+    ]
+
+
+pytest_runtest_makereport = attach_on_failure(server_sections)
+
+
+EMBEDDER = "minilm"
+"""The real all-MiniLM-L6-v2, served by the encoder repository."""
+CLASSIFIER = "sentiment"
+"""The seeded BERT classifier (tests.tritonft.encoder.checkpoints), served by the encoder repository."""
+OPTIMIZED_EMBEDDER = "minilm-fused"
+"""all-MiniLM-L6-v2 converted with ``--optimize`` (ONNX Runtime's fused Attention, SkipLayerNorm, BiasGelu)."""
+RANDOM_EMBEDDER = "random-bert"
+"""A seeded random-weight BERT embedder (``bert-mean-normalized``): unit vectors, but no sense of meaning (the
+probe's similarity order fails on it)."""
+
+
+@pytest.fixture(scope="session")
+def encoder_repository(
+    tmp_path_factory: pytest.TempPathFactory,
+    encoder_converted: Callable[..., Path],  # noqa: F811
+    encoder_checkpoint: Callable[[str], Path],  # noqa: F811
+) -> Path:
+    out = tmp_path_factory.mktemp("encoder-repo")
+    served_as = (
+        (EMBEDDER, "all-minilm-l6-v2"),
+        (CLASSIFIER, "bert-classifier"),
+        (RANDOM_EMBEDDER, "bert-mean-normalized"),
+    )
+    for served, name in served_as:
+        serving = EncoderServing(served, max_batch_size=16, engine=OnnxEngine.PYTHON)
+        write_encoder_repository(serving, encoder_converted(name), encoder_checkpoint(name), out)
+    optimized = encoder_converted("all-minilm-l6-v2", "fp32", "--optimize")
+    serving = EncoderServing(OPTIMIZED_EMBEDDER, max_batch_size=16, engine=OnnxEngine.PYTHON)
+    write_encoder_repository(serving, optimized, encoder_checkpoint("all-minilm-l6-v2"), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def encoder_triton(serve_triton: ServeTriton, encoder_repository: Path) -> LocalTriton:
+    return serve_triton(encoder_repository)

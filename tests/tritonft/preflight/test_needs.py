@@ -1,0 +1,57 @@
+"""What a stack's settings ask of the cluster, as preflight reads them: the metrics APIs its autoscalers need."""
+
+from __future__ import annotations
+
+from tests.components.settings.test_validation import AWS_ADDONS, aws_stack, kubernetes_stack
+from tests.components.test_args import load
+from tritonft.preflight.checks import CUSTOM_METRICS_API, RESOURCE_METRICS_API
+from tritonft.preflight.command import needs_of
+
+ADAPTER = ["kube-prometheus-stack", "prometheus-adapter"]
+
+
+def apis(values: dict[str, object]) -> list[str]:
+    return [name for name, _ in needs_of(load(values)).metrics_apis]
+
+
+def test_triton_hpas_on_an_existing_cluster_need_the_custom_metrics_api() -> None:
+    assert CUSTOM_METRICS_API in apis(kubernetes_stack(replicasMax=3, existingAddons=ADAPTER))
+
+
+def test_a_fixed_replica_count_needs_no_custom_metrics_api() -> None:
+    assert CUSTOM_METRICS_API not in apis(kubernetes_stack(replicasMin=1, replicasMax=1))
+
+
+def test_the_gateways_hpa_on_an_existing_cluster_needs_the_resource_metrics_api() -> None:
+    assert RESOURCE_METRICS_API in apis(kubernetes_stack(gatewayReplicasMin=2, gatewayReplicasMax=4))
+
+
+def test_a_gateway_at_a_fixed_count_or_off_needs_no_resource_metrics_api() -> None:
+    assert RESOURCE_METRICS_API not in apis(kubernetes_stack(gatewayReplicasMin=2, gatewayReplicasMax=2))
+    assert RESOURCE_METRICS_API not in apis(kubernetes_stack(gateway=False))
+
+
+def test_on_aws_the_stack_installs_what_its_autoscalers_read() -> None:
+    assert (
+        apis(aws_stack(replicasMax=3, addons=[*AWS_ADDONS, *ADAPTER], gatewayReplicasMin=2, gatewayReplicasMax=4)) == []
+    )
+
+
+def test_each_needed_api_says_what_reads_it_and_the_fix() -> None:
+    ((_, why),) = needs_of(load(kubernetes_stack(gatewayReplicasMin=2, gatewayReplicasMax=4))).metrics_apis
+    assert "gateway's HPA" in why and "metrics-server" in why and "gatewayReplicasMax" in why
+
+
+def test_a_cpu_model_is_a_cpu_need_with_its_replicas_requests_not_a_gpu_shape() -> None:
+    from components.common.sizing import server_sizing
+    from tests.components.settings.test_validation import MINILM, T5_SMALL
+
+    settings = load(
+        kubernetes_stack(models=[dict(T5_SMALL), dict(MINILM, device="cpu")], cpuNodeSelector={"pool": "cpu"})
+    )
+    needs = needs_of(settings)
+    assert needs.models == [("t5-small", 1)]
+    (cpu,) = needs.cpu_models
+    sized = server_sizing(settings.models[1])
+    assert (cpu.name, cpu.cpu, cpu.memory) == ("minilm", sized.cpu_request, sized.memory_request)
+    assert needs.cpu_selector == {"pool": "cpu"}
