@@ -29,7 +29,6 @@ from components.platform.image import ImageBuild, TritonImageArgs
 from components.probe import IntegrationProbeArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
-from components.settings import kube
 from components.settings.capacity import (
     ModelShape,
     Rollout,
@@ -45,6 +44,7 @@ from components.settings.model import Settings
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.encoder.convert import CONVERTER_VERSION as ENCODER_CONVERTER_VERSION
 from tritonft.probe.endpoint import Protocol
+from tritonft.quantity import quantity_value as exact_quantity
 from tritonft.rollout.verdict import NodeGrowth
 from tritonft.spec import ModelSpec
 
@@ -198,7 +198,7 @@ def model_conversion_args(
 
 def quantity_value(quantity: str) -> float:
     """A Kubernetes quantity as a number: ``500m`` -> 0.5, ``2`` -> 2.0, ``1k`` -> 1000.0."""
-    return float(kube.quantity_value(quantity))
+    return float(exact_quantity(quantity))
 
 
 def autoscaler_kind(settings: Settings) -> Autoscaler:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.settings.catalog import KNOWN_ENCODERS, KNOWN_MODELS
+from components.settings.facts import ModelFacts, StackFacts
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS, GpuNodeType
 from components.settings.model import (
     AutoscalingSettings,
@@ -28,7 +29,7 @@ from components.settings.model import (
     Settings,
     StorageSettings,
 )
-from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES, ModelFacts, StackFacts
+from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
 from components.settings.schema import (
     ARCHITECTURE_FIELDS,
     ARCHITECTURE_REQUIRED,

@@ -21,6 +21,7 @@ from components.settings import aws_names, kube
 from components.settings.alerting import ALERT_FOR, duration_problem
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
+from tritonft.quantity import quantity, quantity_value
 
 KnobType = Literal["string", "integer", "boolean", "array", "object", "quantity"]
 Scope = Literal["any", "kubernetes", "aws"]
@@ -111,8 +112,8 @@ def _aws_id(kind: str) -> Callable[[str], list[str]]:
 
 
 def _positive_quantity(value: str) -> list[str]:
-    problems = kube.quantity(value)
-    if not problems and kube.quantity_value(value) <= 0:
+    problems = quantity(value)
+    if not problems and quantity_value(value) <= 0:
         problems.append("must be greater than 0")
     return problems
 
