@@ -1,5 +1,5 @@
 """Shared fixtures: the deterministic mock engine (see ``tritonft.synth.engine``); a failed test's report carries
-the logs of the gateways it started."""
+the logs of the gateways it started; the control-plane tests are ordered last."""
 
 from __future__ import annotations
 
@@ -12,6 +12,14 @@ from tests.tritonft.gateway.server import log_sections
 from tritonft.synth.engine import RecordingMocks, mock_engine
 
 pytest_runtest_makereport = attach_on_failure(log_sections)
+
+CONTROL_PLANE_TESTS = "tests/system/controlplane/"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The control-plane tests run last: on a fresh machine the test command builds the control plane in the
+    background meanwhile (scripts/test.sh), so they wait for it only once everything else has run."""
+    items.sort(key=lambda item: item.nodeid.startswith(CONTROL_PLANE_TESTS))
 
 
 @pytest.fixture
