@@ -234,6 +234,10 @@ REFUSED = {
     "service_tier": "flex",
     "store": True,
     "metadata": {"k": "v"},
+    "verbosity": "low",
+    "moderation": {"model": "omni-moderation-latest"},
+    "prompt_cache_options": {"ttl": "30m"},
+    "prompt_cache_retention": "24h",
 }
 
 
