@@ -223,9 +223,13 @@ def test_every_field_of_every_request_schema_was_sent_to_every_model_of_its_rout
 
 
 def test_every_body_and_chunk_validates_and_every_verdict_holds(run: Run) -> None:
-    broken = [f"{o.describe()}\n    " + "\n    ".join(o.problems) for o in run.outcomes if o.problems]
-    assert broken == [], f"{len(broken)} of {len(run.outcomes)} answers break the schema or the table:\n" + "\n".join(
-        broken[:40]
+    broken = [o for o in run.outcomes if o.problems]
+    kinds = Counter(f"{PATHS[o.route]} {o.mode}: {problem}" for o in broken for problem in dict.fromkeys(o.problems))
+    assert broken == [], (
+        f"{len(broken)} of {len(run.outcomes)} answers break the schema or the table; by kind:\n"
+        + "\n".join(f"{n:>5} x {kind}" for kind, n in kinds.most_common())
+        + "\nfirst ones:\n"
+        + "\n".join(f"{o.describe()}\n    " + "\n    ".join(o.problems) for o in broken[:10])
     )
 
 

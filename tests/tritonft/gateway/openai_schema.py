@@ -25,7 +25,7 @@ RELATIVE = Path("shared/reference/openai/schemas.json")
 """Where the schemas are, relative to the parent of the repository's root (``../shared/...``)."""
 
 
-def _main_checkout(root: Path) -> Path | None:
+def main_checkout(root: Path) -> Path | None:
     """A git worktree's main checkout (its ``.git`` is a file naming ``<main>/.git/worktrees/<name>``), else None."""
     marker = root / ".git"
     if not marker.is_file():
@@ -37,7 +37,7 @@ def _main_checkout(root: Path) -> Path | None:
 def schemas_path(root: Path = ROOT) -> Path:
     """``../shared/reference/openai/schemas.json`` beside ``root`` (for a git worktree: beside its main checkout);
     :class:`FileNotFoundError` naming the places looked at and what to put there."""
-    main = _main_checkout(root)
+    main = main_checkout(root)
     candidates = [root.parent / RELATIVE] + ([main.parent / RELATIVE] if main is not None else [])
     for candidate in candidates:
         if candidate.is_file():

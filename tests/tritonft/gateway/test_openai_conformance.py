@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.tritonft.gateway.openai_schema import _main_checkout, load, schemas_path, violations
+from tests.tritonft.gateway.openai_schema import load, main_checkout, schemas_path, violations
 from tritonft.gateway import errors
 from tritonft.gateway.app import model_list
 from tritonft.gateway.config import GatewayConfig, ServedModel
@@ -45,7 +45,7 @@ def test_a_missing_schema_file_is_an_error_naming_where_to_put_it(tmp_path: Path
         schemas_path(tmp_path / "clone")
 
 
-def test_a_worktree_finds_the_schemas_beside_its_main_checkout(tmp_path: Path) -> None:
+def test_a_worktree_finds_the_schemas_beside_itsmain_checkout(tmp_path: Path) -> None:
     main, tree = tmp_path / "main", tmp_path / "trees" / "branch"
     (main / ".git" / "worktrees" / "branch").mkdir(parents=True)
     tree.mkdir(parents=True)
@@ -53,7 +53,7 @@ def test_a_worktree_finds_the_schemas_beside_its_main_checkout(tmp_path: Path) -
     shared = tmp_path / "shared" / "reference" / "openai" / "schemas.json"
     shared.parent.mkdir(parents=True)
     shared.write_text("{}")
-    assert _main_checkout(tree) == main
+    assert main_checkout(tree) == main
     assert schemas_path(tree) == shared
 
 
