@@ -39,10 +39,21 @@ REQUEST_SCHEMAS = {
 }
 
 
+EXTENSIONS: dict[str, set[str]] = {COMPLETIONS: set(), CHAT: set(), EMBEDDINGS: set()}
+"""Rows that are not fields of OpenAI's schema: the gateway's own extensions (none yet; e.g. an engine's sampling
+parameter would be one), listed here so that a misspelt row cannot pass for one."""
+
+
 @pytest.mark.parametrize("route", ALL)
-def test_every_field_of_openais_request_schema_has_a_verdict_and_no_other_does(route: str) -> None:
+def test_every_field_of_openais_request_schema_has_a_verdict(route: str) -> None:
     fields = set(load().properties(REQUEST_SCHEMAS[route]))
-    assert {p.name for p in PARAMETERS if route in p.routes} == fields
+    assert fields - {p.name for p in PARAMETERS if route in p.routes} == set()
+
+
+@pytest.mark.parametrize("route", ALL)
+def test_every_row_is_a_field_of_openais_request_schema_or_a_listed_extension(route: str) -> None:
+    fields = set(load().properties(REQUEST_SCHEMAS[route]))
+    assert {p.name for p in PARAMETERS if route in p.routes} - fields == EXTENSIONS[route]
 
 
 def test_every_refused_parameter_says_why() -> None:
