@@ -27,7 +27,7 @@ run .venv/bin/mypy
 # Tests never write into the work tree: files the suite leaves behind (untracked, not ignored) fail the run.
 untracked() { git ls-files --others --exclude-standard 2>/dev/null | sort; }
 before=$(untracked)
-run timeout 3000 .venv/bin/pytest -q -p no:cacheprovider "$@"
+run timeout 3000 .venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@"
 left=$(comm -13 <(echo "$before") <(untracked))
 if [ -n "$left" ]; then
   echo "the test suite left untracked files in the work tree (tests must write under tmp_path):" >&2
