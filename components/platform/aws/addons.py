@@ -86,8 +86,13 @@ def install_addons(
     provider: k8s.Provider,
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource],
+    prometheus_values: pulumi.Input[dict[str, Any]] | None = None,
+    prometheus_depends_on: Sequence[pulumi.Resource] = (),
 ) -> InstalledAddons:
-    """Install the enabled add-ons. Charts that others build on (Prometheus CRDs) come first."""
+    """Install the enabled add-ons. Charts that others build on (Prometheus CRDs) come first.
+
+    ``prometheus_values``: kube-prometheus-stack's values (default: :func:`charts.kube_prometheus_stack_values`);
+    ``prometheus_depends_on``: what its volumes need first (the EBS CSI driver and its StorageClass)."""
     installed: list[tuple[ChartPin, k8s.helm.v4.Chart]] = []
     monitoring_ns: k8s.core.v1.Namespace | None = None
     kps: k8s.helm.v4.Chart | None = None
@@ -95,10 +100,10 @@ def install_addons(
         kps, monitoring_ns = install_chart(
             f"{name}-kube-prometheus-stack",
             charts.KUBE_PROMETHEUS_STACK,
-            charts.kube_prometheus_stack_values(),
+            charts.kube_prometheus_stack_values() if prometheus_values is None else prometheus_values,
             provider=provider,
             parent=parent,
-            depends_on=depends_on,
+            depends_on=[*depends_on, *prometheus_depends_on],
         )
         installed.append((charts.KUBE_PROMETHEUS_STACK, kps))
     after_prometheus = [*depends_on, *([kps] if kps else [])]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -124,9 +125,62 @@ def cert_manager_values() -> dict[str, Any]:
     return {"crds": {"enabled": True, "keep": True}}
 
 
-def kube_prometheus_stack_values() -> dict[str, Any]:
-    """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own."""
+EKS_UNSCRAPABLE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")
+"""The chart's monitors of control-plane components EKS runs out of reach (controller-manager, scheduler, etcd) and
+of kube-proxy (its metrics bind to 127.0.0.1 on EKS): scraped, their targets are down forever and the chart's
+``...Down`` alerts fire for good."""
+EKS_UNSCRAPABLE_RULES = (
+    "etcd",
+    "kubeControllerManager",
+    "kubeSchedulerAlerting",
+    "kubeSchedulerRecording",
+    "kubeProxy",
+)
+"""The chart's default rule groups about those components (``defaultRules.rules``)."""
+NULL_RECEIVER = "null"
+
+
+def alertmanager_config(receivers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every alert to every receiver (one ``continue`` route each, grouped per alert and namespace); the chart's
+    always-firing ``Watchdog`` and its ``InfoInhibitor`` stop at a ``null`` receiver. No receivers: everything to
+    ``null`` (the settings warn)."""
+    named = [dict(r) for r in receivers]
+    default = str(named[0]["name"]) if named else NULL_RECEIVER
     return {
+        "route": {
+            "receiver": default,
+            "group_by": ["alertname", "namespace"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+            "routes": [
+                {"receiver": NULL_RECEIVER, "matchers": ['alertname=~"Watchdog|InfoInhibitor"']},
+                *[{"receiver": str(r["name"]), "continue": True} for r in named],
+            ],
+        },
+        "receivers": [{"name": NULL_RECEIVER}, *named],
+        "inhibit_rules": [
+            {
+                "source_matchers": ["severity=critical"],
+                "target_matchers": ["severity=~warning|info"],
+                "equal": ["namespace", "alertname"],
+            }
+        ],
+    }
+
+
+def kube_prometheus_stack_values(
+    receivers: Sequence[Mapping[str, Any]] = (),
+    storage_class: str | None = None,
+    prometheus_storage_gib: int = 50,
+) -> dict[str, Any]:
+    """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own.
+
+    On EKS: the monitors and rules of components EKS does not let anyone scrape are off; with ``storage_class``
+    (an EBS class) Prometheus keeps its 15 days and Alertmanager its silences across reschedules; Alertmanager sends
+    to ``receivers`` (Alertmanager's own receiver format, from the settings).
+    """
+    values: dict[str, Any] = {
         "fullnameOverride": PROMETHEUS_FULLNAME,
         "prometheus": {
             "prometheusSpec": {
@@ -136,7 +190,25 @@ def kube_prometheus_stack_values() -> dict[str, Any]:
                 "retention": "15d",
             }
         },
-        "alertmanager": {"enabled": True},
+        "alertmanager": {"enabled": True, "config": alertmanager_config(receivers)},
+        **{component: {"enabled": False} for component in EKS_UNSCRAPABLE},
+        "defaultRules": {"rules": {rule: False for rule in EKS_UNSCRAPABLE_RULES}},
+    }
+    if storage_class:
+        values["prometheus"]["prometheusSpec"]["storageSpec"] = _claim(storage_class, prometheus_storage_gib)
+        values["alertmanager"]["alertmanagerSpec"] = {"storage": _claim(storage_class, 2)}
+    return values
+
+
+def _claim(storage_class: str, gib: int) -> dict[str, Any]:
+    return {
+        "volumeClaimTemplate": {
+            "spec": {
+                "storageClassName": storage_class,
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": f"{gib}Gi"}},
+            }
+        }
     }
 
 
