@@ -7,8 +7,8 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import date
 
+from components.settings.eks import NAT_MODES
 from tritonft.errors import UserError
 
 AL2023_NVIDIA = "AL2023_x86_64_NVIDIA"
@@ -135,88 +135,6 @@ def cluster_physical_name(project: str, stack: str) -> str:
     return raw[:100] or "triton-ft"
 
 
-# -- Kubernetes versions on EKS ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EksVersion:
-    """One Kubernetes minor on EKS: when EKS released it and when its standard and extended support end."""
-
-    minor: str
-    eks_release: date
-    end_of_standard: date
-    end_of_extended: date
-
-
-EKS_VERSIONS: dict[str, EksVersion] = {
-    v.minor: v
-    for v in (
-        EksVersion("1.32", date(2025, 1, 23), date(2026, 3, 23), date(2027, 3, 23)),
-        EksVersion("1.33", date(2025, 5, 29), date(2026, 7, 29), date(2027, 7, 29)),
-        EksVersion("1.34", date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
-        EksVersion("1.35", date(2026, 1, 27), date(2027, 3, 27), date(2028, 3, 27)),
-        EksVersion("1.36", date(2026, 6, 2), date(2027, 8, 2), date(2028, 8, 2)),
-    )
-}
-"""EKS's Kubernetes release calendar (UTC dates), read 2026-11-26: the EKS user guide's "Amazon EKS Kubernetes
-release calendar" (1.32-1.34), endoflife.date/amazon-eks (1.35) and the EKS 1.36 release notes as reported on
-2026-08-16 (1.36: released 2026-06-02, standard support to 2027-08-02). Standard support lasts 14 months after
-the EKS release, extended support 12 more at $0.60 instead of $0.10 per cluster hour. A version missing here has
-no pinned cluster-autoscaler (``components/platform/aws/autoscaler.py``) and is refused."""
-
-DEFAULT_KUBERNETES_VERSION = "1.35"
-"""In standard support until 2027-03-27 with a cluster-autoscaler release of its own (v1.35.1); 1.36 is newer
-(standard support to 2027-08-02) and supported, the default moves to it once the pinned charts are
-proven on it."""
-
-EXTENDED_SUPPORT_WARNING_DAYS = 90
-"""Warn this long before a version leaves standard support (an upgrade takes planning)."""
-
-
-def support_status(minor: str, today: date) -> str:
-    """``standard``, ``extended``, ``ended`` or ``unknown`` (not in :data:`EKS_VERSIONS`) on ``today``."""
-    version = EKS_VERSIONS.get(minor)
-    if version is None:
-        return "unknown"
-    if today < version.end_of_standard:
-        return "standard"
-    return "extended" if today < version.end_of_extended else "ended"
-
-
-def version_warnings(minor: str, today: date) -> list[str]:
-    """What the settings warn about a version that is (or soon is) billed as extended support."""
-    version = EKS_VERSIONS.get(minor)
-    status = support_status(minor, today)
-    if version is None or status == "ended":
-        return []
-    newest = max(EKS_VERSIONS.values(), key=lambda v: v.eks_release).minor
-    if status == "extended":
-        return [
-            f"kubernetesVersion: {minor} left EKS standard support on {version.end_of_standard.isoformat()}: the "
-            f"control plane is billed as extended support ($0.60 instead of $0.10 an hour, ~$365 more a month) "
-            f"until {version.end_of_extended.isoformat()}; upgrade one minor at a time towards {newest}"
-        ]
-    left = (version.end_of_standard - today).days
-    if left <= EXTENDED_SUPPORT_WARNING_DAYS:
-        return [
-            f"kubernetesVersion: {minor} leaves EKS standard support on {version.end_of_standard.isoformat()} "
-            f"(in {left} days), after which the control plane is billed as extended support ($0.60 instead of "
-            f"$0.10 an hour); plan the upgrade to {newest}"
-        ]
-    return []
-
-
-def version_problems(minor: str, today: date) -> list[str]:
-    """A version EKS no longer offers (past extended support) or that this project pins nothing for."""
-    status = support_status(minor, today)
-    known = ", ".join(v for v in EKS_VERSIONS if support_status(v, today) != "ended")
-    if status == "unknown":
-        return [f"kubernetesVersion: {minor!r} is not a version this stack supports on EKS; use one of {known}"]
-    if status == "ended":
-        return [f"kubernetesVersion: {minor} is past EKS extended support (no new clusters); use one of {known}"]
-    return []
-
-
 # -- GPU quota ------------------------------------------------------------------------------------------------------
 
 
@@ -296,9 +214,6 @@ def nat_gateway_count(mode: str, zones: int) -> int:
     return zones if mode == "per-zone" else 1
 
 
-NAT_MODES = ("single", "per-zone")
-
-
 def default_nat_mode(environment: str) -> str:
     """prod: a NAT gateway per zone; elsewhere one (a zone outage there is tolerable, ~$33 a month saved each)."""
     return "per-zone" if is_prod(environment) else "single"
@@ -308,24 +223,6 @@ def zone_filters() -> list[tuple[str, list[str]]]:
     """(filter, values): only the region's standard zones, so an opted-in Local or Wavelength Zone never shifts the
     zone list (and with it every subnet, node group and mount target indexed by it)."""
     return [("opt-in-status", ["opt-in-not-required"]), ("zone-type", ["availability-zone"])]
-
-
-def endpoint_problems(public: bool, cidrs: Iterable[str], environment: str) -> tuple[list[str], list[str]]:
-    """(problems, warnings) about the Kubernetes API endpoint's exposure."""
-    cidrs = list(cidrs)
-    problems: list[str] = []
-    for cidr in cidrs:
-        try:
-            ipaddress.ip_network(cidr, strict=True)
-        except ValueError as exc:
-            problems.append(f"apiPublicAccessCidrs: {cidr!r} is not a CIDR block ({exc}); e.g. 203.0.113.0/24")
-    warnings: list[str] = []
-    if public and "0.0.0.0/0" in cidrs and is_prod(environment):
-        warnings.append(
-            "apiPublicAccessCidrs: the prod Kubernetes API is reachable from the whole internet (0.0.0.0/0); "
-            "list your CI runners' and operators' egress CIDRs, or set apiEndpoint: private"
-        )
-    return problems, warnings
 
 
 def vpc_cni_configuration() -> dict[str, object]:

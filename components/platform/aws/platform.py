@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from datetime import date
 from typing import Any
 
 import pulumi
@@ -35,6 +34,7 @@ from components.platform.aws.nodegroups import (
 )
 from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
 from components.platform.cluster import namespace_labels
+from components.settings import eks as eks_facts
 from tritonft.errors import UserError
 
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -52,8 +52,9 @@ class AwsPlatformArgs:
     """Namespace every workload of this stack lives in."""
     cluster_name: str | None = None
     """Physical EKS cluster name; None = ``<project>-<stack>``."""
-    kubernetes_version: str = decisions.DEFAULT_KUBERNETES_VERSION
-    """EKS Kubernetes minor; one of ``decisions.EKS_VERSIONS`` still offered (the settings warn of extended support)."""
+    kubernetes_version: str = eks_facts.DEFAULT_KUBERNETES_VERSION
+    """EKS Kubernetes minor, one of ``components.settings.eks.EKS_VERSIONS`` still offered (the settings warn of
+    extended support)."""
     vpc: NewVpc | ExistingVpc = field(default_factory=NewVpc)
     system_nodes: SystemNodeGroup = field(default_factory=SystemNodeGroup)
     gpu_node_groups: tuple[GpuNodeGroup, ...] = (GpuNodeGroup(),)
@@ -121,7 +122,7 @@ def validate_platform_args(args: AwsPlatformArgs) -> list[str]:
         )
         if group.capacity_type not in {"ON_DEMAND", "SPOT"}:
             problems.append(f"gpuNodeGroups.{group.name}.capacityType: '{group.capacity_type}'; use ON_DEMAND or SPOT")
-    problems += decisions.version_problems(args.kubernetes_version, date.today())
+    problems += eks_facts.version_problems(args.kubernetes_version, eks_facts.today())
     if node_autoscaling(args) and image_tag(args.kubernetes_version) is None:
         problems.append(
             f"kubernetesVersion: {args.kubernetes_version!r} has no pinned cluster-autoscaler release (its minor "
