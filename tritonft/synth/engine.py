@@ -115,6 +115,7 @@ OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str
     "docker-build:index:Image": _docker_build_image,
     "eks:index:Cluster": _eks_cluster,
     "aws:iam/role:Role": _iam_role,
+    "aws:ec2/launchTemplate:LaunchTemplate": lambda args: {"latestVersion": 1},
 }
 """Fake provider outputs per type token (wire names), for outputs the program reads back."""
 

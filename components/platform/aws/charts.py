@@ -169,17 +169,21 @@ def alertmanager_config(receivers: Sequence[Mapping[str, Any]]) -> dict[str, Any
     }
 
 
+ALERTMANAGER_SECRET = "alertmanager-triton-ft"
+"""The Secret holding Alertmanager's configuration (key ``alertmanager.yaml``): receivers carry webhook URLs and
+keys, so they live in a Secret the stack writes, not in the chart's values (which the plan shows)."""
+
+
 def kube_prometheus_stack_values(
-    receivers: Sequence[Mapping[str, Any]] = (),
-    storage_class: str | None = None,
-    prometheus_storage_gib: int = 50,
+    storage_class: str | None = None, prometheus_storage_gib: int = 50, alertmanager_secret: str | None = None
 ) -> dict[str, Any]:
     """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own.
 
     On EKS: the monitors and rules of components EKS does not let anyone scrape are off; with ``storage_class``
-    (an EBS class) Prometheus keeps its 15 days and Alertmanager its silences across reschedules; Alertmanager sends
-    to ``receivers`` (Alertmanager's own receiver format, from the settings).
+    (an EBS class) Prometheus keeps its 15 days and Alertmanager its silences across reschedules; with
+    ``alertmanager_secret`` Alertmanager reads its configuration (:func:`alertmanager_config`) from that Secret.
     """
+    alertmanager_spec: dict[str, Any] = {}
     values: dict[str, Any] = {
         "fullnameOverride": PROMETHEUS_FULLNAME,
         "prometheus": {
@@ -190,13 +194,17 @@ def kube_prometheus_stack_values(
                 "retention": "15d",
             }
         },
-        "alertmanager": {"enabled": True, "config": alertmanager_config(receivers)},
+        "alertmanager": {"enabled": True},
         **{component: {"enabled": False} for component in EKS_UNSCRAPABLE},
         "defaultRules": {"rules": {rule: False for rule in EKS_UNSCRAPABLE_RULES}},
     }
     if storage_class:
         values["prometheus"]["prometheusSpec"]["storageSpec"] = _claim(storage_class, prometheus_storage_gib)
-        values["alertmanager"]["alertmanagerSpec"] = {"storage": _claim(storage_class, 2)}
+        alertmanager_spec["storage"] = _claim(storage_class, 2)
+    if alertmanager_secret:
+        alertmanager_spec |= {"useExistingSecret": True, "configSecret": alertmanager_secret}
+    if alertmanager_spec:
+        values["alertmanager"]["alertmanagerSpec"] = alertmanager_spec
     return values
 
 

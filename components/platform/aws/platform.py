@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
+import yaml
 
 from components.common.target import ClusterTarget, GpuScheduling
 from components.platform.aws import charts, decisions
@@ -345,8 +345,11 @@ class AwsPlatform(pulumi.ComponentResource):
             provider=k8s_provider,
             parent=self,
             depends_on=in_cluster,
-            prometheus_values=prometheus_values(args),
+            prometheus_values=charts.kube_prometheus_stack_values(
+                EBS_STORAGE_CLASS, args.prometheus_storage_gib, alertmanager_secret=charts.ALERTMANAGER_SECRET
+            ),
             prometheus_depends_on=block_storage,
+            alertmanager_config=yaml.safe_dump(charts.alertmanager_config(args.alert_receivers), sort_keys=True),
         )
         ns = k8s.core.v1.Namespace(
             f"{name}-ns",
@@ -465,18 +468,6 @@ def access_entries(principal_arns: tuple[str, ...]) -> dict[str, eks.AccessEntry
         )
         for i, arn in enumerate(principal_arns)
     }
-
-
-def prometheus_values(args: AwsPlatformArgs) -> dict[str, Any]:
-    """kube-prometheus-stack's values on EKS; the receivers (webhook URLs, keys) go to the chart as a secret, the
-    rest stays readable in the plan."""
-    values = charts.kube_prometheus_stack_values(
-        args.alert_receivers, storage_class=EBS_STORAGE_CLASS, prometheus_storage_gib=args.prometheus_storage_gib
-    )
-    if args.alert_receivers:
-        config = values["alertmanager"]["config"]
-        config["receivers"] = pulumi.Output.secret(config["receivers"])
-    return values
 
 
 def system_images_gib(args: AwsPlatformArgs) -> float:
