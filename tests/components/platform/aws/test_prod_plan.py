@@ -74,3 +74,54 @@ def test_prod_on_a_new_account_stops_at_the_quota_naming_the_number_to_ask_for(
     assert "gpuNodesMax: the GPU node groups need 384 vCPUs" in message  # 8 x g5.12xlarge x 48
     assert "the account has 0" in message and "--desired-value 384" in message
     assert not (tmp_path / "prod").exists()  # nothing written: the program stopped before any resource
+
+
+def test_prod_nodes_answer_metadata_one_hop_away_with_imdsv2_only(prod: SynthResult) -> None:
+    groups = _of_type(prod, "aws:eks/nodeGroup:NodeGroup")
+    assert {g.name for g in groups} == {"prod-system", "prod-gpu"}
+    for group in groups:
+        options = _named(prod, f"{group.name}-lt").inputs["metadataOptions"]
+        assert (options["httpTokens"], options["httpPutResponseHopLimit"]) == ("required", 1)
+
+
+def test_prod_enforces_network_policies_with_the_cni_on_its_own_role(prod: SynthResult) -> None:
+    addon = _named(prod, "prod-vpc-cni")
+    assert '"enableNetworkPolicy": "true"' in addon.inputs["configurationValues"]
+    node_policies = {
+        a.inputs["policyArn"]
+        for a in _of_type(prod, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if a.inputs["role"] == "prod-node-role"
+    }
+    assert "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy" not in node_policies
+    assert "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore" not in node_policies
+
+
+def test_prod_keeps_control_plane_logs_ninety_days_in_a_group_made_first(prod: SynthResult) -> None:
+    group = _named(prod, "prod-control-plane-logs")
+    (cluster,) = _of_type(prod, "eks:index:Cluster")
+    assert group.inputs["retentionInDays"] == 90
+    assert group.urn in cluster.depends_on
+
+
+def test_prod_runs_a_kubernetes_in_standard_support_with_the_matching_autoscaler(prod: SynthResult) -> None:
+    (cluster,) = _of_type(prod, "eks:index:Cluster")
+    (autoscaler,) = [
+        c for c in _of_type(prod, "kubernetes:helm.sh/v4:Chart") if c.inputs["chart"] == "cluster-autoscaler"
+    ]
+    version = cluster.inputs["version"]
+    assert autoscaler.inputs["values"]["image"]["tag"].startswith(f"v{version}.")
+
+
+def test_prod_pulls_images_through_s3_and_ecr_endpoints(prod: SynthResult) -> None:
+    services = sorted(
+        e.inputs["serviceName"].rsplit(".", 2)[-1] for e in _of_type(prod, "aws:ec2/vpcEndpoint:VpcEndpoint")
+    )
+    assert services == ["api", "dkr", "s3"]
+
+
+def test_prod_monitoring_persists_and_skips_what_eks_hides(prod: SynthResult) -> None:
+    (kps,) = [c for c in _of_type(prod, "kubernetes:helm.sh/v4:Chart") if c.inputs["chart"] == "kube-prometheus-stack"]
+    values = kps.inputs["values"]
+    assert values["kubeEtcd"] == {"enabled": False} and values["kubeControllerManager"] == {"enabled": False}
+    assert "storageSpec" in values["prometheus"]["prometheusSpec"]
+    assert values["alertmanager"]["alertmanagerSpec"]["configSecret"] == "alertmanager-triton-ft"
