@@ -229,4 +229,4 @@ def vpc_cni_configuration() -> dict[str, object]:
     """The VPC CNI add-on's configuration: its network-policy agent on. EKS's network-policy controller (on the
     control plane) turns each NetworkPolicy into PolicyEndpoints; the agent in every ``aws-node`` pod enforces them
     with eBPF programs on the pods' interfaces. Off, NetworkPolicies are stored and ignored."""
-    return {"enableNetworkPolicy": "true", "nodeAgent": {"enablePolicyEventLogs": "false"}}
+    return {"enableNetworkPolicy": "true"}

@@ -68,7 +68,7 @@ class Network(pulumi.ComponentResource):
     vpc_id: pulumi.Output[str]
     """The VPC id."""
     vpc_cidr: pulumi.Output[str]
-    """The VPC's primary CIDR block (NFS to the model store is allowed from it)."""
+    """The VPC's primary CIDR block (HTTPS to the interface endpoints is allowed from it)."""
     private_subnet_ids: pulumi.Output[list[str]]
     """Subnets for nodes, pods and EFS mount targets (one per zone)."""
     public_subnet_ids: pulumi.Output[list[str]]

@@ -1,8 +1,9 @@
 """EKS managed node groups: one CPU system group and one or more tainted NVIDIA GPU groups.
 
 Raw ``aws.eks.NodeGroup`` (a custom resource) rather than pulumi-eks ``ManagedNodeGroup`` (a remote component):
-the AMI type, taints, labels and disk size are then visible to unit tests and policy packs, which only see the
-inputs of remote components, never the node group they create (pulumi-practice.md §1.5).
+the AMI type, taints, labels and the launch template (disk, IMDS, security groups) are then visible to unit tests
+and policy packs, which only see the inputs of remote components, never the node group they create
+(pulumi-practice.md §1.5).
 """
 
 from __future__ import annotations
