@@ -3,6 +3,7 @@ first `pulumi up -s prod` on a new account would create, in which order, with wh
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,23 @@ def test_prod_monitoring_persists_and_skips_what_eks_hides(prod: SynthResult) ->
     assert values["kubeEtcd"] == {"enabled": False} and values["kubeControllerManager"] == {"enabled": False}
     assert "storageSpec" in values["prometheus"]["prometheusSpec"]
     assert values["alertmanager"]["alertmanagerSpec"]["configSecret"] == "alertmanager-triton-ft"
+
+
+def test_ci_reaches_a_cluster_an_operator_created_through_the_settings_access_entry(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(REPO / name, project / name)
+    shutil.copytree(REPO / "stacks", project / "stacks")
+    stack = project / "stacks/Pulumi.prod.yaml"
+    deploy_role = "arn:aws:iam::123456789012:role/github-deploy"
+    stack.write_text(
+        stack.read_text().replace("config:\n", f"config:\n  triton-ft:adminPrincipalArns: ['{deploy_role}']\n", 1)
+    )
+    result = synthesize("prod", out=tmp_path / "out", project_dir=project)
+    (cluster,) = _of_type(result, "eks:index:Cluster")
+    assert cluster.inputs["authenticationMode"] == "API"
+    (entry,) = cluster.inputs["accessEntries"].values()
+    assert entry["principalArn"] == deploy_role
+    (policy,) = entry["accessPolicies"].values()
+    assert policy["policyArn"].endswith(":cluster-access-policy/AmazonEKSClusterAdminPolicy")
