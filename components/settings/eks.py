@@ -23,7 +23,7 @@ EKS_VERSIONS: dict[str, EksVersion] = {
         EksVersion("1.32", date(2025, 1, 23), date(2026, 3, 23), date(2027, 3, 23)),
         EksVersion("1.33", date(2025, 5, 29), date(2026, 7, 29), date(2027, 7, 29)),
         EksVersion("1.34", date(2025, 10, 2), date(2026, 12, 2), date(2027, 12, 2)),
-        EksVersion("1.35", date(2026, 1, 27), date(2027, 3, 27), date(2028, 3, 27)),
+        EksVersion("1.35", date(2026, 1, 28), date(2027, 3, 27), date(2028, 3, 27)),
         EksVersion("1.36", date(2026, 6, 2), date(2027, 8, 2), date(2028, 8, 2)),
     )
 }
