@@ -29,8 +29,9 @@ EKS_VERSIONS: dict[str, EksVersion] = {
 }
 """EKS's Kubernetes release calendar (UTC dates), read 2026-11-26: the EKS user guide's "Amazon EKS Kubernetes
 release calendar" (1.32-1.34), endoflife.date/amazon-eks (1.35) and a third-party EKS 1.36 upgrade write-up of
-2026-08-16 (1.36: on EKS 2026-06-02, standard support to 2027-08-02; AWS's own page for it was not in reach). Standard support lasts 14 months after
-the EKS release, extended support 12 more at $0.60 instead of $0.10 per cluster hour. A version missing here has
+2026-08-16 (1.36: on EKS 2026-06-02, standard support to 2027-08-02; AWS's own page for it was not in reach).
+Standard support lasts 14 months after the EKS release, extended support 12 more at $0.60 instead of $0.10 per
+cluster hour. A version missing here has
 no pinned cluster-autoscaler (``components/platform/aws/autoscaler.py``) and is refused."""
 
 DEFAULT_KUBERNETES_VERSION = "1.35"
