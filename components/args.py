@@ -102,7 +102,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
     vpc: NewVpc | ExistingVpc = (
         ExistingVpc(aws_settings.vpc_id, aws_settings.subnet_ids, aws_settings.public_subnet_ids)
         if aws_settings.vpc_id
-        else NewVpc(cidr=aws_settings.vpc_cidr)
+        else NewVpc(cidr=aws_settings.vpc_cidr, nat=aws_settings.nat_gateways, endpoints=aws_settings.vpc_endpoints)
     )
     largest_model_gib = max((m.weight_bytes for m in settings.models), default=0) / GIB
     return AwsPlatformArgs(
@@ -136,6 +136,16 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         storage_class_name=cluster.storage_class or AWS_EFS_STORAGE_CLASS,
         protect_model_store=settings.storage.protect,
         tags={"triton-ft/stack": settings.stack, "triton-ft/environment": settings.environment},
+        admin_role_arns=aws_settings.admin_principal_arns,
+        public_access_cidrs=aws_settings.api_public_access_cidrs,
+        private_endpoint_only=aws_settings.api_endpoint == "private",
+        control_plane_log_retention_days=aws_settings.control_plane_log_retention_days,
+        protect_infrastructure=aws_settings.protect_infrastructure,
+        node_ssm_access=aws_settings.node_ssm_access,
+        gpu_quota_check=aws_settings.gpu_quota_check,
+        system_runs_server_image=any(m.on_cpu for m in settings.models),
+        alert_receivers=aws_settings.alert_receivers,
+        prometheus_storage_gib=aws_settings.prometheus_storage_gib,
     )
 
 
@@ -155,6 +165,7 @@ def triton_image_args(settings: Settings, aws_provider: aws.Provider | None) -> 
         ),
         server_prebuilt=image.server_image,
         tools_prebuilt=image.tools_image,
+        protect_repositories=settings.cluster.aws.protect_infrastructure if settings.cluster.aws else None,
     )
 
 

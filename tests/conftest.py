@@ -28,3 +28,13 @@ def mocks() -> Iterator[RecordingMocks]:
     recorder = RecordingMocks()
     with mock_engine(recorder, project="triton-ft", stack="test"):
         yield recorder
+
+
+SETTINGS_DATE = __import__("datetime").date(2026, 11, 26)
+"""The day the EKS version rules judge on in every test (versions enter extended support as time passes: a test
+must not change its verdict with the calendar); tests of those rules pass their own dates."""
+
+
+@pytest.fixture(autouse=True)
+def _eks_calendar_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("components.settings.eks.today", lambda: SETTINGS_DATE)

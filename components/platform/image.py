@@ -103,6 +103,8 @@ class TritonImageArgs:
     """Use this server image (``repo@sha256:...``) instead of building one."""
     tools_prebuilt: str | None = None
     """Use this tools image (``repo@sha256:...``) instead of building one."""
+    protect_repositories: bool | None = None
+    """``protect`` the ECR repositories against ``pulumi destroy``; None = only in prod."""
 
 
 class TritonImage(pulumi.ComponentResource):
@@ -166,7 +168,13 @@ class TritonImage(pulumi.ComponentResource):
             image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=not mutable),
             encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")],
             force_delete=not is_prod(self._args.environment),
-            opts=pulumi.ResourceOptions(parent=self, provider=self._args.aws_provider),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=self._args.aws_provider,
+                protect=is_prod(self._args.environment)
+                if self._args.protect_repositories is None
+                else self._args.protect_repositories,
+            ),
         )
 
     def _build(

@@ -251,7 +251,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
         stack=f.stack,
         environment=environment,
         namespace=namespace,
-        cluster=_cluster(top, platform, node),
+        cluster=_cluster(top, platform, node, environment),
         image=ImageSettings(
             server_image=top.get("serverImage"),
             tools_image=top.get("toolsImage"),
@@ -280,7 +280,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
     )
 
 
-def _cluster(top: _Reader, platform: str, node: GpuNodeType) -> ClusterSettings:
+def _cluster(top: _Reader, platform: str, node: GpuNodeType, environment: str) -> ClusterSettings:
     common: dict[str, Any] = {
         "gpu_node": node,
         "gpu_tolerations": tuple(top.get("gpuTolerations", list(DEFAULT_GPU_TOLERATIONS))),
@@ -322,6 +322,17 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType) -> ClusterSettings:
             system_instance_type=top.get("systemInstanceType"),
             system_nodes_min=top.get("systemNodesMin"),
             system_nodes_max=top.get("systemNodesMax"),
+            api_endpoint=top.get("apiEndpoint"),
+            api_public_access_cidrs=tuple(top.get("apiPublicAccessCidrs")),
+            admin_principal_arns=tuple(top.get("adminPrincipalArns")),
+            control_plane_log_retention_days=top.get("controlPlaneLogRetentionDays"),
+            nat_gateways=top.get("natGateways", "per-zone" if environment == "prod" else "single"),
+            vpc_endpoints=top.get("vpcEndpoints"),
+            protect_infrastructure=top.get("protectInfrastructure", environment == "prod"),
+            node_ssm_access=top.get("nodeSsmAccess"),
+            gpu_quota_check=top.get("gpuQuotaCheck"),
+            alert_receivers=tuple(dict(r) for r in top.get("alertReceivers", [])),
+            prometheus_storage_gib=top.get("prometheusStorageGiB"),
         ),
         **common,
     )

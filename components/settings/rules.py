@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from components.settings import kube
+from components.settings import eks, kube
 from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
 from components.settings.capacity import capacity_verdict, cpu_fit_verdict
 from components.settings.facts import ModelFacts, Problem, StackFacts
@@ -135,6 +135,19 @@ def _existing_vpc(f: StackFacts) -> Iterable[Problem]:
         yield "subnetIds", "an existing VPC (vpcId) needs its private subnet ids (one per zone, at least 2)"
     elif subnets and not vpc_id:
         yield "vpcId", "subnetIds name subnets of an existing VPC: give its vpcId too"
+
+
+@stack_rule(
+    "eks-version-offered",
+    ("kubernetesVersion",),
+    "aws: `kubernetesVersion` is one EKS still offers (standard or extended support) with a pinned "
+    "cluster-autoscaler (`components/settings/eks.py`, judged on today's date).",
+)
+def _eks_version_offered(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws":
+        return
+    for message in eks.version_problems(f.get("kubernetesVersion"), eks.today()):
+        yield "kubernetesVersion", message.split(": ", 1)[1]
 
 
 @stack_rule("subnets-in-two-zones", ("subnetIds",), "`subnetIds` lists at least 2 subnets (EKS needs 2 zones).")
@@ -839,7 +852,42 @@ def _small_encoders_on_gpus(settings: Settings) -> list[str]:
     return warnings
 
 
+def _eks_warnings(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
+    """Warnings about the EKS cluster: extended-support billing, an API open to the internet in prod, alerts that
+    go nowhere."""
+    aws_settings = settings.cluster.aws
+    if aws_settings is None:
+        return [], []
+    warnings = eks.version_warnings(aws_settings.kubernetes_version, eks.today())
+    if (
+        settings.environment == "prod"
+        and aws_settings.api_endpoint == "public"
+        and "0.0.0.0/0" in aws_settings.api_public_access_cidrs
+    ):
+        warnings.append(
+            "apiPublicAccessCidrs: the prod Kubernetes API is reachable from the whole internet (0.0.0.0/0); list "
+            "your CI runners' and operators' egress CIDRs, or set apiEndpoint: private"
+        )
+    if (
+        "kube-prometheus-stack" in settings.cluster.addons
+        and not aws_settings.alert_receivers
+        and settings.environment in ("staging", "prod")
+    ):
+        warnings.append(
+            "alertReceivers: none, so Alertmanager sends every alert nowhere; give at least one receiver "
+            "(`pulumi config set --secret --path 'alertReceivers[0].name' oncall` ...)"
+        )
+    return [], warnings
+
+
 PLAN_RULES: tuple[PlanRule, ...] = (
+    PlanRule(
+        "eks-warnings",
+        ("kubernetesVersion", "apiEndpoint", "apiPublicAccessCidrs", "alertReceivers", "addons"),
+        "aws: warns while `kubernetesVersion` is in (or within 90 days of) EKS extended support, when prod's API "
+        "endpoint is open to 0.0.0.0/0, and when a staging/prod kube-prometheus-stack has no `alertReceivers`.",
+        _eks_warnings,
+    ),
     PlanRule(
         "gpu-capacity",
         ("replicasMin", "replicasMax", "autoscaling", "gpuNodesMin", "gpuNodesMax", "gpuInstanceType", "models"),
