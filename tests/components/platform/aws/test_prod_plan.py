@@ -10,7 +10,8 @@ import pytest
 
 from tritonft.errors import UserError
 from tritonft.synth.engine import CALL_RESULTS, Registered
-from tritonft.synth.run import SynthResult, synthesize
+from tritonft.synth.result import SynthResult
+from tritonft.synth.run import synthesize
 
 REPO = Path(__file__).resolve().parents[4]
 
