@@ -17,7 +17,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -307,9 +307,12 @@ def run(args: argparse.Namespace) -> int:
             check_gateway(
                 base, sorted({w.model for w in workloads if w.route is not Route.KSERVE}), headers, args.ca_file
             )
-        for w in workloads:
-            if w.route is Route.KSERVE:
-                check_triton(w.base_url, w.model, headers, args.ca_file)
+        workloads = [
+            replace(w, decoupled=check_triton(w.base_url, w.model, headers, args.ca_file))
+            if w.route is Route.KSERVE
+            else w
+            for w in workloads
+        ]
     except BenchError as exc:
         raise UserError(str(exc)) from exc
     out: Path = args.out

@@ -58,6 +58,8 @@ class Workload:
     route: Route
     model: str
     base_url: str
+    decoupled: bool = False
+    """``kserve``: the model streams (decoupled); perf_analyzer then measures it over a gRPC stream."""
 
     @property
     def label(self) -> str:
@@ -248,6 +250,13 @@ def perf_analyzer_command(
     endpoint: Endpoint = parse_endpoint(point.workload.base_url)
     argv = [str(binary), "-m", point.workload.model, "-u", endpoint.address, "-i", endpoint.protocol.value]
     argv += ["--input-data", str(inputs.data), f"--shape={inputs.input_name}:1"]
+    if point.workload.decoupled:
+        if endpoint.protocol is not Protocol.GRPC:
+            raise ValueError(
+                f"{point.workload.model} streams (decoupled): perf_analyzer measures it over gRPC only; pass its "
+                "gRPC endpoint (--triton grpc(s)://host:port)"
+            )
+        argv.append("--streaming")
     level = f"{point.level:g}"
     if settings.mode is LoadMode.CONCURRENCY:
         argv += ["--concurrency-range", f"{level}:{level}"]

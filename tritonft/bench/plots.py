@@ -98,7 +98,9 @@ def streaming_latency(results: Sequence[SweepPoint], title: str, fmt: str = "png
         itl.plot(levels, _values(points, "itl_p50_ms"), "o-", color=color, label=f"{label} p50")
         itl.plot(levels, _values(points, "itl_p95_ms"), "s--", color=color, label=f"{label} p95")
     axis = level_name(_mode(results))
+    ticks = sorted({p.level for _, pts in streamed for p in pts})
     for ax, name in ((ttft, "time to first token"), (itl, "inter-token latency")):
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.set_xlabel(axis)
         ax.set_ylabel(f"{name} (ms)")
         ax.set_title(name)

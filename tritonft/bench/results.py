@@ -138,7 +138,7 @@ def to_csv(results: Sequence[SweepPoint]) -> str:
     writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
     writer.writeheader()
     for r in results:
-        writer.writerow({k: _cell(getattr(r, k)) for k in CSV_COLUMNS})
+        writer.writerow({**{k: _cell(getattr(r, k)) for k in CSV_COLUMNS}, "level": f"{r.level:g}"})
     return buffer.getvalue()
 
 

@@ -133,13 +133,17 @@ def check_gateway(base_url: str, models: Sequence[str], headers: Mapping[str, st
         )
 
 
-def check_triton(url: str, model: str, headers: Mapping[str, str], ca_file: Path | None) -> None:
-    """The model is ready on the KServe V2 endpoint (HTTP: ``/v2/models/<m>/ready``; gRPC: ``ModelReady``)."""
+def check_triton(url: str, model: str, headers: Mapping[str, str], ca_file: Path | None) -> bool:
+    """The model is ready on the KServe V2 endpoint (HTTP: ``/v2/models/<m>/ready``; gRPC: ``ModelReady``);
+    returns whether it streams (its configuration's decoupled transaction policy)."""
     endpoint = parse_endpoint(url)
     if endpoint.protocol is Protocol.HTTP:
         scheme = "https" if endpoint.ssl else "http"
+        base = f"{scheme}://{endpoint.address}/v2/models/{model}"
         try:
-            status, body = _get(f"{scheme}://{endpoint.address}/v2/models/{model}/ready", headers, ca_file, 15)
+            status, body = _get(f"{base}/ready", headers, ca_file, 15)
+            if status == 200:
+                status, body = _get(f"{base}/config", headers, ca_file, 15)
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
             raise BenchError(
@@ -150,7 +154,8 @@ def check_triton(url: str, model: str, headers: Mapping[str, str], ca_file: Path
                 f"Triton at {url}: model {model!r} is not ready (HTTP {status}) "
                 f"{body[:300].decode(errors='replace')}".rstrip()
             )
-        return
+        policy = json.loads(body).get("model_transaction_policy") or {}
+        return bool(policy.get("decoupled", False))
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 
@@ -158,10 +163,12 @@ def check_triton(url: str, model: str, headers: Mapping[str, str], ca_file: Path
     try:
         client = grpcclient.InferenceServerClient(endpoint.address, ssl=endpoint.ssl, root_certificates=roots)
         ready = client.is_model_ready(model, headers=dict(headers), client_timeout=15)
+        if not ready:
+            raise BenchError(f"Triton at {url}: model {model!r} is not ready")
+        config = client.get_model_config(model, headers=dict(headers), client_timeout=15)
     except InferenceServerException as exc:
         raise BenchError(f"Triton at {url} cannot be reached or refused the call: {exc}") from exc
-    if not ready:
-        raise BenchError(f"Triton at {url}: model {model!r} is not ready")
+    return bool(config.config.model_transaction_policy.decoupled)
 
 
 def _tail(text: str, lines: int = 15) -> str:

@@ -216,3 +216,15 @@ def test_the_gateway_base_is_openaiBaseUrl_without_v1(url: str, base: str) -> No
 def test_a_gateway_url_must_be_http() -> None:
     with pytest.raises(ValueError, match="not an http"):
         gateway_base("grpc://host:8001")
+
+
+def test_a_streaming_model_is_measured_over_a_grpc_stream() -> None:
+    point = Point(Workload(Route.KSERVE, "gpt2", "grpc://t:8001", decoupled=True), 1)
+    argv = perf_analyzer_command(Path("/pa"), point, COUNTED, inputs=PA_INPUTS, report=Path("/r"), headers={})
+    assert "--streaming" in argv
+
+
+def test_a_streaming_model_over_http_asks_for_its_grpc_endpoint() -> None:
+    point = Point(Workload(Route.KSERVE, "gpt2", "http://t:8000", decoupled=True), 1)
+    with pytest.raises(ValueError, match=r"streams \(decoupled\).*grpc"):
+        perf_analyzer_command(Path("/pa"), point, COUNTED, inputs=PA_INPUTS, report=Path("/r"), headers={})
