@@ -131,7 +131,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--collect",
         type=Path,
         metavar="LOG",
-        help="write the results (CSV, JSON, plots) of an --in-cluster Job from its log (kubectl logs job/NAME > LOG)",
+        help="write the results (CSV, JSON, plots) of an --in-cluster Job from its log (kubectl logs job/NAME > LOG), "
+        "or of an earlier sweep from its bench.json",
     )
     cluster.add_argument("--print-results", action="store_true", help=argparse.SUPPRESS)
     cluster.add_argument(

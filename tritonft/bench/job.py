@@ -244,7 +244,14 @@ def results_line(payload: Mapping[str, Any]) -> str:
 
 
 def read_results_line(log: str) -> dict[str, Any]:
-    """The results of a Job's log (the last marker line); UserError when the log has none."""
+    """The results of a Job's log (the last marker line), or of a ``bench.json`` (to plot an earlier sweep again);
+    UserError when it has none."""
+    try:
+        whole = json.loads(log)
+    except json.JSONDecodeError:
+        whole = None
+    if isinstance(whole, dict) and isinstance(whole.get("points"), list):
+        return whole
     found = [line for line in log.splitlines() if line.startswith(RESULTS_MARKER)]
     if not found:
         raise UserError(

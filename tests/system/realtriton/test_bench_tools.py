@@ -34,6 +34,8 @@ pytestmark = pytest.mark.slow
 OUTPUT_TOKENS = 8
 """Within the golden spec's max_output_len (12)."""
 REQUESTS = 6
+GOODPUT_MS = 60_000
+"""An SLO every request meets here: goodput then equals AIPerf's throughput."""
 
 
 @pytest.fixture(scope="module")
@@ -198,15 +200,24 @@ def assert_usage_counted(run: Run, slug: str, tag: str) -> None:
 
 @pytest.fixture(scope="module")
 def other_routes(gateway: GatewayProcess, bench_triton: LocalTriton, tmp_path_factory: pytest.TempPathFactory) -> Run:
-    """Completions and embeddings at one level."""
+    """Completions and embeddings at one level, with a goodput SLO."""
     out = tmp_path_factory.mktemp("routes") / "results"
     argv = ["--completions", GENERATOR, "--embeddings", EMBEDDER, "--concurrency", "2"]
+    argv += ["--goodput", f"request_latency:{GOODPUT_MS}"]
     return _run_captured(gateway, bench_triton, out, argv)
 
 
 def test_completions_count_the_gateways_usage(other_routes: Run) -> None:
     assert other_routes.code == 0, other_routes.stderr
     assert_usage_counted(other_routes, f"completions-{GENERATOR}-2", "usage_completion_tokens")
+
+
+def test_goodput_is_aiperfs_figure_against_the_slo(other_routes: Run) -> None:
+    assert other_routes.code == 0, other_routes.stderr
+    for row in other_routes.rows():
+        export = other_routes.aiperf_export(f"{row['route']}-{row['model']}-2")
+        goodput = export["goodput"]["avg"]
+        assert float(row["goodput_rps"]) == goodput == pytest.approx(export["request_throughput"]["avg"])
 
 
 def test_embeddings_have_no_token_figures_aiperf_did_not_report(other_routes: Run, gateway: GatewayProcess) -> None:

@@ -143,3 +143,8 @@ def test_the_results_line_carries_the_results_through_a_log() -> None:
 def test_a_log_without_results_says_the_job_did_not_finish() -> None:
     with pytest.raises(UserError, match="has not finished or failed"):
         read_results_line("AIPerf failed\n")
+
+
+def test_a_bench_json_is_read_as_it_is() -> None:
+    document = {"meta": {"title": "dev"}, "points": [{"tool": "perf_analyzer"}]}
+    assert read_results_line(json.dumps(document, indent=2)) == document
