@@ -10,7 +10,8 @@ models' KServe V2 endpoints over gRPC (the streaming generator over a gRPC strea
 in ``--out``; the load average before and after is printed (the machine is shared).
 
 perf_analyzer's stability check is relaxed (``--stability-percentage=1000``: its windows never agree within 10% on
-the shared cores), so it reports the mean of its last three windows. Goodput: the requests/s that met ``--goodput`` (AIPerf's SLOs; default a 100 ms request latency).
+the shared cores), so it reports the mean of its last three windows. Goodput: the requests/s that met ``--goodput``
+(AIPerf's SLOs; default a 100 ms request latency).
 
 Usage: .venv/bin/python benchmarks/standard_bench.py [--out DIR] [--concurrency 1,2,4] [--requests 30] [--goodput S]
 """
