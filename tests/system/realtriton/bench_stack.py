@@ -14,9 +14,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from tests.system.realtriton.golden import golden_spec
-from tests.system.realtriton.repos import render_with_cli
-from tritonft.reference import load_checkpoint
+from tests.system.realtriton.golden import golden_spec, render_reference
 from tritonft.spec import ModelSpec
 
 GENERATOR = "ref-gpt2"
@@ -44,23 +42,7 @@ def generator_spec() -> ModelSpec:
 
 def render_generator(converted_dir: Path, out: Path, scratch: Path) -> ModelSpec:
     """The reference-engine GPT-2 of ``converted_dir`` (its ``2-gpu`` directory) rendered into ``out``."""
-    spec = generator_spec()
-    vocab = load_checkpoint(converted_dir).integer(spec.family.ini_section, "vocab_size")
-    tokenizer = write_tolerant_word_tokenizer(vocab, scratch / f"{GENERATOR}-tokenizer")
-    render_with_cli(
-        spec,
-        out,
-        tokenizer,
-        scratch,
-        "--checkpoint",
-        str(converted_dir),
-        "--checkpoint-path",
-        str(converted_dir),
-        "--engine",
-        "reference",
-        "--require-checkpoint",
-    )
-    return spec
+    return render_reference(generator_spec(), converted_dir, out, scratch, write_tolerant_word_tokenizer)
 
 
 def write_prompts(path: Path, count: int = 8) -> Path:

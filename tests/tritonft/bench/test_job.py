@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.components.validation import run_checkov, validate_manifest, write_manifests
+from tests.tritonft.bench.test_cli import OUTPUTS
 from tritonft.bench.job import (
     RESULTS_DIR,
     bench_job,
@@ -23,13 +24,6 @@ from tritonft.cli import main
 from tritonft.errors import UserError
 
 IMAGE = "registry.example.com/tritonft-bench@sha256:" + "a" * 64
-OUTPUTS = {
-    "environment": "dev",
-    "namespace": "tritonft-dev",
-    "openaiBaseUrl": "https://triton.dev.example.com/v1",
-    "endpoints": {"gpt2": "https://gpt2.triton.dev.example.com", "minilm": None},
-    "models": ["gpt2", "minilm"],
-}
 
 
 def job() -> dict[str, Any]:
