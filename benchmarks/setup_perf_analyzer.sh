@@ -1,19 +1,5 @@
 #!/usr/bin/env bash
-# perf_analyzer 2.48 (the anchor load tool) in its own tool environment .tools/perf, outside the project's venv:
-# the tritonclient==2.48.0 manylinux wheel ships the binary (tritonclient-2.48.0.data/data/bin/perf_analyzer);
-# it needs Debian's libb64-0d (scripts/setup/triton.sh installs it) and a libcudart.so.12
-# (nvidia-cuda-runtime-cu12). Both wheels without their dependencies (pinned with hashes in
-# benchmarks/perf-analyzer-requirements.txt): only the binary and the library are used.
+# perf_analyzer for the benchmarks: the same tool environment `tritonft bench` uses (scripts/setup/perf_analyzer.sh).
 # Prints the path of perf_analyzer; run it with LD_LIBRARY_PATH=$(dirname of libcudart.so.12) (see triton_bench.py).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-
-bash scripts/setup/triton.sh
-if [ ! -x .tools/perf/bin/perf_analyzer ] || ! cmp -s benchmarks/perf-analyzer-requirements.txt .tools/perf/requirements.txt; then
-  echo "setup: installing perf_analyzer (tritonclient 2.48.0) into .tools/perf" >&2
-  rm -rf .tools/perf
-  uv venv --quiet --python "$(.venv/bin/python -c 'import sys; print(sys.executable)')" .tools/perf
-  uv pip install --quiet --no-deps --python .tools/perf/bin/python -r benchmarks/perf-analyzer-requirements.txt
-  cp benchmarks/perf-analyzer-requirements.txt .tools/perf/requirements.txt
-fi
-echo "$PWD/.tools/perf/bin/perf_analyzer"
+exec bash "$(dirname "${BASH_SOURCE[0]}")/../scripts/setup/perf_analyzer.sh"

@@ -1,17 +1,17 @@
-"""perf_analyzer and ``tritonft bench`` on a real Triton, through the ensemble and on the model step alone, in one run.
+"""perf_analyzer on a real Triton, through the ensemble and on the model step alone, in one run.
 
 The served repository is the ``dev`` stack's ``gpt2`` rendered by ``tritonft.repo`` with a small trained byte-level
 BPE tokenizer; the FasterTransformer step is the Python stand-in (``tritonft.standin``: an echo, whose dynamic
 batcher waits up to the spec's 1 ms). Triton is the one ``nvidia-pytriton`` bundles (``tritonft.local_triton``);
-perf_analyzer 2.48 comes from ``benchmarks/setup_perf_analyzer.sh``. Both tools use gRPC and the same prompt.
+perf_analyzer 2.48 comes from ``scripts/setup/perf_analyzer.sh`` (as ``tritonft bench`` runs it). gRPC.
 
-Per run and concurrency (1, 4, 16): perf_analyzer through the ensemble, ``tritonft bench`` through the ensemble,
-perf_analyzer on the model step alone (the floor; its inputs are the prompt's tokens). Prints every run and the
-medians over runs, the bench/perf_analyzer throughput ratio and the ensemble's p50 overhead over the step.
+Per run and concurrency (1, 4, 16): perf_analyzer through the ensemble and on the model step alone (the floor; its
+inputs are the prompt's tokens). Prints every run and the medians over runs and the ensemble's p50 overhead over the
+step. (Until issue 34 this also measured ``tritonft bench``'s own load generator against perf_analyzer: it reached
+0.80-0.86 of perf_analyzer's throughput, and ``tritonft bench`` now runs perf_analyzer itself.)
 
-``--pin`` puts the server (tritonserver and its Python stubs) on CPU 0 and both clients on CPU 1, as a client on its
-own machine would be: the bench/perf_analyzer ratio then compares what each client can drive, not how much CPU each
-takes from a server sharing its cores.
+``--pin`` puts the server (tritonserver and its Python stubs) on CPU 0 and the clients on CPU 1, as a client on its
+own machine would be.
 
 ``--no-tokenizer-batching`` serves the Python models without their dynamic batcher (one request per execution, as
 before the tokenizer work was batched); ``--tokenizer-instances N`` sets their instance count: the A/B switches.
@@ -20,13 +20,13 @@ Python model doing preprocessing, a BLS call to the model step and postprocessin
 (dynamic batcher on, ``--bls-instances N`` instances).
 
 At concurrency 1 each run also times the **Python gRPC floor**: the generated tritonclient stub called in a loop
-with one prebuilt request (no tritonft code), the least any Python gRPC client pays per request: how much of
-``tritonft bench``'s distance to perf_analyzer is Python's gRPC rather than the tool.
+with one prebuilt request (no tritonft code), the least any Python gRPC client pays per request (the floor the
+retired Python load generator could not pass).
 
 The summary gives, per concurrency, medians over runs of each tool, then the **paired** figures: for each run the
-bench/perf_analyzer ratio and the ensemble's p50 minus the step's p50, measured minutes apart on one server, then
-their median and range over runs (the machine drifts by more than the differences measured: pairs within a run
-cancel most of it).
+Python floor/perf_analyzer ratio (c=1) and the ensemble's p50 minus the step's p50, measured minutes apart on one
+server, then their median and range over runs (the machine drifts by more than the differences measured: pairs
+within a run cancel most of it).
 
 For every perf_analyzer measurement at concurrency 1 the server's own per-model statistics are read before and after
 (``/v2/models/stats``), and their per-request means (queue, compute input/infer/output, total) are printed as medians
@@ -39,7 +39,6 @@ Usage: .venv/bin/python benchmarks/triton_bench.py [--runs 3] [--seconds 4] [--c
 from __future__ import annotations
 
 import argparse
-import asyncio
 import csv
 import io
 import json
@@ -60,11 +59,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.system.realtriton.repos import serve_ready_repository, stack_specs
 from tests.tritonft.repo.conftest import train_gpt_tokenizer
-from tritonft.bench.loadgen import LoadPlan, grpc_request, run_levels
-from tritonft.bench.results import LevelResult
 from tritonft.local_triton import LocalTriton, prepare_runtime
-from tritonft.probe.contract import TextContract
-from tritonft.probe.endpoint import parse_endpoint
+from tritonft.probe.stats import percentile
 from tritonft.repo.naming import RepoNames
 from tritonft.spec import Family
 from tritonft.standin import read_config
@@ -201,24 +197,20 @@ def perf_analyzer(
     }
 
 
-def bench_plan(server: LocalTriton, level: int, seconds: float) -> LoadPlan:
-    return LoadPlan(
-        endpoint=parse_endpoint(f"grpc://{server.grpc_url}"),
-        model=MODEL,
-        contract=TextContract.simple(),
-        prompt=PROMPT,
-        concurrencies=(level,),
-        duration_s=seconds,
-        warmup_s=min(1.0, seconds / 4),
-        timeout_s=30,
+def grpc_request(prompt: str) -> Any:
+    """The ensemble's ``ModelInferRequest`` for ``prompt``, built once and sent as is (as perf_analyzer does)."""
+    import numpy as np
+    from tritonclient.grpc import service_pb2
+    from tritonclient.utils import serialize_byte_tensor
+
+    text = np.array([[prompt.encode("utf-8")]], dtype=np.object_)
+    tensor = service_pb2.ModelInferRequest.InferInputTensor(name="text_input", datatype="BYTES", shape=[1, 1])
+    return service_pb2.ModelInferRequest(
+        model_name=MODEL,
+        inputs=[tensor],
+        outputs=[service_pb2.ModelInferRequest.InferRequestedOutputTensor(name="text_output")],
+        raw_input_contents=[serialize_byte_tensor(text).item()],
     )
-
-
-def tritonft_bench(server: LocalTriton, level: int, seconds: float) -> dict[str, float]:
-    [result] = asyncio.run(run_levels(bench_plan(server, level, seconds)))
-    if result.errors:
-        raise RuntimeError(f"tritonft bench: {result.errors} errors at concurrency {level}")
-    return {"rps": result.throughput_rps, "p50": result.p50_ms or 0.0, "p99": result.p99_ms or 0.0}
 
 
 def python_grpc_floor(server: LocalTriton, seconds: float) -> dict[str, float]:
@@ -226,20 +218,18 @@ def python_grpc_floor(server: LocalTriton, seconds: float) -> dict[str, float]:
     import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
     from tritonclient.grpc import service_pb2_grpc
 
-    plan = bench_plan(server, 1, seconds)
-    request = grpc_request(plan)
+    request = grpc_request(PROMPT)
     with grpc.insecure_channel(server.grpc_url) as channel:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        warm_until = time.perf_counter() + plan.warmup_s
+        warm_until = time.perf_counter() + min(1.0, seconds / 4)
         while time.perf_counter() < warm_until:
             stub.ModelInfer(request)
         latencies = []
         end = time.perf_counter() + seconds
         while (t0 := time.perf_counter()) < end:
             stub.ModelInfer(request)
-            latencies.append(time.perf_counter() - t0)
-    result = LevelResult.from_latencies(1, latencies, 0, seconds)
-    return {"rps": result.throughput_rps, "p50": result.p50_ms or 0.0, "p99": result.p99_ms or 0.0}
+            latencies.append((time.perf_counter() - t0) * 1000)
+    return {"rps": len(latencies) / seconds, "p50": percentile(latencies, 50), "p99": percentile(latencies, 99)}
 
 
 def paired(per_run: list[float]) -> str:
@@ -279,7 +269,7 @@ def main() -> int:
         os.sched_setaffinity(0, {0})  # inherited by tritonserver and the stubs it starts while loading
     with LocalTriton(prepare_runtime(), repository, log_path=work / "tritonserver.log") as server:
         if args.pin:
-            os.sched_setaffinity(0, {1})  # this process (tritonft bench) and the perf_analyzer it starts
+            os.sched_setaffinity(0, {1})  # this process (the Python floor) and the perf_analyzer it starts
             print("pinned: server on CPU 0, clients on CPU 1", flush=True)
         print(
             f"tritonserver pid {server.pid}, gRPC {server.grpc_url}; prompt {PROMPT!r} ({step_shapes[0]})", flush=True
@@ -303,7 +293,6 @@ def main() -> int:
             for level in levels:
                 ensemble = "perf_analyzer ensemble"
                 measured = {ensemble: measure(ensemble, MODEL, ensemble_data, ["text_input:1"], level)}
-                measured["tritonft bench ensemble"] = tritonft_bench(server, level, args.seconds)
                 if level == 1:
                     measured["python grpc floor ensemble"] = python_grpc_floor(server, args.seconds)
                 if bls is not None:
@@ -336,9 +325,7 @@ def main() -> int:
             return [figures[key] for figures in rows[(tool, level)]]
 
         perf, step_p50 = series("perf_analyzer ensemble", "rps"), series("perf_analyzer model step", "p50")
-        ratios = [b / p for b, p in zip(series("tritonft bench ensemble", "rps"), perf, strict=True)]
         overheads = [e - s for e, s in zip(series("perf_analyzer ensemble", "p50"), step_p50, strict=True)]
-        print(f"c={level:<2} bench/perf_analyzer throughput {paired(ratios)}")
         if level == 1:
             floors = [f / p for f, p in zip(series("python grpc floor ensemble", "rps"), perf, strict=True)]
             print(f"c={level:<2} python grpc floor/perf_analyzer throughput {paired(floors)}")

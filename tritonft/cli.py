@@ -26,7 +26,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "repo": ("tritonft.repo.command", "render and check a model's Triton repository (FT model, tokenizers, ensemble)"),
     "probe": ("tritonft.probe.cli", "check a deployed endpoint: health, contract, a judged inference, latency"),
-    "bench": ("tritonft.bench.cli", "load-test an endpoint at several concurrencies (table, CSV, PNG plot)"),
+    "bench": (
+        "tritonft.bench.cli",
+        "sweep a stack's load with AIPerf (OpenAI routes) and perf_analyzer (KServe V2): CSV, JSON, plots",
+    ),
     "convert": (
         "tritonft.convert.cmd_convert",
         "convert a Hugging Face T5/GPT-2/GPT-J checkpoint to FasterTransformer, or a BERT encoder to ONNX",

@@ -13,10 +13,11 @@ from tritonft.engines.fastertransformer.versions import FT_BACKEND_COMMIT, FT_CO
 
 SERVER = REPO_ROOT / "images" / "triton-ft" / "Dockerfile"
 TOOLS = REPO_ROOT / "images" / "tools" / "Dockerfile"
+BENCH = REPO_ROOT / "images" / "bench" / "Dockerfile"
 HADOLINT = Path(__import__("sys").executable).parent / "hadolint"
 
 
-@pytest.mark.parametrize("dockerfile", [SERVER, TOOLS], ids=["triton-ft", "tools"])
+@pytest.mark.parametrize("dockerfile", [SERVER, TOOLS, BENCH], ids=["triton-ft", "tools", "bench"])
 def test_hadolint_reports_nothing_at_warning_level(dockerfile: Path) -> None:
     result = subprocess.run(
         [str(HADOLINT), "--failure-threshold", "warning", str(dockerfile)],
@@ -30,7 +31,7 @@ def test_hadolint_reports_nothing_at_warning_level(dockerfile: Path) -> None:
 
 
 def test_every_ignored_hadolint_rule_is_explained_just_above() -> None:
-    for dockerfile in (SERVER, TOOLS):
+    for dockerfile in (SERVER, TOOLS, BENCH):
         lines = dockerfile.read_text().splitlines()
         for i, line in enumerate(lines):
             if match := re.match(r"# hadolint ignore=(\S+)", line):
@@ -78,7 +79,7 @@ def test_tools_image_installs_the_locked_package_and_runs_tritonft_as_non_root()
     assert 'ENTRYPOINT ["tritonft"]' in runtime
 
 
-@pytest.mark.parametrize("dockerfile", [SERVER, TOOLS], ids=["triton-ft", "tools"])
+@pytest.mark.parametrize("dockerfile", [SERVER, TOOLS, BENCH], ids=["triton-ft", "tools", "bench"])
 def test_dockerignore_sends_what_each_image_copies(dockerfile: Path) -> None:
     lines = (REPO_ROOT / ".dockerignore").read_text().splitlines()
     assert "*" in lines
@@ -87,3 +88,11 @@ def test_dockerignore_sends_what_each_image_copies(dockerfile: Path) -> None:
     assert copied
     sources = {src for group in copied for src in group.split()}
     assert sources <= allowed
+
+
+def test_the_bench_image_installs_the_pinned_tools_files_the_docker_context_sends() -> None:
+    text = BENCH.read_text()
+    ignore = (REPO_ROOT / ".dockerignore").read_text().splitlines()
+    for path in ("tools/aiperf-requirements.txt", "tools/perf-analyzer-requirements.txt"):
+        assert path in text and f"!{path}" in ignore
+    assert re.search(r"^USER 1000:1000$", text.split("rm /usr/local/bin/uv", 1)[1], flags=re.M)

@@ -7,7 +7,7 @@ ids as words, and the ensemble's answer must be exactly that text.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,13 +86,20 @@ def golden_spec(name: str) -> ModelSpec:
 
 def render_golden(name: str, converted_dir: Path, out: Path, scratch: Path) -> ModelSpec:
     """``tritonft repo --engine reference`` for a golden variant's conversion (weights stay where they are)."""
-    spec = golden_spec(name)
+    return render_reference(golden_spec(name), converted_dir, out, scratch, write_word_tokenizer)
+
+
+def render_reference(
+    spec: ModelSpec, converted_dir: Path, out: Path, scratch: Path, tokenizer: Callable[[int, Path], Path]
+) -> ModelSpec:
+    """``tritonft repo --engine reference`` for ``spec`` on ``converted_dir``, with the word tokenizer that
+    ``tokenizer(vocab_size, directory)`` writes."""
     vocab = load_checkpoint(converted_dir).integer(spec.family.ini_section, "vocab_size")
-    tokenizer = write_word_tokenizer(vocab, scratch / f"{name}-tokenizer")
+    tokenizer_dir = tokenizer(vocab, scratch / f"{spec.name}-tokenizer")
     render_with_cli(
         spec,
         out,
-        tokenizer,
+        tokenizer_dir,
         scratch,
         "--checkpoint",
         str(converted_dir),

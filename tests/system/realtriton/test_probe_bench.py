@@ -1,23 +1,20 @@
-"""``tritonft probe`` (with and without ``--spec``, HTTP and gRPC) and ``tritonft bench`` against a real Triton serving
-a rendered GPT-2 repository. Its FT stand-in answers the prompt's tokens reversed: a continuation that is not an
-echo, which the probe's GPT check requires."""
+"""``tritonft probe`` (with and without ``--spec``, HTTP and gRPC) against a real Triton serving a rendered GPT-2
+repository. Its FT stand-in answers the prompt's tokens reversed: a continuation that is not an echo, which the
+probe's GPT check requires. (``tritonft bench`` against real servers: ``test_bench_tools.py``.)"""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
 import pytest
 
 from tests.system.realtriton.repos import PROBE_MODEL, matrix_spec
-from tritonft.bench.results import CSV_COLUMNS
 from tritonft.cli import main
 from tritonft.local_triton import LocalTriton
 
 pytestmark = pytest.mark.slow
 
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 MODEL = PROBE_MODEL
 
 
@@ -61,41 +58,3 @@ def test_probe_without_a_spec_accepts_the_ensembles_optional_inputs(
     captured = capsys.readouterr()
     assert code == 0, captured.out + captured.err
     assert f"metadata[{MODEL}]" in captured.out and "FAIL" not in captured.out
-
-
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_bench_writes_a_table_a_csv_and_a_png(
-    probe_triton: LocalTriton, tmp_path: Path, protocol: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    csv_path, png_path = tmp_path / "out" / "bench.csv", tmp_path / "out" / "bench.png"
-    argv = ["bench", "--url", url(probe_triton, protocol), "--model", MODEL, "--concurrency", "1,2"]
-
-    code = main([*argv, "--duration", "1", "--warmup", "0.2", "--csv", str(csv_path), "--plot", str(png_path)])
-
-    assert code == 0
-    table = capsys.readouterr().out
-    assert "Throughput (infer/s)" in table and "Concurrency: 2, throughput:" in table
-    rows = list(csv.DictReader(csv_path.read_text().splitlines()))
-    assert tuple(rows[0]) == CSV_COLUMNS
-    assert [int(r["concurrency"]) for r in rows] == [1, 2]
-    for row in rows:
-        assert int(row["requests"]) > 0 and int(row["errors"]) == 0
-        p50, p90, p95, p99 = (float(row[k]) for k in ("p50_ms", "p90_ms", "p95_ms", "p99_ms"))
-        assert 0 < p50 <= p90 <= p95 <= p99
-    assert png_path.read_bytes().startswith(PNG_SIGNATURE)
-    assert sorted(p.name for p in csv_path.parent.iterdir()) == ["bench.csv", "bench.png"]
-
-
-@pytest.mark.parametrize("protocol", ["http", "grpc"])
-def test_bench_reports_an_unknown_model_as_a_user_error_and_writes_nothing(
-    probe_triton: LocalTriton, tmp_path: Path, protocol: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    csv_path = tmp_path / "bench.csv"
-    argv = ["bench", "--url", url(probe_triton, protocol), "--model", "nope", "--duration", "1"]
-
-    code = main([*argv, "--csv", str(csv_path)])
-
-    assert code == 1
-    err = capsys.readouterr().err
-    assert "model 'nope'" in err and "did not answer a first request" in err
-    assert not csv_path.exists()

@@ -36,6 +36,7 @@ from tests.system.realtriton.prometheus import (
 )
 from tests.system.realtriton.repos import ROOT, stack_specs
 from tests.system.realtriton.signal_plan import MODEL, POD, STACK, Plan, synthesized_plan
+from tritonft.bench.runner import find_tools
 from tritonft.local_triton import LocalTriton
 from tritonft.repo.render import write_repository
 from tritonft.spec import Family
@@ -158,15 +159,29 @@ def assert_fired_after_its_for(prometheus: LocalPrometheus, plan: Plan, alert: s
 
 
 class Bench:
-    """``tritonft bench`` in its own process group against the server's HTTP port, stopped by PID."""
+    """Load on the server's HTTP port in its own process group, stopped by PID. A healthy model is loaded by
+    ``tritonft bench`` (so perf_analyzer); a failing one by perf_analyzer started again after each failure:
+    perf_analyzer, and ``tritonft bench`` with it, stops at the first failed request, and the failure alert needs
+    failures to go on."""
 
-    def __init__(self, triton: LocalTriton, log: Path, concurrency: int, duration: float) -> None:
-        argv = [sys.executable, "-m", "tritonft", "bench", "--url", f"http://{triton.http_url}", "--model", MODEL]
-        argv += ["--concurrency", str(concurrency), "--duration", str(duration), "--warmup", "0"]
+    def __init__(
+        self, triton: LocalTriton, log: Path, concurrency: int, duration: float, *, failing: bool = False
+    ) -> None:
+        env = dict(os.environ)
+        if failing:
+            tools = find_tools(None, None)
+            assert tools.perf_analyzer is not None, "perf_analyzer is not installed (scripts/setup/perf_analyzer.sh)"
+            env.update(tools.perf_analyzer_env)
+            argv = ["bash", "-c", 'while :; do "$@"; sleep 0.1; done', "load", str(tools.perf_analyzer)]
+            argv += ["-m", MODEL, "-u", triton.http_url, "-i", "http", "--concurrency-range", f"{concurrency}"]
+        else:
+            argv = [sys.executable, "-m", "tritonft", "bench", "--triton", f"http://{triton.http_url}"]
+            argv += ["--kserve", MODEL, "--concurrency", str(concurrency), "--duration", str(duration)]
+            argv += ["--out", str(log.parent / "bench-results")]
         self.log = log
         with log.open("wb") as out:
             self.process = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env
             )
 
     def stop(self) -> str:
@@ -248,8 +263,9 @@ def loaded(
     repository: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[dict[str, float]]:
-    """``tritonft bench`` at :data:`LOAD_CONCURRENCY` while the stand-in step sleeps 0.2 s per batch, for the tests
-    of one class (they share it); yields once the ratio passes 3 x autoscaleTargetRatio (the ratios then)."""
+    """``tritonft bench`` (perf_analyzer) at :data:`LOAD_CONCURRENCY` while the stand-in step sleeps 0.2 s per batch,
+    for the tests of one class (they share it); yields once the ratio passes 3 x autoscaleTargetRatio (the ratios
+    then)."""
     set_behaviour(ft_step(repository), sleep_s=0.2)
     bench = Bench(triton, tmp_path_factory.mktemp("bench") / "bench.log", LOAD_CONCURRENCY, duration=120)
     target = 3 * quantity(plan.autoscaler["spec"]["metrics"][0]["pods"]["target"]["averageValue"])
@@ -338,7 +354,7 @@ def test_a_failing_model_makes_the_failure_alert_fire_after_its_for(
     failing step itself counts its error responses as successes (Triton 2.51's Python backend), and the ensemble
     counts each failed request twice (``reason="OTHER"``; Triton's own L0_model_queue test expects the same)."""
     set_behaviour(ft_step(repository), fail="injected by the test")
-    bench = Bench(triton, tmp_path / "bench.log", concurrency=4, duration=60)
+    bench = Bench(triton, tmp_path / "bench.log", concurrency=4, duration=60, failing=True)
     try:
         assert_fired_after_its_for(prometheus, plan, "TritonInferenceFailures", timeout=60)
         models = {a["labels"]["model"] for a in firing(prometheus, "TritonInferenceFailures")}
