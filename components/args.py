@@ -283,6 +283,7 @@ def triton_service_args(
         conversion=conversion,
         store=store,
         image=server_image,
+        triton_release=settings.image.triton_version,
         ingress=ingress_args(settings, conversion.model, htpasswd),
         autoscaler=autoscaler_kind(settings),
         min_replicas=serving.replicas_min,
