@@ -9,6 +9,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.common.podsec import namespace_labels
 from components.platform.aws import charts
 from components.platform.aws.charts import ChartPin
 
@@ -46,10 +47,11 @@ def install_chart(
     depends_on: Sequence[pulumi.Resource],
     namespace: k8s.core.v1.Namespace | None = None,
 ) -> tuple[k8s.helm.v4.Chart, k8s.core.v1.Namespace]:
-    """Install ``pin`` into its namespace (created here unless given) with ``values``; returns chart + namespace."""
+    """Install ``pin`` into its namespace (created here unless given, labelled with the chart's Pod Security
+    Admission level) with ``values``; returns chart + namespace."""
     ns = namespace or k8s.core.v1.Namespace(
         f"{name}-ns",
-        metadata={"name": pin.namespace, "labels": {"app.kubernetes.io/managed-by": "triton-ft"}},
+        metadata={"name": pin.namespace, "labels": namespace_labels(pin.pod_security)},
         opts=pulumi.ResourceOptions(parent=parent, provider=provider),
     )
     chart = k8s.helm.v4.Chart(

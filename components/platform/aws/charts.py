@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from components.common.podsec import PodSecurityLevel
 from components.common.target import GPU_RESOURCE
 from components.common.triton import adapter_rule
 
@@ -19,10 +20,18 @@ class ChartPin:
     namespace: str
     addon: str
     """The name this add-on has in ``ClusterTarget.addons``."""
+    pod_security: PodSecurityLevel = "baseline"
+    """Pod Security Admission level enforced on the chart's namespace (warn and audit stay at ``restricted``):
+    ``privileged`` only where the chart's pods need the host (hostPath, host network or PID)."""
 
 
 NVIDIA_DEVICE_PLUGIN = ChartPin(
-    "nvidia-device-plugin", "0.17.1", "https://nvidia.github.io/k8s-device-plugin", "nvidia-device-plugin", "nvidia"
+    "nvidia-device-plugin",
+    "0.17.1",
+    "https://nvidia.github.io/k8s-device-plugin",
+    "nvidia-device-plugin",
+    "nvidia",
+    pod_security="privileged",  # the plugin mounts the kubelet's device-plugins directory (hostPath)
 )
 INGRESS_NGINX = ChartPin(
     "ingress-nginx", "4.11.3", "https://kubernetes.github.io/ingress-nginx", "ingress-nginx", "ingress-nginx"
@@ -34,6 +43,7 @@ KUBE_PROMETHEUS_STACK = ChartPin(
     "https://prometheus-community.github.io/helm-charts",
     "monitoring",
     "prometheus-operator",
+    pod_security="privileged",  # its node-exporter runs on the host's network and PID namespaces, with hostPath
 )
 PROMETHEUS_ADAPTER = ChartPin(
     "prometheus-adapter",

@@ -15,6 +15,7 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from components.common.podsec import WORKLOAD_POD_SECURITY, PodSecurityLevel, namespace_labels
 from components.common.target import ClusterTarget, GpuScheduling
 from components.platform.aws import charts, decisions
 from components.platform.aws.addons import AddonFlags, install_addons, install_chart
@@ -32,7 +33,6 @@ from components.platform.aws.nodegroups import (
     system_node_group,
 )
 from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
-from components.platform.cluster import namespace_labels
 from tritonft.errors import UserError
 
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -74,7 +74,7 @@ class AwsPlatformArgs:
     """Who may reach the public Kubernetes API endpoint."""
     tags: dict[str, str] = field(default_factory=dict)
     """Extra tags for every AWS resource (merged into the provider's default tags)."""
-    pod_security: str = "baseline"
+    pod_security: PodSecurityLevel = WORKLOAD_POD_SECURITY
     """Pod Security Admission level enforced on the workload namespace."""
 
 

@@ -222,7 +222,7 @@ def test_target_is_placed_through_the_eks_kubeconfig_provider(mocks: RecordingMo
 def test_workload_namespace_has_the_same_labels_as_an_existing_cluster(mocks: RecordingMocks) -> None:
     build_platform(namespace="models")
     ns = mocks.named("tft-ns")
-    assert ns.inputs["metadata"] == {"name": "models", "labels": namespace_labels("baseline")}
+    assert ns.inputs["metadata"] == {"name": "models", "labels": namespace_labels("restricted")}
 
 
 def test_existing_vpc_is_used_as_given(mocks: RecordingMocks) -> None:
