@@ -8,6 +8,7 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
 from components.common.podsec import namespace_labels
 from components.platform.aws import charts
@@ -49,11 +50,7 @@ def install_chart(
 ) -> tuple[k8s.helm.v4.Chart, k8s.core.v1.Namespace]:
     """Install ``pin`` into its namespace (created here unless given, labelled with the chart's Pod Security
     Admission level) with ``values``; returns chart + namespace."""
-    ns = namespace or k8s.core.v1.Namespace(
-        f"{name}-ns",
-        metadata={"name": pin.namespace, "labels": namespace_labels(pin.pod_security)},
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
-    )
+    ns = namespace or chart_namespace(name, pin, provider=provider, parent=parent)
     chart = k8s.helm.v4.Chart(
         name,
         chart=pin.chart,
@@ -70,6 +67,45 @@ def install_chart(
         ),
     )
     return chart, ns
+
+
+def chart_namespace(
+    name: str, pin: ChartPin, *, provider: k8s.Provider, parent: pulumi.Resource
+) -> k8s.core.v1.Namespace:
+    """The chart's namespace, labelled with its Pod Security Admission level."""
+    return k8s.core.v1.Namespace(
+        f"{name}-ns",
+        metadata={"name": pin.namespace, "labels": namespace_labels(pin.pod_security)},
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+    )
+
+
+def grafana_admin_secret(
+    name: str, namespace: k8s.core.v1.Namespace, *, provider: k8s.Provider, parent: pulumi.Resource
+) -> k8s.core.v1.Secret:
+    """Grafana's admin login: a password generated once for the stack (kept in the state as a secret; rotated by
+    replacing the ``RandomPassword``), in :data:`charts.GRAFANA_ADMIN_SECRET`."""
+    password = random.RandomPassword(
+        f"{name}-grafana-admin-password",
+        length=32,
+        special=False,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    generated: pulumi.Input[str] = password.result
+    return k8s.core.v1.Secret(
+        f"{name}-grafana-admin",
+        metadata={
+            "name": charts.GRAFANA_ADMIN_SECRET,
+            "namespace": namespace.metadata.name,
+            "labels": {"app.kubernetes.io/managed-by": "triton-ft"},
+        },
+        type="Opaque",
+        string_data={
+            charts.GRAFANA_USER_KEY: "admin",
+            charts.GRAFANA_PASSWORD_KEY: pulumi.Output.secret(generated),
+        },
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[namespace]),
+    )
 
 
 @dataclass
@@ -94,13 +130,17 @@ def install_addons(
     monitoring_ns: k8s.core.v1.Namespace | None = None
     kps: k8s.helm.v4.Chart | None = None
     if flags.kube_prometheus_stack:
-        kps, monitoring_ns = install_chart(
-            f"{name}-kube-prometheus-stack",
+        kps_name = f"{name}-kube-prometheus-stack"
+        monitoring_ns = chart_namespace(kps_name, charts.KUBE_PROMETHEUS_STACK, provider=provider, parent=parent)
+        grafana_login = grafana_admin_secret(kps_name, monitoring_ns, provider=provider, parent=parent)
+        kps, _ = install_chart(
+            kps_name,
             charts.KUBE_PROMETHEUS_STACK,
             charts.kube_prometheus_stack_values(),
             provider=provider,
             parent=parent,
-            depends_on=depends_on,
+            depends_on=[*depends_on, grafana_login],
+            namespace=monitoring_ns,
         )
         installed.append((charts.KUBE_PROMETHEUS_STACK, kps))
     after_prometheus = [*depends_on, *([kps] if kps else [])]

@@ -134,9 +134,24 @@ def cert_manager_values() -> dict[str, Any]:
     return {"crds": {"enabled": True, "keep": True}}
 
 
-def kube_prometheus_stack_values() -> dict[str, Any]:
-    """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own."""
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+"""The Secret (in the monitoring namespace) Grafana's admin login comes from: ``admin-user`` and ``admin-password``,
+a password generated for the stack (the chart's default would be ``prom-operator``)."""
+GRAFANA_USER_KEY = "admin-user"
+GRAFANA_PASSWORD_KEY = "admin-password"
+
+
+def kube_prometheus_stack_values(grafana_admin_secret: str = GRAFANA_ADMIN_SECRET) -> dict[str, Any]:
+    """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own;
+    Grafana's admin login from ``grafana_admin_secret`` (never the chart's default password)."""
     return {
+        "grafana": {
+            "admin": {
+                "existingSecret": grafana_admin_secret,
+                "userKey": GRAFANA_USER_KEY,
+                "passwordKey": GRAFANA_PASSWORD_KEY,
+            }
+        },
         "fullnameOverride": PROMETHEUS_FULLNAME,
         "prometheus": {
             "prometheusSpec": {
