@@ -135,6 +135,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         ingress_class=cluster.ingress_class,
         storage_class_name=cluster.storage_class or AWS_EFS_STORAGE_CLASS,
         protect_model_store=settings.storage.protect,
+        kms_key_arn=aws_settings.kms_key_arn,
         tags={"triton-ft/stack": settings.stack, "triton-ft/environment": settings.environment},
     )
 
@@ -155,6 +156,7 @@ def triton_image_args(settings: Settings, aws_provider: aws.Provider | None) -> 
         ),
         server_prebuilt=image.server_image,
         tools_prebuilt=image.tools_image,
+        kms_key_arn=settings.cluster.aws.kms_key_arn if settings.cluster.aws else None,
     )
 
 

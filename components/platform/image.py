@@ -74,6 +74,13 @@ def uses_build_cache(environment: str) -> bool:
     return not is_prod(environment)
 
 
+def repository_encryption(kms_key_arn: str | None) -> aws.ecr.RepositoryEncryptionConfigurationArgs:
+    """KMS with the customer-managed key when there is one, else AES-256 (ECR's AWS-managed encryption)."""
+    if kms_key_arn:
+        return aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="KMS", kms_key=kms_key_arn)
+    return aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")
+
+
 def server_build_args(build: ImageBuild) -> dict[str, str]:
     return ft_build_args(build.triton_version, build.ft_backend_commit, build.ft_commit, build.cuda_archs)
 
@@ -112,6 +119,8 @@ class TritonImageArgs:
     """Use this server image (``repo@sha256:...``) instead of building one."""
     tools_prebuilt: str | None = None
     """Use this tools image (``repo@sha256:...``) instead of building one."""
+    kms_key_arn: str | None = None
+    """Customer-managed KMS key the ECR repositories are encrypted with; None = AES-256 (AWS-managed)."""
 
 
 class TritonImage(pulumi.ComponentResource):
@@ -173,7 +182,7 @@ class TritonImage(pulumi.ComponentResource):
             # The build cache is overwritten on every build, so only its repository is mutable.
             image_tag_mutability="MUTABLE" if mutable else "IMMUTABLE",
             image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
-            encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")],
+            encryption_configurations=[repository_encryption(self._args.kms_key_arn)],
             force_delete=not is_prod(self._args.environment),
             opts=pulumi.ResourceOptions(parent=self, provider=self._args.aws_provider),
         )

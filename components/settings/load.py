@@ -321,6 +321,7 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType) -> ClusterSettings:
             system_instance_type=top.get("systemInstanceType"),
             system_nodes_min=top.get("systemNodesMin"),
             system_nodes_max=top.get("systemNodesMax"),
+            kms_key_arn=top.get("kmsKeyArn"),
         ),
         **common,
     )

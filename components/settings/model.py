@@ -38,6 +38,8 @@ class AwsClusterSettings:
     system_instance_type: str
     system_nodes_min: int
     system_nodes_max: int
+    kms_key_arn: str | None = None
+    """Customer-managed KMS key for Kubernetes Secrets and ECR; None = AWS-managed keys."""
 
 
 @dataclass(frozen=True)

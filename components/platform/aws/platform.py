@@ -75,6 +75,9 @@ class AwsPlatformArgs:
     tags: dict[str, str] = field(default_factory=dict)
     """Extra tags for every AWS resource (merged into the provider's default tags)."""
     pod_security: PodSecurityLevel = WORKLOAD_POD_SECURITY
+    kms_key_arn: str | None = None
+    """Customer-managed KMS key for EKS envelope encryption of Kubernetes Secrets; None = EKS's default (AWS-managed
+    encryption of etcd's volumes only)."""
     """Pod Security Admission level enforced on the workload namespace."""
 
 
@@ -198,6 +201,7 @@ class AwsPlatform(pulumi.ComponentResource):
             endpoint_private_access=True,
             public_access_cidrs=list(args.public_access_cidrs),
             enabled_cluster_log_types=["api", "audit", "authenticator"],
+            encryption_config_key_arn=args.kms_key_arn,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 providers={"aws": self.aws_provider},

@@ -147,3 +147,18 @@ def test_the_build_cache_outside_prod_is_scanned_on_push(mocks: RecordingMocks) 
     build_platform_and_images("staging")
     (cache,) = [r for r in mocks.of_type(REPO) if r.inputs["name"] == "triton-ft/build-cache"]
     assert cache.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
+
+
+def test_repositories_are_encrypted_with_the_customer_managed_key_when_given(mocks: RecordingMocks) -> None:
+    key = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    build_platform_and_images("staging", kms_key_arn=key)
+    repos = mocks.of_type(REPO)
+    assert repos
+    for repo in repos:
+        assert repo.inputs["encryptionConfigurations"] == [{"encryptionType": "KMS", "kmsKey": key}]
+
+
+def test_repositories_use_aes256_without_a_key(mocks: RecordingMocks) -> None:
+    build_platform_and_images("staging")
+    for repo in mocks.of_type(REPO):
+        assert repo.inputs["encryptionConfigurations"] == [{"encryptionType": "AES256"}]
