@@ -26,7 +26,7 @@ CVE-2025-23319/23320/23334 chain into the Python backend), the repository (index
 model's files), statistics, trace and log settings (which can name files to write)."""
 ADMIN_HEADER = "triton-ft-admin"
 """The header a restricted API asks for; its value is the pod's UID (:data:`ADMIN_KEY_ENV`), which no client has."""
-ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+ADMIN_KEY_ENV = "TRITON_POD_UID"
 """The Triton container's variable holding the pod's UID (downward API), expanded into the restriction flags."""
 HTTP_RESTRICTION_FROM = (24, 10)
 """The first Triton release verified to have ``--http-restricted-api`` (2.51.0, what ``.tools/triton`` runs); 23.04

@@ -47,7 +47,7 @@ SET_BY_THE_TEST_SERVER = ("--model-repository=", "--http-port=", "--grpc-port=",
 TRITON_2_33 = ROOT / ".tools" / "triton-2.33"
 """``nvidia-pytriton`` 0.2.x, whose ``tritonserver`` is 2.33.0 (NGC 23.04): FasterTransformer's last release."""
 POD_UID = str(uuid.uuid4())
-"""What the kubelet expands ``$(TRITON_ADMIN_KEY)`` to: the pod's UID (the test's own, known to no client)."""
+"""What the kubelet expands ``$(TRITON_POD_UID)`` to: the pod's UID (the test's own, known to no client)."""
 
 
 def stack_flags(release: str) -> list[str]:

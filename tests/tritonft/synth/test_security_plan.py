@@ -85,7 +85,7 @@ def test_prods_triton_pods_run_without_model_control_and_with_the_unneeded_grpc_
         (grpc,) = [f for f in command if f.startswith("--grpc-restricted-protocol=")]
         assert grpc.startswith("--grpc-restricted-protocol=shared-memory,model-repository,")
         assert not [f for f in command if f.startswith("--http-restricted-api")], "23.04 has no such flag"
-        key = {e["name"]: e for e in container["env"]}["TRITON_ADMIN_KEY"]
+        key = {e["name"]: e for e in container["env"]}["TRITON_POD_UID"]
         assert key["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
 
 
