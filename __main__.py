@@ -35,7 +35,10 @@ for warning in settings.warnings:
 target: ClusterTarget
 aws_provider: aws.Provider | None
 if settings.cluster.platform == "aws":
-    platform = AwsPlatform(name, args.aws_platform_args(settings))
+    try:
+        platform = AwsPlatform(name, args.aws_platform_args(settings))
+    except UserError as exc:  # e.g. the account's GPU quota, read before any resource: the message, no traceback
+        raise pulumi.RunError(str(exc)) from None
     target, aws_provider = platform.target, platform.aws_provider
     pulumi.export("clusterName", platform.cluster_name)
     pulumi.export("kubeconfig", platform.kubeconfig)

@@ -29,7 +29,6 @@ from components.platform.image import ImageBuild, TritonImageArgs
 from components.probe import IntegrationProbeArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
-from components.settings import kube
 from components.settings.capacity import (
     ModelShape,
     Rollout,
@@ -45,6 +44,7 @@ from components.settings.model import Settings
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.encoder.convert import CONVERTER_VERSION as ENCODER_CONVERTER_VERSION
 from tritonft.probe.endpoint import Protocol
+from tritonft.quantity import quantity_value as exact_quantity
 from tritonft.rollout.verdict import NodeGrowth
 from tritonft.spec import ModelSpec
 
@@ -102,7 +102,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
     vpc: NewVpc | ExistingVpc = (
         ExistingVpc(aws_settings.vpc_id, aws_settings.subnet_ids, aws_settings.public_subnet_ids)
         if aws_settings.vpc_id
-        else NewVpc(cidr=aws_settings.vpc_cidr)
+        else NewVpc(cidr=aws_settings.vpc_cidr, nat=aws_settings.nat_gateways, endpoints=aws_settings.vpc_endpoints)
     )
     largest_model_gib = max((m.weight_bytes for m in settings.models), default=0) / GIB
     return AwsPlatformArgs(
@@ -137,6 +137,16 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         protect_model_store=settings.storage.protect,
         kms_key_arn=aws_settings.kms_key_arn,
         tags={"triton-ft/stack": settings.stack, "triton-ft/environment": settings.environment},
+        admin_role_arns=aws_settings.admin_principal_arns,
+        public_access_cidrs=aws_settings.api_public_access_cidrs,
+        private_endpoint_only=aws_settings.api_endpoint == "private",
+        control_plane_log_retention_days=aws_settings.control_plane_log_retention_days,
+        protect_infrastructure=aws_settings.protect_infrastructure,
+        node_ssm_access=aws_settings.node_ssm_access,
+        gpu_quota_check=aws_settings.gpu_quota_check,
+        system_runs_server_image=any(m.on_cpu for m in settings.models),
+        alert_receivers=aws_settings.alert_receivers,
+        prometheus_storage_gib=aws_settings.prometheus_storage_gib,
     )
 
 
@@ -157,6 +167,7 @@ def triton_image_args(settings: Settings, aws_provider: aws.Provider | None) -> 
         server_prebuilt=image.server_image,
         tools_prebuilt=image.tools_image,
         kms_key_arn=settings.cluster.aws.kms_key_arn if settings.cluster.aws else None,
+        protect_repositories=settings.cluster.aws.protect_infrastructure if settings.cluster.aws else None,
     )
 
 
@@ -200,7 +211,7 @@ def model_conversion_args(
 
 def quantity_value(quantity: str) -> float:
     """A Kubernetes quantity as a number: ``500m`` -> 0.5, ``2`` -> 2.0, ``1k`` -> 1000.0."""
-    return float(kube.quantity_value(quantity))
+    return float(exact_quantity(quantity))
 
 
 def autoscaler_kind(settings: Settings) -> Autoscaler:

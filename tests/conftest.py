@@ -1,5 +1,5 @@
 """Shared fixtures: the deterministic mock engine (see ``tritonft.synth.engine``); a failed test's report carries
-the logs of the gateways it started."""
+the logs of the gateways it started; the control-plane tests are ordered last."""
 
 from __future__ import annotations
 
@@ -13,6 +13,14 @@ from tritonft.synth.engine import RecordingMocks, mock_engine
 
 pytest_runtest_makereport = attach_on_failure(log_sections)
 
+CONTROL_PLANE_TESTS = "tests/system/controlplane/"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The control-plane tests run last: on a fresh machine the test command builds the control plane in the
+    background meanwhile (scripts/test.sh), so they wait for it only once everything else has run."""
+    items.sort(key=lambda item: item.nodeid.startswith(CONTROL_PLANE_TESTS))
+
 
 @pytest.fixture
 def mocks() -> Iterator[RecordingMocks]:
@@ -20,3 +28,13 @@ def mocks() -> Iterator[RecordingMocks]:
     recorder = RecordingMocks()
     with mock_engine(recorder, project="triton-ft", stack="test"):
         yield recorder
+
+
+SETTINGS_DATE = __import__("datetime").date(2026, 11, 26)
+"""The day the EKS version rules judge on in every test (versions enter extended support as time passes: a test
+must not change its verdict with the calendar); tests of those rules pass their own dates."""
+
+
+@pytest.fixture(autouse=True)
+def _eks_calendar_fixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("components.settings.eks.today", lambda: SETTINGS_DATE)

@@ -1,5 +1,13 @@
-"""The house's import rule: arrows run one way (settings <- common <- stages <- composition), and a stage never
-imports another stage (``components/__init__.py`` says why; what two stages share lives in ``components.common``)."""
+"""The house's import rules, over every module of ``components/`` and ``tritonft/`` (imports at module level and
+inside functions both count; so do ``TYPE_CHECKING`` ones):
+
+- in ``components``, arrows run one way (settings <- common <- stages <- composition), and a stage never imports
+  another stage (``components/__init__.py`` says why; what two stages share lives in ``components.common``);
+- no import circle anywhere in the house;
+- the runtime half (``tritonft``) never imports the infrastructure half (``components``): what both need lives in
+  ``tritonft`` (e.g. ``tritonft.quantity``, ``tritonft.gpu_pool``, ``tritonft.spec``), which ``components`` may import.
+  The one arrow left is named in :data:`RUNTIME_TO_INFRASTRUCTURE` with its reason.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("platform", "models", "serving", "gateway", "probe")
+COMPOSITION = ("args", "cluster_needs")
+"""Top-level modules of ``components`` that compose the stages (like ``__main__.py``): they may import any layer."""
 ALLOWED: dict[str, set[str]] = {
     "settings": {"settings"},
     "common": {"common", "settings"},
@@ -17,6 +27,15 @@ ALLOWED: dict[str, set[str]] = {
     "rollout_watch": {"rollout_watch"},
 }
 """Per layer of ``components``: the layers its modules may import (``tritonft`` is always allowed)."""
+
+RUNTIME_TO_INFRASTRUCTURE: dict[tuple[str, str], str] = {
+    ("tritonft.preflight.command", "components.cluster_needs"): (
+        "`tritonft preflight --stack` reads a stack: what a stack asks of its cluster is decided by the functions "
+        "`pulumi up` runs (settings, GPU scheduling, sizing), so the command's front asks them rather than copy them; "
+        "the checks themselves (tritonft.preflight.checks) take plain Needs and API objects"
+    ),
+}
+"""The arrows from ``tritonft`` into ``components`` that stay, each with why."""
 
 
 def layer(module: str) -> str:
@@ -36,7 +55,86 @@ def component_imports(path: Path) -> set[str]:
 
 
 def module_files() -> list[Path]:
-    return sorted(p for p in (ROOT / "components").rglob("*.py") if p.parent != ROOT / "components" or p.stem != "args")
+    return sorted(
+        p for p in (ROOT / "components").rglob("*.py") if p.parent != ROOT / "components" or p.stem not in COMPOSITION
+    )
+
+
+def house_modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of ``tritonft`` and ``components`` by dotted name (a package by its ``__init__``)."""
+    modules: dict[str, Path] = {}
+    for top in ("tritonft", "components"):
+        for path in (root / top).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the house modules it imports: ``from a.b import c`` counts ``a.b.c`` when that is a module, else
+    ``a.b``; relative imports are resolved; anything outside the house is left out."""
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        targets: set[str | None] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {known(a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package
+                    for _ in range(node.level - 1):
+                        anchor = anchor.rpartition(".")[0]
+                    base = f"{anchor}.{base}" if base else anchor
+                targets |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else known(base) for a in node.names}
+        graph[module] = {t for t in targets if t is not None and t != module}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan): every import circle, as its members."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            members = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                members.append(w)
+                if w == v:
+                    break
+            if len(members) > 1:
+                found.append(sorted(members))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def runtime_to_infrastructure(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(m, t) for m, ts in graph.items() if m.startswith("tritonft") for t in ts if t.startswith("components")}
 
 
 @pytest.mark.parametrize("path", module_files(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -58,3 +156,28 @@ def test_the_rule_catches_a_stage_importing_another(tmp_path: Path) -> None:
     sneaky.write_text("def f():\n    from components.serving.service import TritonService\n")
     assert component_imports(sneaky) == {"components.serving.service", "components.serving.service.TritonService"}
     assert layer("components.serving.service") not in ALLOWED["gateway"]
+
+
+def test_the_house_has_no_import_circle() -> None:
+    assert circles(import_graph(house_modules())) == []
+
+
+def test_the_runtime_imports_the_infrastructure_only_where_named() -> None:
+    arrows = runtime_to_infrastructure(import_graph(house_modules()))
+    assert arrows == set(RUNTIME_TO_INFRASTRUCTURE), "tritonft must not import components: move what both need down"
+
+
+def test_the_graph_sees_lazy_relative_and_type_only_imports_and_finds_their_circle(tmp_path: Path) -> None:
+    (tmp_path / "tritonft" / "probe").mkdir(parents=True)
+    (tmp_path / "components").mkdir()
+    (tmp_path / "tritonft" / "__init__.py").write_text("")
+    (tmp_path / "tritonft" / "probe" / "__init__.py").write_text("")
+    (tmp_path / "components" / "__init__.py").write_text("")
+    (tmp_path / "tritonft" / "probe" / "a.py").write_text("from . import b\n")
+    (tmp_path / "tritonft" / "probe" / "b.py").write_text("def f():\n    from tritonft.probe.c import g\n")
+    (tmp_path / "tritonft" / "probe" / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tritonft.probe import a\nimport components\n"
+    )
+    graph = import_graph(house_modules(tmp_path))
+    assert circles(graph) == [["tritonft.probe.a", "tritonft.probe.b", "tritonft.probe.c"]]
+    assert runtime_to_infrastructure(graph) == {("tritonft.probe.c", "components")}

@@ -387,6 +387,13 @@ class LocalTriton:
     def _tail(self, lines: int = 60) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
+    def terminate(self) -> None:
+        """SIGTERM the server's process group without waiting: many servers stop side by side, then :meth:`stop`
+        waits for each (a Triton's graceful exit unloads its models: seconds per server)."""
+        if self.process is not None and self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGTERM)
+
     def stop(self, timeout: float = 20.0) -> None:
         """SIGTERM the server's process group (the server and its stubs), SIGKILL it after ``timeout``."""
         process, self.process = self.process, None

@@ -228,6 +228,10 @@ class Batching:
     preferred_batch_sizes: tuple[int, ...] = ()
 
 
+SPEC_JSON = "spec.json"
+"""The file a conversion Job reads its ``ModelSpec`` from: the key of its spec ConfigMap, mounted read-only."""
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """One served model, as both the infrastructure and the in-cluster Jobs understand it."""

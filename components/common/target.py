@@ -40,6 +40,9 @@ class ClusterTarget:
     """Resources (Helm charts) that install CRDs; custom resources of those CRDs depend on them."""
     addons: frozenset[str] = frozenset()
     """Add-ons present in the cluster: ``prometheus-operator``, ``cert-manager``, ``keda``, ``ingress-nginx`` ..."""
+    storage_ready: list[pulumi.Resource] = field(default_factory=list)
+    """What a claim on ``storage_class`` needs first (the StorageClass this stack creates, and through it its CSI
+    driver); empty when the class is the cluster's own."""
     kubeconfig: pulumi.Input[str] | None = None
     """What the provider was given (path or content; None = ``$KUBECONFIG``), for waits that read the cluster."""
     context: str | None = None

@@ -20,12 +20,12 @@ from components.common.podsec import container_security_context, pod_security_co
 from components.common.sizing import JobSizing
 from tritonft.engines import engine_for
 from tritonft.repo.tokenization import TOKENIZER_FILE_SETS
-from tritonft.spec import ModelSpec
+from tritonft.spec import SPEC_JSON, ModelSpec
 
 COMPLETE_MARKER = ".tritonft-complete"
 SCRATCH_MOUNT = "/work"
 SPEC_MOUNT = "/spec"
-SPEC_FILE = "spec.json"
+SPEC_FILE = SPEC_JSON
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_KEY = "token"
 

@@ -78,6 +78,8 @@ class ModelStore(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=args.target.provider,
+                # The class this stack creates (EFS on aws) must exist first, or the claim sits Pending.
+                depends_on=list(args.target.storage_ready),
                 protect=args.protect,
                 retain_on_delete=args.protect,
             ),

@@ -121,6 +121,8 @@ class TritonImageArgs:
     """Use this tools image (``repo@sha256:...``) instead of building one."""
     kms_key_arn: str | None = None
     """Customer-managed KMS key the ECR repositories are encrypted with; None = AES-256 (AWS-managed)."""
+    protect_repositories: bool | None = None
+    """``protect`` the ECR repositories against ``pulumi destroy``; None = only in prod."""
 
 
 class TritonImage(pulumi.ComponentResource):
@@ -184,7 +186,13 @@ class TritonImage(pulumi.ComponentResource):
             image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
             encryption_configurations=[repository_encryption(self._args.kms_key_arn)],
             force_delete=not is_prod(self._args.environment),
-            opts=pulumi.ResourceOptions(parent=self, provider=self._args.aws_provider),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=self._args.aws_provider,
+                protect=is_prod(self._args.environment)
+                if self._args.protect_repositories is None
+                else self._args.protect_repositories,
+            ),
         )
 
     def _build(

@@ -17,10 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # the rule table imports this module: only the types come from it
-    from components.settings.rules import Problem, StackFacts
+from components.settings.facts import Problem, StackFacts
 
 INGRESS_NGINX = "ingress-nginx"
 

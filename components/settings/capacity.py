@@ -30,6 +30,7 @@ from typing import Any
 
 from components.settings.gpus import GIB
 from components.settings.model import ClusterSettings
+from tritonft.gpu_pool import GpuPool
 from tritonft.spec import ModelSpec
 
 PACKING_LABEL = "triton-ft.io/gpu-packing"
@@ -47,22 +48,6 @@ class ModelShape:
 
     name: str
     gpus_per_pod: int
-
-
-@dataclass(frozen=True)
-class GpuPool:
-    """The GPU nodes a stack can use: GPUs per node, nodes at the start, nodes the autoscaler may reach."""
-
-    node_type: str
-    gpus_per_node: int
-    nodes_min: int
-    nodes_max: int
-    autoscaled: bool
-    """A node autoscaler can add nodes up to ``nodes_max`` (otherwise ``nodes_min`` is all there is)."""
-
-    @property
-    def reachable_nodes(self) -> int:
-        return self.nodes_max if self.autoscaled else self.nodes_min
 
 
 @dataclass(frozen=True)

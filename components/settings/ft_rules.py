@@ -24,12 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from components.settings.facts import ModelFacts, Problem, StackFacts
 from tritonft.spec import Family
-
-if TYPE_CHECKING:  # the rule table imports this module: only the types come from it
-    from components.settings.rules import ModelFacts, Problem, StackFacts
 
 FT_HEAD_SIZES = (32, 48, 64, 80, 96, 112, 128, 144, 160, 192, 224, 256)
 """Head sizes FT's decoder self-attention is built for: ``FT_CHECK(size_per_head_ == 32 || ... == 256)`` in

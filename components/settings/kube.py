@@ -1,8 +1,8 @@
-"""The rules the Kubernetes API server applies to names, hosts, labels and quantities, as pure functions.
+"""The rules the Kubernetes API server applies to names, hosts and labels, as pure functions.
 
 They follow ``k8s.io/apimachinery/pkg/util/validation`` (RFC 1123 labels and subdomains, qualified names for label
-keys, label values) and ``k8s.io/apimachinery/pkg/api/resource`` (the ``resource.Quantity`` grammar), so a value the
-stack accepts is one the cluster accepts: nothing is left to fail at ``pulumi up`` after the cluster was built.
+keys, label values; quantities are :mod:`tritonft.quantity`'s, which preflight shares), so a value the stack accepts
+is one the cluster accepts: nothing is left to fail at ``pulumi up`` after the cluster was built.
 Each function returns the problems (empty = valid), worded for a stack file's author.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from decimal import Decimal
 
 DNS1123_LABEL_MAX = 63
 DNS1123_SUBDOMAIN_MAX = 253
@@ -22,21 +21,6 @@ _DNS1123_LABEL = re.compile(rf"^{_LABEL}$")
 _DNS1123_SUBDOMAIN = re.compile(rf"^{_LABEL}(\.{_LABEL})*$")
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
-# resource.Quantity: <sign>?<number><suffix>, suffix binary SI, decimal SI or a decimal exponent.
-_QUANTITY = re.compile(r"^([+-]?)(\d+\.?\d*|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
-_SUFFIX_FACTORS = {
-    "": Decimal(1),
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    **{s: Decimal(1024) ** (i + 1) for i, s in enumerate(("Ki", "Mi", "Gi", "Ti", "Pi", "Ei"))},
-}
 
 _LABEL_HINT = "lower-case letters, digits and '-', starting and ending with a letter or digit (e.g. 'my-name')"
 _SUBDOMAIN_HINT = "lower-case letters, digits, '-' and '.', each part starting and ending with a letter or digit"
@@ -113,21 +97,3 @@ def label_value(value: str) -> list[str]:
     if not _LABEL_VALUE.match(value):
         return ["is not a valid label value: alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"]
     return []
-
-
-def quantity(value: str) -> list[str]:
-    """A ``resource.Quantity``: e.g. ``500m``, ``2``, ``1.5``, ``1Gi``, ``1e3``."""
-    if not _QUANTITY.match(value):
-        return ["is not a Kubernetes quantity (e.g. '500m', '2', '1.5', '1Gi')"]
-    return []
-
-
-def quantity_value(value: str) -> Decimal:
-    """The number a valid quantity stands for: ``500m`` -> 0.5, ``1Ki`` -> 1024, ``1e3`` -> 1000."""
-    match = _QUANTITY.match(value)
-    if match is None:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity")
-    sign, number, suffix = match.group(1), match.group(2), match.group(3) or ""
-    magnitude = Decimal(number if not number.endswith(".") else number[:-1] or "0")
-    factor = Decimal(f"1{suffix}") if suffix[:1] in ("e", "E") else _SUFFIX_FACTORS[suffix]
-    return -(magnitude * factor) if sign == "-" else magnitude * factor

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.settings.catalog import KNOWN_ENCODERS, KNOWN_MODELS
+from components.settings.facts import ModelFacts, StackFacts
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS, GpuNodeType
 from components.settings.model import (
     AutoscalingSettings,
@@ -28,7 +29,7 @@ from components.settings.model import (
     Settings,
     StorageSettings,
 )
-from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES, ModelFacts, StackFacts
+from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
 from components.settings.schema import (
     ARCHITECTURE_FIELDS,
     ARCHITECTURE_REQUIRED,
@@ -250,7 +251,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
         stack=f.stack,
         environment=environment,
         namespace=namespace,
-        cluster=_cluster(top, platform, node),
+        cluster=_cluster(top, platform, node, environment),
         image=ImageSettings(
             server_image=top.get("serverImage"),
             tools_image=top.get("toolsImage"),
@@ -279,7 +280,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
     )
 
 
-def _cluster(top: _Reader, platform: str, node: GpuNodeType) -> ClusterSettings:
+def _cluster(top: _Reader, platform: str, node: GpuNodeType, environment: str) -> ClusterSettings:
     common: dict[str, Any] = {
         "gpu_node": node,
         "gpu_tolerations": tuple(top.get("gpuTolerations", list(DEFAULT_GPU_TOLERATIONS))),
@@ -322,6 +323,17 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType) -> ClusterSettings:
             system_nodes_min=top.get("systemNodesMin"),
             system_nodes_max=top.get("systemNodesMax"),
             kms_key_arn=top.get("kmsKeyArn"),
+            api_endpoint=top.get("apiEndpoint"),
+            api_public_access_cidrs=tuple(top.get("apiPublicAccessCidrs")),
+            admin_principal_arns=tuple(top.get("adminPrincipalArns")),
+            control_plane_log_retention_days=top.get("controlPlaneLogRetentionDays"),
+            nat_gateways=top.get("natGateways", "per-zone" if environment == "prod" else "single"),
+            vpc_endpoints=top.get("vpcEndpoints"),
+            protect_infrastructure=top.get("protectInfrastructure", environment == "prod"),
+            node_ssm_access=top.get("nodeSsmAccess"),
+            gpu_quota_check=top.get("gpuQuotaCheck"),
+            alert_receivers=tuple(dict(r) for r in top.get("alertReceivers", [])),
+            prometheus_storage_gib=top.get("prometheusStorageGiB"),
         ),
         **common,
     )

@@ -38,6 +38,18 @@ class AwsClusterSettings:
     system_instance_type: str
     system_nodes_min: int
     system_nodes_max: int
+    api_endpoint: str = "public"
+    api_public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    admin_principal_arns: tuple[str, ...] = ()
+    control_plane_log_retention_days: int = 90
+    nat_gateways: str = "single"
+    vpc_endpoints: bool = True
+    protect_infrastructure: bool = False
+    node_ssm_access: bool = False
+    gpu_quota_check: bool = True
+    alert_receivers: tuple[dict[str, object], ...] = ()
+    """Alertmanager receivers (secret: webhook URLs, keys); never logged or exported."""
+    prometheus_storage_gib: int = 50
     kms_key_arn: str | None = None
     """Customer-managed KMS key for Kubernetes Secrets and ECR; None = AWS-managed keys."""
 

@@ -13,31 +13,23 @@ of its own to :data:`STACK_RULES`/:data:`MODEL_RULES`), and give it a case in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from components.settings import kube
+from components.settings import eks, kube
 from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
 from components.settings.capacity import capacity_verdict, cpu_fit_verdict
-from components.settings.catalog import EncoderDefaults
+from components.settings.facts import ModelFacts, Problem, StackFacts
 from components.settings.ft_rules import FT_MODEL_RULES
-from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION, GpuNodeType
+from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION
 from components.settings.model import Settings
 from tritonft.spec import (
-    Architecture,
     DataType,
     Device,
-    EncoderSpec,
     EncoderTask,
     Family,
-    Pooling,
-    WeightDType,
     parameter_count,
 )
-
-Problem = tuple[str, str]
-"""(key path as written in the stack file, message)."""
 
 GPU_KEYS = ("gpuType", "gpusPerNode", "gpuInstanceType")
 """The stack keys that say which GPU node a model lands on."""
@@ -46,128 +38,6 @@ AUTH_KEYS = ("ingressAuth", "environment")
 """``ingressAuth`` defaults from ``environment``: a rule reading the effective auth binds both."""
 TLS_KEYS = ("ingressTls", "environment")
 GPT_FAMILIES = (Family.GPT2, Family.GPTJ)
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    """One entry of ``models`` after per-key validation: typed values (defaults applied, None where invalid)."""
-
-    index: int
-    values: Mapping[str, Any]
-    present: frozenset[str]
-    catalog: tuple[Family, Architecture] | None
-    """The catalog's (family, architecture) of ``hfRepo``, when it is a known repository."""
-    architecture: Architecture | None
-    """The stated ``architecture`` block when valid, else the catalog's; None when neither."""
-    encoder_defaults: EncoderDefaults | None = None
-    """The catalog's embedding defaults (pooling, normalize, maxSeqLength) of a known encoder repository."""
-
-    def get(self, key: str, fallback: Any = None) -> Any:
-        value = self.values.get(key)
-        return fallback if value is None else value
-
-    @property
-    def family(self) -> Family | None:
-        stated = self.values.get("family")
-        if stated is not None:
-            return Family(stated)
-        return self.catalog[0] if self.catalog else None
-
-    @property
-    def is_encoder(self) -> bool:
-        family = self.family
-        return family is not None and family.is_encoder
-
-    @property
-    def device(self) -> Device:
-        return Device(self.get("device", "gpu"))
-
-    @property
-    def weight_dtype(self) -> WeightDType:
-        """``weightDtype``, else fp16 on a GPU and fp32 on a CPU."""
-        return WeightDType(self.get("weightDtype", "fp32" if self.device is Device.CPU else "fp16"))
-
-    @property
-    def task(self) -> EncoderTask:
-        return EncoderTask(self.get("task", "embed"))
-
-    def max_seq_length(self) -> int | None:
-        """``maxSeqLength``, else the catalog's, else min(512, maxPositions); None without a position table."""
-        stated = self.values.get("maxSeqLength")
-        if stated is not None:
-            return int(stated)
-        if self.encoder_defaults is not None and "architecture" not in self.present:
-            return self.encoder_defaults.max_seq_length
-        arch = self.architecture
-        return min(512, arch.max_positions) if arch is not None and arch.max_positions else None
-
-    def encoder_spec(self) -> EncoderSpec | None:
-        """The entry's encoder spec with every default applied (None for a generator or without a position table)."""
-        seq = self.max_seq_length()
-        if not self.is_encoder or seq is None:
-            return None
-        defaults = self.encoder_defaults
-        task = self.task
-        if task is EncoderTask.CLASSIFY:
-            return EncoderSpec(task=task, labels=tuple(self.get("labels", [])), max_seq_length=seq)
-        pooling = Pooling(self.get("pooling", defaults.pooling if defaults else "mean"))
-        normalize = bool(self.get("normalize", defaults.normalize if defaults else True))
-        return EncoderSpec(task=task, pooling=pooling, normalize=normalize, max_seq_length=seq)
-
-
-@dataclass(frozen=True)
-class StackFacts:
-    """The whole stack after per-key validation."""
-
-    stack: str
-    values: Mapping[str, Any]
-    present: frozenset[str]
-    secret_keys: frozenset[str]
-    platform: str | None
-    """``kubernetes`` or ``aws``; None when missing or invalid (platform-bound rules then do not run)."""
-    node: GpuNodeType | None
-    """The GPU node shape; None when the keys that name it are missing or invalid."""
-    models: tuple[ModelFacts, ...]
-
-    def get(self, key: str, fallback: Any = None) -> Any:
-        value = self.values.get(key)
-        return fallback if value is None else value
-
-    @property
-    def addons(self) -> frozenset[str]:
-        """Add-ons this stack installs or the existing cluster already runs."""
-        return frozenset(self.get("addons", [])) | frozenset(self.get("existingAddons", []))
-
-    @property
-    def environment(self) -> str:
-        return str(self.get("environment", "dev"))
-
-    @property
-    def tls(self) -> bool:
-        tls = self.values.get("ingressTls")
-        return self.environment != "local" if tls is None else bool(tls)
-
-    @property
-    def auth(self) -> str:
-        return str(self.get("ingressAuth") or ("none" if self.environment == "local" else "basic"))
-
-    @property
-    def gemm_tuning(self) -> bool:
-        stated = self.values.get("gemmTuning")
-        return self.environment != "local" if stated is None else bool(stated)
-
-    @property
-    def scale_to_zero(self) -> bool:
-        return bool(self.get("scaleToZero", False))
-
-    @property
-    def monitoring(self) -> bool:
-        stated = self.values.get("monitoring")
-        return "kube-prometheus-stack" in self.addons if stated is None else bool(stated)
-
-    @property
-    def ingress_host(self) -> str:
-        return str(self.get("ingressHost") or f"{self.stack}.triton.local")
 
 
 @dataclass(frozen=True)
@@ -265,6 +135,19 @@ def _existing_vpc(f: StackFacts) -> Iterable[Problem]:
         yield "subnetIds", "an existing VPC (vpcId) needs its private subnet ids (one per zone, at least 2)"
     elif subnets and not vpc_id:
         yield "vpcId", "subnetIds name subnets of an existing VPC: give its vpcId too"
+
+
+@stack_rule(
+    "eks-version-offered",
+    ("kubernetesVersion",),
+    "aws: `kubernetesVersion` is one EKS still offers (standard or extended support) with a pinned "
+    "cluster-autoscaler (`components/settings/eks.py`, judged on today's date).",
+)
+def _eks_version_offered(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws":
+        return
+    for message in eks.version_problems(f.get("kubernetesVersion"), eks.today()):
+        yield "kubernetesVersion", message.split(": ", 1)[1]
 
 
 @stack_rule("subnets-in-two-zones", ("subnetIds",), "`subnetIds` lists at least 2 subnets (EKS needs 2 zones).")
@@ -969,7 +852,42 @@ def _small_encoders_on_gpus(settings: Settings) -> list[str]:
     return warnings
 
 
+def _eks_warnings(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
+    """Warnings about the EKS cluster: extended-support billing, an API open to the internet in prod, alerts that
+    go nowhere."""
+    aws_settings = settings.cluster.aws
+    if aws_settings is None:
+        return [], []
+    warnings = eks.version_warnings(aws_settings.kubernetes_version, eks.today())
+    if (
+        settings.environment == "prod"
+        and aws_settings.api_endpoint == "public"
+        and "0.0.0.0/0" in aws_settings.api_public_access_cidrs
+    ):
+        warnings.append(
+            "apiPublicAccessCidrs: the prod Kubernetes API is reachable from the whole internet (0.0.0.0/0); list "
+            "your CI runners' and operators' egress CIDRs, or set apiEndpoint: private"
+        )
+    if (
+        "kube-prometheus-stack" in settings.cluster.addons
+        and not aws_settings.alert_receivers
+        and settings.environment in ("staging", "prod")
+    ):
+        warnings.append(
+            "alertReceivers: none, so Alertmanager sends every alert nowhere; give at least one receiver "
+            "(`pulumi config set --secret --path 'alertReceivers[0].name' oncall` ...)"
+        )
+    return [], warnings
+
+
 PLAN_RULES: tuple[PlanRule, ...] = (
+    PlanRule(
+        "eks-warnings",
+        ("kubernetesVersion", "apiEndpoint", "apiPublicAccessCidrs", "alertReceivers", "addons"),
+        "aws: warns while `kubernetesVersion` is in (or within 90 days of) EKS extended support, when prod's API "
+        "endpoint is open to 0.0.0.0/0, and when a staging/prod kube-prometheus-stack has no `alertReceivers`.",
+        _eks_warnings,
+    ),
     PlanRule(
         "gpu-capacity",
         ("replicasMin", "replicasMax", "autoscaling", "gpuNodesMin", "gpuNodesMax", "gpuInstanceType", "models"),

@@ -19,8 +19,10 @@ from typing import Any, Literal
 
 from components.settings import aws_names, kube
 from components.settings.alerting import ALERT_FOR, duration_problem
+from components.settings.eks import DEFAULT_KUBERNETES_VERSION, LOG_RETENTION_DAYS, NAT_MODES
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
+from tritonft.quantity import quantity, quantity_value
 
 KnobType = Literal["string", "integer", "boolean", "array", "object", "quantity"]
 Scope = Literal["any", "kubernetes", "aws"]
@@ -114,8 +116,8 @@ def _aws_id(kind: str) -> Callable[[str], list[str]]:
 
 
 def _positive_quantity(value: str) -> list[str]:
-    problems = kube.quantity(value)
-    if not problems and kube.quantity_value(value) <= 0:
+    problems = quantity(value)
+    if not problems and quantity_value(value) <= 0:
         problems.append("must be greater than 0")
     return problems
 
@@ -212,6 +214,57 @@ def _probe_labels(value: Any) -> list[tuple[str, str]]:
     return problems
 
 
+_IAM_PRINCIPAL = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
+ALERT_RECEIVER_CONFIGS = (
+    "email_configs",
+    "msteams_configs",
+    "opsgenie_configs",
+    "pagerduty_configs",
+    "pushover_configs",
+    "slack_configs",
+    "sns_configs",
+    "telegram_configs",
+    "victorops_configs",
+    "webex_configs",
+    "webhook_configs",
+    "wechat_configs",
+    "discord_configs",
+)
+"""Alertmanager's receiver integrations (its configuration reference)."""
+
+
+def _ipv4_cidr(value: str) -> list[str]:
+    try:
+        ipaddress.IPv4Network(value, strict=True)
+    except ValueError as exc:
+        return [f"is not an IPv4 CIDR block ({exc}); e.g. 203.0.113.0/24"]
+    return []
+
+
+def _alert_receivers(value: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    names = [r.get("name") for r in value]
+    for i, receiver in enumerate(value):
+        at = f"[{i}]"
+        name = receiver.get("name")
+        if not isinstance(name, str) or not name.strip() or name == "null":
+            problems.append((at, "needs a `name` (any but `null`, which the stack keeps for Watchdog)"))
+        elif names.count(name) > 1:
+            problems.append((at, f"name {name!r} is used more than once; each receiver has its own"))
+        unknown = sorted(set(receiver) - {"name", *ALERT_RECEIVER_CONFIGS})
+        if unknown:
+            problems.append((at, f"unknown field(s) {unknown}; a receiver has `name` and *_configs lists"))
+        configs = [k for k in receiver if k in ALERT_RECEIVER_CONFIGS]
+        if not configs:
+            problems.append(
+                (at, "sends nowhere: give at least one of slack_configs, webhook_configs, pagerduty_configs, ...")
+            )
+        for key in configs:
+            if not isinstance(receiver[key], list) or not receiver[key]:
+                problems.append((f"{at}.{key}", "must be a non-empty list of Alertmanager integration configs"))
+    return problems
+
+
 FORMATS: dict[str, Format] = {
     "dns-label": Format("RFC 1123 label (Kubernetes name)", _strings(kube.dns1123_label), "Bad_Name", "my-name"),
     "dns-subdomain": Format(
@@ -277,6 +330,24 @@ FORMATS: dict[str, Format] = {
         "m6i.large",
     ),
     "vpc-cidr": Format("IPv4 CIDR /16 to /21", _strings(_vpc_cidr), "10.0.0.0/24", "10.1.0.0/16"),
+    "cidr-list": Format("IPv4 CIDR blocks", _strings(_ipv4_cidr), ["203.0.113.7/24"], ["203.0.113.0/24"]),
+    "iam-principal": Format(
+        "IAM role or user ARNs",
+        _strings(_regex(_IAM_PRINCIPAL, "an IAM role or user ARN like `arn:aws:iam::123456789012:role/deploy`")),
+        ["deploy-role"],
+        ["arn:aws:iam::123456789012:role/deploy"],
+    ),
+    "alert-receivers": Format(
+        "Alertmanager receivers (`name` + *_configs)",
+        _alert_receivers,
+        [{"name": "oncall"}],
+        [
+            {
+                "name": "oncall",
+                "slack_configs": [{"api_url": "https://hooks.slack.com/services/T/B/X", "channel": "#ml"}],
+            }
+        ],
+    ),
     "k8s-version": Format(
         "Kubernetes minor version",
         _strings(_regex(_K8S_VERSION, "a Kubernetes version like `1.33`")),
@@ -587,7 +658,111 @@ STACK_KNOBS: tuple[Knob, ...] = (
     ),
     # -- AWS
     Knob("awsRegion", "string", "AWS region of the EKS cluster.", scope="aws", required=True, format="aws-region"),
-    Knob("kubernetesVersion", "string", "EKS Kubernetes version.", default="1.33", scope="aws", format="k8s-version"),
+    Knob(
+        "kubernetesVersion",
+        "string",
+        "EKS Kubernetes version: one EKS still offers and this stack pins a cluster-autoscaler for (1.32-1.36); "
+        "the settings warn 90 days before its standard support ends and while it is in extended support (6x the "
+        "control plane's price).",
+        default=DEFAULT_KUBERNETES_VERSION,
+        scope="aws",
+        format="k8s-version",
+    ),
+    Knob(
+        "apiEndpoint",
+        "string",
+        "The Kubernetes API endpoint: `public` (and private, reachable from `apiPublicAccessCidrs`) or `private` "
+        "only (then `pulumi up` and CI run from inside the VPC).",
+        default="public",
+        choices=("public", "private"),
+        scope="aws",
+    ),
+    Knob(
+        "apiPublicAccessCidrs",
+        "array",
+        "Who reaches the public Kubernetes API endpoint (CI runners' and operators' egress CIDRs); prod warns on "
+        "`0.0.0.0/0`.",
+        default=["0.0.0.0/0"],
+        scope="aws",
+        format="cidr-list",
+    ),
+    Knob(
+        "adminPrincipalArns",
+        "array",
+        "IAM roles/users given cluster-admin through EKS access entries (CI's deploy role, operators); the identity "
+        "that creates the cluster is admin too.",
+        default=[],
+        scope="aws",
+        format="iam-principal",
+    ),
+    Knob(
+        "controlPlaneLogRetentionDays",
+        "integer",
+        "Days the control plane's api/audit/authenticator logs are kept (the log group is created before the cluster).",
+        default=90,
+        choices=tuple(str(d) for d in LOG_RETENTION_DAYS),
+        unit="days",
+        scope="aws",
+    ),
+    Knob(
+        "natGateways",
+        "string",
+        "NAT gateways of the new VPC: `single` or `per-zone` (a zone's loss stops no other zone's egress; "
+        "~$33/month each plus $0.045/GB).",
+        default_doc="`per-zone` in `prod`, else `single`",
+        choices=NAT_MODES,
+        scope="aws",
+    ),
+    Knob(
+        "vpcEndpoints",
+        "boolean",
+        "S3 gateway + ECR api/dkr interface endpoints in the new VPC: image pulls skip the NAT gateway.",
+        default=True,
+        scope="aws",
+    ),
+    Knob(
+        "protectInfrastructure",
+        "boolean",
+        "Protect the EKS cluster, the VPC and the ECR repositories from `pulumi destroy`.",
+        default_doc="true in `prod`, else false",
+        scope="aws",
+    ),
+    Knob(
+        "nodeSsmAccess",
+        "boolean",
+        "Give the node role SSM's managed policy (Session Manager shells; it can also read any SSM parameter).",
+        default=False,
+        scope="aws",
+    ),
+    Knob(
+        "gpuQuotaCheck",
+        "boolean",
+        "Read the account's EC2 GPU vCPU quota (Service Quotas) and refuse `gpuNodesMax` beyond it, before any "
+        "resource, naming the number to ask for.",
+        default=True,
+        scope="aws",
+    ),
+    Knob(
+        "alertReceivers",
+        "array",
+        "Alertmanager receivers in Alertmanager's format (`name` + `slack_configs`/`webhook_configs`/"
+        "`pagerduty_configs`...); every alert goes to each (set with `--secret`: they hold webhook URLs and keys).",
+        items="object",
+        secret=True,
+        scope="aws",
+        default_doc="none: alerts go nowhere (a warning in `staging` and `prod`)",
+        format="alert-receivers",
+    ),
+    Knob(
+        "prometheusStorageGiB",
+        "integer",
+        "Prometheus's EBS volume (gp3, EBS CSI driver): its 15 days of series survive a reschedule.",
+        default=50,
+        minimum=10,
+        maximum=16384,
+        unit="GiB",
+        scope="aws",
+    ),
     Knob(
         "vpcCidr",
         "string",

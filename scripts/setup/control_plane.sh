@@ -22,9 +22,23 @@ pins=$(cat tools/control-plane/*/go.mod tools/control-plane/*/go.sum | sha256sum
 cache="${TRITONFT_CACHE:-$HOME/.cache/tritonft}"
 bin="$cache/control-plane/$pins/bin"
 wanted=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
-missing=0
-for b in "${wanted[@]}"; do [ -x "$bin/$b" ] || missing=1; done
-if [ "$missing" = 0 ]; then
+present() {
+  local b
+  for b in "${wanted[@]}"; do [ -x "$bin/$b" ] || return 1; done
+}
+if present; then
+  echo "$bin"
+  exit 0
+fi
+# One build at a time: the test command starts this script in the background while the tests that need no control
+# plane run, and the control-plane tests call it again; the second caller waits here for the first build's binaries.
+mkdir -p "$cache/control-plane"
+exec 9>"$cache/control-plane/.build.lock"
+if ! flock -n 9; then
+  echo "control_plane: another build of these binaries is running; waiting for it" >&2
+  flock 9
+fi
+if present; then
   echo "$bin"
   exit 0
 fi
@@ -55,7 +69,8 @@ if [ -z "${TRITONFT_KEEP_GO_CACHE:-}" ]; then
   else
     echo "control_plane: warning: could not remove the Go caches under $cache/go" >&2
   fi
-  for old in "$cache/control-plane"/*; do
+  for old in "$cache/control-plane"/*/; do
+    old=${old%/}
     [ "$old" = "$(dirname "$bin")" ] || rm -rf "$old" || echo "control_plane: warning: could not remove $old" >&2
   done
 fi

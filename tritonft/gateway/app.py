@@ -43,6 +43,14 @@ GET = frozenset({"GET", "HEAD"})
 POST = frozenset({"POST"})
 
 
+def model_list(config: GatewayConfig) -> dict[str, Any]:
+    """``GET /v1/models``: every served model, generators then embedders (OpenAI's ``ListModelsResponse``)."""
+    return {
+        "object": "list",
+        "data": [{"id": name, "object": "model", "created": 0, "owned_by": "triton-ft"} for name in config.names],
+    }
+
+
 def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: AccessLog | None = None) -> App:
     """The gateway for ``config``; ``triton`` defaults to one gRPC client per Triton endpoint of ``config``,
     ``access_log`` to JSON lines on stderr."""
@@ -249,11 +257,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
             raise error from exc
         return JSONResponse(embeddings.response_body(model.name, request, vectors, tokens))
 
-    models_body = {
-        "object": "list",
-        "data": [{"id": m.name, "object": "model", "created": 0, "owned_by": "triton-ft"} for m in config.models]
-        + [{"id": m.name, "object": "model", "created": 0, "owned_by": "triton-ft"} for m in config.embedders],
-    }
+    models_body = model_list(config)
 
     async def get_models(_: Call) -> Response:
         return JSONResponse(models_body)

@@ -3,7 +3,8 @@
 Request (OpenAI's shape): ``model``; ``input`` a string or a list of strings (token-id arrays are refused: this
 gateway embeds text with the model's own tokenizer); ``encoding_format`` ``float`` (default) or ``base64`` (the
 little-endian float32 bytes, base64-encoded, as OpenAI sends them); ``dimensions`` only when it equals the
-model's width (these models cannot shorten their vectors); ``user`` accepted and ignored.
+model's width (these models cannot shorten their vectors); ``user`` accepted (a string for the caller's own
+records). Any other field is refused by name (:mod:`tritonft.gateway.parameters`' table).
 
 The texts go to the ensemble as the rows of one gRPC ModelInfer call per ``max_batch_size`` rows (calls of one
 request run concurrently); the answer keeps the input order and counts ``usage.prompt_tokens`` from the
@@ -24,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tritonft.gateway.errors import ApiError, bad_parameter, from_triton
+from tritonft.gateway.parameters import EMBEDDINGS, checked_body
 
 TEXT_INPUT = "text_input"
 EMBEDDING = "embedding"
@@ -51,6 +53,7 @@ class EmbeddingsRequest:
 
 def parse_request(body: dict[str, Any]) -> EmbeddingsRequest:
     """The validated request; :class:`ApiError` (400) naming the field and the fix otherwise."""
+    body = checked_body(body, EMBEDDINGS)
     raw = body.get("input")
     if isinstance(raw, str):
         texts: list[str] = [raw]

@@ -9,7 +9,8 @@ highest mean token log-probability are the choices (OpenAI's rule). ``stop`` phr
 ``stop_words``. Usage counts are the tokenizer's: the ensemble's ``input_lengths`` and ``output_lengths``.
 
 Chat template (GPT families): each message becomes ``"<Role>: <content>\\n"`` (``System``, ``User``,
-``Assistant``), followed by ``"Assistant:"``; the completion is the assistant's reply, cut where the model
+``Assistant``; a message's fields and content parts as :mod:`tritonft.gateway.messages` reads them), followed by
+``"Assistant:"``; the completion is the assistant's reply, cut where the model
 starts the next ``"User:"`` turn (added as a stop phrase).
 """
 
@@ -23,10 +24,12 @@ from typing import Any
 
 from tritonft.gateway.config import MAX_BEAMS, ServedModel
 from tritonft.gateway.errors import ApiError, bad_parameter
+from tritonft.gateway.messages import turns
 from tritonft.gateway.parameters import CHAT, COMPLETIONS, checked_body
 
 DEFAULT_MAX_TOKENS = 16
 CHAT_ROLES = {"system": "System", "user": "User", "assistant": "Assistant"}
+"""The template's name of each role :func:`tritonft.gateway.messages.turns` yields."""
 CHAT_STOP = "User:"
 
 
@@ -164,6 +167,10 @@ def _prompts(body: dict[str, Any]) -> tuple[str, ...]:
     raw = body.get("prompt")
     if isinstance(raw, str):
         raw = [raw]
+    if isinstance(raw, list) and raw and all(isinstance(p, int | list) and not isinstance(p, bool) for p in raw):
+        raise bad_parameter(
+            "prompt", "token-id prompts are not supported here: send the text, which the model's own tokenizer encodes"
+        )
     if not isinstance(raw, list) or not raw or not all(isinstance(p, str) for p in raw):
         raise bad_parameter("prompt", "prompt must be a string or a non-empty list of strings")
     return tuple(raw)
@@ -171,19 +178,7 @@ def _prompts(body: dict[str, Any]) -> tuple[str, ...]:
 
 def chat_prompt(messages: Any) -> str:
     """The documented plain template (module docstring) applied to an OpenAI ``messages`` list."""
-    if not isinstance(messages, list) or not messages:
-        raise bad_parameter("messages", "messages must be a non-empty list of {role, content} objects")
-    lines = []
-    for index, message in enumerate(messages):
-        role = message.get("role") if isinstance(message, dict) else None
-        content = message.get("content") if isinstance(message, dict) else None
-        if role not in CHAT_ROLES or not isinstance(content, str):
-            raise bad_parameter(
-                f"messages[{index}]",
-                f"messages[{index}] needs a role ({', '.join(CHAT_ROLES)}) and a string content",
-            )
-        lines.append(f"{CHAT_ROLES[role]}: {content}\n")
-    return "".join(lines) + "Assistant:"
+    return "".join(f"{CHAT_ROLES[role]}: {text}\n" for role, text in turns(messages)) + "Assistant:"
 
 
 def _logprobs(body: dict[str, Any], chat: bool, model: ServedModel, stream: bool) -> bool:
@@ -229,8 +224,15 @@ def _include_usage(body: dict[str, Any], stream: bool) -> bool:
         return False
     if not stream:
         raise bad_parameter("stream_options", "stream_options is only allowed with stream: true")
-    if not isinstance(options, dict) or set(options) - {"include_usage"}:
+    if not isinstance(options, dict) or set(options) - {"include_usage", "include_obfuscation"}:
         raise bad_parameter("stream_options", 'stream_options must be {"include_usage": true|false}')
+    obfuscation = options.get("include_obfuscation")
+    if obfuscation is not None and obfuscation is not False:
+        raise bad_parameter(
+            "stream_options.include_obfuscation",
+            "stream_options.include_obfuscation is not supported: the chunks carry no obfuscation padding; send false "
+            "or leave it out",
+        )
     include = options.get("include_usage", False)
     if not isinstance(include, bool):
         raise bad_parameter("stream_options", "stream_options.include_usage must be true or false")
@@ -406,7 +408,7 @@ def chat_body(rid: str, created: int, request: EnsembleRequest, row: Row) -> dic
         choices.append(
             {
                 "index": k,
-                "message": {"role": "assistant", "content": text.strip()},
+                "message": {"role": "assistant", "content": text.strip(), "refusal": None},
                 "logprobs": chat_logprobs(beam, len(text)) if request.logprobs else None,
                 "finish_reason": "stop" if stopped else "length",
             }

@@ -1,7 +1,9 @@
-"""Every OpenAI request parameter of ``/v1/completions`` and ``/v1/chat/completions``: supported, or refused with a
-400 naming it and saying why. One table (:data:`PARAMETERS`), which the README's table must equal
-(``tests/tritonft/gateway/test_parameters.py``); a parameter that is in neither is refused as unknown, so nothing a
-client sends is ever silently ignored.
+"""Every OpenAI request parameter of ``/v1/completions``, ``/v1/chat/completions`` and ``/v1/embeddings``: supported,
+or refused with a 400 naming it and saying why. One table (:data:`PARAMETERS`), which holds a row for every field of
+OpenAI's published request schemas (``CreateCompletionRequest``, ``CreateChatCompletionRequest``,
+``CreateEmbeddingRequest``) and which the README's table must equal (``tests/tritonft/gateway/test_parameters.py``);
+a parameter that is in neither is refused as unknown, so nothing a client sends is ever silently ignored. The fields
+of a chat message and its content parts have their own table (:mod:`tritonft.gateway.messages`).
 
 A refused parameter is still accepted at its "off" value (``neutral``: what clients send by default, e.g.
 LangChain's ``frequency_penalty: 0``), and ``null`` means "not sent" for every parameter.
@@ -16,8 +18,10 @@ from tritonft.gateway.errors import ApiError, bad_parameter
 
 COMPLETIONS = "completions"
 CHAT = "chat"
+EMBEDDINGS = "embeddings"
 BOTH = (COMPLETIONS, CHAT)
-PATHS = {COMPLETIONS: "/v1/completions", CHAT: "/v1/chat/completions"}
+ALL = (COMPLETIONS, CHAT, EMBEDDINGS)
+PATHS = {COMPLETIONS: "/v1/completions", CHAT: "/v1/chat/completions", EMBEDDINGS: "/v1/embeddings"}
 
 
 @dataclass(frozen=True)
@@ -31,12 +35,32 @@ class Parameter:
     """README text: what it does here (supported) or why it is refused."""
     neutral: tuple[Any, ...] = ()
     """Values of a refused parameter that ask for nothing (accepted, as if not sent)."""
+    text: bool = False
+    """An identifier the caller keeps for its own records: any string is accepted, anything else is a 400."""
 
 
 PARAMETERS: tuple[Parameter, ...] = (
-    Parameter("model", BOTH, True, "a served model (`GET /v1/models`); unknown: 404 `model_not_found`"),
-    Parameter("prompt", (COMPLETIONS,), True, "a string or a list of strings (one choice per prompt and `n`)"),
-    Parameter("messages", (CHAT,), True, "`system`/`user`/`assistant` messages with string content (chat template)"),
+    Parameter(
+        "model",
+        ALL,
+        True,
+        "a served model (`GET /v1/models`; for embeddings an embedding model, another is a 400 "
+        "`model_not_embedding`); unknown: 404 `model_not_found`",
+    ),
+    Parameter(
+        "prompt",
+        (COMPLETIONS,),
+        True,
+        "a string or a list of strings (one choice per prompt and `n`); token-id prompts (a list of integers or of "
+        "lists) are refused: send the text, which the model's own tokenizer encodes",
+    ),
+    Parameter(
+        "messages",
+        (CHAT,),
+        True,
+        "`system`/`developer`/`user`/`assistant` messages whose content is a string or a list of text parts (chat "
+        "template); every message field and part type: [chat messages](#chat-messages)",
+    ),
     Parameter("max_tokens", BOTH, True, "1 to the model's `max_output_len`; default 16 (at most `max_output_len`)"),
     Parameter("max_completion_tokens", (CHAT,), True, "the same as `max_tokens` (both: they must agree)"),
     Parameter("temperature", BOTH, True, "0 to 2; 0 is greedy decoding, otherwise sampling at that temperature"),
@@ -89,7 +113,42 @@ PARAMETERS: tuple[Parameter, ...] = (
         True,
         "`0` only (with `logprobs: true`): FT returns no alternatives to the chosen token",
     ),
-    Parameter("user", BOTH, True, "accepted: an end-user id for the caller's own records; no effect on the answer"),
+    Parameter(
+        "user",
+        ALL,
+        True,
+        "accepted (a string): an end-user id for the caller's own records; no effect on the answer",
+        text=True,
+    ),
+    Parameter(
+        "safety_identifier",
+        (CHAT,),
+        True,
+        "accepted (a string): `user`'s successor, an end-user id for the caller's own records; no effect on the answer",
+        text=True,
+    ),
+    Parameter(
+        "prompt_cache_key",
+        (CHAT,),
+        True,
+        "accepted (a string): a hint for routing to a prompt cache, which this gateway does not have; no effect on "
+        "the answer",
+        text=True,
+    ),
+    Parameter(
+        "input",
+        (EMBEDDINGS,),
+        True,
+        "a string or a list of at most 2048 non-empty strings; token-id input "
+        "(a list of integers or of lists) is refused: send the text, which the model's own tokenizer encodes",
+    ),
+    Parameter("encoding_format", (EMBEDDINGS,), True, "`float` (default) or `base64` (little-endian float32 bytes)"),
+    Parameter(
+        "dimensions",
+        (EMBEDDINGS,),
+        True,
+        "only the model's own width: these models cannot shorten their vectors (another value is a 400)",
+    ),
     Parameter(
         "presence_penalty",
         BOTH,
@@ -121,16 +180,26 @@ PARAMETERS: tuple[Parameter, ...] = (
     Parameter("modalities", (CHAT,), False, 'text only; `["text"]` or leave it out', (["text"],)),
     Parameter("audio", (CHAT,), False, "text only; leave it out"),
     Parameter("prediction", (CHAT,), False, "no predicted outputs; leave it out"),
-    Parameter("reasoning_effort", (CHAT,), False, "not a reasoning model; leave it out"),
+    Parameter("reasoning_effort", (CHAT,), False, 'not a reasoning model; `"none"` or leave it out', ("none",)),
+    Parameter("verbosity", (CHAT,), False, "the models have no verbosity control; leave it out"),
     Parameter("web_search_options", (CHAT,), False, "no web search; leave it out"),
     Parameter("service_tier", (CHAT,), False, 'one tier; `"auto"`, `"default"` or leave it out', ("auto", "default")),
     Parameter("store", (CHAT,), False, "answers are not stored; `false` or leave it out", (False,)),
     Parameter("metadata", (CHAT,), False, "answers are not stored (metadata goes with `store`); leave it out", ({},)),
+    Parameter("moderation", (CHAT,), False, "no moderation model runs here; leave it out"),
+    Parameter(
+        "prompt_cache_options",
+        (CHAT,),
+        False,
+        "there is no prompt cache to configure; leave it out",
+        ({},),
+    ),
+    Parameter("prompt_cache_retention", (CHAT,), False, "there is no prompt cache to keep; leave it out"),
 )
 """The table, in the README's order."""
 
 _BY_ROUTE: dict[str, dict[str, Parameter]] = {
-    route: {p.name: p for p in PARAMETERS if route in p.routes} for route in (COMPLETIONS, CHAT)
+    route: {p.name: p for p in PARAMETERS if route in p.routes} for route in ALL
 }
 
 
@@ -149,8 +218,8 @@ def checked_body(body: dict[str, Any], route: str) -> dict[str, Any]:
             continue
         parameter = known.get(name)
         if parameter is None:
-            other = CHAT if route == COMPLETIONS else COMPLETIONS
-            where = f" (it is one of {PATHS[other]})" if name in _BY_ROUTE[other] else ""
+            others = [PATHS[other] for other in ALL if other != route and name in _BY_ROUTE[other]]
+            where = f" (it is one of {' and '.join(others)})" if others else ""
             raise ApiError(
                 400,
                 f"{name} is not a parameter of {PATHS[route]}{where}; the README's table lists every parameter "
@@ -160,5 +229,7 @@ def checked_body(body: dict[str, Any], route: str) -> dict[str, Any]:
             )
         if not parameter.supported and not any(_same(value, n) for n in parameter.neutral):
             raise bad_parameter(name, f"{name} is not supported: {parameter.note}")
+        if parameter.text and not isinstance(value, str):
+            raise bad_parameter(name, f"{name} must be a string (an identifier for your own records)")
         kept[name] = value
     return kept

@@ -28,7 +28,9 @@ class Chunks:
     model: str
     chat: bool
     include_usage: bool = False
-    """``stream_options.include_usage``: every chunk has ``usage`` (``null`` but in the last one, :meth:`usage`)."""
+    """``stream_options.include_usage``: the last chunk has ``usage`` (:meth:`usage`); every other chat chunk has
+    ``usage: null`` (OpenAI's ``CreateChatCompletionStreamResponse``: nullable), every other completion chunk none
+    (``CreateCompletionResponse``'s ``usage`` is not nullable)."""
 
     def _event(self, choice: dict[str, Any] | None, usage: dict[str, int] | None = None) -> bytes:
         kind = "chat.completion.chunk" if self.chat else "text_completion"
@@ -39,7 +41,7 @@ class Chunks:
             "model": self.model,
             "choices": [] if choice is None else [choice],
         }
-        if self.include_usage:
+        if self.include_usage and (self.chat or usage is not None):
             payload["usage"] = usage
         return sse.event(payload)
 

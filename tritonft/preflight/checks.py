@@ -9,8 +9,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.settings.capacity import GpuPool
-from components.settings.kube import quantity_value
+from tritonft.gpu_pool import GpuPool
+from tritonft.quantity import quantity_value
 
 GPU_RESOURCE = "nvidia.com/gpu"
 RWO_ONLY_PROVISIONERS = frozenset(

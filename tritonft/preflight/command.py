@@ -15,18 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from components.settings.model import Settings
 from tritonft.kube import ApiError, Kube
 from tritonft.preflight import checks
-from tritonft.preflight.checks import (
-    CRD_FOR_ADDON,
-    CUSTOM_METRICS_API,
-    RESOURCE_METRICS_API,
-    Check,
-    CpuModel,
-    Needs,
-)
-from tritonft.spec import ModelSpec
+from tritonft.preflight.checks import Check, Needs
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -37,68 +28,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the stack's kubeContext)")
     parser.add_argument("--no-dry-run", action="store_true", help="skip the server-side dry-run of the plan")
-
-
-def needs_of(settings: Settings) -> Needs:
-    """What the stack's settings ask of the cluster (selectors and tolerations exactly as the program sets them)."""
-    from components.args import autoscaler_kind, gateway_autoscales, gpu_scheduling
-    from components.settings.capacity import gpu_pool
-
-    cluster = settings.cluster
-    if cluster.platform == "aws":
-        from components.platform.aws.platform import gpu_scheduling as aws_gpu_scheduling
-
-        gpu = aws_gpu_scheduling()
-    else:
-        gpu = gpu_scheduling(settings)
-    on_aws = cluster.platform == "aws"
-    wanted: list[str] = []
-    if settings.serving.monitoring:
-        wanted.append("kube-prometheus-stack")
-    if settings.serving.ingress.tls_issuer:
-        wanted.append("cert-manager")
-    if settings.serving.autoscaling.scale_to_zero:
-        wanted.append("keda")
-    crds = [crd for addon in wanted if addon not in cluster.addons for crd in CRD_FOR_ADDON[addon]]
-    apis: list[tuple[str, str]] = []
-    if autoscaler_kind(settings) == "hpa" and not (on_aws and "prometheus-adapter" in cluster.addons):
-        apis.append(
-            (
-                CUSTOM_METRICS_API,
-                "the Triton HPAs read the queue:compute ratio through it: run prometheus-adapter serving "
-                "triton_queue_compute_ratio (README: Autoscaling signal), or set autoscaling: false",
-            )
-        )
-    if gateway_autoscales(settings) and not on_aws:  # the aws platform installs metrics-server itself
-        apis.append(
-            (
-                RESOURCE_METRICS_API,
-                "the gateway's HPA scales on CPU through it: run metrics-server, or set gatewayReplicasMax to "
-                "gatewayReplicasMin",
-            )
-        )
-    return Needs(
-        gpu_selector=dict(gpu.node_selector),
-        tolerations=[dict(t) for t in gpu.tolerations],
-        models=[(m.name, m.gpus) for m in settings.models if not m.on_cpu],
-        storage_class=cluster.storage_class,
-        stack_storage_class=on_aws,
-        ingress_class=cluster.ingress_class,
-        stack_ingress_class="ingress-nginx" in cluster.addons,
-        crds=crds,
-        metrics_apis=apis,
-        gpu_pool=gpu_pool(cluster),
-        cpu_selector=dict(cluster.cpu_node_selector),
-        cpu_models=[cpu_model(m) for m in settings.models if m.on_cpu],
-    )
-
-
-def cpu_model(model: ModelSpec) -> CpuModel:
-    """What one replica of a ``device: cpu`` model requests (the Triton pod's own sizing)."""
-    from components.common.sizing import server_sizing
-
-    sized = server_sizing(model)
-    return CpuModel(model.name, cpu=sized.cpu_request, memory=sized.memory_request)
 
 
 def dry_run(kube: Kube, objs: list[dict[str, Any]], namespaces: set[str], crds_present: set[str]) -> Check:
@@ -132,15 +61,15 @@ def _crd_known(group: str, kind: str, crds_present: set[str]) -> bool:
     return any(name.endswith(f".{group}") and name.split(".")[0].startswith(kind.lower()) for name in crds_present)
 
 
-def preflight(settings: Settings, kube: Kube, plan: list[dict[str, Any]] | None) -> list[Check]:
-    """Every check, in order; the API check stops the rest when the server does not answer."""
+def preflight(needs: Needs, kube: Kube, plan: list[dict[str, Any]] | None) -> list[Check]:
+    """Every check of what ``needs`` asks of the cluster, in order; the API check stops the rest when the server does
+    not answer."""
 
     try:
         version = kube.request("GET", "/version")
     except (ApiError, OSError) as exc:
         return [Check("api", False, f"{kube.server} does not answer: {exc}")]
     results = [Check("api", True, f"{kube.server} (Kubernetes {version.get('gitVersion', '?')})")]
-    needs = needs_of(settings)
     nodes = kube.items("v1", "Node")
     pods = kube.items("v1", "Pod")
     results.append(checks.gpu_nodes(nodes, needs))
@@ -174,18 +103,19 @@ def load_plan(project_dir: Path, stack: str) -> list[dict[str, Any]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from components.settings.stack_file import settings_from_stack_file
+    # The one arrow from the runtime up into the infrastructure (tests/test_layers.py names it): what a stack asks of
+    # its cluster is decided by the same functions `pulumi up` runs, so the command's front asks them.
+    from components.cluster_needs import stack_needs
     from tritonft.kube import from_kubeconfig
     from tritonft.synth.stackfile import find_project_root
 
     root = args.project_dir or find_project_root(Path.cwd())
-    settings = settings_from_stack_file(root, args.stack)
-    k8s = settings.cluster.kubernetes
-    kubeconfig = args.kubeconfig or (k8s.kubeconfig if k8s else None)
-    context = args.context or (k8s.context if k8s else None)
+    stack = stack_needs(root, args.stack)
+    kubeconfig = args.kubeconfig or stack.kubeconfig
+    context = args.context or stack.context
     kube = from_kubeconfig(kubeconfig, context)
     plan = None if args.no_dry_run else load_plan(root, args.stack)
-    results = preflight(settings, kube, plan)
+    results = preflight(stack.needs, kube, plan)
     for result in results:
         print(result.line())
     return 0 if all(r.ok for r in results) else 1

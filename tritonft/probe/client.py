@@ -21,11 +21,9 @@ import numpy.typing as npt
 from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import Endpoint
 from tritonft.probe.endpoint import Protocol as Transport
-from tritonft.probe.retry import PermanentError, TransientError
+from tritonft.probe.retry import PermanentError, classify, status_code
 from tritonft.probe.streaming import StreamedAnswer, grpc_stream, http_generate_stream
 
-_TRANSIENT_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
-_TRANSIENT_HTTP = {"408", "429", "502", "503", "504"}
 _UNSUPPORTED = {"404", "501", "UNIMPLEMENTED"}
 
 
@@ -44,28 +42,6 @@ class V2Client(Protocol):
         self, model: str, input_name: str, texts: list[str], outputs: Sequence[str], timeout_s: float
     ) -> dict[str, npt.NDArray[Any]]: ...
     def close(self) -> None: ...
-
-
-def _status_code(exc: Any) -> str:
-    status = str(exc.status() or "")
-    return status.removeprefix("StatusCode.")
-
-
-def classify(exc: BaseException, action: str, timeout_s: float) -> TransientError | PermanentError:
-    """Turn whatever tritonclient or the network raised during ``action`` into a retry decision with a reason."""
-    from tritonclient.utils import InferenceServerException
-
-    if isinstance(exc, InferenceServerException):
-        status = _status_code(exc)
-        message = str(exc.message() or "").strip()
-        if status == "DEADLINE_EXCEEDED":
-            return TransientError(f"{action}: no answer within {timeout_s:.1f} s")
-        text = f"{action}: server answered {status or 'an error'}: {message}"
-        return TransientError(text) if status in _TRANSIENT_GRPC | _TRANSIENT_HTTP else PermanentError(text)
-    if isinstance(exc, TimeoutError) or type(exc).__name__ in {"Timeout", "timeout", "ConnectionTimeout"}:
-        return TransientError(f"{action}: no answer within {timeout_s:.1f} s")
-    detail = str(exc) or type(exc).__name__
-    return TransientError(f"{action}: {type(exc).__name__}: {detail}")
 
 
 def _as_text(value: Any) -> str:
@@ -145,7 +121,7 @@ class TritonClient:
             raw = self._call(action, timeout_s, "get_model_config", "get_model_config", model, **kwargs)
         except PermanentError as exc:
             cause = exc.__cause__
-            if cause is not None and hasattr(cause, "status") and _status_code(cause) in _UNSUPPORTED:
+            if cause is not None and hasattr(cause, "status") and status_code(cause) in _UNSUPPORTED:
                 return None
             raise
         config = dict(raw)

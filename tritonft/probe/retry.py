@@ -1,11 +1,12 @@
-"""Bounded retries: exponential backoff inside one overall deadline, never past it."""
+"""Bounded retries: exponential backoff inside one overall deadline, never past it; and what is worth retrying
+(:func:`classify`: a tritonclient or network error turned into a transient or permanent one, with its reason)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -96,3 +97,30 @@ def retry(
         pause = min(next(schedule), deadline.remaining())
         if pause > 0:
             sleep(pause)
+
+
+_TRANSIENT_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
+_TRANSIENT_HTTP = {"408", "429", "502", "503", "504"}
+
+
+def status_code(exc: Any) -> str:
+    """The status of a tritonclient ``InferenceServerException``: a gRPC code name or an HTTP status."""
+    status = str(exc.status() or "")
+    return status.removeprefix("StatusCode.")
+
+
+def classify(exc: BaseException, action: str, timeout_s: float) -> TransientError | PermanentError:
+    """Turn whatever tritonclient or the network raised during ``action`` into a retry decision with a reason."""
+    from tritonclient.utils import InferenceServerException
+
+    if isinstance(exc, InferenceServerException):
+        status = status_code(exc)
+        message = str(exc.message() or "").strip()
+        if status == "DEADLINE_EXCEEDED":
+            return TransientError(f"{action}: no answer within {timeout_s:.1f} s")
+        text = f"{action}: server answered {status or 'an error'}: {message}"
+        return TransientError(text) if status in _TRANSIENT_GRPC | _TRANSIENT_HTTP else PermanentError(text)
+    if isinstance(exc, TimeoutError) or type(exc).__name__ in {"Timeout", "timeout", "ConnectionTimeout"}:
+        return TransientError(f"{action}: no answer within {timeout_s:.1f} s")
+    detail = str(exc) or type(exc).__name__
+    return TransientError(f"{action}: {type(exc).__name__}: {detail}")

@@ -36,7 +36,7 @@ from urllib.parse import quote
 
 from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import Endpoint
-from tritonft.probe.retry import PermanentError, TransientError
+from tritonft.probe.retry import PermanentError, TransientError, classify
 
 _TRANSIENT_STATUS = {408, 429, 502, 503, 504}
 
@@ -87,8 +87,6 @@ def grpc_stream(
     ``InferenceServerClient``), every response read until the final one, within ``timeout_s``."""
     import numpy as np
     import tritonclient.grpc as grpcclient
-
-    from tritonft.probe.client import classify
 
     action = f"model {model!r} streamed inference (gRPC ModelStreamInfer)"
     responses: queue.Queue[tuple[Any, Any]] = queue.Queue()

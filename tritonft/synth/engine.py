@@ -101,6 +101,7 @@ def _eks_cluster(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
         "kubeconfigJson": json.dumps(kubeconfig, sort_keys=True),
         "oidcProviderArn": f"arn:aws:iam::123456789012:oidc-provider/{issuer}",
         "oidcProviderUrl": issuer,
+        "clusterSecurityGroupId": f"sg-{args.name}-cluster",
     }
 
 
@@ -121,6 +122,7 @@ OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str
     "docker-build:index:Image": _docker_build_image,
     "eks:index:Cluster": _eks_cluster,
     "aws:iam/role:Role": _iam_role,
+    "aws:ec2/launchTemplate:LaunchTemplate": lambda args: {"latestVersion": 1},
 }
 """Fake provider outputs per type token (wire names), for outputs the program reads back."""
 
@@ -141,6 +143,18 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
     },
     "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
     "aws:ec2/getVpc:getVpc": {"id": "vpc-0123456789abcdef0", "cidrBlock": "10.20.0.0/16", "default": False},
+    # An account whose "Running On-Demand G and VT instances" quota was raised to hold prod's 8 x g5.12xlarge
+    # (384 vCPUs); tests of the quota check answer with their own values.
+    "aws:servicequotas/getServiceQuota:getServiceQuota": {
+        "value": 384.0,
+        "quotaCode": "L-DB2E81BA",
+        "serviceCode": "ec2",
+        "quotaName": "Running On-Demand G and VT instances",
+        "adjustable": True,
+        "defaultValue": 0.0,
+        "globalQuota": False,
+        "id": "ec2/L-DB2E81BA",
+    },
     "aws:index/getAvailabilityZones:getAvailabilityZones": {
         "names": ["us-east-1a", "us-east-1b", "us-east-1c"],
         "zoneIds": ["use1-az1", "use1-az2", "use1-az3"],

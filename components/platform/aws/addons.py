@@ -124,22 +124,42 @@ def install_addons(
     provider: k8s.Provider,
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource],
+    prometheus_values: pulumi.Input[dict[str, Any]] | None = None,
+    prometheus_depends_on: Sequence[pulumi.Resource] = (),
+    alertmanager_config: pulumi.Input[str] | None = None,
 ) -> InstalledAddons:
-    """Install the enabled add-ons. Charts that others build on (Prometheus CRDs) come first."""
+    """Install the enabled add-ons. Charts that others build on (Prometheus CRDs) come first.
+
+    ``prometheus_values``: kube-prometheus-stack's values (default: :func:`charts.kube_prometheus_stack_values`);
+    ``prometheus_depends_on``: what its volumes need first (the EBS CSI driver and its StorageClass);
+    ``alertmanager_config``: Alertmanager's ``alertmanager.yaml``, written to the Secret
+    :data:`charts.ALERTMANAGER_SECRET` the values point Alertmanager at."""
     installed: list[tuple[ChartPin, k8s.helm.v4.Chart]] = []
     monitoring_ns: k8s.core.v1.Namespace | None = None
     kps: k8s.helm.v4.Chart | None = None
     if flags.kube_prometheus_stack:
+        pin = charts.KUBE_PROMETHEUS_STACK
         kps_name = f"{name}-kube-prometheus-stack"
-        monitoring_ns = chart_namespace(kps_name, charts.KUBE_PROMETHEUS_STACK, provider=provider, parent=parent)
-        grafana_login = grafana_admin_secret(kps_name, monitoring_ns, provider=provider, parent=parent)
+        monitoring_ns = chart_namespace(kps_name, pin, provider=provider, parent=parent)
+        config: list[pulumi.Resource] = [
+            grafana_admin_secret(kps_name, monitoring_ns, provider=provider, parent=parent)
+        ]
+        if alertmanager_config is not None:
+            config.append(
+                k8s.core.v1.Secret(
+                    f"{name}-alertmanager-config",
+                    metadata={"name": charts.ALERTMANAGER_SECRET, "namespace": monitoring_ns.metadata.name},
+                    string_data={"alertmanager.yaml": pulumi.Output.secret(alertmanager_config)},
+                    opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+                )
+            )
         kps, _ = install_chart(
             kps_name,
-            charts.KUBE_PROMETHEUS_STACK,
-            charts.kube_prometheus_stack_values(),
+            pin,
+            charts.kube_prometheus_stack_values() if prometheus_values is None else prometheus_values,
             provider=provider,
             parent=parent,
-            depends_on=[*depends_on, grafana_login],
+            depends_on=[*depends_on, *prometheus_depends_on, *config],
             namespace=monitoring_ns,
         )
         installed.append((charts.KUBE_PROMETHEUS_STACK, kps))

@@ -30,8 +30,10 @@ from components.platform.aws.iam import irsa_role
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
-IMAGE_TAGS = {"1.30": "v1.30.0", "1.31": "v1.31.0", "1.32": "v1.32.0", "1.33": "v1.33.0"}
-"""cluster-autoscaler's minor must match the cluster's Kubernetes minor (its compatibility rule)."""
+IMAGE_TAGS = {"1.32": "v1.32.5", "1.33": "v1.33.5", "1.34": "v1.34.4", "1.35": "v1.35.1", "1.36": "v1.36.0"}
+"""cluster-autoscaler's minor must match the cluster's Kubernetes minor (its compatibility rule); each the newest
+patch promoted to registry.k8s.io for that minor (kubernetes/k8s.io#8815 for 1.32.5; #9676, 2026-07-02, for
+1.33.5, 1.34.4, 1.35.1 and 1.36.0). One tag per version in ``components.settings.eks.EKS_VERSIONS``."""
 SCALE_DOWN_UNNEEDED = "10m"
 """A GPU node idle this long (no Triton pod) is removed; shorter than a model's cold start would thrash."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +135,55 @@ def cert_manager_values() -> dict[str, Any]:
     return {"crds": {"enabled": True, "keep": True}}
 
 
+EKS_UNSCRAPABLE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")
+"""The chart's monitors of control-plane components EKS runs out of reach (controller-manager, scheduler, etcd) and
+of kube-proxy (its metrics bind to 127.0.0.1 on EKS): scraped, their targets are down forever and the chart's
+``...Down`` alerts fire for good."""
+EKS_UNSCRAPABLE_RULES = (
+    "etcd",
+    "kubeControllerManager",
+    "kubeSchedulerAlerting",
+    "kubeSchedulerRecording",
+    "kubeProxy",
+)
+"""The chart's default rule groups about those components (``defaultRules.rules``)."""
+NULL_RECEIVER = "null"
+
+
+def alertmanager_config(receivers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every alert to every receiver (one ``continue`` route each, grouped per alert and namespace); the chart's
+    always-firing ``Watchdog`` and its ``InfoInhibitor`` stop at a ``null`` receiver. No receivers: everything to
+    ``null`` (the settings warn)."""
+    named = [dict(r) for r in receivers]
+    default = str(named[0]["name"]) if named else NULL_RECEIVER
+    return {
+        "route": {
+            "receiver": default,
+            "group_by": ["alertname", "namespace"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+            "routes": [
+                {"receiver": NULL_RECEIVER, "matchers": ['alertname=~"Watchdog|InfoInhibitor"']},
+                *[{"receiver": str(r["name"]), "continue": True} for r in named],
+            ],
+        },
+        "receivers": [{"name": NULL_RECEIVER}, *named],
+        "inhibit_rules": [
+            {
+                "source_matchers": ["severity=critical"],
+                "target_matchers": ["severity=~warning|info"],
+                "equal": ["namespace", "alertname"],
+            }
+        ],
+    }
+
+
+ALERTMANAGER_SECRET = "alertmanager-triton-ft"
+"""The Secret holding Alertmanager's configuration (key ``alertmanager.yaml``): receivers carry webhook URLs and
+keys, so they live in a Secret the stack writes, not in the chart's values (which the plan shows)."""
+
+
 GRAFANA_ADMIN_SECRET = "grafana-admin"
 """The Secret (in the monitoring namespace) Grafana's admin login comes from: ``admin-user`` and ``admin-password``,
 a password generated for the stack (the chart's default would be ``prom-operator``)."""
@@ -141,10 +191,21 @@ GRAFANA_USER_KEY = "admin-user"
 GRAFANA_PASSWORD_KEY = "admin-password"
 
 
-def kube_prometheus_stack_values(grafana_admin_secret: str = GRAFANA_ADMIN_SECRET) -> dict[str, Any]:
+def kube_prometheus_stack_values(
+    storage_class: str | None = None,
+    prometheus_storage_gib: int = 50,
+    alertmanager_secret: str | None = None,
+    grafana_admin_secret: str = GRAFANA_ADMIN_SECRET,
+) -> dict[str, Any]:
     """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own;
-    Grafana's admin login from ``grafana_admin_secret`` (never the chart's default password)."""
-    return {
+    Grafana's admin login from ``grafana_admin_secret`` (never the chart's default password).
+
+    On EKS: the monitors and rules of components EKS does not let anyone scrape are off; with ``storage_class``
+    (an EBS class) Prometheus keeps its 15 days and Alertmanager its silences across reschedules; with
+    ``alertmanager_secret`` Alertmanager reads its configuration (:func:`alertmanager_config`) from that Secret.
+    """
+    alertmanager_spec: dict[str, Any] = {}
+    values: dict[str, Any] = {
         "grafana": {
             "admin": {
                 "existingSecret": grafana_admin_secret,
@@ -162,6 +223,28 @@ def kube_prometheus_stack_values(grafana_admin_secret: str = GRAFANA_ADMIN_SECRE
             }
         },
         "alertmanager": {"enabled": True},
+        **{component: {"enabled": False} for component in EKS_UNSCRAPABLE},
+        "defaultRules": {"rules": {rule: False for rule in EKS_UNSCRAPABLE_RULES}},
+    }
+    if storage_class:
+        values["prometheus"]["prometheusSpec"]["storageSpec"] = _claim(storage_class, prometheus_storage_gib)
+        alertmanager_spec["storage"] = _claim(storage_class, 2)
+    if alertmanager_secret:
+        alertmanager_spec |= {"useExistingSecret": True, "configSecret": alertmanager_secret}
+    if alertmanager_spec:
+        values["alertmanager"]["alertmanagerSpec"] = alertmanager_spec
+    return values
+
+
+def _claim(storage_class: str, gib: int) -> dict[str, Any]:
+    return {
+        "volumeClaimTemplate": {
+            "spec": {
+                "storageClassName": storage_class,
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": f"{gib}Gi"}},
+            }
+        }
     }
 
 

@@ -6,7 +6,9 @@ import ipaddress
 import math
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
+from components.settings.eks import NAT_MODES
 from tritonft.errors import UserError
 
 AL2023_NVIDIA = "AL2023_x86_64_NVIDIA"
@@ -131,3 +133,100 @@ def cluster_physical_name(project: str, stack: str) -> str:
     """EKS cluster name (unique per account + region; 1-100 chars of [A-Za-z0-9_-], starting alphanumeric)."""
     raw = re.sub(r"[^A-Za-z0-9_-]+", "-", f"{project}-{stack}").strip("-_")
     return raw[:100] or "triton-ft"
+
+
+# -- GPU quota ------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GpuQuota:
+    """The Service Quotas entry that bounds a GPU node group's vCPUs."""
+
+    code: str
+    name: str
+
+
+_GPU_QUOTAS = {
+    ("G", "ON_DEMAND"): GpuQuota("L-DB2E81BA", "Running On-Demand G and VT instances"),
+    ("P", "ON_DEMAND"): GpuQuota("L-417A185B", "Running On-Demand P instances"),
+    ("G", "SPOT"): GpuQuota("L-3819A6DF", "All G and VT Spot Instance Requests"),
+    ("P", "SPOT"): GpuQuota("L-7212CCBC", "All P Spot Instance Requests"),
+}
+_SIZE = re.compile(r"^(\d*)xlarge$")
+_METAL_VCPUS = {"g4dn.metal": 96, "g5.metal": 192}
+
+
+def gpu_quota(instance_type: str, capacity_type: str) -> GpuQuota:
+    """Which EC2 vCPU quota a GPU instance type counts against (g* families: G and VT; p*: P)."""
+    group = "P" if instance_family(instance_type).startswith("p") else "G"
+    return _GPU_QUOTAS[(group, capacity_type)]
+
+
+def instance_vcpus(instance_type: str) -> int:
+    """vCPUs of an x86 EC2 type from its size (``xlarge`` 4, ``Nxlarge`` 4N): true for every NVIDIA family here."""
+    if instance_type in _METAL_VCPUS:
+        return _METAL_VCPUS[instance_type]
+    size = instance_type.split(".", 1)[1] if "." in instance_type else ""
+    match = _SIZE.match(size)
+    if match is None:
+        raise UserError(f"gpuInstanceType: cannot tell the vCPUs of {instance_type!r} (an `Nxlarge` size is expected)")
+    return 4 * int(match.group(1) or 1)
+
+
+def quota_problems(
+    groups: Iterable[tuple[str, str, str, int]], quota_values: Mapping[str, float | None], region: str
+) -> list[str]:
+    """Refusals for GPU node groups whose ``maxSize`` does not fit the account's vCPU quota in ``region``.
+
+    ``groups``: (group name, instance type, capacity type, max size); ``quota_values``: quota code -> the value
+    Service Quotas returned (None = not readable). Every group counting against one quota is summed.
+    """
+    needed: dict[str, int] = {}
+    parts: dict[str, list[str]] = {}
+    for name, instance_type, capacity_type, max_size in groups:
+        quota = gpu_quota(instance_type, capacity_type)
+        vcpus = instance_vcpus(instance_type)
+        needed[quota.code] = needed.get(quota.code, 0) + max_size * vcpus
+        parts.setdefault(quota.code, []).append(f"{name}: {max_size} x {instance_type} ({vcpus} vCPUs each)")
+    problems = []
+    for code, need in sorted(needed.items()):
+        value = quota_values.get(code)
+        if value is None or value >= need:
+            continue
+        quota = next(q for q in _GPU_QUOTAS.values() if q.code == code)
+        problems.append(
+            f"gpuNodesMax: the GPU node groups need {need} vCPUs of the EC2 quota '{quota.name}' ({code}) in "
+            f"{region} ({'; '.join(parts[code])}), the account has {value:g}. Ask for {need} in Service Quotas "
+            f"(aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
+            f"--desired-value {need} --region {region}), or lower gpuNodesMax; other running instances of these "
+            "families count against the same quota"
+        )
+    return problems
+
+
+# -- network --------------------------------------------------------------------------------------------------------
+
+
+def nat_gateway_count(mode: str, zones: int) -> int:
+    """``per-zone``: one NAT gateway per zone (a zone's loss stops no other zone's egress); ``single``: one."""
+    if mode not in NAT_MODES:
+        raise UserError(f"natGateways: {mode!r}; use one of {', '.join(NAT_MODES)}")
+    return zones if mode == "per-zone" else 1
+
+
+def default_nat_mode(environment: str) -> str:
+    """prod: a NAT gateway per zone; elsewhere one (a zone outage there is tolerable, ~$33 a month saved each)."""
+    return "per-zone" if is_prod(environment) else "single"
+
+
+def zone_filters() -> list[tuple[str, list[str]]]:
+    """(filter, values): only the region's standard zones, so an opted-in Local or Wavelength Zone never shifts the
+    zone list (and with it every subnet, node group and mount target indexed by it)."""
+    return [("opt-in-status", ["opt-in-not-required"]), ("zone-type", ["availability-zone"])]
+
+
+def vpc_cni_configuration() -> dict[str, object]:
+    """The VPC CNI add-on's configuration: its network-policy agent on. EKS's network-policy controller (on the
+    control plane) turns each NetworkPolicy into PolicyEndpoints; the agent in every ``aws-node`` pod enforces them
+    with eBPF programs on the pods' interfaces. Off, NetworkPolicies are stored and ignored."""
+    return {"enableNetworkPolicy": "true"}

@@ -10,11 +10,18 @@ import pulumi_aws as aws
 
 NODE_POLICIES = (
     "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-    "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly",
-    "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
 )
-"""Managed policies every EKS worker needs (join, pod networking, pull from ECR) plus SSM for break-glass access."""
+"""Managed policies every EKS worker needs: join the cluster, pull from ECR. Pod networking's policy
+(:data:`CNI_POLICY`, any network interface in the account) is not here: the VPC CNI's ``aws-node`` gets it through
+its own IRSA role; SSM (:data:`SSM_POLICY`, ``ssm:GetParameter*`` on ``*``) only when ``nodeSsmAccess`` asks."""
+CNI_POLICY = "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+SSM_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+
+
+def node_policies(ssm_access: bool) -> tuple[str, ...]:
+    """The node role's managed policies: :data:`NODE_POLICIES`, plus SSM's when break-glass access is wanted."""
+    return NODE_POLICIES + ((SSM_POLICY,) if ssm_access else ())
 
 
 def ec2_trust_policy() -> str:
@@ -51,7 +58,7 @@ def irsa_trust_policy(oidc_provider_arn: str, oidc_provider_url: str, namespace:
     )
 
 
-def node_role(name: str, provider: aws.Provider, parent: pulumi.Resource) -> aws.iam.Role:
+def node_role(name: str, provider: aws.Provider, parent: pulumi.Resource, *, ssm_access: bool = False) -> aws.iam.Role:
     """The role EC2 worker nodes run with (managed node groups get their access entry from EKS automatically)."""
     role = aws.iam.Role(
         f"{name}-node-role",
@@ -59,7 +66,7 @@ def node_role(name: str, provider: aws.Provider, parent: pulumi.Resource) -> aws
         description="EKS worker nodes of triton-ft",
         opts=pulumi.ResourceOptions(parent=parent, provider=provider),
     )
-    for i, arn in enumerate(NODE_POLICIES):
+    for i, arn in enumerate(node_policies(ssm_access)):
         aws.iam.RolePolicyAttachment(
             f"{name}-node-policy-{i}",
             role=role.name,

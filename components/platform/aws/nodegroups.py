@@ -1,8 +1,9 @@
 """EKS managed node groups: one CPU system group and one or more tainted NVIDIA GPU groups.
 
 Raw ``aws.eks.NodeGroup`` (a custom resource) rather than pulumi-eks ``ManagedNodeGroup`` (a remote component):
-the AMI type, taints, labels and disk size are then visible to unit tests and policy packs, which only see the
-inputs of remote components, never the node group they create (pulumi-practice.md §1.5).
+the AMI type, taints, labels and the launch template (disk, IMDS, security groups) are then visible to unit tests
+and policy packs, which only see the inputs of remote components, never the node group they create
+(pulumi-practice.md §1.5).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.common.target import GPU_RESOURCE
-from components.platform.aws.decisions import AL2023_NVIDIA, CPU_AMI_TYPE, needs_device_plugin
+from components.platform.aws.decisions import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA, CPU_AMI_TYPE, needs_device_plugin
 
 POOL_LABEL = "triton-ft.io/node-pool"
 """Every node carries its group's name under this label."""
@@ -76,6 +77,34 @@ def gpu_taints() -> list[aws.eks.NodeGroupTaintArgs]:
     return [aws.eks.NodeGroupTaintArgs(key=GPU_RESOURCE, value="true", effect="NO_SCHEDULE")]
 
 
+IMDS_HOP_LIMIT = 1
+"""IMDSv2 responses travel one hop: the node itself and host-network pods (the VPC CNI, the CSI drivers) reach
+instance metadata, a pod on the pod network does not, so no pod can take the node role's credentials (AL2023's
+default is 2, which lets every pod reach them)."""
+
+
+def data_volume_device(ami_type: str) -> str:
+    """The volume images and kubelet data live on: Bottlerocket keeps them on its second volume, AL2023 on root."""
+    return "/dev/xvdb" if ami_type == BOTTLEROCKET_NVIDIA else "/dev/xvda"
+
+
+def metadata_options() -> aws.ec2.LaunchTemplateMetadataOptionsArgs:
+    """IMDSv2 only (session tokens), answered one hop away: the node and host-network pods, no other pod."""
+    return aws.ec2.LaunchTemplateMetadataOptionsArgs(
+        http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=IMDS_HOP_LIMIT
+    )
+
+
+def data_volume(ami_type: str, disk_gib: int) -> aws.ec2.LaunchTemplateBlockDeviceMappingArgs:
+    """The encrypted gp3 volume images and kubelet data live on, of ``disk_gib``."""
+    return aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+        device_name=data_volume_device(ami_type),
+        ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+            volume_size=disk_gib, volume_type="gp3", encrypted="true", delete_on_termination="true"
+        ),
+    )
+
+
 def node_group_ignore_changes() -> list[str]:
     """An autoscaler owns ``desiredSize`` once the group exists; Pulumi must not reset it on every ``up``."""
     return ["scalingConfig.desiredSize"]
@@ -98,9 +127,22 @@ def _node_group(
     parent: pulumi.Resource,
     depends_on: list[pulumi.Resource],
     taints: list[aws.eks.NodeGroupTaintArgs] | None = None,
+    security_group_ids: pulumi.Input[list[str]] | None = None,
 ) -> aws.eks.NodeGroup:
-    """One managed node group; ``sizes`` = (min, desired, max)."""
+    """One managed node group; ``sizes`` = (min, desired, max). Its launch template sets the disk, IMDS and, when
+    given, the security groups (the EKS cluster security group must then be among them)."""
     min_size, desired_size, max_size = sizes
+    template = aws.ec2.LaunchTemplate(
+        f"{resource_name}-lt",
+        update_default_version=True,
+        vpc_security_group_ids=security_group_ids,
+        metadata_options=metadata_options(),
+        block_device_mappings=[data_volume(ami_type, disk_gib)],
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags={"Name": resource_name})
+        ],
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+    )
     return aws.eks.NodeGroup(
         resource_name,
         cluster_name=cluster_name,
@@ -109,7 +151,7 @@ def _node_group(
         ami_type=ami_type,
         instance_types=list(instance_types),
         capacity_type=capacity_type,
-        disk_size=disk_gib,
+        launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
         labels=labels,
         taints=taints,
         scaling_config=aws.eks.NodeGroupScalingConfigArgs(
@@ -139,9 +181,11 @@ def system_node_group(
     provider: aws.Provider,
     parent: pulumi.Resource,
     depends_on: list[pulumi.Resource],
+    security_group_ids: pulumi.Input[list[str]] | None = None,
 ) -> aws.eks.NodeGroup:
     return _node_group(
         f"{name}-{SYSTEM_POOL}",
+        security_group_ids=security_group_ids,
         cluster_name=cluster_name,
         node_role_arn=node_role_arn,
         subnet_ids=subnet_ids,
@@ -169,9 +213,11 @@ def gpu_node_group(
     provider: aws.Provider,
     parent: pulumi.Resource,
     depends_on: list[pulumi.Resource],
+    security_group_ids: pulumi.Input[list[str]] | None = None,
 ) -> aws.eks.NodeGroup:
     return _node_group(
         f"{name}-{spec.name}",
+        security_group_ids=security_group_ids,
         cluster_name=cluster_name,
         node_role_arn=node_role_arn,
         subnet_ids=subnet_ids,

@@ -8,19 +8,20 @@ above all) hang off the node groups and the cluster, which hang off the VPC, so 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
+import yaml
 
 from components.common.podsec import WORKLOAD_POD_SECURITY, PodSecurityLevel, namespace_labels
 from components.common.target import ClusterTarget, GpuScheduling
 from components.platform.aws import charts, decisions
 from components.platform.aws.addons import AddonFlags, install_addons, install_chart
 from components.platform.aws.autoscaler import IMAGE_TAGS, image_tag, install_node_autoscaler
-from components.platform.aws.iam import node_role
+from components.platform.aws.iam import CNI_POLICY, irsa_role, node_role
 from components.platform.aws.network import ExistingVpc, Network, NetworkArgs, NewVpc
 from components.platform.aws.nodegroups import (
     ACCELERATOR_LABEL,
@@ -33,6 +34,7 @@ from components.platform.aws.nodegroups import (
     system_node_group,
 )
 from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
+from components.settings import eks as eks_facts
 from tritonft.errors import UserError
 
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -50,7 +52,9 @@ class AwsPlatformArgs:
     """Namespace every workload of this stack lives in."""
     cluster_name: str | None = None
     """Physical EKS cluster name; None = ``<project>-<stack>``."""
-    kubernetes_version: str = "1.31"
+    kubernetes_version: str = eks_facts.DEFAULT_KUBERNETES_VERSION
+    """EKS Kubernetes minor, one of ``components.settings.eks.EKS_VERSIONS`` still offered (the settings warn of
+    extended support)."""
     vpc: NewVpc | ExistingVpc = field(default_factory=NewVpc)
     system_nodes: SystemNodeGroup = field(default_factory=SystemNodeGroup)
     gpu_node_groups: tuple[GpuNodeGroup, ...] = (GpuNodeGroup(),)
@@ -72,6 +76,24 @@ class AwsPlatformArgs:
     """IAM principals (CI roles, operators) granted cluster-admin through EKS access entries."""
     public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
     """Who may reach the public Kubernetes API endpoint."""
+    private_endpoint_only: bool = False
+    """No public Kubernetes API endpoint: ``pulumi up`` and CI must then run from inside the VPC (VPN, runners)."""
+    control_plane_log_retention_days: int = 90
+    """Retention of the control plane's api/audit/authenticator logs (the log group exists before the cluster)."""
+    protect_infrastructure: bool | None = None
+    """``protect`` the EKS cluster and the VPC; None = only in prod."""
+    node_ssm_access: bool = False
+    """Attach SSM's managed policy to the node role (break-glass shell through Session Manager)."""
+    gpu_quota_check: bool = True
+    """Read the account's GPU vCPU quota (Service Quotas) and refuse node groups it cannot hold."""
+    tools_image_gib: float = 1.0
+    """Unpacked size of the tools image (conversion Jobs on the system nodes)."""
+    system_runs_server_image: bool = True
+    """A ``device: cpu`` model's Triton pod runs the server image on the system nodes (sizes their disks)."""
+    alert_receivers: tuple[dict[str, object], ...] = ()
+    """Alertmanager receivers (Alertmanager's format); sent to the chart as a secret."""
+    prometheus_storage_gib: int = 50
+    """Prometheus's EBS volume (15 days of the cluster's and Triton's series)."""
     tags: dict[str, str] = field(default_factory=dict)
     """Extra tags for every AWS resource (merged into the provider's default tags)."""
     pod_security: PodSecurityLevel = WORKLOAD_POD_SECURITY
@@ -103,6 +125,7 @@ def validate_platform_args(args: AwsPlatformArgs) -> list[str]:
         )
         if group.capacity_type not in {"ON_DEMAND", "SPOT"}:
             problems.append(f"gpuNodeGroups.{group.name}.capacityType: '{group.capacity_type}'; use ON_DEMAND or SPOT")
+    problems += eks_facts.version_problems(args.kubernetes_version, eks_facts.today())
     if node_autoscaling(args) and image_tag(args.kubernetes_version) is None:
         problems.append(
             f"kubernetesVersion: {args.kubernetes_version!r} has no pinned cluster-autoscaler release (its minor "
@@ -154,11 +177,14 @@ class AwsPlatform(pulumi.ComponentResource):
         project, stack = pulumi.get_project(), pulumi.get_stack()
         cluster_name = args.cluster_name or decisions.cluster_physical_name(project, stack)
         protected = decisions.storage_protected(args.environment, args.protect_model_store)
+        infra_protected = decisions.storage_protected(args.environment, args.protect_infrastructure)
         gpu_disks = {
             g.name: g.disk_gib or decisions.node_disk_gib(args.server_image_gib, args.model_weights_gib)
             for g in args.gpu_node_groups
         }
-        system_disk = args.system_nodes.disk_gib or decisions.node_disk_gib(1.0, args.conversion_scratch_gib)
+        system_disk = args.system_nodes.disk_gib or decisions.node_disk_gib(
+            system_images_gib(args), args.conversion_scratch_gib
+        )
 
         self.aws_provider = aws.Provider(
             f"{name}-aws",
@@ -168,12 +194,30 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        if args.gpu_quota_check:
+            # Before any resource: a node group beyond the quota fails only after its 40-minute timeout.
+            refusals = decisions.quota_problems(
+                [(g.name, g.instance_types[0], g.capacity_type, g.max_size) for g in args.gpu_node_groups],
+                read_gpu_quotas(args, self.aws_provider, self),
+                args.region,
+            )
+            if refusals:
+                raise UserError(f"platform aws ({name}): the account's GPU quota is too small", refusals)
         network = Network(
             f"{name}-net",
-            NetworkArgs(vpc=args.vpc, cluster_name=cluster_name, provider=self.aws_provider),
+            NetworkArgs(
+                vpc=with_protection(args.vpc, infra_protected), cluster_name=cluster_name, provider=self.aws_provider
+            ),
             opts=pulumi.ResourceOptions(parent=self, providers=[self.aws_provider]),
         )
-        role = node_role(name, self.aws_provider, self)
+        role = node_role(name, self.aws_provider, self, ssm_access=args.node_ssm_access)
+        # EKS writes the control plane's logs to this group; created first, it has a retention (EKS's own has none).
+        log_group = aws.cloudwatch.LogGroup(
+            f"{name}-control-plane-logs",
+            name=f"/aws/eks/{cluster_name}/cluster",
+            retention_in_days=args.control_plane_log_retention_days,
+            opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider),
+        )
         cluster = eks.Cluster(
             f"{name}-eks",
             name=cluster_name,
@@ -183,33 +227,39 @@ class AwsPlatform(pulumi.ComponentResource):
             public_subnet_ids=network.public_subnet_ids,
             node_associate_public_ip_address=False,
             skip_default_node_group=True,
+            # Only managed node groups here: they get the EKS-created cluster security group (plus the nodes' own
+            # group, below); pulumi-eks's extra groups are for self-managed nodes.
+            skip_default_security_groups=True,
+            # The VPC CNI is EKS's bootstrapped one, taken over below as a managed add-on with its own IRSA role.
+            use_default_vpc_cni=True,
             authentication_mode=eks.AuthenticationMode.API,
-            access_entries={
-                f"admin-{i}": eks.AccessEntryArgs(
-                    principal_arn=arn,
-                    access_policies={
-                        "admin": eks.AccessPolicyAssociationArgs(
-                            policy_arn=CLUSTER_ADMIN_POLICY,
-                            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                        )
-                    },
-                )
-                for i, arn in enumerate(args.admin_role_arns)
-            },
-            create_oidc_provider=True,  # IRSA for the EFS CSI driver
-            endpoint_public_access=True,
+            access_entries=access_entries(args.admin_role_arns),
+            create_oidc_provider=True,  # IRSA for the VPC CNI, the CSI drivers and the cluster autoscaler
+            endpoint_public_access=not args.private_endpoint_only,
             endpoint_private_access=True,
-            public_access_cidrs=list(args.public_access_cidrs),
-            enabled_cluster_log_types=["api", "audit", "authenticator"],
+            public_access_cidrs=None if args.private_endpoint_only else list(args.public_access_cidrs),
+            enabled_cluster_log_types=list(CONTROL_PLANE_LOGS),
             encryption_config_key_arn=args.kms_key_arn,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 providers={"aws": self.aws_provider},
+                depends_on=[log_group],
+                protect=infra_protected,
                 custom_timeouts=pulumi.CustomTimeouts(create="30m", update="60m", delete="30m"),
             ),
         )
-        # Node groups wait for the whole network (NAT route included: nodes pull images on boot) and the cluster.
-        node_deps: list[pulumi.Resource] = [cluster, network]
+        cni = self._vpc_cni(name, cluster_name, cluster)
+        nodes_sg = aws.ec2.SecurityGroup(
+            f"{name}-nodes",
+            vpc_id=network.vpc_id,
+            description="triton-ft nodes: the source the model store's NFS accepts",
+            tags={"Name": f"{name}-nodes"},
+            opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider),
+        )
+        node_sgs = pulumi.Output.all(cluster.cluster_security_group_id, nodes_sg.id).apply(list)
+        # Node groups wait for the whole network (NAT route included: nodes pull images on boot), the cluster and
+        # the VPC CNI add-on (aws-node must find its IRSA role when the first node boots).
+        node_deps: list[pulumi.Resource] = [cluster, network, cni]
         system = system_node_group(
             name,
             cluster_name=cluster_name,
@@ -220,6 +270,7 @@ class AwsPlatform(pulumi.ComponentResource):
             provider=self.aws_provider,
             parent=self,
             depends_on=node_deps,
+            security_group_ids=node_sgs,
         )
         gpu_groups = [
             gpu_node_group(
@@ -232,6 +283,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 provider=self.aws_provider,
                 parent=self,
                 depends_on=node_deps,
+                security_group_ids=node_sgs,
             )
             for g in args.gpu_node_groups
         ]
@@ -270,7 +322,8 @@ class AwsPlatform(pulumi.ComponentResource):
             f"{name}-store",
             EfsModelStoreArgs(
                 vpc_id=network.vpc_id,
-                vpc_cidr=network.vpc_cidr,
+                node_security_group_id=nodes_sg.id,
+                node_role_arn=role.arn,
                 private_subnet_ids=network.private_subnet_ids,
                 subnet_count=network.private_subnet_count,
                 cluster_name=cluster_name,
@@ -285,6 +338,9 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
+        block_storage: list[pulumi.Resource] = []
+        if args.addons.kube_prometheus_stack:
+            block_storage = self._ebs_csi(name, cluster_name, cluster, k8s_provider, depends_on=[system])
         addons = install_addons(
             name,
             args.addons,
@@ -293,6 +349,11 @@ class AwsPlatform(pulumi.ComponentResource):
             provider=k8s_provider,
             parent=self,
             depends_on=in_cluster,
+            prometheus_values=charts.kube_prometheus_stack_values(
+                EBS_STORAGE_CLASS, args.prometheus_storage_gib, alertmanager_secret=charts.ALERTMANAGER_SECRET
+            ),
+            prometheus_depends_on=block_storage,
+            alertmanager_config=yaml.safe_dump(charts.alertmanager_config(args.alert_receivers), sort_keys=True),
         )
         ns = k8s.core.v1.Namespace(
             f"{name}-ns",
@@ -315,6 +376,7 @@ class AwsPlatform(pulumi.ComponentResource):
             crd_installers=list(addons.charts),
             addons=addons.names,
             kubeconfig=self.kubeconfig,
+            storage_ready=[store.storage_class_resource],
         )
         self.register_outputs(
             {
@@ -325,6 +387,119 @@ class AwsPlatform(pulumi.ComponentResource):
                 "namespace": self.namespace,
             }
         )
+
+    def _vpc_cni(self, name: str, cluster_name: str, cluster: eks.Cluster) -> aws.eks.Addon:
+        """The VPC CNI as an EKS add-on: pod networking's IAM policy on ``aws-node``'s own IRSA role (not the node
+        role), and the network-policy agent on, so the stack's NetworkPolicies are enforced (eBPF on each node)."""
+        role = irsa_role(
+            f"{name}-vpc-cni",
+            oidc_provider_arn=cluster.oidc_provider_arn,
+            oidc_provider_url=cluster.oidc_provider_url,
+            namespace="kube-system",
+            service_account="aws-node",
+            policy_arns=(CNI_POLICY,),
+            provider=self.aws_provider,
+            parent=self,
+        )
+        return aws.eks.Addon(
+            f"{name}-vpc-cni",
+            cluster_name=cluster_name,
+            addon_name="vpc-cni",
+            service_account_role_arn=role.arn,
+            configuration_values=json.dumps(decisions.vpc_cni_configuration(), sort_keys=True),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider, depends_on=[cluster]),
+        )
+
+    def _ebs_csi(
+        self,
+        name: str,
+        cluster_name: str,
+        cluster: eks.Cluster,
+        k8s_provider: k8s.Provider,
+        depends_on: list[pulumi.Resource],
+    ) -> list[pulumi.Resource]:
+        """The EBS CSI driver (EKS add-on, IRSA) and an encrypted gp3 StorageClass for Prometheus and Alertmanager."""
+        role = irsa_role(
+            f"{name}-ebs-csi",
+            oidc_provider_arn=cluster.oidc_provider_arn,
+            oidc_provider_url=cluster.oidc_provider_url,
+            namespace="kube-system",
+            service_account="ebs-csi-controller-sa",
+            policy_arns=(EBS_CSI_POLICY,),
+            provider=self.aws_provider,
+            parent=self,
+        )
+        addon = aws.eks.Addon(
+            f"{name}-ebs-csi",
+            cluster_name=cluster_name,
+            addon_name="aws-ebs-csi-driver",
+            service_account_role_arn=role.arn,
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider, depends_on=depends_on),
+        )
+        sc = k8s.storage.v1.StorageClass(
+            f"{name}-gp3",
+            metadata={"name": EBS_STORAGE_CLASS},
+            provisioner="ebs.csi.aws.com",
+            parameters={"type": "gp3", "encrypted": "true"},
+            reclaim_policy="Delete",
+            volume_binding_mode="WaitForFirstConsumer",
+            allow_volume_expansion=True,
+            opts=pulumi.ResourceOptions(parent=self, provider=k8s_provider, depends_on=[addon]),
+        )
+        return [addon, sc]
+
+
+CONTROL_PLANE_LOGS = ("api", "audit", "authenticator")
+EBS_CSI_POLICY = "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+EBS_STORAGE_CLASS = "triton-ft-gp3"
+
+
+def access_entries(principal_arns: tuple[str, ...]) -> dict[str, eks.AccessEntryArgs]:
+    """Cluster-admin access entries for the settings' admin principals (CI's deploy role, operators)."""
+    return {
+        f"admin-{i}": eks.AccessEntryArgs(
+            principal_arn=arn,
+            access_policies={
+                "admin": eks.AccessPolicyAssociationArgs(
+                    policy_arn=CLUSTER_ADMIN_POLICY,
+                    access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                )
+            },
+        )
+        for i, arn in enumerate(principal_arns)
+    }
+
+
+def system_images_gib(args: AwsPlatformArgs) -> float:
+    """Images the system nodes hold: the tools image, and the server image when a ``device: cpu`` model runs there."""
+    return args.tools_image_gib + (args.server_image_gib if args.system_runs_server_image else 0.0)
+
+
+def with_protection(vpc: NewVpc | ExistingVpc, protect: bool) -> NewVpc | ExistingVpc:
+    return replace(vpc, protect=protect) if isinstance(vpc, NewVpc) else vpc
+
+
+def read_gpu_quotas(args: AwsPlatformArgs, provider: aws.Provider, parent: pulumi.Resource) -> dict[str, float | None]:
+    """Service Quotas' value of each quota the GPU node groups count against (None where it cannot be read)."""
+    values: dict[str, float | None] = {}
+    for group in args.gpu_node_groups:
+        code = decisions.gpu_quota(group.instance_types[0], group.capacity_type).code
+        if code in values:
+            continue
+        try:
+            quota = aws.servicequotas.get_service_quota(
+                service_code="ec2", quota_code=code, opts=pulumi.InvokeOptions(provider=provider, parent=parent)
+            )
+        except Exception as exc:
+            pulumi.log.warn(f"could not read the EC2 quota {code} in {args.region} ({exc}); not checked")
+            values[code] = None
+            continue
+        values[code] = None if quota.value is None else float(quota.value)
+    return values
 
 
 def _as_json(kubeconfig: object) -> str:

@@ -1,7 +1,18 @@
-"""The ReadWriteMany model store on EFS: file system, mount targets, NFS security group, CSI driver, StorageClass."""
+"""The ReadWriteMany model store on EFS: file system, mount targets, NFS security group, CSI driver, StorageClass.
+
+Who can write the models (Triton runs whatever ``model.py`` and weights the store holds):
+
+* the network: NFS only from the nodes' security group (not the VPC's CIDR);
+* the file system policy (:func:`efs_file_system_policy`): TLS required, IAM required (only the node role may mount,
+  and only through a mount target), only through an access point (whose fixed uid/gid and directory the CSI
+  driver provisions per claim), and no root access (``ClientRootAccess`` is granted to no one, so root is squashed);
+* the pods: IMDSv2 with hop limit 1 on the nodes keeps the node role's credentials from the pod network, so a pod
+  cannot mount the file system itself; only the CSI driver (host network) does, with ``tls`` and ``iam``.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pulumi
@@ -33,10 +44,54 @@ def efs_storage_class_parameters(file_system_id: str) -> dict[str, str]:
     }
 
 
+MOUNT_OPTIONS = ("tls", "iam")
+"""How the CSI driver mounts: encrypted in transit, authorised by the node role (the file system policy needs both)."""
+
+
+def efs_file_system_policy(file_system_arn: str, node_role_arn: str) -> str:
+    """Deny anything without TLS, mount/write only for the node role through a mount target and an access point;
+    root access is granted to no one."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "DenyWithoutTls",
+                    "Effect": "Deny",
+                    "Principal": {"AWS": "*"},
+                    "Action": "*",
+                    "Resource": file_system_arn,
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                },
+                {
+                    "Sid": "DenyOutsideAccessPoints",
+                    "Effect": "Deny",
+                    "Principal": {"AWS": "*"},
+                    "Action": ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+                    "Resource": file_system_arn,
+                    "Condition": {"Null": {"elasticfilesystem:AccessPointArn": "true"}},
+                },
+                {
+                    "Sid": "NodesMountThroughAccessPoints",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": node_role_arn},
+                    "Action": ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"],
+                    "Resource": file_system_arn,
+                    "Condition": {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}},
+                },
+            ],
+        },
+        sort_keys=True,
+    )
+
+
 @dataclass(frozen=True)
 class EfsModelStoreArgs:
     vpc_id: pulumi.Input[str]
-    vpc_cidr: pulumi.Input[str]
+    node_security_group_id: pulumi.Input[str]
+    """The only source NFS is allowed from (every node group carries it)."""
+    node_role_arn: pulumi.Input[str]
+    """The only principal the file system policy lets mount (the CSI driver mounts with the node's identity)."""
     private_subnet_ids: pulumi.Input[list[str]]
     subnet_count: int
     cluster_name: pulumi.Input[str]
@@ -60,6 +115,8 @@ class EfsModelStore(pulumi.ComponentResource):
     """The EFS file system holding the model repository."""
     storage_class: pulumi.Output[str]
     """Name of the ReadWriteMany StorageClass backed by this file system."""
+    storage_class_resource: k8s.storage.v1.StorageClass
+    """The StorageClass itself: a claim on it depends on it (and through it on the CSI driver add-on)."""
 
     def __init__(self, name: str, args: EfsModelStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("triton-ft:aws:EfsModelStore", name, {}, opts)
@@ -68,13 +125,16 @@ class EfsModelStore(pulumi.ComponentResource):
         sg = aws.ec2.SecurityGroup(
             f"{name}-nfs",
             vpc_id=args.vpc_id,
-            description="NFS from the cluster VPC to the triton-ft model store",
+            description="NFS from the cluster nodes to the triton-ft model store",
             ingress=[
                 aws.ec2.SecurityGroupIngressArgs(
-                    protocol="tcp", from_port=2049, to_port=2049, cidr_blocks=[args.vpc_cidr], description="NFS"
+                    protocol="tcp",
+                    from_port=2049,
+                    to_port=2049,
+                    security_groups=[args.node_security_group_id],
+                    description="NFS from the nodes",
                 )
             ],
-            egress=[aws.ec2.SecurityGroupEgressArgs(protocol="-1", from_port=0, to_port=0, cidr_blocks=["0.0.0.0/0"])],
             tags={"Name": f"{name}-nfs"},
             opts=aws_opts,
         )
@@ -91,6 +151,14 @@ class EfsModelStore(pulumi.ComponentResource):
                 protect=args.protected,
                 retain_on_delete=args.protected,
             ),
+        )
+        policy = aws.efs.FileSystemPolicy(
+            f"{name}-policy",
+            file_system_id=fs.id,
+            policy=pulumi.Output.all(fs.arn, args.node_role_arn).apply(
+                lambda a: efs_file_system_policy(str(a[0]), str(a[1]))
+            ),
+            opts=pulumi.ResourceOptions(parent=self, provider=args.aws_provider),
         )
         mount_targets = [
             aws.efs.MountTarget(
@@ -125,7 +193,7 @@ class EfsModelStore(pulumi.ComponentResource):
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             opts=pulumi.ResourceOptions(
-                parent=self, provider=args.aws_provider, depends_on=[*args.depends_on, *mount_targets]
+                parent=self, provider=args.aws_provider, depends_on=[*args.depends_on, *mount_targets, policy]
             ),
         )
         sc = k8s.storage.v1.StorageClass(
@@ -135,8 +203,10 @@ class EfsModelStore(pulumi.ComponentResource):
             parameters=fs.id.apply(efs_storage_class_parameters),
             reclaim_policy=efs_reclaim_policy(args.protected),
             volume_binding_mode="Immediate",
+            mount_options=list(MOUNT_OPTIONS),
             opts=pulumi.ResourceOptions(parent=self, provider=args.k8s_provider, depends_on=[addon]),
         )
         self.file_system_id = fs.id
+        self.storage_class_resource = sc
         self.storage_class = sc.metadata.apply(lambda m: m["name"] if isinstance(m, dict) else m.name)
         self.register_outputs({"file_system_id": self.file_system_id, "storage_class": self.storage_class})

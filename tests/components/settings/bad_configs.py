@@ -29,6 +29,7 @@ SAMPLES: dict[str, Any] = {
     "gpuNodeDiskGiB": 200,
     "storageSizeGiB": 40,
     "protectStorage": True,
+    "protectInfrastructure": True,
     "ingressTls": False,
     "monitoring": False,
     "gemmTuning": False,

@@ -7,7 +7,6 @@ import pytest
 
 from components.settings.capacity import (
     PACKING_LABEL,
-    GpuPool,
     ModelShape,
     check_capacity,
     nodes_needed,
@@ -16,6 +15,7 @@ from components.settings.capacity import (
     rollout_for,
     surging_models,
 )
+from tritonft.gpu_pool import GpuPool
 
 T5_3B = ModelShape("t5-3b", 4)
 GPTJ = ModelShape("gpt-j-6b", 1)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from components.settings.load import load_settings
 from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
 from components.settings.schema import schema_path
 from tests.components.settings.test_validation import (
@@ -15,6 +16,7 @@ from tests.components.settings.test_validation import (
     SST2,
     SST2_CLASSIFIER,
     T5_SMALL,
+    as_cli,
     aws_stack,
     kubernetes_stack,
     model,
@@ -327,6 +329,12 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "models[0].maxInputLen: 1000 + maxOutputLen 128 = 1128 tokens exceeds the model's 1024 positions; lower "
         "maxInputLen or maxOutputLen so they sum to at most 1024",
     ),
+    "eks-version-offered": (
+        aws_stack(kubernetesVersion="1.29"),
+        (),
+        "kubernetesVersion: '1.29' is not a version this stack supports on EKS; use one of 1.32, 1.33, 1.34, 1.35, "
+        "1.36",
+    ),
     "gpu-capacity": (
         aws_stack(
             gpuInstanceType="g5.xlarge", gpuNodesMin=1, gpuNodesDesired=1, gpuNodesMax=2, replicasMin=3, replicasMax=3
@@ -343,6 +351,16 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "0.08 GiB of ONNX weights per instance + 1 GiB); use a larger systemInstanceType or fewer instances",
     ),
 }
+# warning-only rule id -> (stack, secret keys, one warning the stack loads with)
+WARNING_CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
+    "eks-warnings": (
+        aws_stack(kubernetesVersion="1.33"),
+        (),
+        "kubernetesVersion: 1.33 left EKS standard support on 2026-07-29: the control plane is billed as extended "
+        "support ($0.60 instead of $0.10 an hour, ~$365 more a month) until 2027-07-29; upgrade one minor at a "
+        "time towards 1.36",
+    ),
+}
 RULE_KEYS = (
     {r.id: set(r.keys) for r in STACK_RULES}
     | {r.id: {f"models[].{k}" for k in r.keys} | set(r.stack_keys) for r in MODEL_RULES}
@@ -354,7 +372,16 @@ RULE_KEYS_ALL = set().union(*RULE_KEYS.values())
 
 
 def test_every_rule_has_a_case_and_every_case_a_rule() -> None:
-    assert set(CASES) == set(RULE_KEYS)
+    assert set(CASES) | set(WARNING_CASES) == set(RULE_KEYS)
+    assert not set(CASES) & set(WARNING_CASES)
+
+
+@pytest.mark.parametrize("rule_id", list(WARNING_CASES))
+def test_warning_rule_loads_its_case_with_the_warning_a_user_gets(rule_id: str) -> None:
+    values, secret_keys, warning = WARNING_CASES[rule_id]
+    settings = load_settings(as_cli(values), project="triton-ft", stack="test", secret_keys=secret_keys)
+    assert warning in settings.warnings
+    assert bound_key(warning.split(": ", 1)[0]) <= RULE_KEYS[rule_id], "the warning names a key the rule binds"
 
 
 def test_rule_ids_are_unique() -> None:

@@ -25,6 +25,7 @@ from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeG
 from components.settings.capacity import HOSTNAME_KEY
 from components.settings.model import Settings
 from tritonft.kube import ApiError, Kube, condition_true, wait_for
+from tritonft.synth.manifests import SECRET_PLACEHOLDER
 
 CRD_STUBS = {
     "ServiceMonitor": ("monitoring.coreos.com", "v1", "servicemonitors"),
@@ -47,10 +48,15 @@ def load_plan(manifests: Path) -> list[dict[str, Any]]:
 
 
 def retarget(objs: Iterable[dict[str, Any]], plan_namespace: str, namespace: str) -> list[dict[str, Any]]:
-    """The plan's workload namespace becomes ``namespace``; annotations Pulumi reads are dropped."""
+    """The plan's workload namespace becomes ``namespace``; annotations Pulumi reads are dropped; a Secret whose
+    whole ``stringData``/``data`` synth masked gets a masked map of that shape (its real keys are secret too)."""
     out = []
     for original in objs:
         obj = copy.deepcopy(original)
+        if obj["kind"] == "Secret":
+            for key in ("data", "stringData"):
+                if obj.get(key) == SECRET_PLACEHOLDER:
+                    obj[key] = {"masked": SECRET_PLACEHOLDER if key == "stringData" else "W3NlY3JldF0="}
         meta = obj["metadata"]
         if obj["kind"] == "Namespace" and meta["name"] == plan_namespace:
             meta["name"] = namespace

@@ -92,6 +92,8 @@ def serve_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.TempPat
     try:
         yield serve
     finally:
+        for server in _RUNNING:
+            server.terminate()
         while _RUNNING:
             _RUNNING.pop().stop()
 

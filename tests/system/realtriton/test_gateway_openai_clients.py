@@ -234,6 +234,10 @@ REFUSED = {
     "service_tier": "flex",
     "store": True,
     "metadata": {"k": "v"},
+    "verbosity": "low",
+    "moderation": {"model": "omni-moderation-latest"},
+    "prompt_cache_options": {"ttl": "30m"},
+    "prompt_cache_retention": "24h",
 }
 
 
@@ -346,6 +350,44 @@ def test_langchain_chat_openai_answers_with_usage_metadata(
     assert message.usage_metadata is not None
     assert message.usage_metadata["input_tokens"] == tokens(gpt_tokenizer, CHAT_TEMPLATE)
     assert message.usage_metadata["output_tokens"] == CHAT_MAX_TOKENS
+
+
+def test_langchain_chat_openai_content_parts_are_answered_as_the_same_text(
+    base_url: str, gpt_tokenizer: TextTokenizer
+) -> None:
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langchain_openai import ChatOpenAI
+
+    chat = ChatOpenAI(
+        base_url=base_url,
+        api_key=SecretStr("unused"),
+        model="gpt2-tp1",
+        max_tokens=CHAT_MAX_TOKENS,  # type: ignore[call-arg]
+        temperature=0,
+        max_retries=0,
+    )
+    parts = [
+        SystemMessage([{"type": "text", "text": "be brief"}]),
+        HumanMessage([{"type": "text", "text": "hi there"}]),
+    ]
+    sent = chat._get_request_payload(parts)["messages"]  # LangChain sends each as a list of text parts
+    assert [m["content"] for m in sent] == [
+        [{"type": "text", "text": "be brief"}],
+        [{"type": "text", "text": "hi there"}],
+    ]
+    assert chat.invoke(parts).content == chat_reply(gpt_tokenizer)
+
+
+def test_langchain_chat_openai_image_part_is_a_400_naming_the_part(base_url: str) -> None:
+    from langchain_core.messages import HumanMessage
+    from langchain_openai import ChatOpenAI
+
+    chat = ChatOpenAI(base_url=base_url, api_key=SecretStr("unused"), model="gpt2-tp1", max_retries=0)
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    with pytest.raises(openai.BadRequestError) as caught:
+        chat.invoke([HumanMessage([{"type": "text", "text": "what is this?"}, image])])
+    assert caught.value.param == "messages[0].content[1].type"
+    assert "text only" in caught.value.message
 
 
 # --- LiteLLM ------------------------------------------------------------------------------------------------------

@@ -100,6 +100,22 @@ def test_stopping_a_server_ends_its_whole_process_group(
         os.killpg(group, 0)
 
 
+def test_terminate_asks_the_server_to_exit_without_waiting_and_stop_then_reaps_its_group(
+    serve_triton: Callable[..., LocalTriton], dev_repository: Path
+) -> None:
+    server = serve_triton(dev_repository, shared=False)
+    process, group = server.process, server.pid
+    assert process is not None
+
+    server.terminate()
+
+    assert server.process is process, "terminate leaves the server to stop() (the session stops many side by side)"
+    assert process.wait(timeout=60) is not None, "the server exits on the SIGTERM alone"
+    server.stop()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(group, 0)
+
+
 def _fake_python(path: Path, version: str, *, works: bool = True) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     major, minor = version.split(".")[:2]

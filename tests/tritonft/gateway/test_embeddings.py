@@ -62,3 +62,16 @@ def test_base64_answer_is_little_endian_float32():
 def test_dimensions_other_than_the_models_width_is_refused():
     with pytest.raises(ApiError, match="answers 3-dimensional embeddings"):
         response_body("m", EmbeddingsRequest(("a",), False, 2), np.zeros((1, 3), dtype=np.float32), 1)
+
+
+def test_a_field_that_is_not_one_of_openais_embedding_request_is_refused_by_name():
+    with pytest.raises(ApiError) as caught:
+        parse_request({"input": "a", "truncate": True})
+    assert (caught.value.status, caught.value.param, caught.value.code) == (400, "truncate", "unknown_parameter")
+
+
+def test_the_user_field_must_be_a_string():
+    assert parse_request({"input": "a", "user": "u-1"}).texts == ("a",)
+    with pytest.raises(ApiError) as caught:
+        parse_request({"input": "a", "user": 5})
+    assert caught.value.param == "user"

@@ -203,3 +203,25 @@ def test_logprobs_are_refused_for_a_model_rendered_streaming() -> None:
     with pytest.raises(ApiError) as caught:
         ensemble_request({"model": "s", "prompt": "hi", "logprobs": 0}, streaming)
     assert caught.value.param == "logprobs" and "streaming" in caught.value.message
+
+
+@pytest.mark.parametrize("prompt", [[1212, 318], [[1212, 318]]], ids=["tokens", "token-lists"])
+def test_a_token_id_prompt_is_refused_saying_to_send_the_text(prompt: object) -> None:
+    error = refused({"prompt": prompt})
+    assert error.param == "prompt"
+    assert "token-id prompts are not supported" in error.message
+
+
+def test_stream_obfuscation_is_refused_by_name_and_accepted_off() -> None:
+    on = {"stream": True, "stream_options": {"include_usage": True, "include_obfuscation": True}}
+    assert refused(on).param == "stream_options.include_obfuscation"
+    off = {"stream": True, "stream_options": {"include_usage": True, "include_obfuscation": False}}
+    assert request(off).include_usage
+
+
+def test_a_chat_content_of_text_parts_reaches_the_ensemble_as_its_text() -> None:
+    parts = [{"type": "text", "text": "hi"}, {"type": "text", "text": "there"}]
+    req = request(
+        {"messages": [{"role": "developer", "content": "be brief"}, {"role": "user", "content": parts}]}, chat=True
+    )
+    assert req.prompts == ("System: be brief\nUser: hi\nthere\nAssistant:",)

@@ -1,4 +1,5 @@
-"""Every OpenAI request parameter is supported or refused with a 400 naming it, as the README's table says."""
+"""Every OpenAI request parameter is supported or refused with a 400 naming it, as the README's table says, and the
+table has a verdict for every field of OpenAI's published request schemas."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from tests.tritonft.gateway.openai_schema import load
 from tritonft.gateway.errors import ApiError
-from tritonft.gateway.parameters import CHAT, COMPLETIONS, PARAMETERS, checked_body
+from tritonft.gateway.parameters import ALL, CHAT, COMPLETIONS, EMBEDDINGS, PARAMETERS, checked_body
 
 README = Path(__file__).resolve().parents[3] / "README.md"
 
@@ -30,8 +32,36 @@ def test_the_readme_table_is_the_gateways_table() -> None:
     assert readme_table() == [(p.name, p.routes, p.supported, p.note) for p in PARAMETERS]
 
 
+REQUEST_SCHEMAS = {
+    COMPLETIONS: "CreateCompletionRequest",
+    CHAT: "CreateChatCompletionRequest",
+    EMBEDDINGS: "CreateEmbeddingRequest",
+}
+
+
+EXTENSIONS: dict[str, set[str]] = {COMPLETIONS: set(), CHAT: set(), EMBEDDINGS: set()}
+"""Rows that are not fields of OpenAI's schema: the gateway's own extensions (none yet; e.g. an engine's sampling
+parameter would be one), listed here so that a misspelt row cannot pass for one."""
+
+
+@pytest.mark.parametrize("route", ALL)
+def test_every_field_of_openais_request_schema_has_a_verdict(route: str) -> None:
+    fields = set(load().properties(REQUEST_SCHEMAS[route]))
+    assert fields - {p.name for p in PARAMETERS if route in p.routes} == set()
+
+
+@pytest.mark.parametrize("route", ALL)
+def test_every_row_is_a_field_of_openais_request_schema_or_a_listed_extension(route: str) -> None:
+    fields = set(load().properties(REQUEST_SCHEMAS[route]))
+    assert {p.name for p in PARAMETERS if route in p.routes} - fields == EXTENSIONS[route]
+
+
+def test_every_refused_parameter_says_why() -> None:
+    assert all(len(p.note) > 20 for p in PARAMETERS if not p.supported)
+
+
 def test_every_parameter_appears_once_per_route() -> None:
-    for route in (COMPLETIONS, CHAT):
+    for route in ALL:
         names = [p.name for p in PARAMETERS if route in p.routes]
         assert len(names) == len(set(names)), route
 
@@ -80,6 +110,19 @@ def test_an_unknown_parameter_is_a_400_naming_it() -> None:
     with pytest.raises(ApiError) as caught:
         checked_body({"top_k": 4}, COMPLETIONS)
     assert (caught.value.status, caught.value.param, caught.value.code) == (400, "top_k", "unknown_parameter")
+
+
+def test_an_identifier_for_the_callers_records_must_be_a_string() -> None:
+    assert checked_body({"user": "u-1", "safety_identifier": "s"}, CHAT) == {"user": "u-1", "safety_identifier": "s"}
+    with pytest.raises(ApiError) as caught:
+        checked_body({"user": 7}, EMBEDDINGS)
+    assert (caught.value.status, caught.value.param) == (400, "user")
+
+
+def test_a_chat_parameter_sent_to_embeddings_is_named_as_one_of_the_chat_route() -> None:
+    with pytest.raises(ApiError, match="it is one of /v1/chat/completions") as caught:
+        checked_body({"input": "x", "messages": []}, EMBEDDINGS)
+    assert (caught.value.param, caught.value.code) == ("messages", "unknown_parameter")
 
 
 def test_a_parameter_of_the_other_route_is_named_as_such() -> None:

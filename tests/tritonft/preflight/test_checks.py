@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from components.settings.capacity import GpuPool
+from tritonft.gpu_pool import GpuPool
 from tritonft.preflight.checks import (
     RESOURCE_METRICS_API,
     Needs,

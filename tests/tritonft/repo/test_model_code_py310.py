@@ -46,9 +46,16 @@ def check_for_python_310(files: list[Path], cache: Path) -> tuple[str, int]:
     return out + err, code
 
 
+@pytest.fixture(scope="module")
+def mypy_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One incremental cache for every check of this module: typeshed's stdlib and numpy's stubs are analysed once,
+    not once per file (mypy re-checks whatever file its cache entry does not match, by path and content hash)."""
+    return tmp_path_factory.mktemp("mypy-py310-cache")
+
+
 @pytest.mark.parametrize("path", IMAGE_CODE, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_image_code_uses_only_python_3_10_syntax_and_standard_library(tmp_path: Path, path: Path) -> None:
-    output, code = check_for_python_310([path], tmp_path / "cache")  # one at a time: both models are "model"
+def test_image_code_uses_only_python_3_10_syntax_and_standard_library(mypy_cache: Path, path: Path) -> None:
+    output, code = check_for_python_310([path], mypy_cache)  # one at a time: both models are "model"
     assert code == 0, output
 
 
@@ -60,8 +67,8 @@ def test_image_code_uses_only_python_3_10_syntax_and_standard_library(tmp_path: 
     ],
     ids=["3.11-stdlib", "3.11-syntax"],
 )
-def test_the_check_rejects_what_python_3_10_lacks(tmp_path: Path, source: str, message: str) -> None:
+def test_the_check_rejects_what_python_3_10_lacks(tmp_path: Path, mypy_cache: Path, source: str, message: str) -> None:
     module = tmp_path / "newer.py"
     module.write_text(source)
-    output, code = check_for_python_310([module], tmp_path / "cache")
+    output, code = check_for_python_310([module], mypy_cache)
     assert code == 1 and message in output

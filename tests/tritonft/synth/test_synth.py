@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.components.validation import run_checkov, validate_directory
+from tests.components.validation import CheckovFailure, run_checkov_per_folder, validate_directory
 from tritonft.cli import main
 from tritonft.synth.run import synthesize
 
@@ -55,10 +56,21 @@ def test_every_manifest_passes_strict_kubernetes_validation(stack: str, version:
     assert validate_directory(tmp_path / "manifests", versions=(version,)) == []
 
 
+@pytest.fixture(scope="module")
+def checkov_per_stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, list[CheckovFailure]]]:
+    """Every stack's manifests scanned by one checkov run (each run pays checkov's start-up), split per stack."""
+    root = tmp_path_factory.mktemp("checkov")
+    for stack in STACKS:
+        synthesize(stack, out=root / "plans" / stack, project_dir=REPO)
+        shutil.copytree(root / "plans" / stack / "manifests", root / "manifests" / stack)
+    return run_checkov_per_folder(root / "manifests")
+
+
 @pytest.mark.parametrize("stack", STACKS)
-def test_checkov_reports_no_failed_check_on_any_manifest(stack: str, tmp_path: Path) -> None:
-    synthesize(stack, out=tmp_path, project_dir=REPO)
-    passed, failures = run_checkov(tmp_path / "manifests")
+def test_checkov_reports_no_failed_check_on_any_manifest(
+    stack: str, checkov_per_stack: dict[str, tuple[int, list[CheckovFailure]]]
+) -> None:
+    passed, failures = checkov_per_stack[stack]
     assert failures == []
     assert passed > 0
 

@@ -22,12 +22,12 @@ def _autoscaler(mocks: RecordingMocks) -> Any:
 
 
 def test_a_gpu_group_that_may_grow_gets_the_pinned_cluster_autoscaler(mocks: RecordingMocks) -> None:
-    build_platform(kubernetes_version="1.33")
+    build_platform(kubernetes_version="1.35")
     (chart,) = _autoscaler(mocks)
     assert chart.inputs["version"] == charts.CLUSTER_AUTOSCALER.version
     assert chart.inputs["repositoryOpts"]["repo"] == "https://kubernetes.github.io/autoscaler"
     values = chart.inputs["values"]
-    assert values["image"]["tag"] == "v1.33.0"
+    assert values["image"]["tag"] == "v1.35.1"
     assert values["autoDiscovery"]["clusterName"] == "triton-ft-test"
     assert "k8s.io/cluster-autoscaler/triton-ft-test" in values["autoDiscovery"]["tags"]
     assert values["nodeSelector"] == {"triton-ft.io/node-pool": "system"}
@@ -93,7 +93,7 @@ def test_fixed_size_groups_get_no_autoscaler(mocks: RecordingMocks) -> None:
 
 
 def test_a_kubernetes_version_without_a_pinned_autoscaler_is_refused() -> None:
-    assert image_tag("1.33.2") == "v1.33.0"
+    assert image_tag("1.35.2") == "v1.35.1"
     with pytest.raises(UserError) as info:
         build_platform(kubernetes_version="1.29")
     assert any(p.startswith("kubernetesVersion: '1.29' has no pinned cluster-autoscaler") for p in info.value.problems)

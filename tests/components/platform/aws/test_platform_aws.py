@@ -49,10 +49,20 @@ def test_autoscaler_owned_desired_size_is_ignored_on_later_updates(mocks: Record
         assert group.ignore_changes == ("scalingConfig.desiredSize",)
 
 
+def _data_volume(mocks: RecordingMocks, group: str) -> dict[str, object]:
+    template = mocks.named(f"{group}-lt")
+    assert mocks.named(group).inputs["launchTemplate"]["id"] == f"{template.name}-id"
+    assert "diskSize" not in mocks.named(group).inputs
+    (mapping,) = template.inputs["blockDeviceMappings"]
+    return dict(mapping)
+
+
 def test_gpu_disk_is_sized_from_the_server_image_and_staged_weights(mocks: RecordingMocks) -> None:
     build_platform(server_image_gib=20.0, model_weights_gib=24.0)
     # 20 reserve + 2 * 20 + 1.25 * 24 = 90
-    assert mocks.named("tft-gpu").inputs["diskSize"] == 90
+    volume = _data_volume(mocks, "tft-gpu")
+    assert volume["deviceName"] == "/dev/xvda"
+    assert volume["ebs"] == {"volumeSize": 90, "volumeType": "gp3", "encrypted": "true", "deleteOnTermination": "true"}
 
 
 def test_device_plugin_is_pinned_and_scheduled_only_on_gpu_nodes_that_need_it(mocks: RecordingMocks) -> None:
@@ -154,7 +164,8 @@ def test_efs_store_is_reachable_from_every_private_subnet_over_nfs_only(mocks: R
     assert sorted(t.inputs["subnetId"] for t in targets) == sorted(f"{s.name}-id" for s in private)
     (rule,) = mocks.named("tft-store-nfs").inputs["ingress"]
     assert (rule["fromPort"], rule["toPort"], rule["protocol"]) == (2049, 2049, "tcp")
-    assert rule["cidrBlocks"] == ["10.0.0.0/16"]
+    assert rule["securityGroups"] == ["tft-nodes-id"]
+    assert "cidrBlocks" not in rule
 
 
 def test_efs_csi_driver_runs_with_its_own_irsa_role(mocks: RecordingMocks) -> None:
@@ -235,8 +246,7 @@ def test_existing_vpc_is_used_as_given(mocks: RecordingMocks) -> None:
         "subnet-a",
         "subnet-b",
     ]
-    (rule,) = mocks.named("tft-store-nfs").inputs["ingress"]
-    assert rule["cidrBlocks"] == ["10.20.0.0/16"]
+    assert mocks.of_type("aws:ec2/vpcEndpoint:VpcEndpoint") == []
 
 
 def test_invalid_settings_are_all_reported_before_any_resource_exists(mocks: RecordingMocks) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from components.cluster_needs import needs_of
 from tests.components.settings.test_validation import AWS_ADDONS, aws_stack, kubernetes_stack
 from tests.components.test_args import load
 from tritonft.preflight.checks import CUSTOM_METRICS_API, RESOURCE_METRICS_API
-from tritonft.preflight.command import needs_of
 
 ADAPTER = ["kube-prometheus-stack", "prometheus-adapter"]
 

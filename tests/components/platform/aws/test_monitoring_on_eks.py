@@ -1,0 +1,90 @@
+"""kube-prometheus-stack on EKS: alerts reach the settings' receivers, nothing watches what EKS does not let anyone
+scrape, Prometheus keeps its data on an EBS volume (the EBS CSI driver with its own role)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+
+from components.platform.aws import charts
+from tests.components.platform.aws.helpers import build_platform
+from tritonft.synth.engine import RecordingMocks
+from tritonft.synth.manifests import is_secret
+
+CHART = "kubernetes:helm.sh/v4:Chart"
+SLACK = {
+    "name": "oncall",
+    "slack_configs": [{"api_url": "https://hooks.slack.com/services/T0/B0/XYZ", "channel": "#ml"}],
+}
+
+
+def _values(mocks: RecordingMocks) -> dict[str, Any]:
+    (kps,) = [c for c in mocks.of_type(CHART) if c.inputs["chart"] == "kube-prometheus-stack"]
+    return dict(kps.inputs["values"])
+
+
+def test_the_receivers_get_every_alert_but_watchdog_from_a_secret_the_chart_reads(mocks: RecordingMocks) -> None:
+    build_platform(alert_receivers=(SLACK,))
+    secret = mocks.named("tft-alertmanager-config")
+    assert secret.inputs["metadata"]["name"] == charts.ALERTMANAGER_SECRET
+    assert secret.inputs["metadata"]["namespace"] == charts.KUBE_PROMETHEUS_STACK.namespace
+    data = secret.inputs["stringData"]
+    assert is_secret(data)  # the webhook URL never shows in the plan or the state
+    config = yaml.safe_load(data["value"]["alertmanager.yaml"])
+    routes = config["route"]["routes"]
+    assert routes[0] == {"receiver": "null", "matchers": ['alertname=~"Watchdog|InfoInhibitor"']}
+    assert routes[1:] == [{"receiver": "oncall", "continue": True}]
+    assert SLACK in config["receivers"]
+    values = _values(mocks)
+    assert values["alertmanager"]["alertmanagerSpec"]["useExistingSecret"] is True
+    assert values["alertmanager"]["alertmanagerSpec"]["configSecret"] == charts.ALERTMANAGER_SECRET
+    assert "hooks.slack.com" not in json.dumps(values)
+    (kps,) = [c for c in mocks.of_type(CHART) if c.inputs["chart"] == "kube-prometheus-stack"]
+    assert secret.urn in kps.depends_on
+
+
+def test_the_alertmanager_config_names_each_receiver_it_routes_to() -> None:
+    second = {"name": "pager", "pagerduty_configs": [{"routing_key": "k"}]}
+    config = charts.alertmanager_config([SLACK, second])
+    names = {r["name"] for r in config["receivers"]}
+    routed = {config["route"]["receiver"], *(r["receiver"] for r in config["route"]["routes"])}
+    assert routed <= names == {"null", "oncall", "pager"}
+
+
+def test_without_receivers_every_alert_goes_to_null() -> None:
+    config = charts.alertmanager_config([])
+    assert config["route"]["receiver"] == "null"
+    assert config["receivers"] == [{"name": "null"}]
+
+
+def test_monitors_of_what_eks_hides_are_off(mocks: RecordingMocks) -> None:
+    build_platform()
+    values = _values(mocks)
+    for component in ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy"):
+        assert values[component] == {"enabled": False}
+    rules = values["defaultRules"]["rules"]
+    assert all(rules[r] is False for r in ("etcd", "kubeControllerManager", "kubeSchedulerAlerting", "kubeProxy"))
+
+
+def test_prometheus_keeps_its_data_on_an_encrypted_gp3_volume(mocks: RecordingMocks) -> None:
+    build_platform(prometheus_storage_gib=80)
+    spec = _values(mocks)["prometheus"]["prometheusSpec"]["storageSpec"]["volumeClaimTemplate"]["spec"]
+    assert spec["resources"] == {"requests": {"storage": "80Gi"}}
+    sc = mocks.named("tft-gp3")
+    assert spec["storageClassName"] == sc.inputs["metadata"]["name"]
+    assert sc.inputs["provisioner"] == "ebs.csi.aws.com"
+    assert sc.inputs["parameters"] == {"type": "gp3", "encrypted": "true"}
+    assert sc.inputs["volumeBindingMode"] == "WaitForFirstConsumer"  # the volume is made in the pod's zone
+
+
+def test_the_ebs_driver_runs_with_its_own_role_and_comes_before_prometheus(mocks: RecordingMocks) -> None:
+    build_platform()
+    addon, role = mocks.named("tft-ebs-csi"), mocks.named("tft-ebs-csi-irsa")
+    assert addon.inputs["addonName"] == "aws-ebs-csi-driver"
+    assert addon.inputs["serviceAccountRoleArn"] == f"arn:aws:iam::123456789012:role/{role.name}"
+    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert "system:serviceaccount:kube-system:ebs-csi-controller-sa" in statement["Condition"]["StringEquals"].values()
+    (kps,) = [c for c in mocks.of_type(CHART) if c.inputs["chart"] == "kube-prometheus-stack"]
+    assert {addon.urn, mocks.named("tft-gp3").urn} <= set(kps.depends_on)

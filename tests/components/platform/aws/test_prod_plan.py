@@ -1,0 +1,149 @@
+"""The real program's prod plan (`tritonft synth --stack prod`, the mock engine) on what issue 38 reviewed: what a
+first `pulumi up -s prod` on a new account would create, in which order, with which protection."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tritonft.errors import UserError
+from tritonft.synth.engine import CALL_RESULTS, Registered
+from tritonft.synth.result import SynthResult
+from tritonft.synth.run import synthesize
+
+REPO = Path(__file__).resolve().parents[4]
+
+
+@pytest.fixture(scope="module")
+def prod(tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
+    return synthesize("prod", out=tmp_path_factory.mktemp("prod"), project_dir=REPO)
+
+
+def _named(result: SynthResult, name: str) -> Registered:
+    (match,) = [r for r in result.resources if r.name == name]
+    return match
+
+
+def _of_type(result: SynthResult, typ: str) -> list[Registered]:
+    return [r for r in result.resources if r.typ == typ]
+
+
+def test_the_model_store_claim_waits_for_the_efs_storage_class(prod: SynthResult) -> None:
+    (claim,) = _of_type(prod, "kubernetes:core/v1:PersistentVolumeClaim")
+    (efs_class,) = [
+        r
+        for r in _of_type(prod, "kubernetes:storage.k8s.io/v1:StorageClass")
+        if r.inputs["provisioner"] == "efs.csi.aws.com"
+    ]
+    assert claim.inputs["spec"]["storageClassName"] == efs_class.inputs["metadata"]["name"]
+    assert efs_class.urn in claim.depends_on
+
+
+def test_prod_has_a_nat_gateway_in_each_zone(prod: SynthResult) -> None:
+    nats = _of_type(prod, "aws:ec2/natGateway:NatGateway")
+    subnets = {n.inputs["subnetId"] for n in nats}
+    public = {f"{s.name}-id" for s in _of_type(prod, "aws:ec2/subnet:Subnet") if "-public-" in s.name}
+    assert len(nats) == 2 and subnets == public
+
+
+def test_prod_protects_cluster_vpc_model_store_and_image_repositories(prod: SynthResult) -> None:
+    protected = {r.typ for r in prod.resources if r.protect}
+    assert {
+        "eks:index:Cluster",
+        "aws:ec2/vpc:Vpc",
+        "aws:efs/fileSystem:FileSystem",
+        "aws:ecr/repository:Repository",
+    } <= protected
+    assert all(r.protect for r in _of_type(prod, "aws:ecr/repository:Repository"))
+
+
+def test_prod_system_nodes_have_room_for_the_server_image_minilm_runs_there(prod: SynthResult) -> None:
+    # 20 reserve + 2 x (20 GiB server + 1 GiB tools) + 1.25 x 60 GiB conversion scratch = 137 -> 140
+    (mapping,) = _named(prod, "prod-system-lt").inputs["blockDeviceMappings"]
+    assert mapping["ebs"]["volumeSize"] == 140
+
+
+def test_prod_on_a_new_account_stops_at_the_quota_naming_the_number_to_ask_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    new_account = {"value": 0.0, "quotaCode": "L-DB2E81BA", "serviceCode": "ec2"}
+    monkeypatch.setitem(CALL_RESULTS, "aws:servicequotas/getServiceQuota:getServiceQuota", new_account)
+    with pytest.raises(UserError) as info:
+        synthesize("prod", out=tmp_path / "prod", project_dir=REPO)
+    message = str(info.value)
+    assert "gpuNodesMax: the GPU node groups need 384 vCPUs" in message  # 8 x g5.12xlarge x 48
+    assert "the account has 0" in message and "--desired-value 384" in message
+    assert not (tmp_path / "prod").exists()  # nothing written: the program stopped before any resource
+
+
+def test_prod_nodes_answer_metadata_one_hop_away_with_imdsv2_only(prod: SynthResult) -> None:
+    groups = _of_type(prod, "aws:eks/nodeGroup:NodeGroup")
+    assert {g.name for g in groups} == {"prod-system", "prod-gpu"}
+    for group in groups:
+        options = _named(prod, f"{group.name}-lt").inputs["metadataOptions"]
+        assert (options["httpTokens"], options["httpPutResponseHopLimit"]) == ("required", 1)
+
+
+def test_prod_enforces_network_policies_with_the_cni_on_its_own_role(prod: SynthResult) -> None:
+    addon = _named(prod, "prod-vpc-cni")
+    assert '"enableNetworkPolicy": "true"' in addon.inputs["configurationValues"]
+    node_policies = {
+        a.inputs["policyArn"]
+        for a in _of_type(prod, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        if a.inputs["role"] == "prod-node-role"
+    }
+    assert "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy" not in node_policies
+    assert "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore" not in node_policies
+
+
+def test_prod_keeps_control_plane_logs_ninety_days_in_a_group_made_first(prod: SynthResult) -> None:
+    group = _named(prod, "prod-control-plane-logs")
+    (cluster,) = _of_type(prod, "eks:index:Cluster")
+    assert group.inputs["retentionInDays"] == 90
+    assert group.urn in cluster.depends_on
+
+
+def test_prod_runs_a_kubernetes_in_standard_support_with_the_matching_autoscaler(prod: SynthResult) -> None:
+    (cluster,) = _of_type(prod, "eks:index:Cluster")
+    (autoscaler,) = [
+        c for c in _of_type(prod, "kubernetes:helm.sh/v4:Chart") if c.inputs["chart"] == "cluster-autoscaler"
+    ]
+    version = cluster.inputs["version"]
+    assert autoscaler.inputs["values"]["image"]["tag"].startswith(f"v{version}.")
+
+
+def test_prod_pulls_images_through_s3_and_ecr_endpoints(prod: SynthResult) -> None:
+    services = sorted(
+        e.inputs["serviceName"].rsplit(".", 2)[-1] for e in _of_type(prod, "aws:ec2/vpcEndpoint:VpcEndpoint")
+    )
+    assert services == ["api", "dkr", "s3"]
+
+
+def test_prod_monitoring_persists_and_skips_what_eks_hides(prod: SynthResult) -> None:
+    (kps,) = [c for c in _of_type(prod, "kubernetes:helm.sh/v4:Chart") if c.inputs["chart"] == "kube-prometheus-stack"]
+    values = kps.inputs["values"]
+    assert values["kubeEtcd"] == {"enabled": False} and values["kubeControllerManager"] == {"enabled": False}
+    assert "storageSpec" in values["prometheus"]["prometheusSpec"]
+    assert values["alertmanager"]["alertmanagerSpec"]["configSecret"] == "alertmanager-triton-ft"
+
+
+def test_ci_reaches_a_cluster_an_operator_created_through_the_settings_access_entry(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(REPO / name, project / name)
+    shutil.copytree(REPO / "stacks", project / "stacks")
+    stack = project / "stacks/Pulumi.prod.yaml"
+    deploy_role = "arn:aws:iam::123456789012:role/github-deploy"
+    stack.write_text(
+        stack.read_text().replace("config:\n", f"config:\n  triton-ft:adminPrincipalArns: ['{deploy_role}']\n", 1)
+    )
+    result = synthesize("prod", out=tmp_path / "out", project_dir=project)
+    (cluster,) = _of_type(result, "eks:index:Cluster")
+    assert cluster.inputs["authenticationMode"] == "API"
+    (entry,) = cluster.inputs["accessEntries"].values()
+    assert entry["principalArn"] == deploy_role
+    (policy,) = entry["accessPolicies"].values()
+    assert policy["policyArn"].endswith(":cluster-access-policy/AmazonEKSClusterAdminPolicy")
