@@ -135,6 +135,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         ingress_class=cluster.ingress_class,
         storage_class_name=cluster.storage_class or AWS_EFS_STORAGE_CLASS,
         protect_model_store=settings.storage.protect,
+        kms_key_arn=aws_settings.kms_key_arn,
         tags={"triton-ft/stack": settings.stack, "triton-ft/environment": settings.environment},
         admin_role_arns=aws_settings.admin_principal_arns,
         public_access_cidrs=aws_settings.api_public_access_cidrs,
@@ -165,6 +166,7 @@ def triton_image_args(settings: Settings, aws_provider: aws.Provider | None) -> 
         ),
         server_prebuilt=image.server_image,
         tools_prebuilt=image.tools_image,
+        kms_key_arn=settings.cluster.aws.kms_key_arn if settings.cluster.aws else None,
         protect_repositories=settings.cluster.aws.protect_infrastructure if settings.cluster.aws else None,
     )
 
@@ -294,6 +296,7 @@ def triton_service_args(
         conversion=conversion,
         store=store,
         image=server_image,
+        triton_release=settings.image.triton_version,
         ingress=ingress_args(settings, conversion.model, htpasswd),
         autoscaler=autoscaler_kind(settings),
         min_replicas=serving.replicas_min,

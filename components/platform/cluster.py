@@ -11,17 +11,10 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.common.podsec import WORKLOAD_POD_SECURITY, PodSecurityLevel, namespace_labels
 from components.common.target import ClusterTarget, GpuScheduling
 
-
-def namespace_labels(pod_security: str = "baseline") -> dict[str, str]:
-    """Pod Security Admission labels: enforce ``pod_security``, warn and audit at ``restricted``."""
-    return {
-        "app.kubernetes.io/managed-by": "triton-ft",
-        "pod-security.kubernetes.io/enforce": pod_security,
-        "pod-security.kubernetes.io/warn": "restricted",
-        "pod-security.kubernetes.io/audit": "restricted",
-    }
+__all__ = ["ExistingCluster", "ExistingClusterArgs", "namespace_labels"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +30,8 @@ class ExistingClusterArgs:
     storage_class: str | None
     ingress_class: str = "nginx"
     addons: frozenset[str] = frozenset()
-    pod_security: str = "baseline"
+    pod_security: PodSecurityLevel = WORKLOAD_POD_SECURITY
+    """Pod Security Admission level enforced on the workload namespace."""
 
 
 class ExistingCluster(pulumi.ComponentResource):

@@ -1,8 +1,12 @@
 """Container images of the stack: the Triton + FasterTransformer server image and the ``tritonft`` tools image.
 
 Each is either built from this repository's Dockerfile and pushed to its own ECR repository (immutable,
-content-derived tags, registry build cache) or a prebuilt reference the user pins by digest. Workloads always get
-``repository@sha256:...``: a rebuild rolls pods, an unchanged build does not, and nobody runs ``latest``.
+content-derived tags, registry build cache outside prod) or a prebuilt reference the user pins by digest. Workloads
+always get ``repository@sha256:...``: a rebuild rolls pods, an unchanged build does not, and nobody runs ``latest``.
+
+The build cache is a mutable repository (every build overwrites it), so anyone who can push there could slip layers
+into the next build that pulls it: prod builds use no cache (neither pull nor push; its build-cache repository is
+not created), the other environments keep it for speed. The registry password a build logs in with is a secret.
 """
 
 from __future__ import annotations
@@ -65,6 +69,18 @@ def content_tag(root: Path, inputs: Sequence[str], build_args: Mapping[str, str]
     return f"{prefix}-{digest.hexdigest()[:20]}"
 
 
+def uses_build_cache(environment: str) -> bool:
+    """Whether builds of ``environment`` pull and push the registry build cache (never prod's: see the module)."""
+    return not is_prod(environment)
+
+
+def repository_encryption(kms_key_arn: str | None) -> aws.ecr.RepositoryEncryptionConfigurationArgs:
+    """KMS with the customer-managed key when there is one, else AES-256 (ECR's AWS-managed encryption)."""
+    if kms_key_arn:
+        return aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="KMS", kms_key=kms_key_arn)
+    return aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")
+
+
 def server_build_args(build: ImageBuild) -> dict[str, str]:
     return ft_build_args(build.triton_version, build.ft_backend_commit, build.ft_commit, build.cuda_archs)
 
@@ -103,6 +119,8 @@ class TritonImageArgs:
     """Use this server image (``repo@sha256:...``) instead of building one."""
     tools_prebuilt: str | None = None
     """Use this tools image (``repo@sha256:...``) instead of building one."""
+    kms_key_arn: str | None = None
+    """Customer-managed KMS key the ECR repositories are encrypted with; None = AES-256 (AWS-managed)."""
     protect_repositories: bool | None = None
     """``protect`` the ECR repositories against ``pulumi destroy``; None = only in prod."""
 
@@ -128,7 +146,7 @@ class TritonImage(pulumi.ComponentResource):
         root = Path(args.build.context_dir)
         cache: aws.ecr.Repository | None = None
         if server_ref is None or tools_ref is None:
-            if args.aws_provider is not None:
+            if args.aws_provider is not None and uses_build_cache(args.environment):
                 cache = self._repository(f"{name}-build-cache", f"{args.repository_prefix}/build-cache", mutable=True)
             self._docker = docker_build.Provider(f"{name}-docker-build", opts=pulumi.ResourceOptions(parent=self))
         if server_ref is None:
@@ -165,8 +183,8 @@ class TritonImage(pulumi.ComponentResource):
             name=repo_name,
             # The build cache is overwritten on every build, so only its repository is mutable.
             image_tag_mutability="MUTABLE" if mutable else "IMMUTABLE",
-            image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=not mutable),
-            encryption_configurations=[aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")],
+            image_scanning_configuration=aws.ecr.RepositoryImageScanningConfigurationArgs(scan_on_push=True),
+            encryption_configurations=[repository_encryption(self._args.kms_key_arn)],
             force_delete=not is_prod(self._args.environment),
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -190,12 +208,14 @@ class TritonImage(pulumi.ComponentResource):
     ) -> pulumi.Output[str]:
         registries: list[docker_build.RegistryArgs] = []
         depends: list[pulumi.Resource] = []
-        if cache is None:
+        cache_ref: pulumi.Output[str] | None = None
+        if self._args.aws_provider is None:
             registry = str(self._args.registry).rstrip("/")
             repo_url: pulumi.Output[str] = pulumi.Output.from_input(f"{registry}/{repo_name}")
-            cache_ref: pulumi.Output[str] = pulumi.Output.from_input(
-                f"{registry}/{self._args.repository_prefix}/build-cache:{resource_name}"
-            )
+            if uses_build_cache(self._args.environment):
+                cache_ref = pulumi.Output.from_input(
+                    f"{registry}/{self._args.repository_prefix}/build-cache:{resource_name}"
+                )
         else:
             repo = self._repository(f"{resource_name}-repo", repo_name)
             auth = aws.ecr.get_authorization_token_output(
@@ -203,15 +223,17 @@ class TritonImage(pulumi.ComponentResource):
                 opts=pulumi.InvokeOutputOptions(provider=self._args.aws_provider, parent=self),
             )
             repo_url = repo.repository_url
-            cache_ref = cache.repository_url.apply(lambda url: f"{url}:{resource_name}")
             registries.append(
                 docker_build.RegistryArgs(
                     address=repo.repository_url.apply(lambda url: url.split("/", 1)[0]),
                     username=auth.user_name,
-                    password=auth.password,
+                    # A short-lived ECR token, but a credential all the same: never in the plan or the state.
+                    password=pulumi.Output.secret(auth.password),
                 )
             )
-            depends.append(cache)
+            if cache is not None:
+                cache_ref = cache.repository_url.apply(lambda url: f"{url}:{resource_name}")
+                depends.append(cache)
         image = docker_build.Image(
             resource_name,
             context=docker_build.BuildContextArgs(location=context),
@@ -221,16 +243,25 @@ class TritonImage(pulumi.ComponentResource):
             push=True,
             build_on_preview=self._args.build.build_on_preview,
             tags=[repo_url.apply(lambda url: f"{url}:{tag}")],
-            cache_from=[docker_build.CacheFromArgs(registry=docker_build.CacheFromRegistryArgs(ref=cache_ref))],
-            # ECR only accepts registry caches as an image manifest with OCI media types.
-            cache_to=[
-                docker_build.CacheToArgs(
-                    registry=docker_build.CacheToRegistryArgs(
-                        ref=cache_ref, image_manifest=True, oci_media_types=True, mode=docker_build.CacheMode.MAX
-                    )
-                )
-            ],
+            cache_from=cache_from(cache_ref),
+            cache_to=cache_to(cache_ref),
             registries=registries,
             opts=pulumi.ResourceOptions(parent=self, provider=self._docker, depends_on=depends),
         )
         return pulumi.Output.concat(repo_url, "@", image.digest)
+
+
+def cache_from(ref: pulumi.Output[str] | None) -> list[docker_build.CacheFromArgs]:
+    """Pull layers from the registry cache ``ref`` (none without one)."""
+    return [] if ref is None else [docker_build.CacheFromArgs(registry=docker_build.CacheFromRegistryArgs(ref=ref))]
+
+
+def cache_to(ref: pulumi.Output[str] | None) -> list[docker_build.CacheToArgs]:
+    """Push every layer to the registry cache ``ref`` (none without one). ECR only accepts registry caches as an
+    image manifest with OCI media types."""
+    if ref is None:
+        return []
+    registry = docker_build.CacheToRegistryArgs(
+        ref=ref, image_manifest=True, oci_media_types=True, mode=docker_build.CacheMode.MAX
+    )
+    return [docker_build.CacheToArgs(registry=registry)]

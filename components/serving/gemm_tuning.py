@@ -35,7 +35,12 @@ WORKDIR = "/var/run/triton-ft"
 """Triton's working directory in the pod: holds ``gemm_config.in`` (an emptyDir shared with the init container)."""
 WORKDIR_VOLUME = "ft-workdir"
 STORE_RW_VOLUME = "store-cache"
-"""The model-store claim mounted read-write, in the init container only (Triton mounts it read-only)."""
+"""The model-store claim mounted read-write, in the init container only (Triton mounts it read-only), and there only
+its GEMM cache directory (:data:`CACHE_SUBPATH`): the weights and the repositories stay read-only to the tuning."""
+CACHE_SUBPATH = "gemm"
+"""The store's GEMM cache tree (``tritonft.engines.fastertransformer.gemm.cache_dir``), relative to the claim."""
+STORE_VOLUME = "store"
+"""The Triton pod's read-only mount of the claim (``components.serving.server_spec``)."""
 SCRATCH = "/tmp/gemm-tuning"
 """Where the tuners run (they write into their working directory); on the pod's ``tmp`` emptyDir."""
 
@@ -75,9 +80,13 @@ def gemm_tuning_container(
     ``triton`` is the Triton container as :func:`components.serving.server_spec.server_pod_spec` renders it; its
     resources are copied so the tuning sees exactly the GPUs (count and kind) FT will use.
     """
+    cache_root = f"{STORE_MOUNT}/{CACHE_SUBPATH}"
+    cache_directory = tuning.cache_directory(model)
+    if not cache_directory.startswith(f"{cache_root}/"):
+        raise ValueError(f"GEMM cache directory {cache_directory} is outside {cache_root}, the only writable path")
     env = script_env(
         model,
-        cache_directory=tuning.cache_directory(model),
+        cache_directory=cache_directory,
         workdir=WORKDIR,
         scratch=SCRATCH,
         timeout_seconds=tuning.timeout_seconds,
@@ -92,7 +101,8 @@ def gemm_tuning_container(
         "securityContext": container_security_context(),
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
-            {"name": claim_volume, "mountPath": STORE_MOUNT},
+            {"name": STORE_VOLUME, "mountPath": STORE_MOUNT, "readOnly": True},
+            {"name": claim_volume, "mountPath": cache_root, "subPath": CACHE_SUBPATH},
             {"name": WORKDIR_VOLUME, "mountPath": WORKDIR},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
@@ -130,6 +140,7 @@ def with_gemm_tuning(
 
 
 __all__ = [
+    "CACHE_SUBPATH",
     "INIT_CONTAINER",
     "SCRATCH",
     "STORE_RW_VOLUME",

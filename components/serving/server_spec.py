@@ -12,25 +12,64 @@ from components.common.sizing import ServerSizing, StartupBudget
 from components.common.target import GpuScheduling
 from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from components.common.workload import http_probe, namespace_peer
+from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.spec import ModelSpec
 
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
 LIVE_PATH = "/v2/health/live"
 READY_PATH = "/v2/health/ready"
 
+RESTRICTED_APIS = ("shared-memory", "model-repository", "statistics", "trace", "logging")
+"""Triton's API groups no client of the stack calls (the gateway calls health and inference, the probe health,
+metadata, model configuration and inference): registering shared memory (the first step of the
+CVE-2025-23319/23320/23334 chain into the Python backend), the repository (index, load, unload: a load can carry the
+model's files), statistics, trace and log settings (which can name files to write)."""
+ADMIN_HEADER = "triton-ft-admin"
+"""The header a restricted API asks for; its value is the pod's UID (:data:`ADMIN_KEY_ENV`), which no client has."""
+ADMIN_KEY_ENV = "TRITON_POD_UID"
+"""The Triton container's variable holding the pod's UID (downward API), expanded into the restriction flags."""
+HTTP_RESTRICTION_FROM = (24, 10)
+"""The first Triton release verified to have ``--http-restricted-api`` (2.51.0, what ``.tools/triton`` runs); 23.04
+(2.33.0, FasterTransformer's last) has only ``--grpc-restricted-protocol``."""
 
-def tritonserver_args(model: ModelSpec, repository_dir: str) -> list[str]:
-    """Flags of ``tritonserver``: explicit model control, strict readiness, metrics (GPU metrics on a GPU node,
-    CPU metrics on a CPU node: DCGM finds no GPU there) on.
 
+def release_tuple(release: str) -> tuple[int, int]:
+    """``"23.04"`` -> ``(23, 4)``; a release that is not ``YY.MM`` is refused, naming it."""
+    year, _, month = release.partition(".")
+    if not (year.isdigit() and month.isdigit()):
+        raise ValueError(f"Triton release {release!r} is not YY.MM (e.g. 23.04)")
+    return int(year), int(month)
+
+
+def api_restriction_flags(release: str) -> list[str]:
+    """``--grpc-restricted-protocol`` (every release the stack runs) and, where the server has it,
+    ``--http-restricted-api`` for :data:`RESTRICTED_APIS`, each granted only to a request carrying
+    :data:`ADMIN_HEADER` with the pod's UID. On 23.04 the HTTP side of these APIs stays open: only the
+    NetworkPolicy stands in front of it (and ``--model-control-mode=none`` refuses every load and unload)."""
+    grant = f"{ADMIN_HEADER}=$({ADMIN_KEY_ENV})"
+    apis = ",".join(RESTRICTED_APIS)
+    flags = [f"--grpc-restricted-protocol={apis}:{grant}"]
+    if release_tuple(release) >= HTTP_RESTRICTION_FROM:
+        flags.append(f"--http-restricted-api={apis}:{grant}")
+    return flags
+
+
+def tritonserver_args(model: ModelSpec, repository_dir: str, release: str = TRITON_VERSION) -> list[str]:
+    """Flags of ``tritonserver`` (``release``: the server image's Triton release): no model control (every model
+    of the model's own repository loaded at start, load and unload refused), the APIs no client needs restricted
+    (:func:`api_restriction_flags`), strict readiness, metrics (GPU metrics on a GPU node, CPU metrics on a CPU
+    node: DCGM finds no GPU there) on.
+
+    The repository directory holds exactly the model's ensemble and the models it is made of
+    (``components.common.layout.model_paths``), so ``none`` loads what ``explicit`` with ``--load-model`` did.
     ``--strict-readiness`` makes ``/v2/health/ready`` mean "every loaded model is ready" (Triton's deploy guide),
     which is what both the readiness and the startup probe ask.
     """
     hardware_metrics = "--allow-cpu-metrics=true" if model.on_cpu else "--allow-gpu-metrics=true"
     return [
         f"--model-repository={repository_dir}",
-        "--model-control-mode=explicit",
-        f"--load-model={model.name}",
+        "--model-control-mode=none",
+        *api_restriction_flags(release),
         "--strict-readiness=true",
         "--exit-on-error=true",
         f"--http-port={HTTP_PORT}",
@@ -42,7 +81,7 @@ def tritonserver_args(model: ModelSpec, repository_dir: str) -> list[str]:
     ]
 
 
-def server_command(model: ModelSpec, repository_dir: str) -> list[str]:
+def server_command(model: ModelSpec, repository_dir: str, release: str = TRITON_VERSION) -> list[str]:
     """The container command: plain ``tritonserver`` on CPU or one GPU, under ``mpirun -n 1`` on several.
 
     The FasterTransformer backend starts one MPI process per *node* and drives all the node's GPUs from it
@@ -50,7 +89,7 @@ def server_command(model: ModelSpec, repository_dir: str) -> list[str]:
     user, so seed 001's ``--allow-run-as-root`` is not needed; ``--bind-to none`` keeps MPI from pinning the
     process to one core of the pod's CPU set.
     """
-    server = [TRITONSERVER, *tritonserver_args(model, repository_dir)]
+    server = [TRITONSERVER, *tritonserver_args(model, repository_dir, release)]
     if model.gpus <= 1:
         return server
     return ["mpirun", "-n", "1", "--bind-to", "none", *server]
@@ -66,6 +105,8 @@ class ServerPod:
     gpu: GpuScheduling
     cpu_node_selector: dict[str, str] = field(default_factory=dict)
     """Where a ``device: cpu`` model's pods run (the stack's ``cpuNodeSelector``); GPU nodes are excluded."""
+    triton_release: str = TRITON_VERSION
+    """The server image's Triton release (``YY.MM``): which API restrictions its ``tritonserver`` has."""
 
 
 def placement(model: ModelSpec, pod: ServerPod) -> dict[str, Any]:
@@ -108,7 +149,10 @@ def server_pod_spec(
         "ephemeral-storage": sizing.ephemeral_limit,
         **gpus,
     }
-    env = [{"name": "HOME", "value": "/tmp"}]
+    env: list[dict[str, Any]] = [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": ADMIN_KEY_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
+    ]
     if not model.family.is_encoder:
         # FTB's default: GROUP is safe; PARALLEL is faster but may hang (FTB README).
         env.append({"name": "NCCL_LAUNCH_MODE", "value": "GROUP"})
@@ -116,7 +160,7 @@ def server_pod_spec(
         "name": "triton",
         "image": pod.image,
         "imagePullPolicy": "Always",
-        "command": server_command(model, repository_dir),
+        "command": server_command(model, repository_dir, pod.triton_release),
         "env": env,
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},

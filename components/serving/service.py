@@ -49,6 +49,7 @@ from components.serving.monitoring import dashboard_json, prometheus_rule_spec, 
 from components.serving.server_spec import (
     ServerPod,
     network_policy_spec,
+    release_tuple,
     server_pod_spec,
     service_spec,
 )
@@ -62,6 +63,7 @@ from components.settings.capacity import (
     placement_affinity,
     placement_note,
 )
+from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.errors import UserError
 from tritonft.repo.naming import RepoNames
 from tritonft.rollout.verdict import NodeGrowth
@@ -80,6 +82,9 @@ class TritonServiceArgs:
     """The model store the conversion wrote into (mounted read-only)."""
     image: pulumi.Input[str]
     """Triton + FasterTransformer server image, pinned by digest."""
+    triton_release: str = TRITON_VERSION
+    """The server image's Triton release (``YY.MM``): which of Triton's API restrictions its server has
+    (``components.serving.server_spec.api_restriction_flags``)."""
     ingress: IngressArgs | None = None
     """External exposure; None = in-cluster only."""
     autoscaler: Autoscaler = "hpa"
@@ -143,6 +148,10 @@ def _validate(args: TritonServiceArgs) -> list[str]:
         problems.append(
             "scale to zero needs an ingress or the gateway: their request rate is what wakes a service with no pods"
         )
+    try:
+        release_tuple(args.triton_release)
+    except ValueError as exc:
+        problems.append(f"triton_release: {exc}")
     if args.ratio_target <= 0:
         problems.append(f"ratio_target must be positive (got {args.ratio_target})")
     addons = args.target.addons
@@ -224,6 +233,7 @@ class TritonService(pulumi.ComponentResource):
             claim_name=args.store.k8s_name,
             gpu=target.gpu,
             cpu_node_selector=dict(target.cpu_node_selector),
+            triton_release=args.triton_release,
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
         # Nothing to wait for from a GPU node autoscaler when the model takes no GPU.

@@ -322,6 +322,7 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType, environment: str) -
             system_instance_type=top.get("systemInstanceType"),
             system_nodes_min=top.get("systemNodesMin"),
             system_nodes_max=top.get("systemNodesMax"),
+            kms_key_arn=top.get("kmsKeyArn"),
             api_endpoint=top.get("apiEndpoint"),
             api_public_access_cidrs=tuple(top.get("apiPublicAccessCidrs")),
             admin_principal_arns=tuple(top.get("adminPrincipalArns")),

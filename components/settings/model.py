@@ -50,6 +50,8 @@ class AwsClusterSettings:
     alert_receivers: tuple[dict[str, object], ...] = ()
     """Alertmanager receivers (secret: webhook URLs, keys); never logged or exported."""
     prometheus_storage_gib: int = 50
+    kms_key_arn: str | None = None
+    """Customer-managed KMS key for Kubernetes Secrets and ECR; None = AWS-managed keys."""
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,9 @@ _REGISTRY = re.compile(r"^[a-zA-Z0-9.-]+(:\d+)?(/[a-z0-9]+([._-][a-z0-9]+)*)*$")
 _AWS_ID = {"vpc-id": "vpc", "subnet-id": "subnet"}
 _K8S_VERSION = re.compile(r"^1\.\d{2}$")
 _TRITON_RELEASE = re.compile(r"^\d{2}\.\d{2}$")
+_KMS_KEY_ARN = re.compile(
+    r"^arn:aws(-[a-z]+)*:kms:[a-z]{2}(-[a-z]+)+-\d:\d{12}:key/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$"
+)
 _CUDA_ARCH = re.compile(r"^[5-9][0-9]$")
 _URL = re.compile(r"^https?://[A-Za-z0-9.-]+(:\d+)?(/\S*)?$")
 TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
@@ -306,6 +309,14 @@ FORMATS: dict[str, Format] = {
         "AWS region (one pulumi_aws knows)", _strings(aws_names.region_problems), "Oregon", "eu-west-1"
     ),
     "vpc-id": Format("AWS VPC id", _strings(_aws_id("vpc")), "my-vpc", "vpc-0123456789abcdef0"),
+    "kms-key-arn": Format(
+        "AWS KMS key ARN",
+        _strings(
+            _regex(_KMS_KEY_ARN, "a KMS key ARN like `arn:aws:kms:<region>:<account>:key/<key id>` (not an alias)")
+        ),
+        "alias/triton",
+        "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+    ),
     "subnet-id": Format(
         "AWS subnet ids",
         _strings(_aws_id("subnet")),
@@ -767,6 +778,15 @@ STACK_KNOBS: tuple[Knob, ...] = (
         scope="aws",
         default_doc="a new VPC",
         format="vpc-id",
+    ),
+    Knob(
+        "kmsKeyArn",
+        "string",
+        "Customer-managed KMS key that encrypts the cluster's Kubernetes Secrets (EKS envelope encryption) and the "
+        "stack's ECR repositories; its key policy must let the EKS cluster role and ECR use it.",
+        scope="aws",
+        default_doc="AWS-managed keys",
+        format="kms-key-arn",
     ),
     Knob(
         "publicSubnetIds",

@@ -15,6 +15,7 @@ from components.models.store import ModelStore, ModelStoreArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from tests.tritonft.encoder.checkpoints import MINILM_SPEC
+from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.rollout.verdict import NodeGrowth
 from tritonft.spec import Architecture, DataType, Device, Family, ModelSpec, WeightDType
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
@@ -111,6 +112,7 @@ def serve(
     gemm_tuning: GemmTuning | None = None,
     node_growth: NodeGrowth | None = None,
     gpus_per_node: int | None = None,
+    triton_release: str = TRITON_VERSION,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -142,6 +144,7 @@ def serve(
             gemm_tuning=gemm_tuning or GemmTuning(),
             node_growth=node_growth or NodeGrowth(autoscaler=False),
             gpus_per_node=gpus_per_node,
+            triton_release=triton_release,
         ),
     )
 

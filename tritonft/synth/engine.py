@@ -110,7 +110,14 @@ def _iam_role(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     return {"arn": f"arn:aws:iam::123456789012:role/{name}", "name": name}
 
 
+def _random_password(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    """A stand-in of the generated value, as long as asked (it only ever reaches the plan as a secret)."""
+    length = int(args.inputs.get("length") or 16)
+    return {"result": ("mock-" + "x" * length)[:length]}
+
+
 OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str, Any]]] = {
+    "random:index/randomPassword:RandomPassword": _random_password,
     "aws:ecr/repository:Repository": _ecr_repository,
     "docker-build:index:Image": _docker_build_image,
     "eks:index:Cluster": _eks_cluster,

@@ -26,12 +26,16 @@ def is_secret(value: Any) -> bool:
 
 
 def plain(value: Any) -> Any:
-    """Inputs as JSON/YAML-ready data: secrets masked, integral floats as ints, ``None`` dropped, keys sorted.
+    """Inputs as JSON/YAML-ready data: secrets masked (a secret map keeps its key names, so a Secret's ``stringData``
+    stays a map the API server accepts), integral floats as ints, ``None`` dropped, keys sorted.
 
     Keys are sorted because the engine hands maps over as protobuf Structs, whose iteration order is not stable
     between runs; sorting is what makes synth output byte-identical.
     """
     if is_secret(value):
+        inner = value.get("value")
+        if isinstance(inner, dict):  # a secret map (a Secret's stringData): its key names stay, every value masked
+            return {str(k): SECRET_PLACEHOLDER for k in sorted(inner, key=str) if not str(k).startswith("__")}
         return SECRET_PLACEHOLDER
     if isinstance(value, dict):
         items = sorted((str(k), v) for k, v in value.items() if v is not None and not str(k).startswith("__"))

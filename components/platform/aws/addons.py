@@ -8,7 +8,9 @@ from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random as random
 
+from components.common.podsec import namespace_labels
 from components.platform.aws import charts
 from components.platform.aws.charts import ChartPin
 
@@ -46,12 +48,9 @@ def install_chart(
     depends_on: Sequence[pulumi.Resource],
     namespace: k8s.core.v1.Namespace | None = None,
 ) -> tuple[k8s.helm.v4.Chart, k8s.core.v1.Namespace]:
-    """Install ``pin`` into its namespace (created here unless given) with ``values``; returns chart + namespace."""
-    ns = namespace or k8s.core.v1.Namespace(
-        f"{name}-ns",
-        metadata={"name": pin.namespace, "labels": {"app.kubernetes.io/managed-by": "triton-ft"}},
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
-    )
+    """Install ``pin`` into its namespace (created here unless given, labelled with the chart's Pod Security
+    Admission level) with ``values``; returns chart + namespace."""
+    ns = namespace or chart_namespace(name, pin, provider=provider, parent=parent)
     chart = k8s.helm.v4.Chart(
         name,
         chart=pin.chart,
@@ -68,6 +67,45 @@ def install_chart(
         ),
     )
     return chart, ns
+
+
+def chart_namespace(
+    name: str, pin: ChartPin, *, provider: k8s.Provider, parent: pulumi.Resource
+) -> k8s.core.v1.Namespace:
+    """The chart's namespace, labelled with its Pod Security Admission level."""
+    return k8s.core.v1.Namespace(
+        f"{name}-ns",
+        metadata={"name": pin.namespace, "labels": namespace_labels(pin.pod_security)},
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+    )
+
+
+def grafana_admin_secret(
+    name: str, namespace: k8s.core.v1.Namespace, *, provider: k8s.Provider, parent: pulumi.Resource
+) -> k8s.core.v1.Secret:
+    """Grafana's admin login: a password generated once for the stack (kept in the state as a secret; rotated by
+    replacing the ``RandomPassword``), in :data:`charts.GRAFANA_ADMIN_SECRET`."""
+    password = random.RandomPassword(
+        f"{name}-grafana-admin-password",
+        length=32,
+        special=False,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+    generated: pulumi.Input[str] = password.result
+    return k8s.core.v1.Secret(
+        f"{name}-grafana-admin",
+        metadata={
+            "name": charts.GRAFANA_ADMIN_SECRET,
+            "namespace": namespace.metadata.name,
+            "labels": {"app.kubernetes.io/managed-by": "triton-ft"},
+        },
+        type="Opaque",
+        string_data={
+            charts.GRAFANA_USER_KEY: "admin",
+            charts.GRAFANA_PASSWORD_KEY: pulumi.Output.secret(generated),
+        },
+        opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[namespace]),
+    )
 
 
 @dataclass
@@ -101,12 +139,11 @@ def install_addons(
     kps: k8s.helm.v4.Chart | None = None
     if flags.kube_prometheus_stack:
         pin = charts.KUBE_PROMETHEUS_STACK
-        monitoring_ns = k8s.core.v1.Namespace(
-            f"{name}-kube-prometheus-stack-ns",
-            metadata={"name": pin.namespace, "labels": {"app.kubernetes.io/managed-by": "triton-ft"}},
-            opts=pulumi.ResourceOptions(parent=parent, provider=provider),
-        )
-        config: list[pulumi.Resource] = []
+        kps_name = f"{name}-kube-prometheus-stack"
+        monitoring_ns = chart_namespace(kps_name, pin, provider=provider, parent=parent)
+        config: list[pulumi.Resource] = [
+            grafana_admin_secret(kps_name, monitoring_ns, provider=provider, parent=parent)
+        ]
         if alertmanager_config is not None:
             config.append(
                 k8s.core.v1.Secret(
@@ -117,7 +154,7 @@ def install_addons(
                 )
             )
         kps, _ = install_chart(
-            f"{name}-kube-prometheus-stack",
+            kps_name,
             pin,
             charts.kube_prometheus_stack_values() if prometheus_values is None else prometheus_values,
             provider=provider,

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.common.podsec import PodSecurityLevel
 from components.common.target import GPU_RESOURCE
 from components.common.triton import adapter_rule
 
@@ -20,10 +21,18 @@ class ChartPin:
     namespace: str
     addon: str
     """The name this add-on has in ``ClusterTarget.addons``."""
+    pod_security: PodSecurityLevel = "baseline"
+    """Pod Security Admission level enforced on the chart's namespace (warn and audit stay at ``restricted``):
+    ``privileged`` only where the chart's pods need the host (hostPath, host network or PID)."""
 
 
 NVIDIA_DEVICE_PLUGIN = ChartPin(
-    "nvidia-device-plugin", "0.17.1", "https://nvidia.github.io/k8s-device-plugin", "nvidia-device-plugin", "nvidia"
+    "nvidia-device-plugin",
+    "0.17.1",
+    "https://nvidia.github.io/k8s-device-plugin",
+    "nvidia-device-plugin",
+    "nvidia",
+    pod_security="privileged",  # the plugin mounts the kubelet's device-plugins directory (hostPath)
 )
 INGRESS_NGINX = ChartPin(
     "ingress-nginx", "4.11.3", "https://kubernetes.github.io/ingress-nginx", "ingress-nginx", "ingress-nginx"
@@ -35,6 +44,7 @@ KUBE_PROMETHEUS_STACK = ChartPin(
     "https://prometheus-community.github.io/helm-charts",
     "monitoring",
     "prometheus-operator",
+    pod_security="privileged",  # its node-exporter runs on the host's network and PID namespaces, with hostPath
 )
 PROMETHEUS_ADAPTER = ChartPin(
     "prometheus-adapter",
@@ -174,10 +184,21 @@ ALERTMANAGER_SECRET = "alertmanager-triton-ft"
 keys, so they live in a Secret the stack writes, not in the chart's values (which the plan shows)."""
 
 
+GRAFANA_ADMIN_SECRET = "grafana-admin"
+"""The Secret (in the monitoring namespace) Grafana's admin login comes from: ``admin-user`` and ``admin-password``,
+a password generated for the stack (the chart's default would be ``prom-operator``)."""
+GRAFANA_USER_KEY = "admin-user"
+GRAFANA_PASSWORD_KEY = "admin-password"
+
+
 def kube_prometheus_stack_values(
-    storage_class: str | None = None, prometheus_storage_gib: int = 50, alertmanager_secret: str | None = None
+    storage_class: str | None = None,
+    prometheus_storage_gib: int = 50,
+    alertmanager_secret: str | None = None,
+    grafana_admin_secret: str = GRAFANA_ADMIN_SECRET,
 ) -> dict[str, Any]:
-    """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own.
+    """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own;
+    Grafana's admin login from ``grafana_admin_secret`` (never the chart's default password).
 
     On EKS: the monitors and rules of components EKS does not let anyone scrape are off; with ``storage_class``
     (an EBS class) Prometheus keeps its 15 days and Alertmanager its silences across reschedules; with
@@ -185,6 +206,13 @@ def kube_prometheus_stack_values(
     """
     alertmanager_spec: dict[str, Any] = {}
     values: dict[str, Any] = {
+        "grafana": {
+            "admin": {
+                "existingSecret": grafana_admin_secret,
+                "userKey": GRAFANA_USER_KEY,
+                "passwordKey": GRAFANA_PASSWORD_KEY,
+            }
+        },
         "fullnameOverride": PROMETHEUS_FULLNAME,
         "prometheus": {
             "prometheusSpec": {

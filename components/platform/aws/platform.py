@@ -16,6 +16,7 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 import yaml
 
+from components.common.podsec import WORKLOAD_POD_SECURITY, PodSecurityLevel, namespace_labels
 from components.common.target import ClusterTarget, GpuScheduling
 from components.platform.aws import charts, decisions
 from components.platform.aws.addons import AddonFlags, install_addons, install_chart
@@ -33,7 +34,6 @@ from components.platform.aws.nodegroups import (
     system_node_group,
 )
 from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
-from components.platform.cluster import namespace_labels
 from components.settings import eks as eks_facts
 from tritonft.errors import UserError
 
@@ -96,7 +96,10 @@ class AwsPlatformArgs:
     """Prometheus's EBS volume (15 days of the cluster's and Triton's series)."""
     tags: dict[str, str] = field(default_factory=dict)
     """Extra tags for every AWS resource (merged into the provider's default tags)."""
-    pod_security: str = "baseline"
+    pod_security: PodSecurityLevel = WORKLOAD_POD_SECURITY
+    kms_key_arn: str | None = None
+    """Customer-managed KMS key for EKS envelope encryption of Kubernetes Secrets; None = EKS's default (AWS-managed
+    encryption of etcd's volumes only)."""
     """Pod Security Admission level enforced on the workload namespace."""
 
 
@@ -236,6 +239,7 @@ class AwsPlatform(pulumi.ComponentResource):
             endpoint_private_access=True,
             public_access_cidrs=None if args.private_endpoint_only else list(args.public_access_cidrs),
             enabled_cluster_log_types=list(CONTROL_PLANE_LOGS),
+            encryption_config_key_arn=args.kms_key_arn,
             opts=pulumi.ResourceOptions(
                 parent=self,
                 providers={"aws": self.aws_provider},

@@ -138,7 +138,7 @@ def test_the_hf_token_is_a_mounted_secret_never_a_plain_value(mocks):
     assert any(m["mountPath"] == HF_TOKEN_MOUNT for m in containers(job)[0]["volumeMounts"])
     assert "hf_supersecret" not in str([m.body for m in manifests_of(mocks.resources)])
     (secret_manifest,) = [m for m in manifests_of(mocks.resources) if m.kind == "Secret"]
-    assert secret_manifest.body["stringData"] == SECRET_PLACEHOLDER
+    assert secret_manifest.body["stringData"] == {"token": SECRET_PLACEHOLDER}, "its key kept, its value masked"
 
 
 def test_without_a_token_no_secret_is_created_or_mounted(mocks):

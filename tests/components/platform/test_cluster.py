@@ -33,7 +33,7 @@ def test_namespace_is_created_through_the_explicit_provider(mocks: RecordingMock
     (ns,) = mocks.of_type("kubernetes:core/v1:Namespace")
     assert ns.provider.startswith(provider.urn)
     assert ns.inputs["metadata"]["name"] == "triton"
-    assert ns.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "baseline"
+    assert ns.inputs["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
 
 
 def test_without_kubeconfig_the_provider_falls_back_to_the_environment(mocks: RecordingMocks) -> None:

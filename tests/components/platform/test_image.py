@@ -12,6 +12,7 @@ from tests.components.platform.aws.helpers import build_platform_and_images, pro
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks
+from tritonft.synth.manifests import is_secret
 
 IMAGE = "docker-build:index:Image"
 REPO = "aws:ecr/repository:Repository"
@@ -124,3 +125,40 @@ def test_content_tag_ignores_bytecode_caches(tmp_path: Path) -> None:
 def test_a_missing_build_input_names_the_file(tmp_path: Path) -> None:
     with pytest.raises(UserError, match=r"'uv\.lock' not found"):
         content_tag(tmp_path, ["uv.lock"], {})
+
+
+def test_the_registry_password_a_build_logs_in_with_is_a_secret_in_the_plan(mocks: RecordingMocks) -> None:
+    build_platform_and_images()
+    for image in mocks.of_type(IMAGE):
+        registries = image.inputs["registries"]
+        assert is_secret(registries), "the login (its password) is a secret input: masked in the plan and state"
+        (registry,) = registries["value"]
+        assert registry["password"] == "mock-ecr-password"
+
+
+def test_prod_builds_neither_pull_nor_push_the_mutable_build_cache(mocks: RecordingMocks) -> None:
+    build_platform_and_images("prod")
+    assert "triton-ft/build-cache" not in {r.inputs["name"] for r in mocks.of_type(REPO)}
+    for image in mocks.of_type(IMAGE):
+        assert not image.inputs.get("cacheFrom") and not image.inputs.get("cacheTo")
+
+
+def test_the_build_cache_outside_prod_is_scanned_on_push(mocks: RecordingMocks) -> None:
+    build_platform_and_images("staging")
+    (cache,) = [r for r in mocks.of_type(REPO) if r.inputs["name"] == "triton-ft/build-cache"]
+    assert cache.inputs["imageScanningConfiguration"] == {"scanOnPush": True}
+
+
+def test_repositories_are_encrypted_with_the_customer_managed_key_when_given(mocks: RecordingMocks) -> None:
+    key = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    build_platform_and_images("staging", kms_key_arn=key)
+    repos = mocks.of_type(REPO)
+    assert repos
+    for repo in repos:
+        assert repo.inputs["encryptionConfigurations"] == [{"encryptionType": "KMS", "kmsKey": key}]
+
+
+def test_repositories_use_aes256_without_a_key(mocks: RecordingMocks) -> None:
+    build_platform_and_images("staging")
+    for repo in mocks.of_type(REPO):
+        assert repo.inputs["encryptionConfigurations"] == [{"encryptionType": "AES256"}]

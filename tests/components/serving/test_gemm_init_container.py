@@ -79,6 +79,15 @@ def test_only_the_tuning_writes_to_the_store_and_only_its_cache():
     assert env(init)["CACHE_DIR"].startswith(f"{STORE_MOUNT}/gemm/")
 
 
+def test_the_tuning_sees_the_store_read_only_but_for_its_cache_directory():
+    init, _ = containers(pod())
+    mounts = {m["mountPath"]: m for m in init["volumeMounts"]}
+    assert mounts[STORE_MOUNT] == {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True}
+    writable = [m for m in init["volumeMounts"] if m["name"] == STORE_RW_VOLUME]
+    assert writable == [{"name": STORE_RW_VOLUME, "mountPath": f"{STORE_MOUNT}/gemm", "subPath": "gemm"}]
+    assert env(init)["CACHE_DIR"].startswith(writable[0]["mountPath"] + "/")
+
+
 def test_the_init_container_runs_the_models_own_tuner_commands():
     init, _ = containers(pod())
     assert env(init)["GEMM_PROGRAM"] == "gpt_gemm"

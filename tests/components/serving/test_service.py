@@ -59,19 +59,19 @@ def test_several_gpus_run_one_mpi_process_for_the_node(mocks):
     assert TRITONSERVER in command
 
 
-def test_tritonserver_uses_explicit_control_strict_readiness_and_metrics(mocks):
+def test_tritonserver_uses_no_model_control_strict_readiness_and_metrics(mocks):
     deployment = _deployment(mocks)
     command = _triton(deployment)["command"]
     (job,) = mocks.of_type("kubernetes:batch/v1:Job")
     repo_dir = job.inputs["metadata"]["annotations"]["triton-ft/repository-dir"]
     for flag in (
         f"--model-repository={repo_dir}",
-        "--model-control-mode=explicit",
-        f"--load-model={GPTJ_6B.name}",
+        "--model-control-mode=none",
         "--strict-readiness=true",
         "--allow-metrics=true",
     ):
         assert flag in command
+    assert not [f for f in command if f.startswith("--load-model")], "none mode loads the model's whole repository"
 
 
 def test_shm_is_a_memory_emptydir_with_the_computed_limit(mocks):

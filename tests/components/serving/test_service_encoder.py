@@ -37,7 +37,7 @@ _triton = triton_container
 
 
 def _env(container: dict[str, Any]) -> dict[str, str]:
-    return {e["name"]: e["value"] for e in container["env"]}
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
 
 
 def _affinity_exprs(spec: dict[str, Any]) -> list[tuple[str, str, tuple[str, ...]]]:

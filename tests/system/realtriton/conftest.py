@@ -9,6 +9,8 @@ attached to each failing test of this folder.
 
 from __future__ import annotations
 
+import re
+import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -182,6 +184,17 @@ def encoder_repository(
     optimized = encoder_converted("all-minilm-l6-v2", "fp32", "--optimize")
     serving = EncoderServing(OPTIMIZED_EMBEDDER, max_batch_size=16, engine=OnnxEngine.PYTHON)
     write_encoder_repository(serving, optimized, encoder_checkpoint("all-minilm-l6-v2"), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def embedder_repository(encoder_repository: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedder's own repository, as the stack's store holds it: its ensemble and the models it is made of."""
+    ensemble = (encoder_repository / EMBEDDER / "config.pbtxt").read_text()
+    members = {EMBEDDER, *re.findall(r'model_name:\s*"([^"]+)"', ensemble)}
+    out = tmp_path_factory.mktemp("embedder-repo")
+    for name in members:
+        shutil.copytree(encoder_repository / name, out / name)
     return out
 
 

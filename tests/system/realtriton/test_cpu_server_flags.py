@@ -1,5 +1,6 @@
 """The flags a ``device: cpu`` replica's Triton runs with (``components.serving.server_spec``), on a real
-``tritonserver`` on this GPU-less machine: it starts, loads only the model, and exports CPU metrics, no GPU ones."""
+``tritonserver`` on this GPU-less machine: it starts, loads the model's repository, and exports CPU metrics, no GPU
+ones."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ import urllib.request
 from dataclasses import replace
 from pathlib import Path
 
-from components.serving.server_spec import tritonserver_args
+from components.serving.server_spec import ADMIN_KEY_ENV, tritonserver_args
 from tests.components.fixtures import MINILM_CPU
-from tests.system.realtriton.conftest import CLASSIFIER, EMBEDDER, ServeTriton
+from tests.system.realtriton.conftest import EMBEDDER, ServeTriton
 
 SET_BY_THE_TEST_SERVER = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=")
 """Flags the local server sets itself (its own repository and free loopback ports)."""
@@ -26,16 +27,16 @@ def _status(url: str) -> int:
 
 
 def test_a_cpu_replicas_tritonserver_flags_start_triton_without_a_gpu_with_cpu_metrics(
-    serve_triton: ServeTriton, encoder_repository: Path
+    serve_triton: ServeTriton, embedder_repository: Path
 ) -> None:
     spec = replace(MINILM_CPU, name=EMBEDDER)
     flags = [f for f in tritonserver_args(spec, "/models") if not f.startswith(SET_BY_THE_TEST_SERVER)]
-    assert "--allow-cpu-metrics=true" in flags and "--model-control-mode=explicit" in flags
-    server = serve_triton(encoder_repository, extra_args=flags, shared=False)
+    assert "--allow-cpu-metrics=true" in flags and "--model-control-mode=none" in flags
+    flags = [f.replace(f"$({ADMIN_KEY_ENV})", "the-pods-uid") for f in flags]  # as the kubelet expands it
+    server = serve_triton(embedder_repository, extra_args=flags, shared=False)
     try:
         base = f"http://{server.http_url}/v2/models"
         assert _status(f"{base}/{EMBEDDER}/ready") == 200
-        assert _status(f"{base}/{CLASSIFIER}/ready") != 200, "explicit control loads only the replica's model"
         deadline = time.monotonic() + 20
         metrics = ""
         while "nv_cpu_utilization" not in metrics and time.monotonic() < deadline:

@@ -233,7 +233,7 @@ def test_target_is_placed_through_the_eks_kubeconfig_provider(mocks: RecordingMo
 def test_workload_namespace_has_the_same_labels_as_an_existing_cluster(mocks: RecordingMocks) -> None:
     build_platform(namespace="models")
     ns = mocks.named("tft-ns")
-    assert ns.inputs["metadata"] == {"name": "models", "labels": namespace_labels("baseline")}
+    assert ns.inputs["metadata"] == {"name": "models", "labels": namespace_labels("restricted")}
 
 
 def test_existing_vpc_is_used_as_given(mocks: RecordingMocks) -> None:
@@ -273,3 +273,18 @@ def test_metrics_server_runs_on_the_system_nodes_for_the_gateways_hpa(mocks: Rec
     )
     assert chart.inputs["values"]["nodeSelector"] == {POOL_LABEL: SYSTEM_POOL}
     assert chart.inputs["values"]["replicas"] == 2
+
+
+def test_kubernetes_secrets_are_envelope_encrypted_with_the_customer_managed_key_when_given(
+    mocks: RecordingMocks,
+) -> None:
+    key = "arn:aws:kms:us-west-2:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    build_platform(kms_key_arn=key)
+    (cluster,) = mocks.of_type("eks:index:Cluster")
+    assert cluster.inputs["encryptionConfigKeyArn"] == key
+
+
+def test_without_a_key_the_cluster_has_no_encryption_config(mocks: RecordingMocks) -> None:
+    build_platform()
+    (cluster,) = mocks.of_type("eks:index:Cluster")
+    assert "encryptionConfigKeyArn" not in cluster.inputs

@@ -1,0 +1,134 @@
+"""Issue 42's findings on prod's plan as ``tritonft synth`` writes it: who may reach the Triton pods (the plan's
+NetworkPolicies evaluated on the plan's own pod templates, ``tests/system/netpol.py``), the Triton flags that
+restrict its APIs, Pod Security Admission labels, Grafana's generated login, the GEMM tuning's writable path, and
+the build's credentials and cache. The same plan on the real API server: ``tests/system/controlplane/``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
+from tests.system.netpol import Pod, connects
+from tritonft.synth.manifests import SECRET_PLACEHOLDER, plain
+from tritonft.synth.run import synthesize
+
+REPO = Path(__file__).resolve().parents[3]
+PLAN_NAMESPACE = "triton"
+
+
+@pytest.fixture(scope="module")
+def prod(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("prod")
+    synthesize("prod", out=out, project_dir=REPO)
+    return out
+
+
+def _objects(plan: Path) -> list[dict[str, Any]]:
+    return [d for p in sorted((plan / "manifests").rglob("*.yaml")) for d in yaml.safe_load_all(p.read_text()) if d]
+
+
+def _of(plan: Path, kind: str) -> list[dict[str, Any]]:
+    return [o for o in _objects(plan) if o["kind"] == kind]
+
+
+def _deployments(plan: Path, component: str) -> list[dict[str, Any]]:
+    return [
+        d
+        for d in _of(plan, "Deployment")
+        if d["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component") == component
+    ]
+
+
+def _namespace_labels(plan: Path) -> dict[str, dict[str, str]]:
+    """Each namespace's labels as the API server will hold them (it adds ``kubernetes.io/metadata.name``)."""
+    out = {
+        ns["metadata"]["name"]: {
+            **ns["metadata"].get("labels", {}),
+            "kubernetes.io/metadata.name": ns["metadata"]["name"],
+        }
+        for ns in _of(plan, "Namespace")
+    }
+    out.setdefault("default", {"kubernetes.io/metadata.name": "default"})
+    return out
+
+
+def _template_pod(deployment: dict[str, Any]) -> Pod:
+    meta = deployment["metadata"]
+    return Pod.from_template(meta["name"], meta["namespace"], deployment["spec"]["template"])
+
+
+def test_in_prods_plan_only_the_gateways_pods_reach_triton_and_only_on_grpc(prod: Path) -> None:
+    policies = _of(prod, "NetworkPolicy")
+    namespaces = _namespace_labels(prod)
+    triton = [_template_pod(d) for d in _deployments(prod, "triton")]
+    (gateway,) = [_template_pod(d) for d in _deployments(prod, "gateway")]
+    intruder = Pod("intruder", PLAN_NAMESPACE, {"app": "intruder"})
+    assert len(triton) == 3
+    for pod in triton:
+        assert connects(policies, gateway, pod, GRPC_PORT, namespaces)
+        assert not connects(policies, gateway, pod, HTTP_PORT, namespaces)
+        for port in (HTTP_PORT, GRPC_PORT, METRICS_PORT):
+            assert not connects(policies, intruder, pod, port, namespaces)
+            assert not connects(policies, Pod("x", "default", {}), pod, port, namespaces)
+            assert all(not connects(policies, other, pod, port, namespaces) for other in triton)
+
+
+def test_prods_triton_pods_run_without_model_control_and_with_the_unneeded_grpc_apis_restricted(prod: Path) -> None:
+    for deployment in _deployments(prod, "triton"):
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        command = container["command"]
+        assert "--model-control-mode=none" in command
+        (grpc,) = [f for f in command if f.startswith("--grpc-restricted-protocol=")]
+        assert grpc.startswith("--grpc-restricted-protocol=shared-memory,model-repository,")
+        assert not [f for f in command if f.startswith("--http-restricted-api")], "23.04 has no such flag"
+        key = {e["name"]: e for e in container["env"]}["TRITON_POD_UID"]
+        assert key["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
+
+
+def test_prods_namespaces_carry_pod_security_levels_restricted_for_the_workloads(prod: Path) -> None:
+    enforce = {
+        ns["metadata"]["name"]: ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        for ns in _of(prod, "Namespace")
+    }
+    assert enforce[PLAN_NAMESPACE] == "restricted"
+    assert {n for n, level in enforce.items() if level == "privileged"} == {"monitoring", "nvidia-device-plugin"}
+    assert set(enforce.values()) == {"restricted", "baseline", "privileged"}
+
+
+def test_prods_grafana_login_is_a_generated_secret_masked_in_the_plan(prod: Path) -> None:
+    (secret,) = [s for s in _of(prod, "Secret") if s["metadata"]["name"] == "grafana-admin"]
+    assert secret["stringData"] == {"admin-password": SECRET_PLACEHOLDER, "admin-user": SECRET_PLACEHOLDER}
+    text = (prod / "resources.json").read_text()
+    assert "prom-operator" not in text and '"existingSecret": "grafana-admin"' in text
+
+
+def test_prods_gemm_tuning_writes_only_the_stores_gemm_cache(prod: Path) -> None:
+    tuned = [d for d in _deployments(prod, "triton") if d["spec"]["template"]["spec"].get("initContainers")]
+    assert len(tuned) == 2, "t5-3b and gpt-j-6b tune, the encoder does not"
+    for deployment in tuned:
+        (init,) = deployment["spec"]["template"]["spec"]["initContainers"]
+        store = [m for m in init["volumeMounts"] if m["mountPath"].startswith("/models")]
+        writable = [m for m in store if not m.get("readOnly")]
+        assert writable == [{"mountPath": "/models/gemm", "name": "store-cache", "subPath": "gemm"}]
+
+
+def test_prods_builds_log_in_with_a_masked_password_and_use_no_build_cache(prod: Path) -> None:
+    import json
+
+    resources = json.loads((prod / "resources.json").read_text())
+    images = [r for r in resources if r["type"] == "docker-build:index:Image"]
+    assert images
+    for image in images:
+        assert image["inputs"]["registries"] == SECRET_PLACEHOLDER
+        assert not image["inputs"].get("cacheFrom") and not image["inputs"].get("cacheTo")
+    assert "mock-ecr-password" not in (prod / "resources.json").read_text()
+
+
+def test_a_secret_map_keeps_its_key_names_and_masks_every_value() -> None:
+    signed = {"4dabf18193072939515e22adb298388d": "1b47061264138c4ac30d75fd1eb44270", "value": {"b": "x", "a": "y"}}
+    assert plain(signed) == {"a": SECRET_PLACEHOLDER, "b": SECRET_PLACEHOLDER}
+    assert plain({**signed, "value": "text"}) == SECRET_PLACEHOLDER
