@@ -60,6 +60,12 @@ IMAGE_PYTHON = "3.10"
 """The server image's Python (NGC Triton 23.04's base, Ubuntu 20.04): what its Python models run on."""
 
 
+RETRYABLE_START_FAILURES = ("Address already in use", "boost::interprocess::lock_exception")
+"""Start-up failures a fresh start gets past: a port taken between choosing and binding it, and 2.33.0's Python
+backend aborting now and then while its stubs create their shared-memory mutexes under load (seen ~1 start in 4 on
+this 2-core machine; never on 2.51.0)."""
+
+
 class TritonError(RuntimeError):
     """The local server cannot be prepared or did not come up; the message carries Triton's own words."""
 
@@ -438,7 +444,7 @@ class LocalTriton:
             except TritonError:
                 log_text = self.log_text()
                 self.stop()
-                if "Address already in use" in log_text and attempt < 2:
+                if any(sign in log_text for sign in RETRYABLE_START_FAILURES) and attempt < 2:
                     continue
                 raise
 

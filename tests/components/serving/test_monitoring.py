@@ -28,7 +28,6 @@ CURRENT_METRICS = {
     "nv_inference_request_failure",
     "nv_inference_queue_duration_us",
     "nv_inference_compute_infer_duration_us",
-    "nv_inference_pending_request_count",
     "nv_gpu_utilization",
     "nv_gpu_memory_used_bytes",
 }
@@ -80,7 +79,7 @@ def test_failure_rate_and_queue_alerts_exist(mocks):
     alerts = {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
     assert set(alerts) == {"TritonInferenceFailures", "TritonQueueSaturated", "TritonRequestsPiling"}
     assert "nv_inference_request_failure" in alerts["TritonInferenceFailures"]["expr"]
-    assert "nv_inference_pending_request_count" in alerts["TritonRequestsPiling"]["expr"]
+    assert "rate(nv_inference_queue_duration_us{" in alerts["TritonRequestsPiling"]["expr"]
     assert all(a["for"] and a["labels"]["severity"] for a in alerts.values())
 
 

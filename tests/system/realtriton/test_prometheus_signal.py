@@ -11,8 +11,10 @@ ScaledObject's queries. Tests run in file order on one server: idle first, then 
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -202,6 +204,22 @@ def keda_values(prometheus: LocalPrometheus, plan: Plan) -> list[float | None]:
         samples = prometheus.query(trigger["metadata"]["query"])
         values.append(float(samples[0]["value"][1]) if samples else None)
     return values
+
+
+def test_every_triton_metric_the_rules_dashboard_and_adapter_read_is_exported_by_the_ft_images_server(
+    plan: Plan, triton: LocalTriton
+) -> None:
+    """tritonserver 2.33.0 (NGC 23.04, the FT image's) exports no ``nv_inference_pending_request_count``: a rule on
+    it can never fire. GPU metrics are left out (this CPU server exports none)."""
+    with urllib.request.urlopen(f"http://{triton.http_url}/v2", timeout=10) as answer:
+        assert json.loads(answer.read())["version"] == "2.33.0"
+    with urllib.request.urlopen(triton.metrics_url, timeout=10) as answer:
+        exported = set(re.findall(r"^(nv_[a-z_]+)", answer.read().decode(), flags=re.M))
+    read = json.dumps([plan.rule["spec"], plan.dashboard, plan.adapter_rules])
+    # whole names only (an adapter rule's ``nv_inference_(a|b)`` regex leaves a stem ending in "_")
+    wanted = {n for n in re.findall(r"nv_[a-z_]+", read) if not n.startswith(GPU_METRIC_PREFIX) and n[-1] != "_"}
+    assert "nv_inference_queue_duration_us" in wanted
+    assert sorted(wanted - exported) == []
 
 
 def test_the_test_stack_differs_from_staging_only_in_the_alert_durations(plan: Plan, tmp_path: Path) -> None:
