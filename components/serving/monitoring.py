@@ -5,8 +5,9 @@ image's), checked against its real ``/metrics`` (tests/system/realtriton/test_pr
 ``nv_inference_request_success``/``_failure``, ``nv_inference_queue_duration_us``,
 ``nv_inference_compute_infer_duration_us``, ``nv_gpu_utilization``, ``nv_gpu_memory_used_bytes``/``_total_bytes``.
 2.33.0 has no ``nv_inference_pending_request_count`` (it came later): the number of queued requests is derived from
-the queue-time counter instead (:func:`queued_requests_expr`, Little's law). The dashboards shipped in Triton's ``deploy/{aws,gcp,oci}``
-charts still query removed names (``nv_inference_load_ratio_bucket``), deploy-anchors.md §1.2.
+the queue-time counter instead (:func:`queued_requests_expr`, Little's law). The dashboards shipped in Triton's
+``deploy/{aws,gcp,oci}`` charts still query removed names (``nv_inference_load_ratio_bucket``), deploy-anchors.md
+§1.2.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def test_no_custom_resources_when_monitoring_is_off(mocks):
 def test_the_service_monitor_scrapes_the_metrics_port_of_this_service(mocks):
     run_program(lambda: serve("m", T5_SMALL))
     (sm,) = mocks.of_type(SERVICE_MONITOR)
-    (service,) = mocks.of_type("kubernetes:core/v1:Service")
+    (service,) = [s for s in mocks.of_type("kubernetes:core/v1:Service") if s.inputs["metadata"]["name"] == "m"]
     assert sm.inputs["spec"]["endpoints"][0]["port"] == "metrics"
     assert sm.inputs["spec"]["selector"]["matchLabels"].items() <= service.inputs["metadata"]["labels"].items()
     assert sm.inputs["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}

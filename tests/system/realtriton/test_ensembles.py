@@ -34,6 +34,7 @@ from tests.system.realtriton.client import (
     optional_inputs,
     tensor,
 )
+from tests.system.realtriton.conftest import ServeTriton
 from tests.system.realtriton.repos import MATRIX, matrix_spec, render_with_cli
 from tritonft.local_triton import LocalTriton, TritonError, TritonRuntime
 from tritonft.repo.naming import RepoNames
@@ -256,7 +257,9 @@ def test_on_the_ft_images_server_a_stream_cannot_ask_for_its_final_flag(matrix_t
 
 
 @pytest.fixture(scope="module")
-def newest_matrix_triton(serve_triton: Any, newest_runtime: TritonRuntime, matrix_repository: Path) -> LocalTriton:
+def newest_matrix_triton(
+    serve_triton: ServeTriton, newest_runtime: TritonRuntime, matrix_repository: Path
+) -> LocalTriton:
     return serve_triton(matrix_repository, runtime=newest_runtime)
 
 
