@@ -62,8 +62,12 @@ IMAGE_PYTHON = "3.10"
 
 RETRYABLE_START_FAILURES = ("Address already in use", "boost::interprocess::lock_exception")
 """Start-up failures a fresh start gets past: a port taken between choosing and binding it, and 2.33.0's Python
-backend aborting now and then while its stubs create their shared-memory mutexes under load (seen ~1 start in 4 on
-this 2-core machine; never on 2.51.0)."""
+backend aborting while it loads its stubs on a starved CPU (``boost::interprocess::lock_exception``, most likely
+Boost's interprocess mutex timing out on a stub that got no CPU; seen on up to half the starts of a
+20-model repository on this 2-core machine under other sessions' load, also with ``--model-load-thread-count=1``;
+never on 2.51.0)."""
+START_ATTEMPTS = 5
+"""Starts tried before a retryable failure is reported."""
 
 
 class TritonError(RuntimeError):
@@ -424,7 +428,7 @@ class LocalTriton:
         return args
 
     def start(self) -> None:
-        for attempt in range(3):
+        for attempt in range(START_ATTEMPTS):
             self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with self.log_path.open("ab") as log:
@@ -444,7 +448,7 @@ class LocalTriton:
             except TritonError:
                 log_text = self.log_text()
                 self.stop()
-                if any(sign in log_text for sign in RETRYABLE_START_FAILURES) and attempt < 2:
+                if any(sign in log_text for sign in RETRYABLE_START_FAILURES) and attempt < START_ATTEMPTS - 1:
                     continue
                 raise
 
