@@ -1,9 +1,18 @@
 """A real Triton Inference Server on this machine (CPU, Python backend) for tests, the quick start and benchmarks.
 
 The server is the one PyPI's ``nvidia-pytriton`` bundles (``pytriton/tritonserver/``: ``tritonserver``, the Python
-backend and its stubs for Python 3.8-3.13; shared libraries in ``nvidia_pytriton.libs/``). ``scripts/setup/
-triton.sh`` installs it into ``.tools/triton`` (pinned in ``tools/triton-requirements.txt``); it is not a project
-dependency because its package metadata pins ``numpy<2``, which the project's own environment does not need.
+backend and its stubs; shared libraries in ``nvidia_pytriton.libs/``). Two releases, one runtime per server image
+(:data:`RELEASES`):
+
+- :data:`FT_IMAGE_SERVER`, tritonserver **2.33.0** (``nvidia-pytriton==0.2.5``, ``.tools/triton-2.33``): the
+  server of NGC Triton 23.04, which the FasterTransformer image is built on. Its one Python-backend stub is built
+  for Python 3.8 (and links a bundled ``libpython3.8``), so its models' environment is the image's requirements
+  resolved for 3.8 (``tools/triton-2.33-models-requirements.txt``).
+- :data:`NEWEST_SERVER`, tritonserver **2.51.0** (``nvidia-pytriton==0.7.0``, ``.tools/triton``), stubs for
+  Python 3.8-3.13: the encoders' server, and the one that runs the models on the image's own Python (3.10).
+
+``scripts/setup/triton.sh`` installs both (pinned in ``tools/triton*-requirements.txt``); neither is a project
+dependency because their package metadata pins ``numpy<2``, which the project's own environment does not need.
 
 The Python models run in a *stub environment* built from ``images/triton-ft/requirements.txt`` (the server image's
 requirements), so the tests load them with exactly what the image has. The stub takes its interpreter and
@@ -44,15 +53,72 @@ ROOT = Path(__file__).resolve().parents[1]
 REQUIREMENTS = ROOT / "images" / "triton-ft" / "requirements.txt"
 """The Python models' requirements, as the server image installs them."""
 TOOL_ENV = ROOT / ".tools" / "triton"
-"""Where ``scripts/setup/triton.sh`` installs ``nvidia-pytriton``."""
+"""Where ``scripts/setup/triton.sh`` installs the newest ``nvidia-pytriton`` (tritonserver 2.51.0)."""
 HOST = "127.0.0.1"
 STUB = "triton_python_backend_stub"
 IMAGE_PYTHON = "3.10"
 """The server image's Python (NGC Triton 23.04's base, Ubuntu 20.04): what its Python models run on."""
 
 
+RETRYABLE_START_FAILURES = ("Address already in use", "boost::interprocess::lock_exception")
+"""Start-up failures a fresh start gets past: a port taken between choosing and binding it, and 2.33.0's Python
+backend aborting while it loads its stubs on a starved CPU (``boost::interprocess::lock_exception``, most likely
+Boost's interprocess mutex timing out on a stub that got no CPU; seen on up to half the starts of a
+20-model repository on this 2-core machine under other sessions' load, also with ``--model-load-thread-count=1``;
+never on 2.51.0)."""
+START_ATTEMPTS = 5
+"""Starts tried before a retryable failure is reported."""
+
+
 class TritonError(RuntimeError):
     """The local server cannot be prepared or did not come up; the message carries Triton's own words."""
+
+
+@dataclass(frozen=True)
+class ServerRelease:
+    """One ``tritonserver`` release the tests can run, and how it differs in what a local run needs."""
+
+    version: str
+    """``tritonserver``'s version, as ``/v2`` reports it."""
+    image: str
+    """Which server image runs this release (what the tests on it stand for)."""
+    tool_env: Path
+    """Where ``scripts/setup/triton.sh`` installs the ``nvidia-pytriton`` that bundles it."""
+    requirements: Path
+    """The Python models' requirements, resolved for :attr:`stub_python` (or the image's Python)."""
+    stub_python: str | None
+    """The Python of its only stub (``backends/python/``), or ``None``: one stub per Python
+    (``python_backend_stubs/<version>/``), the models' interpreter picks."""
+    metrics_address: bool
+    """Whether it has ``--metrics-address`` (2.33.0 has not: its metrics listen on every address)."""
+
+
+NEWEST_SERVER = ServerRelease(
+    version="2.51.0",
+    image="the encoders' server (NGC Triton's newest with a PyPI wheel: nvidia-pytriton 0.7.0)",
+    tool_env=TOOL_ENV,
+    requirements=REQUIREMENTS,
+    stub_python=None,
+    metrics_address=True,
+)
+FT_IMAGE_SERVER = ServerRelease(
+    version="2.33.0",
+    image="the FasterTransformer image's server (NGC Triton 23.04; nvidia-pytriton 0.2.5)",
+    tool_env=ROOT / ".tools" / "triton-2.33",
+    requirements=ROOT / "tools" / "triton-2.33-models-requirements.txt",
+    stub_python="3.8",
+    metrics_address=False,
+)
+RELEASES = {release.version: release for release in (NEWEST_SERVER, FT_IMAGE_SERVER)}
+"""The releases by version."""
+
+
+def release_named(version: str) -> ServerRelease:
+    """The release of ``version`` (``"2.33.0"``); a clear error naming the known ones otherwise."""
+    try:
+        return RELEASES[version]
+    except KeyError:
+        raise TritonError(f"no local tritonserver release {version!r}; known: {', '.join(sorted(RELEASES))}") from None
 
 
 @dataclass(frozen=True)
@@ -61,12 +127,22 @@ class ServerDist:
 
     root: Path
     libs: Path
+    release: ServerRelease = NEWEST_SERVER
 
     @property
     def binary(self) -> Path:
         return self.root / "bin" / "tritonserver"
 
     def stub(self, python_version: str) -> Path:
+        """The stub for ``python_version``: the release's only one, or the one of its per-Python folder."""
+        if self.release.stub_python is not None:
+            if python_version != self.release.stub_python:
+                raise TritonError(
+                    f"tritonserver {self.release.version}'s only Python-backend stub is built for Python "
+                    f"{self.release.stub_python}, not {python_version}: run its models on Python "
+                    f"{self.release.stub_python} (prepare_runtime(release=...) picks it)"
+                )
+            return self.root / "backends" / "python" / STUB
         return self.root / "python_backend_stubs" / python_version / STUB
 
 
@@ -74,17 +150,21 @@ def _site_packages(env: Path) -> list[Path]:
     return sorted(env.glob("lib/python3*/site-packages"))
 
 
-def find_server(search: Sequence[Path] = ()) -> ServerDist:
-    """The bundled server in ``TRITONFT_TRITON_ENV``, ``search``, ``.tools/triton`` or the running interpreter."""
-    envs = [Path(p) for p in (os.environ.get("TRITONFT_TRITON_ENV"),) if p] + list(search) + [TOOL_ENV]
-    candidates = [sp for env in envs for sp in _site_packages(env)] + [Path(p) for p in sys.path if p]
+def find_server(search: Sequence[Path] = (), release: ServerRelease = NEWEST_SERVER) -> ServerDist:
+    """The bundled server of ``release``: in ``search`` or its tool environment; the newest one also in
+    ``TRITONFT_TRITON_ENV`` or the running interpreter."""
+    newest = release is NEWEST_SERVER
+    override = [Path(p) for p in (os.environ.get("TRITONFT_TRITON_ENV"),) if p and newest]
+    envs = override + list(search) + [release.tool_env]
+    candidates = [sp for env in envs for sp in _site_packages(env)] + [Path(p) for p in sys.path if p and newest]
     for site in candidates:
         root, libs = site / "pytriton" / "tritonserver", site / "nvidia_pytriton.libs"
         if (root / "bin" / "tritonserver").is_file() and libs.is_dir():
-            return ServerDist(root, libs)
+            return ServerDist(root, libs, release)
     raise TritonError(
-        "no tritonserver found (nvidia-pytriton's bundled server); run `bash scripts/setup/triton.sh` "
-        f"(installs it into {TOOL_ENV}) or set TRITONFT_TRITON_ENV to an environment that has nvidia-pytriton"
+        f"no tritonserver {release.version} found (nvidia-pytriton's bundled server); run `bash "
+        f"scripts/setup/triton.sh` (installs it into {release.tool_env})"
+        + (" or set TRITONFT_TRITON_ENV to an environment that has nvidia-pytriton" if newest else "")
     )
 
 
@@ -244,15 +324,21 @@ class TritonRuntime:
 
 
 def prepare_runtime(
-    requirements: Path = REQUIREMENTS, search: Sequence[Path] = (), python: Path | None = None
+    requirements: Path | None = None,
+    search: Sequence[Path] = (),
+    python: Path | None = None,
+    release: ServerRelease = NEWEST_SERVER,
 ) -> TritonRuntime:
-    """Find the server and build (or reuse) the stub environment and backend directory.
+    """Find ``release``'s server and build (or reuse) the stub environment and backend directory.
 
-    The models run on ``python`` (default: this interpreter's base), e.g. ``find_python(IMAGE_PYTHON)`` to load
-    them exactly as the server image does.
+    ``requirements`` default to the release's. The models run on ``python`` (default: the release's stub Python
+    when it has only one, else this interpreter's base), e.g. ``find_python(IMAGE_PYTHON)`` to load them exactly
+    as the server image does.
     """
-    dist = find_server(search)
-    stub_env = stub_environment(requirements, python)
+    dist = find_server(search, release)
+    if python is None and release.stub_python is not None:
+        python = find_python(release.stub_python)
+    stub_env = stub_environment(release.requirements if requirements is None else requirements, python)
     version = _python_version(stub_env / "bin" / "python")
     libs = _library_dir(python) if python is not None else None
     return TritonRuntime(dist, backend_directory(dist, version), stub_env, libs)
@@ -329,7 +415,7 @@ class LocalTriton:
             f"--http-port={self.http_port}",
             f"--grpc-address={HOST}",
             f"--grpc-port={self.grpc_port}",
-            f"--metrics-address={HOST}",
+            *([f"--metrics-address={HOST}"] if self.runtime.dist.release.metrics_address else []),
             f"--metrics-port={self.metrics_port}",
             "--allow-gpu-metrics=false",
             "--strict-readiness=true",
@@ -342,7 +428,7 @@ class LocalTriton:
         return args
 
     def start(self) -> None:
-        for attempt in range(3):
+        for attempt in range(START_ATTEMPTS):
             self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
             with self.log_path.open("ab") as log:
@@ -362,7 +448,7 @@ class LocalTriton:
             except TritonError:
                 log_text = self.log_text()
                 self.stop()
-                if "Address already in use" in log_text and attempt < 2:
+                if any(sign in log_text for sign in RETRYABLE_START_FAILURES) and attempt < START_ATTEMPTS - 1:
                     continue
                 raise
 
@@ -423,16 +509,21 @@ class LocalTriton:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``prepare [VERSION ...]``: build the caches of the named releases (default: every one in :data:`RELEASES`)."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if args != ["prepare"]:
-        print("usage: python -m tritonft.local_triton prepare", file=sys.stderr)
+    if not args or args[0] != "prepare":
+        print(f"usage: python -m tritonft.local_triton prepare [{'|'.join(RELEASES)} ...]", file=sys.stderr)
         return 2
     try:
-        runtime = prepare_runtime()
+        for release in [release_named(v) for v in args[1:]] or list(RELEASES.values()):
+            runtime = prepare_runtime(release=release)
+            print(
+                f"tritonserver {release.version}: {runtime.dist.binary}\nbackends: {runtime.backends}\n"
+                f"models' environment: {runtime.stub_env}"
+            )
     except TritonError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(f"tritonserver: {runtime.dist.binary}\nbackends: {runtime.backends}\nmodels' environment: {runtime.stub_env}")
     return 0
 
 

@@ -1,10 +1,13 @@
 """Prometheus scrape config, recording/alerting rules and a Grafana dashboard for one Triton service (pure).
 
-Metric names are the ones in Triton's current metrics documentation (``docs/user_guide/metrics.md``):
+Metric names are the ones the deployed server exports: tritonserver 2.33.0 (NGC Triton 23.04, the FasterTransformer
+image's), checked against its real ``/metrics`` (tests/system/realtriton/test_prometheus_signal.py):
 ``nv_inference_request_success``/``_failure``, ``nv_inference_queue_duration_us``,
-``nv_inference_compute_infer_duration_us``, ``nv_inference_pending_request_count``, ``nv_gpu_utilization``,
-``nv_gpu_memory_used_bytes``/``_total_bytes``. The dashboards shipped in Triton's ``deploy/{aws,gcp,oci}``
-charts still query removed names (``nv_inference_load_ratio_bucket``), deploy-anchors.md §1.2.
+``nv_inference_compute_infer_duration_us``, ``nv_gpu_utilization``, ``nv_gpu_memory_used_bytes``/``_total_bytes``.
+2.33.0 has no ``nv_inference_pending_request_count`` (it came later): the number of queued requests is derived from
+the queue-time counter instead (:func:`queued_requests_expr`, Little's law). The dashboards shipped in Triton's
+``deploy/{aws,gcp,oci}`` charts still query removed names (``nv_inference_load_ratio_bucket``), deploy-anchors.md
+§1.2.
 """
 
 from __future__ import annotations
@@ -50,6 +53,17 @@ def ratio_expr(namespace: str, job: str, ensembles: tuple[str, ...] = ()) -> str
     )
 
 
+def queued_requests_expr(namespace: str, job: str, by: str = "namespace, pod, model") -> str:
+    """The mean number of requests waiting in the queue over the last minute, per ``by``.
+
+    Little's law: the queue time all requests spent per second of wall-clock time is the mean queue length, so
+    ``rate(nv_inference_queue_duration_us[1m]) / 1e6`` is the pending-request gauge that tritonserver 2.33.0 does not
+    export (``nv_inference_pending_request_count`` came after it), averaged over the minute instead of sampled.
+    """
+    sel = series_selector(namespace, job)
+    return f"sum by ({by}) (rate(nv_inference_queue_duration_us{{{sel}}}[1m])) / 1e6"
+
+
 def failure_ratio_expr(namespace: str, job: str) -> str:
     """Failed requests / all requests, per model, over 5 minutes."""
     sel = series_selector(namespace, job)
@@ -73,7 +87,8 @@ def prometheus_rule_spec(
     * ``TritonInferenceFailures``: more than ``failure_ratio`` of requests fail (5-minute rate), for 10 min;
     * ``TritonQueueSaturated``: the ratio stays above 3 x the autoscaling target for 15 min (the autoscaler cannot
       keep up: max replicas reached or no GPU node available);
-    * ``TritonRequestsPiling``: a pod holds more than ``max_pending`` queued requests for 5 min.
+    * ``TritonRequestsPiling``: a pod holds more than ``max_pending`` queued requests (mean over a minute,
+      :func:`queued_requests_expr`) for 5 min.
 
     ``for_`` overrides those durations per alert name (:func:`alert_for`).
     """
@@ -116,12 +131,12 @@ def prometheus_rule_spec(
                     },
                     {
                         "alert": "TritonRequestsPiling",
-                        "expr": f"max by (namespace, pod, model) (nv_inference_pending_request_count{{{sel}}}) "
-                        f"> {max_pending}",
+                        "expr": f"{queued_requests_expr(namespace, job)} > {max_pending}",
                         "for": durations["TritonRequestsPiling"],
                         "labels": labels,
                         "annotations": {
-                            "summary": "{{ $labels.pod }} holds {{ $value }} pending requests for {{ $labels.model }}",
+                            "summary": '{{ $labels.pod }} holds {{ $value | printf "%.0f" }} pending requests for '
+                            "{{ $labels.model }}",
                             "description": f"More than {max_pending} requests queued in one pod for "
                             f"{durations['TritonRequestsPiling']}.",
                         },
@@ -189,7 +204,7 @@ def dashboard(namespace: str, job: str, title: str) -> dict[str, Any]:
         (
             "Pending requests",
             "none",
-            [(f"sum by (pod) (nv_inference_pending_request_count{{{sel}}})", "{{pod}}")],
+            [(queued_requests_expr(namespace, job, by="pod"), "{{pod}}")],
         ),
         (
             "Replicas serving",

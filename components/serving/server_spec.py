@@ -222,6 +222,33 @@ def service_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def pods_service_name(base: str) -> str:
+    """The headless Service of ``base``'s pods (the gateway's Triton address)."""
+    return f"{base}-pods"
+
+
+def pods_service_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
+    """A headless Service (``clusterIP: None``) on gRPC 8001: its DNS name gives one address per *ready* pod.
+
+    The gateway resolves it every few seconds and spreads its calls over every pod (``tritonft.gateway.triton``).
+    Through the ClusterIP Service it would keep one long-lived HTTP/2 connection per model, which kube-proxy
+    balances once, at connect: every call would go to one pod, and pods the autoscaler adds would get none.
+    """
+    return {
+        "clusterIP": "None",
+        "selector": dict(selector_labels),
+        "ports": [
+            {
+                "name": "grpc",
+                "port": GRPC_PORT,
+                "targetPort": "grpc",
+                "protocol": "TCP",
+                "appProtocol": "kubernetes.io/h2c",
+            }
+        ],
+    }
+
+
 def network_policy_spec(
     selector_labels: dict[str, str],
     client_namespaces: tuple[str, ...],

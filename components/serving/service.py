@@ -49,6 +49,8 @@ from components.serving.monitoring import dashboard_json, prometheus_rule_spec, 
 from components.serving.server_spec import (
     ServerPod,
     network_policy_spec,
+    pods_service_name,
+    pods_service_spec,
     release_tuple,
     server_pod_spec,
     service_spec,
@@ -184,7 +186,8 @@ class TritonService(pulumi.ComponentResource):
     internal_url: pulumi.Output[str]
     """In-cluster HTTP base URL, e.g. ``http://t5-small.triton.svc:8000``."""
     grpc_address: pulumi.Output[str]
-    """In-cluster gRPC ``host:port``, e.g. ``t5-small.triton.svc:8001`` (what the gateway calls)."""
+    """In-cluster gRPC ``host:port`` of the headless Service, e.g. ``t5-small-pods.triton.svc:8001``: what the
+    gateway resolves to every pod's address and spreads its calls over."""
     endpoint: pulumi.Output[str | None]
     """Public HTTP base URL through the ingress (None without an ingress)."""
     grpc_endpoint: pulumi.Output[str | None]
@@ -281,6 +284,12 @@ class TritonService(pulumi.ComponentResource):
         service = k8s.core.v1.Service(
             f"{name}-service", metadata=object_meta(base, ns, meta_labels), spec=as_input(service_spec(sel)), opts=child
         )
+        k8s.core.v1.Service(
+            f"{name}-pods-service",
+            metadata=object_meta(pods_service_name(base), ns, meta_labels),
+            spec=as_input(pods_service_spec(sel)),
+            opts=child,
+        )
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb", metadata=object_meta(base, ns, meta_labels), spec=as_input(pdb_spec(sel)), opts=child
         )
@@ -350,7 +359,7 @@ class TritonService(pulumi.ComponentResource):
         self.deployment_name = pulumi.Output.from_input(base)
         self.service_name = pulumi.Output.from_input(base)
         self.internal_url = ns.apply(lambda n: f"http://{base}.{n}.svc:{HTTP_PORT}")
-        self.grpc_address = ns.apply(lambda n: f"{base}.{n}.svc:{GRPC_PORT}")
+        self.grpc_address = ns.apply(lambda n: f"{pods_service_name(base)}.{n}.svc:{GRPC_PORT}")
         self.pod_selector = dict(sel)
         self.scales_to_zero = args.min_replicas == 0
         http_url, grpc_url = endpoint_urls(args.ingress) if args.ingress is not None else (None, None)

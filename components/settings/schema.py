@@ -1223,8 +1223,9 @@ MODEL_KNOBS: tuple[Knob, ...] = (
     Knob(
         "maxQueueDelayUs",
         "integer",
-        "Dynamic batching queue delay.",
-        default=1000,
+        "Dynamic batching queue delay of the FT step (0: requests queued while the step is busy are still batched; "
+        "a lone request does not wait).",
+        default=0,
         minimum=0,
         maximum=10_000_000,
         unit="microseconds",

@@ -2,10 +2,13 @@
 # A real Triton Inference Server for the tests, the quick start and the benchmarks (CPU, Python backend):
 #   - Debian libraries it needs when missing: libpython3.11 (the Python-backend stub links it), libb64-0d
 #     (perf_analyzer, benchmarks/)
-#   - PyPI's nvidia-pytriton (pinned in tools/triton-requirements.txt) in its own tool environment .tools/triton,
-#     without its Python dependencies: only the server it bundles is used, and its metadata pins numpy<2, which the
-#     project's environment does not need
-#   - the Python models' environment (images/triton-ft/requirements.txt) and backend directory, cached under
+#   - PyPI's nvidia-pytriton in its own tool environments, without its Python dependencies (only the server it
+#     bundles is used, and its metadata pins numpy<2, which the project's environment does not need):
+#       .tools/triton       0.7.0 (tools/triton-requirements.txt): tritonserver 2.51.0, the encoders' server
+#       .tools/triton-2.33  0.2.5 (tools/triton-2.33-requirements.txt): tritonserver 2.33.0 = NGC Triton 23.04, the
+#                           FasterTransformer image's server; its one Python-backend stub is built for Python 3.8
+#   - the Python models' environments (images/triton-ft/requirements.txt; for 2.33.0 the same resolved for Python
+#     3.8, tools/triton-2.33-models-requirements.txt, on pyenv's 3.8) and backend directories, cached under
 #     ~/.cache/tritonft (python -m tritonft.local_triton prepare)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -22,12 +25,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-if [ ! -x .tools/triton/bin/python ] || ! cmp -s tools/triton-requirements.txt .tools/triton/requirements.txt; then
-  echo "bootstrap: installing nvidia-pytriton (bundled tritonserver) into .tools/triton" >&2
-  rm -rf .tools/triton
-  uv venv --quiet --python "$(.venv/bin/python -c 'import sys; print(sys.executable)')" .tools/triton
-  uv pip install --quiet --no-deps --python .tools/triton/bin/python -r tools/triton-requirements.txt
-  cp tools/triton-requirements.txt .tools/triton/requirements.txt
-fi
+install_server() {  # install_server ENV_DIR REQUIREMENTS
+  local env=$1 requirements=$2
+  if [ ! -x "$env/bin/python" ] || ! cmp -s "$requirements" "$env/requirements.txt"; then
+    echo "bootstrap: installing nvidia-pytriton (bundled tritonserver) into $env" >&2
+    rm -rf "$env"
+    uv venv --quiet --python "$(.venv/bin/python -c 'import sys; print(sys.executable)')" "$env"
+    uv pip install --quiet --no-deps --python "$env/bin/python" -r "$requirements"
+    cp "$requirements" "$env/requirements.txt"
+  fi
+}
+install_server .tools/triton tools/triton-requirements.txt
+install_server .tools/triton-2.33 tools/triton-2.33-requirements.txt
 
 .venv/bin/python -m tritonft.local_triton prepare >/dev/null

@@ -247,8 +247,10 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         call.model = model.name
         request = embeddings.parse_request(body)
         try:
+            triton = client(model.name)
+            await triton.refresh()
             vectors, tokens = await embeddings.embed(
-                client(model.name).stub, model, request, time.monotonic() + config.deadline_s, config.deadline_s
+                triton.stub, model, request, time.monotonic() + config.deadline_s, config.deadline_s
             )
         except ApiError as exc:
             error = client_error(exc, model.name, config.scales_to_zero)

@@ -8,9 +8,12 @@ The request protobuf is built straight from the ensemble's inputs (KServe V2 raw
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import socket
 import struct
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -200,31 +203,139 @@ def _error(exc: BaseException, deadline_s: float) -> ApiError:
     )
 
 
-class Triton:
-    """One gRPC channel shared by all requests (grpc multiplexes them over one HTTP/2 connection)."""
+REFRESH_S = 5.0
+"""How often the gateway asks DNS again for a Triton service's addresses: a pod the autoscaler adds gets traffic
+within this long; one that leaves gets no new call once DNS has dropped it (it is not ready)."""
+CLOSE_GRACE_S = 120.0
+"""How long a dropped address's channel keeps its calls in flight before it is closed (> the longest deadline)."""
 
-    def __init__(self, url: str) -> None:
+Resolver = Callable[[], Coroutine[Any, Any, list[str]]]
+"""Returns the ``HOST:PORT`` targets a Triton URL stands for now."""
+
+
+def split_target(url: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[v6]:PORT`` too) -> host and port; ``ValueError`` naming the form otherwise."""
+    host, sep, port = url.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"Triton URL {url!r}: expected HOST:PORT (e.g. t5-small-pods.triton.svc:8001)")
+    return host.strip("[]"), int(port)
+
+
+def join_target(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def dns_resolver(url: str) -> Resolver:
+    """Every address DNS gives for ``url``'s host, each with ``url``'s port, sorted. A headless Service's name gives
+    one address per ready pod (a ClusterIP Service's gives its one virtual IP: kube-proxy then balances connections,
+    not requests, so one long-lived gRPC connection pins every call to one pod)."""
+    host, port = split_target(url)
+
+    async def resolve() -> list[str]:
+        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return sorted({join_target(str(info[4][0]), port) for info in infos})
+
+    return resolve
+
+
+def plan_targets(current: Sequence[str], resolved: Sequence[str]) -> tuple[list[str], list[str], list[str]]:
+    """(targets to use, targets to open, targets to close) when DNS answers ``resolved``: an empty or failed answer
+    keeps ``current`` (a DNS hiccup must not take every pod away)."""
+    if not resolved:
+        return list(current), [], []
+    wanted = sorted(set(resolved))
+    return wanted, [t for t in wanted if t not in current], [t for t in current if t not in wanted]
+
+
+class Triton:
+    """Calls to the Triton pods behind one URL, spread over every pod: client-side round robin.
+
+    The URL's host is resolved again every :data:`REFRESH_S` (a headless Service's name: one address per ready pod),
+    with one gRPC channel per address (grpc multiplexes each pod's calls over one HTTP/2 connection); each call goes
+    to the next address in turn. A call that cannot reach its pod (``UNAVAILABLE``: refused, reset, the pod went
+    away) is sent once more to the next pod and DNS is asked again at once. ``resolve`` replaces DNS (tests).
+    """
+
+    def __init__(self, url: str, *, resolve: Resolver | None = None, refresh_s: float = REFRESH_S) -> None:
+        self.url = url
+        self._resolve = resolve or dns_resolver(url)
+        self._refresh_s = refresh_s
+        self._channels: dict[str, tuple[Any, Any]] = {}
+        self._targets: list[str] = []
+        self._turn = itertools.count()
+        self._due = 0.0
+        self._closing: set[asyncio.Task[None]] = set()
+
+    @property
+    def targets(self) -> list[str]:
+        """The ``HOST:PORT`` addresses calls go to now."""
+        return list(self._targets)
+
+    def _open(self, target: str) -> tuple[Any, Any]:
         import grpc
         from tritonclient.grpc import service_pb2_grpc
 
-        self.url = url
         options = [("grpc.max_send_message_length", _MAX_MESSAGE), ("grpc.max_receive_message_length", _MAX_MESSAGE)]
-        self._channel = grpc.aio.insecure_channel(url, options=options)
-        self._stub = service_pb2_grpc.GRPCInferenceServiceStub(self._channel)
+        channel = grpc.aio.insecure_channel(target, options=options)
+        return channel, service_pb2_grpc.GRPCInferenceServiceStub(channel)
+
+    async def refresh(self, *, force: bool = False) -> None:
+        """Ask DNS again when due (or ``force``); open channels to new addresses, close dropped ones gracefully."""
+        now = time.monotonic()
+        if not force and now < self._due and self._targets:
+            return
+        self._due = now + self._refresh_s
+        try:
+            resolved = await self._resolve()
+        except OSError:
+            resolved = []
+        if not resolved and not self._targets:
+            resolved = [self.url]  # DNS has nothing yet: let the call itself say the server is unreachable
+        self._targets, opened, closed = plan_targets(self._targets, resolved)
+        for target in opened:
+            self._channels[target] = self._open(target)
+        for target in closed:
+            channel, _ = self._channels.pop(target)
+            task = asyncio.ensure_future(channel.close(grace=CLOSE_GRACE_S))
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+
+    def _next_stub(self) -> Any:
+        if not self._targets:
+            raise ApiError(503, "the inference server is unreachable: no address", "server_error", None, "triton_down")
+        return self._channels[self._targets[next(self._turn) % len(self._targets)]][1]
+
+    async def _unary(self, method: str, request: Any, timeout: float) -> Any:
+        """``method`` on the next pod; once more on the one after when the first cannot be reached."""
+        import grpc
+
+        await self.refresh()
+        try:
+            return await getattr(self._next_stub(), method)(request, timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is not grpc.StatusCode.UNAVAILABLE:
+                raise
+            await self.refresh(force=True)
+            if not self._targets:
+                raise
+            return await getattr(self._next_stub(), method)(request, timeout=timeout)
 
     @property
     def stub(self) -> Any:
-        """The channel's ``GRPCInferenceService`` stub (for calls other than text generation: embeddings)."""
-        return self._stub
+        """The next pod's ``GRPCInferenceService`` stub (for calls other than text generation: embeddings)."""
+        if not self._targets:
+            self._targets = [self.url]
+            self._channels[self.url] = self._open(self.url)
+        return self._next_stub()
 
     async def ready(self, models: list[str], timeout_s: float) -> bool:
         from tritonclient.grpc import service_pb2
 
         try:
-            if not (await self._stub.ServerReady(service_pb2.ServerReadyRequest(), timeout=timeout_s)).ready:
+            if not (await self._unary("ServerReady", service_pb2.ServerReadyRequest(), timeout_s)).ready:
                 return False
             for name in models:
-                answer = await self._stub.ModelReady(service_pb2.ModelReadyRequest(name=name), timeout=timeout_s)
+                answer = await self._unary("ModelReady", service_pb2.ModelReadyRequest(name=name), timeout_s)
                 if not answer.ready:
                     return False
         except Exception:
@@ -242,7 +353,7 @@ class Triton:
         """The answers to ``prompts`` sent as the rows of one ModelInfer call: one :class:`Row` per prompt."""
         remaining = max(deadline - time.monotonic(), 0.001)
         try:
-            response = await self._stub.ModelInfer(infer_request(request, *prompts), timeout=remaining)
+            response = await self._unary("ModelInfer", infer_request(request, *prompts), remaining)
         except Exception as exc:
             raise _error(exc, deadline_s) from exc
         return answer_rows(response, len(prompts))
@@ -251,7 +362,7 @@ class Triton:
         """``prompt``'s token count as the preprocessing model ``model`` tokenizes it (for a streaming ensemble,
         which has no such output)."""
         try:
-            response = await self._stub.ModelInfer(prompt_tokens_request(model, prompt), timeout=deadline_s)
+            response = await self._unary("ModelInfer", prompt_tokens_request(model, prompt), deadline_s)
         except Exception as exc:
             raise _error(exc, deadline_s) from exc
         found = _output(response, PROMPT_TOKENS)
@@ -265,7 +376,8 @@ class Triton:
         The request stream is half-closed after the one request; Triton ends the stream once its last response
         is sent, which ends the iteration. Closed before that (the caller stopped at a stop phrase, its client went
         away), the call is cancelled at once: Triton cancels the request instead of generating on for nobody."""
-        call = self._stub.ModelStreamInfer(iter((infer_request(request, prompt),)), timeout=deadline_s)
+        await self.refresh()
+        call = self._next_stub().ModelStreamInfer(iter((infer_request(request, prompt),)), timeout=deadline_s)
         try:
             async for answer in call:
                 if answer.error_message:
@@ -282,4 +394,9 @@ class Triton:
             call.cancel()  # a no-op once the stream has ended
 
     async def close(self) -> None:
-        await self._channel.close()
+        for channel, _ in self._channels.values():
+            await channel.close()
+        self._channels.clear()
+        self._targets = []
+        for task in list(self._closing):
+            task.cancel()

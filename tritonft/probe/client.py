@@ -216,7 +216,7 @@ class TritonClient:
             return http_generate_stream(
                 self.endpoint, model, contract, prompt, headers=self._headers, timeout_s=timeout_s
             )
-        return grpc_stream(self._grpc_client(), model, contract, prompt, headers=self._headers, timeout_s=timeout_s)
+        return grpc_stream(self.endpoint, model, contract, prompt, headers=self._headers, timeout_s=timeout_s)
 
     def close(self) -> None:
         for client in (self._http, self._grpc):

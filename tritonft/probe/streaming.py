@@ -4,12 +4,14 @@ Triton refuses a decoupled model on the unary calls (HTTP ``/infer``: ``501 ... 
 decoupled transaction policy``; gRPC ``ModelInfer``: ``UNIMPLEMENTED``): it answers only over a stream, one
 response per generated step. The probe therefore asks such a model the way the gateway and every client must:
 
-* **gRPC** (``probeProtocol: grpc``): one request on a ``ModelStreamInfer`` stream (tritonclient's
-  ``start_stream``/``async_stream_infer``), asking for the empty final response so the end of the answer is known,
-  then every response until the one flagged final.
+* **gRPC** (``probeProtocol: grpc``): one request on a ``ModelStreamInfer`` stream, which is then half-closed, and
+  every response until Triton ends the stream (as the gateway does; the final-response flag tritonclient's stream
+  API asks for is refused by tritonserver 2.33.0, the FT image's).
 * **HTTP** (``probeProtocol: http``): Triton's generate extension, ``POST /v2/models/<model>/generate_stream``
   (server-sent events, one ``data:`` event per response). It goes through the same HTTP ingress as every other
-  probe call, so the HTTP setting still tests the HTTP path users take, not a gRPC side door.
+  probe call, so the HTTP setting still tests the HTTP path users take, not a gRPC side door. **tritonserver
+  2.33.0 (NGC 23.04, the FT image's server) has no generate routes**: there a streaming model is probed over gRPC
+  only, and the HTTP probe says so (:data:`NO_GENERATE_ROUTE`).
 
 The responses of the ensembles ``tritonft.repo`` renders each carry the whole sequence so far (a GPT model's
 prompt included); a model that sends only each step's new text is assembled by concatenation. The judged answer is
@@ -22,10 +24,8 @@ answer); :class:`StreamedAnswer` keeps both and the report says which is which.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import json
-import queue
 import time
 import urllib.error
 import urllib.request
@@ -75,7 +75,7 @@ def _answer(pieces: list[str], prompt: str, started: float, first: float | None,
 
 
 def grpc_stream(
-    client: Any,
+    endpoint: Endpoint,
     model: str,
     contract: TextContract,
     prompt: str,
@@ -83,58 +83,60 @@ def grpc_stream(
     headers: Mapping[str, str],
     timeout_s: float,
 ) -> StreamedAnswer:
-    """``prompt`` to ``model`` on a ``ModelStreamInfer`` stream of ``client`` (a tritonclient gRPC
-    ``InferenceServerClient``), every response read until the final one, within ``timeout_s``."""
-    import numpy as np
-    import tritonclient.grpc as grpcclient
+    """``prompt`` to ``model`` on a ``ModelStreamInfer`` stream to ``endpoint``, every response read until the
+    stream ends, within ``timeout_s``.
+
+    The request stream carries the one request and is then half-closed; Triton ends the stream after the request's
+    last response. That is how the end is known on every Triton: tritonserver 2.33.0 (the FT image's, NGC 23.04)
+    refuses ``enable_empty_final_response`` (the ``triton_final_response`` flag tritonclient's stream API needs) and
+    keeps a stream the client has not half-closed open after the last response.
+    """
+    import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
+    from tritonclient.grpc import InferResult, service_pb2, service_pb2_grpc
+    from tritonclient.utils import InferenceServerException
 
     action = f"model {model!r} streamed inference (gRPC ModelStreamInfer)"
-    responses: queue.Queue[tuple[Any, Any]] = queue.Queue()
-    text_in = grpcclient.InferInput(contract.text_input, [1, 1], "BYTES")
-    text_in.set_data_from_numpy(np.array([[prompt.encode("utf-8")]], dtype=np.object_))
+    data = prompt.encode("utf-8")
+    request = service_pb2.ModelInferRequest(
+        model_name=model,
+        inputs=[
+            service_pb2.ModelInferRequest.InferInputTensor(name=contract.text_input, datatype="BYTES", shape=[1, 1])
+        ],
+        raw_input_contents=[len(data).to_bytes(4, "little") + data],
+        outputs=[service_pb2.ModelInferRequest.InferRequestedOutputTensor(name=contract.text_output)],
+    )
+    channel = (
+        grpc.secure_channel(endpoint.address, grpc.ssl_channel_credentials())
+        if endpoint.ssl
+        else grpc.insecure_channel(endpoint.address)
+    )
     pieces: list[str] = []
     first: float | None = None
     started = time.perf_counter()
     try:
-        client.start_stream(
-            callback=lambda result, error: responses.put((result, error)),
-            stream_timeout=timeout_s,
-            headers=dict(headers),
-        )
-        client.async_stream_infer(
-            model,
-            [text_in],
-            outputs=[grpcclient.InferRequestedOutput(contract.text_output)],
-            enable_empty_final_response=True,
-        )
-        while True:
-            remaining = timeout_s - (time.perf_counter() - started)
-            try:
-                result, error = responses.get(timeout=max(remaining, 0.001))
-            except queue.Empty:
-                raise TransientError(f"{action}: no final response within {timeout_s:.1f} s") from None
-            if error is not None:
-                raise classify(error, action, timeout_s)
-            response = result.get_response()
-            if response.outputs:
-                array = result.as_numpy(contract.text_output)
-                if array is None:
-                    raise PermanentError(f"{action}: a response has no output {contract.text_output!r}")
-                values = array.reshape(-1).tolist()
-                if values:
-                    first = first if first is not None else time.perf_counter()
-                    value = values[0]
-                    pieces.append(value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value))
-            final = response.parameters.get("triton_final_response")
-            if final is not None and final.bool_param:
-                break
+        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
+        metadata = [(key.lower(), value) for key, value in headers.items()]
+        for answer in stub.ModelStreamInfer(iter((request,)), timeout=timeout_s, metadata=metadata):
+            if answer.error_message:
+                raise InferenceServerException(msg=answer.error_message)
+            if not answer.infer_response.outputs:
+                continue
+            array = InferResult(answer.infer_response).as_numpy(contract.text_output)
+            if array is None:
+                raise PermanentError(f"{action}: a response has no output {contract.text_output!r}")
+            values = array.reshape(-1).tolist()
+            if values:
+                first = first if first is not None else time.perf_counter()
+                value = values[0]
+                pieces.append(value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value))
     except (TransientError, PermanentError):
         raise
+    except grpc.RpcError as exc:
+        raise classify(InferenceServerException(msg=exc.details(), status=str(exc.code())), action, timeout_s) from exc
     except Exception as exc:
         raise classify(exc, action, timeout_s) from exc
     finally:
-        with contextlib.suppress(Exception):  # closing a broken stream must not hide why it broke
-            client.stop_stream(cancel_requests=True)
+        channel.close()
     return _answer(pieces, prompt, started, first, action)
 
 
@@ -179,13 +181,23 @@ def event_text(data: str, contract: TextContract, action: str) -> str | None:
     return None if value is None else str(value)
 
 
+NO_GENERATE_ROUTE = (
+    "the server has no generate_stream route (an empty HTTP {code}): Triton's generate extension is newer than the "
+    "FasterTransformer image's Triton 23.04 (tritonserver 2.33.0), which streams over gRPC only (and "
+    "refuses the triton_final_response flag): probe streaming models over gRPC (probeProtocol: grpc)"
+)
+"""What the probe says when ``generate_stream`` does not exist on the server (checked on the real 2.33.0)."""
+
+
 def _http_error(exc: urllib.error.HTTPError) -> str:
     """The server's error text: Triton sends a failed stream's error as an event (``data: {"error": ...}``) with
-    the status, a refused request as a JSON body."""
+    the status, a refused request as a JSON body; a route the server does not have, an empty 400 or 404."""
     try:
         raw = exc.read() or b""
     except OSError:
         raw = b""
+    if exc.code in (400, 404) and not raw.strip():
+        return NO_GENERATE_ROUTE.format(code=exc.code)
     for data in [*sse_events(raw.splitlines(keepends=True)), raw.decode("utf-8", errors="replace")]:
         try:
             body: Any = json.loads(data)

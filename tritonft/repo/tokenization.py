@@ -2,8 +2,10 @@
 
 This module is copied verbatim into each rendered Python model's version directory as ``tritonft_tokenization.py``
 (the Python backend puts that directory on ``sys.path``), so it must stay self-contained: numpy plus, lazily, the
-``tokenizers`` or ``sentencepiece`` library. Tokenization itself is always done by those libraries from the
-model's own tokenizer files; nothing here implements BPE or Unigram.
+``tokenizers`` or ``sentencepiece`` library. It must also run on Python 3.8 (the tests' tritonserver 2.33.0, the
+FT image's server, has only a 3.8 stub): no subscripted ``collections.abc`` or builtin types outside annotations,
+no ``X | Y`` outside annotations, no ``zip(strict=)``. Tokenization itself is always done by those libraries from
+the model's own tokenizer files; nothing here implements BPE or Unigram.
 
 Tensor conventions (batch dimension first, as Triton hands them over):
 
@@ -21,7 +23,7 @@ import csv
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -168,7 +170,7 @@ def decode_utf8_rows(array: npt.NDArray[Any], what: str) -> list[str]:
         if len(row) != 1:
             raise ValueError(f"{what}: row {index} has {len(row)} elements; send exactly one string per row")
         value = row[0]
-        if isinstance(value, bytes | bytearray):
+        if isinstance(value, (bytes, bytearray)):  # a tuple, not ``bytes | bytearray``: Python 3.8
             try:
                 texts.append(bytes(value).decode("utf-8"))
             except UnicodeDecodeError as exc:
@@ -229,6 +231,11 @@ def phrase_forms(phrase: str) -> tuple[str, str] | tuple[str]:
     return (phrase,) if phrase[:1].isspace() else (phrase, " " + phrase)
 
 
+def no_words(batch: int) -> npt.NDArray[np.int32]:
+    """FasterTransformer's empty word list ``[B, 2, 1]``: ids ``[0]``, offsets ``[-1]`` (no phrase ends anywhere)."""
+    return np.array([[[0], [-1]]] * batch, dtype=np.int32).reshape(batch, 2, 1)
+
+
 def to_word_list(tokenizer: TextTokenizer, phrase_rows: Sequence[Sequence[str]]) -> npt.NDArray[np.int32]:
     """FasterTransformer word-list tensor ``[B, 2, L]``: flattened phrase ids and cumulative end offsets.
 
@@ -238,7 +245,7 @@ def to_word_list(tokenizer: TextTokenizer, phrase_rows: Sequence[Sequence[str]])
     form_rows = [[form for phrase in phrases for form in phrase_forms(phrase)] for phrases in phrase_rows]
     every_form = [form for forms in form_rows for form in forms]
     if not every_form:
-        return np.array([[[0], [-1]]] * len(form_rows), dtype=np.int32).reshape(len(form_rows), 2, 1)
+        return no_words(len(form_rows))
     encoded = iter(tokenizer.encode_batch(every_form, add_special_tokens=False))
     flat_rows: list[list[int]] = []
     offset_rows: list[list[int]] = []
@@ -257,9 +264,9 @@ def to_word_list(tokenizer: TextTokenizer, phrase_rows: Sequence[Sequence[str]])
     width = max([1, *(len(flat) for flat in flat_rows)])
     result = np.zeros((len(flat_rows), 2, width), dtype=np.int32)
     result[:, 1, :] = -1
-    for row, (flat, offsets) in enumerate(zip(flat_rows, offset_rows, strict=True)):
+    for row, flat in enumerate(flat_rows):  # no zip(strict=): Python 3.8
         result[row, 0, : len(flat)] = flat
-        result[row, 1, : len(offsets)] = offsets
+        result[row, 1, : len(offset_rows[row])] = offset_rows[row]
     return result
 
 
@@ -283,8 +290,10 @@ def preprocess(
     Inputs: ``text_input`` (required), ``max_output_len``, ``bad_words``, ``stop_words`` (optional; word lists are
     one comma-separated string per row). Outputs: ``input_ids``, ``input_lengths``, ``request_output_len``,
     ``is_return_log_probs`` (always true: FT's ``output_log_probs`` is an ensemble output), and
-    ``bad_words_list`` / ``stop_words_list`` only when the request has ``bad_words`` / ``stop_words``: FT's word-list
-    inputs are optional, and an absent tensor is less to build, copy and read than a "no words" one.
+    ``bad_words_list`` / ``stop_words_list`` always: FT's empty word list (:func:`no_words`) when the request has
+    no ``bad_words`` / ``stop_words``. An ensemble's internal tensors cannot be optional before Triton core PR #298
+    (Dec 2023): on tritonserver 2.33.0 (NGC 23.04, the FT image's server) a step output that is not produced
+    deadlocks the ensemble ("at least one output is not set while no more ensemble steps can be made").
     """
     if "text_input" not in inputs:
         raise ValueError("text_input is required: one UTF-8 prompt per batch row")
@@ -301,6 +310,7 @@ def preprocess(
     for source, target in (("bad_words", "bad_words_list"), ("stop_words", "stop_words_list")):
         raw = inputs.get(source)
         if raw is None:
+            outputs[target] = no_words(len(texts))
             continue
         rows = [parse_phrases(text) for text in decode_utf8_rows(raw, source)]
         if len(rows) != len(texts):
@@ -436,7 +446,8 @@ def _merged(requests: Sequence[Mapping[str, npt.NDArray[Any]]], pad: int) -> dic
     return merged
 
 
-Request = Mapping[str, npt.NDArray[Any]]
+if TYPE_CHECKING:  # an alias for the checker only: Python 3.8 (the 2.33.0 server's stub) cannot subscript ABCs
+    Request = Mapping[str, npt.NDArray[Any]]
 Result = TypeVar("Result")
 
 
@@ -456,7 +467,7 @@ def _served_together(
     for members in groups.values():
         together = _merged_call(requests, members, serve, pad, rows_of) if len(members) > 1 else None
         if together is not None:
-            results.update(zip(members, together, strict=True))
+            results.update({index: together[at] for at, index in enumerate(members)})
             continue
         for index in members:
             try:

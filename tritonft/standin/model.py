@@ -122,7 +122,7 @@ class TritonPythonModel:
         return prompts, generated, max(beams, 1)
 
     def _tensors(self, prompts: list[list[int]], generated: list[list[int]], beams: int) -> list[Any]:
-        rows = [(p if self.gpt else []) + g for p, g in zip(prompts, generated, strict=True)]
+        rows = [(p if self.gpt else []) + generated[at] for at, p in enumerate(prompts)]  # Python 3.8: no zip strict
         width = max((len(r) for r in rows), default=0) + 1
         batch = len(rows)
         output_ids = np.full((batch, beams, width), self.end_id, dtype=self.outputs["output_ids"])

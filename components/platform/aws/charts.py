@@ -252,7 +252,8 @@ def prometheus_adapter_values() -> dict[str, Any]:
     """prometheus-adapter serving the custom metrics API from kube-prometheus-stack's Prometheus.
 
     Besides the chart's default rules, Triton's counters are exposed per pod as 1-minute rates
-    (``nv_inference_queue_duration_us_rate`` ...) and its pending-request gauge as is, so an HPA can scale on them.
+    (``nv_inference_queue_duration_us_rate`` ...: divided by 10^6, the mean number of queued requests, which
+    tritonserver 2.33.0 exports no gauge of), so an HPA can scale on them.
     """
     per_pod = {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}}
     return {
@@ -269,14 +270,10 @@ def prometheus_adapter_values() -> dict[str, Any]:
                     "name": {"matches": "^(.*)$", "as": "${1}_rate"},
                     "metricsQuery": "sum(rate(<<.Series>>{<<.LabelMatchers>>}[1m])) by (<<.GroupBy>>)",
                 },
-                # The queue:compute ratio the TritonService HPA scales on (recorded by its PrometheusRule).
+                # The queue:compute ratio the TritonService HPA scales on (recorded by its PrometheusRule). No
+                # pending-request gauge: tritonserver 2.33.0 (the FT image's) has no
+                # nv_inference_pending_request_count; nv_inference_queue_duration_us_rate / 1e6 is the mean queue.
                 adapter_rule(),
-                {
-                    "seriesQuery": '{__name__="nv_inference_pending_request_count",namespace!="",pod!=""}',
-                    "resources": per_pod,
-                    "name": {"matches": "^(.*)$", "as": "${1}"},
-                    "metricsQuery": "avg(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
-                },
             ],
         },
     }

@@ -57,8 +57,8 @@ def test_an_embedding_model_is_served_under_embeddings_with_its_batch_size_and_i
     command = _command(mocks)
     assert _flag_values(command, "--embedding-model") == ["minilm:16"]
     assert _flag_values(command, "--triton-url") == [
-        f"t5-small=t5-small.{NAMESPACE}.svc:{GRPC_PORT}",
-        f"minilm=minilm.{NAMESPACE}.svc:{GRPC_PORT}",
+        f"t5-small=t5-small-pods.{NAMESPACE}.svc:{GRPC_PORT}",
+        f"minilm=minilm-pods.{NAMESPACE}.svc:{GRPC_PORT}",
     ]
 
 
@@ -84,7 +84,7 @@ def test_the_gateway_started_with_the_containers_command_lists_the_embedding_mod
     assert [m.name for m in config.models] == ["t5-small"]
     assert config.embedders == (EmbeddingModel("minilm", 16),)
     assert config.names == ["t5-small", "minilm"]
-    assert config.url_of("minilm") == f"minilm.{NAMESPACE}.svc:{GRPC_PORT}"
+    assert config.url_of("minilm") == f"minilm-pods.{NAMESPACE}.svc:{GRPC_PORT}"
 
 
 def test_a_classifier_is_left_out_of_the_gateway_and_its_egress(mocks):

@@ -75,8 +75,8 @@ def test_the_container_runs_the_shell_command_with_a_route_and_a_spec_per_model(
     command = _container(_run(mocks))["command"]
     assert command[:4] == ["python", "-m", "tritonft", "gateway"]
     assert _flag_values(command, "--triton-url") == [
-        f"t5-small=t5.{NAMESPACE}.svc:{GRPC_PORT}",
-        f"gpt-j-6b=gptj.{NAMESPACE}.svc:{GRPC_PORT}",
+        f"t5-small=t5-pods.{NAMESPACE}.svc:{GRPC_PORT}",
+        f"gpt-j-6b=gptj-pods.{NAMESPACE}.svc:{GRPC_PORT}",
     ]
     assert _flag_values(command, "--spec") == [f"{SPEC_MOUNT}/t5-small.json", f"{SPEC_MOUNT}/gpt-j-6b.json"]
     assert _flag_values(command, "--port") == [str(GATEWAY_PORT)]

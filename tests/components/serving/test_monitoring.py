@@ -28,7 +28,6 @@ CURRENT_METRICS = {
     "nv_inference_request_failure",
     "nv_inference_queue_duration_us",
     "nv_inference_compute_infer_duration_us",
-    "nv_inference_pending_request_count",
     "nv_gpu_utilization",
     "nv_gpu_memory_used_bytes",
 }
@@ -58,7 +57,7 @@ def test_no_custom_resources_when_monitoring_is_off(mocks):
 def test_the_service_monitor_scrapes_the_metrics_port_of_this_service(mocks):
     run_program(lambda: serve("m", T5_SMALL))
     (sm,) = mocks.of_type(SERVICE_MONITOR)
-    (service,) = mocks.of_type("kubernetes:core/v1:Service")
+    (service,) = [s for s in mocks.of_type("kubernetes:core/v1:Service") if s.inputs["metadata"]["name"] == "m"]
     assert sm.inputs["spec"]["endpoints"][0]["port"] == "metrics"
     assert sm.inputs["spec"]["selector"]["matchLabels"].items() <= service.inputs["metadata"]["labels"].items()
     assert sm.inputs["spec"]["namespaceSelector"] == {"matchNames": [NAMESPACE]}
@@ -80,7 +79,7 @@ def test_failure_rate_and_queue_alerts_exist(mocks):
     alerts = {r["alert"]: r for g in groups for r in g["rules"] if "alert" in r}
     assert set(alerts) == {"TritonInferenceFailures", "TritonQueueSaturated", "TritonRequestsPiling"}
     assert "nv_inference_request_failure" in alerts["TritonInferenceFailures"]["expr"]
-    assert "nv_inference_pending_request_count" in alerts["TritonRequestsPiling"]["expr"]
+    assert "rate(nv_inference_queue_duration_us{" in alerts["TritonRequestsPiling"]["expr"]
     assert all(a["for"] and a["labels"]["severity"] for a in alerts.values())
 
 

@@ -183,14 +183,31 @@ def test_a_fixed_deployment_sets_its_replicas(mocks):
     assert deployment.inputs["spec"]["replicas"] == 2
 
 
+def _services(mocks: RecordingMocks) -> dict[str, Registered]:
+    return {s.inputs["metadata"]["name"]: s for s in mocks.of_type("kubernetes:core/v1:Service")}
+
+
 def test_the_service_exposes_http_grpc_and_metrics(mocks):
     run_program(lambda: serve("m", T5_SMALL))
-    (service,) = mocks.of_type("kubernetes:core/v1:Service")
+    service = _services(mocks)["m"]
     assert {(p["name"], p["port"]) for p in service.inputs["spec"]["ports"]} == {
         ("http", 8000),
         ("grpc", 8001),
         ("metrics", 8002),
     }
+
+
+def test_a_headless_service_gives_the_gateway_every_ready_pods_grpc_address(mocks):
+    """One ClusterIP connection would pin all of the gateway's calls to one pod (kube-proxy balances connections)."""
+    outputs: list[str] = []
+    run_program(lambda: serve("m", T5_SMALL).grpc_address.apply(outputs.append))
+    services = _services(mocks)
+    assert sorted(services) == ["m", "m-pods"]
+    pods = services["m-pods"].inputs["spec"]
+    assert pods["clusterIP"] == "None" and "publishNotReadyAddresses" not in pods
+    assert pods["selector"] == services["m"].inputs["spec"]["selector"]
+    assert [(p["name"], p["port"], p["targetPort"]) for p in pods["ports"]] == [("grpc", 8001, "grpc")]
+    assert outputs == [f"m-pods.{NAMESPACE}.svc:8001"]
 
 
 def test_every_kubernetes_resource_uses_the_explicit_provider_and_a_namespace(mocks):

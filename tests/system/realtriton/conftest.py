@@ -1,10 +1,14 @@
 """Real-Triton fixtures: the bundled ``tritonserver`` (``tritonft.local_triton``) serving rendered repositories.
 
-``triton_runtime`` (session) finds the server and builds the Python models' environment from
-``images/triton-ft/requirements.txt``. ``serve_triton`` (session) is a factory: ``serve_triton(repo_dir, ...)``
-returns a running :class:`LocalTriton`; the same arguments return the same server, so tests share one server per
-repository set. Every server is stopped by PID at the end of the session. The log of every running server is
-attached to each failing test of this folder.
+Each server image's tests run that image's server version (``tritonft.local_triton.RELEASES``):
+``triton_runtime`` (session) is the FasterTransformer image's, tritonserver 2.33.0 (NGC Triton 23.04) with its
+Python 3.8 stub and the image's requirements resolved for 3.8; it serves every FT-path repository (ensembles,
+probe, streaming, gateway, Prometheus). ``newest_runtime`` is tritonserver 2.51.0 (the encoders' server, the
+newest a wheel gives), with the models on this interpreter; ``image_python_runtime`` is 2.51.0 with the models on
+the image's own Python 3.10 and its exact requirements. ``serve_triton`` (session) is a factory:
+``serve_triton(repo_dir, ...)`` returns a running :class:`LocalTriton`; the same arguments return the same server,
+so tests share one server per repository set. Every server is stopped by PID at the end of the session. The log
+of every running server is attached to each failing test of this folder.
 """
 
 from __future__ import annotations
@@ -30,7 +34,15 @@ from tests.tritonft.encoder.conftest import encoder_checkpoint, encoder_converte
 from tests.tritonft.reference.conftest import checkpoint, converted  # noqa: F401  (golden checkpoints, converted once)
 from tests.tritonft.repo.conftest import train_gpt_tokenizer, train_t5_tokenizer
 from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
-from tritonft.local_triton import IMAGE_PYTHON, LocalTriton, TritonError, TritonRuntime, find_python, prepare_runtime
+from tritonft.local_triton import (
+    FT_IMAGE_SERVER,
+    IMAGE_PYTHON,
+    LocalTriton,
+    TritonError,
+    TritonRuntime,
+    find_python,
+    prepare_runtime,
+)
 from tritonft.spec import Family
 from tritonft.standin import standin_all
 
@@ -42,6 +54,16 @@ ServeTriton = Callable[..., LocalTriton]
 
 @pytest.fixture(scope="session")
 def triton_runtime() -> TritonRuntime:
+    """The FasterTransformer image's server: tritonserver 2.33.0 (NGC Triton 23.04), the default of ``serve_triton``."""
+    try:
+        return prepare_runtime(release=FT_IMAGE_SERVER)
+    except TritonError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def newest_runtime() -> TritonRuntime:
+    """tritonserver 2.51.0, the models on this interpreter: the encoders' server."""
     try:
         return prepare_runtime()
     except TritonError as exc:
@@ -199,5 +221,7 @@ def embedder_repository(encoder_repository: Path, tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture(scope="session")
-def encoder_triton(serve_triton: ServeTriton, encoder_repository: Path) -> LocalTriton:
-    return serve_triton(encoder_repository)
+def encoder_triton(serve_triton: ServeTriton, newest_runtime: TritonRuntime, encoder_repository: Path) -> LocalTriton:
+    """The encoders on the newest server (their ONNX Runtime stand-in needs onnxruntime, which the 2.33.0 server's
+    Python 3.8 cannot have at the image's pin)."""
+    return serve_triton(encoder_repository, runtime=newest_runtime)

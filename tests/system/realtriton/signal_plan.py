@@ -65,7 +65,8 @@ def synthesized_plan(out: Path, extra: dict[str, Any]) -> Plan:
     mine = [m.body for m in result.manifests if m.body["metadata"].get("labels", {}).get("triton-ft/model") == MODEL]
 
     def one(kind: str) -> dict[str, Any]:
-        (doc,) = [d for d in mine if d["kind"] == kind and not d["metadata"]["name"].endswith("-dashboard")]
+        skipped = ("-dashboard", "-pods")  # the dashboard's ConfigMap; the headless Service the gateway resolves
+        (doc,) = [d for d in mine if d["kind"] == kind and not d["metadata"]["name"].endswith(skipped)]
         return doc
 
     service = one("Service")

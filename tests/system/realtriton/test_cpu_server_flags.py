@@ -13,6 +13,7 @@ from pathlib import Path
 from components.serving.server_spec import ADMIN_KEY_ENV, tritonserver_args
 from tests.components.fixtures import MINILM_CPU
 from tests.system.realtriton.conftest import EMBEDDER, ServeTriton
+from tritonft.local_triton import TritonRuntime
 
 SET_BY_THE_TEST_SERVER = ("--model-repository=", "--http-port=", "--grpc-port=", "--metrics-port=")
 """Flags the local server sets itself (its own repository and free loopback ports)."""
@@ -27,13 +28,13 @@ def _status(url: str) -> int:
 
 
 def test_a_cpu_replicas_tritonserver_flags_start_triton_without_a_gpu_with_cpu_metrics(
-    serve_triton: ServeTriton, embedder_repository: Path
+    serve_triton: ServeTriton, newest_runtime: TritonRuntime, embedder_repository: Path
 ) -> None:
     spec = replace(MINILM_CPU, name=EMBEDDER)
     flags = [f for f in tritonserver_args(spec, "/models") if not f.startswith(SET_BY_THE_TEST_SERVER)]
     assert "--allow-cpu-metrics=true" in flags and "--model-control-mode=none" in flags
     flags = [f.replace(f"$({ADMIN_KEY_ENV})", "the-pods-uid") for f in flags]  # as the kubelet expands it
-    server = serve_triton(embedder_repository, extra_args=flags, shared=False)
+    server = serve_triton(embedder_repository, extra_args=flags, shared=False, runtime=newest_runtime)  # an encoder
     try:
         base = f"http://{server.http_url}/v2/models"
         assert _status(f"{base}/{EMBEDDER}/ready") == 200

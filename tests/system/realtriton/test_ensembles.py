@@ -1,6 +1,11 @@
 """The rendered repositories on a real Triton: T5, GPT-2 and GPT-J at TP 1 and 2 (``tritonft repo``), served with the
 image's Python requirements; the FT step is the stand-in (an echo of the prompt's tokens, see ``tritonft.standin``), so
-every answer is checkable text that went through Triton's ensemble, both Python models and the batchers."""
+every answer is checkable text that went through Triton's ensemble, both Python models and the batchers.
+
+Served by tritonserver 2.33.0, the FT image's server (NGC Triton 23.04), except the streaming (decoupled) answers:
+2.33.0 cannot tell a gRPC client that a stream has ended (the ``triton_final_response`` flag came after it; asking
+for it is refused, see :func:`test_on_the_ft_images_server_a_stream_cannot_ask_for_its_final_flag`), so the
+streaming variant's growing answers are checked on 2.51.0."""
 
 from __future__ import annotations
 
@@ -29,8 +34,9 @@ from tests.system.realtriton.client import (
     optional_inputs,
     tensor,
 )
+from tests.system.realtriton.conftest import ServeTriton
 from tests.system.realtriton.repos import MATRIX, matrix_spec, render_with_cli
-from tritonft.local_triton import LocalTriton, TritonError
+from tritonft.local_triton import LocalTriton, TritonError, TritonRuntime
 from tritonft.repo.naming import RepoNames
 from tritonft.repo.render import render_repository_files
 from tritonft.spec import Family
@@ -210,13 +216,23 @@ def test_stop_words_with_csv_quoting_end_the_answer_after_the_phrase_mid_sentenc
     assert answers == [["once upon a time, there"]]
 
 
-def test_a_request_without_bad_or_stop_words_sends_the_model_step_no_word_lists(
+def test_a_request_without_bad_or_stop_words_sends_the_model_step_fts_empty_word_lists(
     matrix_triton: LocalTriton, matrix_repository: Path, recording: None
 ) -> None:
-    # FT's word-list inputs are optional; Triton's batcher never merges requests with different input sets.
-    assert ask(matrix_triton, "gpt2-tp1", ["hello world"], "grpc") == [["hello world"]]
-    [request] = received(ft_dir(matrix_repository, "gpt2-tp1"))
-    assert sorted(request) == ["input_ids", "input_lengths", "is_return_log_probs", "request_output_len"]
+    # Triton 2.33.0 (the FT image's) cannot leave an ensemble's internal tensor unset: it deadlocks the request.
+    # Always set, the FT step also sees one input set for every request, which its batcher needs to merge them.
+    for protocol in PROTOCOLS:
+        assert ask(matrix_triton, "gpt2-tp1", ["hello world"], protocol) == [["hello world"]]
+    for request in received(ft_dir(matrix_repository, "gpt2-tp1")):
+        assert sorted(request) == [
+            "bad_words_list",
+            "input_ids",
+            "input_lengths",
+            "is_return_log_probs",
+            "request_output_len",
+            "stop_words_list",
+        ]
+        assert request["bad_words_list"][1:] == request["stop_words_list"][1:] == ([1, 2, 1], [[[0], [-1]]])
 
 
 def test_a_newline_stop_phrase_ends_the_answer(matrix_triton: LocalTriton) -> None:
@@ -224,9 +240,32 @@ def test_a_newline_stop_phrase_ends_the_answer(matrix_triton: LocalTriton) -> No
     assert answers == [["first line\n"]]
 
 
-def test_the_streaming_variant_sends_one_growing_answer_per_generated_step(matrix_triton: LocalTriton) -> None:
+def test_on_the_ft_images_server_a_stream_cannot_ask_for_its_final_flag(matrix_triton: LocalTriton) -> None:
+    """tritonserver 2.33.0 refuses ``enable_empty_final_response``: the end of a decoupled stream is invisible."""
     responses: queue.Queue[tuple[Any, Any]] = queue.Queue()
     client = grpcclient.InferenceServerClient(matrix_triton.grpc_url)
+    client.start_stream(callback=lambda result, error: responses.put((result, error)))
+    try:
+        client.async_stream_infer(
+            "gpt2-stream", [tensor("grpc", "text_input", "BYTES", ["hello world"])], enable_empty_final_response=True
+        )
+        result, error = responses.get(timeout=30)
+    finally:
+        client.stop_stream()
+    assert result is None
+    assert "parameter keys starting with 'triton_' are reserved" in error.message()
+
+
+@pytest.fixture(scope="module")
+def newest_matrix_triton(
+    serve_triton: ServeTriton, newest_runtime: TritonRuntime, matrix_repository: Path
+) -> LocalTriton:
+    return serve_triton(matrix_repository, runtime=newest_runtime)
+
+
+def test_the_streaming_variant_sends_one_growing_answer_per_generated_step(newest_matrix_triton: LocalTriton) -> None:
+    responses: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client = grpcclient.InferenceServerClient(newest_matrix_triton.grpc_url)
     client.start_stream(callback=lambda result, error: responses.put((result, error)))
     try:
         client.async_stream_infer(

@@ -24,7 +24,7 @@ from tests.tritonft.gateway.server import GatewayProcess
 from tests.tritonft.gateway.server import started as _started
 from tests.tritonft.reference.checkpoints import MAX_NEW_TOKENS
 from tritonft.gateway.parameters import CHAT, COMPLETIONS, PARAMETERS
-from tritonft.local_triton import LocalTriton
+from tritonft.local_triton import LocalTriton, TritonRuntime
 from tritonft.reference import GenerationRequest, build_model, generate, load_checkpoint
 from tritonft.repo.naming import RepoNames
 from tritonft.repo.tokenization import TextTokenizer, load_tokenizer
@@ -474,13 +474,14 @@ def test_litellm_text_completion_answers_with_usage(base_url: str, gpt_tokenizer
 @pytest.fixture(scope="module")
 def golden_gateway(
     serve_triton: Callable[..., LocalTriton],
+    newest_runtime: TritonRuntime,
     converted: Callable[..., Path],
     tmp_path_factory: pytest.TempPathFactory,
     request: pytest.FixtureRequest,
 ) -> Iterator[GatewayProcess]:
     out, scratch = tmp_path_factory.mktemp("golden-gpt2-repo"), tmp_path_factory.mktemp("golden-gpt2-scratch")
     spec = render_golden("gpt2", converted("gpt2", TP), out, scratch)
-    server = serve_triton(out)
+    server = serve_triton(out, runtime=newest_runtime)  # the reference engine is Python 3.10 code: 2.51.0's stub
     with _started(GatewayProcess(server.grpc_url, [spec], tmp_path_factory.mktemp("golden-gateway")), request) as gw:
         yield gw
 

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import subprocess
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.system.realtriton.repos import stack_specs
-from tritonft.local_triton import REQUIREMENTS, LocalTriton, TritonError, TritonRuntime, find_python
+from tritonft.local_triton import FT_IMAGE_SERVER, REQUIREMENTS, LocalTriton, TritonError, TritonRuntime, find_python
 from tritonft.repo.naming import RepoNames
 
 pytestmark = pytest.mark.slow
@@ -54,25 +55,54 @@ def test_t5_ensemble_answers_over_grpc(dev_triton: LocalTriton) -> None:
 
 
 def test_metrics_endpoint_serves_triton_inference_counters(dev_triton: LocalTriton) -> None:
-    import urllib.request
-
     with urllib.request.urlopen(dev_triton.metrics_url, timeout=5) as answer:
         text = answer.read().decode()
     assert 'nv_inference_request_success{model="gpt2"' in text
 
 
-def test_the_models_run_with_the_server_images_pinned_requirements(triton_runtime: TritonRuntime) -> None:
-    pins = dict(re.findall(r"^([a-z0-9-]+)==(\S+)", REQUIREMENTS.read_text(), flags=re.M))
+def _models_versions(runtime: TritonRuntime) -> tuple[str, str, str]:
     probe = (
         "import json, numpy, sentencepiece, tokenizers; "
         "print(json.dumps([m.__version__ for m in (numpy, sentencepiece, tokenizers)]))"
     )
     done = subprocess.run(
-        [str(triton_runtime.stub_env / "bin" / "python3"), "-c", probe], capture_output=True, text=True, check=True
+        [str(runtime.stub_env / "bin" / "python3"), "-c", probe], capture_output=True, text=True, check=True
     )
     numpy_version, sentencepiece_version, tokenizers_version = json.loads(done.stdout)
+    return numpy_version, sentencepiece_version, tokenizers_version
+
+
+def _pins(requirements: Path) -> dict[str, str]:
+    return dict(re.findall(r"^([a-z0-9-]+)==(\S+)", requirements.read_text(), flags=re.M))
+
+
+def test_the_models_run_with_the_server_images_pinned_requirements(newest_runtime: TritonRuntime) -> None:
+    pins = _pins(REQUIREMENTS)
+    numpy_version, sentencepiece_version, tokenizers_version = _models_versions(newest_runtime)
     assert numpy_version == pins["numpy"] and numpy_version.startswith("1.")
     assert (sentencepiece_version, tokenizers_version) == (pins["sentencepiece"], pins["tokenizers"])
+
+
+def test_the_ft_servers_models_run_on_python_3_8_with_the_requirements_resolved_for_it(
+    triton_runtime: TritonRuntime,
+) -> None:
+    assert triton_runtime.dist.release is FT_IMAGE_SERVER
+    done = subprocess.run(
+        [str(triton_runtime.stub_env / "bin" / "python3"), "-c", "import sys; print(sys.version_info[:2])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.strip() == "(3, 8)"
+    pins = _pins(FT_IMAGE_SERVER.requirements)
+    numpy_version, sentencepiece_version, tokenizers_version = _models_versions(triton_runtime)
+    assert numpy_version == pins["numpy"] and numpy_version.startswith("1.")
+    assert (sentencepiece_version, tokenizers_version) == (pins["sentencepiece"], pins["tokenizers"])
+
+
+def test_the_ft_server_is_tritonserver_2_33_0(dev_triton: LocalTriton) -> None:
+    with urllib.request.urlopen(f"http://{dev_triton.http_url}/v2", timeout=5) as answer:
+        assert json.loads(answer.read())["version"] == "2.33.0"
 
 
 def group_members(group: int) -> list[int]:

@@ -2,6 +2,11 @@
 ``streaming: true``, rendered by ``tritonft repo``, FT stood in for. Triton refuses such a model on the unary calls
 (HTTP 501, gRPC UNIMPLEMENTED), so the probe must stream: gRPC ``ModelStreamInfer``, HTTP ``generate_stream``.
 
+Over gRPC on the FT image's server, tritonserver 2.33.0 (NGC 23.04); over HTTP on 2.51.0: 2.33.0 has no
+``generate_stream`` route, and
+:func:`test_on_the_ft_images_server_the_http_streaming_probe_says_plainly_why_it_cannot_stream` shows what the probe
+says there.
+
 Three copies of the model are served: one whose stand-in answers the prompt's tokens reversed (a right answer: a
 continuation that is not an echo), one that only echoes the prompt (the GPT judgement refuses it), and one the tests
 put to sleep or make fail."""
@@ -20,7 +25,7 @@ from components.probe import IntegrationProbeArgs, IntegrationProbeProvider, Pro
 from tests.system.realtriton.conftest import ServeTriton
 from tests.system.realtriton.repos import render_with_cli, stack_specs
 from tritonft.cli import main
-from tritonft.local_triton import LocalTriton
+from tritonft.local_triton import LocalTriton, TritonRuntime
 from tritonft.probe import ModelStatus, ModelTarget, ProbeConfig, Protocol, run_probe
 from tritonft.probe.expectations import GPT_PROMPTS
 from tritonft.repo.naming import RepoNames
@@ -51,9 +56,31 @@ def repositories(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Fami
     return out
 
 
-@pytest.fixture(scope="module")
-def streaming_triton(serve_triton: ServeTriton, repositories: dict[str, Path]) -> LocalTriton:
-    return serve_triton([repositories[RIGHT], repositories[ECHO], repositories[FAULTY]])
+@pytest.fixture
+def streaming_triton(
+    request: pytest.FixtureRequest,
+    serve_triton: ServeTriton,
+    newest_runtime: TritonRuntime,
+    repositories: dict[str, Path],
+) -> LocalTriton:
+    """The test's protocol's server: 2.33.0 (the FT image's) for gRPC, 2.51.0 for HTTP (generate_stream)."""
+    callspec = getattr(request.node, "callspec", None)
+    protocol = callspec.params.get("protocol") if callspec is not None else Protocol.GRPC
+    runtime = newest_runtime if protocol is Protocol.HTTP else None
+    return serve_triton([repositories[RIGHT], repositories[ECHO], repositories[FAULTY]], runtime=runtime)
+
+
+def test_on_the_ft_images_server_the_http_streaming_probe_says_plainly_why_it_cannot_stream(
+    serve_triton: ServeTriton, repositories: dict[str, Path]
+) -> None:
+    old = serve_triton([repositories[RIGHT]])
+    report = probe(old, Protocol.HTTP, ModelTarget(RIGHT, Family.GPT2, streaming=True))
+    assert not report.ok
+    assert report.server["version"] == "2.33.0"
+    (failure,) = report.failures
+    assert failure.label == f"inference[{RIGHT}]"
+    assert "no generate_stream route (an empty HTTP 400)" in failure.detail
+    assert "Triton 23.04 (tritonserver 2.33.0)" in failure.detail
 
 
 @pytest.fixture

@@ -11,11 +11,15 @@ ScaledObject's queries. Tests run in file order on one server: idle first, then 
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -27,6 +31,7 @@ import pytest
 import yaml
 
 from components.common.triton import RATIO_RECORD
+from components.serving.monitoring import failure_ratio_expr
 from tests.system.realtriton.conftest import ServeTriton
 from tests.system.realtriton.prometheus import (
     AdapterRule,
@@ -36,7 +41,6 @@ from tests.system.realtriton.prometheus import (
 )
 from tests.system.realtriton.repos import ROOT, stack_specs
 from tests.system.realtriton.signal_plan import MODEL, POD, STACK, Plan, synthesized_plan
-from tritonft.bench.runner import find_tools
 from tritonft.local_triton import LocalTriton
 from tritonft.repo.render import write_repository
 from tritonft.spec import Family
@@ -159,25 +163,15 @@ def assert_fired_after_its_for(prometheus: LocalPrometheus, plan: Plan, alert: s
 
 
 class Bench:
-    """Load on the server's HTTP port in its own process group, stopped by PID. A healthy model is loaded by
-    ``tritonft bench`` (so perf_analyzer); a failing one by perf_analyzer started again after each failure:
-    perf_analyzer, and ``tritonft bench`` with it, stops at the first failed request, and the failure alert needs
-    failures to go on."""
+    """Load on the server's HTTP port by ``tritonft bench`` (so perf_analyzer) in its own process group, stopped by
+    PID. (A failing model is loaded by :func:`_send_until` instead: perf_analyzer, and ``tritonft bench`` with it,
+    stops at the first failed request, and the failure alert needs failures to go on.)"""
 
-    def __init__(
-        self, triton: LocalTriton, log: Path, concurrency: int, duration: float, *, failing: bool = False
-    ) -> None:
+    def __init__(self, triton: LocalTriton, log: Path, concurrency: int, duration: float) -> None:
         env = dict(os.environ)
-        if failing:
-            tools = find_tools(None, None)
-            assert tools.perf_analyzer is not None, "perf_analyzer is not installed (scripts/setup/perf_analyzer.sh)"
-            env.update(tools.perf_analyzer_env)
-            argv = ["bash", "-c", 'while :; do "$@"; sleep 0.1; done', "load", str(tools.perf_analyzer)]
-            argv += ["-m", MODEL, "-u", triton.http_url, "-i", "http", "--concurrency-range", f"{concurrency}"]
-        else:
-            argv = [sys.executable, "-m", "tritonft", "bench", "--triton", f"http://{triton.http_url}"]
-            argv += ["--kserve", MODEL, "--concurrency", str(concurrency), "--duration", str(duration)]
-            argv += ["--out", str(log.parent / "bench-results")]
+        argv = [sys.executable, "-m", "tritonft", "bench", "--triton", f"http://{triton.http_url}"]
+        argv += ["--kserve", MODEL, "--concurrency", str(concurrency), "--duration", str(duration)]
+        argv += ["--out", str(log.parent / "bench-results")]
         self.log = log
         with log.open("wb") as out:
             self.process = subprocess.Popen(
@@ -217,6 +211,22 @@ def keda_values(prometheus: LocalPrometheus, plan: Plan) -> list[float | None]:
         samples = prometheus.query(trigger["metadata"]["query"])
         values.append(float(samples[0]["value"][1]) if samples else None)
     return values
+
+
+def test_every_triton_metric_the_rules_dashboard_and_adapter_read_is_exported_by_the_ft_images_server(
+    plan: Plan, triton: LocalTriton
+) -> None:
+    """tritonserver 2.33.0 (NGC 23.04, the FT image's) exports no ``nv_inference_pending_request_count``: a rule on
+    it can never fire. GPU metrics are left out (this CPU server exports none)."""
+    with urllib.request.urlopen(f"http://{triton.http_url}/v2", timeout=10) as answer:
+        assert json.loads(answer.read())["version"] == "2.33.0"
+    with urllib.request.urlopen(triton.metrics_url, timeout=10) as answer:
+        exported = set(re.findall(r"^(nv_[a-z_]+)", answer.read().decode(), flags=re.M))
+    read = json.dumps([plan.rule["spec"], plan.dashboard, plan.adapter_rules])
+    # whole names only (an adapter rule's ``nv_inference_(a|b)`` regex leaves a stem ending in "_")
+    wanted = {n for n in re.findall(r"nv_[a-z_]+", read) if not n.startswith(GPU_METRIC_PREFIX) and n[-1] != "_"}
+    assert "nv_inference_queue_duration_us" in wanted
+    assert sorted(wanted - exported) == []
 
 
 def test_the_test_stack_differs_from_staging_only_in_the_alert_durations(plan: Plan, tmp_path: Path) -> None:
@@ -347,18 +357,48 @@ def test_every_dashboard_query_parses_and_returns_series(prometheus: LocalPromet
     assert len(answered) == len(exprs)
 
 
+def _send_until(stop: threading.Event, triton: LocalTriton, deadline_s: float) -> int:
+    """One request after another to :data:`MODEL` until ``stop`` is set or ``deadline_s`` passes (failures
+    expected: perf_analyzer, so ``tritonft bench``, stops at the first failed request); returns how many were sent."""
+    import numpy as np
+    import tritonclient.http as httpclient
+
+    client = httpclient.InferenceServerClient(triton.http_url)
+    text = httpclient.InferInput("text_input", [1, 1], "BYTES")
+    text.set_data_from_numpy(np.array([[b"translate English to German: hello"]], dtype=object))
+    sent, ends = 0, time.monotonic() + deadline_s
+    while not stop.is_set() and time.monotonic() < ends:
+        with contextlib.suppress(Exception):
+            client.infer(MODEL, [text])
+        sent += 1
+    client.close()
+    return sent
+
+
 def test_a_failing_model_makes_the_failure_alert_fire_after_its_for(
-    prometheus: LocalPrometheus, plan: Plan, triton: LocalTriton, repository: Path, tmp_path: Path
+    prometheus: LocalPrometheus, plan: Plan, triton: LocalTriton, repository: Path
 ) -> None:
-    """It fires for the ensemble, the model clients call: that is why the alert, unlike the ratio, keeps it. The
-    failing step itself counts its error responses as successes (Triton 2.51's Python backend), and the ensemble
-    counts each failed request twice (``reason="OTHER"``; Triton's own L0_model_queue test expects the same)."""
+    """It fires for the ensemble, the model clients call: that is why the alert, unlike the ratio, keeps it. On
+    tritonserver 2.33.0 (the FT image's) the failing step counts its failures too (``nv_inference_request_failure``
+    of the ensemble and of the step, once each, no ``reason`` label), so it fires for the step as well."""
     set_behaviour(ft_step(repository), fail="injected by the test")
-    bench = Bench(triton, tmp_path / "bench.log", concurrency=4, duration=60, failing=True)
+    stop = threading.Event()
+    senders = [threading.Thread(target=_send_until, args=(stop, triton, 180.0)) for _ in range(4)]
+    ratio = failure_ratio_expr(plan.namespace, plan.job)
     try:
-        assert_fired_after_its_for(prometheus, plan, "TritonInferenceFailures", timeout=60)
-        models = {a["labels"]["model"] for a in firing(prometheus, "TritonInferenceFailures")}
+        for sender in senders:
+            sender.start()
+        fired = wait_for(
+            "TritonInferenceFailures firing",
+            lambda: firing(prometheus, "TritonInferenceFailures"),
+            timeout=150,
+            context=lambda: f"failure ratio {prometheus.query(ratio)}",
+        )
+        assert_fired_after_its_for(prometheus, plan, "TritonInferenceFailures", timeout=5)
+        models = {a["labels"]["model"] for a in fired}
     finally:
-        bench.stop()
+        stop.set()
+        for sender in senders:
+            sender.join()
         set_behaviour(ft_step(repository))
-    assert models == {MODEL}
+    assert MODEL in models and models <= {MODEL, ft_step(repository).name}

@@ -24,6 +24,7 @@ from tests.tritonft.encoder.conftest import MINILM
 from tests.tritonft.encoder.test_golden import FP16_ATOL, FP32_ATOL
 from tritonft.encoder.convert import MODEL_FILE
 from tritonft.encoder.repo import EncoderNames, make_python_engine
+from tritonft.local_triton import TritonRuntime
 from tritonft.repo.naming import SPEC_FILE, VERSION, RepoNames
 from tritonft.repo.render import tokenizer_files
 from tritonft.spec import Family, ModelSpec, WeightDType
@@ -84,34 +85,43 @@ def minilm_files(
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_synthesized_repository_of_the_stack_is_served_and_answers(
+def test_every_synthesized_repository_of_the_stack_is_served_and_answers(  # noqa: PLR0917
     stack: str,
     tmp_path: Path,
     serve_triton: ServeTriton,
+    newest_runtime: TritonRuntime,
     tokenizers: dict[Family, Path],
     minilm_files: Callable[[WeightDType], tuple[Path, Path]],
 ) -> None:
-    synth, served = tmp_path / "synth", tmp_path / "served"
+    synth, served, served_encoders = tmp_path / "synth", tmp_path / "served", tmp_path / "served-encoders"
     synthesize(stack, out=synth, project_dir=ROOT)
     specs = served_copy(synth, served, tokenizers)
     encoders = [spec for spec in stack_specs(synth).values() if spec.family.is_encoder]
     for spec in encoders:
-        served_encoder_copy(synth / "model_repos" / spec.name, served, spec, *minilm_files(spec.weight_dtype))
+        served_encoder_copy(synth / "model_repos" / spec.name, served_encoders, spec, *minilm_files(spec.weight_dtype))
     assert specs, f"stack {stack} renders no model repository"
+    # Each server image's models on its server: the generators on 2.33.0 (the FT image's), the encoders on 2.51.0.
     server = serve_triton(served, shared=False)
+    encoder_server = serve_triton(served_encoders, shared=False, runtime=newest_runtime) if encoders else None
     try:
         index = httpclient.InferenceServerClient(server.http_url).get_model_repository_index()
         expected = {name for spec in specs for name in RepoNames.of(spec).by_role().values()}
-        expected |= {name for spec in encoders for name in dataclasses.astuple(EncoderNames.of(spec.name))}
         assert {m["name"]: m.get("state") for m in index} == dict.fromkeys(expected, "READY")
         for spec in specs:
             for protocol in PROTOCOLS:
                 assert ask(server, spec.name, ["hello world"], protocol) == [["hello world"]], (spec.name, protocol)
+        if encoder_server is not None:
+            index = httpclient.InferenceServerClient(encoder_server.http_url).get_model_repository_index()
+            expected = {name for spec in encoders for name in dataclasses.astuple(EncoderNames.of(spec.name))}
+            assert {m["name"]: m.get("state") for m in index} == dict.fromkeys(expected, "READY")
         truth = golden(MINILM)
         for spec in encoders:
+            assert encoder_server is not None
             for protocol in PROTOCOLS:
-                embedding = infer(server, spec.name, [truth["texts"][0]], protocol).as_numpy("embedding")
+                embedding = infer(encoder_server, spec.name, [truth["texts"][0]], protocol).as_numpy("embedding")
                 atol = FP32_ATOL if spec.weight_dtype is WeightDType.FP32 else FP16_ATOL
                 np.testing.assert_allclose(embedding[0], truth["embeddings"][0], rtol=0, atol=atol)
     finally:
         server.stop()
+        if encoder_server is not None:
+            encoder_server.stop()

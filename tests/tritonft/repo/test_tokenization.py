@@ -141,9 +141,18 @@ def test_empty_word_lists_are_one_wide_no_words(gpt_tokenizer_dir: Path) -> None
     assert out["bad_words_list"].tolist() == [[[0], [-1]], [[0], [-1]]]
 
 
-def test_absent_word_inputs_give_no_word_list_tensors(gpt_tokenizer_dir: Path) -> None:
+def test_absent_word_inputs_still_give_fts_empty_word_lists(gpt_tokenizer_dir: Path) -> None:
+    """Triton 2.33.0 (the FT image's) deadlocks an ensemble whose step output is not produced: always produce both."""
     out = preprocess(load_tokenizer(gpt_tokenizer_dir), GPT, {"text_input": as_bytes_column(["a", "b"])})
-    assert sorted(out) == ["input_ids", "input_lengths", "is_return_log_probs", "request_output_len"]
+    assert sorted(out) == [
+        "bad_words_list",
+        "input_ids",
+        "input_lengths",
+        "is_return_log_probs",
+        "request_output_len",
+        "stop_words_list",
+    ]
+    assert out["bad_words_list"].tolist() == out["stop_words_list"].tolist() == [[[0], [-1]], [[0], [-1]]]
 
 
 def test_stop_words_arrive_as_one_csv_string_per_row(gpt_tokenizer_dir: Path) -> None:
