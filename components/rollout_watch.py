@@ -82,9 +82,14 @@ def wait(props: dict[str, Any]) -> dict[str, Any]:
 def startup_report(kube: Any, namespace: str, deployment: str) -> dict[str, dict[str, Any]]:
     """Each ready pod's start-up budget (:mod:`tritonft.rollout.startup`: seconds per stage, Triton's model loads),
     by pod."""
+    from tritonft.errors import UserError
+    from tritonft.kube import ApiError
     from tritonft.rollout.command import deployment_startups
 
-    return {s.pod: s.as_output() for s in deployment_startups(kube, namespace, deployment)}
+    try:
+        return {s.pod: s.as_output() for s in deployment_startups(kube, namespace, deployment)}
+    except (ApiError, OSError, UserError):  # a report, never a reason to fail a rollout that succeeded
+        return {}
 
 
 class RolloutWatchProvider(ResourceProvider):

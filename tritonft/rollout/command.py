@@ -14,6 +14,10 @@ from tritonft.errors import UserError
 from tritonft.kube import ApiError, Kube
 from tritonft.rollout.startup import SERVER_CONTAINER, PodStartup, pod_startup, render_table, triton_load, with_triton
 
+LOG_LIMIT_BYTES = 8 << 20
+"""The start of the server's log read for its model loads (they are its first lines; a verbose log grows without
+end)."""
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--namespace", required=True, help="the stack's namespace")
@@ -29,7 +33,7 @@ def server_log(kube: Kube, namespace: str, pod: str, container: str) -> str | No
     """The server container's log (None when the node's kubelet cannot give it, e.g. a simulated node)."""
     path = kube.path("v1", "Pod", namespace, pod) + "/log"
     try:
-        text = kube.request("GET", path, params={"container": container})
+        text = kube.request("GET", path, params={"container": container, "limitBytes": str(LOG_LIMIT_BYTES)})
     except (ApiError, OSError):
         return None
     return text if isinstance(text, str) else None
@@ -54,7 +58,10 @@ def deployment_startups(
         p for p in kube.items("v1", "Pod", namespace, selector_of(found)) if not p["metadata"].get("deletionTimestamp")
     ]
     pods.sort(key=lambda p: (p["metadata"]["creationTimestamp"], p["metadata"]["name"]))
-    events = kube.items("v1", "Event", namespace)
+    try:
+        events = kube.items("v1", "Event", namespace)
+    except ApiError:  # an identity that may not list events: the stages still come from the pods
+        events = []
     out = []
     for pod in pods:
         startup = pod_startup(pod, events, container=container)
