@@ -93,6 +93,19 @@ def test_tritonft_startup_budget_prints_a_row_per_pod_of_the_deployment(
     )
 
 
+def test_tritonft_startup_budget_json_gives_each_pods_stages_as_the_stack_output_does(
+    control_plane: ControlPlane, cluster: Cluster, prod_plan: Plan, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deploy(cluster, prod_plan)
+    done = RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=False, nodes_max=0))
+    assert done.outs is not None
+    kubeconfig = str(control_plane.workdir / "kubeconfig")
+    args = ["startup-budget", "--namespace", cluster.namespace, "--deployment", "prod-t5-3b", "--json"]
+    assert main([*args, "--kubeconfig", kubeconfig]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == done.outs["startup"], "a pod's past start reads the same later"
+
+
 def test_tritonft_startup_budget_names_a_deployment_that_does_not_exist(
     control_plane: ControlPlane, cluster: Cluster, capsys: pytest.CaptureFixture[str]
 ) -> None:
