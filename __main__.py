@@ -130,3 +130,7 @@ pulumi.export(
         for model, p in probes.items()
     },
 )
+# Each model's Triton pods' start-up budget when `up` rolled them out: seconds per stage (scheduled, init, started,
+# ready, total), what the API says inside them (node_provisioned, image_pull, gemm_tuning) and Triton's own model
+# loads (`tritonft startup-budget` prints the same for a live cluster at any time).
+pulumi.export("startupBudget", {model.name: service.startup for model, service in services})

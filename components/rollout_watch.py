@@ -71,7 +71,25 @@ def wait(props: dict[str, Any]) -> dict[str, Any]:
     deployment = kube.get("apps/v1", "Deployment", config.deployment, config.namespace)
     pods = kube.items("v1", "Pod", config.namespace, selector_of(deployment))
     outs = {k: v for k, v in props.items() if k != "kubeconfig"}
-    return {**outs, "ready_replicas": int(status.get("readyReplicas", 0)), "gemm_tuning": tuning_summary(pods)}
+    return {
+        **outs,
+        "ready_replicas": int(status.get("readyReplicas", 0)),
+        "gemm_tuning": tuning_summary(pods),
+        "startup": startup_report(kube, config.namespace, config.deployment),
+    }
+
+
+def startup_report(kube: Any, namespace: str, deployment: str) -> dict[str, dict[str, Any]]:
+    """Each ready pod's start-up budget (:mod:`tritonft.rollout.startup`: seconds per stage, Triton's model loads),
+    by pod."""
+    from tritonft.errors import UserError
+    from tritonft.kube import ApiError
+    from tritonft.rollout.command import deployment_startups
+
+    try:
+        return {s.pod: s.as_output() for s in deployment_startups(kube, namespace, deployment)}
+    except (ApiError, OSError, UserError):  # a report, never a reason to fail a rollout that succeeded
+        return {}
 
 
 class RolloutWatchProvider(ResourceProvider):
@@ -119,6 +137,9 @@ class RolloutWatch(pulumi.dynamic.Resource, module="tritonft", name="RolloutWatc
     """Replicas ready when the rollout finished."""
     gemm_tuning: pulumi.Output[dict[str, str]]
     """Pod -> what its GEMM tuning step did (``tuned: ...``, ``cached: ...``, ``fallback: ...``)."""
+    startup: pulumi.Output[dict[str, dict[str, Any]]]
+    """Pod -> its start-up budget: seconds per stage (scheduled, init, started, ready, total), the details the API
+    gives (node_provisioned, image_pull, gemm_tuning) and Triton's own load time per model."""
 
     def __init__(self, name: str, args: RolloutWatchArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         props: dict[str, Any] = {
@@ -133,6 +154,7 @@ class RolloutWatch(pulumi.dynamic.Resource, module="tritonft", name="RolloutWatc
             "context": args.context,
             "ready_replicas": None,
             "gemm_tuning": None,
+            "startup": None,
         }
         if args.kubeconfig is not None:
             props["kubeconfig"] = pulumi.Output.secret(args.kubeconfig)

@@ -43,6 +43,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "re-check a converted <N>-gpu directory against its manifest (--generate: and what it generates)",
     ),
     "download": ("tritonft.download", "download the files conversion and tokenization need from the Hugging Face Hub"),
+    "startup-budget": (
+        "tritonft.rollout.command",
+        "where each Triton replica's start-up seconds went (scheduled, init, started, ready; model loads)",
+    ),
     "gateway": ("tritonft.gateway.command", "serve an OpenAI-compatible HTTP API (/v1/completions) in front of Triton"),
 }
 

@@ -72,6 +72,35 @@ def failure_ratio_expr(namespace: str, job: str) -> str:
     return f"{failed}\n/ clamp_min({failed} + {ok}, 1e-9)"
 
 
+STARTUP_SCHEDULED_RECORD = "triton_ft:pod_startup_scheduled:seconds"
+STARTUP_READY_RECORD = "triton_ft:pod_startup_ready:seconds"
+"""Each Triton pod's start-up budget as Prometheus sees it (kube-state-metrics, which kube-prometheus-stack runs):
+pod created → scheduled, and → Ready; the stages in between are ``tritonft startup-budget``'s."""
+
+
+def pod_selector(namespace: str, job: str) -> str:
+    """The Deployment ``job``'s pods in kube-state-metrics' series (``<deployment>-<replicaset hash>-<suffix>``: a
+    Deployment whose name only starts with ``job`` is not matched)."""
+    return f'namespace="{namespace}",pod=~"{job}-[a-z0-9]+-[a-z0-9]+"'
+
+
+def startup_rules(namespace: str, job: str) -> list[dict[str, Any]]:
+    """Per pod, seconds from creation to scheduled and to Ready, labelled ``service=job``."""
+    sel = pod_selector(namespace, job)
+    created = f"max by (namespace, pod) (kube_pod_created{{{sel}}})"
+    return [
+        {
+            "record": record,
+            "expr": f"max by (namespace, pod) ({metric}{{{sel}}})\n- {created}",
+            "labels": {"service": job},
+        }
+        for record, metric in (
+            (STARTUP_SCHEDULED_RECORD, "kube_pod_status_scheduled_time"),
+            (STARTUP_READY_RECORD, "kube_pod_status_ready_time"),
+        )
+    ]
+
+
 def prometheus_rule_spec(
     namespace: str,
     job: str,
@@ -82,7 +111,8 @@ def prometheus_rule_spec(
     ensembles: tuple[str, ...] = (),
     for_: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The ratio recording rule (the autoscaler's input, ``ensembles`` left out of it) and three alerts.
+    """The ratio recording rule (the autoscaler's input, ``ensembles`` left out of it), the pods' start-up records
+    (:func:`startup_rules`) and three alerts.
 
     * ``TritonInferenceFailures``: more than ``failure_ratio`` of requests fail (5-minute rate), for 10 min;
     * ``TritonQueueSaturated``: the ratio stays above 3 x the autoscaling target for 15 min (the autoscaler cannot
@@ -102,6 +132,7 @@ def prometheus_rule_spec(
                 "interval": "15s",
                 "rules": [{"record": RATIO_RECORD, "expr": ratio_expr(namespace, job, ensembles)}],
             },
+            {"name": f"{job}.triton-ft.startup", "interval": "30s", "rules": startup_rules(namespace, job)},
             {
                 "name": f"{job}.triton-ft.alerts",
                 "rules": [
@@ -210,6 +241,14 @@ def dashboard(namespace: str, job: str, title: str) -> dict[str, Any]:
             "Replicas serving",
             "none",
             [(f"count(count by (pod) (nv_inference_request_success{{{sel}}}))", "pods")],
+        ),
+        (
+            "Pod start-up: created → scheduled, → Ready (tritonft startup-budget: every stage)",
+            "s",
+            [
+                (f'{STARTUP_SCHEDULED_RECORD}{{namespace="{namespace}",service="{job}"}}', "{{pod}} scheduled"),
+                (f'{STARTUP_READY_RECORD}{{namespace="{namespace}",service="{job}"}}', "{{pod}} ready"),
+            ],
         ),
         (
             "GPU utilization",

@@ -368,6 +368,7 @@ class TritonService(pulumi.ComponentResource):
         self.adapter_rules = pulumi.Output.from_input(json.dumps({"custom": [adapter_rule()]}, sort_keys=True))
         self.startup_budget_seconds = pulumi.Output.from_input(budget.seconds)
         self.gemm_tuning: pulumi.Output[dict[str, str]] = rollout_watch.gemm_tuning
+        self.startup: pulumi.Output[dict[str, dict[str, Any]]] = rollout_watch.startup
         self.register_outputs(
             {
                 "deployment_name": self.deployment_name,
@@ -379,6 +380,7 @@ class TritonService(pulumi.ComponentResource):
                 "adapter_rules": self.adapter_rules,
                 "startup_budget_seconds": self.startup_budget_seconds,
                 "gemm_tuning": self.gemm_tuning,
+                "startup": self.startup,
             }
         )
 

@@ -8,6 +8,7 @@ import re
 from components.common.triton import RATIO_RECORD
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
+from components.serving.monitoring import STARTUP_READY_RECORD, STARTUP_SCHEDULED_RECORD
 from components.serving.service import TritonService, TritonServiceArgs
 from tests.components.fixtures import (
     CONVERTER,
@@ -144,3 +145,17 @@ def test_the_dashboard_can_go_where_the_grafana_sidecar_looks(mocks):
     run_program(build)
     (cm,) = [c for c in mocks.of_type("kubernetes:core/v1:ConfigMap") if c.name == "m-dashboard"]
     assert cm.inputs["metadata"]["namespace"] == "monitoring"
+
+
+def test_the_dashboard_shows_the_start_up_records_of_this_services_pods(mocks):
+    rule = _rules(mocks)
+    records = {r["record"]: r for g in rule.inputs["spec"]["groups"] for r in g["rules"] if "record" in r}
+    (cm,) = [c for c in mocks.of_type("kubernetes:core/v1:ConfigMap") if c.name == "m-dashboard"]
+    board = json.loads(next(iter(cm.inputs["data"].values())))
+    (panel,) = [p for p in board["panels"] if p["title"].startswith("Pod start-up")]
+    exprs = [t["expr"] for t in panel["targets"]]
+    for record in (STARTUP_SCHEDULED_RECORD, STARTUP_READY_RECORD):
+        assert records[record]["labels"] == {"service": "m"}
+        assert 'pod=~"m-[a-z0-9]+-[a-z0-9]+"' in records[record]["expr"], "only Deployment m's pods"
+        assert any(e.startswith(record + "{") and 'service="m"' in e for e in exprs), record
+    assert panel["fieldConfig"]["defaults"]["unit"] == "s"

@@ -62,7 +62,7 @@ def test_promtool_accepts_every_rule_file_the_stack_renders(stack: str, tmp_path
     for path in rule_files(rules, tmp_path):
         result = promtool("check", "rules", path, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert "SUCCESS: 4 rules found" in result.stdout, result.stdout
+        assert "SUCCESS: 6 rules found" in result.stdout, result.stdout  # ratio, 2 start-up records, 3 alerts
 
 
 def test_each_rule_records_pends_fires_and_stays_silent_as_specified(tmp_path: Path) -> None:
