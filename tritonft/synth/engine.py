@@ -9,6 +9,8 @@ mock engine deterministic.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -109,7 +111,16 @@ def _iam_role(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
     return {"arn": f"arn:aws:iam::123456789012:role/{name}", "name": name}
 
 
+def _random_password(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
+    """A stand-in for the generated value: derived from the name and keepers (so a rotation changes it), never a
+    real key; the synth checks look for it to prove no generated credential reaches a file or a plain output."""
+    seed = json.dumps([args.name, args.inputs.get("keepers")], sort_keys=True, default=str)
+    length = int(args.inputs.get("length") or 32)
+    return {"result": ("mockkey" + hashlib.sha256(seed.encode()).hexdigest())[:length]}
+
+
 OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str, Any]]] = {
+    "random:index/randomPassword:RandomPassword": _random_password,
     "aws:ecr/repository:Repository": _ecr_repository,
     "docker-build:index:Image": _docker_build_image,
     "eks:index:Cluster": _eks_cluster,

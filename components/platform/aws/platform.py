@@ -308,7 +308,7 @@ class AwsPlatform(pulumi.ComponentResource):
             cpu_node_selector={POOL_LABEL: SYSTEM_POOL},
             storage_class=args.storage_class_name,
             ingress_class=args.ingress_class,
-            crd_installers=list(addons.charts),
+            crd_installers=list(addons.crd_installers),
             addons=addons.names,
             kubeconfig=self.kubeconfig,
         )

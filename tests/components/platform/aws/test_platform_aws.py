@@ -105,7 +105,7 @@ def test_eks_cluster_uses_api_auth_without_default_node_group_and_with_oidc(mock
 
 
 def test_ingress_load_balancer_is_destroyed_before_nodes_cluster_and_vpc(mocks: RecordingMocks) -> None:
-    build_platform()
+    build_platform(addons=AddonFlags(ingress_nginx=True))
     ingress = _chart(mocks, "ingress-nginx")
     node_groups = {g.urn for g in mocks.of_type(NODE_GROUP)}
     assert node_groups <= set(ingress.depends_on)
@@ -117,6 +117,24 @@ def test_ingress_load_balancer_is_destroyed_before_nodes_cluster_and_vpc(mocks: 
         assert {cluster.urn, *network} <= set(group.depends_on)
     annotations = ingress.inputs["values"]["controller"]["service"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-type"] == "nlb"
+
+
+def test_envoy_gateway_is_installed_pinned_with_its_gateway_class_after_the_nodes(mocks: RecordingMocks) -> None:
+    built = build_platform(addons=AddonFlags(envoy_gateway=True, kube_prometheus_stack=False, prometheus_adapter=False))
+    eg = _chart(mocks, charts.ENVOY_GATEWAY.chart)
+    assert (eg.inputs["version"], eg.inputs["name"]) == ("v1.9.1", "gateway-helm")
+    assert {g.urn for g in mocks.of_type(NODE_GROUP)} <= set(eg.depends_on)
+    (gateway_class,) = [r for r in mocks.resources if r.inputs.get("kind") == "GatewayClass"]
+    assert gateway_class.inputs["spec"] == {"controllerName": "gateway.envoyproxy.io/gatewayclass-controller"}
+    assert eg.urn in gateway_class.depends_on
+    assert "envoy-gateway" in built["platform"].target.addons
+
+
+def test_cert_manager_serves_gateway_listeners_and_starts_after_the_gateway_api_crds(mocks: RecordingMocks) -> None:
+    build_platform(addons=AddonFlags(envoy_gateway=True, cert_manager=True))
+    cm = _chart(mocks, "cert-manager")
+    assert cm.inputs["values"]["config"]["enableGatewayAPI"] is True
+    assert _chart(mocks, charts.ENVOY_GATEWAY.chart).urn in cm.depends_on
 
 
 def test_nat_gateway_goes_before_the_internet_gateway_on_destroy(mocks: RecordingMocks) -> None:
