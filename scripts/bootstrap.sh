@@ -48,4 +48,6 @@ fi
 
 bash scripts/setup/triton.sh
 bash scripts/setup/prometheus.sh
+bash scripts/setup/nginx.sh
+bash scripts/setup/gateway_api.sh >/dev/null
 bash scripts/setup/control_plane.sh >/dev/null
