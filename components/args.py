@@ -32,6 +32,7 @@ from components.models.store import ModelStore, ModelStoreArgs
 from components.platform.aws.addons import AddonFlags
 from components.platform.aws.charts import NLB_ANNOTATIONS
 from components.platform.aws.decisions import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA
+from components.platform.aws.dns import EdgeDns
 from components.platform.aws.network import ExistingVpc, NewVpc
 from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from components.platform.aws.platform import AwsPlatformArgs
@@ -71,6 +72,14 @@ CAPACITY_TYPES = {"on-demand": "ON_DEMAND", "spot": "SPOT"}
 def gpu_scheduling(settings: Settings) -> GpuScheduling:
     cluster = settings.cluster
     return GpuScheduling(node_selector=dict(cluster.gpu_node_selector), tolerations=cluster.gpu_tolerations)
+
+
+def edge_dns(settings: Settings) -> EdgeDns | None:
+    """external-dns in the stack's zone for its hosts, the stack its owner (``<project>-<stack>``)."""
+    ingress = settings.serving.ingress
+    if not ingress.dns_zone:
+        return None
+    return EdgeDns(zone=ingress.dns_zone, domain=ingress.host, owner=f"{settings.project}-{settings.stack}")
 
 
 def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:
@@ -144,6 +153,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         ),
         model_weights_gib=round(largest_model_gib, 1),
         addons=addon_flags(cluster.addons, metrics_server=gateway_autoscales(settings)),
+        dns=edge_dns(settings),
         ingress_class=cluster.ingress_class,
         storage_class_name=cluster.storage_class or AWS_EFS_STORAGE_CLASS,
         protect_model_store=settings.storage.protect,

@@ -8,6 +8,8 @@ key and the fix.
 * **An issuer nobody makes.** ``tlsIssuer`` is the ClusterIssuer the stack makes from ``acmeEmail``; a name alone
   would point every certificate at nothing.
 * **A basic-auth Secret nobody makes.** ``basicAuthSecretName`` cannot exist on a new cluster.
+* **A host nothing resolves.** ``dnsZone`` names the hosted zone that holds ``ingressHost``; external-dns keeps the
+  records of every host of the edge there.
 
 * **An ingress nobody serves.** The only ingress controller the stack installs is ingress-nginx (the
   ``ingress-nginx`` add-on, ``components/platform/aws``), registered under the stack's ``ingressClass``; every
@@ -89,6 +91,25 @@ def _gateway_certificates_are_issued(f: StackFacts) -> Iterable[Problem]:
     )
 
 
+def _hosts_have_dns(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws":
+        return
+    zone = f.get("dnsZone")
+    host = f.ingress_host
+    if not zone:
+        yield (
+            "dnsZone",
+            f"the hosts of the cluster this stack builds (platform aws), {host} and <model>.{host}, would resolve to "
+            "nothing, and ACME could not reach them: set dnsZone to the Route53 public hosted zone that holds "
+            "ingressHost (external-dns keeps their records)",
+        )
+    elif host != zone and not host.endswith(f".{zone}"):
+        yield (
+            "dnsZone",
+            f"{zone!r} does not hold ingressHost {host!r}: give the zone {host} is in, or change ingressHost",
+        )
+
+
 def _ingress_needs_controller(f: StackFacts) -> Iterable[Problem]:
     if f.platform != "aws" or f.edge != "ingress" or INGRESS_NGINX in f.get("addons", []):
         return
@@ -154,6 +175,12 @@ BUILT_CLUSTER_RULES: tuple[BuiltClusterRule, ...] = (
         ("edge", "platform", "ingressTls", "environment", "tlsIssuer", "acmeEmail", "tlsSecretName"),
         "aws: TLS on the stack's Gateway takes `acmeEmail` (the issuer the stack makes signs every listener).",
         _gateway_certificates_are_issued,
+    ),
+    BuiltClusterRule(
+        "built-cluster-hosts-have-dns",
+        ("dnsZone", "ingressHost", "platform"),
+        "aws: `dnsZone` is the hosted zone that holds `ingressHost` (external-dns keeps every host's record there).",
+        _hosts_have_dns,
     ),
     BuiltClusterRule(
         "built-cluster-ingress-needs-controller",

@@ -389,6 +389,7 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
             api_key_rotation=top.get("apiKeyRotation", 0),
             rate_limit_per_minute=top.get("rateLimitPerMinute", 600),
             acme_email=top.get("acmeEmail"),
+            dns_zone=top.get("dnsZone"),
         ),
         autoscaling=AutoscalingSettings(
             enabled=top.get("autoscaling", True),

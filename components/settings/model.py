@@ -109,6 +109,8 @@ class IngressSettings:
     """Clients with an API key of their own (the probe's is always made)."""
     api_key_rotation: int = 0
     rate_limit_per_minute: int = 600
+    dns_zone: str | None = None
+    """On aws: the Route53 hosted zone external-dns writes the edge's records into."""
     acme_email: str | None = None
     """On aws: the stack makes the ClusterIssuer ``tls_issuer`` (ACME, HTTP-01 through the edge) with this contact."""
 

@@ -831,6 +831,15 @@ STACK_KNOBS: tuple[Knob, ...] = (
     ),
     Knob("ingressTls", "boolean", "Serve the edge over TLS.", default_doc="false in `local`, else true"),
     Knob(
+        "dnsZone",
+        "string",
+        "The Route53 public hosted zone holding `ingressHost` (looked up, never created): external-dns keeps a "
+        "record there for every host of the edge, and removes the ones it made when their routes go.",
+        default_doc="required on aws",
+        format="ingress-host",
+        scope="aws",
+    ),
+    Knob(
         "acmeEmail",
         "string",
         "Contact e-mail of the ACME account: on aws the stack then makes the ClusterIssuer `tlsIssuer` (Let's "

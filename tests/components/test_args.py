@@ -87,7 +87,7 @@ def test_the_gateway_is_exposed_on_the_base_host_with_the_models_tls_and_auth() 
 
 
 def test_on_the_gateway_edge_each_model_and_the_api_get_routes_on_their_own_listener() -> None:
-    settings = load(aws_stack(ingressHost="triton.example.com"))
+    settings = load(aws_stack(ingressHost="triton.example.com", dnsZone="example.com"))
     model = args.model_edge_args(settings, settings.models[0])
     assert args.ingress_args(settings, settings.models[0], None) is None
     assert model is not None and model.host == "t5-small.triton.example.com"

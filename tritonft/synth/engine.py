@@ -143,6 +143,12 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
         "userId": "mock",
         "id": "123456789012",
     },
+    "aws:route53/getZone:getZone": {
+        "zoneId": "Z0123456789MOCKZONE",
+        "arn": "arn:aws:route53:::hostedzone/Z0123456789MOCKZONE",
+        "name": "example.com",
+        "id": "Z0123456789MOCKZONE",
+    },
     "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
     "aws:ec2/getVpc:getVpc": {"id": "vpc-0123456789abcdef0", "cidrBlock": "10.20.0.0/16", "default": False},
     "aws:index/getAvailabilityZones:getAvailabilityZones": {

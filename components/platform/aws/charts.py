@@ -40,6 +40,11 @@ API CRDs it is built against (``sigs.k8s.io/gateway-api`` v1.6.1, standard chann
 BackendTrafficPolicy, EnvoyProxy ...); the proxies run in this namespace too."""
 GATEWAY_API_VERSION = "v1.6.1"
 """The Gateway API release Envoy Gateway v1.9.1 is built against (its go.mod): the CRDs the tests load."""
+EXTERNAL_DNS = ChartPin(
+    "external-dns", "1.19.0", "https://kubernetes-sigs.github.io/external-dns/", "external-dns", "external-dns"
+)
+"""Route53 records for the edge's hosts (``components/platform/aws/dns.py``); app v0.19.0 reads Gateway API v1
+routes."""
 CERT_MANAGER = ChartPin("cert-manager", "v1.16.2", "https://charts.jetstack.io", "cert-manager", "cert-manager")
 KUBE_PROMETHEUS_STACK = ChartPin(
     "kube-prometheus-stack",

@@ -150,3 +150,18 @@ def test_an_existing_cluster_attaches_to_its_own_gateway() -> None:
     ingress = settings_of(values | {"ingressAuth": "apiKey", "existingAddons": ["envoy-gateway"]}).serving.ingress
 
     assert (ingress.edge, ingress.gateway_name, ingress.gateway_namespace) == ("gateway", "shared", "edge")
+
+
+# -- DNS ------------------------------------------------------------------------------------------------------------
+
+
+def test_an_aws_stack_without_a_hosted_zone_is_refused_naming_dns_zone() -> None:
+    (problem,) = problems_of(without(aws_stack(), "dnsZone"))
+
+    assert problem.startswith("dnsZone: the hosts of the cluster this stack builds (platform aws)")
+    assert "set dnsZone to the Route53 public hosted zone that holds ingressHost" in problem
+
+
+@pytest.mark.parametrize("zone", ["triton.local", "test.triton.local"])
+def test_the_zone_may_be_the_host_itself_or_hold_it(zone: str) -> None:
+    assert settings_of(aws_stack(dnsZone=zone)).serving.ingress.dns_zone == zone

@@ -208,6 +208,12 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "acmeEmail: TLS on the Gateway this stack builds needs its listeners' certificates issued: set acmeEmail (the "
         "stack makes the ClusterIssuer and cert-manager issues each host's certificate), or ingressTls: false",
     ),
+    "built-cluster-hosts-have-dns": (
+        aws_stack(dnsZone="example.org"),
+        (),
+        "dnsZone: 'example.org' does not hold ingressHost 'test.triton.local': give the zone test.triton.local is in, "
+        "or change ingressHost",
+    ),
     "built-cluster-ingress-needs-controller": (
         aws_ingress_stack(addons=["cert-manager"]),
         SECRET_HTPASSWD,

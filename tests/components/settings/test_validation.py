@@ -57,6 +57,7 @@ def aws_stack(**overrides: Any) -> dict[str, Any]:
         "awsRegion": "us-west-2",
         "gpuInstanceType": "g5.12xlarge",
         "addons": list(AWS_ADDONS),
+        "dnsZone": "triton.local",
         "acmeEmail": "ops@example.com",
         "models": [dict(T5_SMALL)],
     }

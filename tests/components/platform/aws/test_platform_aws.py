@@ -9,6 +9,7 @@ import pytest
 from components.platform.aws import charts
 from components.platform.aws.addons import AddonFlags
 from components.platform.aws.decisions import BOTTLEROCKET_NVIDIA
+from components.platform.aws.dns import EdgeDns
 from components.platform.aws.network import ExistingVpc
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup
 from components.platform.cluster import namespace_labels
@@ -281,3 +282,29 @@ def test_metrics_server_runs_on_the_system_nodes_for_the_gateways_hpa(mocks: Rec
     )
     assert chart.inputs["values"]["nodeSelector"] == {POOL_LABEL: SYSTEM_POOL}
     assert chart.inputs["values"]["replicas"] == 2
+
+
+def test_external_dns_writes_only_the_stacks_zone_for_its_hosts(mocks: RecordingMocks) -> None:
+    dns = EdgeDns(zone="example.com", domain="triton.example.com", owner="triton-ft-prod")
+    build_platform(addons=AddonFlags(envoy_gateway=True), dns=dns)
+    chart = _chart(mocks, "external-dns")
+    values = chart.inputs["values"]
+    assert values["sources"] == ["gateway-httproute", "gateway-grpcroute"]
+    assert (values["domainFilters"], values["txtOwnerId"], values["policy"]) == (
+        ["triton.example.com"],
+        "triton-ft-prod",
+        "sync",
+    )
+    assert "--zone-id-filter=Z0123456789MOCKZONE" in values["extraArgs"]
+    (policy,) = [p for p in mocks.of_type("aws:iam/rolePolicy:RolePolicy") if "route53" in p.inputs["policy"]]
+    statements = json.loads(policy.inputs["policy"])["Statement"]
+    (change,) = [s for s in statements if "route53:ChangeResourceRecordSets" in s["Action"]]
+    assert change["Resource"] == ["arn:aws:route53:::hostedzone/Z0123456789MOCKZONE"]
+
+
+def test_routes_wait_for_external_dns_so_destroy_removes_its_records_first(mocks: RecordingMocks) -> None:
+    dns = EdgeDns(zone="example.com", domain="triton.example.com", owner="o")
+    built = build_platform(addons=AddonFlags(envoy_gateway=True), dns=dns)
+    chart = _chart(mocks, "external-dns")
+    assert any(getattr(r, "_name", None) == "tft-external-dns" for r in built["platform"].target.crd_installers)
+    assert _chart(mocks, charts.ENVOY_GATEWAY.chart).urn in chart.depends_on
