@@ -121,6 +121,7 @@ pulumi.export("serverImage", images.server_image)
 pulumi.export("toolsImage", images.tools_image)
 pulumi.export("models", [m.name for m in settings.models])
 pulumi.export("endpoints", endpoints)
+pulumi.export("edgeHosts", args.edge_hosts(settings))
 pulumi.export(
     "probe",
     {

@@ -32,7 +32,7 @@ from components.models.store import ModelStore, ModelStoreArgs
 from components.platform.aws.addons import AddonFlags
 from components.platform.aws.charts import NLB_ANNOTATIONS
 from components.platform.aws.decisions import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA
-from components.platform.aws.dns import EdgeDns
+from components.platform.aws.dns import GATEWAY_SOURCES, INGRESS_SOURCES, EdgeDns
 from components.platform.aws.network import ExistingVpc, NewVpc
 from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from components.platform.aws.platform import AwsPlatformArgs
@@ -79,7 +79,27 @@ def edge_dns(settings: Settings) -> EdgeDns | None:
     ingress = settings.serving.ingress
     if not ingress.dns_zone:
         return None
-    return EdgeDns(zone=ingress.dns_zone, domain=ingress.host, owner=f"{settings.project}-{settings.stack}")
+    return EdgeDns(
+        zone=ingress.dns_zone,
+        domain=ingress.host,
+        owner=f"{settings.project}-{settings.stack}",
+        sources=GATEWAY_SOURCES if uses_gateway_api(settings) else INGRESS_SOURCES,
+    )
+
+
+def edge_hosts(settings: Settings) -> dict[str, str]:
+    """Every public host of the stack and how its name resolves (the ``edgeHosts`` output)."""
+    ingress = settings.serving.ingress
+    hosts = [
+        *([ingress.host] if settings.serving.gateway.enabled else []),
+        *(model_host(settings, m) for m in settings.models),
+    ]
+    if ingress.dns_zone:
+        edge = f"Gateway {edge_gateway(settings).name}" if uses_gateway_api(settings) else "the Ingress controller"
+        path = f"Route53 zone {ingress.dns_zone}: record kept by external-dns, pointing at {edge}'s load balancer"
+    else:
+        path = "not managed by the stack: point it at the cluster's edge yourself (existing cluster)"
+    return dict.fromkeys(hosts, path)
 
 
 def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:

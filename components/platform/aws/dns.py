@@ -26,8 +26,10 @@ from components.platform.aws.iam import irsa_role
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
 
 SERVICE_ACCOUNT = "external-dns"
-SOURCES = ("gateway-httproute", "gateway-grpcroute")
-"""external-dns reads the hosts of the Gateway API routes (and the Gateway's address they are attached to)."""
+GATEWAY_SOURCES = ("gateway-httproute", "gateway-grpcroute")
+"""On the Gateway API edge external-dns reads the routes' hosts (and the address of the Gateway they attach to)."""
+INGRESS_SOURCES = ("ingress",)
+"""On the Ingress edge, the Ingresses' hosts."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class EdgeDns:
     """The stack's base host: external-dns writes records for it and the names under it only."""
     owner: str
     """The TXT owner id (the stack): external-dns changes only records it owns."""
+    sources: tuple[str, ...] = GATEWAY_SOURCES
 
 
 def external_dns_policy(zone_arn: str) -> str:
@@ -69,7 +72,7 @@ def external_dns_values(dns: EdgeDns, zone_id: str, role_arn: str, region: str) 
     stack, deleted with their routes (``sync``), reconciled on every route change as well as every minute."""
     return {
         "provider": {"name": "aws"},
-        "sources": list(SOURCES),
+        "sources": list(dns.sources),
         "domainFilters": [dns.domain],
         "policy": "sync",
         "registry": "txt",
