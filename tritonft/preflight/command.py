@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def needs_of(settings: Settings) -> Needs:
     """What the stack's settings ask of the cluster (selectors and tolerations exactly as the program sets them)."""
-    from components.args import autoscaler_kind, gateway_autoscales, gpu_scheduling
+    from components.args import autoscaler_kind, edge_hosts, gateway_autoscales, gpu_scheduling
     from components.settings.capacity import gpu_pool
 
     cluster = settings.cluster
@@ -59,7 +59,13 @@ def needs_of(settings: Settings) -> Needs:
         wanted.append("cert-manager")
     if settings.serving.autoscaling.scale_to_zero:
         wanted.append("keda")
-    crds = [crd for addon in wanted if addon not in cluster.addons for crd in CRD_FOR_ADDON[addon]]
+    ingress = settings.serving.ingress
+    if ingress.edge == "gateway":
+        wanted.append("gateway-api")
+        if ingress.auth == "apiKey":
+            wanted.append("envoy-gateway")
+    installed = cluster.addons | ({"gateway-api"} if "envoy-gateway" in cluster.addons else set())
+    crds = [crd for addon in wanted if addon not in installed for crd in CRD_FOR_ADDON[addon]]
     apis: list[tuple[str, str]] = []
     if autoscaler_kind(settings) == "hpa" and not (on_aws and "prometheus-adapter" in cluster.addons):
         apis.append(
@@ -90,6 +96,11 @@ def needs_of(settings: Settings) -> Needs:
         gpu_pool=gpu_pool(cluster),
         cpu_selector=dict(cluster.cpu_node_selector),
         cpu_models=[cpu_model(m) for m in settings.models if m.on_cpu],
+        edge=ingress.edge,
+        gateway=(ingress.gateway_namespace or settings.namespace, ingress.gateway_name)
+        if ingress.gateway_name
+        else None,
+        hosts=list(edge_hosts(settings)),
     )
 
 
@@ -151,6 +162,12 @@ def preflight(settings: Settings, kube: Kube, plan: list[dict[str, Any]] | None)
     results.append(checks.ingress(kube.items("networking.k8s.io/v1", "IngressClass"), needs))
     present = {c["metadata"]["name"] for c in kube.items("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
     results.append(checks.crds(present, needs))
+    gateways = (
+        kube.items("gateway.networking.k8s.io/v1", "Gateway")
+        if "gateways.gateway.networking.k8s.io" in present
+        else None
+    )
+    results.append(checks.gateway(gateways, needs))
     services = {s["metadata"]["name"]: s for s in kube.items("apiregistration.k8s.io/v1", "APIService")}
     results.append(checks.metrics_apis(services, needs))
     if plan is not None:
