@@ -6,6 +6,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import args
+from components.common.exposure import EdgeObjects
 from components.common.target import ClusterTarget
 from components.gateway import Gateway, GatewayBackend
 from components.models.conversion import ModelConversion
@@ -44,6 +45,14 @@ if settings.cluster.platform == "aws":
     pulumi.export("kubeconfig", platform.kubeconfig)
 else:
     target, aws_provider = ExistingCluster(name, args.existing_cluster_args(settings)).target, None
+
+edge: EdgeObjects | None = None
+edge_objects = args.edge_objects_args(settings, target)
+if edge_objects is not None:
+    edge = EdgeObjects(f"{name}-edge", edge_objects)
+    if edge_objects.api_key_auth:
+        # Secret outputs: `pulumi stack output apiKeys --show-secrets` shows them; nothing prints them otherwise.
+        pulumi.export("apiKeys", edge.api_keys)
 
 images = TritonImage(f"{name}-images", args.triton_image_args(settings, aws_provider))
 store = ModelStore(f"{name}-store", args.model_store_args(settings, target))
@@ -102,6 +111,7 @@ if settings.probe.enabled:
                 model,
                 images.server_image,
                 gateway.endpoint if gateway is not None else None,
+                edge=edge,
             ),
             pulumi.ResourceOptions(depends_on=[service, *([gateway] if gateway is not None else [])]),
         )
@@ -114,6 +124,7 @@ pulumi.export("serverImage", images.server_image)
 pulumi.export("toolsImage", images.tools_image)
 pulumi.export("models", [m.name for m in settings.models])
 pulumi.export("endpoints", endpoints)
+pulumi.export("edgeHosts", args.edge_hosts(settings))
 pulumi.export(
     "probe",
     {

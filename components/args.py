@@ -11,6 +11,16 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_aws as aws
 
+from components.common.edge import (
+    API_LISTENER,
+    AcmeIssuer,
+    EdgeArgs,
+    GatewayRef,
+    gateway_http01_solver,
+    ingress_http01_solver,
+    model_listener,
+)
+from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
 from components.common.ingress import IngressArgs
 from components.common.layout import dns_label
 from components.common.sizing import MIB
@@ -20,7 +30,9 @@ from components.gateway.spec import gateway_selector
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
 from components.platform.aws.addons import AddonFlags
+from components.platform.aws.charts import NLB_ANNOTATIONS
 from components.platform.aws.decisions import AL2023_NVIDIA, BOTTLEROCKET_NVIDIA
+from components.platform.aws.dns import GATEWAY_SOURCES, INGRESS_SOURCES, EdgeDns
 from components.platform.aws.network import ExistingVpc, NewVpc
 from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from components.platform.aws.platform import AwsPlatformArgs
@@ -62,6 +74,34 @@ def gpu_scheduling(settings: Settings) -> GpuScheduling:
     return GpuScheduling(node_selector=dict(cluster.gpu_node_selector), tolerations=cluster.gpu_tolerations)
 
 
+def edge_dns(settings: Settings) -> EdgeDns | None:
+    """external-dns in the stack's zone for its hosts, the stack its owner (``<project>-<stack>``)."""
+    ingress = settings.serving.ingress
+    if not ingress.dns_zone:
+        return None
+    return EdgeDns(
+        zone=ingress.dns_zone,
+        domain=ingress.host,
+        owner=f"{settings.project}-{settings.stack}",
+        sources=GATEWAY_SOURCES if uses_gateway_api(settings) else INGRESS_SOURCES,
+    )
+
+
+def edge_hosts(settings: Settings) -> dict[str, str]:
+    """Every public host of the stack and how its name resolves (the ``edgeHosts`` output)."""
+    ingress = settings.serving.ingress
+    hosts = [
+        *([ingress.host] if settings.serving.gateway.enabled else []),
+        *(model_host(settings, m) for m in settings.models),
+    ]
+    if ingress.dns_zone:
+        edge = f"Gateway {edge_gateway(settings).name}" if uses_gateway_api(settings) else "the Ingress controller"
+        path = f"Route53 zone {ingress.dns_zone}: record kept by external-dns, pointing at {edge}'s load balancer"
+    else:
+        path = "not managed by the stack: point it at the cluster's edge yourself (existing cluster)"
+    return dict.fromkeys(hosts, path)
+
+
 def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:
     cluster = settings.cluster
     assert cluster.kubernetes is not None, "existing_cluster_args needs platform kubernetes"
@@ -80,6 +120,7 @@ def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:
 def addon_flags(addons: frozenset[str], *, metrics_server: bool = False) -> AddonFlags:
     """The add-ons the stack lists, plus metrics-server when a feature needs it (``metrics_server``)."""
     return AddonFlags(
+        envoy_gateway="envoy-gateway" in addons,
         ingress_nginx="ingress-nginx" in addons,
         cert_manager="cert-manager" in addons,
         kube_prometheus_stack="kube-prometheus-stack" in addons,
@@ -132,6 +173,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         ),
         model_weights_gib=round(largest_model_gib, 1),
         addons=addon_flags(cluster.addons, metrics_server=gateway_autoscales(settings)),
+        dns=edge_dns(settings),
         ingress_class=cluster.ingress_class,
         storage_class_name=cluster.storage_class or AWS_EFS_STORAGE_CLASS,
         protect_model_store=settings.storage.protect,
@@ -228,8 +270,85 @@ def model_host(settings: Settings, model: ModelSpec) -> str:
     return f"{model.name}.{settings.serving.ingress.host}"
 
 
-def ingress_args(settings: Settings, model: ModelSpec, htpasswd: pulumi.Input[str] | None) -> IngressArgs:
+def ingress_args(settings: Settings, model: ModelSpec, htpasswd: pulumi.Input[str] | None) -> IngressArgs | None:
+    """The model's Ingress on the Ingress edge; None on the Gateway API edge."""
+    if settings.serving.ingress.edge != "ingress":
+        return None
     return exposure_args(settings, model_host(settings, model), htpasswd)
+
+
+def uses_gateway_api(settings: Settings) -> bool:
+    return settings.serving.ingress.edge == "gateway"
+
+
+def edge_gateway(settings: Settings) -> GatewayRef:
+    """The Gateway every route attaches to: the cluster's own (``gatewayName``) or ``<stack>-edge``, made by the
+    stack in its namespace."""
+    ingress = settings.serving.ingress
+    if ingress.gateway_name:
+        return GatewayRef(ingress.gateway_name, ingress.gateway_namespace)
+    return GatewayRef(f"{settings.stack}-edge")
+
+
+def edge_args(settings: Settings, host: str, listener: str) -> EdgeArgs:
+    """One host on the Gateway API edge; on the cluster's own Gateway the route attaches to whichever listener
+    accepts its host (the stack does not know that Gateway's listener names)."""
+    ingress = settings.serving.ingress
+    return EdgeArgs(
+        gateway=edge_gateway(settings),
+        host=host,
+        listener=None if ingress.gateway_name or not ingress.tls else listener,
+        tls=ingress.tls,
+        api_key_auth=ingress.auth == "apiKey",
+    )
+
+
+def model_edge_args(settings: Settings, model: ModelSpec) -> EdgeArgs | None:
+    if not uses_gateway_api(settings):
+        return None
+    return edge_args(settings, model_host(settings, model), model_listener(model.name))
+
+
+def api_clients(settings: Settings) -> tuple[str, ...]:
+    """Every client with a key: the probe's first, then the stack's ``apiClients``."""
+    return (PROBE_CLIENT, *settings.serving.ingress.api_clients)
+
+
+def acme_issuer(settings: Settings) -> AcmeIssuer | None:
+    """The ClusterIssuer the stack makes: on a cluster it builds, with ``acmeEmail``, TLS on and an issuer name."""
+    ingress = settings.serving.ingress
+    if settings.cluster.platform != "aws" or not ingress.acme_email or not ingress.tls or not ingress.tls_issuer:
+        return None
+    return AcmeIssuer(ingress.tls_issuer, ingress.acme_email, production=settings.environment == "prod")
+
+
+def edge_objects_args(settings: Settings, target: ClusterTarget) -> EdgeObjectsArgs | None:
+    """The stack-wide edge objects: on the Gateway API edge its keys, policies and (on aws) its Gateway; on the
+    Ingress edge of a cluster the stack builds, only the ClusterIssuer; None when there is nothing to make."""
+    ingress = settings.serving.ingress
+    issuer = acme_issuer(settings)
+    gateway_api = uses_gateway_api(settings)
+    if not gateway_api and issuer is None:
+        return None
+    gateway = edge_gateway(settings)
+    solver = gateway_http01_solver(gateway) if gateway_api else ingress_http01_solver(ingress.class_name)
+    return EdgeObjectsArgs(
+        target=target,
+        gateway=gateway,
+        base_host=ingress.host,
+        models=tuple(m.name for m in settings.models),
+        api=settings.serving.gateway.enabled,
+        tls=ingress.tls,
+        make_gateway=gateway_api and not ingress.gateway_name,
+        cluster_issuer=ingress.tls_issuer,
+        load_balancer_annotations=dict(NLB_ANNOTATIONS) if settings.cluster.platform == "aws" else {},
+        api_key_auth=gateway_api and ingress.auth == "apiKey",
+        clients=api_clients(settings),
+        rotation=ingress.api_key_rotation,
+        requests_per_minute=ingress.rate_limit_per_minute,
+        issuer=issuer,
+        issuer_solver=solver,
+    )
 
 
 def exposure_args(settings: Settings, host: str, htpasswd: pulumi.Input[str] | None) -> IngressArgs:
@@ -298,6 +417,7 @@ def triton_service_args(
         image=server_image,
         triton_release=settings.image.triton_version,
         ingress=ingress_args(settings, conversion.model, htpasswd),
+        edge=model_edge_args(settings, conversion.model),
         autoscaler=autoscaler_kind(settings),
         min_replicas=serving.replicas_min,
         max_replicas=max(serving.replicas_max, 1),
@@ -345,7 +465,10 @@ def gateway_args(
         target=target,
         image=tools_image,
         backends=tuple(backends),
-        ingress=exposure_args(settings, settings.serving.ingress.host, htpasswd),
+        ingress=None
+        if uses_gateway_api(settings)
+        else exposure_args(settings, settings.serving.ingress.host, htpasswd),
+        edge=edge_args(settings, settings.serving.ingress.host, API_LISTENER) if uses_gateway_api(settings) else None,
         min_replicas=gateway.replicas_min,
         max_replicas=gateway.replicas_max,
         cpu=gateway.cpu,
@@ -362,6 +485,8 @@ def integration_probe_args(
     model: ModelSpec,
     image_digest: pulumi.Input[str],
     gateway_url: pulumi.Input[str | None] | None = None,
+    *,
+    edge: EdgeObjects | None = None,
 ) -> IntegrationProbeArgs:
     """The model's probe; with ``gateway_url`` (the gateway's public ``.../v1``) it also asks the gateway (a
     classifier is not served there: it is asked on its own endpoint only). An encoder is judged on the stack's
@@ -383,11 +508,20 @@ def integration_probe_args(
         latency_requests=probe.requests,
         bleu_threshold=float(probe.bleu_threshold),
         header_env=integration_probe_header_env(settings),
+        headers=integration_probe_headers(settings, edge),
         gateway_url=gateway_url,
         encoder_probes=probe.encoders,
     )
 
 
 def integration_probe_header_env(settings: Settings) -> dict[str, str]:
-    """Behind an authenticated ingress the probe sends ``Authorization`` from :data:`PROBE_AUTH_ENV`."""
-    return {"Authorization": PROBE_AUTH_ENV} if settings.serving.ingress.auth != "none" else {}
+    """Behind an authenticated Ingress (basic, oidc) the probe sends ``Authorization`` from :data:`PROBE_AUTH_ENV`;
+    behind the API keys it sends its own key instead (:func:`integration_probe_headers`)."""
+    return {"Authorization": PROBE_AUTH_ENV} if settings.serving.ingress.auth in ("basic", "oidc") else {}
+
+
+def integration_probe_headers(settings: Settings, edge: EdgeObjects | None) -> pulumi.Output[dict[str, str]] | None:
+    """``Authorization: Bearer <the probe's key>`` (a secret input) when the edge checks API keys."""
+    if settings.serving.ingress.auth != "apiKey" or edge is None:
+        return None
+    return edge.authorization(PROBE_CLIENT).apply(lambda value: {"Authorization": value})

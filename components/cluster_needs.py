@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.args import autoscaler_kind, gateway_autoscales, gpu_scheduling
+from components.args import autoscaler_kind, edge_hosts, gateway_autoscales, gpu_scheduling
 from components.common.sizing import server_sizing
 from components.settings.capacity import gpu_pool
 from components.settings.model import Settings
@@ -53,7 +53,13 @@ def needs_of(settings: Settings) -> Needs:
         wanted.append("cert-manager")
     if settings.serving.autoscaling.scale_to_zero:
         wanted.append("keda")
-    crds = [crd for addon in wanted if addon not in cluster.addons for crd in CRD_FOR_ADDON[addon]]
+    ingress = settings.serving.ingress
+    if ingress.edge == "gateway":
+        wanted.append("gateway-api")
+        if ingress.auth == "apiKey":
+            wanted.append("envoy-gateway")
+    installed = cluster.addons | ({"gateway-api"} if "envoy-gateway" in cluster.addons else set())
+    crds = [crd for addon in wanted if addon not in installed for crd in CRD_FOR_ADDON[addon]]
     apis: list[tuple[str, str]] = []
     if autoscaler_kind(settings) == "hpa" and not (on_aws and "prometheus-adapter" in cluster.addons):
         apis.append(
@@ -84,6 +90,11 @@ def needs_of(settings: Settings) -> Needs:
         gpu_pool=gpu_pool(cluster),
         cpu_selector=dict(cluster.cpu_node_selector),
         cpu_models=[cpu_model(m) for m in settings.models if m.on_cpu],
+        edge=ingress.edge,
+        gateway=(ingress.gateway_namespace or settings.namespace, ingress.gateway_name)
+        if ingress.gateway_name
+        else None,
+        hosts=list(edge_hosts(settings)),
     )
 
 

@@ -1,14 +1,48 @@
-"""Ingress resources shared by the Triton services and the gateway: the basic-auth Secret (same auth everywhere)."""
+"""The edge's resources shared by the Triton services and the gateway.
+
+Ingress path: the basic-auth Secret (same auth everywhere). Gateway API path: each model's and the OpenAI gateway's
+routes, and the stack-wide :class:`EdgeObjects` (API keys, credentials Secret, policies, the stack's own Gateway).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pulumi_random
 
+from components.common.edge import (
+    ENVOY_GATEWAY_API,
+    GATEWAY_API,
+    AcmeIssuer,
+    EdgeArgs,
+    GatewayRef,
+    WeightedBackend,
+    acme_issuer_spec,
+    api_http_route_spec,
+    api_key_policy_spec,
+    envoy_proxy_spec,
+    gateway_annotations,
+    gateway_listeners,
+    gateway_spec,
+    https_redirect_route_spec,
+    model_grpc_route_spec,
+    model_http_route_spec,
+    rate_limit_policy_spec,
+    route_labels,
+)
 from components.common.ingress import BASIC_AUTH_KEY, IngressArgs
-from components.common.layout import object_meta
+from components.common.layout import SKIP_AWAIT, dns_label, labels, object_meta
+from components.common.target import ClusterTarget
+
+PROBE_CLIENT = "probe"
+"""The integration probe's own API key."""
+API_KEY_LENGTH = 48
+API_KEY_PREFIX = "sk-tft-"
+"""Keys look like OpenAI's (``sk-``), so clients and secret scanners treat them as keys."""
 
 
 def basic_auth_secret(
@@ -33,3 +67,210 @@ def basic_auth_secret(
         opts=opts,
     )
     return secret
+
+
+# -- Gateway API (components/common/edge.py) ----------------------------------------------------------------------
+
+
+def custom_resource(
+    name: str, kind: str, api_version: str, metadata: Any, spec: Any, *, opts: pulumi.ResourceOptions
+) -> k8s.apiextensions.CustomResource:
+    """A Gateway API / Envoy Gateway object (created after the charts that install its CRDs: ``opts``)."""
+    return k8s.apiextensions.CustomResource(
+        name, api_version=api_version, kind=kind, metadata=metadata, spec=spec, opts=opts
+    )
+
+
+def model_routes(
+    name: str,
+    *,
+    base: str,
+    namespace: Any,
+    labels: dict[str, str],
+    edge: EdgeArgs,
+    model: str,
+    backends: Sequence[WeightedBackend],
+    opts: pulumi.ResourceOptions,
+) -> tuple[str, ...]:
+    """A model's HTTPRoute (Triton's inference paths) and, over TLS, its GRPCRoute; returns their names."""
+    meta_labels = route_labels(edge, labels)
+    made = [f"{base}-http"]
+    custom_resource(
+        f"{name}-httproute",
+        "HTTPRoute",
+        GATEWAY_API,
+        object_meta(made[0], namespace, meta_labels),
+        model_http_route_spec(edge, model, backends),
+        opts=opts,
+    )
+    if edge.grpc_exposed:
+        made.append(f"{base}-grpc")
+        custom_resource(
+            f"{name}-grpcroute",
+            "GRPCRoute",
+            GATEWAY_API,
+            object_meta(made[1], namespace, meta_labels),
+            model_grpc_route_spec(edge, backends),
+            opts=opts,
+        )
+    return tuple(made)
+
+
+def api_route(
+    name: str,
+    *,
+    base: str,
+    namespace: Any,
+    labels: dict[str, str],
+    edge: EdgeArgs,
+    service: str,
+    port: int,
+    path: str,
+    opts: pulumi.ResourceOptions,
+) -> str:
+    """The OpenAI gateway's HTTPRoute; returns its name."""
+    custom_resource(
+        f"{name}-httproute",
+        "HTTPRoute",
+        GATEWAY_API,
+        object_meta(base, namespace, route_labels(edge, labels)),
+        api_http_route_spec(edge, service, port, path),
+        opts=opts,
+    )
+    return base
+
+
+@dataclass(frozen=True)
+class EdgeObjectsArgs:
+    """The stack-wide edge objects (one set per stack)."""
+
+    target: ClusterTarget
+    gateway: GatewayRef
+    """The Gateway every route attaches to (made here when ``make_gateway``)."""
+    base_host: str
+    models: tuple[str, ...]
+    """Each model's host ``<model>.<base_host>`` gets a listener on a Gateway made here."""
+    api: bool
+    """The OpenAI gateway is served on ``base_host``."""
+    tls: bool = True
+    make_gateway: bool = True
+    """The stack makes its Gateway (a cluster it builds); False = the user's own, named in the settings."""
+    cluster_issuer: str | None = None
+    """cert-manager ClusterIssuer of the listeners' certificates (a Gateway made here)."""
+    load_balancer_annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations of the proxies' LoadBalancer Service (a Gateway made here)."""
+    api_key_auth: bool = True
+    clients: tuple[str, ...] = (PROBE_CLIENT,)
+    """One API key per client (the probe's among them)."""
+    rotation: int = 0
+    """Changing it replaces every key (``apiKeyRotation``)."""
+    requests_per_minute: int = 600
+    """Per client (and Envoy replica)."""
+    issuer: AcmeIssuer | None = None
+    """The ClusterIssuer the stack makes (a cluster it builds), answering challenges with ``issuer_solver``."""
+    issuer_solver: dict[str, Any] = field(default_factory=dict)
+
+
+class EdgeObjects(pulumi.ComponentResource):
+    """The stack's edge: its API keys (generated, secret, stable across ``up``s, rotated when ``rotation``
+    changes), the credentials Secret, the API-key and rate-limit policies, and on a cluster the stack builds, its
+    Gateway, the proxies' configuration, the HTTPS redirect and the ClusterIssuer of the certificates."""
+
+    api_keys: pulumi.Output[dict[str, str]]
+    """Client name -> API key (a secret output)."""
+    credentials_secret: str
+
+    def __init__(self, name: str, args: EdgeObjectsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("triton-ft:common:EdgeObjects", name, {}, opts)
+        target = args.target
+        ns = target.namespace
+        meta_labels = labels("edge", name)
+        child = pulumi.ResourceOptions(parent=self, provider=target.provider)
+        crds = pulumi.ResourceOptions(parent=self, provider=target.provider, depends_on=list(target.crd_installers))
+        base = dns_label(name)
+        self.credentials_secret = f"{base}-api-keys"
+        keys: dict[str, pulumi.Output[str]] = {}
+        if args.api_key_auth:
+            for client in args.clients:
+                key = pulumi_random.RandomPassword(
+                    f"{name}-apikey-{client}-random",
+                    length=API_KEY_LENGTH,
+                    special=False,
+                    keepers={"rotation": str(args.rotation)},
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                keys[client] = key.result.apply(lambda r: API_KEY_PREFIX + r)
+            secret = k8s.core.v1.Secret(
+                f"{name}-api-keys",
+                metadata=object_meta(self.credentials_secret, ns, meta_labels),
+                type="Opaque",
+                string_data=self._secret_keys(keys),
+                opts=child,
+            )
+            custom_resource(
+                f"{name}-auth",
+                "SecurityPolicy",
+                ENVOY_GATEWAY_API,
+                object_meta(f"{base}-api-keys", ns, meta_labels),
+                api_key_policy_spec(self.credentials_secret),
+                opts=pulumi.ResourceOptions.merge(crds, pulumi.ResourceOptions(depends_on=[secret])),
+            )
+            custom_resource(
+                f"{name}-rate-limit",
+                "BackendTrafficPolicy",
+                ENVOY_GATEWAY_API,
+                object_meta(f"{base}-rate-limit", ns, meta_labels),
+                rate_limit_policy_spec(args.clients, args.requests_per_minute),
+                opts=crds,
+            )
+        if args.issuer is not None:
+            custom_resource(
+                f"{name}-issuer",
+                "ClusterIssuer",
+                "cert-manager.io/v1",
+                {"name": args.issuer.name, "labels": meta_labels},
+                acme_issuer_spec(args.issuer, args.issuer_solver),
+                opts=crds,
+            )
+        if args.make_gateway:
+            proxy = f"{base}-proxy"
+            custom_resource(
+                f"{name}-proxy",
+                "EnvoyProxy",
+                ENVOY_GATEWAY_API,
+                object_meta(proxy, ns, meta_labels),
+                envoy_proxy_spec(args.load_balancer_annotations),
+                opts=crds,
+            )
+            listeners = gateway_listeners(args.base_host, args.models, api=args.api)
+            custom_resource(
+                f"{name}-gateway",
+                "Gateway",
+                GATEWAY_API,
+                # The Gateway's address (the load balancer) can take long; the probe checks the endpoints for real.
+                object_meta(
+                    args.gateway.name, ns, meta_labels, {**gateway_annotations(args.cluster_issuer), SKIP_AWAIT: "true"}
+                ),
+                gateway_spec(listeners, tls=args.tls, proxy_config=proxy),
+                opts=crds,
+            )
+            if args.tls:
+                custom_resource(
+                    f"{name}-https-redirect",
+                    "HTTPRoute",
+                    GATEWAY_API,
+                    object_meta(f"{base}-https-redirect", ns, meta_labels),
+                    https_redirect_route_spec(args.gateway),
+                    opts=crds,
+                )
+        self.api_keys = self._secret_keys(keys)
+        self.register_outputs({"api_keys": self.api_keys})
+
+    @staticmethod
+    def _secret_keys(keys: dict[str, pulumi.Output[str]]) -> pulumi.Output[dict[str, str]]:
+        resolved: pulumi.Output[dict[str, str]] = pulumi.Output.all(**keys).apply(dict)
+        return pulumi.Output.secret(resolved)
+
+    def authorization(self, client: str) -> pulumi.Output[str]:
+        """The ``Authorization`` header ``client`` sends (a secret)."""
+        return pulumi.Output.secret(self.api_keys.apply(lambda keys: f"Bearer {keys[client]}"))

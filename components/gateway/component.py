@@ -6,8 +6,8 @@ classification route; it answers on its KServe V2 endpoint, ``/v2/models/<name>/
 
 Children: a ConfigMap of the served generators' specs, the Deployment (the tools image running ``python -m tritonft
 gateway``, on CPU nodes), its Service, PodDisruptionBudget and NetworkPolicy, an HPA when ``max_replicas`` is above
-``min_replicas``, an Ingress serving ``/v1`` on the stack's base host with the same TLS and authentication as the
-models' ``/v2`` endpoints, and a ServiceMonitor when monitoring is on.
+``min_replicas``, an HTTPRoute (Gateway API) or an Ingress serving ``/v1`` on the stack's base host with the same TLS
+and authentication as the models' ``/v2`` endpoints, and a ServiceMonitor when monitoring is on.
 
 Image: the tools image, which already has ``tritonft`` and the gateway's dependencies and is built and pinned by
 digest for the conversion Jobs; a slim image of its own would save pull time on a pod that starts rarely, at the
@@ -28,7 +28,9 @@ from typing import Any, cast
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.common.exposure import basic_auth_secret
+from components.common.edge import EdgeArgs, validate_edge
+from components.common.edge import endpoint_urls as edge_urls
+from components.common.exposure import api_route, basic_auth_secret
 from components.common.handoffs import ServedModel
 from components.common.ingress import (
     NGINX,
@@ -87,7 +89,9 @@ class GatewayArgs:
     backends: Sequence[GatewayBackend]
     """Every model of the stack; the classifiers among them are not served under ``/v1`` (:func:`served_backends`)."""
     ingress: IngressArgs | None = None
-    """Exposure of ``/v1`` (the stack's base host, same TLS/auth as the models); None = in-cluster only."""
+    """Exposure of ``/v1`` through an Ingress (the stack's base host, same TLS/auth as the models)."""
+    edge: EdgeArgs | None = None
+    """Exposure of ``/v1`` through a Gateway API HTTPRoute; None with ``ingress`` None = in-cluster only."""
     min_replicas: int = 2
     max_replicas: int = 4
     """Above ``min_replicas``: an HPA on CPU between the two."""
@@ -133,6 +137,15 @@ def validate_gateway(args: GatewayArgs) -> list[str]:
             problems.append(
                 f"deadline_seconds ({args.deadline_seconds}) is longer than the ingress timeout "
                 f"({args.ingress.request_timeout_seconds} s): the proxy would cut requests first; lower it"
+            )
+    if args.edge is not None:
+        problems += validate_edge(args.edge)
+        if args.ingress is not None:
+            problems.append("ingress and edge: expose /v1 through an Ingress or a Gateway API route, not both")
+        if args.deadline_seconds > args.edge.request_timeout_seconds:
+            problems.append(
+                f"deadline_seconds ({args.deadline_seconds}) is longer than the edge's request timeout "
+                f"({args.edge.request_timeout_seconds} s): the proxy would cut requests first; lower it"
             )
     if args.monitoring and "prometheus-operator" not in args.target.addons:
         problems.append("monitoring is on but the cluster has no 'prometheus-operator' add-on (ServiceMonitor CRD)")
@@ -220,7 +233,7 @@ class Gateway(pulumi.ComponentResource):
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb", metadata=object_meta(base, ns, meta_labels), spec=as_input(pdb_spec(sel)), opts=child
         )
-        clients = (args.ingress.controller_namespace,) if args.ingress is not None else ()
+        clients = tuple(e.controller_namespace for e in (args.ingress, args.edge) if e is not None)
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol",
             metadata=object_meta(base, ns, meta_labels),
@@ -241,6 +254,20 @@ class Gateway(pulumi.ComponentResource):
             )
         if args.ingress is not None:
             self._ingress(name, base=base, ing=args.ingress, meta_labels=meta_labels, child=child, service=service)
+        if args.edge is not None:
+            api_route(
+                name,
+                base=base,
+                namespace=ns,
+                labels=meta_labels,
+                edge=args.edge,
+                service=base,
+                port=GATEWAY_PORT,
+                path=API_PATH,
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=target.provider, depends_on=[*target.crd_installers, service]
+                ),
+            )
         if args.monitoring:
             k8s.apiextensions.CustomResource(
                 f"{name}-servicemonitor",
@@ -256,7 +283,13 @@ class Gateway(pulumi.ComponentResource):
         self.deployment_name = pulumi.Output.from_input(base)
         self.service_name = pulumi.Output.from_input(base)
         self.internal_url = ns.apply(lambda n: f"http://{base}.{n}.svc:{GATEWAY_PORT}{API_PATH}")
-        public = endpoint_urls(args.ingress)[0] + API_PATH if args.ingress is not None else None
+        public = (
+            endpoint_urls(args.ingress)[0] + API_PATH
+            if args.ingress is not None
+            else edge_urls(args.edge)[0] + API_PATH
+            if args.edge is not None
+            else None
+        )
         self.endpoint = pulumi.Output.from_input(public)
         self.register_outputs(
             {

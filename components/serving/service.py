@@ -1,13 +1,15 @@
 """TritonService: one model served by Triton (FasterTransformer, or ONNX Runtime for encoders), exposed, autoscaled
 and monitored. A ``device: cpu`` encoder's pods request no GPU and run on the stack's CPU nodes.
 
-Children: Deployment, Service, PodDisruptionBudget, NetworkPolicy; HTTP and gRPC Ingresses (with TLS and auth
-unless ``secure`` is off); an HPA or a KEDA ScaledObject; a ServiceMonitor, a PrometheusRule and a Grafana
-dashboard ConfigMap when monitoring is on. Custom resources (ServiceMonitor, PrometheusRule, ScaledObject) are
-created only when asked for and always after the resources that install their CRDs (pulumi-kubernetes#1712,
-#3176). The Deployment waits for the model's conversion Job; ``up`` then waits for its rollout through a
-``RolloutWatch`` (the startup budget computed from the model's size, or much less when the scheduler shows the pods
-can never get their GPUs) instead of the Kubernetes provider's await.
+Children: Deployment, Service, PodDisruptionBudget, NetworkPolicy; Gateway API routes (an HTTPRoute of Triton's
+inference paths and a GRPCRoute of its inference methods, ``components/common/edge.py``) or, on a cluster that keeps
+an Ingress controller, HTTP and gRPC Ingresses (with TLS and auth unless ``secure`` is off); an HPA or a KEDA
+ScaledObject; a ServiceMonitor, a PrometheusRule and a Grafana dashboard ConfigMap when monitoring is on. Custom
+resources (routes, ServiceMonitor, PrometheusRule, ScaledObject) are created only when asked for and always after
+the resources that install their CRDs (pulumi-kubernetes#1712, #3176). The Deployment waits for the model's
+conversion Job; ``up`` then waits for its rollout through a ``RolloutWatch`` (the startup budget computed from the
+model's size, or much less when the scheduler shows the pods can never get their GPUs) instead of the Kubernetes
+provider's await.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.common.exposure import basic_auth_secret
+from components.common.edge import EdgeArgs, WeightedBackend, validate_edge
+from components.common.edge import endpoint_urls as edge_urls
+from components.common.exposure import basic_auth_secret, model_routes
 from components.common.handoffs import ConvertedModel, ModelVolume
 from components.common.ingress import (
     IngressArgs,
@@ -88,7 +92,10 @@ class TritonServiceArgs:
     """The server image's Triton release (``YY.MM``): which of Triton's API restrictions its server has
     (``components.serving.server_spec.api_restriction_flags``)."""
     ingress: IngressArgs | None = None
-    """External exposure; None = in-cluster only."""
+    """External exposure through an Ingress (clusters that keep an Ingress controller); None = see ``edge``."""
+    edge: EdgeArgs | None = None
+    """External exposure through Gateway API routes (Triton's inference routes only); None with ``ingress`` None =
+    in-cluster only."""
     autoscaler: Autoscaler = "hpa"
     """``hpa`` (queue/compute ratio via prometheus-adapter), ``keda`` (same ratio + scale-to-zero), ``none``."""
     min_replicas: int = 1
@@ -146,7 +153,9 @@ def _validate(args: TritonServiceArgs) -> list[str]:
         problems.append("min_replicas must be >= 0")
     if args.min_replicas == 0 and args.autoscaler != "keda":
         problems.append("min_replicas 0 (scale to zero) needs autoscaler='keda'")
-    if args.min_replicas == 0 and args.ingress is None and args.gateway_job is None:
+    if args.ingress is not None and args.edge is not None:
+        problems.append("ingress and edge: expose the model through an Ingress or Gateway API routes, not both")
+    if args.min_replicas == 0 and args.ingress is None and args.edge is None and args.gateway_job is None:
         problems.append(
             "scale to zero needs an ingress or the gateway: their request rate is what wakes a service with no pods"
         )
@@ -206,7 +215,11 @@ class TritonService(pulumi.ComponentResource):
     """May have no replica when idle (KEDA, ``min_replicas`` 0): the gateway must not need it to be ready."""
 
     def __init__(self, name: str, args: TritonServiceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        problems = _validate(args) + (validate_ingress(args.ingress) if args.ingress is not None else [])
+        problems = (
+            _validate(args)
+            + (validate_ingress(args.ingress) if args.ingress is not None else [])
+            + (validate_edge(args.edge) if args.edge is not None else [])
+        )
         if problems:  # before anything registers: a bad config never reaches the engine
             raise UserError(f"TritonService {name!r}:\n  " + "\n  ".join(problems))
         super().__init__("triton-ft:serving:TritonService", name, {}, opts)
@@ -293,7 +306,7 @@ class TritonService(pulumi.ComponentResource):
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb", metadata=object_meta(base, ns, meta_labels), spec=as_input(pdb_spec(sel)), opts=child
         )
-        clients = (args.ingress.controller_namespace,) if args.ingress is not None else ()
+        clients = tuple(e.controller_namespace for e in (args.ingress, args.edge) if e is not None)
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol",
             metadata=object_meta(base, ns, meta_labels),
@@ -308,6 +321,19 @@ class TritonService(pulumi.ComponentResource):
         ingress_names = self._ingresses(
             name=name, base=base, args=args, meta_labels=meta_labels, child=child, depends_on=[service]
         )
+        if args.edge is not None:
+            model_routes(
+                name,
+                base=base,
+                namespace=ns,
+                labels=meta_labels,
+                edge=args.edge,
+                model=model.name,
+                backends=[WeightedBackend(base)],
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=target.provider, depends_on=[*target.crd_installers, service]
+                ),
+            )
         scale_down = args.scale_down_window_seconds or scale_down_window_seconds(budget)
         # Custom resources only after the charts that install their CRDs (pulumi-kubernetes#1712, #3176).
         crd_opts = pulumi.ResourceOptions(
@@ -362,7 +388,13 @@ class TritonService(pulumi.ComponentResource):
         self.grpc_address = ns.apply(lambda n: f"{pods_service_name(base)}.{n}.svc:{GRPC_PORT}")
         self.pod_selector = dict(sel)
         self.scales_to_zero = args.min_replicas == 0
-        http_url, grpc_url = endpoint_urls(args.ingress) if args.ingress is not None else (None, None)
+        http_url, grpc_url = (
+            endpoint_urls(args.ingress)
+            if args.ingress is not None
+            else edge_urls(args.edge)
+            if args.edge is not None
+            else (None, None)
+        )
         self.endpoint = pulumi.Output.from_input(http_url)
         self.grpc_endpoint = pulumi.Output.from_input(grpc_url)
         self.adapter_rules = pulumi.Output.from_input(json.dumps({"custom": [adapter_rule()]}, sort_keys=True))

@@ -1,5 +1,15 @@
 """Stack rules for a cluster this stack builds itself (platform ``aws``): it starts empty, so nothing the stack does
-not install or create can be relied on.
+not install or create can be relied on. The closure: every object a route, a listener or a pod refers to (the
+Gateway and its implementation, the ClusterIssuer, each Secret) is made by the plan; otherwise a refusal naming the
+key and the fix.
+
+* **A Gateway nobody serves.** ``edge: gateway`` (the default on aws) needs Envoy Gateway (the ``envoy-gateway``
+  add-on), which the stack installs with its GatewayClass.
+* **An issuer nobody makes.** ``tlsIssuer`` is the ClusterIssuer the stack makes from ``acmeEmail``; a name alone
+  would point every certificate at nothing.
+* **A basic-auth Secret nobody makes.** ``basicAuthSecretName`` cannot exist on a new cluster.
+* **A host nothing resolves.** ``dnsZone`` names the hosted zone that holds ``ingressHost``; external-dns keeps the
+  records of every host of the edge there.
 
 * **An ingress nobody serves.** The only ingress controller the stack installs is ingress-nginx (the
   ``ingress-nginx`` add-on, ``components/platform/aws``), registered under the stack's ``ingressClass``; every
@@ -21,6 +31,7 @@ from dataclasses import dataclass
 from components.settings.facts import Problem, StackFacts
 
 INGRESS_NGINX = "ingress-nginx"
+ENVOY_GATEWAY = "envoy-gateway"
 
 
 @dataclass(frozen=True)
@@ -33,8 +44,72 @@ class BuiltClusterRule:
     check: Callable[[StackFacts], Iterable[Problem]]
 
 
+def _gateway_needs_implementation(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws" or f.edge != "gateway" or ENVOY_GATEWAY in f.get("addons", []):
+        return
+    yield (
+        "addons",
+        "edge: gateway on the cluster this stack builds (platform aws) needs the implementation the stack installs: "
+        "add `envoy-gateway` to `addons` (its Gateway, routes and API-key policy are Envoy Gateway's), or set "
+        "edge: ingress",
+    )
+
+
+def _issuer_is_made(f: StackFacts) -> Iterable[Problem]:
+    issuer = f.get("tlsIssuer")
+    if f.platform != "aws" or not f.tls or not issuer or f.get("acmeEmail"):
+        return
+    yield (
+        "tlsIssuer",
+        f"{issuer!r} names a ClusterIssuer nothing creates on the cluster this stack builds (platform aws): no "
+        "certificate would ever be issued; set acmeEmail (the stack then makes it: Let's Encrypt production in prod, "
+        "staging elsewhere)",
+    )
+
+
+def _basic_auth_secret_is_made(f: StackFacts) -> Iterable[Problem]:
+    name = f.get("basicAuthSecretName")
+    if f.platform != "aws" or not name:
+        return
+    yield (
+        "basicAuthSecretName",
+        f"{name!r} names a Secret nothing creates on the cluster this stack builds (platform aws), which starts empty: "
+        "every request would be refused; remove it and set the secret `ingressHtpasswd` (the stack makes the "
+        "Secret), or use edge: gateway with ingressAuth: apiKey (keys the stack generates)",
+    )
+
+
+def _gateway_certificates_are_issued(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws" or f.edge != "gateway" or not f.tls or f.issuer:
+        return
+    yield (
+        "acmeEmail",
+        "TLS on the Gateway this stack builds needs its listeners' certificates issued: set acmeEmail (the stack makes "
+        "the ClusterIssuer and cert-manager issues each host's certificate), or ingressTls: false",
+    )
+
+
+def _hosts_have_dns(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws":
+        return
+    zone = f.get("dnsZone")
+    host = f.ingress_host
+    if not zone:
+        yield (
+            "dnsZone",
+            f"the hosts of the cluster this stack builds (platform aws), {host} and <model>.{host}, would resolve to "
+            "nothing, and ACME could not reach them: set dnsZone to the Route53 public hosted zone that holds "
+            "ingressHost (external-dns keeps their records)",
+        )
+    elif host != zone and not host.endswith(f".{zone}"):
+        yield (
+            "dnsZone",
+            f"{zone!r} does not hold ingressHost {host!r}: give the zone {host} is in, or change ingressHost",
+        )
+
+
 def _ingress_needs_controller(f: StackFacts) -> Iterable[Problem]:
-    if f.platform != "aws" or INGRESS_NGINX in f.get("addons", []):
+    if f.platform != "aws" or f.edge != "ingress" or INGRESS_NGINX in f.get("addons", []):
         return
     ingress_class = f.get("ingressClass", "nginx")
     key = "ingressClass" if "ingressClass" in f.present else "addons"
@@ -48,11 +123,11 @@ def _ingress_needs_controller(f: StackFacts) -> Iterable[Problem]:
 
 
 def _tls_secret_must_be_created(f: StackFacts) -> Iterable[Problem]:
-    if f.platform != "aws" or not f.tls or f.get("tlsIssuer"):
+    if f.platform != "aws" or not f.tls or f.issuer or (f.edge == "gateway" and not f.get("tlsSecretName")):
         return
     fix = (
-        "set tlsIssuer (a cert-manager ClusterIssuer, with `cert-manager` in `addons`: cert-manager issues the "
-        "certificate into the Secret the Ingress names) or ingressTls: false"
+        "set acmeEmail (the stack makes the ClusterIssuer `tlsIssuer`, with `cert-manager` in `addons`: cert-manager "
+        "issues the certificate into the Secret the edge names) or ingressTls: false"
     )
     name = f.get("tlsSecretName")
     if name:
@@ -74,15 +149,47 @@ def _tls_secret_must_be_created(f: StackFacts) -> Iterable[Problem]:
 
 BUILT_CLUSTER_RULES: tuple[BuiltClusterRule, ...] = (
     BuiltClusterRule(
+        "built-cluster-gateway-needs-implementation",
+        ("edge", "platform", "addons"),
+        "aws: `edge: gateway` (the default) needs `envoy-gateway` in `addons` (the Gateway API implementation the "
+        "stack installs).",
+        _gateway_needs_implementation,
+    ),
+    BuiltClusterRule(
+        "built-cluster-issuer-is-made",
+        ("tlsIssuer", "acmeEmail", "ingressTls", "environment"),
+        "aws: a `tlsIssuer` is the ClusterIssuer the stack makes from `acmeEmail`; nothing else could exist on a new "
+        "cluster.",
+        _issuer_is_made,
+    ),
+    BuiltClusterRule(
+        "built-cluster-basic-auth-secret-is-made",
+        ("basicAuthSecretName",),
+        "aws: no `basicAuthSecretName` (an existing Secret cannot exist on a new cluster).",
+        _basic_auth_secret_is_made,
+    ),
+    BuiltClusterRule(
+        "built-cluster-gateway-certificates-are-issued",
+        ("edge", "platform", "ingressTls", "environment", "tlsIssuer", "acmeEmail", "tlsSecretName"),
+        "aws: TLS on the stack's Gateway takes `acmeEmail` (the issuer the stack makes signs every listener).",
+        _gateway_certificates_are_issued,
+    ),
+    BuiltClusterRule(
+        "built-cluster-hosts-have-dns",
+        ("dnsZone", "ingressHost", "platform"),
+        "aws: `dnsZone` is the hosted zone that holds `ingressHost` (external-dns keeps every host's record there).",
+        _hosts_have_dns,
+    ),
+    BuiltClusterRule(
         "built-cluster-ingress-needs-controller",
-        ("ingressClass", "addons"),
+        ("ingressClass", "addons", "edge", "platform"),
         "aws: the `ingress-nginx` add-on is in `addons` (the only ingress controller the stack installs, serving "
         "`ingressClass`).",
         _ingress_needs_controller,
     ),
     BuiltClusterRule(
         "built-cluster-tls-secret-is-created",
-        ("ingressTls", "environment", "tlsIssuer", "tlsSecretName", "namespace"),
+        ("ingressTls", "environment", "tlsIssuer", "tlsSecretName", "namespace", "acmeEmail", "edge", "platform"),
         "aws: TLS on (`ingressTls`, default outside `local`) takes `tlsIssuer`; a `tlsSecretName` (or its default) "
         "would name a Secret nothing creates on a new cluster.",
         _tls_secret_must_be_created,

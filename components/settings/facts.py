@@ -118,8 +118,22 @@ class StackFacts:
         return self.environment != "local" if tls is None else bool(tls)
 
     @property
+    def edge(self) -> str:
+        """``edge``, else ``gateway`` on aws and ``ingress`` on an existing cluster."""
+        return str(self.get("edge") or ("gateway" if self.platform == "aws" else "ingress"))
+
+    @property
     def auth(self) -> str:
-        return str(self.get("ingressAuth") or ("none" if self.environment == "local" else "basic"))
+        default = "none" if self.environment == "local" else "apiKey" if self.edge == "gateway" else "basic"
+        return str(self.get("ingressAuth") or default)
+
+    @property
+    def issuer(self) -> str | None:
+        """``tlsIssuer``, else with ``acmeEmail`` the issuer the stack makes (``letsencrypt-prod`` in prod)."""
+        stated = self.get("tlsIssuer")
+        if stated or not self.get("acmeEmail"):
+            return str(stated) if stated else None
+        return "letsencrypt-prod" if self.environment == "prod" else "letsencrypt-staging"
 
     @property
     def gemm_tuning(self) -> bool:

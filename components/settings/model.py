@@ -113,6 +113,20 @@ class IngressSettings:
     """Existing Secret with htpasswd lines; None = created from the ``ingressHtpasswd`` secret."""
     oidc_auth_url: str | None
     oidc_signin_url: str | None
+    edge: str = "ingress"
+    """``gateway`` (Gateway API on Envoy Gateway) or ``ingress`` (Ingresses for ingress-nginx)."""
+    gateway_name: str | None = None
+    """The existing cluster's own Gateway; None = the stack makes ``<stack>-edge``."""
+    gateway_namespace: str | None = None
+    """Namespace of ``gateway_name``; None = the stack's."""
+    api_clients: tuple[str, ...] = ()
+    """Clients with an API key of their own (the probe's is always made)."""
+    api_key_rotation: int = 0
+    rate_limit_per_minute: int = 600
+    dns_zone: str | None = None
+    """On aws: the Route53 hosted zone external-dns writes the edge's records into."""
+    acme_email: str | None = None
+    """On aws: the stack makes the ClusterIssuer ``tls_issuer`` (ACME, HTTP-01 through the edge) with this contact."""
 
 
 @dataclass(frozen=True)

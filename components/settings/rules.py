@@ -34,7 +34,7 @@ from tritonft.spec import (
 GPU_KEYS = ("gpuType", "gpusPerNode", "gpuInstanceType")
 """The stack keys that say which GPU node a model lands on."""
 ADDON_KEYS = ("addons", "existingAddons")
-AUTH_KEYS = ("ingressAuth", "environment")
+AUTH_KEYS = ("ingressAuth", "environment", "edge", "platform")
 """``ingressAuth`` defaults from ``environment``: a rule reading the effective auth binds both."""
 TLS_KEYS = ("ingressTls", "environment")
 GPT_FAMILIES = (Family.GPT2, Family.GPTJ)
@@ -358,16 +358,86 @@ def _tls_source_needs_tls(f: StackFacts) -> Iterable[Problem]:
 
 @stack_rule(
     "tls-needs-auth",
-    (*TLS_KEYS, "ingressAuth"),
-    "A TLS (public) endpoint needs `ingressAuth` `basic` or `oidc`.",
+    (*TLS_KEYS, *AUTH_KEYS),
+    "A TLS (public) endpoint needs authentication: `ingressAuth` `apiKey` (`edge: gateway`), `basic` or `oidc`.",
 )
 def _tls_needs_auth(f: StackFacts) -> Iterable[Problem]:
     if f.tls and f.auth == "none":
+        fix = "apiKey" if f.edge == "gateway" else "basic or oidc"
         yield (
             "ingressAuth",
-            "none leaves the public TLS endpoint open; use basic or oidc (TLS is on outside `local` unless "
-            "ingressTls: false)",
+            f"none leaves the public TLS endpoint open; use {fix} (TLS is on outside `local` unless ingressTls: false)",
         )
+
+
+@stack_rule(
+    "auth-fits-the-edge",
+    AUTH_KEYS,
+    "`ingressAuth: apiKey` is the Gateway API edge's (Envoy Gateway's API keys); `basic` and `oidc` are the "
+    "Ingress edge's (ingress-nginx annotations).",
+)
+def _auth_fits_edge(f: StackFacts) -> Iterable[Problem]:
+    if f.auth == "apiKey" and f.edge != "gateway":
+        yield "ingressAuth", "apiKey needs edge: gateway (Envoy Gateway checks the keys); with edge: ingress use basic"
+    if f.auth in ("basic", "oidc") and f.edge == "gateway":
+        yield (
+            "ingressAuth",
+            f"{f.auth} is an ingress-nginx annotation and does nothing on edge: gateway; use apiKey (keys the stack "
+            "generates, sent as `Authorization: Bearer`) or set edge: ingress",
+        )
+
+
+@stack_rule(
+    "api-clients-are-distinct",
+    ("apiClients",),
+    "`apiClients` are distinct and none is `probe` (the probe's own key).",
+)
+def _api_clients(f: StackFacts) -> Iterable[Problem]:
+    seen: set[str] = set()
+    for i, client in enumerate(f.get("apiClients", [])):
+        if client == "probe":
+            yield (
+                f"apiClients[{i}]",
+                "'probe' is the integration probe's own key (always made); name the client otherwise",
+            )
+        elif client in seen:
+            yield f"apiClients[{i}]", f"{client!r} is listed twice; each client once"
+        seen.add(client)
+
+
+@stack_rule(
+    "gateway-edge-on-existing-cluster",
+    ("edge", "platform", "gatewayName", "ingressAuth", "environment", "existingAddons"),
+    "`edge: gateway` on an existing cluster attaches to the cluster's own Gateway (`gatewayName`); `apiKey` "
+    "there needs Envoy Gateway (`envoy-gateway` in `existingAddons`).",
+)
+def _gateway_on_existing(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "kubernetes" or f.edge != "gateway":
+        return
+    if not f.get("gatewayName"):
+        yield (
+            "edge",
+            "gateway on an existing cluster needs the cluster's own Gateway: set gatewayName (and gatewayNamespace "
+            "when it is in another namespace), or edge: ingress",
+        )
+    if f.auth == "apiKey" and "envoy-gateway" not in f.get("existingAddons", []):
+        yield (
+            "ingressAuth",
+            "apiKey is Envoy Gateway's SecurityPolicy: add `envoy-gateway` to existingAddons when the cluster's "
+            "Gateway is Envoy Gateway's, or use ingressAuth none behind your own authentication",
+        )
+
+
+@stack_rule(
+    "gateway-name-needs-gateway-edge",
+    ("gatewayName", "gatewayNamespace", "edge", "platform"),
+    "`gatewayName` / `gatewayNamespace` only with `edge: gateway`.",
+)
+def _gateway_name_needs_edge(f: StackFacts) -> Iterable[Problem]:
+    if f.edge != "gateway":
+        for key in ("gatewayName", "gatewayNamespace"):
+            if f.get(key):
+                yield key, f"has no effect with edge: {f.edge}; remove it or set edge: gateway"
 
 
 @stack_rule(

@@ -97,6 +97,13 @@ def _hf_repo(value: str) -> list[str]:
     return ["is not a Hugging Face repository id like `t5-small` or `org/name`"]
 
 
+_EMAIL = re.compile(r"^[^@\s]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
+
+
+def _email(value: str) -> list[str]:
+    return [] if _EMAIL.match(value) else ["is not an e-mail address like ops@example.com"]
+
+
 def _vpc_cidr(value: str) -> list[str]:
     try:
         network = ipaddress.IPv4Network(value, strict=True)
@@ -293,6 +300,7 @@ FORMATS: dict[str, Format] = {
         "full 40-hex commit sha", _strings(_git_sha), "df1b051", "df1b051c49625cf57a3d0d8d3863ed4d13564fe4"
     ),
     "hf-repo": Format("Hugging Face repo id", _strings(_hf_repo), "org/name/extra", "org/name"),
+    "email": Format("e-mail address", _strings(_email), "ops at example", "ops@example.com"),
     "digest-ref": Format(
         "image pinned by digest",
         _strings(_regex(_DIGEST_REF, "pinned by digest; use `repo@sha256:<64 hex>` (tags can move under you)")),
@@ -541,7 +549,8 @@ def _parse_int(knob: Knob, raw: Any) -> tuple[Any, str | None]:
 
 ENVIRONMENTS = ("local", "dev", "staging", "prod", "review")
 PLATFORMS = ("kubernetes", "aws")
-ADDONS = ("ingress-nginx", "cert-manager", "kube-prometheus-stack", "prometheus-adapter", "keda")
+ADDONS = ("envoy-gateway", "ingress-nginx", "cert-manager", "kube-prometheus-stack", "prometheus-adapter", "keda")
+EDGES = ("gateway", "ingress")
 DATA_TYPES = ("fp32", "fp16", "bf16")
 WEIGHT_DTYPES = ("fp32", "fp16")
 FAMILIES = ("t5", "gpt2", "gptj", "bert")
@@ -967,12 +976,79 @@ STACK_KNOBS: tuple[Knob, ...] = (
         default_doc="`<stack>.triton.local`",
         format="ingress-host",
     ),
-    Knob("ingressTls", "boolean", "Serve the ingresses over TLS.", default_doc="false in `local`, else true"),
+    Knob(
+        "edge",
+        "string",
+        "How clients reach the stack: `gateway` (Gateway API routes on Envoy Gateway; only the OpenAI gateway and "
+        "Triton's inference routes are exposed) or `ingress` (Ingresses for an existing ingress-nginx).",
+        choices=EDGES,
+        default_doc="`gateway` on aws, `ingress` on kubernetes",
+    ),
+    Knob(
+        "gatewayName",
+        "string",
+        "The existing cluster's own Gateway the routes attach to (`edge: gateway` on kubernetes).",
+        default_doc="unset: the stack makes its Gateway `<stack>-edge`",
+        format="dns-subdomain",
+        scope="kubernetes",
+    ),
+    Knob(
+        "gatewayNamespace",
+        "string",
+        "Namespace of `gatewayName` (its listeners must allow routes from the stack's namespace).",
+        default_doc="the stack's namespace",
+        format="dns-label",
+        scope="kubernetes",
+    ),
+    Knob(
+        "apiClients",
+        "array",
+        "Clients that get their own API key (`ingressAuth: apiKey`); the probe always gets one (`probe`). Read the "
+        "keys with `pulumi stack output apiKeys --show-secrets`.",
+        default=[],
+        format="dns-label",
+    ),
+    Knob(
+        "apiKeyRotation",
+        "integer",
+        "Change it (e.g. add one) to replace every API key on the next `up`.",
+        default=0,
+        minimum=0,
+        maximum=1000000,
+    ),
+    Knob(
+        "rateLimitPerMinute",
+        "integer",
+        "Requests a minute each API client may send (per Envoy replica), beyond which the edge answers 429.",
+        default=600,
+        minimum=1,
+        maximum=1000000,
+    ),
+    Knob("ingressTls", "boolean", "Serve the edge over TLS.", default_doc="false in `local`, else true"),
+    Knob(
+        "dnsZone",
+        "string",
+        "The Route53 public hosted zone holding `ingressHost` (looked up, never created): external-dns keeps a "
+        "record there for every host of the edge, and removes the ones it made when their routes go.",
+        default_doc="required on aws",
+        format="ingress-host",
+        scope="aws",
+    ),
+    Knob(
+        "acmeEmail",
+        "string",
+        "Contact e-mail of the ACME account: on aws the stack then makes the ClusterIssuer `tlsIssuer` (Let's "
+        "Encrypt production in `prod`, staging elsewhere; HTTP-01 through the edge).",
+        default_doc="unset: no issuer is made",
+        format="email",
+        scope="aws",
+    ),
     Knob(
         "tlsIssuer",
         "string",
-        "cert-manager ClusterIssuer that signs the ingress certificate.",
-        default_doc="unset: use `tlsSecretName`",
+        "cert-manager ClusterIssuer that signs the edge's certificates.",
+        default_doc="with `acmeEmail`: `letsencrypt-prod` in `prod`, else `letsencrypt-staging`; otherwise unset: "
+        "use `tlsSecretName`",
         format="dns-subdomain",
     ),
     Knob(
@@ -986,9 +1062,10 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "ingressAuth",
         "string",
-        "Authentication in front of the ingresses.",
-        choices=("none", "basic", "oidc"),
-        default_doc="`none` in `local`, else `basic`",
+        "Authentication at the edge: `apiKey` (keys the stack generates, sent as `Authorization: Bearer`; "
+        "`edge: gateway`), `basic` or `oidc` (`edge: ingress`), or `none`.",
+        choices=("none", "apiKey", "basic", "oidc"),
+        default_doc="`none` in `local`, else `apiKey` with `edge: gateway` and `basic` with `edge: ingress`",
     ),
     Knob(
         "basicAuthSecretName",

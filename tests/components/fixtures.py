@@ -8,6 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.common.edge import EdgeArgs
 from components.common.ingress import IngressArgs
 from components.common.target import ClusterTarget, GpuScheduling
 from components.models.conversion import ModelConversion, ModelConversionArgs
@@ -103,6 +104,7 @@ def serve(
     *,
     target: ClusterTarget | None = None,
     ingress: IngressArgs | None = None,
+    edge: EdgeArgs | None = None,
     autoscaler: Autoscaler = "hpa",
     monitoring: bool = True,
     min_replicas: int = 1,
@@ -136,6 +138,7 @@ def serve(
             store=store,
             image=SERVER_IMAGE,
             ingress=ingress,
+            edge=edge,
             autoscaler=autoscaler,
             monitoring=monitoring,
             min_replicas=min_replicas,

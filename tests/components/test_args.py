@@ -11,7 +11,7 @@ from components import args
 from components.gateway import GatewayArgs
 from components.settings import load_settings
 from tests.components.fixtures import TOOLS_IMAGE, make_target
-from tests.components.settings.test_validation import aws_stack, kubernetes_stack
+from tests.components.settings.test_validation import aws_stack, ingress_stack, kubernetes_stack
 from tritonft.synth.engine import RecordingMocks, run_program
 
 
@@ -43,10 +43,11 @@ def test_the_prometheus_stack_addon_is_known_to_components_as_the_operator() -> 
 
 
 def test_aws_addons_are_exactly_the_listed_ones() -> None:
-    values = {k: v for k, v in aws_stack(addons=["ingress-nginx"], ingressTls=False).items() if k != "tlsIssuer"}
+    values = {k: v for k, v in aws_stack(addons=["envoy-gateway"], ingressTls=False).items() if k != "acmeEmail"}
     settings = load(values)
     flags = args.aws_platform_args(settings).addons
-    assert flags.ingress_nginx and not flags.kube_prometheus_stack and not flags.prometheus_adapter
+    assert flags.envoy_gateway and not flags.ingress_nginx and not flags.cert_manager
+    assert not flags.kube_prometheus_stack and not flags.prometheus_adapter
 
 
 def test_aws_installs_metrics_server_when_the_gateway_autoscales_on_cpu() -> None:
@@ -60,10 +61,15 @@ def test_aws_installs_no_metrics_server_without_a_gateway_hpa(overrides: dict[st
 
 
 def test_probe_authenticates_through_an_authenticated_ingress_from_the_environment() -> None:
-    basic = load(aws_stack(ingressAuth="basic", basicAuthSecretName="creds"))
+    basic = load(ingress_stack())
     assert args.integration_probe_header_env(basic) == {"Authorization": args.PROBE_AUTH_ENV}
     open_ = load(kubernetes_stack())
     assert args.integration_probe_header_env(open_) == {}
+
+
+def test_behind_api_keys_the_probe_reads_no_environment_it_sends_its_own_key() -> None:
+    assert args.integration_probe_header_env(load(aws_stack())) == {}
+    assert args.api_clients(load(aws_stack(apiClients=["webapp"]))) == ("probe", "webapp")
 
 
 def test_the_gateway_is_on_by_default_and_off_on_request() -> None:
@@ -72,11 +78,28 @@ def test_the_gateway_is_on_by_default_and_off_on_request() -> None:
 
 
 def test_the_gateway_is_exposed_on_the_base_host_with_the_models_tls_and_auth() -> None:
-    settings = load(aws_stack(ingressHost="triton.example.com", ingressAuth="basic", basicAuthSecretName="creds"))
+    settings = load(ingress_stack(ingressHost="triton.example.com", basicAuthSecretName="creds"))
     model = args.ingress_args(settings, settings.models[0], None)
+    assert model is not None
     gateway = args.exposure_args(settings, settings.serving.ingress.host, None)
     assert gateway == dataclasses.replace(model, host="triton.example.com")
     assert gateway.basic_auth_secret == "creds"
+
+
+def test_on_the_gateway_edge_each_model_and_the_api_get_routes_on_their_own_listener() -> None:
+    settings = load(aws_stack(ingressHost="triton.example.com", dnsZone="example.com"))
+    model = args.model_edge_args(settings, settings.models[0])
+    assert args.ingress_args(settings, settings.models[0], None) is None
+    assert model is not None and model.host == "t5-small.triton.example.com"
+    assert (model.gateway.name, model.listener, model.api_key_auth) == ("test-edge", "https-m-t5-small", True)
+
+
+def test_on_a_users_own_gateway_routes_name_no_listener() -> None:
+    values = ingress_stack(edge="gateway", gatewayName="shared", gatewayNamespace="edge", basicAuthSecretName=None)
+    settings = load(values | {"ingressAuth": "apiKey", "existingAddons": ["envoy-gateway"]})
+    model = args.model_edge_args(settings, settings.models[0])
+    assert model is not None
+    assert (model.gateway.name, model.gateway.namespace, model.listener) == ("shared", "edge", None)
 
 
 def test_gateway_knobs_reach_the_gateway_args(mocks: RecordingMocks) -> None:

@@ -61,21 +61,33 @@ CR_REQUIRED: dict[tuple[str, str], list[tuple[str, type | tuple[type, ...]]]] = 
         ("spec.minReplicaCount", int),
         ("spec.maxReplicaCount", int),
     ],
+    ("gateway.networking.k8s.io/v1", "Gateway"): [("spec.gatewayClassName", str), ("spec.listeners", list)],
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"): [("spec.parentRefs", list), ("spec.rules", list)],
+    ("gateway.networking.k8s.io/v1", "GRPCRoute"): [("spec.parentRefs", list), ("spec.rules", list)],
+    ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy"): [("spec.apiKeyAuth.credentialRefs", list)],
+    ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"): [("spec.rateLimit.local.rules", list)],
+    ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy"): [("spec.provider.type", str)],
 }
-"""Fields each CRD's schema requires or our components depend on."""
+"""Fields each CRD's schema requires or our components depend on. The Gateway API and Envoy Gateway objects are
+also applied, whole, to a real kube-apiserver with their real CRDs (``tests/system/controlplane``)."""
+CLUSTER_SCOPED_CRS: dict[tuple[str, str], list[tuple[str, type | tuple[type, ...]]]] = {
+    ("gateway.networking.k8s.io/v1", "GatewayClass"): [("spec.controllerName", str)],
+    ("cert-manager.io/v1", "ClusterIssuer"): [("spec.acme.server", str), ("spec.acme.solvers", list)],
+}
+"""Cluster-scoped custom resources (no ``metadata.namespace``)."""
 
 
 def check_custom_resource(body: dict[str, Any]) -> list[str]:
     """Structural check of a custom resource without a bundled schema (see module docstring)."""
     key = (str(body.get("apiVersion")), str(body.get("kind")))
-    required = CR_REQUIRED.get(key)
+    cluster_scoped = key in CLUSTER_SCOPED_CRS
+    required = CLUSTER_SCOPED_CRS[key] if cluster_scoped else CR_REQUIRED.get(key)
     if required is None:
         return [f"{key[1]} ({key[0]}): no schema and no structural check known"]
-    problems = [
-        p
-        for path, typ in [("metadata.name", str), ("metadata.namespace", str), *required]
-        if (p := _require(body, path, typ)) is not None
-    ]
+    meta: list[tuple[str, type | tuple[type, ...]]] = [("metadata.name", str)]
+    if not cluster_scoped:
+        meta.append(("metadata.namespace", str))
+    problems = [p for path, typ in [*meta, *required] if (p := _require(body, path, typ)) is not None]
     spec = body.get("spec", {})
     if key[1] == "PrometheusRule":
         for group in spec.get("groups", []):

@@ -290,6 +290,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                 "model": call.model,
                 "ms": round(elapsed * 1000, 2),
                 "client": call.client,
+                "apiClient": call.api_client,
             }
         )
 

@@ -29,6 +29,10 @@ Send = Callable[[Message], Awaitable[None]]
 LOG = logging.getLogger("tritonft.gateway")
 
 
+API_CLIENT_HEADER = b"x-tritonft-client"
+"""``components.common.edge.CLIENT_HEADER``: where the edge names the client whose API key it accepted."""
+
+
 @dataclass(slots=True)
 class Call:
     """One HTTP request as a handler sees it; ``model`` is what the access log and metrics record."""
@@ -49,6 +53,13 @@ class Call:
     def client(self) -> str:
         client = self.scope.get("client")
         return str(client[0]) if client else ""
+
+    @property
+    def api_client(self) -> str:
+        """The authenticated API client the edge names in ``x-tritonft-client`` (Envoy Gateway sets it from the key it
+        checked and overwrites whatever a caller sent); "" behind no such edge."""
+        value = self.header(API_CLIENT_HEADER)
+        return value.decode("latin-1") if value else ""
 
     def header(self, name: bytes) -> bytes | None:
         """The first value of header ``name`` (lower case), ``None`` when absent."""

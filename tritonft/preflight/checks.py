@@ -31,6 +31,11 @@ CRD_FOR_ADDON = {
     "kube-prometheus-stack": ("servicemonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"),
     "cert-manager": ("certificates.cert-manager.io",),
     "keda": ("scaledobjects.keda.sh",),
+    "gateway-api": ("httproutes.gateway.networking.k8s.io", "grpcroutes.gateway.networking.k8s.io"),
+    "envoy-gateway": (
+        "securitypolicies.gateway.envoyproxy.io",
+        "backendtrafficpolicies.gateway.envoyproxy.io",
+    ),
 }
 """CRDs each add-on brings (the stack needs them when it uses the add-on's feature)."""
 
@@ -82,6 +87,12 @@ class Needs:
     """``cpuNodeSelector``: where the ``device: cpu`` models' Triton pods run (never on a GPU node)."""
     cpu_models: Sequence[CpuModel] = ()
     """The models served on CPU nodes, with what one replica requests."""
+    edge: str = "ingress"
+    """``gateway`` (Gateway API routes) or ``ingress``."""
+    gateway: tuple[str, str] | None = None
+    """(namespace, name) of the cluster's own Gateway the routes attach to; None = the stack makes its own."""
+    hosts: Sequence[str] = ()
+    """The hosts the stack's routes serve (the Gateway's listeners must accept each)."""
 
     def can_add_gpu_node(self, gpu_nodes: int) -> bool:
         """cluster-autoscaler may add a node of the stack's GPU group (fewer than its most are running)."""
@@ -365,6 +376,8 @@ def storage(classes: Sequence[Mapping[str, Any]], needs: Needs) -> Check:
 
 
 def ingress(classes: Sequence[Mapping[str, Any]], needs: Needs) -> Check:
+    if needs.edge == "gateway":
+        return Check("ingress-class", True, "not used: the edge is Gateway API (edge: gateway)")
     if needs.stack_ingress_class:
         return Check("ingress-class", True, f"{needs.ingress_class!r} installed by the stack (ingress-nginx)")
     names = sorted(_name(c) for c in classes)
@@ -376,6 +389,43 @@ def ingress(classes: Sequence[Mapping[str, Any]], needs: Needs) -> Check:
         f"IngressClass {needs.ingress_class!r} not found (the cluster has: {', '.join(names) or 'none'}); set "
         "ingressClass or install the controller",
     )
+
+
+def _accepts(listener_host: str | None, host: str) -> bool:
+    """Gateway API's hostname match: no hostname accepts every host; ``*.x`` accepts names under ``x``."""
+    if not listener_host:
+        return True
+    if listener_host.startswith("*."):
+        return host.endswith(listener_host[1:]) and host != listener_host[2:]
+    return listener_host == host
+
+
+def gateway(gateways: Sequence[Mapping[str, Any]] | None, needs: Needs) -> Check:
+    """The cluster's own Gateway exists and has a listener for every host of the stack (``edge: gateway``)."""
+    if needs.edge != "gateway":
+        return Check("gateway", True, "not used (edge: ingress)")
+    if needs.gateway is None:
+        return Check("gateway", True, "made by the stack (Envoy Gateway, installed by the stack)")
+    namespace, name = needs.gateway
+    if gateways is None:
+        return Check("gateway", False, "the Gateway API CRDs are missing: install a Gateway API implementation")
+    found = [g for g in gateways if _name(g) == name and g["metadata"].get("namespace") == namespace]
+    if not found:
+        return Check(
+            "gateway",
+            False,
+            f"Gateway {namespace}/{name} not found; set gatewayName/gatewayNamespace to the cluster's Gateway",
+        )
+    listeners = found[0].get("spec", {}).get("listeners", [])
+    missing = [h for h in needs.hosts if not any(_accepts(lst.get("hostname"), h) for lst in listeners)]
+    if missing:
+        return Check(
+            "gateway",
+            False,
+            f"Gateway {namespace}/{name} has no listener for {', '.join(missing)}: add one (HTTPS, allowing routes "
+            "from the stack's namespace) or change ingressHost",
+        )
+    return Check("gateway", True, f"{namespace}/{name} accepts {len(needs.hosts)} host(s)")
 
 
 def crds(present: Iterable[str], needs: Needs) -> Check:

@@ -80,6 +80,12 @@ def preflight(needs: Needs, kube: Kube, plan: list[dict[str, Any]] | None) -> li
     results.append(checks.ingress(kube.items("networking.k8s.io/v1", "IngressClass"), needs))
     present = {c["metadata"]["name"] for c in kube.items("apiextensions.k8s.io/v1", "CustomResourceDefinition")}
     results.append(checks.crds(present, needs))
+    gateways = (
+        kube.items("gateway.networking.k8s.io/v1", "Gateway")
+        if "gateways.gateway.networking.k8s.io" in present
+        else None
+    )
+    results.append(checks.gateway(gateways, needs))
     services = {s["metadata"]["name"]: s for s in kube.items("apiregistration.k8s.io/v1", "APIService")}
     results.append(checks.metrics_apis(services, needs))
     if plan is not None:

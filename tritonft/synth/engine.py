@@ -9,6 +9,8 @@ mock engine deterministic.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -111,9 +113,11 @@ def _iam_role(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
 
 
 def _random_password(args: pulumi.runtime.MockResourceArgs) -> dict[str, Any]:
-    """A stand-in of the generated value, as long as asked (it only ever reaches the plan as a secret)."""
-    length = int(args.inputs.get("length") or 16)
-    return {"result": ("mock-" + "x" * length)[:length]}
+    """A stand-in for the generated value: derived from the name and keepers (so a rotation changes it), never a
+    real key; the synth checks look for it to prove no generated credential reaches a file or a plain output."""
+    seed = json.dumps([args.name, args.inputs.get("keepers")], sort_keys=True, default=str)
+    length = int(args.inputs.get("length") or 32)
+    return {"result": ("mockkey" + hashlib.sha256(seed.encode()).hexdigest())[:length]}
 
 
 OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str, Any]]] = {
@@ -140,6 +144,12 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
         "arn": "arn:aws:iam::123456789012:user/mock",
         "userId": "mock",
         "id": "123456789012",
+    },
+    "aws:route53/getZone:getZone": {
+        "zoneId": "Z0123456789MOCKZONE",
+        "arn": "arn:aws:route53:::hostedzone/Z0123456789MOCKZONE",
+        "name": "example.com",
+        "id": "Z0123456789MOCKZONE",
     },
     "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
     "aws:ec2/getVpc:getVpc": {"id": "vpc-0123456789abcdef0", "cidrBlock": "10.20.0.0/16", "default": False},

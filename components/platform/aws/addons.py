@@ -10,6 +10,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import pulumi_random as random
 
+from components.common import edge
 from components.common.podsec import namespace_labels
 from components.platform.aws import charts
 from components.platform.aws.charts import ChartPin
@@ -19,8 +20,10 @@ from components.platform.aws.charts import ChartPin
 class AddonFlags:
     """Optional add-ons; each installs one pinned chart (see ``components/platform/aws/charts.py`` for versions)."""
 
-    ingress_nginx: bool = True
-    """ingress-nginx behind an internet-facing NLB (the Triton HTTP/gRPC ingress)."""
+    envoy_gateway: bool = False
+    """Envoy Gateway (the Gateway API edge) and its GatewayClass; the proxies behind an internet-facing NLB."""
+    ingress_nginx: bool = False
+    """ingress-nginx behind an internet-facing NLB (the Ingress edge, for stacks that keep it)."""
     cert_manager: bool = False
     """cert-manager (TLS certificates for the ingress)."""
     kube_prometheus_stack: bool = True
@@ -55,8 +58,8 @@ def install_chart(
         name,
         chart=pin.chart,
         version=pin.version,
-        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=pin.repo),
-        name=pin.chart,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=pin.repo) if pin.repo else None,
+        name=pin.release,
         namespace=ns.metadata.name,
         values=values,
         opts=pulumi.ResourceOptions(
@@ -113,6 +116,8 @@ class InstalledAddons:
     charts: list[k8s.helm.v4.Chart]
     names: frozenset[str]
     ingress: k8s.helm.v4.Chart | None
+    crd_installers: list[pulumi.Resource]
+    """The charts, and the GatewayClass: what custom resources (routes, Gateways, policies) wait for."""
 
 
 def install_addons(
@@ -175,14 +180,36 @@ def install_addons(
             namespace=monitoring_ns,
         )
         installed.append((charts.PROMETHEUS_ADAPTER, adapter))
+    gateway_api: list[pulumi.Resource] = []
+    if flags.envoy_gateway:
+        # Like the ingress' NLB below: the proxies' LoadBalancer Service goes before the nodes on `destroy`.
+        eg, _ = install_chart(
+            f"{name}-envoy-gateway",
+            charts.ENVOY_GATEWAY,
+            charts.envoy_gateway_values(),
+            provider=provider,
+            parent=parent,
+            depends_on=after_prometheus,
+        )
+        installed.append((charts.ENVOY_GATEWAY, eg))
+        gateway_class = k8s.apiextensions.CustomResource(
+            f"{name}-gateway-class",
+            api_version=edge.GATEWAY_API,
+            kind="GatewayClass",
+            metadata={"name": edge.GATEWAY_CLASS, "labels": {"app.kubernetes.io/managed-by": "triton-ft"}},
+            spec=edge.gateway_class_spec(),
+            opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[eg]),
+        )
+        gateway_api = [eg, gateway_class]
     if flags.cert_manager:
+        # cert-manager looks for the Gateway API CRDs when it starts: Envoy Gateway's chart installs them first.
         cm, _ = install_chart(
             f"{name}-cert-manager",
             charts.CERT_MANAGER,
-            charts.cert_manager_values(),
+            charts.cert_manager_values(gateway_api=flags.envoy_gateway),
             provider=provider,
             parent=parent,
-            depends_on=depends_on,
+            depends_on=[*depends_on, *gateway_api],
         )
         installed.append((charts.CERT_MANAGER, cm))
     if flags.keda:
@@ -218,4 +245,5 @@ def install_addons(
         charts=[chart for _, chart in installed],
         names=frozenset(pin.addon for pin, _ in installed),
         ingress=ingress,
+        crd_installers=[*(chart for _, chart in installed), *gateway_api[1:]],
     )

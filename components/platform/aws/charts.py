@@ -13,7 +13,7 @@ from components.common.triton import adapter_rule
 
 @dataclass(frozen=True)
 class ChartPin:
-    """One Helm chart at an exact version, from its upstream repository."""
+    """One Helm chart at an exact version, from its upstream repository (or an OCI reference, ``repo`` empty)."""
 
     chart: str
     version: str
@@ -24,6 +24,11 @@ class ChartPin:
     pod_security: PodSecurityLevel = "baseline"
     """Pod Security Admission level enforced on the chart's namespace (warn and audit stay at ``restricted``):
     ``privileged`` only where the chart's pods need the host (hostPath, host network or PID)."""
+
+    @property
+    def release(self) -> str:
+        """The Helm release name: the chart's last path segment (an OCI reference names a registry path)."""
+        return self.chart.rsplit("/", 1)[-1]
 
 
 NVIDIA_DEVICE_PLUGIN = ChartPin(
@@ -37,6 +42,19 @@ NVIDIA_DEVICE_PLUGIN = ChartPin(
 INGRESS_NGINX = ChartPin(
     "ingress-nginx", "4.11.3", "https://kubernetes.github.io/ingress-nginx", "ingress-nginx", "ingress-nginx"
 )
+ENVOY_GATEWAY = ChartPin(
+    "oci://docker.io/envoyproxy/gateway-helm", "v1.9.1", "", "envoy-gateway-system", "envoy-gateway"
+)
+"""The Gateway API implementation of the stack's edge (``components/common/edge.py``): its chart installs the Gateway
+API CRDs it is built against (``sigs.k8s.io/gateway-api`` v1.6.1, standard channel) and its own (SecurityPolicy,
+BackendTrafficPolicy, EnvoyProxy ...); the proxies run in this namespace too."""
+GATEWAY_API_VERSION = "v1.6.1"
+"""The Gateway API release Envoy Gateway v1.9.1 is built against (its go.mod): the CRDs the tests load."""
+EXTERNAL_DNS = ChartPin(
+    "external-dns", "1.19.0", "https://kubernetes-sigs.github.io/external-dns/", "external-dns", "external-dns"
+)
+"""Route53 records for the edge's hosts (``components/platform/aws/dns.py``); app v0.19.0 reads Gateway API v1
+routes."""
 CERT_MANAGER = ChartPin("cert-manager", "v1.16.2", "https://charts.jetstack.io", "cert-manager", "cert-manager")
 KUBE_PROMETHEUS_STACK = ChartPin(
     "kube-prometheus-stack",
@@ -118,11 +136,7 @@ def ingress_nginx_values(ingress_class: str, service_monitor: bool) -> dict[str,
             "service": {
                 "type": "LoadBalancer",
                 "externalTrafficPolicy": "Local",
-                "annotations": {
-                    "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
-                    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing",
-                    "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
-                },
+                "annotations": dict(NLB_ANNOTATIONS),
             },
             # gRPC streams and large generation requests: defaults (60 s, 1 MiB) are too tight for LLM inference.
             "config": {"proxy-body-size": "64m", "proxy-read-timeout": "600", "proxy-send-timeout": "600"},
@@ -131,8 +145,31 @@ def ingress_nginx_values(ingress_class: str, service_monitor: bool) -> dict[str,
     }
 
 
-def cert_manager_values() -> dict[str, Any]:
-    return {"crds": {"enabled": True, "keep": True}}
+def cert_manager_values(gateway_api: bool = False) -> dict[str, Any]:
+    """cert-manager with its CRDs; with ``gateway_api`` also its Gateway API support (a certificate per HTTPS
+    listener of an annotated Gateway, HTTP-01 challenges answered through an HTTPRoute), which needs the Gateway
+    API CRDs installed before it starts."""
+    values: dict[str, Any] = {"crds": {"enabled": True, "keep": True}}
+    if gateway_api:
+        values["config"] = {
+            "apiVersion": "controller.config.cert-manager.io/v1alpha1",
+            "kind": "ControllerConfiguration",
+            "enableGatewayAPI": True,
+        }
+    return values
+
+
+NLB_ANNOTATIONS = {
+    "service.beta.kubernetes.io/aws-load-balancer-type": "nlb",
+    "service.beta.kubernetes.io/aws-load-balancer-scheme": "internet-facing",
+    "service.beta.kubernetes.io/aws-load-balancer-cross-zone-load-balancing-enabled": "true",
+}
+"""An internet-facing NLB in front of the edge's proxies (in-tree AWS cloud provider, no extra controller)."""
+
+
+def envoy_gateway_values() -> dict[str, Any]:
+    """The chart's defaults: the controller in its namespace; the proxies' shape is the stack's ``EnvoyProxy``."""
+    return {}
 
 
 EKS_UNSCRAPABLE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")

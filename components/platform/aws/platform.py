@@ -21,6 +21,7 @@ from components.common.target import ClusterTarget, GpuScheduling
 from components.platform.aws import charts, decisions
 from components.platform.aws.addons import AddonFlags, install_addons, install_chart
 from components.platform.aws.autoscaler import IMAGE_TAGS, image_tag, install_node_autoscaler
+from components.platform.aws.dns import EdgeDns, install_external_dns
 from components.platform.aws.iam import CNI_POLICY, irsa_role, node_role
 from components.platform.aws.network import ExistingVpc, Network, NetworkArgs, NewVpc
 from components.platform.aws.nodegroups import (
@@ -65,6 +66,8 @@ class AwsPlatformArgs:
     conversion_scratch_gib: float = 60.0
     """Local scratch on CPU nodes for a Hugging Face checkpoint during conversion (sizes system node disks)."""
     addons: AddonFlags = field(default_factory=AddonFlags)
+    dns: EdgeDns | None = None
+    """Route53 records for the edge's hosts through external-dns (the zone is looked up); None = no DNS."""
     ingress_class: str = "nginx"
     storage_class_name: str = "triton-ft-efs"
     protect_model_store: bool | None = None
@@ -355,6 +358,23 @@ class AwsPlatform(pulumi.ComponentResource):
             prometheus_depends_on=block_storage,
             alertmanager_config=yaml.safe_dump(charts.alertmanager_config(args.alert_receivers), sort_keys=True),
         )
+        crd_installers = list(addons.crd_installers)
+        if args.dns is not None:
+            # After the Gateway API CRDs it watches; the routes wait for it (as for a CRD installer), so `destroy`
+            # deletes them, and external-dns their records, before it goes.
+            crd_installers.append(
+                install_external_dns(
+                    name,
+                    args.dns,
+                    region=args.region,
+                    oidc_provider_arn=cluster.oidc_provider_arn,
+                    oidc_provider_url=cluster.oidc_provider_url,
+                    aws_provider=self.aws_provider,
+                    k8s_provider=k8s_provider,
+                    parent=self,
+                    depends_on=[*in_cluster, *addons.crd_installers],
+                )
+            )
         ns = k8s.core.v1.Namespace(
             f"{name}-ns",
             metadata={"name": args.namespace, "labels": namespace_labels(args.pod_security)},
@@ -373,7 +393,7 @@ class AwsPlatform(pulumi.ComponentResource):
             cpu_node_selector={POOL_LABEL: SYSTEM_POOL},
             storage_class=args.storage_class_name,
             ingress_class=args.ingress_class,
-            crd_installers=list(addons.charts),
+            crd_installers=crd_installers,
             addons=addons.names,
             kubeconfig=self.kubeconfig,
             storage_ready=[store.storage_class_resource],

@@ -77,7 +77,7 @@ def test_an_admin_that_is_not_an_iam_arn_is_refused() -> None:
     assert problem.startswith("adminPrincipalArns[0]: 'github-deploy' is not an IAM role or user ARN")
 
 
-MONITORED = ["ingress-nginx", "cert-manager", "kube-prometheus-stack"]
+MONITORED = ["envoy-gateway", "cert-manager", "kube-prometheus-stack"]
 
 
 def test_prod_warns_of_an_api_open_to_the_internet_and_of_alerts_going_nowhere() -> None:

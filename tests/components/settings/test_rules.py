@@ -17,7 +17,9 @@ from tests.components.settings.test_validation import (
     SST2_CLASSIFIER,
     T5_SMALL,
     as_cli,
+    aws_ingress_stack,
     aws_stack,
+    ingress_stack,
     kubernetes_stack,
     model,
     problems_of,
@@ -117,7 +119,7 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "(kube-prometheus-stack), or set autoscaling: false",
     ),
     "tls-issuer-needs-cert-manager": (
-        aws_stack(addons=["ingress-nginx"], tlsIssuer="letsencrypt-prod"),
+        aws_stack(addons=["envoy-gateway"], tlsIssuer="letsencrypt-prod"),
         (),
         "tlsIssuer: needs cert-manager; add `cert-manager` to `addons` (or `existingAddons`) or use tlsSecretName",
     ),
@@ -132,46 +134,102 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "tlsSecretName: has no effect with ingressTls: false; remove it or set ingressTls: true",
     ),
     "tls-needs-auth": (
-        aws_stack(ingressAuth="none", basicAuthSecretName=None),
+        aws_stack(ingressAuth="none"),
         (),
-        "ingressAuth: none leaves the public TLS endpoint open; use basic or oidc (TLS is on outside `local` "
+        "ingressAuth: none leaves the public TLS endpoint open; use apiKey (TLS is on outside `local` "
         "unless ingressTls: false)",
     ),
+    "auth-fits-the-edge": (
+        aws_stack(ingressAuth="basic", ingressHtpasswd="user:$apr1$x"),
+        SECRET_HTPASSWD,
+        "ingressAuth: basic is an ingress-nginx annotation and does nothing on edge: gateway; use apiKey (keys the "
+        "stack generates, sent as `Authorization: Bearer`) or set edge: ingress",
+    ),
+    "api-clients-are-distinct": (
+        aws_stack(apiClients=["webapp", "probe"]),
+        (),
+        "apiClients[1]: 'probe' is the integration probe's own key (always made); name the client otherwise",
+    ),
+    "gateway-edge-on-existing-cluster": (
+        ingress_stack(edge="gateway", ingressAuth="apiKey", basicAuthSecretName=None, existingAddons=["envoy-gateway"]),
+        (),
+        "edge: gateway on an existing cluster needs the cluster's own Gateway: set gatewayName (and gatewayNamespace "
+        "when it is in another namespace), or edge: ingress",
+    ),
+    "gateway-name-needs-gateway-edge": (
+        ingress_stack(gatewayName="shared-edge"),
+        (),
+        "gatewayName: has no effect with edge: ingress; remove it or set edge: gateway",
+    ),
     "oidc-needs-urls": (
-        aws_stack(ingressAuth="oidc", basicAuthSecretName=None, oidcAuthUrl="https://auth.example.com/oauth2/auth"),
+        ingress_stack(ingressAuth="oidc", basicAuthSecretName=None, oidcAuthUrl="https://auth.example.com/oauth2/auth"),
         (),
         "ingressAuth: oidc needs both oidcAuthUrl and oidcSigninUrl",
     ),
     "oidc-urls-need-oidc": (
-        aws_stack(oidcSigninUrl="https://auth.example.com/oauth2/start"),
+        ingress_stack(oidcSigninUrl="https://auth.example.com/oauth2/start"),
         (),
         "oidcSigninUrl: has no effect with ingressAuth basic; remove it or set ingressAuth: oidc",
     ),
     "basic-auth-needs-credentials": (
-        aws_stack(basicAuthSecretName=None),
+        ingress_stack(basicAuthSecretName=None),
         (),
         'ingressAuth: basic needs credentials: set the secret `pulumi config set --secret ingressHtpasswd "$(htpasswd '
         '-nb USER PASS)"` or basicAuthSecretName (an existing Secret), or use ingressAuth oidc/none',
     ),
     "one-basic-auth-source": (
-        aws_stack(ingressHtpasswd="user:$apr1$x"),
+        ingress_stack(ingressHtpasswd="user:$apr1$x"),
         SECRET_HTPASSWD,
         "basicAuthSecretName: give basicAuthSecretName (an existing Secret) or ingressHtpasswd, not both",
     ),
-    "built-cluster-ingress-needs-controller": (
+    "built-cluster-gateway-needs-implementation": (
         aws_stack(addons=["cert-manager"]),
         (),
+        "addons: edge: gateway on the cluster this stack builds (platform aws) needs the implementation the stack "
+        "installs: add `envoy-gateway` to `addons` (its Gateway, routes and API-key policy are Envoy Gateway's), or "
+        "set edge: ingress",
+    ),
+    "built-cluster-issuer-is-made": (
+        aws_stack(acmeEmail=None, tlsIssuer="letsencrypt-prod"),
+        (),
+        "tlsIssuer: 'letsencrypt-prod' names a ClusterIssuer nothing creates on the cluster this stack builds "
+        "(platform aws): no certificate would ever be issued; set acmeEmail (the stack then makes it: Let's Encrypt "
+        "production in prod, staging elsewhere)",
+    ),
+    "built-cluster-basic-auth-secret-is-made": (
+        aws_ingress_stack(ingressHtpasswd=None, basicAuthSecretName="triton-basic-auth"),
+        (),
+        "basicAuthSecretName: 'triton-basic-auth' names a Secret nothing creates on the cluster this stack builds "
+        "(platform aws), which starts empty: every request would be refused; remove it and set the secret "
+        "`ingressHtpasswd` (the stack makes the Secret), or use edge: gateway with ingressAuth: apiKey (keys the "
+        "stack generates)",
+    ),
+    "built-cluster-gateway-certificates-are-issued": (
+        aws_stack(acmeEmail=None),
+        (),
+        "acmeEmail: TLS on the Gateway this stack builds needs its listeners' certificates issued: set acmeEmail (the "
+        "stack makes the ClusterIssuer and cert-manager issues each host's certificate), or ingressTls: false",
+    ),
+    "built-cluster-hosts-have-dns": (
+        aws_stack(dnsZone="example.org"),
+        (),
+        "dnsZone: 'example.org' does not hold ingressHost 'test.triton.local': give the zone test.triton.local is in, "
+        "or change ingressHost",
+    ),
+    "built-cluster-ingress-needs-controller": (
+        aws_ingress_stack(addons=["cert-manager"]),
+        SECRET_HTPASSWD,
         "addons: no ingress controller serves ingressClass 'nginx' on the cluster this stack builds (platform aws): "
         "every Ingress would stay without an address and the probe would time out; add `ingress-nginx` to `addons` "
         "(the controller this stack installs, under ingressClass, and whose annotations its Ingresses carry)",
     ),
     "built-cluster-tls-secret-is-created": (
-        aws_stack(tlsIssuer=None),
-        (),
+        aws_ingress_stack(acmeEmail=None),
+        SECRET_HTPASSWD,
         "ingressTls: TLS is on by default outside `local`, but without tlsIssuer the ingresses would use the Secret "
         "'triton-triton-tls', which nothing creates on the cluster this stack builds (platform aws): ingress-nginx "
-        "would serve its self-signed fake certificate; set tlsIssuer (a cert-manager ClusterIssuer, with "
-        "`cert-manager` in `addons`: cert-manager issues the certificate into the Secret the Ingress names) or "
+        "would serve its self-signed fake certificate; set acmeEmail (the stack makes the ClusterIssuer `tlsIssuer`, "
+        "with `cert-manager` in `addons`: cert-manager issues the certificate into the Secret the edge names) or "
         "ingressTls: false",
     ),
     "model-names-unique": (

@@ -34,8 +34,9 @@ SST2 = {
 SST2_CLASSIFIER = SST2 | {"task": "classify", "labels": ["negative", "positive"]}
 
 
-AWS_ADDONS = ("ingress-nginx", "cert-manager")
-"""What every aws stack installs for its ingress: the controller, and cert-manager for its TLS certificate."""
+AWS_ADDONS = ("envoy-gateway", "cert-manager")
+"""What every aws stack installs for its edge: the Gateway API implementation, and cert-manager for its
+certificates (from the ClusterIssuer the stack makes from ``acmeEmail``)."""
 
 
 def kubernetes_stack(**overrides: Any) -> dict[str, Any]:
@@ -56,11 +57,24 @@ def aws_stack(**overrides: Any) -> dict[str, Any]:
         "awsRegion": "us-west-2",
         "gpuInstanceType": "g5.12xlarge",
         "addons": list(AWS_ADDONS),
-        "tlsIssuer": "letsencrypt-prod",
-        "ingressAuth": "basic",
-        "basicAuthSecretName": "triton-basic-auth",
+        "dnsZone": "triton.local",
+        "acmeEmail": "ops@example.com",
         "models": [dict(T5_SMALL)],
     }
+    return base | overrides
+
+
+def ingress_stack(**overrides: Any) -> dict[str, Any]:
+    """An existing cluster that keeps its Ingress controller (the `ingress` edge, the default on kubernetes), in a
+    public environment: TLS from an existing Secret, basic auth from an existing Secret."""
+    base = kubernetes_stack(environment="dev", tlsSecretName="triton-tls", basicAuthSecretName="triton-basic-auth")
+    return base | overrides
+
+
+def aws_ingress_stack(**overrides: Any) -> dict[str, Any]:
+    """A cluster the stack builds with the Ingress edge kept: ingress-nginx, the issuer from acmeEmail, basic auth
+    from the secret ``ingressHtpasswd`` (pass ``("ingressHtpasswd",)`` as the secret keys)."""
+    base = aws_stack(edge="ingress", addons=["ingress-nginx", "cert-manager"], ingressHtpasswd="user:$apr1$x")
     return base | overrides
 
 
@@ -210,7 +224,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ),
     (
         "basic auth without credentials",
-        aws_stack(ingressAuth="basic", basicAuthSecretName=None),
+        ingress_stack(basicAuthSecretName=None),
         "ingressAuth: basic needs credentials",
     ),
     ("scale to zero without KEDA", kubernetes_stack(scaleToZero=True, replicasMin=0), "scaleToZero: needs KEDA"),
@@ -288,14 +302,26 @@ def test_a_valid_local_stack_yields_typed_frozen_settings() -> None:
         settings.namespace = "other"  # type: ignore[misc]
 
 
-def test_outside_local_tls_and_auth_default_on() -> None:
-    settings = load_settings(
-        as_cli(aws_stack(ingressAuth=None, basicAuthSecretName="creds") | {"ingressAuth": "basic"}),
-        project="triton-ft",
-        stack="dev",
-    )
+def test_outside_local_tls_and_api_keys_default_on_the_gateway_edge() -> None:
+    settings = load_settings(as_cli(aws_stack()), project="triton-ft", stack="dev")
     assert settings.serving.ingress.tls is True
-    assert settings.serving.ingress.auth == "basic"
+    assert settings.serving.ingress.edge == "gateway"
+    assert settings.serving.ingress.auth == "apiKey"
+
+
+def test_outside_local_an_ingress_edge_defaults_to_basic_auth() -> None:
+    settings = load_settings(as_cli(ingress_stack()), project="triton-ft", stack="dev")
+    assert (settings.serving.ingress.edge, settings.serving.ingress.auth) == ("ingress", "basic")
+
+
+def test_with_an_acme_email_the_issuer_is_lets_encrypt_production_only_in_prod() -> None:
+    issuers = {
+        env: load_settings(
+            as_cli(aws_stack(environment=env)), project="triton-ft", stack=env
+        ).serving.ingress.tls_issuer
+        for env in ("dev", "staging", "prod")
+    }
+    assert issuers == {"dev": "letsencrypt-staging", "staging": "letsencrypt-staging", "prod": "letsencrypt-prod"}
 
 
 def test_prod_protects_storage_by_default() -> None:

@@ -1,8 +1,11 @@
 """The plan ``tritonft synth`` writes, applied to the real control plane the way ``pulumi up`` would.
 
 * objects are retargeted into the test's namespace (one namespace per test, one control plane per session);
-* CRDs are installed where an add-on would bring them: **minimal stubs** (any spec accepted) for ServiceMonitor,
-  PrometheusRule, Certificate and ScaledObject, declared here as such; the real schemas are the charts' business;
+* CRDs are installed where an add-on would bring them: the **real** Gateway API CRDs (``sigs.k8s.io/gateway-api``,
+  standard channel) and Envoy Gateway's, from the Go modules at the versions the stack installs
+  (``scripts/setup/gateway_api.sh``), so every Gateway, route and policy meets its schema and CEL validations;
+  **minimal stubs** (any spec accepted) for ServiceMonitor, PrometheusRule, Certificate, ClusterIssuer and
+  ScaledObject, declared here as such; their real schemas are the charts' business;
 * nodes are shaped like the stack's node groups (labels, taint, GPUs per node) and simulated by kwok;
 * the model store claim is bound to a PersistentVolume "as the EFS CSI driver would provision it";
 * order follows the program's dependencies: namespaces, CRDs, storage, config, conversion Jobs (which must
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import subprocess
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +31,19 @@ from components.settings.model import Settings
 from tritonft.kube import ApiError, Kube, condition_true, wait_for
 from tritonft.synth.manifests import SECRET_PLACEHOLDER
 
+REPO = Path(__file__).resolve().parents[3]
+
 CRD_STUBS = {
     "ServiceMonitor": ("monitoring.coreos.com", "v1", "servicemonitors"),
     "PrometheusRule": ("monitoring.coreos.com", "v1", "prometheusrules"),
     "Certificate": ("cert-manager.io", "v1", "certificates"),
+    "ClusterIssuer": ("cert-manager.io", "v1", "clusterissuers"),
     "ScaledObject": ("keda.sh", "v1alpha1", "scaledobjects"),
 }
 """Kinds the plan may use whose CRDs an add-on chart installs (stubbed here: group, version, plural)."""
+CLUSTER_SCOPED_STUBS = frozenset({"ClusterIssuer"})
+REAL_CRD_GROUPS = ("gateway.networking.k8s.io", "gateway.envoyproxy.io")
+"""API groups whose real CRDs are installed (:func:`gateway_api_crds`)."""
 
 FIRST = ("Namespace", "CustomResourceDefinition", "StorageClass", "PersistentVolume", "ServiceAccount", "Secret")
 BEFORE_JOBS = ("ConfigMap", "PersistentVolumeClaim", "NetworkPolicy", "Service", "Role", "RoleBinding")
@@ -62,6 +72,10 @@ def retarget(objs: Iterable[dict[str, Any]], plan_namespace: str, namespace: str
             meta["name"] = namespace
         if meta.get("namespace") == plan_namespace:
             meta["namespace"] = namespace
+        if obj["kind"] == "Secret":  # synth masks a Secret's values whole; the server needs a map
+            for key in ("data", "stringData"):
+                if obj.get(key) == SECRET_PLACEHOLDER:
+                    obj[key] = {"masked": "unset"}
         out.append(obj)
     return out
 
@@ -75,7 +89,7 @@ def crd_stub(kind: str) -> dict[str, Any]:
         "spec": {
             "group": group,
             "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
-            "scope": "Namespaced",
+            "scope": "Cluster" if kind in CLUSTER_SCOPED_STUBS else "Namespaced",
             "versions": [
                 {
                     "name": version,
@@ -92,12 +106,40 @@ def crd_established(kube: Kube, name: str) -> bool:
     return condition_true(kube.get("apiextensions.k8s.io/v1", "CustomResourceDefinition", name), "Established")
 
 
-def install_crds(kube: Kube, kinds: Iterable[str]) -> None:
+@functools.cache
+def gateway_api_crds() -> tuple[dict[str, Any], ...]:
+    """The real CRDs of the Gateway API (standard channel) and of Envoy Gateway, read from their Go modules at the
+    versions the stack installs (fetched once by ``scripts/setup/gateway_api.sh``)."""
+    from components.platform.aws.charts import ENVOY_GATEWAY, GATEWAY_API_VERSION
+
+    modules = Path(
+        subprocess.run(
+            ["bash", str(REPO / "scripts/setup/gateway_api.sh")], check=True, capture_output=True, text=True
+        ).stdout.strip()
+    )
+    gateway_api = modules / f"sigs.k8s.io/gateway-api@{GATEWAY_API_VERSION}/config/crd/standard"
+    envoy = modules / f"github.com/envoyproxy/gateway@{ENVOY_GATEWAY.version}/charts/gateway-helm/charts/crds/crds"
+    files = sorted(gateway_api.glob("gateway.networking.k8s.io_*.yaml")) + sorted(envoy.glob("generated/*.yaml"))
+    crds = [
+        d for f in files for d in yaml.safe_load_all(f.read_text()) if d and d["kind"] == "CustomResourceDefinition"
+    ]
+    if not crds:
+        raise AssertionError(f"no CRDs found under {gateway_api} and {envoy}")
+    return tuple(crds)
+
+
+def install_crds(kube: Kube, kinds: Iterable[str], api_groups: Iterable[str] = ()) -> None:
     for kind in sorted(set(kinds) & set(CRD_STUBS)):
         stub = crd_stub(kind)
         kube.apply(stub)
         name = stub["metadata"]["name"]
         wait_for(f"CRD {name} established", functools.partial(crd_established, kube, name), 30)
+    if set(api_groups) & set(REAL_CRD_GROUPS):
+        for crd in gateway_api_crds():
+            kube.apply(crd)
+        for crd in gateway_api_crds():
+            name = crd["metadata"]["name"]
+            wait_for(f"CRD {name} established", functools.partial(crd_established, kube, name), 60)
     kube.forget_discovery()
 
 
@@ -223,7 +265,7 @@ def job_complete(kube: Kube, namespace: str, name: str) -> bool:
 def apply_plan(kube: Kube, objs: Sequence[dict[str, Any]], pv_prefix: str, job_timeout_s: float = 90) -> list[str]:
     """Apply every object in dependency order; returns the names of what was applied (kind/name)."""
     applied: list[str] = []
-    install_crds(kube, (o["kind"] for o in objs))
+    install_crds(kube, (o["kind"] for o in objs), (o["apiVersion"].split("/")[0] for o in objs))
 
     def apply(group: Sequence[dict[str, Any]]) -> None:
         for obj in group:

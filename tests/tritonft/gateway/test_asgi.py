@@ -170,3 +170,31 @@ def test_an_access_line_written_outside_an_event_loop_is_written_at_once() -> No
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_the_access_log_names_the_api_client_the_edge_authenticated() -> None:
+    from tritonft.gateway.app import build_app
+    from tritonft.gateway.config import GatewayConfig
+
+    read_end, write_end = os.pipe()
+    try:
+        log = AccessLog(write_end)
+        gateway = build_app(GatewayConfig(triton_url="127.0.0.1:1", models=()), access_log=log)
+        status, _, _ = request(gateway, "GET", "/v1/models", [b""], [(b"x-tritonft-client", b"webapp")])
+        log.flush()  # a running gateway's loop flushes on its next turn; this one's loop is gone
+        os.set_blocking(read_end, False)  # nothing logged fails here at once instead of waiting
+        line = json.loads(os.read(read_end, 4096).decode().splitlines()[-1])
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert status == 200
+    assert (line["path"], line["apiClient"], line["client"]) == ("/v1/models", "webapp", "10.0.0.7")
+
+
+def test_without_the_edges_header_the_api_client_is_empty() -> None:
+    from tritonft.gateway.asgi import Call
+
+    async def nothing() -> dict[str, Any]:
+        return {}
+
+    assert Call({"headers": []}, nothing).api_client == ""

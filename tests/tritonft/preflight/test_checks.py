@@ -18,6 +18,8 @@ from tritonft.preflight.checks import (
     storage,
     tolerated,
 )
+from tritonft.preflight.checks import gateway as gateway_check
+from tritonft.preflight.checks import ingress as checks_ingress
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
@@ -208,3 +210,49 @@ def test_a_registered_but_unavailable_metrics_api_fails_with_the_api_servers_rea
     check = metrics_apis({RESOURCE_METRICS_API: down}, needs(metrics_apis=[GATEWAY_HPA]))
     assert not check.ok
     assert "registered but not available (FailedDiscoveryCheck: failing or missing response" in check.detail
+
+
+# -- the edge: an existing cluster's own Gateway ---------------------------------------------------------------------
+
+
+def own_gateway(*hostnames: str | None, namespace: str = "edge", name: str = "shared") -> dict[str, Any]:
+    listeners = [{"name": f"l{i}", **({"hostname": h} if h else {})} for i, h in enumerate(hostnames)]
+    return {"metadata": {"name": name, "namespace": namespace}, "spec": {"listeners": listeners}}
+
+
+def gateway_needs(*hosts: str) -> Needs:
+    return needs(edge="gateway", gateway=("edge", "shared"), hosts=list(hosts))
+
+
+def test_the_users_gateway_passes_when_a_listener_accepts_every_host() -> None:
+    check = gateway_check(
+        [own_gateway("*.triton.example.com", "triton.example.com")],
+        gateway_needs("triton.example.com", "t5.triton.example.com"),
+    )
+    assert check.ok and check.detail == "edge/shared accepts 2 host(s)"
+
+
+def test_a_missing_gateway_is_named_with_the_keys_to_fix() -> None:
+    check = gateway_check([own_gateway(name="other")], gateway_needs("triton.example.com"))
+    assert not check.ok
+    assert check.detail == "Gateway edge/shared not found; set gatewayName/gatewayNamespace to the cluster's Gateway"
+
+
+def test_a_host_no_listener_accepts_is_named() -> None:
+    check = gateway_check(
+        [own_gateway("*.triton.example.com")], gateway_needs("triton.example.com", "t5.triton.example.com")
+    )
+    assert not check.ok and check.detail.startswith("Gateway edge/shared has no listener for triton.example.com:")
+
+
+def test_a_listener_without_a_hostname_accepts_every_host() -> None:
+    assert gateway_check([own_gateway(None)], gateway_needs("a.example.com")).ok
+
+
+def test_without_the_gateway_api_crds_the_gateway_check_fails() -> None:
+    assert not gateway_check(None, gateway_needs("a.example.com")).ok
+
+
+def test_the_ingress_class_is_not_asked_for_on_the_gateway_edge() -> None:
+    assert checks_ingress([], needs(edge="gateway")).ok
+    assert gateway_check(None, needs()).detail == "not used (edge: ingress)"

@@ -91,22 +91,20 @@ BROKEN: dict[str, tuple[dict[str, Any], list[str]]] = {
             "m6i.12xlarge, m6i.16xlarge, m6i.24xlarge, m6i.32xlarge, m6i.metal"
         ],
     ),
-    "an ingress class no installed controller serves": (
-        DEV | {"addons": ["cert-manager"], "ingressClass": "alb"},
+    "a Gateway API edge without its implementation": (
+        DEV | {"addons": ["cert-manager"]},
         [
-            "ingressClass: no ingress controller serves ingressClass 'alb' on the cluster this stack builds "
-            "(platform aws): every Ingress would stay without an address and the probe would time out; add "
-            "`ingress-nginx` to `addons` (the controller this stack installs, under ingressClass, and whose "
-            "annotations its Ingresses carry)"
+            "addons: edge: gateway on the cluster this stack builds (platform aws) needs the implementation the "
+            "stack installs: add `envoy-gateway` to `addons` (its Gateway, routes and API-key policy are Envoy "
+            "Gateway's), or set edge: ingress"
         ],
     ),
-    "TLS from a Secret nothing creates": (
-        {k: v for k, v in PROD.items() if k != "tlsIssuer"} | {"tlsSecretName": "triton-prod-tls"},
+    "certificates from an issuer nothing creates": (
+        {k: v for k, v in PROD.items() if k != "acmeEmail"} | {"tlsIssuer": "letsencrypt-prod"},
         [
-            "tlsSecretName: 'triton-prod-tls' names a Secret nothing creates: the cluster this stack builds "
-            "(platform aws) starts empty, so ingress-nginx would serve its self-signed fake certificate; set "
-            "tlsIssuer (a cert-manager ClusterIssuer, with `cert-manager` in `addons`: cert-manager issues the "
-            "certificate into the Secret the Ingress names) or ingressTls: false"
+            "tlsIssuer: 'letsencrypt-prod' names a ClusterIssuer nothing creates on the cluster this stack builds "
+            "(platform aws): no certificate would ever be issued; set acmeEmail (the stack then makes it: Let's "
+            "Encrypt production in prod, staging elsewhere)"
         ],
     ),
     "weight-only int8 with fp32 compute": (

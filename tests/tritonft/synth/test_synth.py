@@ -212,8 +212,8 @@ def test_every_stack_serves_the_openai_gateway_on_its_base_host_unless_turned_of
     project: Path, tmp_path: Path
 ) -> None:
     synthesize("dev", out=tmp_path / "dev", project_dir=REPO)
-    ingress = yaml.safe_load(next((tmp_path / "dev" / "manifests").rglob("ingress-dev-gateway.yaml")).read_text())
-    assert ingress["spec"]["rules"][0]["host"] == "triton.dev.example.com"
+    route = yaml.safe_load(next((tmp_path / "dev" / "manifests").rglob("httproute-dev-gateway.yaml")).read_text())
+    assert route["spec"]["hostnames"] == ["triton.dev.example.com"]
     assert json.loads((tmp_path / "dev" / "outputs.json").read_text())["openaiBaseUrl"] == (
         "https://triton.dev.example.com/v1"
     )

@@ -9,6 +9,7 @@ import pytest
 from components.platform.aws import charts
 from components.platform.aws.addons import AddonFlags
 from components.platform.aws.decisions import BOTTLEROCKET_NVIDIA
+from components.platform.aws.dns import EdgeDns
 from components.platform.aws.network import ExistingVpc
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup
 from components.platform.cluster import namespace_labels
@@ -115,7 +116,7 @@ def test_eks_cluster_uses_api_auth_without_default_node_group_and_with_oidc(mock
 
 
 def test_ingress_load_balancer_is_destroyed_before_nodes_cluster_and_vpc(mocks: RecordingMocks) -> None:
-    build_platform()
+    build_platform(addons=AddonFlags(ingress_nginx=True))
     ingress = _chart(mocks, "ingress-nginx")
     node_groups = {g.urn for g in mocks.of_type(NODE_GROUP)}
     assert node_groups <= set(ingress.depends_on)
@@ -127,6 +128,24 @@ def test_ingress_load_balancer_is_destroyed_before_nodes_cluster_and_vpc(mocks: 
         assert {cluster.urn, *network} <= set(group.depends_on)
     annotations = ingress.inputs["values"]["controller"]["service"]["annotations"]
     assert annotations["service.beta.kubernetes.io/aws-load-balancer-type"] == "nlb"
+
+
+def test_envoy_gateway_is_installed_pinned_with_its_gateway_class_after_the_nodes(mocks: RecordingMocks) -> None:
+    built = build_platform(addons=AddonFlags(envoy_gateway=True, kube_prometheus_stack=False, prometheus_adapter=False))
+    eg = _chart(mocks, charts.ENVOY_GATEWAY.chart)
+    assert (eg.inputs["version"], eg.inputs["name"]) == ("v1.9.1", "gateway-helm")
+    assert {g.urn for g in mocks.of_type(NODE_GROUP)} <= set(eg.depends_on)
+    (gateway_class,) = [r for r in mocks.resources if r.inputs.get("kind") == "GatewayClass"]
+    assert gateway_class.inputs["spec"] == {"controllerName": "gateway.envoyproxy.io/gatewayclass-controller"}
+    assert eg.urn in gateway_class.depends_on
+    assert "envoy-gateway" in built["platform"].target.addons
+
+
+def test_cert_manager_serves_gateway_listeners_and_starts_after_the_gateway_api_crds(mocks: RecordingMocks) -> None:
+    build_platform(addons=AddonFlags(envoy_gateway=True, cert_manager=True))
+    cm = _chart(mocks, "cert-manager")
+    assert cm.inputs["values"]["config"]["enableGatewayAPI"] is True
+    assert _chart(mocks, charts.ENVOY_GATEWAY.chart).urn in cm.depends_on
 
 
 def test_nat_gateway_goes_before_the_internet_gateway_on_destroy(mocks: RecordingMocks) -> None:
@@ -288,3 +307,29 @@ def test_without_a_key_the_cluster_has_no_encryption_config(mocks: RecordingMock
     build_platform()
     (cluster,) = mocks.of_type("eks:index:Cluster")
     assert "encryptionConfigKeyArn" not in cluster.inputs
+
+
+def test_external_dns_writes_only_the_stacks_zone_for_its_hosts(mocks: RecordingMocks) -> None:
+    dns = EdgeDns(zone="example.com", domain="triton.example.com", owner="triton-ft-prod")
+    build_platform(addons=AddonFlags(envoy_gateway=True), dns=dns)
+    chart = _chart(mocks, "external-dns")
+    values = chart.inputs["values"]
+    assert values["sources"] == ["gateway-httproute", "gateway-grpcroute"]
+    assert (values["domainFilters"], values["txtOwnerId"], values["policy"]) == (
+        ["triton.example.com"],
+        "triton-ft-prod",
+        "sync",
+    )
+    assert "--zone-id-filter=Z0123456789MOCKZONE" in values["extraArgs"]
+    (policy,) = [p for p in mocks.of_type("aws:iam/rolePolicy:RolePolicy") if "route53" in p.inputs["policy"]]
+    statements = json.loads(policy.inputs["policy"])["Statement"]
+    (change,) = [s for s in statements if "route53:ChangeResourceRecordSets" in s["Action"]]
+    assert change["Resource"] == ["arn:aws:route53:::hostedzone/Z0123456789MOCKZONE"]
+
+
+def test_routes_wait_for_external_dns_so_destroy_removes_its_records_first(mocks: RecordingMocks) -> None:
+    dns = EdgeDns(zone="example.com", domain="triton.example.com", owner="o")
+    built = build_platform(addons=AddonFlags(envoy_gateway=True), dns=dns)
+    chart = _chart(mocks, "external-dns")
+    assert any(getattr(r, "_name", None) == "tft-external-dns" for r in built["platform"].target.crd_installers)
+    assert _chart(mocks, charts.ENVOY_GATEWAY.chart).urn in chart.depends_on

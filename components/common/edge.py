@@ -1,0 +1,398 @@
+"""The stack's edge through Gateway API on Envoy Gateway (pure): the Gateway, the routes, the API-key policy.
+
+Why Envoy Gateway: a maintained, conformant Gateway API implementation (HTTPRoute, GRPCRoute, weighted
+``backendRefs``) that also implements the Gateway API Inference Extension (``InferencePool`` backends), with its own
+authentication in a ``SecurityPolicy`` (API keys read from a Secret, the OpenAI clients' ``Authorization: Bearer``
+token) and per-client rate limits in a ``BackendTrafficPolicy``; it replaces ingress-nginx, retired in March 2026.
+
+What reaches the edge (and nothing else):
+
+* the OpenAI gateway, ``/v1`` on the stack's base host;
+* per model, on ``<model>.<host>``: only Triton's inference routes (KServe V2 health, metadata, config, ``infer``,
+  ``generate`` and ``generate_stream`` of that model; over gRPC the same methods of
+  ``inference.GRPCInferenceService``). Triton's repository control, shared-memory registration, logging and trace
+  settings and statistics never do: they are where Triton's known remote exploits start (shared-memory regions,
+  log and trace files), and no client of the stack needs them. The integration probe, which runs where ``pulumi up``
+  runs (outside the cluster), judges each model through these routes and through the OpenAI gateway.
+
+Every route carries :data:`AUTH_LABEL`; one ``SecurityPolicy`` selects them all (so the HTTP listener's ACME
+challenges and the HTTPS redirect stay open) and one ``BackendTrafficPolicy`` limits each client's request rate.
+The API keys live in one Secret: each data key a client's name, its value that client's key (Envoy Gateway's
+``apiKeyAuth`` format); Envoy forwards the authenticated client's name in :data:`CLIENT_HEADER` (logged by the
+proxy and the OpenAI gateway) and strips the key before the request goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.common.triton import GRPC_PORT, HTTP_PORT
+
+GATEWAY_API = "gateway.networking.k8s.io/v1"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+ENVOY_GATEWAY_API = "gateway.envoyproxy.io/v1alpha1"
+ENVOY_GATEWAY_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
+GATEWAY_CLASS = "envoy-gateway"
+"""The GatewayClass the stack registers for Envoy Gateway on a cluster it builds."""
+AUTH_LABEL = "triton-ft.io/edge-auth"
+"""Label of every route the stack's API-key ``SecurityPolicy`` protects."""
+AUTH_API_KEY = "api-key"
+CLIENT_HEADER = "x-tritonft-client"
+"""Header Envoy sets to the authenticated client's name (from the credentials Secret's data key)."""
+AUTHORIZATION = "authorization"
+"""Where the key is read: OpenAI clients send ``Authorization: Bearer <key>``; Envoy drops the ``Bearer `` prefix."""
+HTTP_LISTENER = "http"
+API_LISTENER = "https-api"
+GRPC_SERVICE = "inference.GRPCInferenceService"
+GRPC_METHODS = (
+    "ServerLive",
+    "ServerReady",
+    "ServerMetadata",
+    "ModelReady",
+    "ModelMetadata",
+    "ModelConfig",
+    "ModelInfer",
+    "ModelStreamInfer",
+)
+"""The gRPC methods of Triton that reach the edge: health, metadata and inference; no repository, shared-memory,
+statistics, trace or logging method."""
+
+
+@dataclass(frozen=True)
+class GatewayRef:
+    """The Gateway every route of the stack attaches to."""
+
+    name: str
+    namespace: str | None = None
+    """None = the routes' own namespace."""
+
+
+@dataclass(frozen=True)
+class EdgeArgs:
+    """How one host of the stack is exposed through Gateway API (the lead maps settings onto this)."""
+
+    gateway: GatewayRef
+    host: str
+    """Public DNS name of this route (``<model>.<base>`` for a model, ``<base>`` for the OpenAI gateway)."""
+    listener: str | None
+    """The Gateway's listener the route attaches to (its HTTPS listener for ``host``); None = any listener that
+    accepts the host (a user's own Gateway whose listener names the stack does not know)."""
+    tls: bool = True
+    """Clients reach the host over HTTPS (and gRPC over TLS); False only for a local cluster."""
+    api_key_auth: bool = True
+    """The route is labelled for the stack's API-key ``SecurityPolicy``."""
+    request_timeout_seconds: int = 300
+    """Longest request, a stream included (Envoy's own default, 15 s, would cut long generations)."""
+    grpc: bool = True
+    """Also a GRPCRoute for the model (only over TLS: HTTP/2 reaches the listener through ALPN)."""
+    controller_namespace: str = "envoy-gateway-system"
+    """Namespace of the Envoy proxies (Envoy Gateway runs them beside its controller): the only one the
+    NetworkPolicy lets reach the backends."""
+
+    @property
+    def grpc_exposed(self) -> bool:
+        return self.grpc and self.tls
+
+
+@dataclass(frozen=True)
+class WeightedBackend:
+    """One Service behind a route and its share of the traffic (the canary split of a judged rollout)."""
+
+    service: str
+    weight: int = 1
+
+
+def validate_edge(args: EdgeArgs) -> list[str]:
+    """Every problem with ``args``, each naming the field and the fix (empty when valid)."""
+    problems: list[str] = []
+    if not args.host or "." not in args.host:
+        problems.append(f"edge.host {args.host!r} is not a DNS name: give the endpoint's public host name")
+    if not args.gateway.name:
+        problems.append("edge.gateway: name the Gateway the routes attach to")
+    if args.request_timeout_seconds < 1:
+        problems.append("edge.request_timeout_seconds must be at least 1")
+    return problems
+
+
+def model_listener(model: str) -> str:
+    """The HTTPS listener of a model's host on the stack's Gateway."""
+    return f"https-m-{model}"
+
+
+def certificate_secret(listener: str) -> str:
+    """The Secret cert-manager writes a listener's certificate into (in the Gateway's namespace)."""
+    return f"edge-{listener}-tls"
+
+
+def endpoint_urls(args: EdgeArgs) -> tuple[str, str | None]:
+    """(HTTP base URL, gRPC target ``host:443`` or None) as clients outside the cluster see them."""
+    http = f"{'https' if args.tls else 'http'}://{args.host}"
+    return http, (f"{args.host}:443" if args.grpc_exposed else None)
+
+
+def route_labels(args: EdgeArgs, base: dict[str, str]) -> dict[str, str]:
+    """The route's labels: the component's, plus :data:`AUTH_LABEL` when the API-key policy protects it."""
+    return {**base, **({AUTH_LABEL: AUTH_API_KEY} if args.api_key_auth else {})}
+
+
+def _parent_ref(args: EdgeArgs) -> dict[str, Any]:
+    ref: dict[str, Any] = {"group": GATEWAY_GROUP, "kind": "Gateway", "name": args.gateway.name}
+    if args.gateway.namespace:
+        ref["namespace"] = args.gateway.namespace
+    if args.listener:
+        ref["sectionName"] = args.listener
+    return ref
+
+
+def _backend_refs(backends: Sequence[WeightedBackend], port: int) -> list[dict[str, Any]]:
+    if not backends:
+        raise ValueError("a route needs at least one backend")
+    return [{"kind": "Service", "name": b.service, "port": port, "weight": b.weight} for b in backends]
+
+
+def triton_paths(model: str) -> tuple[str, ...]:
+    """The KServe V2 paths of ``model`` that reach the edge (exact: nothing under them is implied)."""
+    m = f"/v2/models/{model}"
+    return (
+        "/v2",
+        "/v2/health/live",
+        "/v2/health/ready",
+        m,
+        f"{m}/ready",
+        f"{m}/config",
+        f"{m}/infer",
+        f"{m}/generate",
+        f"{m}/generate_stream",
+    )
+
+
+def model_http_route_spec(args: EdgeArgs, model: str, backends: Sequence[WeightedBackend]) -> dict[str, Any]:
+    """Triton's inference routes of ``model`` on its host, to its Service's HTTP port.
+
+    Streams (``generate_stream`` events) go out as Triton writes them: Envoy does not buffer a response body, so
+    nothing needs switching off, unlike ingress-nginx's ``proxy-buffering``; nor does it cap a request body.
+    """
+    return {
+        "parentRefs": [_parent_ref(args)],
+        "hostnames": [args.host],
+        "rules": [
+            {
+                "matches": [{"path": {"type": "Exact", "value": p}} for p in triton_paths(model)],
+                "backendRefs": _backend_refs(backends, HTTP_PORT),
+                "timeouts": {"request": f"{args.request_timeout_seconds}s"},
+            }
+        ],
+    }
+
+
+def model_grpc_route_spec(args: EdgeArgs, backends: Sequence[WeightedBackend]) -> dict[str, Any]:
+    """The inference methods of Triton's gRPC service on the model's host, to its Service's gRPC port (Envoy
+    balances per request, not per connection)."""
+    return {
+        "parentRefs": [_parent_ref(args)],
+        "hostnames": [args.host],
+        "rules": [
+            {
+                "matches": [{"method": {"type": "Exact", "service": GRPC_SERVICE, "method": m}} for m in GRPC_METHODS],
+                "backendRefs": _backend_refs(backends, GRPC_PORT),
+            }
+        ],
+    }
+
+
+def api_http_route_spec(args: EdgeArgs, service: str, port: int, path: str) -> dict[str, Any]:
+    """The OpenAI gateway's ``path`` (``/v1``) on the base host; its SSE streams go out unbuffered."""
+    return {
+        "parentRefs": [_parent_ref(args)],
+        "hostnames": [args.host],
+        "rules": [
+            {
+                "matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                "backendRefs": _backend_refs([WeightedBackend(service)], port),
+                "timeouts": {"request": f"{args.request_timeout_seconds}s"},
+            }
+        ],
+    }
+
+
+# -- the stack's own Gateway (a cluster it builds, or edge objects it makes on an existing cluster) ---------------
+
+
+@dataclass(frozen=True)
+class Listener:
+    name: str
+    host: str
+
+
+def gateway_listeners(base_host: str, models: Sequence[str], *, api: bool) -> tuple[Listener, ...]:
+    """One HTTPS listener per host: the base host (the OpenAI gateway) and each model's ``<model>.<base>``.
+
+    One host each, not a wildcard: ACME's HTTP-01 challenge cannot issue a wildcard certificate, and each
+    listener's certificate is issued for exactly the host it serves.
+    """
+    api_listener = (Listener(API_LISTENER, base_host),) if api else ()
+    return (*api_listener, *(Listener(model_listener(m), f"{m}.{base_host}") for m in models))
+
+
+def gateway_class_spec() -> dict[str, Any]:
+    return {"controllerName": ENVOY_GATEWAY_CONTROLLER}
+
+
+def gateway_spec(
+    listeners: Sequence[Listener], *, tls: bool, class_name: str = GATEWAY_CLASS, proxy_config: str | None = None
+) -> dict[str, Any]:
+    """HTTP on 80 (the HTTPS redirect, and ACME's HTTP-01 challenges) and, with TLS, one HTTPS listener per host on
+    443 terminating with the certificate cert-manager issues into :func:`certificate_secret`. Routes only from the
+    Gateway's own namespace (the stack's). ``proxy_config``: the ``EnvoyProxy`` (same namespace) its proxies follow."""
+    same = {"namespaces": {"from": "Same"}}
+    out: list[dict[str, Any]] = [{"name": HTTP_LISTENER, "protocol": "HTTP", "port": 80, "allowedRoutes": same}]
+    if tls:
+        out += [
+            {
+                "name": lst.name,
+                "protocol": "HTTPS",
+                "port": 443,
+                "hostname": lst.host,
+                "tls": {
+                    "mode": "Terminate",
+                    "certificateRefs": [{"kind": "Secret", "name": certificate_secret(lst.name)}],
+                },
+                "allowedRoutes": same,
+            }
+            for lst in listeners
+        ]
+    spec: dict[str, Any] = {"gatewayClassName": class_name, "listeners": out}
+    if proxy_config:
+        spec["infrastructure"] = {
+            "parametersRef": {"group": "gateway.envoyproxy.io", "kind": "EnvoyProxy", "name": proxy_config}
+        }
+    return spec
+
+
+def gateway_annotations(cluster_issuer: str | None) -> dict[str, str]:
+    """cert-manager's Gateway API support issues every HTTPS listener's certificate from ``cluster_issuer``."""
+    return {"cert-manager.io/cluster-issuer": cluster_issuer} if cluster_issuer else {}
+
+
+def https_redirect_route_spec(gateway: GatewayRef) -> dict[str, Any]:
+    """Plain HTTP on the Gateway answers with a redirect to HTTPS; cert-manager's challenge routes (exact paths)
+    are more specific and win."""
+    parent = _parent_ref(EdgeArgs(gateway=gateway, host="-.-", listener=HTTP_LISTENER))
+    return {
+        "parentRefs": [parent],
+        "rules": [
+            {"filters": [{"type": "RequestRedirect", "requestRedirect": {"scheme": "https", "statusCode": 301}}]}
+        ],
+    }
+
+
+def _selectors() -> list[dict[str, Any]]:
+    return [
+        {"group": GATEWAY_GROUP, "kind": kind, "matchLabels": {AUTH_LABEL: AUTH_API_KEY}}
+        for kind in ("HTTPRoute", "GRPCRoute")
+    ]
+
+
+def api_key_policy_spec(credentials_secret: str) -> dict[str, Any]:
+    """Envoy Gateway's API-key authentication on every labelled route: the key from ``Authorization: Bearer``,
+    checked against the Secret's values; the client's name forwarded in :data:`CLIENT_HEADER`, the key stripped."""
+    return {
+        "targetSelectors": _selectors(),
+        "apiKeyAuth": {
+            "credentialRefs": [{"group": "", "kind": "Secret", "name": credentials_secret}],
+            "extractFrom": [{"headers": [AUTHORIZATION]}],
+            "forwardClientIDHeader": CLIENT_HEADER,
+            "sanitize": True,
+        },
+    }
+
+
+def rate_limit_policy_spec(clients: Sequence[str], requests_per_minute: int) -> dict[str, Any]:
+    """Each authenticated client at most ``requests_per_minute`` requests a minute (per Envoy replica: a local
+    limit needs no rate-limit service), told apart by :data:`CLIENT_HEADER`, which only the auth filter sets."""
+    return {
+        "targetSelectors": _selectors(),
+        "rateLimit": {
+            "type": "Local",
+            "local": {
+                "rules": [
+                    {
+                        "clientSelectors": [{"headers": [{"name": CLIENT_HEADER, "type": "Exact", "value": c}]}],
+                        "limit": {"requests": requests_per_minute, "unit": "Minute"},
+                    }
+                    for c in clients
+                ]
+            },
+        },
+    }
+
+
+def envoy_proxy_spec(service_annotations: dict[str, str]) -> dict[str, Any]:
+    """The proxy fleet of the stack's Gateway: two replicas behind an internet-facing NLB, and an access log line per
+    request naming the authenticated client (never a header that carries a key)."""
+    log_format = (
+        '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% '
+        f"%RESPONSE_FLAGS% client=%REQ({CLIENT_HEADER.upper()})% host=%REQ(:AUTHORITY)% "
+        '%BYTES_RECEIVED% %BYTES_SENT% %DURATION% "%UPSTREAM_HOST%"\n'
+    )
+    return {
+        "provider": {
+            "type": "Kubernetes",
+            "kubernetes": {
+                "envoyDeployment": {"replicas": 2},
+                "envoyService": {"type": "LoadBalancer", "annotations": dict(service_annotations)},
+            },
+        },
+        "telemetry": {
+            "accessLog": {
+                "settings": [
+                    {
+                        "format": {"type": "Text", "text": log_format},
+                        "sinks": [{"type": "File", "file": {"path": "/dev/stdout"}}],
+                    }
+                ]
+            }
+        },
+    }
+
+
+# -- certificates: the ClusterIssuer the stack makes (cert-manager) ------------------------------------------------
+
+LETSENCRYPT_PRODUCTION = "https://acme-v02.api.letsencrypt.org/directory"
+LETSENCRYPT_STAGING = "https://acme-staging-v02.api.letsencrypt.org/directory"
+
+
+@dataclass(frozen=True)
+class AcmeIssuer:
+    """A ClusterIssuer made by the stack: Let's Encrypt (production for ``prod``), HTTP-01 through the edge."""
+
+    name: str
+    email: str
+    production: bool
+
+
+def acme_issuer_spec(issuer: AcmeIssuer, solver: dict[str, Any]) -> dict[str, Any]:
+    """The ACME account (its key in a Secret cert-manager writes itself) and the one solver of every challenge."""
+    return {
+        "acme": {
+            "server": LETSENCRYPT_PRODUCTION if issuer.production else LETSENCRYPT_STAGING,
+            "email": issuer.email,
+            "privateKeySecretRef": {"name": f"{issuer.name}-account-key"},
+            "solvers": [solver],
+        }
+    }
+
+
+def gateway_http01_solver(gateway: GatewayRef) -> dict[str, Any]:
+    """HTTP-01 answered on the Gateway's plain HTTP listener (cert-manager adds a route per challenge)."""
+    ref: dict[str, Any] = {"kind": "Gateway", "name": gateway.name, "sectionName": HTTP_LISTENER}
+    if gateway.namespace:
+        ref["namespace"] = gateway.namespace
+    return {"http01": {"gatewayHTTPRoute": {"parentRefs": [ref]}}}
+
+
+def ingress_http01_solver(ingress_class: str) -> dict[str, Any]:
+    """HTTP-01 answered through the Ingress controller (the Ingress edge)."""
+    return {"http01": {"ingress": {"ingressClassName": ingress_class}}}

@@ -1,0 +1,261 @@
+"""The Gateway API edge: each model's and the OpenAI gateway's routes, and the stack-wide objects (API keys, the
+credentials Secret, the API-key and rate-limit policies, the stack's Gateway, its ClusterIssuer)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pulumi
+import pytest
+from pulumi.runtime.rpc import _special_secret_sig, _special_sig_key
+
+from components.common.edge import (
+    AUTH_LABEL,
+    CLIENT_HEADER,
+    GRPC_METHODS,
+    AcmeIssuer,
+    EdgeArgs,
+    GatewayRef,
+    WeightedBackend,
+    acme_issuer_spec,
+    gateway_http01_solver,
+    model_http_route_spec,
+    triton_paths,
+    validate_edge,
+)
+from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
+from tests.components.fixtures import T5_SMALL, make_target, serve
+from tritonft.errors import UserError
+from tritonft.synth.engine import RecordingMocks, Registered, run_program
+
+GATEWAY = GatewayRef("test-edge")
+EDGE = EdgeArgs(gateway=GATEWAY, host="m.example.com", listener="https-m-m")
+
+
+def _of_kind(mocks: RecordingMocks, kind: str) -> dict[str, Registered]:
+    return {r.inputs["metadata"]["name"]: r for r in mocks.resources if r.inputs.get("kind") == kind}
+
+
+def _served(mocks: RecordingMocks, edge: EdgeArgs = EDGE, model: Any = T5_SMALL) -> dict[str, Registered]:
+    run_program(lambda: serve("m", model, edge=edge))
+    return {**_of_kind(mocks, "HTTPRoute"), **_of_kind(mocks, "GRPCRoute")}
+
+
+def _edge_objects(mocks: RecordingMocks, **overrides: Any) -> dict[str, Any]:
+    made: dict[str, Any] = {}
+
+    def build() -> Any:
+        args = EdgeObjectsArgs(
+            target=make_target(), gateway=GATEWAY, base_host="triton.example.com", models=("t5", "gpt2"), api=True
+        )
+        edge = EdgeObjects("test-edge", replace(args, **overrides))
+        return edge.api_keys.apply(lambda keys: made.update(keys=keys))
+
+    run_program(build)
+    return made
+
+
+# -- a model's routes -----------------------------------------------------------------------------------------------
+
+
+def test_a_model_gets_an_http_route_and_a_grpc_route_on_its_host_and_listener(mocks: RecordingMocks) -> None:
+    routes = _served(mocks)
+    assert set(routes) == {"m-http", "m-grpc"}
+    for route in routes.values():
+        assert route.inputs["spec"]["hostnames"] == ["m.example.com"]
+        (parent,) = route.inputs["spec"]["parentRefs"]
+        assert (parent["kind"], parent["name"], parent["sectionName"]) == ("Gateway", "test-edge", "https-m-m")
+
+
+def test_only_tritons_inference_paths_of_the_model_reach_the_edge(mocks: RecordingMocks) -> None:
+    (rule,) = _served(mocks)["m-http"].inputs["spec"]["rules"]
+    paths = {m["path"]["value"] for m in rule["matches"]}
+    assert all(m["path"]["type"] == "Exact" for m in rule["matches"])
+    assert f"/v2/models/{T5_SMALL.name}/infer" in paths and f"/v2/models/{T5_SMALL.name}/generate_stream" in paths
+    for exploit_surface in ("/v2/repository", "/v2/systemsharedmemory", "/v2/cudasharedmemory", "/v2/logging"):
+        assert not any(p.startswith(exploit_surface) for p in paths)
+    assert not any(p.endswith(("/trace/setting", "/stats")) for p in paths)
+
+
+def test_only_the_inference_methods_of_the_grpc_service_reach_the_edge(mocks: RecordingMocks) -> None:
+    (rule,) = _served(mocks)["m-grpc"].inputs["spec"]["rules"]
+    methods = {m["method"]["method"] for m in rule["matches"]}
+    assert methods == set(GRPC_METHODS)
+    assert {"RepositoryModelLoad", "SystemSharedMemoryRegister", "CudaSharedMemoryRegister", "LogSettings"}.isdisjoint(
+        methods
+    )
+    assert {m["method"]["service"] for m in rule["matches"]} == {"inference.GRPCInferenceService"}
+
+
+def test_routes_go_to_the_models_service_ports(mocks: RecordingMocks) -> None:
+    routes = _served(mocks)
+    (http,) = routes["m-http"].inputs["spec"]["rules"][0]["backendRefs"]
+    (grpc,) = routes["m-grpc"].inputs["spec"]["rules"][0]["backendRefs"]
+    assert (http["name"], http["port"], grpc["name"], grpc["port"]) == ("m", 8000, "m", 8001)
+
+
+def test_a_long_generation_is_not_cut_at_envoys_15_second_default(mocks: RecordingMocks) -> None:
+    rule = _served(mocks, replace(EDGE, request_timeout_seconds=900))["m-http"].inputs["spec"]["rules"][0]
+    assert rule["timeouts"] == {"request": "900s"}
+
+
+def test_weighted_backends_split_the_traffic_for_a_canary() -> None:
+    spec = model_http_route_spec(EDGE, "m", [WeightedBackend("m", 90), WeightedBackend("m-canary", 10)])
+    refs = spec["rules"][0]["backendRefs"]
+    assert [(r["name"], r["weight"]) for r in refs] == [("m", 90), ("m-canary", 10)]
+
+
+def test_routes_are_labelled_for_the_api_key_policy_unless_auth_is_off(mocks: RecordingMocks) -> None:
+    assert all(r.inputs["metadata"]["labels"][AUTH_LABEL] == "api-key" for r in _served(mocks).values())
+
+
+def test_a_plain_http_local_edge_has_no_grpc_route_and_no_auth_label(mocks: RecordingMocks) -> None:
+    plain = replace(EDGE, tls=False, api_key_auth=False, listener=None)
+    routes = _served(mocks, plain)
+    assert set(routes) == {"m-http"}
+    assert AUTH_LABEL not in routes["m-http"].inputs["metadata"]["labels"]
+    assert "sectionName" not in routes["m-http"].inputs["spec"]["parentRefs"][0]
+
+
+def test_the_public_endpoints_are_the_edge_hosts(mocks: RecordingMocks) -> None:
+    seen: list[tuple[str, str]] = []
+
+    def build() -> Any:
+        svc = serve("m", T5_SMALL, edge=EDGE)
+        return pulumi.Output.all(svc.endpoint, svc.grpc_endpoint).apply(lambda v: seen.append((v[0], v[1])))
+
+    run_program(build)
+    assert seen == [("https://m.example.com", "m.example.com:443")]
+
+
+def test_only_the_edge_proxies_namespace_reaches_tritons_ports(mocks: RecordingMocks) -> None:
+    run_program(lambda: serve("m", T5_SMALL, edge=EDGE))
+    (policy,) = [p for p in mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy") if p.name == "m-netpol"]
+    (serving,) = [r for r in policy.inputs["spec"]["ingress"] if {"port": 8000, "protocol": "TCP"} in r["ports"]]
+    sources = [p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for p in serving["from"]]
+    assert sources == ["envoy-gateway-system"]
+
+
+def test_no_ingress_is_made_on_the_gateway_edge(mocks: RecordingMocks) -> None:
+    _served(mocks)
+    assert mocks.of_type("kubernetes:networking.k8s.io/v1:Ingress") == []
+
+
+def test_routes_wait_for_the_charts_that_install_their_crds(mocks: RecordingMocks) -> None:
+    routes = _served(mocks)
+    (chart,) = mocks.of_type("kubernetes:helm.sh/v4:Chart")
+    assert all(chart.urn in r.depends_on for r in routes.values())
+
+
+def test_a_host_that_is_no_dns_name_is_refused_naming_the_field(mocks: RecordingMocks) -> None:
+    assert validate_edge(replace(EDGE, host="localhost")) == [
+        "edge.host 'localhost' is not a DNS name: give the endpoint's public host name"
+    ]
+    with pytest.raises(UserError, match=r"edge\.host"):
+        run_program(lambda: serve("m", T5_SMALL, edge=replace(EDGE, host="localhost")))
+
+
+def test_the_exact_paths_are_the_models_own() -> None:
+    assert all(
+        p in ("/v2", "/v2/health/live", "/v2/health/ready") or p.startswith("/v2/models/t5/") or p == "/v2/models/t5"
+        for p in triton_paths("t5")
+    )
+
+
+# -- the stack-wide objects ---------------------------------------------------------------------------------------
+
+
+def test_every_client_gets_a_generated_key_the_probes_included(mocks: RecordingMocks) -> None:
+    made = _edge_objects(mocks, clients=(PROBE_CLIENT, "webapp"))
+    assert set(made["keys"]) == {"probe", "webapp"}
+    assert made["keys"]["probe"] != made["keys"]["webapp"]
+    passwords = mocks.of_type("random:index/randomPassword:RandomPassword")
+    assert {p.inputs["length"] for p in passwords} == {48}
+    assert all(p.inputs["special"] is False for p in passwords)
+
+
+def test_a_rotation_replaces_every_key_and_nothing_else_does(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks, rotation=3)
+    passwords = mocks.of_type("random:index/randomPassword:RandomPassword")
+    assert [p.inputs["keepers"] for p in passwords] == [{"rotation": "3"}]
+
+
+def test_the_keys_are_a_secret_output_and_the_credentials_secret_is_envoy_gateways_format(
+    mocks: RecordingMocks,
+) -> None:
+    made = _edge_objects(mocks, clients=(PROBE_CLIENT, "webapp"))
+    (secret,) = mocks.of_type("kubernetes:core/v1:Secret")
+    data = secret.inputs["stringData"]
+    assert data[_special_sig_key] == _special_secret_sig, "the whole map travels as a Pulumi secret"
+    assert data["value"] == made["keys"], "data key = client name, value = that client's key"
+    assert all(key.startswith("sk-tft-") for key in made["keys"].values())
+    assert secret.inputs["type"] == "Opaque"
+
+
+def test_one_security_policy_checks_the_bearer_key_on_every_labelled_route(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks)
+    (policy,) = _of_kind(mocks, "SecurityPolicy").values()
+    auth = policy.inputs["spec"]["apiKeyAuth"]
+    assert auth["credentialRefs"] == [{"group": "", "kind": "Secret", "name": "test-edge-api-keys"}]
+    assert auth["extractFrom"] == [{"headers": ["authorization"]}]
+    assert (auth["forwardClientIDHeader"], auth["sanitize"]) == (CLIENT_HEADER, True)
+    kinds = {s["kind"] for s in policy.inputs["spec"]["targetSelectors"]}
+    assert kinds == {"HTTPRoute", "GRPCRoute"}
+    assert all(s["matchLabels"] == {AUTH_LABEL: "api-key"} for s in policy.inputs["spec"]["targetSelectors"])
+
+
+def test_each_client_is_rate_limited_on_its_own(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks, clients=(PROBE_CLIENT, "webapp"), requests_per_minute=120)
+    (policy,) = _of_kind(mocks, "BackendTrafficPolicy").values()
+    rules = policy.inputs["spec"]["rateLimit"]["local"]["rules"]
+    assert [r["clientSelectors"][0]["headers"][0]["value"] for r in rules] == ["probe", "webapp"]
+    assert all(r["limit"] == {"requests": 120, "unit": "Minute"} for r in rules)
+
+
+def test_the_stacks_gateway_has_one_https_listener_per_host_with_its_own_certificate(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks, cluster_issuer="letsencrypt-prod")
+    (gateway,) = _of_kind(mocks, "Gateway").values()
+    listeners = gateway.inputs["spec"]["listeners"]
+    https = {lst["hostname"]: lst for lst in listeners if lst["protocol"] == "HTTPS"}
+    assert set(https) == {"triton.example.com", "t5.triton.example.com", "gpt2.triton.example.com"}
+    secrets = [lst["tls"]["certificateRefs"][0]["name"] for lst in https.values()]
+    assert len(set(secrets)) == 3
+    assert [lst["port"] for lst in listeners if lst["protocol"] == "HTTP"] == [80]
+    assert gateway.inputs["metadata"]["annotations"]["cert-manager.io/cluster-issuer"] == "letsencrypt-prod"
+    assert gateway.inputs["spec"]["gatewayClassName"] == "envoy-gateway"
+
+
+def test_the_proxies_log_the_authenticated_client_never_the_key(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks)
+    (proxy,) = _of_kind(mocks, "EnvoyProxy").values()
+    (setting,) = proxy.inputs["spec"]["telemetry"]["accessLog"]["settings"]
+    text = setting["format"]["text"]
+    assert f"%REQ({CLIENT_HEADER.upper()})%" in text
+    assert "AUTHORIZATION" not in text.upper()
+
+
+def test_on_the_users_own_gateway_nothing_but_keys_and_policies_is_made(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks, make_gateway=False)
+    kinds = {r.inputs.get("kind") for r in mocks.resources if r.inputs.get("kind")}
+    assert "Gateway" not in kinds and "EnvoyProxy" not in kinds
+    assert {"SecurityPolicy", "BackendTrafficPolicy"} <= kinds
+
+
+def test_the_stack_makes_its_acme_issuer_production_only_when_asked() -> None:
+    solver = gateway_http01_solver(GATEWAY)
+    prod = acme_issuer_spec(AcmeIssuer("letsencrypt-prod", "ops@example.com", production=True), solver)
+    staging = acme_issuer_spec(AcmeIssuer("letsencrypt-staging", "ops@example.com", production=False), solver)
+    assert prod["acme"]["server"] == "https://acme-v02.api.letsencrypt.org/directory"
+    assert staging["acme"]["server"] == "https://acme-staging-v02.api.letsencrypt.org/directory"
+    (answer,) = prod["acme"]["solvers"]
+    (parent,) = answer["http01"]["gatewayHTTPRoute"]["parentRefs"]
+    assert (parent["name"], parent["sectionName"]) == ("test-edge", "http")
+
+
+def test_the_issuer_is_made_with_the_edge_objects(mocks: RecordingMocks) -> None:
+    issuer = AcmeIssuer("letsencrypt-staging", "ops@example.com", production=False)
+    _edge_objects(mocks, issuer=issuer, issuer_solver=gateway_http01_solver(GATEWAY))
+    (made,) = _of_kind(mocks, "ClusterIssuer").values()
+    assert made.inputs["spec"]["acme"]["email"] == "ops@example.com"
+    assert "namespace" not in made.inputs["metadata"]

@@ -1,0 +1,66 @@
+"""The edge of every stack that builds its cluster, on a real kube-apiserver with the real Gateway API CRDs
+(``sigs.k8s.io/gateway-api``) and Envoy Gateway's, at the versions the stack installs: every Gateway, route and
+policy the plan holds is accepted with its OpenAPI schema and CEL validations, and an object that breaks one is
+refused (so the validations are live)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.settings.stack_file import settings_from_stack_file
+from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.plan import REAL_CRD_GROUPS, install_crds, load_plan, retarget
+from tests.system.controlplane.server import REPO
+from tritonft.kube import ApiError
+from tritonft.synth.run import synthesize
+
+EDGE_KINDS = (
+    "GatewayClass",
+    "Gateway",
+    "HTTPRoute",
+    "GRPCRoute",
+    "SecurityPolicy",
+    "BackendTrafficPolicy",
+    "EnvoyProxy",
+)
+
+
+def edge_objects(stack: str, out: Path, namespace: str) -> list[dict[str, Any]]:
+    synthesize(stack, out=out, project_dir=REPO)
+    plan_namespace = settings_from_stack_file(REPO, stack).namespace
+    objs = retarget(load_plan(out / "manifests"), plan_namespace, namespace)
+    return [o for o in objs if o["apiVersion"].split("/")[0] in REAL_CRD_GROUPS]
+
+
+@pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
+def test_every_gateway_api_object_of_the_plan_is_accepted_by_the_real_api_server(
+    cluster: Cluster, stack: str, tmp_path: Path
+) -> None:
+    objs = edge_objects(stack, tmp_path, cluster.namespace)
+    assert {o["kind"] for o in objs} == set(EDGE_KINDS)
+    cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
+    install_crds(cluster.kube, (), REAL_CRD_GROUPS)
+    for obj in objs:
+        try:
+            stored = cluster.kube.apply(obj)
+        except ApiError as exc:
+            raise AssertionError(f"{obj['kind']}/{obj['metadata']['name']} refused: {exc.message}") from None
+        assert stored["metadata"]["uid"], f"{obj['kind']}/{obj['metadata']['name']} stored"
+
+
+def test_the_api_server_enforces_the_route_crds_validations(cluster: Cluster, tmp_path: Path) -> None:
+    objs = edge_objects("dev", tmp_path, cluster.namespace)
+    cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
+    install_crds(cluster.kube, (), REAL_CRD_GROUPS)
+    grpc = copy.deepcopy(next(o for o in objs if o["kind"] == "GRPCRoute"))
+    grpc["spec"]["rules"][0]["matches"] = [{"method": {"type": "Exact"}}]  # neither service nor method
+    with pytest.raises(ApiError, match=r"service.*method|method.*service"):
+        cluster.kube.apply(grpc, dry_run=True)
+    http = copy.deepcopy(next(o for o in objs if o["kind"] == "HTTPRoute" and o["spec"].get("hostnames")))
+    http["spec"]["rules"][0]["timeouts"] = {"request": "10s", "backendRequest": "20s"}
+    with pytest.raises(ApiError, match="backendRequest"):
+        cluster.kube.apply(http, dry_run=True)
