@@ -75,9 +75,10 @@ class _Request:
         self.id = uuid.uuid4().hex
         self.sender = sender
         self.prompt, self.stream, self.prepend_input, self.parameters, self.flags = _read_inputs(request)
-        self.sent_text: list[int] = []
-        self.sent_tokens: list[int] = []
-        self.sent_logprobs: list[int] = []
+        # What each completion (by its index: n > 1 streams them one by one) was already sent.
+        self.sent_text: dict[int, int] = {}
+        self.sent_tokens: dict[int, int] = {}
+        self.sent_logprobs: dict[int, int] = {}
 
 
 def _input(request: Any, name: str) -> Any:
@@ -132,9 +133,6 @@ def sampling_params(parameters: str) -> Any:
     for key, value in list(values.items()):
         if key in annotations and annotations[key] in coerce and value is not None:
             values[key] = coerce[annotations[key]](value)
-    unknown = sorted(set(values) - set(annotations) - set(getattr(SamplingParams, "__struct_fields__", ())))
-    if unknown:
-        raise ValueError(f"unknown sampling parameter(s) {unknown}")
     return SamplingParams(**values)
 
 
@@ -213,6 +211,10 @@ class TritonPythonModel:
     def _admit(self, item: _Request) -> None:
         try:
             params = sampling_params(item.parameters)
+            if not item.stream:  # one answer with every completion (n > 1 included), as vLLM's LLM.generate asks
+                from vllm.sampling_params import RequestOutputKind  # type: ignore[import-not-found]
+
+                params.output_kind = RequestOutputKind.FINAL_ONLY
             self.engine.add_request(item.id, item.prompt, params)
         except Exception as exc:
             self._fail(item.sender, exc)
@@ -271,12 +273,8 @@ class TritonPythonModel:
         """``vllm_backend`` ``src/utils/request.py:192-305``: the new text of each completion (all of it, after the
         prompt when it is prepended, on a unary request), then the outputs asked for."""
         completions = output.outputs
-        if not item.sent_text:
-            item.sent_text = [0] * len(completions)
-            item.sent_tokens = [0] * len(completions)
-            item.sent_logprobs = [0] * len(completions)
         prefix = output.prompt if (item.prepend_input and not item.stream) else ""
-        texts = [(prefix + c.text[sent:]).encode("utf-8") for c, sent in zip(completions, item.sent_text, strict=True)]
+        texts = [(prefix + c.text[item.sent_text.get(c.index, 0) :]).encode("utf-8") for c in completions]
         tensors = [pb_utils.Tensor("text_output", np.asarray(texts, dtype=self.output_dtype))]
         flags = item.flags
         if flags["return_finish_reason"]:
@@ -287,11 +285,12 @@ class TritonPythonModel:
             tensors.append(pb_utils.Tensor("cumulative_logprob", np.asarray(cumulative, dtype=np.float32)))
         if flags["return_logprobs"]:
             encoded = []
-            for index, c in enumerate(completions):
+            for c in completions:
                 if c.logprobs is None:
                     encoded.append(b"null")
                     continue
-                start, item.sent_logprobs[index] = item.sent_logprobs[index], len(c.logprobs)
+                start = item.sent_logprobs.get(c.index, 0)
+                item.sent_logprobs[c.index] = len(c.logprobs)
                 steps = [
                     {
                         token: {"logprob": lp.logprob, "rank": lp.rank, "decoded_token": lp.decoded_token}
@@ -305,10 +304,11 @@ class TritonPythonModel:
             count = len(output.prompt_token_ids)
             tensors.append(pb_utils.Tensor("num_input_tokens", np.asarray(count, dtype=np.uint32)))
         if flags["return_num_output_tokens"]:
-            new = [len(c.token_ids) - sent for c, sent in zip(completions, item.sent_tokens, strict=True)]
+            new = [len(c.token_ids) - item.sent_tokens.get(c.index, 0) for c in completions]
             tensors.append(pb_utils.Tensor("num_output_tokens", np.asarray(new, dtype=np.uint32)))
-        item.sent_text = [len(c.text) for c in completions]
-        item.sent_tokens = [len(c.token_ids) for c in completions]
+        for c in completions:
+            item.sent_text[c.index] = len(c.text)
+            item.sent_tokens[c.index] = len(c.token_ids)
         return pb_utils.InferenceResponse(output_tensors=tensors)
 
     def finalize(self) -> None:
