@@ -44,6 +44,7 @@ from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.encoder.convert import CONVERTER_VERSION as ENCODER_CONVERTER_VERSION
+from tritonft.engines import engine_for
 from tritonft.probe.endpoint import Protocol
 from tritonft.rollout.verdict import NodeGrowth
 from tritonft.spec import ModelSpec
@@ -155,7 +156,13 @@ def triton_image_args(settings: Settings, aws_provider: aws.Provider | None) -> 
         ),
         server_prebuilt=image.server_image,
         tools_prebuilt=image.tools_image,
+        engines=engines_in_use(settings),
     )
+
+
+def engines_in_use(settings: Settings) -> tuple[str, ...]:
+    """The serving engines of the stack's models, by name (sorted, once each)."""
+    return tuple(sorted({engine_for(model.family).name for model in settings.models}))
 
 
 def model_store_args(settings: Settings, target: ClusterTarget) -> ModelStoreArgs:

@@ -43,7 +43,7 @@ FT_REQUIRED_PARAMETERS = (
 )
 FT_DATA_TYPES = ("fp32", "fp16", "bf16")
 FT_INT8_MODEL_TYPES = ("GPT", "bert")
-MODEL_TYPE_FAMILY = {family.ft_model_type: family for family in Family if not family.is_encoder}
+MODEL_TYPE_FAMILY = {family.ft_model_type: family for family in Family if family.is_fastertransformer}
 """FT's ``model_type`` parameter -> family (encoders are not FT models: tritonft.encoder.check checks them)."""
 
 

@@ -13,10 +13,11 @@ from tritonft.engines.fastertransformer.versions import FT_BACKEND_COMMIT, FT_CO
 
 SERVER = REPO_ROOT / "images" / "triton-ft" / "Dockerfile"
 TOOLS = REPO_ROOT / "images" / "tools" / "Dockerfile"
+VLLM_SERVER = REPO_ROOT / "images" / "triton-vllm" / "Dockerfile"
 HADOLINT = Path(__import__("sys").executable).parent / "hadolint"
 
 
-@pytest.mark.parametrize("dockerfile", [SERVER, TOOLS], ids=["triton-ft", "tools"])
+@pytest.mark.parametrize("dockerfile", [SERVER, TOOLS, VLLM_SERVER], ids=["triton-ft", "tools", "triton-vllm"])
 def test_hadolint_reports_nothing_at_warning_level(dockerfile: Path) -> None:
     result = subprocess.run(
         [str(HADOLINT), "--failure-threshold", "warning", str(dockerfile)],
