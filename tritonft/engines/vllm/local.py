@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tritonft import vllm_env
 from tritonft.engines.vllm.repository import repository_files, write_repository
-from tritonft.engines.vllm.rules import VllmOptions, read_checkpoint
+from tritonft.engines.vllm.rules import VllmOptions, problems, read_checkpoint
 from tritonft.local_triton import LocalTriton, TritonError
 
 CPU_OPTIONS = VllmOptions(dtype="float32", max_num_seqs=16, enforce_eager=True, gpu_memory_utilization=0.9)
@@ -46,6 +46,9 @@ def render(checkpoints: Mapping[str, Path], out: Path, options: VllmOptions = CP
     for name, directory in checkpoints.items():
         config, tokenizer = read_model(directory)
         checkpoint = read_checkpoint(config, tokenizer)
+        found = problems(options, checkpoint, None, key=name)
+        if found:
+            raise ValueError(f"{directory}: " + "; ".join(found))
         files |= repository_files(name, options, str(directory.resolve()), checkpoint)
     write_repository(files, out)
     return out
