@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import re
 import sys
 from pathlib import Path
@@ -65,7 +66,7 @@ def test_the_engine_runs_in_process_with_its_kv_cache_sized_and_no_network() -> 
 
 
 def test_a_missing_libnuma_names_the_debian_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(vllm_env.ctypes.util, "find_library", lambda name: None)
+    monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
     with pytest.raises(TritonError, match=r"libnuma\.so\.1.*install Debian's libnuma1"):
         vllm_env.check_system()
 
