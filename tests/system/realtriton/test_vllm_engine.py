@@ -24,7 +24,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 
 from tests.tritonft.engines.vllm.checkpoints import VARIANTS, directory_sha256, golden, write
-from tritonft.engines.vllm import local
+from tritonft.engines.vllm import chat, local
 from tritonft.local_triton import LocalTriton
 
 MAX_MODEL_LEN = 256
@@ -151,9 +151,13 @@ def test_greedy_grpc_stream_answers_the_same_tokens_piece_by_piece(name: str, vl
     assert text == case["output_text"]
 
 
-def test_a_chat_rendered_by_the_models_own_template_answers_transformers_tokens(vllm_triton: LocalTriton) -> None:
+def test_a_chat_rendered_by_the_models_own_template_answers_transformers_tokens(
+    vllm_triton: LocalTriton, checkpoints: dict[str, Path]
+) -> None:
+    tokenizer_config = json.loads((checkpoints[NAMES[0]] / "tokenizer_config.json").read_text())
     for case in golden(NAMES[0])["chats"]:
-        prompt = case["text"].removeprefix("<s>")  # the tokenizer prepends <s> itself, as transformers' ids show
+        rendered = chat.render(tokenizer_config, case["messages"])
+        prompt = chat.prompt_for_engine(tokenizer_config, rendered, tokenizer_adds_bos=True)
         status, answer = generate(vllm_triton, NAMES[0], greedy_body(prompt))
         assert status == 200, answer
         assert answer["num_input_tokens"] == len(case["prompt_ids"])

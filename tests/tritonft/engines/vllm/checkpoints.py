@@ -64,6 +64,8 @@ CHATS: tuple[tuple[dict[str, Any], ...], ...] = (
 )
 """The conversations the goldens answer greedily after ``apply_chat_template(add_generation_prompt=True)``."""
 
+CHAT_COUNT = len(CHATS)
+
 MAX_TOKENS = 16
 
 
