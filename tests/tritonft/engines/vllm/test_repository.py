@@ -13,6 +13,7 @@ from tests.tritonft.engines.vllm.checkpoints import VARIANTS, config
 from tritonft.engines.vllm import contract
 from tritonft.engines.vllm.repository import config_pbtxt, repository_files, write_repository
 from tritonft.engines.vllm.rules import VllmOptions, read_checkpoint
+from tritonft.repo.check import check_repository
 
 MODEL_FILE = Path(contract.__file__).with_name("triton_model.py")
 CHECKPOINT = read_checkpoint(config(VARIANTS[0], 512))
@@ -111,3 +112,45 @@ def test_writing_replaces_a_previous_model_whole(tmp_path: Path) -> None:
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == ["llama/1/model.json", "llama/config.pbtxt"]
     assert (tmp_path / "llama" / "config.pbtxt").read_bytes() == files["llama/config.pbtxt"]
+
+
+def test_the_checker_accepts_the_rendered_repository(tmp_path: Path) -> None:
+    write_repository(repository_files("llama", VllmOptions(), "/m", CHECKPOINT), tmp_path)
+    assert check_repository(tmp_path) == []
+
+
+def test_the_checker_refuses_an_input_the_backend_does_not_read(tmp_path: Path) -> None:
+    files = repository_files("llama", VllmOptions(), "/m", CHECKPOINT)
+    text = (
+        files["llama/config.pbtxt"]
+        .decode()
+        .replace(
+            "input [\n", 'input [\n  {\n    name: "temperature"\n    data_type: TYPE_FP32\n    dims: [ 1 ]\n  },\n', 1
+        )
+    )
+    write_repository({**files, "llama/config.pbtxt": text.encode()}, tmp_path)
+    assert check_repository(tmp_path) == [
+        "llama/config.pbtxt: input 'temperature' is not one of the vLLM backend's: "
+        + ", ".join(t.name for t in contract.INPUTS)
+    ]
+
+
+def test_the_checker_refuses_a_mistyped_output_and_a_batching_config(tmp_path: Path) -> None:
+    files = repository_files("llama", VllmOptions(), "/m", CHECKPOINT)
+    text = files["llama/config.pbtxt"].decode()
+    text = text.replace("max_batch_size: 0", "max_batch_size: 8")
+    text = text.replace(
+        'name: "num_input_tokens"\n    data_type: TYPE_UINT32', 'name: "num_input_tokens"\n    data_type: TYPE_INT64'
+    )
+    write_repository({**files, "llama/config.pbtxt": text.encode()}, tmp_path)
+    assert check_repository(tmp_path) == [
+        "llama/config.pbtxt: max_batch_size 8: vLLM batches itself (set 0)",
+        "llama/config.pbtxt: output 'num_input_tokens' is ('TYPE_INT64', (1,)), the vLLM backend's is "
+        "('TYPE_UINT32', (1,))",
+    ]
+
+
+def test_the_checker_refuses_engine_arguments_without_a_model(tmp_path: Path) -> None:
+    files = repository_files("llama", VllmOptions(), "/m", CHECKPOINT)
+    write_repository({**files, "llama/1/model.json": b'{"dtype": "auto"}'}, tmp_path)
+    assert check_repository(tmp_path) == ["llama/1/model.json: must be an object naming the 'model'"]
