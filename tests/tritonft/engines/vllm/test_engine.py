@@ -102,3 +102,33 @@ def test_the_server_image_is_ngcs_vllm_release() -> None:
     dockerfile = (Path(__file__).parents[4] / image.dockerfile).read_text()
     assert "FROM nvcr.io/nvidia/tritonserver:${TRITON_VERSION}-vllm-python-py3" in dockerfile
     assert image.build_args == {"TRITON_VERSION": "25.12"}
+
+
+def test_the_download_job_fetches_what_vllm_loads_from_a_llama_3_repository() -> None:
+    from tritonft.download import select_files
+
+    listing = [
+        ".gitattributes",
+        "LICENSE",
+        "README.md",
+        "USE_POLICY.md",
+        "config.json",
+        "generation_config.json",
+        *(f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)),
+        "model.safetensors.index.json",
+        "original/consolidated.00.pth",
+        "original/params.json",
+        "original/tokenizer.model",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]  # meta-llama/Llama-3.1-8B-Instruct's files
+    assert select_files(listing) == [
+        "config.json",
+        "generation_config.json",
+        *(f"model-0000{i}-of-00004.safetensors" for i in range(1, 5)),
+        "model.safetensors.index.json",
+        "special_tokens_map.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
