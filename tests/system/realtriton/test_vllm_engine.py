@@ -254,3 +254,31 @@ def test_a_model_with_truncated_weights_fails_to_load_in_vllms_words(vllm_triton
     assert "Error while deserializing header" in message
     status, _ = generate(vllm_triton, NAMES[0], greedy_body("Hello"))
     assert status == 200
+
+
+def metric(text: str, name: str, model: str) -> float:
+    """The value of ``name{model="<model>",version="1"}`` in Triton's Prometheus text."""
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{model="{model}",version="1"}} '):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} for {model} not in the metrics:\n{text[:2000]}")
+
+
+def test_the_vllm_metrics_count_the_tokens_of_each_answer(vllm_triton: LocalTriton) -> None:
+    def scrape() -> str:
+        with urllib.request.urlopen(vllm_triton.metrics_url, timeout=30) as answer:
+            return str(answer.read().decode())
+
+    model = NAMES[1]
+    before = scrape()
+    case = golden(model)["prompts"][0]
+    status, _ = generate(vllm_triton, model, greedy_body(case["prompt"]))
+    assert status == 200
+    after = scrape()
+    for name, grown in (
+        ("vllm:prompt_tokens_total", len(case["prompt_ids"])),
+        ("vllm:generation_tokens_total", len(case["output_ids"])),
+        ("vllm:time_to_first_token_seconds_count", 1),
+        ("vllm:e2e_request_latency_seconds_count", 1),
+    ):
+        assert metric(after, name, model) - metric(before, name, model) == grown, name

@@ -18,7 +18,9 @@ What differs, and why: NVIDIA's backend drives ``AsyncLLM``, whose engine core a
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, 7 s) from one engine thread that admits new requests between steps, so
 requests are still batched continuously by vLLM's scheduler. A request whose sampling parameters vLLM refuses is
 answered with vLLM's error (NVIDIA's ``TritonSamplingParams.from_dict`` logs it and generates with no parameters).
-``REPORT_CUSTOM_METRICS`` and LoRA are not served by this stand-in; ``image`` inputs are refused (text models).
+With ``REPORT_CUSTOM_METRICS`` it reports NVIDIA's token counters and time-to-first-token / end-to-end latency
+histograms (same names, labels and buckets; measured per request here). LoRA is not served by this stand-in;
+``image`` inputs are refused (text models).
 
 Standalone on purpose: the stub imports it with the vLLM environment only (no ``tritonft``).
 """
@@ -29,6 +31,7 @@ import json
 import os
 import queue
 import threading
+import time
 import traceback
 import uuid
 from typing import Any
@@ -79,6 +82,8 @@ class _Request:
         self.sent_text: dict[int, int] = {}
         self.sent_tokens: dict[int, int] = {}
         self.sent_logprobs: dict[int, int] = {}
+        self.arrived = time.monotonic()
+        self.first_token_seen = False
 
 
 def _input(request: Any, name: str) -> Any:
@@ -136,6 +141,37 @@ def sampling_params(parameters: str) -> Any:
     return SamplingParams(**values)
 
 
+TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
+E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+
+
+class _Metrics:
+    """``vllm_backend`` ``src/utils/metrics.py``'s families by their names, labels ``model`` and ``version``:
+    prompt and generation token counters, time to first token and end-to-end latency (measured here per request,
+    from its admission to the engine; NVIDIA's reads vLLM's own iteration stats)."""
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        family = pb_utils.MetricFamily
+        self.prompt_tokens = family(
+            name="vllm:prompt_tokens_total", description="Number of prefill tokens processed.", kind=family.COUNTER
+        ).Metric(labels=labels)
+        self.generation_tokens = family(
+            name="vllm:generation_tokens_total",
+            description="Number of generation tokens processed.",
+            kind=family.COUNTER,
+        ).Metric(labels=labels)
+        self.ttft = family(
+            name="vllm:time_to_first_token_seconds",
+            description="Histogram of time to first token in seconds.",
+            kind=family.HISTOGRAM,
+        ).Metric(labels=labels, buckets=TTFT_BUCKETS)
+        self.e2e = family(
+            name="vllm:e2e_request_latency_seconds",
+            description="Histogram of end to end request latency in seconds.",
+            kind=family.HISTOGRAM,
+        ).Metric(labels=labels, buckets=E2E_BUCKETS)
+
+
 def _utf8_locale() -> None:
     """Text files open as UTF-8: the stub's embedded interpreter starts in the C locale (ASCII) and ignores
     ``PYTHONUTF8``, while torch's compiler reads UTF-8 templates as text when vLLM is imported."""
@@ -186,6 +222,13 @@ class TritonPythonModel:
         from vllm.v1.engine.llm_engine import LLMEngine  # type: ignore[import-not-found]
 
         self.engine = LLMEngine.from_engine_args(EngineArgs(**engine_config))
+        parameters = self.model_config.get("parameters", {})
+        report = parameters.get("REPORT_CUSTOM_METRICS", {}).get("string_value", "").lower() == "true"
+        self.metrics = (
+            _Metrics({"model": args["model_name"], "version": args["model_version"]})
+            if report and not engine_config.get("disable_log_stats", False)
+            else None
+        )
         self.incoming: queue.Queue[_Request | None] = queue.Queue()
         self.running: dict[str, _Request] = {}
         self.thread = threading.Thread(target=self._loop, name="vllm-engine", daemon=True)
@@ -256,6 +299,7 @@ class TritonPythonModel:
                         flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
                     )
                     continue
+                self._observe(item, output)
                 if item.stream or output.finished:
                     flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if output.finished else 0
                     try:
@@ -268,6 +312,18 @@ class TritonPythonModel:
                         continue
                 if output.finished:
                     del self.running[item.id]
+
+    def _observe(self, item: _Request, output: Any) -> None:
+        if self.metrics is None:
+            return
+        now = time.monotonic()
+        if not item.first_token_seen and any(c.token_ids for c in output.outputs):
+            item.first_token_seen = True
+            self.metrics.ttft.observe(now - item.arrived)
+        if output.finished:
+            self.metrics.prompt_tokens.increment(len(output.prompt_token_ids or ()))
+            self.metrics.generation_tokens.increment(sum(len(c.token_ids) for c in output.outputs))
+            self.metrics.e2e.observe(now - item.arrived)
 
     def _response(self, item: _Request, output: Any) -> Any:
         """``vllm_backend`` ``src/utils/request.py:192-305``: the new text of each completion (all of it, after the
