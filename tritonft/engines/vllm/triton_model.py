@@ -152,24 +152,31 @@ class _Metrics:
 
     def __init__(self, labels: dict[str, str]) -> None:
         family = pb_utils.MetricFamily
-        self.prompt_tokens = family(
-            name="vllm:prompt_tokens_total", description="Number of prefill tokens processed.", kind=family.COUNTER
-        ).Metric(labels=labels)
-        self.generation_tokens = family(
-            name="vllm:generation_tokens_total",
-            description="Number of generation tokens processed.",
-            kind=family.COUNTER,
-        ).Metric(labels=labels)
-        self.ttft = family(
-            name="vllm:time_to_first_token_seconds",
-            description="Histogram of time to first token in seconds.",
-            kind=family.HISTOGRAM,
-        ).Metric(labels=labels, buckets=TTFT_BUCKETS)
-        self.e2e = family(
-            name="vllm:e2e_request_latency_seconds",
-            description="Histogram of end to end request latency in seconds.",
-            kind=family.HISTOGRAM,
-        ).Metric(labels=labels, buckets=E2E_BUCKETS)
+        # The families must outlive their metrics (Triton refuses to observe a metric whose family was deleted).
+        self.families = {
+            "prompt": family(
+                name="vllm:prompt_tokens_total", description="Number of prefill tokens processed.", kind=family.COUNTER
+            ),
+            "generation": family(
+                name="vllm:generation_tokens_total",
+                description="Number of generation tokens processed.",
+                kind=family.COUNTER,
+            ),
+            "ttft": family(
+                name="vllm:time_to_first_token_seconds",
+                description="Histogram of time to first token in seconds.",
+                kind=family.HISTOGRAM,
+            ),
+            "e2e": family(
+                name="vllm:e2e_request_latency_seconds",
+                description="Histogram of end to end request latency in seconds.",
+                kind=family.HISTOGRAM,
+            ),
+        }
+        self.prompt_tokens = self.families["prompt"].Metric(labels=labels)
+        self.generation_tokens = self.families["generation"].Metric(labels=labels)
+        self.ttft = self.families["ttft"].Metric(labels=labels, buckets=TTFT_BUCKETS)
+        self.e2e = self.families["e2e"].Metric(labels=labels, buckets=E2E_BUCKETS)
 
 
 def _utf8_locale() -> None:
@@ -314,6 +321,12 @@ class TritonPythonModel:
                     del self.running[item.id]
 
     def _observe(self, item: _Request, output: Any) -> None:
+        try:
+            self._record(item, output)
+        except Exception:  # a metric never fails a request or the engine thread
+            self.logger.log_error(f"[vllm] recording metrics failed: {traceback.format_exc()}")
+
+    def _record(self, item: _Request, output: Any) -> None:
         if self.metrics is None:
             return
         now = time.monotonic()
