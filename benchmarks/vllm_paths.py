@@ -122,10 +122,12 @@ def vllm_serve(args: argparse.Namespace, env_dir: Path) -> tuple[float, dict[int
         str(env_dir / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", str(args.checkpoint),
         "--host", HOST, "--port", str(port),
         "--dtype", "float32", "--max-model-len", "256", "--max-num-seqs", "16", "--enforce-eager",
-        "--served-model-name", "m",
+        "--served-model-name", "m", "--distributed-executor-backend", "uni",
     ]  # fmt: skip
     env = vllm_env.engine_environment()
-    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING")  # vLLM's server as a user runs it: its engine-core process
+    # vLLM's server as a user runs it on one device: its engine-core process, the model executed in it ("uni"; the
+    # default's extra worker process died under this machine's load: shm broadcast "cancelled").
+    env.pop("VLLM_ENABLE_V1_MULTIPROCESSING")
     log = open(args.work / "vllm-serve.log", "wb")  # noqa: SIM115 (closed after the server stops)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
