@@ -16,7 +16,8 @@ the stub's environment. It keeps NVIDIA's contract exactly (:mod:`tritonft.engin
 What differs, and why: NVIDIA's backend drives ``AsyncLLM``, whose engine core always runs in a child process
 (each re-imports torch: ~2 minutes on this machine); this one drives vLLM's ``LLMEngine`` in the stub's process
 (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, 7 s) from one engine thread that admits new requests between steps, so
-requests are still batched continuously by vLLM's scheduler. A request whose sampling parameters vLLM refuses is
+requests are still batched continuously by vLLM's scheduler; a second thread sends the responses, as NVIDIA's
+does. A request whose sampling parameters vLLM refuses is
 answered with vLLM's error (NVIDIA's ``TritonSamplingParams.from_dict`` logs it and generates with no parameters).
 With ``REPORT_CUSTOM_METRICS`` it reports NVIDIA's token counters and time-to-first-token / end-to-end latency
 histograms (same names, labels and buckets; measured per request here). LoRA is not served by this stand-in;
@@ -84,6 +85,9 @@ class _Request:
         self.sent_logprobs: dict[int, int] = {}
         self.arrived = time.monotonic()
         self.first_token_seen = False
+        self.cancelled = False
+        """Set by the sending thread when the client cancelled; the engine thread aborts the request."""
+        self.failed = False
 
 
 def _input(request: Any, name: str) -> Any:
@@ -238,8 +242,11 @@ class TritonPythonModel:
         )
         self.incoming: queue.Queue[_Request | None] = queue.Queue()
         self.running: dict[str, _Request] = {}
+        self.outgoing: queue.Queue[tuple[_Request, Any, int] | None] = queue.Queue()
         self.thread = threading.Thread(target=self._loop, name="vllm-engine", daemon=True)
         self.thread.start()
+        self.sender_thread = threading.Thread(target=self._send_loop, name="vllm-responses", daemon=True)
+        self.sender_thread.start()
         self.logger.log_info(f"[vllm] engine ready: {engine_config.get('model')}")
 
     def execute(self, requests: list[Any]) -> None:
@@ -250,13 +257,15 @@ class TritonPythonModel:
             except Exception as exc:  # every refusal is answered, with its own words
                 self._fail(sender, exc)
 
-    def _fail(self, sender: Any, exc: BaseException) -> None:
+    def _error_response(self, exc: BaseException) -> Any:
         self.logger.log_error(f"[vllm] Error generating stream: {exc}")
-        response = pb_utils.InferenceResponse(
+        return pb_utils.InferenceResponse(
             output_tensors=[pb_utils.Tensor("text_output", np.asarray(["N/A"], dtype=self.output_dtype))],
             error=pb_utils.TritonError(f"Error generating stream: {exc}"),
         )
-        sender.send(response, flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def _fail(self, sender: Any, exc: BaseException) -> None:
+        sender.send(self._error_response(exc), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
 
     def _admit(self, item: _Request) -> None:
         try:
@@ -288,37 +297,46 @@ class TritonPythonModel:
                 outputs = self.engine.step()
             except Exception as exc:  # a failed step fails the requests in it, not the server
                 self.logger.log_error(f"[vllm] engine step failed: {traceback.format_exc()}")
-                for item in list(self.running.values()):
-                    self._fail(item.sender, exc)
+                for item in list(self.running.values()):  # after what each was already sent
+                    self.outgoing.put((item, self._error_response(exc), pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL))
                 self.running.clear()
                 continue
             for output in outputs:
                 item = self.running.get(output.request_id)
                 if item is None:
                     continue
-                if item.sender.is_cancelled():
+                if item.cancelled or item.failed:
                     self.engine.abort_request([item.id])
                     del self.running[item.id]
-                    item.sender.send(
-                        pb_utils.InferenceResponse(
+                    if item.cancelled and not item.failed:
+                        cancelled = pb_utils.InferenceResponse(
                             error=pb_utils.TritonError("Request was cancelled", pb_utils.TritonError.CANCELLED)
-                        ),
-                        flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL,
-                    )
+                        )
+                        self.outgoing.put((item, cancelled, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL))
                     continue
                 self._observe(item, output)
                 if item.stream or output.finished:
                     flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if output.finished else 0
-                    try:
-                        item.sender.send(self._response(item, output), flags=flags)
-                    except Exception:  # a client gone away ends only its request
-                        self.logger.log_error(f"[vllm] sending a response failed: {traceback.format_exc()}")
-                        if not output.finished:
-                            self.engine.abort_request([item.id])
-                        self.running.pop(item.id, None)
-                        continue
+                    self.outgoing.put((item, self._response(item, output), flags))
                 if output.finished:
                     del self.running[item.id]
+
+    def _send_loop(self) -> None:
+        """Send the engine's responses off its thread, as ``vllm_backend``'s ``_response_loop`` does
+        (``src/model.py:388-407``): the engine steps on while Triton takes the answers; a streamed request's
+        cancellation is read here after each piece."""
+        while True:
+            entry = self.outgoing.get()
+            if entry is None:
+                return
+            item, response, flags = entry
+            try:
+                item.sender.send(response, flags=flags)
+                if not flags and item.sender.is_cancelled():
+                    item.cancelled = True
+            except Exception:  # a client gone away ends only its request
+                self.logger.log_error(f"[vllm] sending a response failed: {traceback.format_exc()}")
+                item.failed = True
 
     def _observe(self, item: _Request, output: Any) -> None:
         try:
@@ -383,4 +401,6 @@ class TritonPythonModel:
     def finalize(self) -> None:
         self.incoming.put(None)
         self.thread.join(timeout=5)
+        self.outgoing.put(None)
+        self.sender_thread.join(timeout=5)
         self.logger.log_info("[vllm] Shutdown complete")
