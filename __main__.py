@@ -17,6 +17,7 @@ from components.platform.image import TritonImage
 from components.probe import IntegrationProbe
 from components.serving.service import TritonService
 from components.settings.pulumi_config import settings_from_pulumi
+from tritonft.engines import engine_for
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 
@@ -79,7 +80,7 @@ for model in settings.models:
             target=target,
             store=store,
             conversion=conversion,
-            server_image=images.server_image,
+            server_image=images.server_image_for(engine_for(model.family).name),
             htpasswd=htpasswd,
         ),
     )

@@ -55,6 +55,7 @@ from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.encoder.convert import CONVERTER_VERSION as ENCODER_CONVERTER_VERSION
+from tritonft.engines import engine_for
 from tritonft.probe.endpoint import Protocol
 from tritonft.quantity import quantity_value as exact_quantity
 from tritonft.rollout.verdict import NodeGrowth
@@ -210,7 +211,13 @@ def triton_image_args(settings: Settings, aws_provider: aws.Provider | None) -> 
         tools_prebuilt=image.tools_image,
         kms_key_arn=settings.cluster.aws.kms_key_arn if settings.cluster.aws else None,
         protect_repositories=settings.cluster.aws.protect_infrastructure if settings.cluster.aws else None,
+        engines=engines_in_use(settings),
     )
+
+
+def engines_in_use(settings: Settings) -> tuple[str, ...]:
+    """The serving engines of the stack's models, by name (sorted, once each)."""
+    return tuple(sorted({engine_for(model.family).name for model in settings.models}))
 
 
 def model_store_args(settings: Settings, target: ClusterTarget) -> ModelStoreArgs:

@@ -35,10 +35,21 @@ class Family(StrEnum):
     GPTJ = "gptj"
     BERT = "bert"
     """BERT-architecture encoders (MiniLM, all-MiniLM, BGE, E5, RoBERTa, ...): sentence embeddings or classification."""
+    LLAMA = "llama"
+    """Llama-family decoder-only LMs (Llama 2/3.x, Mistral, Qwen2/2.5/3, Gemma, Phi-3): served by vLLM through Triton's
+    vLLM backend from their own Hugging Face files (no conversion); the ``vllm`` block says which and how."""
 
     @property
     def is_encoder(self) -> bool:
         return self is Family.BERT
+
+    @property
+    def is_vllm(self) -> bool:
+        return self is Family.LLAMA
+
+    @property
+    def is_fastertransformer(self) -> bool:
+        return not self.is_encoder and not self.is_vllm
 
     @property
     def ft_model_type(self) -> str:
@@ -51,7 +62,7 @@ class Family(StrEnum):
         return {Family.T5: "encoder", Family.GPT2: "gpt", Family.GPTJ: "gptj"}[self._ft()]
 
     def _ft(self) -> Family:
-        if self.is_encoder:
+        if not self.is_fastertransformer:
             raise ValueError(f"family {self.value!r} is not served by FasterTransformer (it has no FT model type)")
         return self
 
@@ -122,6 +133,28 @@ class EncoderSpec:
         return found
 
 
+@dataclass(frozen=True)
+class VllmSpec:
+    """How a Llama-family model (``family: llama``) is served by vLLM; required there, absent elsewhere.
+
+    The checkpoint's facts the ``architecture`` block lacks (``config.json`` ``architectures``, KV heads, QKV bias, the
+    file dtype) and the engine arguments a stack sets (vLLM's names in ``model.json``); the tensor-parallel size is
+    the spec's ``tensor_parallel``. Checked against vLLM's own rules by :mod:`tritonft.engines.vllm.rules`.
+    """
+
+    architecture: str = "LlamaForCausalLM"
+    num_kv_heads: int = 0
+    """KV heads (grouped-query attention); 0: as many as attention heads."""
+    qkv_bias: bool = False
+    checkpoint_dtype: str = "bfloat16"
+    """``config.json`` ``torch_dtype``: what the weights take on the model store."""
+    max_model_len: int | None = None
+    gpu_memory_utilization: float = 0.9
+    max_num_seqs: int = 64
+    dtype: str = "auto"
+    enable_prefix_caching: bool = True
+
+
 class Device(StrEnum):
     """Where one replica of a model runs."""
 
@@ -183,7 +216,9 @@ class Architecture:
         return self.num_heads * self.head_size
 
 
-def parameter_count(family: Family, arch: Architecture, encoder: EncoderSpec | None = None) -> int:
+def parameter_count(
+    family: Family, arch: Architecture, encoder: EncoderSpec | None = None, vllm: VllmSpec | None = None
+) -> int:
     """Exact parameter count of the served model (the tensors the converter writes, ties counted once).
 
     T5: shared embedding (+ untied LM head), encoder blocks (q,k,v,o + FFN + 2 norms), decoder blocks (self q,k,v,o +
@@ -195,6 +230,12 @@ def parameter_count(family: Family, arch: Architecture, encoder: EncoderSpec | N
     tensors the ONNX graph holds (:func:`tritonft.encoder.graph.required_tensors`).
     """
     d, inner, f, v = arch.d_model, arch.inner_size, arch.d_ff, arch.vocab_size
+    if family is Family.LLAMA:
+        kv_heads = (vllm.num_kv_heads if vllm else 0) or arch.num_heads
+        kv = kv_heads * arch.head_size
+        attention = 2 * d * inner + 2 * d * kv + ((inner + 2 * kv) if vllm and vllm.qkv_bias else 0)
+        per_layer = attention + 3 * d * f + 2 * d
+        return v * d * (1 if arch.tied_embeddings else 2) + arch.num_layers * per_layer + d
     if family is Family.BERT:
         if encoder is None:
             raise ValueError("the parameter count of a bert model needs its encoder spec (task, labels)")
@@ -263,6 +304,8 @@ class ModelSpec:
     """The encoder's task (``family: bert`` only; required there). Absent from the JSON of the generators."""
     device: Device = Device.GPU
     """GPU or CPU nodes (``cpu``: encoders only). Absent from the JSON when ``gpu``."""
+    vllm: VllmSpec | None = None
+    """How vLLM serves the model (``family: llama`` only; required there). Absent from the JSON of the others."""
 
     def __post_init__(self) -> None:
         problems = self.problems()
@@ -277,6 +320,10 @@ class ModelSpec:
             return [f"family: {self.family!r} is not one of {', '.join(f.value for f in Family)}"]
         if self.device not in tuple(Device):
             return [f"device: {self.device!r} is not one of {', '.join(d.value for d in Device)}"]
+        if family.is_vllm:
+            return self._vllm_problems()
+        if self.vllm is not None:
+            return [f"vllm: only for family llama (served by vLLM), not {family}"]
         if not family.is_encoder:
             found = [] if self.encoder is None else [f"encoder: only for encoder families (bert), not {family}"]
             if self.device == Device.CPU:
@@ -293,6 +340,20 @@ class ModelSpec:
             found.append("architecture.max_positions: required for an encoder (its position table)")
         return found
 
+    def _vllm_problems(self) -> list[str]:
+        found = []
+        if self.vllm is None:
+            found.append("vllm: required for family llama (at least its architecture and KV heads)")
+        if self.encoder is not None:
+            found.append("encoder: only for encoder families (bert), not llama")
+        if self.device == Device.CPU:
+            found.append("device: cpu is for encoders only; vLLM's Llama-family models run on GPUs")
+        if self.pipeline_parallel != 1:
+            found.append("pipeline_parallel: vLLM models are split by tensor_parallel only (set it to 1)")
+        if self.int8_mode:
+            found.append("int8_mode: a FasterTransformer option, not for a vLLM model")
+        return found
+
     @property
     def gpus(self) -> int:
         """GPUs one model replica occupies (0 on CPU nodes)."""
@@ -307,7 +368,7 @@ class ModelSpec:
 
     @property
     def parameters(self) -> int:
-        return parameter_count(self.family, self.architecture, self.encoder)
+        return parameter_count(self.family, self.architecture, self.encoder, self.vllm)
 
     @property
     def output_width(self) -> int:
@@ -345,6 +406,8 @@ class ModelSpec:
         }
         if self.encoder is not None:  # the encoder's task, pooling and limits are in its converted graph
             key["encoder"] = _plain(asdict(self.encoder))
+        if self.vllm is not None:  # vLLM serves the downloaded files: only what names them keys them
+            key = {"repo": self.hf_repo, "revision": self.revision, "family": str(self.family), "engine": "vllm"}
         material = json.dumps(key, sort_keys=True)
         return hashlib.sha256(material.encode()).hexdigest()[:10]
 
@@ -353,6 +416,8 @@ class ModelSpec:
         plain = _plain(asdict(self))
         if self.encoder is None:
             del plain["encoder"]
+        if self.vllm is None:
+            del plain["vllm"]
         if self.device == Device.GPU:
             del plain["device"]
         return json.dumps(plain, sort_keys=True, separators=(",", ":"))
@@ -380,12 +445,13 @@ class ModelSpec:
             batching_raw = dict(raw.get("batching") or {})
             if "preferred_batch_sizes" in batching_raw:
                 batching_raw["preferred_batch_sizes"] = tuple(batching_raw["preferred_batch_sizes"])
-            base = {k: v for k, v in raw.items() if k not in ("architecture", "batching", "encoder")}
+            base = {k: v for k, v in raw.items() if k not in ("architecture", "batching", "encoder", "vllm")}
             spec = cls(
                 **base,
                 architecture=arch,
                 batching=Batching(**batching_raw),
                 encoder=_encoder_from_dict(raw.get("encoder")),
+                vllm=_vllm_from_dict(raw.get("vllm")),
             )
             return replace(
                 spec,
@@ -424,6 +490,18 @@ def _encoder_from_dict(raw: Any) -> EncoderSpec | None:
     return EncoderSpec(**values)
 
 
+def _vllm_from_dict(raw: Any) -> VllmSpec | None:
+    if raw is None:
+        return None
+    known = {f.name for f in fields(VllmSpec)}
+    if not isinstance(raw, dict):
+        raise ValueError(f"model spec vllm must be an object with the fields {sorted(known)}")
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ValueError(f"model spec vllm has unknown field(s) {unknown}; known: {sorted(known)}")
+    return VllmSpec(**raw)
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, StrEnum):
         return str(value)
@@ -447,6 +525,7 @@ __all__ = [
     "Family",
     "ModelSpec",
     "Pooling",
+    "VllmSpec",
     "WeightDType",
     "ceil_div",
     "parameter_count",

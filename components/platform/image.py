@@ -1,4 +1,6 @@
-"""Container images of the stack: the Triton + FasterTransformer server image and the ``tritonft`` tools image.
+"""Container images of the stack: the Triton + FasterTransformer server image, one more server image per other serving
+engine in use whose backend FT's image lacks (vLLM: NGC's ``-vllm-python-py3`` release), and the ``tritonft`` tools
+image.
 
 Each is either built from this repository's Dockerfile and pushed to its own ECR repository (immutable,
 content-derived tags, registry build cache outside prod) or a prebuilt reference the user pins by digest. Workloads
@@ -22,6 +24,8 @@ import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 
 from components.platform.aws.decisions import is_prod
+from tritonft.engines import ENGINES
+from tritonft.engines.base import ServerImage
 from tritonft.engines.fastertransformer import ENGINE as FASTERTRANSFORMER
 from tritonft.engines.fastertransformer import server_build_args as ft_build_args
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
@@ -81,6 +85,21 @@ def repository_encryption(kms_key_arn: str | None) -> aws.ecr.RepositoryEncrypti
     return aws.ecr.RepositoryEncryptionConfigurationArgs(encryption_type="AES256")
 
 
+def extra_server_images(engines: Sequence[str]) -> dict[str, ServerImage]:
+    """The server images beyond FasterTransformer's that ``engines`` (names, the stack's engines in use) need, by
+    engine: one per engine whose image differs from FT's (ONNX Runtime shares FT's; vLLM has NGC's vLLM release).
+    An unknown name is a :class:`UserError`."""
+    known = {engine.name: engine for engine in ENGINES}
+    unknown = sorted(set(engines) - set(known))
+    if unknown:
+        raise UserError(f"images: no serving engine named {unknown}; the engines are {sorted(known)}")
+    return {
+        name: known[name].server_image
+        for name in sorted(set(engines))
+        if known[name].server_image != FASTERTRANSFORMER.server_image
+    }
+
+
 def server_build_args(build: ImageBuild) -> dict[str, str]:
     return ft_build_args(build.triton_version, build.ft_backend_commit, build.ft_commit, build.cuda_archs)
 
@@ -123,6 +142,11 @@ class TritonImageArgs:
     """Customer-managed KMS key the ECR repositories are encrypted with; None = AES-256 (AWS-managed)."""
     protect_repositories: bool | None = None
     """``protect`` the ECR repositories against ``pulumi destroy``; None = only in prod."""
+    engines: tuple[str, ...] = ()
+    """The serving engines the stack's models use (names); each engine whose server image is not FT's gets its own,
+    built from its Dockerfile into ``<prefix>/server-<engine>`` (or given prebuilt in ``engine_prebuilt``)."""
+    engine_prebuilt: Mapping[str, str] = field(default_factory=dict)
+    """A prebuilt server image (``repo@sha256:...``) by engine name, instead of building that engine's."""
 
 
 class TritonImage(pulumi.ComponentResource):
@@ -132,11 +156,20 @@ class TritonImage(pulumi.ComponentResource):
     """Triton + FasterTransformer server image, ``repository@sha256:...``."""
     tools_image: pulumi.Output[str]
     """``tritonft`` tools image (download, convert, probe Jobs), ``repository@sha256:...``."""
+    engine_images: dict[str, pulumi.Output[str]]
+    """The server image of every engine in use whose image is not FT's, by engine name."""
 
     def __init__(self, name: str, args: TritonImageArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         server_ref = validate_prebuilt("serverImage", args.server_prebuilt) if args.server_prebuilt else None
         tools_ref = validate_prebuilt("toolsImage", args.tools_prebuilt) if args.tools_prebuilt else None
-        if (server_ref is None or tools_ref is None) and args.aws_provider is None and not args.registry:
+        extra = extra_server_images(args.engines)
+        engine_refs = {
+            engine: validate_prebuilt(f"engineImages.{engine}", args.engine_prebuilt[engine])
+            for engine in extra
+            if engine in args.engine_prebuilt
+        }
+        to_build = [engine for engine in extra if engine not in engine_refs]
+        if (server_ref is None or tools_ref is None or to_build) and args.aws_provider is None and not args.registry:
             raise UserError(
                 "images: building an image needs somewhere to push it: ECR (aws_provider) or a registry "
                 "(imageRegistry); or give both images prebuilt and pinned by digest"
@@ -145,7 +178,7 @@ class TritonImage(pulumi.ComponentResource):
         self._args = args
         root = Path(args.build.context_dir)
         cache: aws.ecr.Repository | None = None
-        if server_ref is None or tools_ref is None:
+        if server_ref is None or tools_ref is None or to_build:
             if args.aws_provider is not None and uses_build_cache(args.environment):
                 cache = self._repository(f"{name}-build-cache", f"{args.repository_prefix}/build-cache", mutable=True)
             self._docker = docker_build.Provider(f"{name}-docker-build", opts=pulumi.ResourceOptions(parent=self))
@@ -174,7 +207,33 @@ class TritonImage(pulumi.ComponentResource):
             )
         else:
             self.tools_image = pulumi.Output.from_input(tools_ref)
-        self.register_outputs({"server_image": self.server_image, "tools_image": self.tools_image})
+        self.engine_images = {}
+        for engine, image in extra.items():
+            if engine in engine_refs:
+                self.engine_images[engine] = pulumi.Output.from_input(engine_refs[engine])
+                continue
+            self.engine_images[engine] = self._build(
+                f"{name}-server-{engine}",
+                f"{args.repository_prefix}/server-{engine}",
+                context=str(root / Path(image.dockerfile).parent),
+                dockerfile=str(root / image.dockerfile),
+                tag=content_tag(
+                    root,
+                    image.inputs,
+                    image.build_args,
+                    prefix=f"{engine}-{image.build_args.get('TRITON_VERSION', 'c')}",
+                ),
+                build_args=dict(image.build_args),
+                cache=cache,
+            )
+        outputs: dict[str, object] = {"server_image": self.server_image, "tools_image": self.tools_image}
+        if self.engine_images:
+            outputs["engine_images"] = self.engine_images
+        self.register_outputs(outputs)
+
+    def server_image_for(self, engine: str) -> pulumi.Output[str]:
+        """The server image a model of ``engine`` runs in: its own when it has one, else FT's."""
+        return self.engine_images.get(engine, self.server_image)
 
     def _repository(self, resource_name: str, repo_name: str, *, mutable: bool = False) -> aws.ecr.Repository:
         """An ECR repository; images scanned on push; force-deleted with its images only outside prod."""

@@ -1,8 +1,9 @@
 """Serving engines, chosen by the model's family (see :mod:`tritonft.engines.base` for the seam).
 
-Registered: FasterTransformer (T5, GPT-2, GPT-J) and ONNX Runtime (BERT encoders). Another engine is a package
-under ``tritonft/engines/`` whose object satisfies :class:`~tritonft.engines.base.ServingEngine`, its families
-added to :class:`tritonft.spec.Family`, and one entry in :data:`ENGINES`.
+Registered: FasterTransformer (T5, GPT-2, GPT-J), ONNX Runtime (BERT encoders) and vLLM (the Llama family).
+Another engine is a package under ``tritonft/engines/`` whose object satisfies
+:class:`~tritonft.engines.base.ServingEngine`, its families added to :class:`tritonft.spec.Family`, and one entry in
+:data:`ENGINES`.
 """
 
 from __future__ import annotations
@@ -13,12 +14,21 @@ from pathlib import Path
 from tritonft.engines.base import ServingEngine
 from tritonft.engines.fastertransformer import ENGINE as FASTERTRANSFORMER
 from tritonft.engines.onnxruntime import ENGINE as ONNXRUNTIME
+from tritonft.engines.vllm.engine import ENGINE as VLLM
 from tritonft.errors import UserError
 from tritonft.spec import Family
 
-__all__ = ["ENGINES", "FASTERTRANSFORMER", "ONNXRUNTIME", "ServingEngine", "engine_for", "engine_for_checkpoint"]
+__all__ = [
+    "ENGINES",
+    "FASTERTRANSFORMER",
+    "ONNXRUNTIME",
+    "VLLM",
+    "ServingEngine",
+    "engine_for",
+    "engine_for_checkpoint",
+]
 
-ENGINES: tuple[ServingEngine, ...] = (FASTERTRANSFORMER, ONNXRUNTIME)
+ENGINES: tuple[ServingEngine, ...] = (FASTERTRANSFORMER, ONNXRUNTIME, VLLM)
 """Every registered engine; each family belongs to exactly one."""
 
 

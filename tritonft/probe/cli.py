@@ -93,7 +93,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--family",
-        choices=[f.value for f in Family if not f.is_encoder],
+        choices=[f.value for f in Family if f.is_fastertransformer],
         default=None,
         help="model family for the answer check (t5: BLEU on the bundled en->de set; gpt2/gptj: non-empty "
         "continuation); without it only a non-empty text answer is required",

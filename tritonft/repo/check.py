@@ -7,6 +7,8 @@ Checks, for every model directory with a ``config.pbtxt``:
 * FasterTransformer models follow the backend's rules (ft-format.md §6) and, when the converted checkpoint is in the
   repository, agree with its ``config.ini`` and ``<N>-gpu`` files on TP, family and weight dtype (the dtype is
   compared with the provenance spec file ``tritonft-spec.json`` written next to ``config.pbtxt``);
+* vLLM models (``backend: "vllm"``): NVIDIA's backend contract only, ``model.json`` naming the model
+  (:mod:`tritonft.engines.vllm.check`);
 * ensembles: every step's model exists; each mapped name is an input/output of that model; every required input is
   fed; every tensor has exactly one producer whose dtype and dims match each consumer (``-1`` matches any size);
   optional ensemble inputs feed only optional step inputs; no step mixes tensors from different decoupled models;
@@ -26,6 +28,8 @@ from google.protobuf import text_format  # type: ignore[import-untyped]  # no ty
 from tritonclient.grpc import model_config_pb2 as mc
 
 from tritonft.encoder.check import is_onnx_model, onnx_model_problems
+from tritonft.engines.vllm.check import vllm_model_problems
+from tritonft.engines.vllm.contract import BACKEND as VLLM_BACKEND
 from tritonft.repo.checkpoint import CONFIG_INI, CheckpointIni, checkpoint_dir_problems, ini_problems
 from tritonft.repo.engine import is_reference
 from tritonft.repo.naming import SPEC_FILE
@@ -43,7 +47,7 @@ FT_REQUIRED_PARAMETERS = (
 )
 FT_DATA_TYPES = ("fp32", "fp16", "bf16")
 FT_INT8_MODEL_TYPES = ("GPT", "bert")
-MODEL_TYPE_FAMILY = {family.ft_model_type: family for family in Family if not family.is_encoder}
+MODEL_TYPE_FAMILY = {family.ft_model_type: family for family in Family if family.is_fastertransformer}
 """FT's ``model_type`` parameter -> family (encoders are not FT models: tritonft.encoder.check checks them)."""
 
 
@@ -114,6 +118,8 @@ def _model_problems(model: Model, root: Path, require_checkpoint: bool) -> list[
         problems += ft_problems(model, root, require_checkpoint)
     if is_onnx:
         problems += onnx_model_problems(model.directory, config, model.versions, require_checkpoint)
+    if config.backend == VLLM_BACKEND:
+        problems += vllm_model_problems(model.directory, config, model.versions)
     return problems
 
 

@@ -14,10 +14,13 @@ from tritonft.engines.fastertransformer.versions import FT_BACKEND_COMMIT, FT_CO
 SERVER = REPO_ROOT / "images" / "triton-ft" / "Dockerfile"
 TOOLS = REPO_ROOT / "images" / "tools" / "Dockerfile"
 BENCH = REPO_ROOT / "images" / "bench" / "Dockerfile"
+VLLM_SERVER = REPO_ROOT / "images" / "triton-vllm" / "Dockerfile"
 HADOLINT = Path(__import__("sys").executable).parent / "hadolint"
 
 
-@pytest.mark.parametrize("dockerfile", [SERVER, TOOLS, BENCH], ids=["triton-ft", "tools", "bench"])
+@pytest.mark.parametrize(
+    "dockerfile", [SERVER, TOOLS, BENCH, VLLM_SERVER], ids=["triton-ft", "tools", "bench", "triton-vllm"]
+)
 def test_hadolint_reports_nothing_at_warning_level(dockerfile: Path) -> None:
     result = subprocess.run(
         [str(HADOLINT), "--failure-threshold", "warning", str(dockerfile)],

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from components.platform.image import content_tag, validate_prebuilt
+from components.platform.image import content_tag, extra_server_images, validate_prebuilt
 from tests.components.platform.aws.helpers import build_platform_and_images, provider_ref
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT
 from tritonft.errors import UserError
@@ -162,3 +162,36 @@ def test_repositories_use_aes256_without_a_key(mocks: RecordingMocks) -> None:
     build_platform_and_images("staging")
     for repo in mocks.of_type(REPO):
         assert repo.inputs["encryptionConfigurations"] == [{"encryptionType": "AES256"}]
+
+
+def test_ft_and_onnxruntime_models_need_no_second_server_image() -> None:
+    assert extra_server_images(["fastertransformer", "onnxruntime"]) == {}
+
+
+def test_vllm_models_get_ngcs_vllm_release_as_their_own_server_image(mocks: RecordingMocks) -> None:
+    built = build_platform_and_images(engines=("fastertransformer", "vllm"))
+    images = {r.name: r.inputs for r in mocks.of_type(IMAGE)}
+    assert sorted(images) == ["img-server", "img-server-vllm", "img-tools"]
+    vllm = images["img-server-vllm"]
+    assert vllm["dockerfile"]["location"].endswith("images/triton-vllm/Dockerfile")
+    assert vllm["buildArgs"] == {"TRITON_VERSION": "25.12"}
+    assert re.match(r"^.*/triton-ft/server-vllm:vllm-25\.12-[0-9a-f]{20}$", vllm["tags"][0])
+    assert built["images"].engine_images.keys() == {"vllm"}
+
+
+def test_an_engines_prebuilt_server_image_must_be_pinned_by_digest(mocks: RecordingMocks) -> None:
+    with pytest.raises(UserError, match=r"images\.engineImages\.vllm: 'nvcr\.io/nvidia/tritonserver:25\.12-vllm"):
+        build_platform_and_images(
+            engines=("vllm",), engine_prebuilt={"vllm": "nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3"}
+        )
+
+
+def test_an_engines_prebuilt_server_image_pinned_by_digest_is_not_built(mocks: RecordingMocks) -> None:
+    ref = f"nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3@{DIGEST}"
+    build_platform_and_images(engines=("vllm",), engine_prebuilt={"vllm": ref})
+    assert sorted(r.name for r in mocks.of_type(IMAGE)) == ["img-server", "img-tools"]
+
+
+def test_an_unknown_engine_is_named() -> None:
+    with pytest.raises(UserError, match=r"no serving engine named \['tensorrt'\]"):
+        extra_server_images(["tensorrt"])

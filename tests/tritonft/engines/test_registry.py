@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.components.fixtures import T5_SMALL
-from tritonft.engines import ENGINES, FASTERTRANSFORMER, ONNXRUNTIME, engine_for, engine_for_checkpoint
+from tritonft.engines import ENGINES, FASTERTRANSFORMER, ONNXRUNTIME, VLLM, engine_for, engine_for_checkpoint
 from tritonft.engines.base import ServingEngine
 from tritonft.errors import UserError
 from tritonft.repo.render import render_repository_files
@@ -26,13 +26,24 @@ def test_the_generators_are_served_by_fastertransformer(family: Family) -> None:
     assert engine_for(family) is FASTERTRANSFORMER
 
 
+def test_the_llama_family_is_served_by_vllm() -> None:
+    assert engine_for(Family.LLAMA) is VLLM and engine_for("llama") is VLLM
+
+
+@pytest.mark.parametrize("model_type", ["llama", "mistral", "qwen2", "qwen3", "gemma"])
+def test_llama_family_checkpoints_go_to_vllm(tmp_path: Path, model_type: str) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    assert engine_for_checkpoint(tmp_path) is VLLM
+
+
 def test_the_encoders_are_served_by_onnxruntime() -> None:
     assert engine_for(Family.BERT) is ONNXRUNTIME and engine_for("bert") is ONNXRUNTIME
 
 
 def test_an_unknown_family_names_the_families_served() -> None:
     with pytest.raises(
-        UserError, match="no serving engine for model family 'roberta'; the families served are bert, gpt2, gptj, t5"
+        UserError,
+        match="no serving engine for model family 'roberta'; the families served are bert, gpt2, gptj, llama, t5",
     ):
         engine_for("roberta")
 
@@ -47,11 +58,11 @@ def test_a_checkpoint_goes_to_the_engine_of_its_model_type(tmp_path: Path, model
 
 
 def test_a_checkpoint_of_an_unknown_model_type_lists_every_engine_model_type(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "mamba"}))
     with pytest.raises(UserError) as err:
         engine_for_checkpoint(tmp_path)
     known = [t for e in ENGINES for t in e.model_types]
-    assert "model_type = 'llama' is not a supported family" in str(err.value)
+    assert "model_type = 'mamba' is not a supported family" in str(err.value)
     assert all(t in str(err.value) for t in known) and "--family" in str(err.value)
 
 
@@ -72,7 +83,16 @@ def test_the_server_image_inputs_include_its_dockerfile_and_exist(engine: Servin
     root = Path(__file__).resolve().parents[3]
     assert image.dockerfile in image.inputs
     assert all((root / path).is_file() for path in image.inputs)
-    assert set(image.build_args) == {"TRITON_VERSION", "FT_BACKEND_COMMIT", "FT_COMMIT", "CUDA_ARCHS"}
+    assert "TRITON_VERSION" in image.build_args
+
+
+def test_the_fastertransformer_image_is_built_from_the_pinned_ft_commits() -> None:
+    assert set(FASTERTRANSFORMER.server_image.build_args) == {
+        "TRITON_VERSION",
+        "FT_BACKEND_COMMIT",
+        "FT_COMMIT",
+        "CUDA_ARCHS",
+    }
 
 
 def test_encoders_run_in_fastertransformers_server_image_which_ships_the_onnxruntime_backend() -> None:

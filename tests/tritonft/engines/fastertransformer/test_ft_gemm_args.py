@@ -58,7 +58,7 @@ MEANINGS: dict[str, Meaning] = {
 }
 
 REPOS = {Family.T5: "t5-base", Family.GPT2: "gpt2", Family.GPTJ: "EleutherAI/gpt-j-6b"}
-FT_FAMILIES = [f for f in Family if not f.is_encoder]
+FT_FAMILIES = [f for f in Family if f.is_fastertransformer]
 
 
 def model(family: Family, tp: int, dtype: DataType, **changes: Any) -> ModelSpec:

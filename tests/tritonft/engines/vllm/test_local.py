@@ -1,0 +1,39 @@
+"""Rendering local checkpoints for the real Triton: what vLLM would refuse is refused before any server starts."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.tritonft.engines.vllm.checkpoints import VARIANTS, write
+from tritonft.engines.vllm import local
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write(VARIANTS[0], tmp_path_factory.mktemp("ckpt") / "tiny-llama")
+
+
+def test_a_local_checkpoint_is_served_from_its_own_directory_in_float32(llama_dir: Path, tmp_path: Path) -> None:
+    local.render({"tiny": llama_dir}, tmp_path)
+    args = json.loads((tmp_path / "tiny" / "1" / "model.json").read_text())
+    assert args["model"] == str(llama_dir.resolve())
+    assert (args["dtype"], args["enforce_eager"], args["max_model_len"]) == ("float32", True, 512)
+
+
+def test_a_max_model_len_beyond_the_positions_is_refused_before_serving(llama_dir: Path, tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"maxModelLen: 4096 exceeds the model's 512 positions"):
+        local.render({"tiny": llama_dir}, tmp_path, replace(local.CPU_OPTIONS, max_model_len=4096))
+    assert not (tmp_path / "tiny").exists()
+
+
+def test_an_architecture_vllm_does_not_serve_here_is_refused(llama_dir: Path, tmp_path: Path) -> None:
+    other = tmp_path / "gpt2"
+    other.mkdir()
+    config = json.loads((llama_dir / "config.json").read_text()) | {"architectures": ["GPT2LMHeadModel"]}
+    (other / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=r"architectures \['GPT2LMHeadModel'\]: not served through vLLM 0\.32\.0"):
+        local.render({"gpt2": other}, tmp_path / "repo")

@@ -1,0 +1,113 @@
+"""vLLM behind the engine seam: the Llama family, served from the downloaded Hugging Face files (no conversion)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, ServerImage
+from tritonft.engines.vllm.repository import repository_files, write_repository
+from tritonft.engines.vllm.rules import DTYPE_BYTES, Checkpoint, VllmOptions
+from tritonft.engines.vllm.versions import SERVER_DOCKERFILE, TRITON_VERSION
+from tritonft.errors import UserError
+from tritonft.spec import Family, ModelSpec, VllmSpec
+
+MODEL_TYPES: Mapping[str, Family] = dict.fromkeys(
+    ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"), Family.LLAMA
+)
+"""``config.json`` ``model_type`` of the architectures in :data:`tritonft.engines.vllm.rules.ARCHITECTURES`."""
+HF_DIR = "hf"
+"""The downloaded checkpoints live on the store under ``<model_root>/hf/<name>/<revision>``."""
+
+
+def _vllm(spec: ModelSpec) -> VllmSpec:
+    if spec.family is not Family.LLAMA or spec.vllm is None:
+        raise UserError(f"model {spec.name!r} ({spec.family}) is not a Llama-family model served by vLLM")
+    return spec.vllm
+
+
+def options_of(spec: ModelSpec) -> VllmOptions:
+    """The engine arguments ``spec`` sets (its ``tensor_parallel`` is vLLM's ``tensor_parallel_size``)."""
+    v = _vllm(spec)
+    return VllmOptions(
+        max_model_len=v.max_model_len,
+        gpu_memory_utilization=v.gpu_memory_utilization,
+        max_num_seqs=v.max_num_seqs,
+        dtype=v.dtype,
+        enable_prefix_caching=v.enable_prefix_caching,
+        tensor_parallel_size=spec.tensor_parallel,
+    )
+
+
+def checkpoint_of(spec: ModelSpec) -> Checkpoint:
+    """The checkpoint's facts as the spec states them (its ``architecture`` block and ``vllm`` block)."""
+    v, arch = _vllm(spec), spec.architecture
+    return Checkpoint(
+        architecture=v.architecture,
+        model_type="",
+        hidden_size=arch.d_model,
+        num_layers=arch.num_layers,
+        num_heads=arch.num_heads,
+        num_kv_heads=v.num_kv_heads or arch.num_heads,
+        head_dim=arch.head_size,
+        intermediate_size=arch.d_ff,
+        vocab_size=arch.vocab_size,
+        max_positions=arch.max_positions,
+        torch_dtype=v.checkpoint_dtype,
+        tied_embeddings=arch.tied_embeddings,
+        qkv_bias=v.qkv_bias,
+    )
+
+
+def model_path(spec: ModelSpec, model_root: str = "/models") -> str:
+    """Where the download Job puts ``spec``'s Hugging Face files on the store (``model.json``'s ``model``)."""
+    return f"{model_root.rstrip('/')}/{HF_DIR}/{spec.name}/{spec.revision}"
+
+
+class Vllm:
+    """The :class:`tritonft.engines.base.ServingEngine` of Triton's vLLM backend."""
+
+    name = "vllm"
+    families = frozenset({Family.LLAMA})
+    model_types = MODEL_TYPES
+    server_image = ServerImage(
+        dockerfile=SERVER_DOCKERFILE,
+        inputs=(SERVER_DOCKERFILE,),
+        build_args={"TRITON_VERSION": TRITON_VERSION},
+    )
+
+    def convert(self, request: ConvertRequest) -> ConvertOutcome:
+        raise UserError(
+            f"{request.input_dir}: a vLLM model is not converted; vLLM loads the Hugging Face files as downloaded "
+            "(`tritonft repo` renders its repository)"
+        )
+
+    def repository_files(self, spec: ModelSpec, model_root: str = "/models") -> dict[str, bytes]:
+        return repository_files(spec.name, options_of(spec), model_path(spec, model_root), checkpoint_of(spec))
+
+    def write_repository(
+        self,
+        spec: ModelSpec,
+        out_dir: Path,
+        checkpoint_dir: Path | None = None,
+        *,
+        tokenizer_dir: Path | None = None,
+        model_root: str = "/models",
+        checkpoint_path: str | None = None,
+        cpu_stand_in: bool = False,
+    ) -> RenderedRepository:
+        """``checkpoint_path`` (else the store's path) becomes ``model.json``'s ``model``; ``cpu_stand_in`` changes
+        nothing in the files: the CPU serves the same repository with the project's ``vllm`` backend."""
+        path = checkpoint_path or model_path(spec, model_root)
+        files = repository_files(spec.name, options_of(spec), path, checkpoint_of(spec))
+        models = write_repository(files, out_dir)
+        return RenderedRepository(
+            root=out_dir, models=tuple(models), files=tuple(sorted(files)), config_source=None, tokenizer=()
+        )
+
+    def converted_bytes(self, spec: ModelSpec) -> int:
+        """The Hugging Face weights as downloaded (their ``torch_dtype``)."""
+        return spec.parameters * DTYPE_BYTES.get(_vllm(spec).checkpoint_dtype, 2)
+
+
+ENGINE = Vllm()

