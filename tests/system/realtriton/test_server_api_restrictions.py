@@ -189,8 +189,7 @@ def test_the_gateway_serves_embeddings_from_the_restricted_server_and_the_probe_
 def triton_2_33(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """Triton 2.33.0 with the flags the FT image's pods run with, on an empty repository: (HTTP, gRPC) addresses."""
     site = sorted(TRITON_2_33.glob("lib/python3*/site-packages"))
-    if not site:
-        pytest.skip(f"no Triton 2.33 at {TRITON_2_33} (nvidia-pytriton 0.2.x)")
+    assert site, f"no Triton 2.33 at {TRITON_2_33} (nvidia-pytriton 0.2.x): run `bash scripts/setup/triton.sh`"
     server = site[0] / "pytriton" / "tritonserver"
     repository = tmp_path_factory.mktemp("empty-repo")
     log = tmp_path_factory.mktemp("triton-2.33-log") / "tritonserver.log"
