@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
-from components.platform.image import content_tag, validate_prebuilt
+from components.platform.image import validate_prebuilt
 from tests.components.platform.aws.helpers import build_platform_and_images, provider_ref
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT
 from tritonft.errors import UserError
@@ -101,26 +100,3 @@ def test_a_tag_only_prebuilt_reference_is_a_clear_error() -> None:
 def test_a_digest_with_the_wrong_length_is_rejected() -> None:
     with pytest.raises(UserError):
         validate_prebuilt("toolsImage", "acme/tools@sha256:abc123")
-
-
-def test_content_tag_changes_with_a_copied_file_or_a_build_argument(tmp_path: Path) -> None:
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
-    first = content_tag(tmp_path, ["pkg"], {"V": "1"})
-    assert content_tag(tmp_path, ["pkg"], {"V": "1"}) == first
-    assert content_tag(tmp_path, ["pkg"], {"V": "2"}) != first
-    (tmp_path / "pkg" / "a.py").write_text("x = 2\n")
-    assert content_tag(tmp_path, ["pkg"], {"V": "1"}) != first
-
-
-def test_content_tag_ignores_bytecode_caches(tmp_path: Path) -> None:
-    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
-    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
-    before = content_tag(tmp_path, ["pkg"], {})
-    (tmp_path / "pkg" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\x00")
-    assert content_tag(tmp_path, ["pkg"], {}) == before
-
-
-def test_a_missing_build_input_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match=r"'uv\.lock' not found"):
-        content_tag(tmp_path, ["uv.lock"], {})
