@@ -18,7 +18,6 @@ from components.common.target import ClusterTarget
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 
-
 ELASTIC_NOMINAL_GI = 100
 """What an elastic store's claim requests when no size is set. EFS ignores the number (a file system grows and is
 billed by the bytes stored), but a claim must request something."""
