@@ -12,6 +12,7 @@ its tag is derived from what the docker-build provider's own change detection re
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,26 @@ SERVER_DOCKERFILE = FASTERTRANSFORMER.server_image.dockerfile
 SERVER_CONTEXT = str(Path(SERVER_DOCKERFILE).parent)
 """A server image is built from its Dockerfile's own folder (``images/triton-ft/``), whose ``.dockerignore`` sends
 only what the Dockerfile copies."""
+
+
+LIFECYCLE_POLICY = json.dumps(
+    {
+        "rules": [
+            {
+                "rulePriority": 1,
+                "description": "untagged images (overwritten caches, interrupted pushes) expire after 14 days",
+                "selection": {
+                    "tagStatus": "untagged",
+                    "countType": "sinceImagePushed",
+                    "countUnit": "days",
+                    "countNumber": 14,
+                },
+                "action": {"type": "expire"},
+            }
+        ]
+    }
+)
+"""Tagged images are what stacks deploy (by digest, under a content tag): they never expire."""
 
 
 def validate_prebuilt(role: str, ref: str) -> str:
@@ -140,8 +161,9 @@ class TritonImage(pulumi.ComponentResource):
         self.register_outputs({"server_image": self.server_image, "tools_image": self.tools_image})
 
     def _repository(self, resource_name: str, repo_name: str, *, mutable: bool = False) -> aws.ecr.Repository:
-        """An ECR repository; images scanned on push; force-deleted with its images only outside prod."""
-        return aws.ecr.Repository(
+        """An ECR repository; images scanned on push; force-deleted with its images only outside prod; untagged
+        images expire (:data:`LIFECYCLE_POLICY`)."""
+        repo = aws.ecr.Repository(
             resource_name,
             name=repo_name,
             # The build cache is overwritten on every build, so only its repository is mutable.
@@ -151,6 +173,13 @@ class TritonImage(pulumi.ComponentResource):
             force_delete=not is_prod(self._args.environment),
             opts=pulumi.ResourceOptions(parent=self, provider=self._args.aws_provider),
         )
+        aws.ecr.LifecyclePolicy(
+            f"{resource_name}-lifecycle",
+            repository=repo.name,
+            policy=LIFECYCLE_POLICY,
+            opts=pulumi.ResourceOptions(parent=repo, provider=self._args.aws_provider),
+        )
+        return repo
 
     def _build(
         self,

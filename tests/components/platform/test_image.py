@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
-from components.platform.image import validate_prebuilt
-from tests.components.platform.aws.helpers import build_platform_and_images, provider_ref
+from components.platform.build_context import build_view, context_tag
+from components.platform.image import (
+    SERVER_CONTEXT,
+    SERVER_DOCKERFILE,
+    TOOLS_CONTEXT,
+    TOOLS_DOCKERFILE,
+    validate_prebuilt,
+)
+from tests.components.platform.aws.helpers import REPO_ROOT, build_platform_and_images, provider_ref
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks
@@ -100,3 +108,28 @@ def test_a_tag_only_prebuilt_reference_is_a_clear_error() -> None:
 def test_a_digest_with_the_wrong_length_is_rejected() -> None:
     with pytest.raises(UserError):
         validate_prebuilt("toolsImage", "acme/tools@sha256:abc123")
+
+
+def test_every_repository_expires_only_untagged_images(mocks: RecordingMocks) -> None:
+    build_platform_and_images()
+    policies = mocks.of_type("aws:ecr/lifecyclePolicy:LifecyclePolicy")
+    assert {p.inputs["repository"] for p in policies} == {r.inputs["name"] for r in mocks.of_type(REPO)}
+    for policy in policies:
+        (rule,) = json.loads(policy.inputs["policy"])["rules"]
+        assert rule["selection"]["tagStatus"] == "untagged" and rule["action"] == {"type": "expire"}
+
+
+def test_a_tag_names_what_the_provider_would_rebuild_from(mocks: RecordingMocks) -> None:
+    """The tag of each built image is the content tag of its context, Dockerfile and diffed inputs."""
+    build_platform_and_images()
+    for resource, context, dockerfile in (
+        ("img-server", SERVER_CONTEXT, SERVER_DOCKERFILE),
+        ("img-tools", TOOLS_CONTEXT, TOOLS_DOCKERFILE),
+    ):
+        image = mocks.named(resource)
+        assert image.inputs["context"]["location"] == context
+        assert image.inputs["dockerfile"]["location"] == dockerfile
+        (tag,) = image.inputs["tags"]
+        view = build_view(REPO_ROOT / context, REPO_ROOT / dockerfile)
+        inputs = {**image.inputs.get("buildArgs", {}), "platform": "linux/amd64", "cache": resource}
+        assert tag.rsplit(":", 1)[1] == context_tag(view, inputs, prefix=tag.rsplit(":", 1)[1].rsplit("-", 1)[0])
