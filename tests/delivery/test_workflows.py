@@ -258,3 +258,12 @@ def test_stale_review_stacks_are_reaped_on_a_schedule() -> None:
     assert ".github/scripts/stale_review_stacks.py" in runs
     assert "pulumi destroy --yes" in runs
     assert "pulumi stack rm --yes" in runs
+
+
+def test_the_readmes_own_commands_run_the_policy_pack_and_say_how_to_publish_it() -> None:
+    readme = (REPO / "README.md").read_text()
+    commands = readme.split("## Deploying for real", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"^pulumi preview -s dev .*--policy-pack policy", commands, re.MULTILINE)
+    assert re.search(r"^pulumi up -s dev .*--policy-pack policy", commands, re.MULTILINE)
+    assert "pulumi policy publish" in commands
+    assert "policy/venv" in commands and "tools/policy-requirements.txt" in commands
