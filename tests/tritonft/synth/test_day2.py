@@ -170,3 +170,22 @@ def test_a_new_chart_pin_updates_that_chart_alone(
     assert [(c.name, c.action, c.changed) for c in changed] == [
         (f"{STACK}-nvidia-device-plugin", Action.UPDATE, ("version",))
     ], report.text()
+
+
+def test_a_change_to_the_tools_code_rebuilds_the_tools_image_and_every_probe_judges_it(
+    project: Path, base: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """Not routine for the platform either: a new tools image rolls what runs it and re-runs the probes."""
+    cli = project / "tritonft" / "cli.py"
+    original = cli.read_text()
+    cli.write_text(original + "\n# a change to the in-cluster tools\n")
+    report = _after(project, tmp_path, base, lambda: cli.write_text(original))
+    assert report.harmful == () and _untouched(report) == [], report.text()
+    assert _named(report, Action.UPDATE) >= {
+        f"{STACK}-images-tools",
+        f"{STACK}-gateway-deployment",
+        f"{STACK}-t5-3b-probe",
+        f"{STACK}-gpt-j-6b-probe",
+        f"{STACK}-minilm-probe",
+    }
+    assert f"{STACK}-images-server" not in _named(report, Action.UPDATE)
