@@ -24,10 +24,12 @@ from components.platform.image import SERVER_CONTEXT, SERVER_DOCKERFILE, TOOLS_C
 from tests.components.platform.aws.helpers import REPO_ROOT
 
 HELPER = Path(__file__).parent / "contexthash"
+ProviderView = Callable[[Path, Path], tuple[str, list[str]]]
+"""(context, Dockerfile) -> the provider's context hash and the files it sends."""
 
 
 @pytest.fixture(scope="module")
-def provider_view(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, Path], dict[str, object]]:
+def provider_view(tmp_path_factory: pytest.TempPathFactory) -> ProviderView:
     go = shutil.which("go")
     if go is None:
         pytest.fail("the Go toolchain is needed to build contexthash (the provider's context hash); install Go")
@@ -43,11 +45,12 @@ def provider_view(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, P
             [go, "build", "-mod=mod", "-o", str(binary), "."], cwd=build, check=True, timeout=600, capture_output=True
         )
 
-    def view(context: Path, dockerfile: Path) -> dict[str, object]:
+    def view(context: Path, dockerfile: Path) -> tuple[str, list[str]]:
         out = subprocess.run(
             [str(binary), str(context), str(dockerfile)], check=True, timeout=60, capture_output=True, text=True
         )
-        return dict(json.loads(out.stdout))
+        data = json.loads(out.stdout)
+        return str(data["hash"]), [str(f) for f in data["files"]]
 
     return view
 
@@ -56,11 +59,11 @@ def provider_view(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path, P
     ("context", "dockerfile"), [(SERVER_CONTEXT, SERVER_DOCKERFILE), (TOOLS_CONTEXT, TOOLS_DOCKERFILE)]
 )
 def test_the_files_the_provider_hashes_are_the_files_the_tag_hashes(
-    provider_view: Callable[[Path, Path], dict[str, object]], context: str, dockerfile: str
+    provider_view: ProviderView, context: str, dockerfile: str
 ) -> None:
     ours = build_view(REPO_ROOT / context, REPO_ROOT / dockerfile).files
     assert ours
-    assert sorted(ours) == sorted(provider_view(REPO_ROOT / context, REPO_ROOT / dockerfile)["files"])  # type: ignore[type-var]
+    assert sorted(ours) == sorted(provider_view(REPO_ROOT / context, REPO_ROOT / dockerfile)[1])
 
 
 def _tools_copy(root: Path) -> Path:
@@ -97,12 +100,12 @@ EDITS: dict[str, tuple[Callable[[Path], object], bool]] = {
 
 @pytest.mark.parametrize("edit", sorted(EDITS))
 def test_the_tag_changes_exactly_when_the_provider_would_rebuild(
-    provider_view: Callable[[Path, Path], dict[str, object]], edit: str, tmp_path: Path
+    provider_view: ProviderView, edit: str, tmp_path: Path
 ) -> None:
     dockerfile = _tools_copy(tmp_path)
 
-    def both() -> tuple[object, str]:
-        return provider_view(tmp_path, dockerfile)["hash"], context_tag(build_view(tmp_path, dockerfile), {}, "t")
+    def both() -> tuple[str, str]:
+        return provider_view(tmp_path, dockerfile)[0], context_tag(build_view(tmp_path, dockerfile), {}, "t")
 
     apply, rebuilds = EDITS[edit]
     provider_before, tag_before = both()
