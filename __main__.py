@@ -110,7 +110,8 @@ if settings.probe.enabled:
                 settings,
                 service,
                 model,
-                images.server_image,
+                # Both digests: a new tools image rolls the gateway and re-renders repositories, so it is judged too.
+                pulumi.Output.concat(images.server_image, "|", images.tools_image),
                 gateway.endpoint if gateway is not None else None,
                 edge=edge,
             ),

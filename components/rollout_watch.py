@@ -8,8 +8,10 @@ scheduler's reason about a minute after a pod is found unschedulable for lack of
 node (:func:`tritonft.rollout.verdict.stuck_for_gpus`); failed with the controller's message on
 ``ProgressDeadlineExceeded``; failed at the startup budget otherwise.
 
-It re-runs whenever the Deployment's ``generation`` changes (every applied change to its spec). Import-safe:
-Pulumi pickles the provider by reference, so this module must not move while stacks use it.
+It re-runs whenever the Deployment spec the program applies changes (``spec_hash``, a digest of that spec). It
+is not keyed on the live ``metadata.generation``: an autoscaler's scale bumps that too, so every ``refresh`` after
+a scale would re-run every watch. Import-safe: Pulumi pickles the provider by reference, so this module must not
+move while stacks use it.
 """
 
 from __future__ import annotations
@@ -22,19 +24,15 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, ResourceProvider, UpdateResult
 
-from tritonft.rollout.verdict import DEFAULT_GRACE_S, NodeGrowth
+from tritonft.rollout.verdict import COMPARED_INPUTS, DEFAULT_GRACE_S, NodeGrowth
 
-COMPARED_INPUTS = (
-    "namespace",
-    "deployment",
-    "generation",
-    "min_replicas",
-    "autoscaler",
-    "nodes_max",
-    "deadline_s",
-    "grace_s",
-)
-"""Inputs whose change re-runs the wait (the kubeconfig is not one: new credentials are not a rollout)."""
+
+def spec_hash(spec: Any) -> str:
+    """The digest the watch is keyed on: the Deployment spec as the program applies it (canonical JSON)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str).encode()).hexdigest()
 
 
 def _kube(kubeconfig: str | None, context: str | None) -> Any:
@@ -117,8 +115,8 @@ class RolloutWatchArgs:
 
     namespace: pulumi.Input[str]
     deployment: pulumi.Input[str]
-    generation: pulumi.Input[int | None]
-    """The applied Deployment's ``metadata.generation``: a new value re-runs the wait."""
+    spec_hash: pulumi.Input[str]
+    """A digest of the Deployment spec the program applies (:func:`spec_hash`): a new value re-runs the wait."""
     deadline_s: float
     """The startup budget plus a node scale-up: the longest a healthy rollout takes."""
     growth: NodeGrowth
@@ -145,7 +143,7 @@ class RolloutWatch(pulumi.dynamic.Resource, module="tritonft", name="RolloutWatc
         props: dict[str, Any] = {
             "namespace": args.namespace,
             "deployment": args.deployment,
-            "generation": args.generation,
+            "spec_hash": args.spec_hash,
             "min_replicas": args.min_replicas,
             "autoscaler": args.growth.autoscaler,
             "nodes_max": args.growth.nodes_max,

@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tritonft.synth.command",
         "run the Pulumi program offline (mock engine) and write the whole plan to disk",
     ),
+    "diff": (
+        "tritonft.synth.diff_command",
+        "what `pulumi up` would replace, roll or re-run between two synthesized plans (the day-2 check)",
+    ),
     "preflight": (
         "tritonft.preflight.command",
         "check the target cluster before `pulumi up` (GPU nodes, placement, storage, ingress, CRDs, dry-run)",

@@ -373,6 +373,9 @@ class LocalTriton:
         self.runtime = runtime
         self.repositories = [repositories] if isinstance(repositories, Path) else list(repositories)
         self.log_path = log_path
+        self.shm_prefix = f"tritonft{os.getpid()}{uuid.uuid4().hex[:8]}"
+        """Python backend shared-memory regions are named by this prefix: unique, so servers of parallel sessions on
+        one machine never share a region (and :meth:`stop` removes exactly this server's)."""
         self.extra_args = list(extra_args)
         self.ready_timeout = ready_timeout
         self.extra_env = dict(env or {})
@@ -422,7 +425,7 @@ class LocalTriton:
             "--exit-timeout-secs=10",
             # Python backend shared-memory regions are named by this prefix: unique, so servers of parallel
             # sessions on one machine never share a region.
-            f"--backend-config=python,shm-region-prefix-name=tritonft{os.getpid()}{uuid.uuid4().hex[:8]}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
             *self.extra_args,
         ]
         return args
@@ -497,6 +500,9 @@ class LocalTriton:
         # Stubs outlive a server killed hard; the group is the server's PID.
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
+        # A server killed hard leaves its Python-backend regions in /dev/shm (each up to the shm default size).
+        for region in Path("/dev/shm").glob(f"{self.shm_prefix}*"):
+            region.unlink(missing_ok=True)
 
     def __enter__(self) -> LocalTriton:
         self.start()

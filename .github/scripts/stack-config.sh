@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Prepare one stack for a CI run (after the Pulumi CLI is installed and logged in):
 #   - attach a Pulumi ESC environment when PULUMI_ESC_ENVIRONMENT is set (e.g. `triton-ft/dev`);
-#   - set secrets from repository secrets when given (HF_TOKEN -> hfToken, INGRESS_HTPASSWD -> ingressHtpasswd).
+#   - set secrets from repository secrets when given (HF_TOKEN -> hfToken, INGRESS_HTPASSWD -> ingressHtpasswd);
+#   - promote the images the deploy workflow built once (SERVER_IMAGE -> serverImage, TOOLS_IMAGE -> toolsImage,
+#     each `repository@sha256:...`): the stack deploys those digests and builds nothing.
 # Changes only the runner's copy of stacks/Pulumi.<stack>.yaml; values never reach the log.
 set -euo pipefail
 stack="$1"
@@ -17,4 +19,12 @@ fi
 if [ -n "${INGRESS_HTPASSWD:-}" ]; then
   printf '%s' "$INGRESS_HTPASSWD" | pulumi config set --secret --stack "$stack" triton-ft:ingressHtpasswd >/dev/null
   echo "stack $stack: ingressHtpasswd set from the INGRESS_HTPASSWD secret"
+fi
+if [ -n "${SERVER_IMAGE:-}" ]; then
+  pulumi config set --stack "$stack" triton-ft:serverImage "$SERVER_IMAGE" >/dev/null
+  echo "stack $stack: serverImage = $SERVER_IMAGE (built once by the deploy workflow)"
+fi
+if [ -n "${TOOLS_IMAGE:-}" ]; then
+  pulumi config set --stack "$stack" triton-ft:toolsImage "$TOOLS_IMAGE" >/dev/null
+  echo "stack $stack: toolsImage = $TOOLS_IMAGE (built once by the deploy workflow)"
 fi

@@ -58,9 +58,10 @@ class ModelConversionArgs:
     """Run ``tritonft verify --generate`` in the Job when the model fits its memory (see ``job_sizing``)."""
     bleu_threshold: float = 15.0
     """BLEU the generation check requires of a T5 model."""
-    ttl_seconds_after_finished: int = 86400
-    """Kubernetes deletes the finished Job (and its pod) after this long; a re-created Job finds the store
-    complete and exits at once."""
+    ttl_seconds_after_finished: int | None = None
+    """None (the default): the finished Job stays, so ``pulumi refresh`` finds it and the next ``up`` neither
+    re-creates nor waits for it (a Job deleted by its TTL is a diff on every refresh). The Job is content-keyed,
+    so a new model revision replaces it and Pulumi deletes the old one. A number deletes it after that long."""
 
 
 class ModelConversion(pulumi.ComponentResource):
@@ -83,7 +84,7 @@ class ModelConversion(pulumi.ComponentResource):
     def __init__(self, name: str, args: ModelConversionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         if args.hf_token is not None and args.hf_token_secret:
             raise UserError(f"ModelConversion {name!r}: give hf_token or hf_token_secret, not both")
-        if args.ttl_seconds_after_finished < 0:
+        if args.ttl_seconds_after_finished is not None and args.ttl_seconds_after_finished < 0:
             raise UserError(f"ModelConversion {name!r}: ttl_seconds_after_finished must be >= 0 seconds")
         if not args.converter_version:
             raise UserError(f"ModelConversion {name!r}: converter_version is empty (it is part of the content key)")
@@ -149,7 +150,11 @@ class ModelConversion(pulumi.ComponentResource):
                 {
                     "backoffLimit": sizing.backoff_limit,
                     "activeDeadlineSeconds": sizing.active_deadline_seconds,
-                    "ttlSecondsAfterFinished": args.ttl_seconds_after_finished,
+                    **(
+                        {"ttlSecondsAfterFinished": args.ttl_seconds_after_finished}
+                        if args.ttl_seconds_after_finished is not None
+                        else {}
+                    ),
                     "template": {
                         "metadata": {
                             "labels": {**meta_labels, **pod_selector},

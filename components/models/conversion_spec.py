@@ -1,9 +1,10 @@
 """The conversion Job's pod, as a pure function of the model (no Pulumi).
 
 Why one container running a short POSIX script rather than three init containers: the Job must be idempotent
-across retries *and* across re-creation. ``ttlSecondsAfterFinished`` deletes a finished Job, and a later
-``pulumi refresh`` + ``up`` creates it again; the script then sees the completion markers in the store and exits
-in seconds instead of downloading and converting again. Init containers cannot skip themselves. Each step writes
+across retries *and* across re-creation. A finished Job is kept (no ``ttlSecondsAfterFinished``: a Job deleted
+behind Pulumi's back is a diff on every ``refresh``), but one deleted by hand, or re-created after a
+``pulumi refresh``, runs again; the script then sees the completion markers in the store and exits in seconds
+instead of downloading and converting again. Init containers cannot skip themselves. Each step writes
 into a ``.partial-<pod>`` directory that is renamed into place only when complete, so Triton never sees a
 half-written model (a crash leaves only a partial directory that the next attempt replaces). Every value reaches
 the script through environment variables, never by string interpolation, so a model name cannot inject shell.

@@ -18,6 +18,12 @@ from components.common.target import ClusterTarget
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
 
+ELASTIC_NOMINAL_GI = 100
+"""What an elastic store's claim requests when no size is set. EFS ignores the number (a file system grows and is
+billed by the bytes stored), but a claim must request something."""
+DEFAULT_CAPACITY_GI = 100
+"""The claim's size on a capacity-bound class when no size is set; the models must fit in it (checked)."""
+
 
 @dataclass(frozen=True)
 class ModelStoreArgs:
@@ -25,13 +31,44 @@ class ModelStoreArgs:
 
     target: ClusterTarget
     models: tuple[ModelSpec, ...]
-    """Every model the stack serves; the claim is sized from their converted bytes."""
+    """Every model the stack serves; on a capacity-bound class they must fit in the claim (checked, never sized
+    from: a new model must not change the claim, see :func:`claim_size_gi`)."""
     size_gi: int | None = None
-    """Explicit claim size in GiB; None = converted bytes x ``headroom``, rounded up to GiB."""
+    """Explicit claim size in GiB; None = :data:`ELASTIC_NOMINAL_GI` / :data:`DEFAULT_CAPACITY_GI`."""
     headroom: float = STORE_HEADROOM
     """Multiplier on the converted bytes (room for a new revision next to the serving one)."""
     protect: bool = False
     """Protect the claim and retain it on ``pulumi destroy`` (prod: the models survive a teardown)."""
+    elastic: bool = False
+    """The class ignores the requested size (EFS): the size is nominal, never checked, never patched."""
+
+
+def claim_size_gi(size_gi: int | None, *, elastic: bool) -> int:
+    """The claim's requested size: the stack's setting, else a fixed default; never a function of the models.
+
+    The Kubernetes provider patches a claim whose ``spec.resources.requests`` changes (it replaces one only for
+    access modes, selector, class or volume name), and the API server refuses to grow a claim whose class does not
+    set ``allowVolumeExpansion``: a size computed from the models would turn every new or larger model into a
+    failed ``up``. A resize is a deliberate change of ``storageSizeGiB`` (docs/day2.md).
+    """
+    if size_gi is not None:
+        return size_gi
+    return ELASTIC_NOMINAL_GI if elastic else DEFAULT_CAPACITY_GI
+
+
+def capacity_problem(models: tuple[ModelSpec, ...], headroom: float, size_gi: int, *, elastic: bool) -> str | None:
+    """Why the models do not fit a capacity-bound claim of ``size_gi`` GiB (None: they fit, or the store is
+    elastic). The need is the converted bytes x ``headroom`` (room for a new revision next to the serving one)."""
+    if elastic or not models:
+        return None
+    need = store_size_gi(models, headroom)
+    if need <= size_gi:
+        return None
+    return (
+        f"storageSizeGiB: the models need {need} GiB (converted bytes x {headroom:g} headroom) but the model store "
+        f"holds {size_gi} GiB; set storageSizeGiB to at least {need} (growing an existing claim needs a storage "
+        f"class with allowVolumeExpansion: see docs/day2.md), or lower storageHeadroomPercent"
+    )
 
 
 def claim_name(component_name: str) -> str:
@@ -57,12 +94,13 @@ class ModelStore(pulumi.ComponentResource):
     def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         if args.size_gi is not None and args.size_gi < 1:
             raise UserError(f"ModelStore {name!r}: size_gi must be at least 1 (got {args.size_gi}), or None to size it")
-        if not args.models and args.size_gi is None:
-            raise UserError(f"ModelStore {name!r}: models is empty: give the models to size the store, or size_gi")
         if args.headroom < 1.0:
             raise UserError(f"ModelStore {name!r}: headroom must be >= 1.0 (got {args.headroom})")
+        size_gi = claim_size_gi(args.size_gi, elastic=args.elastic)
+        if problem := capacity_problem(args.models, args.headroom, size_gi, elastic=args.elastic):
+            raise UserError(f"ModelStore {name!r}: {problem}")
         super().__init__("triton-ft:storage:ModelStore", name, {}, opts)
-        size = f"{args.size_gi or store_size_gi(args.models, args.headroom)}Gi"
+        size = f"{size_gi}Gi"
         self.k8s_name = claim_name(name)
         spec: Any = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}}
         if args.target.storage_class:
@@ -82,6 +120,9 @@ class ModelStore(pulumi.ComponentResource):
                 depends_on=list(args.target.storage_ready),
                 protect=args.protect,
                 retain_on_delete=args.protect,
+                # An elastic store's size means nothing, so it is never patched: a claim an older version sized
+                # from the models keeps its number instead of failing the next `up` on a non-expandable class.
+                ignore_changes=["spec.resources.requests.storage"] if args.elastic else None,
             ),
         )
         self.claim_name = self.claim.metadata.apply(lambda m: str(m["name"] if isinstance(m, dict) else m.name))

@@ -6,6 +6,12 @@ Each is either built from this repository's Dockerfile and pushed to its own ECR
 content-derived tags, registry build cache outside prod) or a prebuilt reference the user pins by digest. Workloads
 always get ``repository@sha256:...``: a rebuild rolls pods, an unchanged build does not, and nobody runs ``latest``.
 
+Each build's context is the folder that holds exactly what its Dockerfile copies (the server image:
+``images/triton-ft/``; the tools image: the repository root through ``images/tools/Dockerfile.dockerignore``; an
+engine's own server image: its Dockerfile's folder), and its tag is derived from what the docker-build provider's own
+change detection reads (:mod:`components.platform.build_context`), so the tag is new exactly when the provider
+rebuilds.
+
 The build cache is a mutable repository (every build overwrites it), so anyone who can push there could slip layers
 into the next build that pulls it: prod builds use no cache (neither pull nor push; its build-cache repository is
 not created), the other environments keep it for speed. The registry password a build logs in with is a secret.
@@ -13,7 +19,7 @@ not created), the other environments keep it for speed. The registry password a 
 
 from __future__ import annotations
 
-import hashlib
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +30,7 @@ import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 
 from components.platform.aws.decisions import is_prod
+from components.platform.build_context import build_view, context_tag
 from tritonft.engines import ENGINES
 from tritonft.engines.base import ServerImage
 from tritonft.engines.fastertransformer import ENGINE as FASTERTRANSFORMER
@@ -34,11 +41,33 @@ from tritonft.errors import UserError
 DIGEST_REF = re.compile(r"^(?P<repo>[a-z0-9][a-z0-9._/:-]*?)(?::[\w][\w.-]{0,127})?@sha256:[0-9a-f]{64}$")
 
 TOOLS_DOCKERFILE = "images/tools/Dockerfile"
-TOOLS_INPUTS = ("pyproject.toml", "uv.lock", "README.md", "tritonft", "components", TOOLS_DOCKERFILE, ".dockerignore")
-"""Everything the tools image's Dockerfile copies: its content decides the tag."""
+TOOLS_CONTEXT = "."
+"""The tools image is built from the repository root; ``images/tools/Dockerfile.dockerignore`` sends only
+``pyproject.toml``, ``uv.lock``, ``tritonft/`` and ``model_repo/`` (no README, no ``components/``)."""
 SERVER_DOCKERFILE = FASTERTRANSFORMER.server_image.dockerfile
-SERVER_INPUTS = FASTERTRANSFORMER.server_image.inputs
-"""Everything the server image's Dockerfile copies from the repository: its content decides the tag."""
+SERVER_CONTEXT = str(Path(SERVER_DOCKERFILE).parent)
+"""A server image is built from its Dockerfile's own folder (``images/triton-ft/``), whose ``.dockerignore`` sends
+only what the Dockerfile copies."""
+
+
+LIFECYCLE_POLICY = json.dumps(
+    {
+        "rules": [
+            {
+                "rulePriority": 1,
+                "description": "untagged images (overwritten caches, interrupted pushes) expire after 14 days",
+                "selection": {
+                    "tagStatus": "untagged",
+                    "countType": "sinceImagePushed",
+                    "countUnit": "days",
+                    "countNumber": 14,
+                },
+                "action": {"type": "expire"},
+            }
+        ]
+    }
+)
+"""Tagged images are what stacks deploy (by digest, under a content tag): they never expire."""
 
 
 def validate_prebuilt(role: str, ref: str) -> str:
@@ -49,28 +78,6 @@ def validate_prebuilt(role: str, ref: str) -> str:
             f"Use '<repository>@sha256:<64 hex digits>' (find it with: docker buildx imagetools inspect {ref})"
         )
     return ref.strip()
-
-
-def content_tag(root: Path, inputs: Sequence[str], build_args: Mapping[str, str], prefix: str = "c") -> str:
-    """A tag derived from the bytes of ``inputs`` (files or directories under ``root``) and the build arguments.
-
-    Same content, same tag: an unchanged image is not rebuilt or re-pushed (ECR tags are immutable); any change
-    to a copied file or a build argument gives a new tag.
-    """
-    digest = hashlib.sha256()
-    for rel in sorted(inputs):
-        path = root / rel
-        if not path.exists():
-            raise UserError(f"images: build input '{rel}' not found under {root}; build from the repository root")
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for f in files:
-            if "__pycache__" in f.parts or f.suffix == ".pyc":
-                continue
-            digest.update(f.relative_to(root).as_posix().encode() + b"\x00")
-            digest.update(hashlib.sha256(f.read_bytes()).digest())
-    for key in sorted(build_args):
-        digest.update(f"{key}={build_args[key]}\x00".encode())
-    return f"{prefix}-{digest.hexdigest()[:20]}"
 
 
 def uses_build_cache(environment: str) -> bool:
@@ -183,14 +190,13 @@ class TritonImage(pulumi.ComponentResource):
                 cache = self._repository(f"{name}-build-cache", f"{args.repository_prefix}/build-cache", mutable=True)
             self._docker = docker_build.Provider(f"{name}-docker-build", opts=pulumi.ResourceOptions(parent=self))
         if server_ref is None:
-            build_args = server_build_args(args.build)
             self.server_image = self._build(
                 f"{name}-server",
                 f"{args.repository_prefix}/server",
-                context=str(root / "images" / "triton-ft"),
-                dockerfile=str(root / SERVER_DOCKERFILE),
-                tag=content_tag(root, SERVER_INPUTS, build_args, prefix=f"{args.build.triton_version}-ft"),
-                build_args=build_args,
+                context=root / SERVER_CONTEXT,
+                dockerfile=root / SERVER_DOCKERFILE,
+                tag_prefix=f"{args.build.triton_version}-ft",
+                build_args=server_build_args(args.build),
                 cache=cache,
             )
         else:
@@ -199,9 +205,9 @@ class TritonImage(pulumi.ComponentResource):
             self.tools_image = self._build(
                 f"{name}-tools",
                 f"{args.repository_prefix}/tools",
-                context=str(root),
-                dockerfile=str(root / TOOLS_DOCKERFILE),
-                tag=content_tag(root, TOOLS_INPUTS, {}, prefix="tools"),
+                context=root / TOOLS_CONTEXT,
+                dockerfile=root / TOOLS_DOCKERFILE,
+                tag_prefix="tools",
                 build_args={},
                 cache=cache,
             )
@@ -215,14 +221,9 @@ class TritonImage(pulumi.ComponentResource):
             self.engine_images[engine] = self._build(
                 f"{name}-server-{engine}",
                 f"{args.repository_prefix}/server-{engine}",
-                context=str(root / Path(image.dockerfile).parent),
-                dockerfile=str(root / image.dockerfile),
-                tag=content_tag(
-                    root,
-                    image.inputs,
-                    image.build_args,
-                    prefix=f"{engine}-{image.build_args.get('TRITON_VERSION', 'c')}",
-                ),
+                context=root / Path(image.dockerfile).parent,
+                dockerfile=root / image.dockerfile,
+                tag_prefix=f"{engine}-{image.build_args.get('TRITON_VERSION', 'c')}",
                 build_args=dict(image.build_args),
                 cache=cache,
             )
@@ -236,8 +237,9 @@ class TritonImage(pulumi.ComponentResource):
         return self.engine_images.get(engine, self.server_image)
 
     def _repository(self, resource_name: str, repo_name: str, *, mutable: bool = False) -> aws.ecr.Repository:
-        """An ECR repository; images scanned on push; force-deleted with its images only outside prod."""
-        return aws.ecr.Repository(
+        """An ECR repository; images scanned on push; force-deleted with its images only outside prod; untagged
+        images expire (:data:`LIFECYCLE_POLICY`)."""
+        repo = aws.ecr.Repository(
             resource_name,
             name=repo_name,
             # The build cache is overwritten on every build, so only its repository is mutable.
@@ -253,18 +255,32 @@ class TritonImage(pulumi.ComponentResource):
                 else self._args.protect_repositories,
             ),
         )
+        aws.ecr.LifecyclePolicy(
+            f"{resource_name}-lifecycle",
+            repository=repo.name,
+            policy=LIFECYCLE_POLICY,
+            opts=pulumi.ResourceOptions(parent=repo, provider=self._args.aws_provider),
+        )
+        return repo
 
     def _build(
         self,
         resource_name: str,
         repo_name: str,
         *,
-        context: str,
-        dockerfile: str,
-        tag: str,
+        context: Path,
+        dockerfile: Path,
+        tag_prefix: str,
         build_args: dict[str, str],
         cache: aws.ecr.Repository | None,
     ) -> pulumi.Output[str]:
+        # Every input the provider diffs besides the context goes into the tag too, so no input change can make it
+        # rebuild under a tag that already exists (an IMMUTABLE repository refuses that push).
+        tag = context_tag(
+            build_view(context, dockerfile),
+            {**build_args, "platform": self._args.build.platform, "cache": resource_name},
+            prefix=tag_prefix,
+        )
         registries: list[docker_build.RegistryArgs] = []
         depends: list[pulumi.Resource] = []
         cache_ref: pulumi.Output[str] | None = None
@@ -295,8 +311,8 @@ class TritonImage(pulumi.ComponentResource):
                 depends.append(cache)
         image = docker_build.Image(
             resource_name,
-            context=docker_build.BuildContextArgs(location=context),
-            dockerfile=docker_build.DockerfileArgs(location=dockerfile),
+            context=docker_build.BuildContextArgs(location=str(context)),
+            dockerfile=docker_build.DockerfileArgs(location=str(dockerfile)),
             platforms=[docker_build.Platform(self._args.build.platform)],
             build_args=build_args,
             push=True,

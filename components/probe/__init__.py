@@ -30,7 +30,7 @@ import pulumi
 from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, ResourceProvider, UpdateResult
 
 from tritonft.probe.contract import TextContract
-from tritonft.probe.endpoint import Protocol
+from tritonft.probe.endpoint import COMPARED_INPUTS, Protocol
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD
 from tritonft.probe.report import ModelReport, ProbeReport
 from tritonft.probe.runner import DEFAULT_CALL_TIMEOUT_S, DEFAULT_LATENCY_REQUESTS, ModelTarget, ProbeConfig
@@ -42,19 +42,6 @@ if TYPE_CHECKING:
 DEFAULT_PROBE_DEADLINE_S = 900.0
 """Long enough for a rollout: new pods pull the image and load the weights before they answer."""
 
-COMPARED_INPUTS = (
-    "endpoint",
-    "protocol",
-    "models",
-    "trigger",
-    "deadline_s",
-    "call_timeout_s",
-    "latency_requests",
-    "bleu_threshold",
-    "header_env",
-    "gateway_url",
-)
-"""Inputs whose change re-runs the probe (``headers`` is deliberately absent: a rotated token is not a release)."""
 
 OUTPUT_KEYS = ("ok", "model_status", "sample_answers", "latency_ms", "report")
 

@@ -46,7 +46,7 @@ from components.common.sizing import (
 from components.common.target import ClusterTarget
 from components.common.triton import GRPC_PORT, HTTP_PORT, adapter_rule
 from components.common.workload import deployment_spec, pdb_spec
-from components.rollout_watch import RolloutWatch, RolloutWatchArgs
+from components.rollout_watch import RolloutWatch, RolloutWatchArgs, spec_hash
 from components.serving.autoscaling import GatewayDemand, hpa_spec, scaled_object_spec
 from components.serving.gemm_tuning import GemmTuning, with_gemm_tuning
 from components.serving.monitoring import dashboard_json, prometheus_rule_spec, service_monitor_spec
@@ -255,25 +255,24 @@ class TritonService(pulumi.ComponentResource):
         # Nothing to wait for from a GPU node autoscaler when the model takes no GPU.
         growth = NodeGrowth(autoscaler=False) if model.on_cpu else args.node_growth
         replicas = args.min_replicas if args.autoscaler == "none" else None
+        applied_spec = deployment_spec(
+            sel,
+            pod_labels,
+            with_gemm_tuning(
+                server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity),
+                model,
+                args.image,
+                args.store.k8s_name,
+                args.gemm_tuning,
+            ),
+            progress_deadline_seconds(budget, tuning_seconds),
+            replicas,
+            strategy=args.rollout.strategy(),
+        )
         deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=object_meta(base, ns, meta_labels, placement),
-            spec=as_input(
-                deployment_spec(
-                    sel,
-                    pod_labels,
-                    with_gemm_tuning(
-                        server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity),
-                        model,
-                        args.image,
-                        args.store.k8s_name,
-                        args.gemm_tuning,
-                    ),
-                    progress_deadline_seconds(budget, tuning_seconds),
-                    replicas,
-                    strategy=args.rollout.strategy(),
-                )
-            ),
+            spec=as_input(applied_spec),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=target.provider,
@@ -285,7 +284,8 @@ class TritonService(pulumi.ComponentResource):
             RolloutWatchArgs(
                 namespace=ns,
                 deployment=base,
-                generation=deployment.metadata.apply(_generation),
+                # The spec applied, not the live generation (an HPA scale bumps that: refresh must stay clean).
+                spec_hash=pulumi.Output.from_input(applied_spec).apply(spec_hash),
                 deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds),
                 growth=growth,
                 min_replicas=args.min_replicas,
@@ -507,8 +507,3 @@ class TritonService(pulumi.ComponentResource):
             data=ns.apply(lambda n: {f"{base}.json": dashboard_json(n, base, f"Triton: {base} ({n})")}),
             opts=child,
         )
-
-
-def _generation(meta: Any) -> int | None:
-    generation = meta.get("generation") if isinstance(meta, dict) else getattr(meta, "generation", None)
-    return int(generation) if generation is not None else None

@@ -942,11 +942,13 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "storageSizeGiB",
         "integer",
-        "Size of the model store.",
+        "Size of the model store's claim; never derived from the models, so adding one does not touch the claim. "
+        "On EFS the number is nominal (EFS grows with the bytes stored); on any other class the models' converted "
+        "bytes x (1 + headroom) must fit in it (checked before anything is created).",
         unit="GiB",
         minimum=1,
         maximum=65536,
-        default_doc="converted bytes of all models x (1 + headroom), rounded up",
+        default_doc="100",
     ),
     Knob(
         "storageHeadroomPercent",

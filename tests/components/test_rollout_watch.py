@@ -10,13 +10,14 @@ from typing import Any
 import dill  # type: ignore[import-untyped]
 from pulumi.dynamic.dynamic import serialize_provider
 
-from components.rollout_watch import RolloutWatchProvider, startup_report
+from components.rollout_watch import RolloutWatchProvider, spec_hash, startup_report
 from tests.tritonft.rollout.test_command import Api, named
+from tritonft.rollout.verdict import COMPARED_INPUTS
 
 PROPS: dict[str, Any] = {
     "namespace": "triton",
     "deployment": "prod-t5-3b",
-    "generation": 3,
+    "spec_hash": "a" * 64,
     "min_replicas": 2,
     "autoscaler": True,
     "nodes_max": 8,
@@ -36,9 +37,23 @@ def test_provider_is_pickled_by_reference() -> None:
     assert type(dill.loads(blob)) is RolloutWatchProvider
 
 
-def test_a_new_deployment_generation_re_runs_the_wait() -> None:
-    diff = RolloutWatchProvider().diff("triton/prod-t5-3b", PROPS, {**PROPS, "generation": 4})
+def test_a_new_deployment_spec_re_runs_the_wait() -> None:
+    diff = RolloutWatchProvider().diff("triton/prod-t5-3b", PROPS, {**PROPS, "spec_hash": "b" * 64})
     assert diff.changes is True
+
+
+def test_a_live_generation_is_not_an_input_so_an_autoscalers_scale_does_not_re_run_it() -> None:
+    """Olds written by the previous version carried ``generation``; the watch no longer compares it."""
+    assert "generation" not in COMPARED_INPUTS
+    olds = {**PROPS, "generation": 3}
+    assert RolloutWatchProvider().diff("triton/prod-t5-3b", olds, {**PROPS, "generation": 9}).changes is False
+
+
+def test_the_spec_hash_follows_the_applied_spec_only() -> None:
+    spec = {"template": {"spec": {"containers": [{"image": "r@sha256:1"}]}}, "strategy": {"type": "RollingUpdate"}}
+    same = {"strategy": {"type": "RollingUpdate"}, "template": {"spec": {"containers": [{"image": "r@sha256:1"}]}}}
+    assert spec_hash(spec) == spec_hash(same)
+    assert spec_hash(spec) != spec_hash({**spec, "template": {"spec": {"containers": [{"image": "r@sha256:2"}]}}})
 
 
 def test_an_unchanged_deployment_or_rotated_credentials_do_not_re_run_it() -> None:

@@ -156,7 +156,17 @@ def test_pr_preview_uses_pulumi_actions_with_pr_comment_policy_pack_and_oidc() -
     assert pulumi_preview["with"]["comment-on-pr"] is True
     assert pulumi_preview["with"]["policyPacks"] == "policy"
     aws = next(s for s in preview["steps"] if uses(s).startswith("aws-actions/configure-aws-credentials@"))
-    assert aws["with"]["role-to-assume"] == "${{ vars.AWS_ROLE_ARN }}"
+    assert aws["with"]["role-to-assume"] == "${{ vars.AWS_PREVIEW_ROLE_ARN }}"
+
+
+def test_pr_preview_has_no_deploy_power_read_only_role_and_token_no_environment_no_stack_secrets() -> None:
+    preview = load("pr.yml")["jobs"]["preview"]
+    text = yaml.safe_dump(preview)
+    assert "environment" not in preview
+    assert preview["env"]["PULUMI_ACCESS_TOKEN"] == "${{ secrets.PULUMI_PREVIEW_TOKEN }}"
+    assert preview["env"]["AWS_ROLE_ARN"] == "${{ vars.AWS_PREVIEW_ROLE_ARN }}"
+    for deploy_power in ("secrets.PULUMI_ACCESS_TOKEN", "vars.AWS_ROLE_ARN", "secrets.HF_TOKEN", "INGRESS_HTPASSWD"):
+        assert deploy_power not in text, deploy_power
 
 
 def test_pr_preview_is_skipped_cleanly_without_credentials() -> None:
@@ -171,10 +181,43 @@ def test_deploy_goes_dev_then_staging_then_prod_behind_approval() -> None:
     assert deploy["on"]["push"]["branches"] == ["main"]
     assert deploy["concurrency"]["cancel-in-progress"] is False
     jobs = deploy["jobs"]
-    assert "needs" not in jobs["dev"]
-    assert jobs["staging"]["needs"] == "dev"
-    assert jobs["prod"]["needs"] == "staging"
+    assert "needs" not in jobs["build"]
+    assert jobs["dev"]["needs"] == ["build"]
+    assert jobs["staging"]["needs"] == ["build", "dev"]
+    assert jobs["prod"]["needs"] == ["build", "staging"]
     assert jobs["prod"]["environment"] == "production"
+
+
+def test_deploy_builds_the_images_once_and_every_stage_promotes_the_same_digests() -> None:
+    jobs = load("deploy.yml")["jobs"]
+    build = jobs["build"]
+    assert any("build-images.sh" in str(s.get("run", "")) for s in build["steps"])
+    assert build["outputs"] == {
+        "server-image": "${{ steps.images.outputs.server-image }}",
+        "tools-image": "${{ steps.images.outputs.tools-image }}",
+    }
+    for stage in ("dev", "staging", "prod"):
+        config = next(s for s in jobs[stage]["steps"] if "stack-config.sh" in str(s.get("run", "")))
+        assert config["env"]["SERVER_IMAGE"] == "${{ needs.build.outputs.server-image }}"
+        assert config["env"]["TOOLS_IMAGE"] == "${{ needs.build.outputs.tools-image }}"
+        assert not any("docker" in uses(s) or "build-images" in str(s.get("run", "")) for s in jobs[stage]["steps"])
+    script = (REPO / ".github/scripts/stack-config.sh").read_text()
+    assert 'triton-ft:serverImage "$SERVER_IMAGE"' in script and 'triton-ft:toolsImage "$TOOLS_IMAGE"' in script
+
+
+def test_the_image_build_reuses_a_tag_the_registry_holds_and_reads_the_programs_build_plan() -> None:
+    script = (REPO / ".github/scripts/build-images.sh").read_text()
+    assert "python -m components.platform.build_plan" in script
+    assert "docker buildx imagetools inspect" in script
+    assert script.index("imagetools inspect") < script.index("docker buildx build")
+
+
+@pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
+def test_each_deploy_stage_releases_the_stack_lock_when_cancelled_mid_up(stage: str) -> None:
+    stage_steps = steps(load("deploy.yml"), stage)
+    cancel = next(s for s in stage_steps if "pulumi cancel" in str(s.get("run", "")))
+    assert cancel["if"] == "cancelled()"
+    assert "--yes" in cancel["run"] and f"{stage}" in cancel["run"]
 
 
 @pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
@@ -215,3 +258,12 @@ def test_stale_review_stacks_are_reaped_on_a_schedule() -> None:
     assert ".github/scripts/stale_review_stacks.py" in runs
     assert "pulumi destroy --yes" in runs
     assert "pulumi stack rm --yes" in runs
+
+
+def test_the_readmes_own_commands_run_the_policy_pack_and_say_how_to_publish_it() -> None:
+    readme = (REPO / "README.md").read_text()
+    commands = readme.split("## Deploying for real", 1)[1].split("\n## ", 1)[0]
+    assert re.search(r"^pulumi preview -s dev .*--policy-pack policy", commands, re.MULTILINE)
+    assert re.search(r"^pulumi up -s dev .*--policy-pack policy", commands, re.MULTILINE)
+    assert "pulumi policy publish" in commands
+    assert "policy/venv" in commands and "tools/policy-requirements.txt" in commands

@@ -76,3 +76,19 @@ def parse_endpoint(url: str, protocol: Protocol | str | None = None) -> Endpoint
         raise ValueError(f"endpoint URL {url!r} must not carry a query or fragment")
     host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
     return Endpoint(address=f"{host}:{port}{path}", protocol=chosen, ssl=ssl)
+
+
+# The integration probe resource's diff (components/probe) compares these inputs; `tritonft diff` reads them.
+COMPARED_INPUTS = (
+    "endpoint",
+    "protocol",
+    "models",
+    "trigger",
+    "deadline_s",
+    "call_timeout_s",
+    "latency_requests",
+    "bleu_threshold",
+    "header_env",
+    "gateway_url",
+)
+"""Inputs whose change re-runs the probe (``headers`` is deliberately absent: a rotated token is not a release)."""

@@ -148,3 +148,17 @@ def progress_failure(deployment: Mapping[str, Any]) -> str | None:
         if c.get("type") == "Progressing" and c.get("status") == "False":
             return f"{c.get('reason', 'Progressing=False')}: {c.get('message', '')}".strip()
     return None
+
+
+# The rollout watch resource's diff (components/rollout_watch.py) compares these inputs; `tritonft diff` reads them.
+COMPARED_INPUTS = (
+    "namespace",
+    "deployment",
+    "spec_hash",
+    "min_replicas",
+    "autoscaler",
+    "nodes_max",
+    "deadline_s",
+    "grace_s",
+)
+"""Inputs whose change re-runs the wait (the kubeconfig is not one: new credentials are not a rollout)."""

@@ -84,12 +84,12 @@ def test_the_job_is_replaced_not_updated_under_its_fixed_name(mocks):
     assert _job(mocks).delete_before_replace
 
 
-def test_the_job_has_backoff_deadline_and_ttl(mocks):
+def test_the_job_has_backoff_and_deadline_and_stays_after_finishing_so_refresh_is_clean(mocks):
     spec = _job(mocks).inputs["spec"]
     expected = sizing.job_sizing(GPTJ_6B)
     assert spec["backoffLimit"] == expected.backoff_limit
     assert spec["activeDeadlineSeconds"] == expected.active_deadline_seconds
-    assert spec["ttlSecondsAfterFinished"] == 86400
+    assert "ttlSecondsAfterFinished" not in spec
 
 
 def test_pulumi_waits_for_the_job_with_a_timeout_scaled_from_the_model(mocks):

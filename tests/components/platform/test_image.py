@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import re
-from pathlib import Path
 
 import pytest
 
-from components.platform.image import content_tag, extra_server_images, validate_prebuilt
-from tests.components.platform.aws.helpers import build_platform_and_images, provider_ref
+from components.platform.build_context import build_view, context_tag
+from components.platform.image import (
+    SERVER_CONTEXT,
+    SERVER_DOCKERFILE,
+    TOOLS_CONTEXT,
+    TOOLS_DOCKERFILE,
+    extra_server_images,
+    validate_prebuilt,
+)
+from tests.components.platform.aws.helpers import REPO_ROOT, build_platform_and_images, provider_ref
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks
@@ -104,27 +112,13 @@ def test_a_digest_with_the_wrong_length_is_rejected() -> None:
         validate_prebuilt("toolsImage", "acme/tools@sha256:abc123")
 
 
-def test_content_tag_changes_with_a_copied_file_or_a_build_argument(tmp_path: Path) -> None:
-    (tmp_path / "pkg").mkdir()
-    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
-    first = content_tag(tmp_path, ["pkg"], {"V": "1"})
-    assert content_tag(tmp_path, ["pkg"], {"V": "1"}) == first
-    assert content_tag(tmp_path, ["pkg"], {"V": "2"}) != first
-    (tmp_path / "pkg" / "a.py").write_text("x = 2\n")
-    assert content_tag(tmp_path, ["pkg"], {"V": "1"}) != first
-
-
-def test_content_tag_ignores_bytecode_caches(tmp_path: Path) -> None:
-    (tmp_path / "pkg" / "__pycache__").mkdir(parents=True)
-    (tmp_path / "pkg" / "a.py").write_text("x = 1\n")
-    before = content_tag(tmp_path, ["pkg"], {})
-    (tmp_path / "pkg" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\x00")
-    assert content_tag(tmp_path, ["pkg"], {}) == before
-
-
-def test_a_missing_build_input_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(UserError, match=r"'uv\.lock' not found"):
-        content_tag(tmp_path, ["uv.lock"], {})
+def test_every_repository_expires_only_untagged_images(mocks: RecordingMocks) -> None:
+    build_platform_and_images()
+    policies = mocks.of_type("aws:ecr/lifecyclePolicy:LifecyclePolicy")
+    assert {p.inputs["repository"] for p in policies} == {r.inputs["name"] for r in mocks.of_type(REPO)}
+    for policy in policies:
+        (rule,) = json.loads(policy.inputs["policy"])["rules"]
+        assert rule["selection"]["tagStatus"] == "untagged" and rule["action"] == {"type": "expire"}
 
 
 def test_the_registry_password_a_build_logs_in_with_is_a_secret_in_the_plan(mocks: RecordingMocks) -> None:
@@ -195,3 +189,19 @@ def test_an_engines_prebuilt_server_image_pinned_by_digest_is_not_built(mocks: R
 def test_an_unknown_engine_is_named() -> None:
     with pytest.raises(UserError, match=r"no serving engine named \['tensorrt'\]"):
         extra_server_images(["tensorrt"])
+
+
+def test_a_tag_names_what_the_provider_would_rebuild_from(mocks: RecordingMocks) -> None:
+    """The tag of each built image is the content tag of its context, Dockerfile and diffed inputs."""
+    build_platform_and_images()
+    for resource, context, dockerfile in (
+        ("img-server", SERVER_CONTEXT, SERVER_DOCKERFILE),
+        ("img-tools", TOOLS_CONTEXT, TOOLS_DOCKERFILE),
+    ):
+        image = mocks.named(resource)
+        assert image.inputs["context"]["location"] == context
+        assert image.inputs["dockerfile"]["location"] == dockerfile
+        (tag,) = image.inputs["tags"]
+        view = build_view(REPO_ROOT / context, REPO_ROOT / dockerfile)
+        inputs = {**image.inputs.get("buildArgs", {}), "platform": "linux/amd64", "cache": resource}
+        assert tag.rsplit(":", 1)[1] == context_tag(view, inputs, prefix=tag.rsplit(":", 1)[1].rsplit("-", 1)[0])

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from components.common import sizing
+from components.rollout_watch import RolloutWatchProvider
 from components.serving.gemm_tuning import INIT_CONTAINER, WORKDIR, GemmTuning
 from components.serving.server_spec import TRITONSERVER
 from tests.components.fixtures import (
@@ -25,7 +26,7 @@ from tests.components.fixtures import (
 )
 from tritonft.errors import UserError
 from tritonft.spec import ModelSpec
-from tritonft.synth.engine import RecordingMocks, Registered, run_program
+from tritonft.synth.engine import RecordingMocks, Registered, mock_engine, run_program
 
 
 def _deployment(mocks: RecordingMocks, model: ModelSpec = GPTJ_6B, **kwargs: Any) -> Registered:
@@ -265,3 +266,44 @@ def test_every_problem_is_reported_at_once(mocks):
     message = str(err.value)
     for fragment in ("autoscaler='keda'", "needs an ingress", "prometheus-operator"):
         assert fragment in message
+
+
+class _RefreshedAfterScale(RecordingMocks):
+    """The engine's state of a Deployment after ``pulumi refresh`` read it back once an HPA had scaled it: the
+    scale subresource bumped ``metadata.generation`` (seen on the real kube-apiserver, tests/system/controlplane)."""
+
+    def __init__(self, generation: int) -> None:
+        super().__init__()
+        self.generation = generation
+
+    def new_resource(self, args: Any) -> tuple[str | None, dict[Any, Any]]:
+        rid, state = super().new_resource(args)
+        if args.typ == DEPLOYMENT:
+            state["metadata"] = {**state.get("metadata", {}), "generation": self.generation}
+        return rid, state
+
+
+@pytest.mark.parametrize("generation", [1, 7])
+def test_the_rollout_watchs_inputs_do_not_read_the_live_generation(generation: int) -> None:
+    """After an HPA scale, refresh brings a new generation into the Deployment's state; the watch's inputs (so its
+    diff) stay what the applied spec gives."""
+    inputs = []
+    for gen in (1, generation):
+        mocks = _RefreshedAfterScale(gen)
+        with mock_engine(mocks, project="triton-ft", stack="test"):
+            served_deployment(mocks, GPTJ_6B)
+        (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+        inputs.append({k: v for k, v in watch.inputs.items() if k != "__provider"})
+    assert inputs[0] == inputs[1]
+    assert RolloutWatchProvider().diff("id", inputs[0], inputs[1]).changes is False
+
+
+def test_a_change_to_the_deployment_spec_changes_the_rollout_watchs_key(mocks):
+    def key(**kwargs: Any) -> str:
+        mocks.resources.clear()
+        _deployment(mocks, **kwargs)
+        (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
+        return str(watch.inputs["spec_hash"])
+
+    assert key() == key()
+    assert key(gemm_tuning=GemmTuning(enabled=False)) != key()

@@ -128,6 +128,7 @@ def test_stopping_a_server_ends_its_whole_process_group(
 
     with pytest.raises(ProcessLookupError):
         os.killpg(group, 0)
+    assert not list(Path("/dev/shm").glob(f"{server.shm_prefix}*")), "its Python-backend regions are gone too"
 
 
 def test_terminate_asks_the_server_to_exit_without_waiting_and_stop_then_reaps_its_group(

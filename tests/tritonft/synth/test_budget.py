@@ -1,0 +1,52 @@
+"""The longest `up` of a plan: waits (custom timeouts, dynamic deadlines) summed along dependencies."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tritonft.synth.budget import minutes, up_budget_minutes, wait_minutes
+
+
+def res(urn: str, *, create: str | None = None, deadline_s: float | None = None, **extra: Any) -> dict[str, Any]:
+    typ = "pulumi-python:dynamic/tritonft:RolloutWatch" if deadline_s is not None else "aws:x/y:Z"
+    options: dict[str, Any] = {"dependsOn": extra.pop("depends", [])}
+    if create:
+        options["customTimeouts"] = {"create": create}
+    inputs = {"deadline_s": deadline_s} if deadline_s is not None else {}
+    return {"urn": urn, "type": typ, "name": urn, "options": options, "inputs": inputs, **extra}
+
+
+@pytest.mark.parametrize(("text", "value"), [("40m", 40.0), ("1h30m", 90.0), ("90s", 1.5), ("2h", 120.0)])
+def test_pulumi_durations_read_as_minutes(text: str, value: float) -> None:
+    assert minutes(text) == value
+
+
+def test_a_malformed_duration_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a Pulumi duration"):
+        minutes("forty minutes")
+
+
+def test_a_dynamic_resources_deadline_is_its_wait() -> None:
+    assert wait_minutes(res("w", deadline_s=1800)) == 30.0
+
+
+def test_waits_add_up_along_a_chain_and_the_longest_branch_wins() -> None:
+    plan = [
+        res("cluster", create="30m"),
+        res("nodes", create="40m", depends=["cluster"]),
+        res("job", create="100m", depends=["nodes"]),
+        res("short", create="5m", depends=["nodes"]),
+        res("watch", deadline_s=600, depends=["job", "short"]),
+    ]
+    assert up_budget_minutes(plan) == 30 + 40 + 100 + 10
+
+
+def test_depending_on_a_component_waits_for_its_children() -> None:
+    plan = [
+        {"urn": "comp", "type": "c:c:C", "name": "comp", "options": {}, "inputs": {}},
+        res("child", create="50m", parent="comp"),
+        res("after", create="10m", depends=["comp"]),
+    ]
+    assert up_budget_minutes(plan) == 60

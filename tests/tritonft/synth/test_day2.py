@@ -1,0 +1,191 @@
+"""The day-2 check on prod: the plan of ``up`` after each routine change, from two synthesized plans.
+
+Each routine change (a README edit, a new model, a larger model, a changed model revision, a new chart pin) is made
+to a copy of the project; prod is synthesized before and after under Pulumi's mock engine and the two plans are
+compared with the providers' replace rules (``tritonft.synth.plandiff``). Nothing stateful or expensive (the model
+store's claim, the EFS file system and its mount targets, the cluster, its node groups, the VPC and subnets, the ECR
+repositories) may be replaced or deleted; each test also says what the change does touch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.platform.aws import charts
+from tritonft.synth.plandiff import Action, Change, Report, load_plan, plan_diff
+from tritonft.synth.run import synthesize
+
+REPO = Path(__file__).resolve().parents[3]
+STACK = "prod"
+UNTOUCHABLE = (
+    "kubernetes:core/v1:PersistentVolumeClaim",
+    "aws:efs/fileSystem:FileSystem",
+    "aws:efs/mountTarget:MountTarget",
+    "eks:index:Cluster",
+    "aws:eks/nodeGroup:NodeGroup",
+    "aws:ec2/subnet:Subnet",
+    "aws:ec2/vpc:Vpc",
+    "aws:ecr/repository:Repository",
+)
+
+
+@contextlib.contextmanager
+def _inside(folder: Path) -> Iterator[None]:
+    """The image builds' contexts are relative to the working directory, as under ``pulumi up``."""
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The program, its stacks and everything an image build sends, in a scratch directory."""
+    root = tmp_path_factory.mktemp("day2") / "project"
+    root.mkdir()
+    for name in ("Pulumi.yaml", "__main__.py", "pyproject.toml", "uv.lock", "README.md"):
+        shutil.copy(REPO / name, root / name)
+    for folder in ("stacks", "images", "tritonft", "model_repo"):
+        shutil.copytree(REPO / folder, root / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
+
+
+def _synth(project: Path, out: Path) -> list[dict[str, Any]]:
+    with _inside(project):
+        synthesize(STACK, out=out, project_dir=project, extras=())
+    return load_plan(out)
+
+
+@pytest.fixture(scope="module")
+def base(project: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return _synth(project, tmp_path_factory.mktemp("base"))
+
+
+def _edit_models(project: Path, edit: Callable[[list[dict[str, Any]]], None]) -> Callable[[], object]:
+    """Apply ``edit`` to the stack's model list; returns the undo."""
+    path = project / "stacks" / f"Pulumi.{STACK}.yaml"
+    original = path.read_text()
+    doc = yaml.safe_load(original)
+    edit(doc["config"]["triton-ft:models"])
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return lambda: path.write_text(original)
+
+
+def _after(project: Path, tmp_path: Path, base: list[dict[str, Any]], undo: Callable[[], object]) -> Report:
+    try:
+        head = _synth(project, tmp_path / "head")
+    finally:
+        undo()
+    report = Report.of(plan_diff(base, head))
+    print(report.text())  # the plan of `up`, shown with -s and on failure
+    return report
+
+
+def _named(report: Report, action: Action) -> set[str]:
+    return {c.name for c in report.of_action(action)}
+
+
+def _untouched(report: Report) -> list[Change]:
+    return [c for c in report.changes if c.type in UNTOUCHABLE and c.action is not Action.SAME]
+
+
+def test_a_readme_edit_changes_nothing(project: Path, base: list[dict[str, Any]], tmp_path: Path) -> None:
+    readme = project / "README.md"
+    original = readme.read_text()
+    readme.write_text(original + "\nA routine documentation edit.\n")
+    report = _after(project, tmp_path, base, lambda: readme.write_text(original))
+    assert [c for c in report.changes if c.action is not Action.SAME] == [], report.text()
+
+
+def test_a_new_model_adds_its_own_resources_and_leaves_the_platform_and_store_untouched(
+    project: Path, base: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    # An embedding model on the CPU nodes (prod's GPUs are all spoken for at replicasMax).
+    new = {
+        "name": "minilm-b",
+        "family": "bert",
+        "hfRepo": "sentence-transformers/all-MiniLM-L6-v2",
+        "revision": "1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
+        "device": "cpu",
+    }
+    report = _after(project, tmp_path, base, _edit_models(project, lambda models: models.append(new)))
+    assert report.harmful == () and _untouched(report) == [], report.text()
+    created = _named(report, Action.CREATE)
+    assert {f"{STACK}-minilm-b-deployment", f"{STACK}-minilm-b-rollout", f"{STACK}-minilm-b-probe"} <= created
+    assert any(name.startswith(f"{STACK}-minilm-b") and "job" in name for name in created), created
+    assert _named(report, Action.REPLACE) <= {f"{STACK}-gateway-specs"}, report.text()
+    # The other models' servers do not roll; the gateway learns the new model (its pods roll).
+    rolled = {c.name for c in report.changes if c.rolls}
+    assert rolled <= {f"{STACK}-gateway-deployment"}, report.text()
+
+
+def test_a_larger_model_reconverts_it_and_leaves_the_platform_and_store_untouched(
+    project: Path, base: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    def larger(models: list[dict[str, Any]]) -> None:
+        (gptj,) = [m for m in models if m["name"] == "gpt-j-6b"]
+        gptj["maxBatchSize"] = 32
+        gptj["maxOutputLen"] = 512
+
+    report = _after(project, tmp_path, base, _edit_models(project, larger))
+    assert report.harmful == () and _untouched(report) == [], report.text()
+    rolled = {c.name for c in report.changes if c.rolls}
+    assert f"{STACK}-gpt-j-6b-deployment" in rolled
+    assert not any("t5-3b" in name or "minilm" in name for name in rolled), report.text()
+
+
+def test_a_changed_revision_replaces_that_models_job_and_rolls_only_its_server(
+    project: Path, base: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    def bump(models: list[dict[str, Any]]) -> None:
+        (t5,) = [m for m in models if m["name"] == "t5-3b"]
+        t5["revision"] = "0" * 40
+
+    report = _after(project, tmp_path, base, _edit_models(project, bump))
+    assert report.harmful == () and _untouched(report) == [], report.text()
+    touched = {c.name for c in report.changes if c.action is not Action.SAME}
+    assert all(("t5-3b" in n) or n.startswith(f"{STACK}-gateway") for n in touched), report.text()
+    assert f"{STACK}-t5-3b-deployment" in {c.name for c in report.changes if c.rolls}
+    probe = next(c for c in report.changes if c.name == f"{STACK}-t5-3b-probe")
+    assert probe.action is Action.UPDATE and "trigger" in probe.changed
+
+
+def test_a_new_chart_pin_updates_that_chart_alone(
+    project: Path, base: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(charts, "NVIDIA_DEVICE_PLUGIN", replace(charts.NVIDIA_DEVICE_PLUGIN, version="0.17.2"))
+    report = _after(project, tmp_path, base, lambda: None)
+    changed = [c for c in report.changes if c.action is not Action.SAME]
+    assert [(c.name, c.action, c.changed) for c in changed] == [
+        (f"{STACK}-nvidia-device-plugin", Action.UPDATE, ("version",))
+    ], report.text()
+
+
+def test_a_change_to_the_tools_code_rebuilds_the_tools_image_and_every_probe_judges_it(
+    project: Path, base: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    """Not routine for the platform either: a new tools image rolls what runs it and re-runs the probes."""
+    cli = project / "tritonft" / "cli.py"
+    original = cli.read_text()
+    cli.write_text(original + "\n# a change to the in-cluster tools\n")
+    report = _after(project, tmp_path, base, lambda: cli.write_text(original))
+    assert report.harmful == () and _untouched(report) == [], report.text()
+    assert _named(report, Action.UPDATE) >= {
+        f"{STACK}-images-tools",
+        f"{STACK}-gateway-deployment",
+        f"{STACK}-t5-3b-probe",
+        f"{STACK}-gpt-j-6b-probe",
+        f"{STACK}-minilm-probe",
+    }
+    assert f"{STACK}-images-server" not in _named(report, Action.UPDATE)

@@ -1,0 +1,74 @@
+"""How long ``pulumi up`` of a synthesized plan may take at most: the longest chain of waits along its
+dependencies.
+
+Each resource may hold ``up`` for its ``customTimeouts.create`` (the cluster, node groups, charts, conversion Jobs)
+or, for the rollout watch and the probe, its ``deadline_s``; a resource starts when everything it depends on is
+done (depending on a component waits for all of its children). The bound is what a CI job running ``up`` must
+allow: a runner killed before it leaves the stack locked (``docs/day2.md``: ``pulumi cancel``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any
+
+_DURATION = re.compile(r"^(?:(?P<h>\d+)h)?(?:(?P<m>\d+)m)?(?:(?P<s>\d+)s)?$")
+
+
+def minutes(duration: str) -> float:
+    """A Pulumi custom timeout (``"40m"``, ``"1h30m"``, ``"90s"``) in minutes."""
+    match = _DURATION.match(duration.strip())
+    if not match or not duration.strip():
+        raise ValueError(f"not a Pulumi duration: {duration!r}")
+    return int(match["h"] or 0) * 60 + int(match["m"] or 0) + int(match["s"] or 0) / 60
+
+
+def wait_minutes(resource: Mapping[str, Any]) -> float:
+    """The longest one resource can hold ``up`` on its own."""
+    timeouts = (resource.get("options") or {}).get("customTimeouts") or {}
+    if "create" in timeouts:
+        return minutes(str(timeouts["create"]))
+    deadline = (resource.get("inputs") or {}).get("deadline_s")
+    if str(resource.get("type", "")).startswith("pulumi-python:dynamic/") and deadline is not None:
+        return float(deadline) / 60
+    return 0.0
+
+
+def up_budget_minutes(resources: Sequence[Mapping[str, Any]]) -> float:
+    """The longest chain of waits through the plan's dependencies, in minutes."""
+    by_urn = {str(r["urn"]): r for r in resources}
+    children: dict[str, list[str]] = {}
+    for r in resources:
+        if r.get("parent"):
+            children.setdefault(str(r["parent"]), []).append(str(r["urn"]))
+
+    def descendants(urn: str) -> list[str]:
+        found = [urn]
+        for child in children.get(urn, []):
+            found += descendants(child)
+        return found
+
+    def ancestors(urn: str) -> set[str]:
+        found: set[str] = set()
+        parent = by_urn[urn].get("parent")
+        while parent and str(parent) in by_urn and str(parent) not in found:
+            found.add(str(parent))
+            parent = by_urn[str(parent)].get("parent")
+        return found
+
+    @cache
+    def finish(urn: str) -> float:
+        res = by_urn[urn]
+        mine = ancestors(urn) | {urn}
+        deps = {
+            d
+            for dep in (res.get("options") or {}).get("dependsOn") or ()
+            if str(dep) in by_urn and str(dep) not in mine
+            for d in descendants(str(dep))
+        }
+        deps -= mine
+        return wait_minutes(res) + max((finish(d) for d in deps), default=0.0)
+
+    return max((finish(u) for u in by_urn), default=0.0)
