@@ -89,13 +89,22 @@ def test_prometheus_reaches_the_metrics_port_only(deployed: Deployed) -> None:
 
 
 def _triton_services_routed_by_ingresses(d: Deployed) -> set[str]:
-    return {
+    """The Services the edge routes to: an Ingress's backends, or a Gateway API route's ``backendRefs``."""
+    ingress = {
         path["backend"]["service"]["name"]
         for o in d.plan_objects
         if o["kind"] == "Ingress"
         for rule in o["spec"].get("rules", [])
         for path in rule.get("http", {}).get("paths", [])
     }
+    routes = {
+        ref["name"]
+        for o in d.plan_objects
+        if o["kind"] in ("HTTPRoute", "GRPCRoute")
+        for rule in o["spec"].get("rules", [])
+        for ref in rule.get("backendRefs", [])
+    }
+    return ingress | routes
 
 
 def test_the_ingress_controller_reaches_triton_only_where_the_plan_routes_the_edge_to_it(deployed: Deployed) -> None:

@@ -27,7 +27,7 @@ from tests.tritonft.gateway.server import GatewayProcess
 from tests.tritonft.gateway.server import started as _started
 from tritonft.cli import main
 from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
-from tritonft.local_triton import LocalTriton
+from tritonft.local_triton import LocalTriton, TritonRuntime
 
 pytestmark = pytest.mark.slow
 
@@ -39,19 +39,21 @@ GOODPUT_MS = 60_000
 
 
 @pytest.fixture(scope="module")
-def bench_triton(
+def bench_triton(  # noqa: PLR0917  (pytest passes fixtures by name)
     serve_triton: ServeTriton,
     tmp_path_factory: pytest.TempPathFactory,
     converted: Callable[..., Path],
     encoder_converted: Callable[..., Path],
     encoder_checkpoint: Callable[[str], Path],
+    newest_runtime: TritonRuntime,
 ) -> LocalTriton:
     generator, encoder = tmp_path_factory.mktemp("bench-gen"), tmp_path_factory.mktemp("bench-enc")
     render_generator(converted("gpt2", TP), generator, tmp_path_factory.mktemp("bench-scratch"))
     serving = EncoderServing(EMBEDDER, max_batch_size=16, engine=OnnxEngine.PYTHON)
     name = "all-minilm-l6-v2"
     write_encoder_repository(serving, encoder_converted(name), encoder_checkpoint(name), encoder)
-    return serve_triton([generator, encoder])
+    # the reference engine's Python 3.10 code and the encoders' onnxruntime run on the newest server
+    return serve_triton([generator, encoder], runtime=newest_runtime)
 
 
 @pytest.fixture(scope="module")

@@ -254,11 +254,10 @@ def test_idle_the_hpa_reads_zero_through_prometheus_adapter(prometheus: LocalPro
 
 
 def test_idle_keda_reads_a_zero_ratio_and_no_request_traffic(prometheus: LocalPrometheus, keda_plan: Plan) -> None:
-    """The ratio trigger reads 0 (below its threshold); the request-rate trigger's query parses and reads 0 with
-    neither of its sources scraped here (no ingress controller, no gateway: each part falls back to 0), so the
-    service is not woken. (The gateway's part, scraped for real: test_scale_to_zero_wake.py.)"""
+    """The ratio trigger reads 0 (below its threshold); the request-rate trigger's query (the gateway's request
+    counter: on the Gateway API edge no ingress controller counts requests) parses and reads 0 with its source not
+    scraped here, so the service is not woken. (The gateway's part, scraped for real: test_scale_to_zero_wake.py.)"""
     ratio_trigger, demand_trigger = keda_plan.autoscaler["spec"]["triggers"]
-    assert "nginx_ingress_controller_requests" in demand_trigger["metadata"]["query"]
     assert "tritonft_gateway_model_requests_total" in demand_trigger["metadata"]["query"]
     assert float(ratio_trigger["metadata"]["threshold"]) > 0
     assert wait_for("the KEDA ratio", lambda: keda_values(prometheus, keda_plan)[0] is not None, 30)

@@ -37,7 +37,7 @@ from tests.system.realtriton.conftest import EMBEDDER, ServeTriton
 from tests.tritonft.gateway.server import GatewayProcess
 from tests.tritonft.gateway.server import started as running
 from tests.tritonft.probe.encoders import MINILM
-from tritonft.local_triton import ROOT, LocalTriton, free_port
+from tritonft.local_triton import ROOT, LocalTriton, TritonRuntime, free_port
 from tritonft.probe import ProbeConfig, run_probe
 from tritonft.probe.rendered import target_for_spec
 
@@ -110,8 +110,10 @@ RESTRICTED = re.compile(r"^UNAVAILABLE: This protocol is restricted, expecting h
 
 
 @pytest.fixture(scope="module")
-def restricted_triton(serve_triton: ServeTriton, embedder_repository: Path) -> Iterator[LocalTriton]:
-    server = serve_triton(embedder_repository, extra_args=stack_flags("24.10"), shared=False)
+def restricted_triton(
+    serve_triton: ServeTriton, newest_runtime: TritonRuntime, embedder_repository: Path
+) -> Iterator[LocalTriton]:
+    server = serve_triton(embedder_repository, extra_args=stack_flags("24.10"), shared=False, runtime=newest_runtime)
     try:
         yield server
     finally:

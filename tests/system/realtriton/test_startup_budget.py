@@ -48,7 +48,7 @@ def first_answers(server: LocalTriton) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def started(
-    triton_runtime: TritonRuntime,
+    newest_runtime: TritonRuntime,
     tmp_path_factory: pytest.TempPathFactory,
     tokenizers: dict[Family, Path],
     encoder_converted: Callable[..., Path],
@@ -56,7 +56,7 @@ def started(
 ) -> Iterator[tuple[Path, LocalStart]]:
     repo = local_repository(tmp_path_factory.mktemp("local-repo"), tokenizers, encoder_converted, encoder_checkpoint)
     log = tmp_path_factory.mktemp("startup-log") / "tritonserver.log"
-    server, start = measure_start(triton_runtime, repo, log, first_answers)
+    server, start = measure_start(newest_runtime, repo, log, first_answers)  # the encoder needs onnxruntime
     try:
         yield repo, start
     finally:

@@ -36,15 +36,23 @@ GROUP_OF = {
 
 
 def stub_calls() -> dict[str, set[str]]:
-    """``GRPCInferenceService`` methods called anywhere in the gateway's code (``<...>stub.Method(...)``), by file."""
+    """``GRPCInferenceService`` methods called anywhere in the gateway's code, by file: ``<...>stub.Method(...)``, or
+    a method named by its string to a call helper (``self._unary("ServerReady", ...)``, which calls the stub's)."""
     calls: dict[str, set[str]] = {}
     for path in sorted(GATEWAY.glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in GROUP_OF:
+            if not isinstance(node, ast.Call):
+                continue
+            if isinstance(node.func, ast.Attribute) and node.func.attr in GROUP_OF:
                 owner = node.func.value
+                if isinstance(owner, ast.Call):  # self._next_stub().ModelStreamInfer(...): the stub a call returns
+                    owner = owner.func
                 name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", "")
                 if name.endswith("stub"):
                     calls.setdefault(node.func.attr, set()).add(path.name)
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value in GROUP_OF:
+                calls.setdefault(first.value, set()).add(path.name)
     return calls
 
 
