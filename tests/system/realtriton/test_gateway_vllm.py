@@ -15,21 +15,35 @@ import contextlib
 import io
 import json
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.system.realtriton.test_openai_conformance import call, sse_payloads, stream_usage_problems
 from tests.tritonft.engines.vllm.checkpoints import VARIANTS, golden, write
+from tests.tritonft.gateway.openai_requests import (
+    CHUNK_SCHEMAS,
+    RESPONSE_SCHEMAS,
+    Case,
+    cases,
+    names_the_field,
+    refused,
+    streamed,
+)
 from tests.tritonft.gateway.openai_schema import Schemas, load, violations
 from tests.tritonft.gateway.server import GatewayProcess, started
 from tritonft.engines.vllm import local
+from tritonft.gateway.parameters import CHAT, COMPLETIONS, PATHS, VLLM_PARAMETERS
 from tritonft.local_triton import LocalTriton
 
 pytestmark = pytest.mark.slow
@@ -91,9 +105,11 @@ RESPONSE = {"/v1/completions": "CreateCompletionResponse", "/v1/chat/completions
 CHUNK = {"/v1/completions": "CreateCompletionResponse", "/v1/chat/completions": "CreateChatCompletionStreamResponse"}
 
 
-def post(gateway: GatewayProcess, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+def post(gateway: GatewayProcess | str, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any], dict[str, str]]:
+    """Status, JSON body and (lower-cased) headers of a POST to the gateway (or the base URL ``gateway``)."""
+    base = gateway if isinstance(gateway, str) else gateway.url
     request = urllib.request.Request(
-        f"{gateway.url}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        f"{base}{path}", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
     )
     try:
         with urllib.request.urlopen(request, timeout=300) as answer:
@@ -449,3 +465,129 @@ def test_the_probe_fails_a_vllm_model_whose_answer_is_not_the_expected_one(
     assert model["status"] == "wrong_answer"
     (inference,) = [c for c in result["report"]["checks"] if c["check"] == "inference"]
     assert f"the answer to {cases[0]['prompt']!r} is not the expected one" in inference["detail"]
+
+
+# --- OpenAI conformance: the generated requests of test_openai_conformance.py, to the vLLM model ---------------------
+
+
+def vllm_refused(case: Case) -> bool:
+    """The case sends a field a vLLM model refuses (:data:`VLLM_PARAMETERS`, else the table), asking for something."""
+    verdict = VLLM_PARAMETERS.get(case.field)
+    if verdict is None:
+        return refused(case)
+    if verdict.supported or case.value is None:
+        return False
+    return not any(isinstance(case.value, bool) == isinstance(n, bool) and case.value == n for n in verdict.neutral)
+
+
+@dataclass
+class Judged:
+    case: Case
+    mode: str
+    status: int
+    problems: list[str]
+
+
+def judge_case(schemas: Schemas, gateway: GatewayProcess, case: Case, mode: str) -> Judged:
+    status, kind, raw = call(gateway, "POST", PATHS[case.route], json.dumps(case.body).encode())
+    problems: list[str] = []
+    if status >= 400:
+        body = json.loads(raw)
+        problems += violations(schemas.validator("ErrorResponse"), body)
+        if not names_the_field(case, body.get("error", {}).get("param")):
+            problems.append(f"refused naming {body.get('error', {}).get('param')!r}, not {case.field}")
+    elif case.streamed:
+        payloads, framing = sse_payloads(raw)
+        problems += framing + stream_usage_problems(case, payloads)
+        chunk = schemas.chunk_validator(CHUNK_SCHEMAS[case.route])
+        for payload in payloads:
+            problems += violations(schemas.validator("ErrorResponse") if "error" in payload else chunk, payload)
+        if not kind.startswith("text/event-stream"):
+            problems.append(f"a stream answered as {kind}")
+    else:
+        problems += violations(schemas.validator(RESPONSE_SCHEMAS[case.route]), json.loads(raw))
+    if status >= 500:
+        problems.append(f"answered {status}")
+    if vllm_refused(case) and status < 400:
+        problems.append(f"{case.field} is refused for vLLM models but was served: silently ignored")
+    return Judged(case, mode, status, problems)
+
+
+@pytest.fixture(scope="module")
+def conformance(schemas: Schemas, gateway: GatewayProcess) -> list[Judged]:
+    """Every generated request of the completions and chat routes to the Llama: unstreamed, streamed, with usage."""
+    out: list[Judged] = []
+    for route in (COMPLETIONS, CHAT):
+        for case in cases(schemas, route, LLAMA):
+            out.append(judge_case(schemas, gateway, case, "plain"))
+            for mode, usage in (("stream", False), ("stream+usage", True)):
+                variant = streamed(case, usage)
+                if variant is not None:
+                    out.append(judge_case(schemas, gateway, variant, mode))
+    return out
+
+
+def test_every_generated_request_to_a_vllm_model_is_answered_by_openais_schema(conformance: list[Judged]) -> None:
+    broken = [(PATHS[j.case.route], j.mode, j.case.field, j.status, j.problems) for j in conformance if j.problems]
+    assert broken == [], f"{len(broken)} of {len(conformance)}: {broken[:10]}"
+
+
+def test_the_parameters_vllm_honours_were_served_and_every_mode_answered(conformance: list[Judged]) -> None:
+    served = {(j.case.route, j.case.field) for j in conformance if j.status == 200}
+    for name in ("presence_penalty", "frequency_penalty", "logprobs", "top_p", "seed", "stop"):
+        assert (COMPLETIONS, name) in served and (CHAT, name) in served, name
+    assert (CHAT, "top_logprobs") in served
+    modes = {(j.case.route, j.mode) for j in conformance if j.status == 200}
+    assert modes == {(route, mode) for route in (COMPLETIONS, CHAT) for mode in ("plain", "stream", "stream+usage")}
+
+
+# --- the documented command: a local checkpoint through the real Triton + vLLM, the gateway in front ------------------
+
+
+def test_the_local_command_with_gateway_serves_completions_and_chat_and_prints_the_endpoint(
+    checkpoints: dict[str, Path], tmp_path: Path
+) -> None:
+    command = [sys.executable, "-m", "tritonft.engines.vllm.local", str(checkpoints[LLAMA]), "--name", LLAMA]
+    command += ["--max-model-len", str(MAX_MODEL_LEN), "--gateway", "--work-dir", str(tmp_path)]
+    with (tmp_path / "stderr.log").open("w") as errors:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, text=True)
+    try:
+        assert process.stdout is not None
+        printed = [""]
+        for line in process.stdout:
+            printed.append(line.strip())
+            if line.startswith("openai: "):
+                break
+        assert printed[-1].startswith("openai: http://127.0.0.1:"), (printed, (tmp_path / "stderr.log").read_text())
+        base = printed[-1].removeprefix("openai: ").removesuffix("/v1")
+        case = golden(LLAMA)["prompts"][0]
+        status, body, _ = post(base, "/v1/completions", greedy(LLAMA, case["prompt"]))
+        assert (status, body["choices"][0]["text"]) == (200, case["output_text"])
+        chat = golden(LLAMA)["chats"][0]
+        status, body, _ = post(base, "/v1/chat/completions", chat_body(chat["messages"]))
+        assert status == 200
+        assert same_text(body["choices"][0]["message"]["content"], chat["output_text"])
+    finally:
+        process.send_signal(signal.SIGTERM)  # the command stops its gateway and Triton
+        try:
+            assert process.wait(timeout=120) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def test_the_openai_client_gets_the_golden_answers_as_the_readme_calls_it(gateway: GatewayProcess) -> None:
+    import openai
+
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="unused", max_retries=0, timeout=120)
+    case = golden(LLAMA)["prompts"][0]
+    completion = client.completions.create(model=LLAMA, prompt=case["prompt"], max_tokens=16, temperature=0)
+    assert completion.choices[0].text == case["output_text"]
+    assert completion.usage is not None and completion.usage.completion_tokens == len(case["output_ids"])
+    chat = golden(LLAMA)["chats"][0]
+    stream = client.chat.completions.create(
+        model=LLAMA, messages=chat["messages"], max_tokens=16, temperature=0, stream=True
+    )
+    text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+    assert same_text(text, chat["output_text"])
