@@ -2,11 +2,13 @@
 
 One Triton (the stack's rendered ``backend: "vllm"`` repository of the seeded random Llama and Qwen2 checkpoints of
 ``test_vllm_engine.py``, the project's Python-based vLLM backend) and one gateway (``tritonft gateway`` given the
-models' specs and the Llama's ``tokenizer_config.json``) for the whole module. Greedy completions and chats (after
+models' specs and their ``tokenizer_config.json``) for the whole module. Greedy completions and chats (after
 the model's own chat template) answer exactly the text and token counts of transformers' greedy ``generate``
 (goldens by ``scripts/make_vllm_goldens.py``), unary and streamed; ``n``, ``stop``, ``max_tokens``, ``seed`` and
 ``logprobs`` are vLLM's; bad input is OpenAI's error shape and the server keeps serving. Every body and every chunk
-is validated against OpenAI's published schema.
+is validated against OpenAI's published schema, and so are the answers to every generated request of the OpenAI
+conformance test. The probe judges the Llama's streamed answer over HTTP and gRPC (and through the gateway); the
+documented local command with ``--gateway`` (its own Triton) serves the gateway in front and prints its endpoint.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def gateway(
     work = tmp_path_factory.mktemp("vllm-gateway")
     options = replace(local.CPU_OPTIONS, max_model_len=MAX_MODEL_LEN)
     specs = [local.spec_for(name, directory, options) for name, directory in checkpoints.items()]
-    extra = ["--tokenizer-config", f"{LLAMA}={checkpoints[LLAMA] / 'tokenizer_config.json'}"]
+    extra = [f"--tokenizer-config={name}={checkpoints[name] / 'tokenizer_config.json'}" for name in NAMES]
     with started(GatewayProcess(vllm_triton.grpc_url, specs, work, extra), request) as process:
         yield process
 
@@ -213,11 +215,12 @@ def chat_body(messages: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
     return {"model": LLAMA, "messages": messages, "max_tokens": 16, "temperature": 0, **more}
 
 
+@pytest.mark.parametrize("name", NAMES)
 def test_a_chat_through_the_models_own_template_answers_transformers_text(
-    gateway: GatewayProcess, schemas: Schemas
+    name: str, gateway: GatewayProcess, schemas: Schemas
 ) -> None:
-    for case in golden(LLAMA)["chats"]:  # the second one's user content is text parts
-        body = answer(gateway, schemas, "/v1/chat/completions", chat_body(case["messages"]))
+    for case in golden(name)["chats"]:  # the second one's user content is text parts
+        body = answer(gateway, schemas, "/v1/chat/completions", chat_body(case["messages"], model=name))
         assert same_text(body["choices"][0]["message"]["content"], case["output_text"])
         assert body["usage"]["prompt_tokens"] == len(case["prompt_ids"])  # the template's tokens, one BOS
         assert body["usage"]["completion_tokens"] == len(case["output_ids"])
@@ -236,11 +239,10 @@ def test_a_streamed_chat_answers_the_same_text(gateway: GatewayProcess, schemas:
     )
 
 
-def test_a_model_without_a_chat_template_given_refuses_chat_by_name(gateway: GatewayProcess) -> None:
-    status, body, _ = post(
-        gateway, "/v1/chat/completions", {**chat_body([{"role": "user", "content": "hi"}])} | {"model": NAMES[1]}
-    )
+def test_a_model_whose_tokenizer_config_was_not_given_refuses_chat_by_name(gateway: GatewayProcess) -> None:
+    status, body, _ = post(gateway, "/v1/chat/completions", chat_body([{"role": "user", "content": "hi"}], model=LATE))
     assert (status, body["error"]["param"]) == (400, "model")
+    assert "tokenizer_config.json" in body["error"]["message"]
 
 
 def test_n_greedy_choices_are_each_the_golden(gateway: GatewayProcess, schemas: Schemas) -> None:
