@@ -178,7 +178,11 @@ def vllm_request(body: Any, model: ServedModel, *, chat: bool = False) -> VllmRe
     if "best_of" in body and _integer(body, "best_of", n, 1, MAX_BEAMS) != n:
         raise bad_parameter("best_of", f"best_of must equal n ({n}) for this model: {VLLM_PARAMETERS['best_of'].note}")
     if n > 1 and stream:
-        raise bad_parameter("n", "n > 1 cannot be streamed; send stream: false or n: 1")
+        raise bad_parameter(
+            "n",
+            "n > 1 cannot be streamed for this model: NVIDIA's vLLM backend streams each completion's text without "
+            "its index; send stream: false or n: 1",
+        )
     echo = body.get("echo", False)
     if not isinstance(echo, bool):
         raise bad_parameter("echo", "echo must be true or false")

@@ -322,3 +322,81 @@ def test_the_readme_vllm_table_is_the_gateways() -> None:
 
 def test_every_vllm_verdict_is_a_row_of_the_table() -> None:
     assert set(VLLM_PARAMETERS) <= {p.name for p in PARAMETERS}
+
+
+class FakeTriton:
+    """Answers every stream with the given responses (what the vLLM backend sends for one request)."""
+
+    def __init__(self, responses: list[Any]) -> None:
+        self.responses = responses
+        self.requests: list[Any] = []
+
+    async def stream_responses(self, request: Any, deadline_s: float, error: Any) -> Any:
+        self.requests.append(request)
+        for item in self.responses:
+            yield item
+
+
+def streamed_events(body: dict[str, Any], responses: list[Any], *, chat: bool = False) -> list[dict[str, Any]]:
+    import asyncio
+
+    from tritonft.gateway.vllm import Engine, events
+
+    usage = {"stream_options": {"include_usage": True}}
+    req = vllm_request({"model": "llama", "stream": True} | usage | body, LLAMA, chat=chat)
+    chunks = Chunks("c", 0, "llama", chat=chat, include_usage=True)
+
+    async def run() -> list[dict[str, Any]]:
+        engine = Engine(FakeTriton(responses), 60)  # type: ignore[arg-type]  # the stream is all events() uses
+        return [json.loads(e.removeprefix(b"data: ")) async for e in events(engine, req, chunks)]
+
+    return asyncio.run(run())
+
+
+def step(texts: list[str], finish: list[str]) -> Any:
+    return response(
+        {
+            "text_output": ("BYTES", texts),
+            "finish_reason": ("BYTES", finish),
+            "num_input_tokens": ("UINT32", [2]),
+            "num_output_tokens": ("UINT32", [1] * len(texts)),
+        }
+    )
+
+
+def test_a_stream_sends_each_piece_then_the_finish_then_the_engines_usage() -> None:
+    answers = [step(["He"], ["None"]), step(["llo"], ["None"]), step([""], ["length"])]
+    events = streamed_events({"prompt": "p", "echo": True}, answers)
+    pieces = [(c["index"], c["text"], c["finish_reason"]) for e in events for c in e["choices"]]
+    assert pieces == [(0, "pHe", None), (0, "llo", None), (0, "", "length")]
+    assert events[-1] == events[-1] | {
+        "choices": [],
+        "usage": {"prompt_tokens": 2, "completion_tokens": 3, "total_tokens": 5},
+    }
+
+
+def test_nothing_is_streamed_before_the_models_first_response() -> None:
+    import asyncio
+
+    from tritonft.gateway.vllm import Engine, events
+
+    class Refusing(FakeTriton):
+        async def stream_responses(self, request: Any, deadline_s: float, error: Any) -> Any:
+            self.requests.append(request)
+            if self.requests:  # refused before any response, as Triton refuses a prompt over the context
+                raise engine_error("Error generating stream: This model's maximum context length is 8 tokens.", 60)
+            yield None
+
+    req = vllm_request(
+        {"model": "llama", "messages": [{"role": "user", "content": "hi"}], "stream": True},
+        LLAMA,
+        chat=True,
+    )
+
+    async def first() -> bytes:
+        stream = events(Engine(Refusing([]), 60), req, Chunks("c", 0, "llama", chat=True))  # type: ignore[arg-type]
+        return await stream.__anext__()
+
+    with pytest.raises(ApiError) as caught:
+        asyncio.run(first())
+    assert caught.value.code == "context_length_exceeded"
