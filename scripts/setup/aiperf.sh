@@ -6,7 +6,10 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-if [ ! -x .tools/aiperf/bin/aiperf ] || ! cmp -s tools/aiperf-requirements.txt .tools/aiperf/requirements.txt; then
+# A venv is not relocatable: made under another path (a moved or linked checkout), its scripts name an interpreter
+# that is gone, so the command's own interpreter must exist too.
+runs() { [ -x .tools/aiperf/bin/aiperf ] && [ -x "$(sed -n '1s/^#!//p' .tools/aiperf/bin/aiperf)" ]; }
+if ! runs || ! cmp -s tools/aiperf-requirements.txt .tools/aiperf/requirements.txt; then
   echo "setup: installing AIPerf into .tools/aiperf" >&2
   rm -rf .tools/aiperf
   uv venv --quiet --python "$(.venv/bin/python -c 'import sys; print(sys.executable)')" .tools/aiperf

@@ -10,6 +10,8 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
@@ -88,6 +90,17 @@ def _terminate(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)  # unwinds like Ctrl-C, so the partial directory is removed
 
 
+@contextmanager
+def _sigterm_unwinds() -> Iterator[None]:
+    """SIGTERM (how Kubernetes stops a Job) unwinds the conversion while it runs; the caller's own handling of
+    SIGTERM is back afterwards (a process that converts in-process, such as a test run, keeps its own)."""
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _encoder_options(args: argparse.Namespace) -> dict[str, object]:
     """The encoder group's options the user set (an unset one is left to the checkpoint)."""
     options = {
@@ -101,10 +114,14 @@ def _encoder_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    with _sigterm_unwinds():
+        return _convert(args)
+
+
+def _convert(args: argparse.Namespace) -> int:
     from tritonft.engines import ONNXRUNTIME, engine_for_checkpoint
     from tritonft.engines.base import ConvertRequest
 
-    signal.signal(signal.SIGTERM, _terminate)  # Kubernetes stops Jobs with SIGTERM
     family = Family(args.family) if args.family else None
     engine = engine_for_checkpoint(args.input, family)
     options = _encoder_options(args)

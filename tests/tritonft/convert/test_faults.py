@@ -258,3 +258,20 @@ def test_read_only_output_directory_is_a_clear_error(cli, tmp_path, readonly_dir
     assert err.startswith(f"error: cannot write to --output {readonly_dir}: ")
     assert err.rstrip().endswith("choose a writable directory")
     assert list(readonly_dir.iterdir()) == []
+
+
+def test_an_in_process_conversion_gives_back_the_callers_sigterm_handling(cli, tmp_path):
+    """SIGTERM unwinds a conversion while it runs; afterwards the process handles SIGTERM as before (a test run
+    converting in-process must still stop when its own runner sends SIGTERM)."""
+
+    def callers_handler(signum: int, frame: object) -> None:
+        raise AssertionError("not called")
+
+    previous = signal.signal(signal.SIGTERM, callers_handler)
+    try:
+        src = t5_model().save(tmp_path / "hf")
+        code, _, _ = cli("convert", "--input", src, "--output", tmp_path / "ft", "--tp", 1, "--workers", 1)
+        assert code == 0
+        assert signal.getsignal(signal.SIGTERM) is callers_handler
+    finally:
+        signal.signal(signal.SIGTERM, previous)
