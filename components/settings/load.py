@@ -279,6 +279,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
             encoders={m.get("name"): _encoder_probe(m) for m in f.models if m.is_encoder},
         ),
         secrets=frozenset(k for k in f.secret_keys if k in f.present),
+        token_secrets={m.get("name"): m.get("hfTokenSecret") for m in f.models if m.get("hfTokenSecret")},
     )
 
 

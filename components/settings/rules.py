@@ -521,8 +521,8 @@ STACK_RULES: tuple[StackRule, ...] = (
     StackRule(
         "gated-repo-needs-token",
         ("hfToken", "models"),
-        "A gated catalog repository (`meta-llama/...`) needs the `hfToken` secret (an account that accepted its "
-        "licence).",
+        "A gated catalog repository (`meta-llama/...`) needs a token of an account that accepted its licence: the "
+        "`hfToken` secret or the model's `hfTokenSecret`.",
         gated_repos_need_token,
     ),
     *(StackRule(r.id, r.keys, r.doc, r.check) for r in BUILT_CLUSTER_RULES),

@@ -1450,6 +1450,15 @@ MODEL_KNOBS: tuple[Knob, ...] = (
         default_doc="unset: the probe checks the labels and scores' shape only",
     ),
     Knob(
+        "hfTokenSecret",
+        "string",
+        "An existing Kubernetes Secret (in the stack's namespace, key `token`) holding the Hugging Face token this "
+        "model's download Job uses (a gated or private repository), instead of the stack's `hfToken` secret; "
+        "mounted as a file, never an environment variable.",
+        format="dns-subdomain",
+        default_doc="the stack's `hfToken` secret when set, else none",
+    ),
+    Knob(
         "vllm",
         "object",
         "`llama` only: vLLM's engine arguments (its `model.json`) and the checkpoint facts vLLM's rules need. "

@@ -150,15 +150,17 @@ VLLM_MODEL_RULES: tuple[VllmRule, ...] = (
 
 
 def gated_repos_need_token(f: StackFacts) -> Iterable[Problem]:
-    """A catalog repository the Hub gates (Meta's Llama) downloads only with a token: the stack's ``hfToken``."""
+    """A catalog repository the Hub gates (Meta's Llama) downloads only with a token: the stack's ``hfToken`` or the
+    model's ``hfTokenSecret``."""
     if "hfToken" in f.present:
         return
     for m in f.models:
         catalog = m.vllm_catalog
-        if catalog is not None and catalog.gated:
+        if catalog is not None and catalog.gated and not m.get("hfTokenSecret"):
             yield (
                 "hfToken",
                 f"models[{m.index}] ({m.get('hfRepo')}) is gated on the Hugging Face Hub: accept its licence there "
-                "with an account, then store that account's token: `pulumi config set --secret hfToken hf_...` (the "
-                "download Job reads it from a Kubernetes Secret mounted as a file)",
+                "with an account, then store that account's token: `pulumi config set --secret hfToken hf_...`, or "
+                "name an existing Secret with key `token` in the model's `hfTokenSecret` (the download Job mounts it "
+                "as a file)",
             )
