@@ -308,8 +308,9 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         kubernetes_stack(gpusPerNode=2, models=[LLAMA8B | {"tensorParallel": 2}]),
         (),
         "hfToken: models[0] (meta-llama/Llama-3.1-8B-Instruct) is gated on the Hugging Face Hub: accept its licence "
-        "there with an account, then store that account's token: `pulumi config set --secret hfToken hf_...` (the "
-        "download Job reads it from a Kubernetes Secret mounted as a file)",
+        "there with an account, then store that account's token: `pulumi config set --secret hfToken hf_...`, or "
+        "name an existing Secret with key `token` in the model's `hfTokenSecret` (the download Job mounts it as a "
+        "file)",
     ),
     "vllm-block-for-llama": (
         kubernetes_stack(models=[model(vllm={"maxModelLen": 512})]),
