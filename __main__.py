@@ -71,6 +71,7 @@ for model in settings.models:
             hf_token,
             verify_generation=settings.probe.verify_generation,
             bleu_threshold=settings.probe.bleu_threshold,
+            hf_token_secret=settings.token_secrets.get(model.name),
         ),
     )
     service = TritonService(

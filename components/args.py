@@ -56,6 +56,8 @@ from components.settings.model import Settings
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.encoder.convert import CONVERTER_VERSION as ENCODER_CONVERTER_VERSION
 from tritonft.engines import engine_for
+from tritonft.engines.vllm.versions import TRITON_VERSION as VLLM_TRITON_VERSION
+from tritonft.engines.vllm.versions import VLLM_VERSION
 from tritonft.probe.endpoint import Protocol
 from tritonft.quantity import quantity_value as exact_quantity
 from tritonft.rollout.verdict import NodeGrowth
@@ -233,7 +235,9 @@ def model_store_args(settings: Settings, target: ClusterTarget) -> ModelStoreArg
 
 def converter_version(model: ModelSpec) -> str:
     """The version of the converter that writes ``model``'s files (part of its content key): the ONNX converter's
-    for an encoder, FasterTransformer's for a generator."""
+    for an encoder, FasterTransformer's for a generator, the pinned vLLM's for a Llama-family model."""
+    if model.family.is_vllm:
+        return f"vllm-{VLLM_VERSION}"  # no converter: the repository renderer of the pinned vLLM's backend
     return ENCODER_CONVERTER_VERSION if model.family.is_encoder else CONVERTER_VERSION
 
 
@@ -246,14 +250,17 @@ def model_conversion_args(
     *,
     verify_generation: bool = True,
     bleu_threshold: float = 15.0,
+    hf_token_secret: str | None = None,
 ) -> ModelConversionArgs:
+    """``hf_token_secret`` (the model's ``hfTokenSecret``) replaces the stack's ``hf_token`` for this model."""
     return ModelConversionArgs(
         target=target,
         store=store,
         model=model,
         tools_image=tools_image,
         converter_version=converter_version(model),
-        hf_token=hf_token,
+        hf_token=None if hf_token_secret else hf_token,
+        hf_token_secret=hf_token_secret,
         verify_generation=verify_generation,
         bleu_threshold=bleu_threshold,
     )
@@ -423,7 +430,8 @@ def triton_service_args(
         conversion=conversion,
         store=store,
         image=server_image,
-        triton_release=settings.image.triton_version,
+        # The server image's release: FT's (the stack's tritonVersion) or the vLLM image's, pinned with its engine.
+        triton_release=VLLM_TRITON_VERSION if conversion.model.family.is_vllm else settings.image.triton_version,
         ingress=ingress_args(settings, conversion.model, htpasswd),
         edge=model_edge_args(settings, conversion.model),
         autoscaler=autoscaler_kind(settings),

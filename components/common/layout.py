@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from tritonft.engines.vllm.engine import model_path as vllm_model_path
 from tritonft.spec import ModelSpec
 
 STORE_MOUNT = "/models"
@@ -60,10 +61,18 @@ class ModelPaths:
 
 def model_paths(model: ModelSpec, converter_version: str) -> ModelPaths:
     """Store layout: ``/models/checkpoints/<model>/<conversion key>`` and
-    ``/models/repositories/<model>/<repository key>``."""
+    ``/models/repositories/<model>/<repository key>``; a vLLM model's checkpoint is its Hugging Face files as
+    downloaded, at ``/models/hf/<model>/<revision>`` (the path its ``model.json`` names: the engine's
+    ``model_path``)."""
     ckey = model.conversion_key(converter_version)
     rkey = repository_key(model, converter_version)
     base = dns_label(model.name)
+    if model.family.is_vllm:
+        # No conversion: the downloaded Hugging Face files are what vLLM loads, where its model.json names them.
+        return ModelPaths(
+            checkpoint_dir=vllm_model_path(model, STORE_MOUNT),
+            repository_dir=f"{STORE_MOUNT}/repositories/{base}/{rkey}",
+        )
     return ModelPaths(
         checkpoint_dir=f"{STORE_MOUNT}/checkpoints/{base}/{ckey}",
         repository_dir=f"{STORE_MOUNT}/repositories/{base}/{rkey}",

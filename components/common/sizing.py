@@ -184,6 +184,8 @@ def job_sizing(
       texts, judged as the probe judges them: one session of the model, within that memory) and the deadline grows
       by :data:`ENCODER_CHECK_SECONDS`.
     """
+    if model.family.is_vllm:
+        return vllm_job_sizing(model, download_bw)
     dl = download_bytes(model)
     conv = converted_bytes(model)
     memory = JOB_BASE_MEMORY + JOB_TENSOR_COPIES * largest_tensor_bytes(model)
@@ -217,6 +219,43 @@ def job_sizing(
     )
 
 
+VLLM_JOB_MEMORY = 2 * GIB
+"""A vLLM model's Job holds no tensor: the Hub client streams each file to disk and ``tritonft download`` hashes it in
+chunks (1 GiB of interpreter and clients as :data:`JOB_BASE_MEMORY`, plus 1 GiB for the hashing threads' buffers and
+the page cache the copy onto the store dirties)."""
+
+
+def vllm_job_sizing(model: ModelSpec, download_bw: int = DOWNLOAD_BANDWIDTH) -> JobSizing:
+    """Resources and deadlines of a vLLM model's Job (download -> repo, no conversion).
+
+    * memory request = limit = :data:`VLLM_JOB_MEMORY` (no tensor is ever loaded);
+    * CPU 1 (limit 2: the hashing threads);
+    * scratch = the Hub's cache of the files (their bytes as published, ``converted_bytes``) x 1.2 + 1 GiB; the
+      files are copied from it onto the store, then it is dropped;
+    * deadline = 2 x (bytes / download bandwidth + bytes / store write bandwidth) + 10 min, to the minute; Pulumi
+      waits (backoff + 1) deadlines plus one node scale-up, as for a conversion;
+    * no generation check (``verify_generation`` False): the tools image has no vLLM; the probe judges the answers.
+    """
+    files = converted_bytes(model)
+    scratch = math.ceil(files * 1.2) + GIB
+    seconds = 2 * (files / download_bw + files / CONVERT_BANDWIDTH) + 600
+    deadline = 60 * math.ceil(seconds / 60)
+    wait_seconds = (JOB_BACKOFF_LIMIT + 1) * deadline + NODE_SCALE_UP_SECONDS
+    return JobSizing(
+        cpu_request="1",
+        cpu_limit="2",
+        memory_request=quantity_mi(VLLM_JOB_MEMORY),
+        memory_limit=quantity_mi(VLLM_JOB_MEMORY),
+        ephemeral_request=quantity_gi(scratch + GIB),
+        ephemeral_limit=quantity_gi(scratch + GIB),
+        scratch_size=quantity_gi(scratch),
+        active_deadline_seconds=deadline,
+        backoff_limit=JOB_BACKOFF_LIMIT,
+        pulumi_timeout_minutes=math.ceil(wait_seconds / 60),
+        verify_generation=False,
+    )
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Triton server pod
 
@@ -246,6 +285,8 @@ class ServerSizing:
     shm_size: str
     ephemeral_request: str
     ephemeral_limit: str
+    tmp_size: str = "1Gi"
+    """``sizeLimit`` of the pod's ``/tmp`` emptyDir (``HOME`` of the server)."""
 
 
 CPU_SERVER_BASE_MEMORY = 1 * GIB
@@ -312,6 +353,8 @@ def server_sizing(model: ModelSpec) -> ServerSizing:
     """
     if model.on_cpu:
         return cpu_server_sizing(model)
+    if model.family.is_vllm:
+        return vllm_server_sizing(model)
     shm = shm_bytes(model)
     memory = SERVER_BASE_MEMORY + shm + 2 * largest_tensor_bytes(model)
     cpu = 2 + model.gpus
@@ -327,6 +370,43 @@ def server_sizing(model: ModelSpec) -> ServerSizing:
     )
 
 
+VLLM_WORKER_MEMORY = 4 * GIB
+"""Host memory of one vLLM GPU worker process: torch and the CUDA context (~2 GiB as for a Triton process), the
+safetensors it maps while loading its shard (``load_format: safetensors`` reads through the page cache, charged to
+the pod as it is touched) and the pinned buffers of the sampler and the scheduler's outputs."""
+VLLM_TMP = 4 * GIB
+"""``/tmp`` of a vLLM pod (``HOME=/tmp``): vLLM's ``~/.cache/vllm`` holds torch.compile's artifacts and the CUDA-graph
+capture's cache of each shape it compiles (hundreds of MiB per model; the root filesystem is read-only)."""
+
+
+def vllm_server_sizing(model: ModelSpec) -> ServerSizing:
+    """Resources of a Triton pod serving a Llama-family model through the vLLM backend.
+
+    * GPUs = TP (``tensorParallel``: vLLM's ``tensor_parallel_size``);
+    * ``/dev/shm`` as for any GPU model (:func:`shm_bytes`: 1 GiB, NVIDIA's vLLM backend quick start runs its image
+      with ``--shm-size=1G``; + 256 MiB per GPU beyond the first for vLLM's workers' message queue and NCCL);
+    * memory request = limit = 3 GiB (tritonserver, the Python backend stub, the engine's front process) + /dev/shm +
+      :data:`VLLM_WORKER_MEMORY` per GPU (one worker process per rank);
+    * CPU request = 2 + 1 per GPU (the engine's scheduler and tokenizer, one feeder per rank); limit = 2 x request;
+    * ephemeral storage = 2 GiB + :data:`VLLM_TMP` (vLLM's compile cache in ``/tmp``).
+    """
+    shm = shm_bytes(model)
+    memory = SERVER_BASE_MEMORY + shm + VLLM_WORKER_MEMORY * model.gpus
+    cpu = 2 + model.gpus
+    ephemeral = quantity_gi(2 * GIB + VLLM_TMP)
+    return ServerSizing(
+        gpus=model.gpus,
+        cpu_request=str(cpu),
+        cpu_limit=str(2 * cpu),
+        memory_request=quantity_mi(memory),
+        memory_limit=quantity_mi(memory),
+        shm_size=quantity_mi(shm),
+        ephemeral_request=ephemeral,
+        ephemeral_limit=ephemeral,
+        tmp_size=quantity_gi(VLLM_TMP),
+    )
+
+
 @dataclass(frozen=True)
 class StartupBudget:
     """The startupProbe that lets a model load and no longer: ``period x failure_threshold`` seconds."""
@@ -339,6 +419,10 @@ class StartupBudget:
         return self.period_seconds * self.failure_threshold
 
 
+VLLM_ENGINE_START_SECONDS = 120
+"""What a vLLM engine adds to a Triton start once its weights are read: the memory profiling run that sizes the KV
+cache, torch.compile of the model's graph (cached in ``/tmp`` for the pod's life only) and the CUDA-graph capture of
+each batch size (vLLM's own log times each step at start-up; tens of seconds each on a GPU for a 7-8B model)."""
 STARTUP_SAFETY = 1.5
 """Margin on the estimate: a shared volume under contention (several pods starting at once) reads slower."""
 
@@ -349,7 +433,8 @@ def startup_budget(
     period_seconds: int = 10,
     server_start_seconds: int = SERVER_START_SECONDS,
 ) -> StartupBudget:
-    """How long the startupProbe waits for ``/v2/health/ready``: (start + bytes / bandwidth) x 1.5, in periods.
+    """How long the startupProbe waits for ``/v2/health/ready``: (start + bytes / bandwidth) x 1.5, in periods
+    (a vLLM model's start adds :data:`VLLM_ENGINE_START_SECONDS`).
 
     ``failure_threshold = ceil((server_start + converted_bytes / load_bandwidth) x 1.5 / period)``. Fixed budgets
     (180 s, 5 min, 15 min in the anchors, deploy-anchors.md §5) kill large models mid-load (server#7014, #7154)
@@ -359,6 +444,8 @@ def startup_budget(
         raise ValueError(f"load bandwidth must be positive bytes/s (got {load_bandwidth})")
     if period_seconds <= 0:
         raise ValueError(f"probe period must be positive seconds (got {period_seconds})")
+    if model.family.is_vllm:
+        server_start_seconds += VLLM_ENGINE_START_SECONDS
     seconds = (server_start_seconds + converted_bytes(model) / load_bandwidth) * STARTUP_SAFETY
     return StartupBudget(period_seconds=period_seconds, failure_threshold=max(1, math.ceil(seconds / period_seconds)))
 

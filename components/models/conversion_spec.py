@@ -95,6 +95,50 @@ width, unit norm, similarity order, a classifier's labels); the repository holds
 the tokenizer, which ``repo --require-checkpoint`` checks are there."""
 
 
+VLLM_SCRIPT = """\
+set -eu
+publish() { touch "$1/MARKER" && rm -rf "$2" && mv "$1" "$2"; }
+if [ -f "$REPOSITORY_DIR/MARKER" ]; then
+  echo "triton-ft: $REPOSITORY_DIR is complete; nothing to do"
+  exit 0
+fi
+if [ -f "$CHECKPOINT_DIR/MARKER" ]; then
+  echo "triton-ft: checkpoint $CHECKPOINT_DIR is complete; skipping the download"
+else
+  partial="$CHECKPOINT_DIR.partial-$HOSTNAME"
+  rm -rf "$partial" && mkdir -p "$(dirname "$CHECKPOINT_DIR")"
+  echo "triton-ft: [1/2] download $HF_REPO@$HF_REVISION (vLLM serves the Hugging Face files as they are: no conversion)"
+  tritonft download --repo "$HF_REPO" --revision "$HF_REVISION" --dest "$partial"
+  publish "$partial" "$CHECKPOINT_DIR"
+  rm -rf "$HF_HOME"
+fi
+partial="$REPOSITORY_DIR.partial-$HOSTNAME"
+rm -rf "$partial" && mkdir -p "$(dirname "$REPOSITORY_DIR")"
+echo "triton-ft: [2/2] check config.json against the spec, render repository $REPOSITORY_DIR (backend vllm)"
+tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" --checkpoint-path "$CHECKPOINT_DIR"
+publish "$partial" "$REPOSITORY_DIR"
+echo "triton-ft: done"
+""".replace("MARKER", COMPLETE_MARKER)
+"""A vLLM model's Job (``ENGINE=vllm``): download -> repo, each skipped when its output is already complete.
+
+No conversion: ``tritonft download`` (pinned revision, every file hashed and each LFS weight compared with the sha256
+the Hub published, the token of a gated repo read from the mounted Secret through ``HF_TOKEN_PATH``) writes the
+Hugging Face files into a partial directory on the store that is renamed into place, ``/models/hf/<model>/<revision>``
+(what ``model.json`` names); the Hub's cache on the scratch volume is then dropped. Before the repository is
+published, ``tritonft repo --checkpoint`` checks the downloaded ``config.json`` against the spec the stack was sized
+with (architecture, heads, KV heads, sizes, dtype, the maximum length as vLLM derives it, and what vLLM refuses of
+the engine arguments: :func:`tritonft.engines.vllm.engine.checkpoint_problems`) and the rendered ``config.pbtxt`` +
+``1/model.json`` against NVIDIA's backend contract (:mod:`tritonft.engines.vllm.check`). What the model answers is
+not checked here: the tools image has no vLLM (its CPU engine is a 5.9 GB environment of its own); the integration
+probe judges the served model after the rollout."""
+
+
+def script_for(model: ModelSpec) -> str:
+    """The Job's program for ``model``'s engine: FasterTransformer's and ONNX Runtime's download -> convert -> repo,
+    or vLLM's download -> repo."""
+    return VLLM_SCRIPT if model.family.is_vllm else CONVERT_SCRIPT
+
+
 @dataclass(frozen=True)
 class ConversionPod:
     """Inputs of the conversion pod that are not the model itself."""
@@ -180,7 +224,7 @@ def conversion_pod_spec(model: ModelSpec, paths: ModelPaths, pod: ConversionPod,
         "name": "convert",
         "image": pod.image,
         "imagePullPolicy": "Always",
-        "command": ["/bin/sh", "-c", CONVERT_SCRIPT],
+        "command": ["/bin/sh", "-c", script_for(model)],
         "env": env,
         "resources": {
             "requests": {

@@ -84,15 +84,28 @@ def tritonserver_args(model: ModelSpec, repository_dir: str, release: str = TRIT
 def server_command(model: ModelSpec, repository_dir: str, release: str = TRITON_VERSION) -> list[str]:
     """The container command: plain ``tritonserver`` on CPU or one GPU, under ``mpirun -n 1`` on several.
 
+    A vLLM model runs plain ``tritonserver`` on any number of GPUs: vLLM starts its own worker per GPU
+    (``distributed_executor_backend: mp`` in ``model.json``).
+
     The FasterTransformer backend starts one MPI process per *node* and drives all the node's GPUs from it
     (ft-format.md §6, seed 001: ``mpirun -n 1 ... tritonserver`` for T5-3B on 4 GPUs). The pod runs as a non-root
     user, so seed 001's ``--allow-run-as-root`` is not needed; ``--bind-to none`` keeps MPI from pinning the
     process to one core of the pod's CPU set.
     """
     server = [TRITONSERVER, *tritonserver_args(model, repository_dir, release)]
-    if model.gpus <= 1:
+    if model.gpus <= 1 or model.family.is_vllm:  # vLLM starts a worker process per GPU itself (no MPI)
         return server
     return ["mpirun", "-n", "1", "--bind-to", "none", *server]
+
+
+VLLM_ENV: tuple[dict[str, str], ...] = (
+    {"name": "HF_HUB_OFFLINE", "value": "1"},
+    {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+    {"name": "DO_NOT_TRACK", "value": "1"},
+)
+"""A vLLM pod's environment beyond the server's: the model is a directory on the store and the pod's egress is DNS
+only, so neither the Hub nor vLLM's usage reporting is called (vLLM ``envs.py``: ``VLLM_NO_USAGE_STATS``,
+``DO_NOT_TRACK``; huggingface_hub: ``HF_HUB_OFFLINE``)."""
 
 
 @dataclass(frozen=True)
@@ -153,7 +166,9 @@ def server_pod_spec(
         {"name": "HOME", "value": "/tmp"},
         {"name": ADMIN_KEY_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
     ]
-    if not model.family.is_encoder:
+    if model.family.is_vllm:
+        env += [dict(e) for e in VLLM_ENV]
+    elif not model.family.is_encoder:
         # FTB's default: GROUP is safe; PARALLEL is faster but may hang (FTB README).
         env.append({"name": "NCCL_LAUNCH_MODE", "value": "GROUP"})
     container = {
@@ -189,7 +204,7 @@ def server_pod_spec(
             {"name": "store", "persistentVolumeClaim": {"claimName": pod.claim_name, "readOnly": True}},
             # Counted in the memory request (server_sizing): a memory emptyDir is charged to the pod.
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": sizing.shm_size}},
-            {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": sizing.tmp_size}},
         ],
     }
     if affinity is not None:  # GPU packing (pod affinity); a CPU model's node affinity is kept beside it

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tritonft.spec import Architecture, Family, Pooling
+from tritonft.spec import Architecture, Family, Pooling, VllmSpec
 
 
 def _t5(d: int, heads: int, layers: int, d_ff: int, *, d_kv: int = 64, gated: bool = False) -> Architecture:
@@ -85,3 +85,107 @@ KNOWN_ENCODERS: dict[str, tuple[Architecture, EncoderDefaults]] = {
 name by ``hfRepo`` and ``revision`` alone."""
 
 KNOWN_MODELS.update({repo: (Family.BERT, arch) for repo, (arch, _) in KNOWN_ENCODERS.items()})
+
+
+@dataclass(frozen=True)
+class VllmCatalogEntry:
+    """A Llama-family checkpoint (``family: llama``, served by vLLM): its shape, the facts vLLM's rules need beyond
+    it (``architectures[0]``, KV heads, QKV bias, ``torch_dtype``), whether the Hub gates it (a token is then
+    required: the stack's ``hfToken`` secret), and where the numbers were read."""
+
+    architecture: Architecture
+    facts: VllmSpec
+    gated: bool
+    source: str
+
+
+def _llama_family(
+    *,
+    hidden: int,
+    heads: int,
+    kv_heads: int,
+    layers: int,
+    intermediate: int,
+    vocab: int,
+    max_len: int,
+    tied: bool,
+    cls: str,
+    qkv_bias: bool,
+    gated: bool,
+    source: str,
+) -> VllmCatalogEntry:
+    arch = Architecture(
+        d_model=hidden,
+        num_heads=heads,
+        num_layers=layers,
+        d_ff=intermediate,
+        vocab_size=vocab,
+        max_positions=max_len,
+        gated_ffn=True,
+        tied_embeddings=tied,
+    )
+    facts = VllmSpec(architecture=cls, num_kv_heads=kv_heads, qkv_bias=qkv_bias, checkpoint_dtype="bfloat16")
+    return VllmCatalogEntry(arch, facts, gated, source)
+
+
+KNOWN_VLLM: dict[str, VllmCatalogEntry] = {
+    # config.json at the revision the stacks pin: hidden_size 4096, num_attention_heads 32, num_key_value_heads 8,
+    # num_hidden_layers 32, intermediate_size 14336, vocab_size 128256, max_position_embeddings 131072 with
+    # rope_scaling {rope_type: llama3, factor: 8.0} (positions already scaled: vLLM does not multiply them again),
+    # tie_word_embeddings false, torch_dtype bfloat16; gated (Meta's licence must be accepted on the Hub).
+    "meta-llama/Llama-3.1-8B-Instruct": _llama_family(
+        hidden=4096,
+        heads=32,
+        kv_heads=8,
+        layers=32,
+        intermediate=14336,
+        vocab=128256,
+        max_len=131072,
+        tied=False,
+        cls="LlamaForCausalLM",
+        qkv_bias=False,
+        gated=True,
+        source="https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/blob/"
+        "0e9e39f249a16976918f6564b8830bc894c89659/config.json",
+    ),
+    # hidden_size 3584, num_attention_heads 28, num_key_value_heads 4, num_hidden_layers 28, intermediate_size
+    # 18944, vocab_size 152064, max_position_embeddings 32768 (tokenizer_config model_max_length 131072; no
+    # rope_scaling), tie_word_embeddings false, torch_dtype bfloat16, QKV bias (Qwen2); not gated.
+    "Qwen/Qwen2.5-7B-Instruct": _llama_family(
+        hidden=3584,
+        heads=28,
+        kv_heads=4,
+        layers=28,
+        intermediate=18944,
+        vocab=152064,
+        max_len=32768,
+        tied=False,
+        cls="Qwen2ForCausalLM",
+        qkv_bias=True,
+        gated=False,
+        source="https://huggingface.co/Qwen/Qwen2.5-7B-Instruct/blob/a09a35458c702b33eeacc393d103063234e8bc28/"
+        "config.json",
+    ),
+    # hidden_size 896, num_attention_heads 14, num_key_value_heads 2, num_hidden_layers 24, intermediate_size 4864,
+    # vocab_size 151936, max_position_embeddings 32768, tie_word_embeddings true, torch_dtype bfloat16, QKV bias.
+    "Qwen/Qwen2.5-0.5B-Instruct": _llama_family(
+        hidden=896,
+        heads=14,
+        kv_heads=2,
+        layers=24,
+        intermediate=4864,
+        vocab=151936,
+        max_len=32768,
+        tied=True,
+        cls="Qwen2ForCausalLM",
+        qkv_bias=True,
+        gated=False,
+        source="https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct/blob/7ae557604adf67be50417f59c2c2f167def9a775/"
+        "config.json",
+    ),
+}
+"""Hugging Face repository id -> the Llama-family checkpoints (``family: llama``) a stack can name by ``hfRepo``
+and ``revision`` alone. Values are the checkpoints' own ``config.json`` numbers as published (``source``); the
+maximum length is vLLM's derivation of them (:func:`tritonft.engines.vllm.rules.derived_max_len`)."""
+
+KNOWN_MODELS.update({repo: (Family.LLAMA, entry.architecture) for repo, entry in KNOWN_VLLM.items()})

@@ -6,13 +6,15 @@ The rule table (:mod:`components.settings.rules`) and the rule modules it gather
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from components.settings.catalog import EncoderDefaults
+from components.settings.catalog import KNOWN_VLLM, EncoderDefaults, VllmCatalogEntry
 from components.settings.gpus import GpuNodeType
-from tritonft.spec import Architecture, Device, EncoderSpec, EncoderTask, Family, Pooling, WeightDType
+from components.settings.schema import VLLM_FIELDS
+from tritonft.spec import Architecture, Device, EncoderSpec, EncoderTask, Family, Pooling, VllmSpec, WeightDType
 
 Problem = tuple[str, str]
 """(key path as written in the stack file, message)."""
@@ -47,6 +49,29 @@ class ModelFacts:
     def is_encoder(self) -> bool:
         family = self.family
         return family is not None and family.is_encoder
+
+    @property
+    def is_vllm(self) -> bool:
+        family = self.family
+        return family is not None and family.is_vllm
+
+    @property
+    def vllm_catalog(self) -> VllmCatalogEntry | None:
+        """The catalog's entry of a known Llama-family repository (its checkpoint facts, whether it is gated)."""
+        repo = self.values.get("hfRepo")
+        return KNOWN_VLLM.get(repo) if isinstance(repo, str) else None
+
+    def vllm_spec(self) -> VllmSpec | None:
+        """The entry's ``vllm`` block over the catalog's checkpoint facts (or vLLM's defaults); None for the other
+        families. The block's keys are checked one by one before (``schema.VLLM_FIELDS``)."""
+        if not self.is_vllm:
+            return None
+        catalog = self.vllm_catalog
+        base = catalog.facts if catalog is not None and "architecture" not in self.present else VllmSpec()
+        stated = {VLLM_FIELDS[k][0]: v for k, v in self.get("vllm", {}).items() if k in VLLM_FIELDS}
+        if "gpu_memory_utilization" in stated:
+            stated["gpu_memory_utilization"] = float(stated["gpu_memory_utilization"])
+        return dataclasses.replace(base, **stated)
 
     @property
     def device(self) -> Device:

@@ -38,8 +38,10 @@ from components.settings.schema import (
     Knob,
     parse_value,
 )
+from tritonft.engines.vllm.engine import checkpoint_of, options_of
+from tritonft.engines.vllm.rules import served_dtype
 from tritonft.errors import UserError
-from tritonft.spec import Architecture, Batching, DataType, ModelSpec
+from tritonft.spec import Architecture, Batching, DataType, ModelSpec, WeightDType
 
 DEFAULT_GPU_TOLERATIONS: tuple[dict[str, str], ...] = (
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -277,6 +279,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
             encoders={m.get("name"): _encoder_probe(m) for m in f.models if m.is_encoder},
         ),
         secrets=frozenset(k for k in f.secret_keys if k in f.present),
+        token_secrets={m.get("name"): m.get("hfTokenSecret") for m in f.models if m.get("hfTokenSecret")},
     )
 
 
@@ -339,12 +342,38 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType, environment: str) -
     )
 
 
+VLLM_DATA_TYPES = {"float16": DataType.FP16, "bfloat16": DataType.BF16, "float32": DataType.FP32}
+"""vLLM's served dtype -> the spec's runtime type (``ModelSpec.gpu_weight_bytes``)."""
+
+
+def _vllm_spec(m: ModelFacts) -> ModelSpec:
+    """A Llama-family model served by vLLM: its ``vllm`` block (over the catalog's checkpoint facts), TP from
+    ``tensorParallel``, decoupled (NVIDIA's vLLM backend streams by design), the weights' dtype as published."""
+    family, arch, vllm = m.family, m.architecture, m.vllm_spec()
+    assert family is not None and arch is not None and vllm is not None, "rules guarantee them"
+    spec = ModelSpec(
+        name=m.get("name"),
+        family=family,
+        hf_repo=m.get("hfRepo"),
+        revision=m.get("revision"),
+        architecture=arch,
+        weight_dtype=WeightDType.FP32 if vllm.checkpoint_dtype == "float32" else WeightDType.FP16,
+        tensor_parallel=m.get("tensorParallel"),
+        decoupled=True,
+        vllm=vllm,
+    )
+    dtype = served_dtype(options_of(spec), checkpoint_of(spec))
+    return dataclasses.replace(spec, data_type=VLLM_DATA_TYPES[dtype])
+
+
 def _spec(m: ModelFacts) -> ModelSpec:
     """The model's spec: a generator's FasterTransformer settings, or an encoder's ``encoder`` block with its
     graph's dtype as the compute type (``dataType`` is refused for encoders) and ``maxSeqLength`` as its input
     limit."""
     family, arch = m.family, m.architecture
     assert family is not None and arch is not None, "rules guarantee a family and an architecture"
+    if family.is_vllm:
+        return _vllm_spec(m)
     encoder = m.encoder_spec()
     weight_dtype = m.weight_dtype
     data_type = DataType(str(weight_dtype)) if encoder is not None else DataType(m.get("dataType"))

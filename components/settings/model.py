@@ -214,5 +214,8 @@ class Settings:
     probe: ProbeSettings
     secrets: frozenset[str]
     """Names of the secret keys the stack sets (their values are read as Pulumi secrets, never here)."""
+    token_secrets: Mapping[str, str] = field(default_factory=dict)
+    """Model name -> the existing Secret (key ``token``) its download Job reads the Hugging Face token from
+    (``hfTokenSecret``); the other models use the stack's ``hfToken`` secret when it is set."""
     warnings: tuple[str, ...] = ()
     """Things that work but deserve a look (e.g. the first ``up`` waits for the node autoscaler)."""

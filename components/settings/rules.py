@@ -23,6 +23,7 @@ from components.settings.facts import ModelFacts, Problem, StackFacts
 from components.settings.ft_rules import FT_MODEL_RULES
 from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION
 from components.settings.model import Settings
+from components.settings.vllm_rules import VLLM_MODEL_RULES, gated_repos_need_token
 from tritonft.spec import (
     DataType,
     Device,
@@ -517,6 +518,13 @@ def _model_hosts(f: StackFacts) -> Iterable[Problem]:
 
 STACK_RULES: tuple[StackRule, ...] = (
     *_STACK,
+    StackRule(
+        "gated-repo-needs-token",
+        ("hfToken", "models"),
+        "A gated catalog repository (`meta-llama/...`) needs a token of an account that accepted its licence: the "
+        "`hfToken` secret or the model's `hfTokenSecret`.",
+        gated_repos_need_token,
+    ),
     *(StackRule(r.id, r.keys, r.doc, r.check) for r in BUILT_CLUSTER_RULES),
 )
 
@@ -556,7 +564,7 @@ def _needs_architecture(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
 )
 def _architecture_family(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
     if "architecture" in m.present and m.family is None:
-        yield "family", "required with a custom `architecture` (one of t5, gpt2, gptj, bert)"
+        yield "family", "required with a custom `architecture` (one of t5, gpt2, gptj, bert, llama)"
 
 
 # -- encoders (family bert) and generators: each family's own keys -------------------------------------------------
@@ -801,8 +809,8 @@ def _bf16(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
 )
 def _weights_fit(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
     node, family, arch = f.node, m.family, m.architecture
-    if node is None or family is None or arch is None or m.device is Device.CPU:
-        return
+    if node is None or family is None or arch is None or m.device is Device.CPU or family.is_vllm:
+        return  # a vLLM model's weights and KV cache are checked by vllm-engine-rules, against its memory fraction
     budget = node.gpu.memory_gib * GIB * WEIGHT_BUDGET_FRACTION
     if family.is_encoder:
         encoder = m.encoder_spec()
@@ -873,10 +881,11 @@ def _lengths(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
 
 
 def _generators_only(check: ModelCheck) -> ModelCheck:
-    """A FasterTransformer rule: it says nothing about an encoder (ONNX Runtime serves those)."""
+    """A FasterTransformer rule: it says nothing about an encoder (ONNX Runtime serves those) or a Llama-family
+    model (vLLM serves those: ``vllm_rules``)."""
 
     def run(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
-        return () if m.is_encoder else check(f, m)
+        return () if m.is_encoder or m.is_vllm else check(f, m)
 
     return run
 
@@ -887,6 +896,7 @@ MODEL_RULES: tuple[ModelRule, ...] = (
         ModelRule(r.id, r.keys, r.doc, _generators_only(r.check), GPU_KEYS if r.reads_gpu else ())
         for r in FT_MODEL_RULES
     ),
+    *(ModelRule(r.id, r.keys, r.doc, r.check, GPU_KEYS if r.reads_gpu else ()) for r in VLLM_MODEL_RULES),
 )
 
 

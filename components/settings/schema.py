@@ -22,6 +22,7 @@ from components.settings.alerting import ALERT_FOR, duration_problem
 from components.settings.eks import DEFAULT_KUBERNETES_VERSION, LOG_RETENTION_DAYS, NAT_MODES
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
+from tritonft.engines.vllm.rules import ARCHITECTURES, DTYPES
 from tritonft.quantity import quantity, quantity_value
 
 KnobType = Literal["string", "integer", "boolean", "array", "object", "quantity"]
@@ -221,6 +222,55 @@ def _probe_labels(value: Any) -> list[tuple[str, str]]:
     return problems
 
 
+VLLM_FIELDS: dict[str, tuple[str, str]] = {
+    # stack key -> (VllmSpec attribute, expected type)
+    "maxModelLen": ("max_model_len", "integer"),
+    "gpuMemoryUtilization": ("gpu_memory_utilization", "number"),
+    "maxNumSeqs": ("max_num_seqs", "integer"),
+    "dtype": ("dtype", "string"),
+    "enablePrefixCaching": ("enable_prefix_caching", "boolean"),
+    "architecture": ("architecture", "string"),
+    "numKvHeads": ("num_kv_heads", "integer"),
+    "qkvBias": ("qkv_bias", "boolean"),
+    "checkpointDtype": ("checkpoint_dtype", "string"),
+}
+"""The keys of a model entry's ``vllm`` block: vLLM's engine arguments (camel-cased) and the checkpoint facts."""
+VLLM_CHECKPOINT_DTYPES = ("float16", "bfloat16", "float32")
+"""``config.json`` ``torch_dtype`` values a checkpoint is published in."""
+
+
+def _vllm_block(value: Any) -> list[tuple[str, str]]:
+    """Each key of the ``vllm`` block known and of its type; the values' ranges are vLLM's own rules
+    (:mod:`tritonft.engines.vllm.rules`), checked with the model (``vllm-engine-rules``)."""
+    problems: list[tuple[str, str]] = []
+    for key, item in value.items():
+        if key not in VLLM_FIELDS:
+            close = difflib.get_close_matches(str(key), VLLM_FIELDS, n=1, cutoff=0.6)
+            hint = f"did you mean `{close[0]}`?" if close else f"known: {', '.join(VLLM_FIELDS)}"
+            problems.append((f".{key}", f"unknown key; {hint}"))
+            continue
+        kind = VLLM_FIELDS[key][1]
+        if kind == "integer":
+            ok = isinstance(item, int) and not isinstance(item, bool)
+        elif kind == "number":
+            ok = isinstance(item, int | float) and not isinstance(item, bool)
+        elif kind == "boolean":
+            ok = isinstance(item, bool)
+        else:
+            ok = isinstance(item, str) and bool(item)
+        if not ok:
+            problems.append((f".{key}", f"must be {'a' if kind != 'integer' else 'an'} {kind}, got {item!r}"))
+        elif key == "dtype" and item not in DTYPES:
+            problems.append((f".{key}", f"{item!r} is not one of vLLM's dtypes: {', '.join(DTYPES)}"))
+        elif key == "checkpointDtype" and item not in VLLM_CHECKPOINT_DTYPES:
+            problems.append((f".{key}", f"{item!r} is not one of {', '.join(VLLM_CHECKPOINT_DTYPES)}"))
+        elif key == "architecture" and item not in ARCHITECTURES:
+            problems.append(
+                (f".{key}", f"{item!r} is not an architecture served through vLLM here: {', '.join(ARCHITECTURES)}")
+            )
+    return problems
+
+
 _IAM_PRINCIPAL = re.compile(r"^arn:aws[a-z-]*:(iam|sts)::\d{12}:(role|user|assumed-role)/[\w+=,.@/-]+$")
 ALERT_RECEIVER_CONFIGS = (
     "email_configs",
@@ -382,6 +432,12 @@ FORMATS: dict[str, Format] = {
     ),
     "probe-labels": Format(
         "text -> expected label", _probe_labels, {"I love it": ""}, {"I love it": "positive", "I hate it": "negative"}
+    ),
+    "vllm-block": Format(
+        "vLLM engine arguments and checkpoint facts",
+        _vllm_block,
+        {"maxModelLen": "long"},
+        {"maxModelLen": 4096, "gpuMemoryUtilization": 0.9, "maxNumSeqs": 64, "dtype": "auto"},
     ),
     "url": Format(
         "http(s) URL",
@@ -553,11 +609,13 @@ ADDONS = ("envoy-gateway", "ingress-nginx", "cert-manager", "kube-prometheus-sta
 EDGES = ("gateway", "ingress")
 DATA_TYPES = ("fp32", "fp16", "bf16")
 WEIGHT_DTYPES = ("fp32", "fp16")
-FAMILIES = ("t5", "gpt2", "gptj", "bert")
+FAMILIES = ("t5", "gpt2", "gptj", "bert", "llama")
 GENERATOR_FAMILIES = ("t5", "gpt2", "gptj")
 """Served by FasterTransformer, on GPUs."""
 ENCODER_FAMILIES = ("bert",)
 """Served by ONNX Runtime behind a tokenizer ensemble, on GPU or CPU nodes."""
+VLLM_FAMILIES = ("llama",)
+"""Served by vLLM through Triton's vLLM backend, on GPUs (the ``vllm`` block of the model entry)."""
 ENCODER_TASKS = ("embed", "classify")
 POOLINGS = ("mean", "cls")
 DEVICES = ("gpu", "cpu")
@@ -1253,9 +1311,10 @@ MODEL_KNOBS: tuple[Knob, ...] = (
     Knob(
         "family",
         "string",
-        "Model family: the generators `t5`, `gpt2`, `gptj` (FasterTransformer, on GPUs) or the encoder `bert` (BERT "
-        "architecture: BERT, MiniLM, all-MiniLM, BGE, E5; ONNX Runtime behind a tokenizer ensemble, on GPU or CPU "
-        "nodes; see *Encoders in a stack*).",
+        "Model family, which picks the engine: the generators `t5`, `gpt2`, `gptj` (FasterTransformer, on GPUs), "
+        "the encoder `bert` (BERT architecture: BERT, MiniLM, all-MiniLM, BGE, E5; ONNX Runtime behind a tokenizer "
+        "ensemble, on GPU or CPU nodes; see *Encoders in a stack*) or `llama` (Llama 2/3.x, Mistral, Qwen2/2.5/3, "
+        "Gemma, Phi-3: vLLM through Triton's vLLM backend, on GPUs; see *Llama-family models in a stack*).",
         choices=FAMILIES,
         default_doc="from the catalog of known repos",
     ),
@@ -1286,7 +1345,8 @@ MODEL_KNOBS: tuple[Knob, ...] = (
     Knob(
         "tensorParallel",
         "integer",
-        "GPUs one replica's tensors are split over (generators; an encoder takes 1).",
+        "GPUs one replica's tensors are split over (generators; for `llama` vLLM's `tensor_parallel_size`; an "
+        "encoder takes 1).",
         default=1,
         choices=("1", "2", "4", "8"),
     ),
@@ -1389,6 +1449,29 @@ MODEL_KNOBS: tuple[Knob, ...] = (
         format="probe-labels",
         default_doc="unset: the probe checks the labels and scores' shape only",
     ),
+    Knob(
+        "hfTokenSecret",
+        "string",
+        "An existing Kubernetes Secret (in the stack's namespace, key `token`) holding the Hugging Face token this "
+        "model's download Job uses (a gated or private repository), instead of the stack's `hfToken` secret; "
+        "mounted as a file, never an environment variable.",
+        format="dns-subdomain",
+        default_doc="the stack's `hfToken` secret when set, else none",
+    ),
+    Knob(
+        "vllm",
+        "object",
+        "`llama` only: vLLM's engine arguments (its `model.json`) and the checkpoint facts vLLM's rules need. "
+        "Engine: `maxModelLen` (tokens, prompt + answer; unset: the model's own positions, RoPE-scaled), "
+        "`gpuMemoryUtilization` (0 < x <= 1, default 0.9), `maxNumSeqs` (requests run at once, default 64), "
+        "`dtype` (auto, half, float16, bfloat16, float, float32; default auto: the checkpoint's), "
+        "`enablePrefixCaching` (default true); the tensor-parallel size is the entry's `tensorParallel`. "
+        "Checkpoint (from the catalog for a known `hfRepo`, else from its `config.json`): `architecture` "
+        "(`architectures[0]`, e.g. LlamaForCausalLM), `numKvHeads` (`num_key_value_heads`), `qkvBias`, "
+        "`checkpointDtype` (`torch_dtype`).",
+        format="vllm-block",
+        default_doc="the engine defaults above; the catalog's checkpoint facts",
+    ),
 )
 
 ARCHITECTURE_FIELDS = {
@@ -1427,4 +1510,6 @@ def schema_path(path: str) -> bool:
         return False
     if sub == "probeSimilar":
         return fieldname is None or fieldname in PROBE_TRIPLE_FIELDS
+    if sub == "vllm":
+        return fieldname is None or fieldname in VLLM_FIELDS
     return fieldname is None or (sub == "architecture" and fieldname in ARCHITECTURE_FIELDS)

@@ -166,3 +166,63 @@ def test_a_cpu_models_service_surges_packs_nothing_and_waits_for_no_gpu_node_aut
     assert service.node_growth.autoscaler is False
     assert service.gpus_per_node is None
     assert (service.rollout.max_surge, service.rollout.max_unavailable) == (1, 0)
+
+
+def test_a_llama_family_model_is_rendered_by_the_pinned_vllms_renderer_and_uses_its_engine() -> None:
+    from tests.components.settings.test_validation import QWEN7B, T5_SMALL
+    from tritonft.engines.vllm.versions import VLLM_VERSION
+
+    settings = load(kubernetes_stack(models=[dict(T5_SMALL), dict(QWEN7B)]))
+    assert args.converter_version(settings.models[1]) == f"vllm-{VLLM_VERSION}"
+    assert args.engines_in_use(settings) == ("fastertransformer", "vllm")
+
+
+def test_a_models_own_token_secret_replaces_the_stacks_token_for_that_model(mocks: RecordingMocks) -> None:
+    from tests.components.settings.test_validation import LLAMA8B
+
+    settings = load(kubernetes_stack(gpuType="H100", models=[dict(LLAMA8B, hfTokenSecret="hf-token")]))
+    assert settings.token_secrets == {"llama": "hf-token"}
+    from components.models.conversion import ModelConversionArgs
+
+    made: list[ModelConversionArgs] = []
+
+    def build() -> None:
+        target = make_target()
+        from components.models.store import ModelStore, ModelStoreArgs
+
+        store = ModelStore("s", ModelStoreArgs(target=target, models=settings.models))
+        made.append(
+            args.model_conversion_args(
+                target, store, settings.models[0], TOOLS_IMAGE, "stack-token", hf_token_secret="hf-token"
+            )
+        )
+
+    run_program(build)
+    (conversion,) = made
+    assert conversion.hf_token_secret == "hf-token" and conversion.hf_token is None
+
+
+def test_a_vllm_models_service_runs_the_vllm_images_triton_release(mocks: RecordingMocks) -> None:
+    from components.models.conversion import ModelConversion
+    from components.models.store import ModelStore, ModelStoreArgs
+    from tests.components.settings.test_validation import QWEN7B, T5_SMALL
+    from tritonft.engines.vllm.versions import TRITON_VERSION
+
+    settings = load(kubernetes_stack(models=[dict(T5_SMALL), dict(QWEN7B)]))
+    releases: list[str] = []
+
+    def build() -> None:
+        target = make_target()
+        store = ModelStore("s", ModelStoreArgs(target=target, models=settings.models))
+        for model in settings.models:
+            conversion = ModelConversion(
+                model.name, args.model_conversion_args(target, store, model, TOOLS_IMAGE, None)
+            )
+            service = args.triton_service_args(
+                settings, target=target, store=store, conversion=conversion, server_image="i", htpasswd=None
+            )
+            releases.append(service.triton_release)
+
+    run_program(build)
+    assert releases == [settings.image.triton_version, TRITON_VERSION]
+    assert TRITON_VERSION == "25.12" != settings.image.triton_version

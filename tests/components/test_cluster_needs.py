@@ -55,3 +55,22 @@ def test_a_cpu_model_is_a_cpu_need_with_its_replicas_requests_not_a_gpu_shape() 
     sized = server_sizing(settings.models[1])
     assert (cpu.name, cpu.cpu, cpu.memory) == ("minilm", sized.cpu_request, sized.memory_request)
     assert needs.cpu_selector == {"pool": "cpu"}
+
+
+def test_a_llama_family_model_is_a_gpu_shape_of_its_tensor_parallel_size() -> None:
+    from tests.components.settings.test_validation import QWEN7B, T5_SMALL
+
+    qwen = dict(QWEN7B, tensorParallel=2, vllm={"maxModelLen": 8192})
+    needs = needs_of(load(kubernetes_stack(gpusPerNode=2, models=[dict(T5_SMALL), qwen])))
+    assert needs.models == [("t5-small", 1), ("qwen", 2)]
+    assert needs.cpu_models == []
+
+
+def test_the_stacks_llama_family_models_are_counted_by_preflight() -> None:
+    from pathlib import Path
+
+    from components.cluster_needs import stack_needs
+
+    repo = Path(__file__).resolve().parents[2]
+    assert ("qwen-0-5b", 1) in stack_needs(repo, "local").needs.models
+    assert ("llama-3-1-8b", 1) in stack_needs(repo, "prod").needs.models

@@ -153,10 +153,10 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
     },
     "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
     "aws:ec2/getVpc:getVpc": {"id": "vpc-0123456789abcdef0", "cidrBlock": "10.20.0.0/16", "default": False},
-    # An account whose "Running On-Demand G and VT instances" quota was raised to hold prod's 8 x g5.12xlarge
-    # (384 vCPUs); tests of the quota check answer with their own values.
+    # An account whose "Running On-Demand G and VT instances" quota was raised to hold prod's 10 x g5.12xlarge
+    # (480 vCPUs); tests of the quota check answer with their own values.
     "aws:servicequotas/getServiceQuota:getServiceQuota": {
-        "value": 384.0,
+        "value": 480.0,
         "quotaCode": "L-DB2E81BA",
         "serviceCode": "ec2",
         "quotaName": "Running On-Demand G and VT instances",

@@ -62,7 +62,7 @@ def prod_deployments(prod_plan: Path) -> dict[str, dict[str, Any]]:
 
 def test_the_node_autoscaler_never_drains_a_node_under_a_running_conversion(prod_plan: Path) -> None:
     jobs = [yaml.safe_load(p.read_text()) for p in prod_plan.rglob("job-*.yaml")]
-    assert len(jobs) == 3, "one conversion per served model (t5-3b, gpt-j-6b, minilm)"
+    assert len(jobs) == 4, "one conversion (or download) Job per served model (t5-3b, gpt-j-6b, minilm, llama-3-1-8b)"
     for job in jobs:
         annotations = job["spec"]["template"]["metadata"]["annotations"]
         assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
@@ -97,10 +97,15 @@ def test_prod_packs_the_one_gpu_model_and_says_where_each_model_lands(
 def test_prods_rollout_waits_know_the_cluster_autoscaler_can_grow_to_gpu_nodes_max(prod_plan: Path) -> None:
     resources = json.loads((prod_plan.parent / "resources.json").read_text())
     rollouts = {r["name"]: r["inputs"] for r in resources if r["type"] == "pulumi-python:dynamic/tritonft:RolloutWatch"}
-    assert sorted(rollouts) == ["prod-gpt-j-6b-rollout", "prod-minilm-rollout", "prod-t5-3b-rollout"]
+    assert sorted(rollouts) == [
+        "prod-gpt-j-6b-rollout",
+        "prod-llama-3-1-8b-rollout",
+        "prod-minilm-rollout",
+        "prod-t5-3b-rollout",
+    ]
     for name, inputs in rollouts.items():
         if name != "prod-minilm-rollout":
-            assert (inputs["autoscaler"], inputs["nodes_max"]) == (True, 8)  # stacks/Pulumi.prod.yaml gpuNodesMax
+            assert (inputs["autoscaler"], inputs["nodes_max"]) == (True, 10)  # stacks/Pulumi.prod.yaml gpuNodesMax
         assert inputs["kubeconfig"] == "[secret]"
 
 
@@ -108,3 +113,11 @@ def test_prods_cpu_encoder_rollout_waits_for_no_gpu_node_autoscaler(prod_plan: P
     resources = json.loads((prod_plan.parent / "resources.json").read_text())
     (watch,) = [r["inputs"] for r in resources if r["name"] == "prod-minilm-rollout"]
     assert watch["autoscaler"] is False
+
+
+def test_prods_llama_packs_with_the_other_one_gpu_model_and_surges(
+    prod_deployments: dict[str, dict[str, Any]],
+) -> None:
+    llama = _by_model(prod_deployments, "llama-3-1-8b")
+    assert llama["spec"]["template"]["metadata"]["labels"][PACKING_LABEL] == "partial"
+    assert llama["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}

@@ -12,7 +12,9 @@ from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
 from components.settings.schema import schema_path
 from tests.components.settings.test_validation import (
     GPT2,
+    LLAMA8B,
     MINILM,
+    QWEN7B,
     SST2,
     SST2_CLASSIFIER,
     T5_SMALL,
@@ -257,7 +259,7 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
     "architecture-needs-family": (
         kubernetes_stack(models=[model(hfRepo="acme/custom", architecture=ARCH)]),
         (),
-        "models[0].family: required with a custom `architecture` (one of t5, gpt2, gptj, bert)",
+        "models[0].family: required with a custom `architecture` (one of t5, gpt2, gptj, bert, llama)",
     ),
     "encoder-keys-for-encoders": (
         kubernetes_stack(models=[model(pooling="mean")]),
@@ -301,6 +303,32 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         kubernetes_stack(models=[model(hfRepo="acme/gpt", family="gpt2", architecture=ARCH | {"numHeads": 3})]),
         (),
         "models[0].architecture.numHeads: 3 does not divide dModel=256; give dKv or fix",
+    ),
+    "gated-repo-needs-token": (
+        kubernetes_stack(gpusPerNode=2, models=[LLAMA8B | {"tensorParallel": 2}]),
+        (),
+        "hfToken: models[0] (meta-llama/Llama-3.1-8B-Instruct) is gated on the Hugging Face Hub: accept its licence "
+        "there with an account, then store that account's token: `pulumi config set --secret hfToken hf_...`, or "
+        "name an existing Secret with key `token` in the model's `hfTokenSecret` (the download Job mounts it as a "
+        "file)",
+    ),
+    "vllm-block-for-llama": (
+        kubernetes_stack(models=[model(vllm={"maxModelLen": 512})]),
+        (),
+        "models[0].vllm: is for family llama (served by vLLM); t5 is not: remove it",
+    ),
+    "ft-keys-not-for-llama": (
+        kubernetes_stack(models=[QWEN7B | {"maxOutputLen": 256}]),
+        (),
+        "models[0].maxOutputLen: is a FasterTransformer setting, not for family llama: vLLM bounds prompt + answer "
+        "together by `vllm.maxModelLen`; a request sets its own max_tokens",
+    ),
+    "vllm-engine-rules": (
+        kubernetes_stack(models=[QWEN7B | {"vllm": {"gpuMemoryUtilization": 0.6}}]),
+        (),
+        "models[0].vllm: weights per GPU (14.19 GiB at bfloat16, TP 1) plus the KV cache of one 32768-token request "
+        "(1.75 GiB) exceed gpuMemoryUtilization 0.6 of the GPU's 24 GiB (14.40 GiB; vllm "
+        "v1/core/kv_cache_utils.py:1104-1137); raise tensorParallel or gpuMemoryUtilization, or lower maxModelLen",
     ),
     "tp-divides-heads": (
         kubernetes_stack(gpusPerNode=8, models=[dict(GPT2, tensorParallel=8)]),

@@ -22,6 +22,13 @@ MINILM = {
     "revision": "1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
 }
 """The catalog's encoder: named by repository and revision alone."""
+QWEN7B = {"name": "qwen", "hfRepo": "Qwen/Qwen2.5-7B-Instruct", "revision": "a09a35458c702b33eeacc393d103063234e8bc28"}
+LLAMA8B = {
+    "name": "llama",
+    "hfRepo": "meta-llama/Llama-3.1-8B-Instruct",
+    "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
+}
+"""The catalog's Llama-family models (``family: llama``, served by vLLM); Llama 3.1 is gated (needs ``hfToken``)."""
 SST2_ARCH = {"dModel": 384, "numHeads": 12, "numLayers": 6, "dFf": 1536, "vocabSize": 30522, "maxPositions": 512}
 SST2 = {
     "name": "sentiment",
@@ -342,9 +349,9 @@ def test_custom_architecture_is_accepted_with_a_family() -> None:
 
 def test_a_stack_offers_exactly_the_families_the_engines_serve() -> None:
     from components.settings.schema import FAMILIES
-    from tritonft.engines import FASTERTRANSFORMER, ONNXRUNTIME
+    from tritonft.engines import ENGINES
 
-    assert set(FAMILIES) == {str(f) for f in FASTERTRANSFORMER.families | ONNXRUNTIME.families}
+    assert set(FAMILIES) == {str(f) for engine in ENGINES for f in engine.families}
 
 
 def test_known_parameter_counts_match_the_published_sizes() -> None:

@@ -37,7 +37,7 @@ def test_prod_fits_at_replicas_min_with_every_gpu_models_triton_pod_on_a_gpu_nod
         assert any(t["key"] == GPU_RESOURCE for t in node["spec"]["taints"])
         used[node["metadata"]["name"]] += gpus(pod)
     assert all(used[n] <= int(nodes[n]["status"]["allocatable"][GPU_RESOURCE]) for n in used)
-    assert sum(used.values()) == sum(settings.serving.replicas_min * m.gpus for m in settings.models) == 10
+    assert sum(used.values()) == sum(settings.serving.replicas_min * m.gpus for m in settings.models) == 12
     by_model = Counter(p["metadata"]["labels"]["app.kubernetes.io/instance"] for p in pods)
     assert by_model == {f"prod-{m.name}": settings.serving.replicas_min for m in settings.models}
 
@@ -48,7 +48,7 @@ def test_the_one_gpu_pods_share_a_node_leaving_whole_nodes_to_the_four_gpu_model
     pods = deploy_and_schedule(cluster, prod_plan)
     small = {p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get(PACKING_LABEL) == "partial"}
     big = [p["spec"]["nodeName"] for p in pods if p["metadata"]["labels"].get(PACKING_LABEL) == "whole"]
-    assert len(small) == 1, "both gpt-j pods on one node"
+    assert len(small) == 1, "both gpt-j and both llama pods on one node"
     assert len(big) == len(set(big)) == 2 and small.isdisjoint(big), "each t5-3b replica on a node of its own"
 
 
@@ -130,5 +130,5 @@ def test_a_plan_that_cannot_fit_is_refused_before_any_resource(tmp_path: Path) -
     stack.write_text(text + "\n")
     with pytest.raises(UserError) as info:
         synthesize("prod", out=tmp_path / "out", project_dir=project)
-    assert "replicasMin: 2 x 4 (t5-3b) + 2 x 1 (gpt-j-6b) = 10 GPUs need 3" in str(info.value)
+    assert "replicasMin: 2 x 4 (t5-3b) + 2 x 1 (gpt-j-6b) + 2 x 1 (llama-3-1-8b) = 12 GPUs need 3" in str(info.value)
     assert not (tmp_path / "out").exists(), "nothing of the plan was written, so nothing can be applied"

@@ -283,3 +283,28 @@ def test_preflight_fails_a_cpu_model_whose_cpu_nodes_are_too_small(
     assert code == 1
     assert "but the CPU nodes have only" in lines["FAIL cpu-shape minilm"], json.dumps(lines, indent=1)
     assert {key for key in lines if key.startswith("FAIL")} == {"FAIL cpu-shape minilm"}
+
+
+QWEN7B = {"name": "qwen", "hfRepo": "Qwen/Qwen2.5-7B-Instruct", "revision": "a09a35458c702b33eeacc393d103063234e8bc28"}
+
+
+def test_preflight_counts_a_vllm_models_gpus_and_dry_runs_its_objects(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    qwen = dict(QWEN7B, tensorParallel=2, vllm={"maxModelLen": 8192})
+    project = write_project(tmp_path, control_plane, cluster, gpusPerNode=2, models=[dict(GPTJ), qwen])
+    fitting(cluster, project, gpus=2)
+    code, lines = preflight(project, capsys)
+    assert code == 0, json.dumps(lines, indent=1)
+    assert {"PASS gpu-shape qwen", "PASS gpu-shape gpt-j-6b", "PASS dry-run"} <= set(lines)
+
+
+def test_preflight_fails_a_vllm_model_whose_tensor_parallel_gpus_no_node_has_free(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    qwen = dict(QWEN7B, tensorParallel=4, vllm={"maxModelLen": 8192})
+    project = write_project(tmp_path, control_plane, cluster, models=[qwen])
+    fitting(cluster, project, gpus=2)
+    code, lines = preflight(project, capsys, "--no-dry-run")
+    assert code == 1
+    assert "needs 4 GPU(s) on one node" in lines["FAIL gpu-shape qwen"], json.dumps(lines, indent=1)

@@ -67,6 +67,8 @@ def test_every_object_a_route_listener_or_policy_refers_to_is_in_the_plan(plans:
     secrets = named(objs, "Secret")
     for policy in (o for o in objs if o["kind"] == "SecurityPolicy"):
         assert {r["name"] for r in policy["spec"]["apiKeyAuth"]["credentialRefs"]} <= secrets
+    # The one kind of Secret a stack names instead of making: a model's `hfTokenSecret` (its token, created by hand).
+    secrets |= set(settings_from_stack_file(REPO, stack).token_secrets.values())
     for pod_spec in (o["spec"]["template"]["spec"] for o in objs if o["kind"] in ("Deployment", "Job")):
         for container in pod_spec.get("containers", []) + pod_spec.get("initContainers", []):
             for env in container.get("env", []):

@@ -67,7 +67,7 @@ def test_in_prods_plan_only_the_gateways_pods_reach_triton_and_only_on_grpc(prod
     triton = [_template_pod(d) for d in _deployments(prod, "triton")]
     (gateway,) = [_template_pod(d) for d in _deployments(prod, "gateway")]
     intruder = Pod("intruder", PLAN_NAMESPACE, {"app": "intruder"})
-    assert len(triton) == 3
+    assert len(triton) == 4
     for pod in triton:
         assert connects(policies, gateway, pod, GRPC_PORT, namespaces)
         assert not connects(policies, gateway, pod, HTTP_PORT, namespaces)
@@ -84,7 +84,11 @@ def test_prods_triton_pods_run_without_model_control_and_with_the_unneeded_grpc_
         assert "--model-control-mode=none" in command
         (grpc,) = [f for f in command if f.startswith("--grpc-restricted-protocol=")]
         assert grpc.startswith("--grpc-restricted-protocol=shared-memory,model-repository,")
-        assert not [f for f in command if f.startswith("--http-restricted-api")], "23.04 has no such flag"
+        http = [f for f in command if f.startswith("--http-restricted-api=shared-memory,model-repository,")]
+        if "/server-vllm@" in container["image"]:
+            assert http, "the vLLM image's Triton (25.12) restricts the HTTP APIs too"
+        else:
+            assert not http, "23.04 has no such flag"
         key = {e["name"]: e for e in container["env"]}["TRITON_POD_UID"]
         assert key["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.uid"}}
 

@@ -201,7 +201,8 @@ def test_prod_hpa_scales_down_after_the_configured_window_and_up_at_once(tmp_pat
     every = [yaml.safe_load(p.read_text()) for p in (tmp_path / "manifests").rglob("horizontalpodautoscaler-*.yaml")]
     hpas = [h for h in every if h["metadata"]["labels"]["app.kubernetes.io/component"] == "triton"]
     served = {h["metadata"]["labels"]["triton-ft/model"] for h in hpas}
-    assert len(hpas) == len(served) == 3 and served == {"t5-3b", "gpt-j-6b", "minilm"}, "one per served model"
+    assert len(hpas) == len(served) == 4, "one per served model"
+    assert served == {"t5-3b", "gpt-j-6b", "minilm", "llama-3-1-8b"}
     for hpa in hpas:
         behavior = hpa["spec"]["behavior"]
         assert behavior["scaleDown"]["stabilizationWindowSeconds"] == 900

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
 from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, ServerImage
 from tritonft.engines.vllm.repository import repository_files, write_repository
-from tritonft.engines.vllm.rules import DTYPE_BYTES, Checkpoint, VllmOptions
+from tritonft.engines.vllm.rules import DTYPE_BYTES, Checkpoint, VllmOptions, read_checkpoint
+from tritonft.engines.vllm.rules import problems as rule_problems
 from tritonft.engines.vllm.versions import SERVER_DOCKERFILE, TRITON_VERSION
 from tritonft.errors import UserError
 from tritonft.spec import Family, ModelSpec, VllmSpec
@@ -64,6 +66,49 @@ def model_path(spec: ModelSpec, model_root: str = "/models") -> str:
     return f"{model_root.rstrip('/')}/{HF_DIR}/{spec.name}/{spec.revision}"
 
 
+CHECKED_FACTS = (
+    "architecture",
+    "hidden_size",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "intermediate_size",
+    "vocab_size",
+    "tied_embeddings",
+    "qkv_bias",
+    "torch_dtype",
+)
+"""The checkpoint facts the spec states (and sized the stack with) that its downloaded ``config.json`` must agree
+with before the repository is rendered."""
+
+
+def checkpoint_problems(spec: ModelSpec, checkpoint_dir: Path) -> list[str]:
+    """Where the downloaded checkpoint's ``config.json`` (and ``tokenizer_config.json``) disagrees with ``spec``, or
+    what vLLM would refuse in the spec's engine arguments for it (no GPU: the stack checked that); empty when the
+    files are the model the stack was sized for. The conversion Job's check before the repository is published."""
+    config_file = checkpoint_dir / "config.json"
+    try:
+        config = json.loads(config_file.read_text())
+        tokenizer_file = checkpoint_dir / "tokenizer_config.json"
+        tokenizer = json.loads(tokenizer_file.read_text()) if tokenizer_file.is_file() else None
+        found = read_checkpoint(config, tokenizer)
+    except (OSError, ValueError) as exc:
+        return [f"{config_file}: {exc}"]
+    stated = checkpoint_of(spec)
+    problems = [
+        f"config.json {fact}: {getattr(found, fact)!r}, the spec says {getattr(stated, fact)!r}"
+        for fact in CHECKED_FACTS
+        if getattr(found, fact) != getattr(stated, fact)
+    ]
+    if found.max_positions != stated.max_positions:
+        problems.append(
+            f"config.json: the model's maximum length as vLLM derives it is {found.max_positions}, the spec says "
+            f"{stated.max_positions} (architecture.maxPositions)"
+        )
+    return problems + rule_problems(options_of(spec), found, None, key="vllm")
+
+
 class Vllm:
     """The :class:`tritonft.engines.base.ServingEngine` of Triton's vLLM backend."""
 
@@ -99,6 +144,14 @@ class Vllm:
         """``checkpoint_path`` (else the store's path) becomes ``model.json``'s ``model``; ``cpu_stand_in`` changes
         nothing in the files: the CPU serves the same repository with the project's ``vllm`` backend."""
         path = checkpoint_path or model_path(spec, model_root)
+        if checkpoint_dir is not None:
+            disagreements = checkpoint_problems(spec, checkpoint_dir)
+            if disagreements:
+                raise UserError(
+                    f"{checkpoint_dir}: the downloaded checkpoint is not the model the spec describes (fix the stack's "
+                    "model entry, or pin the revision it describes)",
+                    disagreements,
+                )
         files = repository_files(spec.name, options_of(spec), path, checkpoint_of(spec))
         models = write_repository(files, out_dir)
         return RenderedRepository(

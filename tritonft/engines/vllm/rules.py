@@ -188,22 +188,29 @@ def max_model_len(options: VllmOptions, checkpoint: Checkpoint) -> int:
     return options.max_model_len or checkpoint.max_positions
 
 
-def problems(options: VllmOptions, checkpoint: Checkpoint, gpu: Gpu | None, key: str = "vllm") -> list[str]:
-    """Every value vLLM would refuse at start-up, each with its key path and the fix (empty when it would start)."""
+def problems(
+    options: VllmOptions, checkpoint: Checkpoint, gpu: Gpu | None, key: str = "vllm", tp_key: str | None = None
+) -> list[str]:
+    """Every value vLLM would refuse at start-up, each with its key path and the fix (empty when it would start).
+
+    ``tp_key``: the path that sets the tensor-parallel size where it is not ``<key>.tensorParallelSize`` (a stack's
+    model entry: ``tensorParallel``)."""
     found: list[str] = []
     tp = options.tensor_parallel_size
+    tp_path = tp_key or f"{key}.tensorParallelSize"
+    tp_name = tp_path.rsplit(".", 1)[-1]
     if tp < 1:
-        found.append(f"{key}.tensorParallelSize: {tp} must be at least 1")
+        found.append(f"{tp_path}: {tp} must be at least 1")
         return found
     if checkpoint.num_heads % tp:
         found.append(
-            f"{key}.tensorParallelSize: {tp} does not divide the model's {checkpoint.num_heads} attention heads "
+            f"{tp_path}: {tp} does not divide the model's {checkpoint.num_heads} attention heads "
             "(vllm config/model.py:1544-1551); pick a divisor"
         )
     kv = checkpoint.num_kv_heads
     if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
         found.append(
-            f"{key}.tensorParallelSize: {tp} and the model's {kv} KV heads: one must divide the other "
+            f"{tp_path}: {tp} and the model's {kv} KV heads: one must divide the other "
             "(vllm model_executor/models/llama.py:147-155)"
         )
     if options.max_model_len is not None:
@@ -229,7 +236,7 @@ def problems(options: VllmOptions, checkpoint: Checkpoint, gpu: Gpu | None, key:
     if dtype == "bfloat16" and gpu.capability < BF16_MIN_CAPABILITY:
         found.append(
             f"{key}.dtype: bfloat16 needs a GPU of compute capability 8.0 or more, this node's is "
-            f"{gpu.capability[0]}.{gpu.capability[1]} (vllm platforms/cuda.py:637-656); set dtype: float16"
+            f"{gpu.capability[0]}.{gpu.capability[1]} (vllm platforms/cuda.py:637-656); set {key}.dtype: float16"
         )
     nbytes = DTYPE_BYTES[dtype]
     weights = checkpoint.parameters * nbytes // tp
@@ -241,7 +248,7 @@ def problems(options: VllmOptions, checkpoint: Checkpoint, gpu: Gpu | None, key:
             f"{key}: weights per GPU ({weights / gib:.2f} GiB at {dtype}, TP {tp}) plus the KV cache of one "
             f"{max_model_len(options, checkpoint)}-token request ({kv_full / gib:.2f} GiB) exceed "
             f"gpuMemoryUtilization {options.gpu_memory_utilization} of the GPU's {gpu.memory_bytes / gib:.0f} GiB "
-            f"({budget / gib:.2f} GiB; vllm v1/core/kv_cache_utils.py:1104-1137); raise tensorParallelSize or "
+            f"({budget / gib:.2f} GiB; vllm v1/core/kv_cache_utils.py:1104-1137); raise {tp_name} or "
             "gpuMemoryUtilization, or lower maxModelLen"
         )
     return found

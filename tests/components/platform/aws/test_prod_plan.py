@@ -73,8 +73,8 @@ def test_prod_on_a_new_account_stops_at_the_quota_naming_the_number_to_ask_for(
     with pytest.raises(UserError) as info:
         synthesize("prod", out=tmp_path / "prod", project_dir=REPO)
     message = str(info.value)
-    assert "gpuNodesMax: the GPU node groups need 384 vCPUs" in message  # 8 x g5.12xlarge x 48
-    assert "the account has 0" in message and "--desired-value 384" in message
+    assert "gpuNodesMax: the GPU node groups need 480 vCPUs" in message  # 10 x g5.12xlarge x 48
+    assert "the account has 0" in message and "--desired-value 480" in message
     assert not (tmp_path / "prod").exists()  # nothing written: the program stopped before any resource
 
 

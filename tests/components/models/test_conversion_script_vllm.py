@@ -1,0 +1,197 @@
+"""A vLLM model's Job script, run for real: the project's own ``tritonft repo`` on a seeded random Llama checkpoint
+(only the Hub download is stood in by a copy). No conversion: the Hugging Face files land on the store as they are,
+are checked against the spec, and the repository names them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from components.common.layout import model_paths
+from components.common.sizing import job_sizing
+from components.models.conversion_spec import (
+    COMPLETE_MARKER,
+    VLLM_SCRIPT,
+    ConversionPod,
+    conversion_pod_spec,
+    script_env,
+    script_for,
+)
+from tests.components.models.test_conversion_script_encoder import DOWNLOAD_STAND_IN
+from tests.tritonft.engines.vllm.checkpoints import variant, write
+from tritonft.engines.vllm.rules import read_checkpoint
+from tritonft.repo.check import check_repository
+from tritonft.spec import Architecture, Family, ModelSpec, VllmSpec, WeightDType
+
+REAL_TRITONFT = Path(sys.executable).parent / "tritonft"
+VERSION = "vllm-test"
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return write(variant("tiny-llama"), tmp_path_factory.mktemp("hf") / "tiny-llama")
+
+
+@pytest.fixture(scope="module")
+def spec(checkpoint: Path) -> ModelSpec:
+    """The spec a stack entry would give for exactly this checkpoint (its config.json facts)."""
+    found = read_checkpoint(json.loads((checkpoint / "config.json").read_text()))
+    return ModelSpec(
+        name="tiny-llama",
+        family=Family.LLAMA,
+        hf_repo="example/tiny-llama",
+        revision="1" * 40,
+        architecture=Architecture(
+            d_model=found.hidden_size,
+            num_heads=found.num_heads,
+            num_layers=found.num_layers,
+            d_ff=found.intermediate_size,
+            vocab_size=found.vocab_size,
+            max_positions=found.max_positions,
+            gated_ffn=True,
+            tied_embeddings=found.tied_embeddings,
+        ),
+        weight_dtype=WeightDType.FP32,
+        decoupled=True,
+        vllm=VllmSpec(num_kv_heads=found.num_kv_heads, checkpoint_dtype="float32", max_model_len=256),
+    )
+
+
+def _store(tmp_path: Path, spec: ModelSpec) -> tuple[Path, Path]:
+    paths = model_paths(spec, VERSION)
+    root = tmp_path / "store"
+    return Path(str(root) + paths.checkpoint_dir), Path(str(root) + paths.repository_dir)
+
+
+def _run(tmp_path: Path, checkpoint: Path, spec: ModelSpec) -> subprocess.CompletedProcess[str]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    stand_in = bin_dir / "tritonft"
+    stand_in.write_text(DOWNLOAD_STAND_IN)
+    stand_in.chmod(0o755)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.to_json())
+    ckpt, repo = _store(tmp_path, spec)
+    env = {e["name"]: e["value"] for e in script_env(spec, model_paths(spec, VERSION))}
+    env |= {
+        "CHECKPOINT_DIR": str(ckpt),
+        "REPOSITORY_DIR": str(repo),
+        "SPEC_PATH": str(spec_file),
+        "SCRATCH": str(tmp_path / "scratch"),
+        "HOME": str(tmp_path / "scratch"),
+        "HF_HOME": str(tmp_path / "scratch" / ".cache" / "huggingface"),
+        "TMPDIR": str(tmp_path),
+        "HOSTNAME": "pod-1",
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "CALLS": str(tmp_path / "calls"),
+        "CHECKPOINT_FIXTURE": str(checkpoint),
+        "REAL_TRITONFT": str(REAL_TRITONFT),
+    }
+    env.pop("XDG_CACHE_HOME", None)
+    return subprocess.run(
+        ["/bin/sh", "-c", script_for(spec)],
+        check=False,
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _calls(tmp_path: Path) -> list[str]:
+    path = tmp_path / "calls"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_a_vllm_model_is_downloaded_onto_the_store_and_rendered_without_conversion(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    proc = _run(tmp_path, checkpoint, spec)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "repo"]
+    ckpt, repo = _store(tmp_path, spec)
+    assert (ckpt / "model.safetensors").read_bytes() == (checkpoint / "model.safetensors").read_bytes()
+    assert (ckpt / COMPLETE_MARKER).is_file() and (repo / COMPLETE_MARKER).is_file()
+    assert check_repository(repo) == []
+    assert not list(ckpt.parent.glob("*.partial-*")) and not list(repo.parent.glob("*.partial-*"))
+
+
+def test_model_json_names_the_files_where_the_job_put_them_on_the_store(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    assert _run(tmp_path, checkpoint, spec).returncode == 0
+    ckpt, repo = _store(tmp_path, spec)
+    args = json.loads((repo / "tiny-llama" / "1" / "model.json").read_text())
+    assert args["model"] == str(ckpt)  # the Job's CHECKPOINT_DIR: in a pod, the store path below
+    assert model_paths(spec, VERSION).checkpoint_dir == "/models/hf/tiny-llama/" + "1" * 40
+    assert args["max_model_len"] == 256
+    assert 'backend: "vllm"' in (repo / "tiny-llama" / "config.pbtxt").read_text()
+
+
+def test_a_rerun_skips_what_is_complete(tmp_path: Path, checkpoint: Path, spec: ModelSpec) -> None:
+    assert _run(tmp_path, checkpoint, spec).returncode == 0
+    proc = _run(tmp_path, checkpoint, spec)
+    assert proc.returncode == 0 and "is complete; nothing to do" in proc.stdout
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "repo"], "nothing ran again"
+
+
+def test_a_checkpoint_that_is_not_the_specs_model_is_never_published_as_a_repository(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    assert spec.vllm is not None
+    wrong = replace(spec, vllm=replace(spec.vllm, num_kv_heads=4))
+    proc = _run(tmp_path, checkpoint, wrong)
+    assert proc.returncode != 0
+    assert "config.json num_kv_heads: 2, the spec says 4" in proc.stderr
+    _, repo = _store(tmp_path, wrong)
+    assert not repo.exists()
+
+
+def test_a_max_model_len_beyond_the_downloaded_models_positions_is_refused_before_publishing(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    assert spec.vllm is not None
+    long = replace(spec, vllm=replace(spec.vllm, max_model_len=4096))
+    proc = _run(tmp_path, checkpoint, long)
+    assert proc.returncode != 0
+    assert "vllm.maxModelLen: 4096 exceeds the model's 512 positions" in proc.stderr
+
+
+def test_the_job_runs_the_vllm_script_and_nothing_of_fastertransformers(spec: ModelSpec) -> None:
+    pod = ConversionPod(
+        image="tools@sha256:" + "0" * 64,
+        claim_name="store",
+        spec_config_map="cm",
+        cpu_node_selector={},
+        gpu_node_selector={},
+        hf_token_secret="hf-token",
+    )
+    pod_spec = conversion_pod_spec(spec, model_paths(spec, VERSION), pod, job_sizing(spec))
+    (container,) = pod_spec["containers"]
+    assert container["command"] == ["/bin/sh", "-c", VLLM_SCRIPT]
+    assert "tritonft convert" not in VLLM_SCRIPT and "tritonft verify" not in VLLM_SCRIPT
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["ENGINE"] == "vllm"
+    assert env["HF_TOKEN_PATH"] == "/var/run/secrets/huggingface/token"
+    assert {"name": "hf-token", "mountPath": "/var/run/secrets/huggingface", "readOnly": True} in container[
+        "volumeMounts"
+    ]
+
+
+def test_the_download_job_is_sized_for_a_download_not_a_conversion(spec: ModelSpec) -> None:
+    from components.settings.catalog import KNOWN_VLLM
+
+    entry = KNOWN_VLLM["meta-llama/Llama-3.1-8B-Instruct"]
+    llama = replace(spec, architecture=entry.architecture, vllm=entry.facts, weight_dtype=WeightDType.FP16)
+    sizing = job_sizing(llama)
+    assert sizing.memory_request == "2048Mi"
+    assert sizing.verify_generation is False
+    files_gib = llama.parameters * 2 / 2**30  # bfloat16 as published: 14.96 GiB
+    assert sizing.scratch_size == f"{int(files_gib * 1.2 + 1) + 1}Gi"

@@ -1,0 +1,94 @@
+"""TritonService for a Llama-family model served by vLLM: the vLLM server image's release, GPUs = TP, plain
+``tritonserver`` (vLLM starts its own workers), ``/dev/shm`` and memory sized, the start-up budget from the model's
+bytes plus the engine's start, no GEMM tuning; asserted on the captured inputs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+from components.common import sizing
+from components.serving.gemm_tuning import GemmTuning
+from components.serving.server_spec import TRITONSERVER
+from components.settings.catalog import KNOWN_VLLM
+from tests.components.fixtures import pod_spec, served_deployment, triton_container
+from tritonft.engines.vllm.versions import TRITON_VERSION as VLLM_RELEASE
+from tritonft.spec import Architecture, DataType, Family, ModelSpec, WeightDType
+
+ENTRY = KNOWN_VLLM["meta-llama/Llama-3.1-8B-Instruct"]
+LLAMA = ModelSpec(
+    name="llama",
+    family=Family.LLAMA,
+    hf_repo="meta-llama/Llama-3.1-8B-Instruct",
+    revision="0e9e39f249a16976918f6564b8830bc894c89659",
+    architecture=ENTRY.architecture,
+    weight_dtype=WeightDType.FP16,
+    data_type=DataType.BF16,
+    decoupled=True,
+    vllm=replace(ENTRY.facts, max_model_len=16384),
+)
+LLAMA_TP2 = replace(LLAMA, tensor_parallel=2)
+
+
+def _triton(mocks: Any, model: ModelSpec = LLAMA, **kwargs: Any) -> dict[str, Any]:
+    return triton_container(served_deployment(mocks, model, triton_release=VLLM_RELEASE, **kwargs))
+
+
+def test_gpus_are_the_tensor_parallel_size(mocks):
+    resources = _triton(mocks, LLAMA_TP2)["resources"]
+    assert resources["limits"]["nvidia.com/gpu"] == resources["requests"]["nvidia.com/gpu"] == "2"
+
+
+def test_tensor_parallel_runs_plain_tritonserver_since_vllm_starts_its_own_workers(mocks):
+    command = _triton(mocks, LLAMA_TP2)["command"]
+    assert command[0] == TRITONSERVER and "mpirun" not in command
+
+
+def test_the_vllm_images_release_restricts_the_http_apis_too(mocks):
+    command = _triton(mocks)["command"]
+    assert any(arg.startswith("--http-restricted-api=") for arg in command)
+
+
+def test_the_pod_never_calls_the_hub_or_vllms_usage_reporting(mocks):
+    env = {e["name"]: e.get("value") for e in _triton(mocks)["env"]}
+    assert env["HF_HUB_OFFLINE"] == "1" and env["VLLM_NO_USAGE_STATS"] == "1" and env["DO_NOT_TRACK"] == "1"
+    assert "NCCL_LAUNCH_MODE" not in env, "FasterTransformer's backend setting"
+
+
+def test_shm_and_memory_are_sized_per_gpu(mocks):
+    run = served_deployment(mocks, LLAMA_TP2, triton_release=VLLM_RELEASE)
+    (shm,) = [v for v in pod_spec(run)["volumes"] if v["name"] == "shm"]
+    assert shm["emptyDir"] == {"medium": "Memory", "sizeLimit": "1280Mi"}  # 1 GiB + 256 MiB for the second GPU
+    memory = triton_container(run)["resources"]["requests"]["memory"]
+    assert memory == f"{3 * 1024 + 1280 + 2 * 4 * 1024}Mi"  # server + shm + one 4 GiB worker per GPU
+
+
+def test_tmp_holds_vllms_compile_cache(mocks):
+    run = served_deployment(mocks, LLAMA, triton_release=VLLM_RELEASE)
+    (tmp,) = [v for v in pod_spec(run)["volumes"] if v["name"] == "tmp"]
+    assert tmp["emptyDir"] == {"sizeLimit": "4Gi"}
+    assert triton_container(run)["resources"]["limits"]["ephemeral-storage"] == "6Gi"
+
+
+def test_the_startup_budget_reads_the_published_weights_and_adds_the_engines_start(mocks):
+    probe = _triton(mocks)["startupProbe"]
+    weights = LLAMA.parameters * 2  # bfloat16 files as published
+    seconds = (sizing.SERVER_START_SECONDS + sizing.VLLM_ENGINE_START_SECONDS + weights / sizing.LOAD_BANDWIDTH) * 1.5
+    assert probe["periodSeconds"] * probe["failureThreshold"] == 10 * math.ceil(seconds / 10)
+
+
+def test_a_bigger_model_gets_a_longer_startup_budget() -> None:
+    small = replace(LLAMA, architecture=Architecture(896, 14, 24, 4864, 151936, max_positions=32768))
+    assert sizing.startup_budget(small).seconds < sizing.startup_budget(LLAMA).seconds
+
+
+def test_no_gemm_tuning_runs_before_a_vllm_model(mocks):
+    run = served_deployment(mocks, LLAMA, triton_release=VLLM_RELEASE, gemm_tuning=GemmTuning(enabled=True))
+    assert not pod_spec(run).get("initContainers")
+
+
+def test_the_store_is_mounted_read_only_where_model_json_names_the_files(mocks):
+    container = _triton(mocks)
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "store"]
+    assert mount == {"name": "store", "mountPath": "/models", "readOnly": True}
