@@ -1,6 +1,6 @@
-"""Container images of the stack: the Triton + FasterTransformer server image, one more server image per other serving
-engine in use whose backend FT's image lacks (vLLM: NGC's ``-vllm-python-py3`` release), and the ``tritonft`` tools
-image.
+"""Container images of the stack: the Triton + FasterTransformer server image (FT's models only), one more server
+image per other serving engine in use, on a current Triton (ONNX Runtime: NGC's ``-py3`` release with only the ONNX
+Runtime and Python backends; vLLM: NGC's ``-vllm-python-py3`` release), and the ``tritonft`` tools image.
 
 Each is either built from this repository's Dockerfile and pushed to its own ECR repository (immutable,
 content-derived tags, registry build cache outside prod) or a prebuilt reference the user pins by digest. Workloads
@@ -94,7 +94,8 @@ def repository_encryption(kms_key_arn: str | None) -> aws.ecr.RepositoryEncrypti
 
 def extra_server_images(engines: Sequence[str]) -> dict[str, ServerImage]:
     """The server images beyond FasterTransformer's that ``engines`` (names, the stack's engines in use) need, by
-    engine: one per engine whose image differs from FT's (ONNX Runtime shares FT's; vLLM has NGC's vLLM release).
+    engine: one per engine whose image differs from FT's (ONNX Runtime: NGC's current release with the ONNX Runtime and
+    Python backends; vLLM: NGC's vLLM release). FT's Triton 23.04 serves FT's models only.
     An unknown name is a :class:`UserError`."""
     known = {engine.name: engine for engine in ENGINES}
     unknown = sorted(set(engines) - set(known))

@@ -10,10 +10,10 @@ The engine object delegates to :mod:`tritonft.encoder`, which stays where it is:
   ``model.onnx`` with the ``onnxruntime`` package (a Triton without the ONNX Runtime backend, like this project's
   CPU test server).
 
-Server image: the same NGC-based Triton image as FasterTransformer's (``images/triton-ft/Dockerfile``). NGC's
-``tritonserver`` release ships Triton's ONNX Runtime backend next to the Python backend, so an encoder needs no
-image of its own: the engine names FT's Dockerfile, inputs and pinned build arguments, and a stack serving
-generators and encoders together builds one image.
+Server image: its own, not FasterTransformer's (whose Triton 23.04 no security fix reaches): NGC's current
+``tritonserver:<version>-py3`` release (:mod:`tritonft.engines.onnxruntime.versions`), which ships Triton's ONNX
+Runtime backend next to the Python backend, with every other backend removed (``images/triton-onnx/Dockerfile``).
+A stack serving generators and encoders builds both images; each model's pods run its engine's.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from tritonft.encoder.checkpoint import MODEL_TYPES as ENCODER_MODEL_TYPES
 from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, ServerImage
-from tritonft.engines.fastertransformer import ENGINE as FASTERTRANSFORMER
+from tritonft.engines.onnxruntime.versions import SERVER_DOCKERFILE, SERVER_REQUIREMENTS, TRITON_VERSION
 from tritonft.errors import UserError
 from tritonft.spec import EncoderSpec, EncoderTask, Family, ModelSpec
 
@@ -110,7 +110,11 @@ class OnnxRuntime:
     name = "onnxruntime"
     families = frozenset({Family.BERT})
     model_types = MODEL_TYPES
-    server_image: ServerImage = FASTERTRANSFORMER.server_image
+    server_image = ServerImage(
+        dockerfile=SERVER_DOCKERFILE,
+        inputs=(SERVER_DOCKERFILE, SERVER_REQUIREMENTS),
+        build_args={"TRITON_VERSION": TRITON_VERSION},
+    )
 
     def convert(self, request: ConvertRequest) -> ConvertOutcome:
         """``OUT/onnx/{model.onnx, manifest.json}``; ``request.options`` override what the checkpoint says
