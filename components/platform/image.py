@@ -30,6 +30,7 @@ import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 
 from components.platform.aws.decisions import is_prod
+from components.platform.base_images import base_build_args, dockerfile_bases, unpinned_bases, unpinned_message
 from components.platform.build_context import build_view, context_tag
 from tritonft.engines import ENGINES
 from tritonft.engines.base import ServerImage
@@ -155,6 +156,9 @@ class TritonImageArgs:
     built from its Dockerfile into ``<prefix>/server-<engine>`` (or given prebuilt in ``engine_prebuilt``)."""
     engine_prebuilt: Mapping[str, str] = field(default_factory=dict)
     """A prebuilt server image (``repo@sha256:...``) by engine name, instead of building that engine's."""
+    base_digests: Mapping[str, str] = field(default_factory=dict)
+    """The digest of each base image (``repository:tag``) a Dockerfile leaves unpinned (``baseImageDigests``):
+    :mod:`components.platform.base_images`."""
 
 
 class TritonImage(pulumi.ComponentResource):
@@ -275,6 +279,14 @@ class TritonImage(pulumi.ComponentResource):
         build_args: dict[str, str],
         cache: aws.ecr.Repository | None,
     ) -> pulumi.Output[str]:
+        # The bases pinned by the stack's digests; in prod the Dockerfile refuses one still a tag alone.
+        text = dockerfile.read_text()
+        prod = is_prod(self._args.environment)
+        pins = base_build_args(text, build_args, self._args.base_digests, prod=prod)
+        unpinned = unpinned_bases(dockerfile_bases(text, build_args), pins)
+        if prod and unpinned:
+            pulumi.log.warn(unpinned_message(str(dockerfile), unpinned), resource=self)
+        build_args = {**build_args, **pins}
         # Every input the provider diffs besides the context goes into the tag too, so no input change can make it
         # rebuild under a tag that already exists (an IMMUTABLE repository refuses that push).
         tag = context_tag(
