@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tritonft.encoder.checkpoint import MODEL_TYPES as ENCODER_MODEL_TYPES
-from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, ServerImage
+from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, RepositorySources, ServerImage
 from tritonft.engines.onnxruntime.versions import SERVER_DOCKERFILE, SERVER_REQUIREMENTS, TRITON_VERSION
 from tritonft.errors import UserError
 from tritonft.spec import EncoderSpec, EncoderTask, Family, ModelSpec
@@ -110,11 +110,7 @@ class OnnxRuntime:
     name = "onnxruntime"
     families = frozenset({Family.BERT})
     model_types = MODEL_TYPES
-    server_image = ServerImage(
-        dockerfile=SERVER_DOCKERFILE,
-        inputs=(SERVER_DOCKERFILE, SERVER_REQUIREMENTS),
-        build_args={"TRITON_VERSION": TRITON_VERSION},
-    )
+    server_image = ServerImage.of_release(SERVER_DOCKERFILE, TRITON_VERSION, SERVER_REQUIREMENTS)
 
     def convert(self, request: ConvertRequest) -> ConvertOutcome:
         """``OUT/onnx/{model.onnx, manifest.json}``; ``request.options`` override what the checkpoint says
@@ -176,32 +172,26 @@ class OnnxRuntime:
         return files
 
     def write_repository(
-        self,
-        spec: ModelSpec,
-        out_dir: Path,
-        checkpoint_dir: Path | None = None,
-        *,
-        tokenizer_dir: Path | None = None,
-        model_root: str = "/models",
-        checkpoint_path: str | None = None,
-        cpu_stand_in: bool = False,
+        self, spec: ModelSpec, out_dir: Path, sources: RepositorySources | None = None
     ) -> RenderedRepository:
-        """Write the tokenizer, ONNX and ensemble models. ``checkpoint_dir``: the conversion's output (``OUT`` or
-        ``OUT/onnx``), whose manifest must describe the model ``spec`` does; ``tokenizer_dir``: the checkpoint
-        directory with ``tokenizer.json``. ``model_root``/``checkpoint_path`` are unused (``model.onnx`` is copied
-        into the repository)."""
+        """Write the tokenizer, ONNX and ensemble models. ``sources.checkpoint_dir``: the conversion's output
+        (``OUT`` or ``OUT/onnx``), whose manifest must describe the model ``spec`` does; ``sources.tokenizer_dir``:
+        the checkpoint directory with ``tokenizer.json``. ``model_root``/``checkpoint_path`` are unused
+        (``model.onnx`` is copied into the repository)."""
         from tritonft.encoder.convert import MANIFEST, read_manifest
         from tritonft.encoder.repo import write_encoder_repository
 
         _encoder(spec)
-        converted = _converted(checkpoint_dir)
+        sources = sources or RepositorySources()
+        converted = _converted(sources.checkpoint_dir)
+        tokenizer_dir = sources.tokenizer_dir
         if tokenizer_dir is None:
             raise UserError("an encoder's repository needs the checkpoint directory with tokenizer.json (--tokenizer)")
         problems = manifest_problems(spec, read_manifest(converted))
         if problems:
             raise UserError(f"{converted} is not the conversion of model {spec.name!r}; convert it again", problems)
         models = write_encoder_repository(
-            serving_of(spec, cpu_stand_in=cpu_stand_in), converted, tokenizer_dir, out_dir
+            serving_of(spec, cpu_stand_in=sources.cpu_stand_in), converted, tokenizer_dir, out_dir
         )
         files = sorted(
             str(path.relative_to(out_dir))
