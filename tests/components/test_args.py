@@ -166,3 +166,10 @@ def test_a_cpu_models_service_surges_packs_nothing_and_waits_for_no_gpu_node_aut
     assert service.node_growth.autoscaler is False
     assert service.gpus_per_node is None
     assert (service.rollout.max_surge, service.rollout.max_unavailable) == (1, 0)
+
+
+def test_each_model_runs_the_triton_release_of_its_engines_image() -> None:
+    from tests.components.settings.test_validation import MINILM, T5_SMALL
+
+    settings = load(kubernetes_stack(models=[dict(T5_SMALL), dict(MINILM, device="cpu")], tritonVersion="23.05"))
+    assert [args.triton_release_of(settings, m) for m in settings.models] == ["23.05", "25.12"]

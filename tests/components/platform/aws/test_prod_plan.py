@@ -161,3 +161,17 @@ def test_prod_runs_only_the_ft_models_on_the_ft_image_and_the_encoder_on_its_cur
     assert repositories == {"t5-3b": {"server"}, "gpt-j-6b": {"server"}, "minilm": {"server-onnxruntime"}}
     (onnx,) = [r for r in _of_type(prod, "docker-build:index:Image") if r.name.endswith("server-onnxruntime")]
     assert onnx.inputs["buildArgs"]["TRITON_VERSION"] == "25.12"
+
+
+def test_prod_closes_the_restricted_apis_over_http_too_on_the_encoders_current_triton(prod: SynthResult) -> None:
+    def http_restricted(model: str) -> bool:
+        (deployment,) = [
+            d
+            for d in _of_type(prod, "kubernetes:apps/v1:Deployment")
+            if d.inputs["metadata"]["labels"].get("triton-ft/model") == model
+        ]
+        (server,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
+        return any(arg.startswith("--http-restricted-api=") for arg in server["command"])
+
+    assert http_restricted("minilm")
+    assert not http_restricted("t5-3b"), "Triton 23.04 has no --http-restricted-api (the NetworkPolicy closes HTTP)"
