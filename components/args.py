@@ -55,8 +55,7 @@ from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.encoder.convert import CONVERTER_VERSION as ENCODER_CONVERTER_VERSION
-from tritonft.engines import engine_for
-from tritonft.engines.vllm.versions import TRITON_VERSION as VLLM_TRITON_VERSION
+from tritonft.engines import FASTERTRANSFORMER, engine_for
 from tritonft.engines.vllm.versions import VLLM_VERSION
 from tritonft.probe.endpoint import Protocol
 from tritonft.quantity import quantity_value as exact_quantity
@@ -214,6 +213,7 @@ def triton_image_args(settings: Settings, aws_provider: aws.Provider | None) -> 
         kms_key_arn=settings.cluster.aws.kms_key_arn if settings.cluster.aws else None,
         protect_repositories=settings.cluster.aws.protect_infrastructure if settings.cluster.aws else None,
         engines=engines_in_use(settings),
+        base_digests=image.base_digests,
     )
 
 
@@ -415,6 +415,15 @@ def node_growth(settings: Settings) -> NodeGrowth:
     return NodeGrowth(autoscaler=True, nodes_max=pool.nodes_max)
 
 
+def triton_release_of(settings: Settings, model: ModelSpec) -> str:
+    """The Triton release ``model``'s server image is built on: the stack's ``tritonVersion`` for FT's image, else
+    the release its engine's own image pins (ONNX Runtime, vLLM), which decides the server's API restrictions."""
+    image = engine_for(model.family).server_image
+    if image == FASTERTRANSFORMER.server_image:
+        return settings.image.triton_version
+    return image.build_args["TRITON_VERSION"]
+
+
 def triton_service_args(
     settings: Settings,
     *,
@@ -430,8 +439,7 @@ def triton_service_args(
         conversion=conversion,
         store=store,
         image=server_image,
-        # The server image's release: FT's (the stack's tritonVersion) or the vLLM image's, pinned with its engine.
-        triton_release=VLLM_TRITON_VERSION if conversion.model.family.is_vllm else settings.image.triton_version,
+        triton_release=triton_release_of(settings, conversion.model),
         ingress=ingress_args(settings, conversion.model, htpasswd),
         edge=model_edge_args(settings, conversion.model),
         autoscaler=autoscaler_kind(settings),

@@ -1,6 +1,6 @@
-"""Container images of the stack: the Triton + FasterTransformer server image, one more server image per other serving
-engine in use whose backend FT's image lacks (vLLM: NGC's ``-vllm-python-py3`` release), and the ``tritonft`` tools
-image.
+"""Container images of the stack: the Triton + FasterTransformer server image (FT's models only), one more server
+image per other serving engine in use, on a current Triton (ONNX Runtime: NGC's ``-py3`` release with only the ONNX
+Runtime and Python backends; vLLM: NGC's ``-vllm-python-py3`` release), and the ``tritonft`` tools image.
 
 Each is either built from this repository's Dockerfile and pushed to its own ECR repository (immutable,
 content-derived tags, registry build cache outside prod) or a prebuilt reference the user pins by digest. Workloads
@@ -30,6 +30,7 @@ import pulumi_aws as aws
 import pulumi_docker_build as docker_build
 
 from components.platform.aws.decisions import is_prod
+from components.platform.base_images import base_build_args, dockerfile_bases, unpinned_bases, unpinned_message
 from components.platform.build_context import build_view, context_tag
 from tritonft.engines import ENGINES
 from tritonft.engines.base import ServerImage
@@ -94,7 +95,8 @@ def repository_encryption(kms_key_arn: str | None) -> aws.ecr.RepositoryEncrypti
 
 def extra_server_images(engines: Sequence[str]) -> dict[str, ServerImage]:
     """The server images beyond FasterTransformer's that ``engines`` (names, the stack's engines in use) need, by
-    engine: one per engine whose image differs from FT's (ONNX Runtime shares FT's; vLLM has NGC's vLLM release).
+    engine: one per engine whose image differs from FT's (ONNX Runtime: NGC's current release with the ONNX Runtime and
+    Python backends; vLLM: NGC's vLLM release). FT's Triton 23.04 serves FT's models only.
     An unknown name is a :class:`UserError`."""
     known = {engine.name: engine for engine in ENGINES}
     unknown = sorted(set(engines) - set(known))
@@ -154,6 +156,9 @@ class TritonImageArgs:
     built from its Dockerfile into ``<prefix>/server-<engine>`` (or given prebuilt in ``engine_prebuilt``)."""
     engine_prebuilt: Mapping[str, str] = field(default_factory=dict)
     """A prebuilt server image (``repo@sha256:...``) by engine name, instead of building that engine's."""
+    base_digests: Mapping[str, str] = field(default_factory=dict)
+    """The digest of each base image (``repository:tag``) a Dockerfile leaves unpinned (``baseImageDigests``):
+    :mod:`components.platform.base_images`."""
 
 
 class TritonImage(pulumi.ComponentResource):
@@ -274,6 +279,14 @@ class TritonImage(pulumi.ComponentResource):
         build_args: dict[str, str],
         cache: aws.ecr.Repository | None,
     ) -> pulumi.Output[str]:
+        # The bases pinned by the stack's digests; in prod the Dockerfile refuses one still a tag alone.
+        text = dockerfile.read_text()
+        prod = is_prod(self._args.environment)
+        pins = base_build_args(text, build_args, self._args.base_digests, prod=prod)
+        unpinned = unpinned_bases(dockerfile_bases(text, build_args), pins)
+        if prod and unpinned:
+            pulumi.log.warn(unpinned_message(str(dockerfile), unpinned), resource=self)
+        build_args = {**build_args, **pins}
         # Every input the provider diffs besides the context goes into the tag too, so no input change can make it
         # rebuild under a tag that already exists (an IMMUTABLE repository refuses that push).
         tag = context_tag(

@@ -261,6 +261,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
             ft_backend_commit=top.get("ftBackendCommit"),
             ft_commit=top.get("ftCommit"),
             cuda_archs=tuple(top.get("cudaArchs", [])),
+            base_digests=dict(top.get("baseImageDigests", {})),
         ),
         storage=StorageSettings(
             size_gib=top.get("storageSizeGiB"),

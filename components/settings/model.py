@@ -87,6 +87,8 @@ class ImageSettings:
     ft_backend_commit: str
     ft_commit: str
     cuda_archs: tuple[str, ...]
+    base_digests: Mapping[str, str] = field(default_factory=dict)
+    """``baseImageDigests``: the digest of each base image (``repository:tag``) the Dockerfiles leave unpinned."""
 
 
 @dataclass(frozen=True)

@@ -182,6 +182,20 @@ def _alert_durations(value: Any) -> list[tuple[str, str]]:
     return problems
 
 
+_BASE_REF = re.compile(r"^[a-z0-9][a-z0-9._/-]*(?::[0-9]+/[a-z0-9._/-]+)?:[\w][\w.-]{0,127}$")
+_SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _base_digests(value: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for ref, digest in value.items():
+        if not _BASE_REF.match(str(ref)):
+            problems.append(("", f"{ref!r} is not a `repository:tag` reference as a Dockerfile names its base"))
+        if not isinstance(digest, str) or not _SHA256.match(digest):
+            problems.append(("", f"{ref}: {digest!r} is not a digest; use `sha256:<64 hex digits>`"))
+    return problems
+
+
 def _encoder_labels(value: Any) -> list[tuple[str, str]]:
     if len(value) < 2:
         return [("", f"a classifier needs at least two labels (its id2label names in index order), got {value!r}")]
@@ -356,6 +370,12 @@ FORMATS: dict[str, Format] = {
         _strings(_regex(_DIGEST_REF, "pinned by digest; use `repo@sha256:<64 hex>` (tags can move under you)")),
         "nvcr.io/acme/triton:latest",
         "registry.example.com/triton@sha256:" + "0" * 64,
+    ),
+    "base-digests": Format(
+        "`repository:tag` -> `sha256:<64 hex>`",
+        _base_digests,
+        {"nvcr.io/nvidia/tritonserver:23.04-py3": "latest"},
+        {"nvcr.io/nvidia/tritonserver:23.04-py3": "sha256:" + "0" * 64},
     ),
     "registry": Format(
         "image registry",
@@ -959,6 +979,15 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Prebuilt tools image (`tritonft` CLI), pinned by digest; skips the build.",
         default_doc="built by this stack",
         format="digest-ref",
+    ),
+    Knob(
+        "baseImageDigests",
+        "object",
+        "Digests of the base images the stack's builds pull (`repository:tag` as the Dockerfile names it -> "
+        "`sha256:...`), for the bases the repository does not pin itself (NGC's Triton releases, uv): each build "
+        "gets `<ARG>=<repository:tag>@<digest>`. A prod build refuses a base left a tag alone.",
+        default_doc="`{}` (only the Dockerfiles' own pins)",
+        format="base-digests",
     ),
     Knob(
         "imageRegistry",

@@ -226,3 +226,10 @@ def test_a_vllm_models_service_runs_the_vllm_images_triton_release(mocks: Record
     run_program(build)
     assert releases == [settings.image.triton_version, TRITON_VERSION]
     assert TRITON_VERSION == "25.12" != settings.image.triton_version
+
+
+def test_each_model_runs_the_triton_release_of_its_engines_image() -> None:
+    from tests.components.settings.test_validation import MINILM, T5_SMALL
+
+    settings = load(kubernetes_stack(models=[dict(T5_SMALL), dict(MINILM, device="cpu")], tritonVersion="23.05"))
+    assert [args.triton_release_of(settings, m) for m in settings.models] == ["23.05", "25.12"]

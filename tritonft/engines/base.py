@@ -29,6 +29,12 @@ class ServerImage:
     build_args: Mapping[str, str]
     """The default build arguments (pinned versions); a stack may override them."""
 
+    @classmethod
+    def of_release(cls, dockerfile: str, triton_version: str, *inputs: str) -> ServerImage:
+        """An image on NGC's Triton release ``triton_version`` (the ``TRITON_VERSION`` build argument) built from
+        ``dockerfile``, which also copies ``inputs``."""
+        return cls(dockerfile=dockerfile, inputs=(dockerfile, *inputs), build_args={"TRITON_VERSION": triton_version})
+
 
 @dataclass(frozen=True)
 class ConvertRequest:
@@ -56,6 +62,24 @@ class ConvertOutcome:
     """One line: what was converted where (or that the target was already up to date)."""
     notes: tuple[str, ...] = ()
     skipped: bool = False
+
+
+@dataclass(frozen=True)
+class RepositorySources:
+    """What ``tritonft repo`` hands an engine to write a model's repository from (the command's options); an engine
+    reads the fields it needs and names a missing one."""
+
+    checkpoint_dir: Path | None = None
+    """The conversion's output (FT: ``OUT/<TP>-gpu``; ONNX Runtime: ``OUT`` or ``OUT/onnx``)."""
+    tokenizer_dir: Path | None = None
+    """The checkpoint directory holding the tokenizer files."""
+    model_root: str = "/models"
+    """Where the model store is mounted in Triton's pod."""
+    checkpoint_path: str | None = None
+    """The checkpoint's path as Triton's pod sees it (else derived from ``model_root``)."""
+    cpu_stand_in: bool = False
+    """The engine's step runs in a Python-backend model on CPU with the same config and I/O (for a machine without
+    the engine's backend or GPU: tests, the quick start)."""
 
 
 @dataclass(frozen=True)
@@ -107,20 +131,10 @@ class ServingEngine(Protocol):
         ...
 
     def write_repository(
-        self,
-        spec: ModelSpec,
-        out_dir: Path,
-        checkpoint_dir: Path | None = None,
-        *,
-        tokenizer_dir: Path | None = None,
-        model_root: str = "/models",
-        checkpoint_path: str | None = None,
-        cpu_stand_in: bool = False,
+        self, spec: ModelSpec, out_dir: Path, sources: RepositorySources | None = None
     ) -> RenderedRepository:
-        """Render and write ``spec``'s Triton model repository into ``out_dir`` (atomic per model).
-
-        ``cpu_stand_in``: the engine's step runs in a Python-backend model on CPU with the same config and I/O
-        (for a machine without the engine's backend or GPU: tests, the quick start)."""
+        """Render and write ``spec``'s Triton model repository into ``out_dir`` (atomic per model) from
+        ``sources`` (:class:`RepositorySources`, None: its defaults; what each engine reads of it, it says)."""
         ...
 
     def converted_bytes(self, spec: ModelSpec) -> int:

@@ -47,20 +47,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from tritonft import option_file
     from tritonft.engines import engine_for
+    from tritonft.engines.base import RepositorySources
     from tritonft.errors import UserError
     from tritonft.repo import check_repository
     from tritonft.repo.engine import Engine
 
     spec = option_file.read_spec("--spec", args.spec)
-    written = engine_for(spec.family).write_repository(
-        spec,
-        args.out,
-        args.checkpoint,
+    sources = RepositorySources(
+        checkpoint_dir=args.checkpoint,
         tokenizer_dir=args.tokenizer,
         model_root=args.model_root,
         checkpoint_path=args.checkpoint_path,
         cpu_stand_in=Engine(args.engine) is Engine.REFERENCE,
     )
+    written = engine_for(spec.family).write_repository(spec, args.out, sources)
     if args.engine == Engine.REFERENCE and spec.family.is_encoder:
         print(f"model step: model.onnx run by the onnxruntime package (Python backend) in {written.models[-2]}")
     elif args.engine == Engine.REFERENCE:

@@ -148,17 +148,11 @@ def install_node_autoscaler(
         oidc_provider_url=oidc_provider_url,
         namespace=pin.namespace,
         service_account=SERVICE_ACCOUNT,
-        policy_arns=(),
-        provider=aws_provider,
-        parent=parent,
-    )
-    aws.iam.RolePolicy(
-        f"{name}-cluster-autoscaler-policy",
-        role=role.name,
-        policy=pulumi.Output.all(*[g.arn for g in node_groups]).apply(
+        inline_policy=pulumi.Output.all(*[g.arn for g in node_groups]).apply(
             lambda arns: autoscaler_policy(cluster_name, [str(a) for a in arns])
         ),
-        opts=pulumi.ResourceOptions(parent=role, provider=aws_provider),
+        provider=aws_provider,
+        parent=parent,
     )
     values = role.arn.apply(lambda arn: autoscaler_values(cluster_name, region, arn, kubernetes_version))
     chart, _ = install_chart(

@@ -113,15 +113,9 @@ def install_external_dns(
         oidc_provider_url=oidc_provider_url,
         namespace=pin.namespace,
         service_account=SERVICE_ACCOUNT,
-        policy_arns=(),
+        inline_policy=zone.arn.apply(external_dns_policy),
         provider=aws_provider,
         parent=parent,
-    )
-    aws.iam.RolePolicy(
-        f"{name}-external-dns-policy",
-        role=role.name,
-        policy=zone.arn.apply(external_dns_policy),
-        opts=pulumi.ResourceOptions(parent=role, provider=aws_provider),
     )
     values = pulumi.Output.all(zone.zone_id, role.arn).apply(
         lambda v: external_dns_values(dns, str(v[0]), str(v[1]), region)

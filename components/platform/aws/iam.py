@@ -83,11 +83,15 @@ def irsa_role(
     oidc_provider_url: pulumi.Input[str],
     namespace: str,
     service_account: str,
-    policy_arns: tuple[str, ...],
+    policy_arns: tuple[str, ...] = (),
+    inline_policy: pulumi.Input[str] | None = None,
     provider: aws.Provider,
     parent: pulumi.Resource,
 ) -> aws.iam.Role:
-    """An IAM role for one service account (IRSA) with the given managed policies attached."""
+    """An IAM role for one service account (IRSA): resource ``<name>-irsa`` with the managed ``policy_arns``
+    attached (``<name>-irsa-policy-<i>``) and, when given, the JSON ``inline_policy`` as its own policy
+    (``<name>-policy``, under the role). Every pod that calls AWS gets one: the cluster autoscaler and external-dns
+    (their narrow inline policies), the VPC CNI's ``aws-node``, the EBS and EFS CSI drivers (AWS's managed ones)."""
     trust: pulumi.Output[Any] = pulumi.Output.all(oidc_provider_arn, oidc_provider_url).apply(
         lambda a: irsa_trust_policy(str(a[0]), str(a[1]), namespace, service_account)
     )
@@ -102,6 +106,13 @@ def irsa_role(
             f"{name}-irsa-policy-{i}",
             role=role.name,
             policy_arn=arn,
+            opts=pulumi.ResourceOptions(parent=role, provider=provider),
+        )
+    if inline_policy is not None:
+        aws.iam.RolePolicy(
+            f"{name}-policy",
+            role=role.name,
+            policy=inline_policy,
             opts=pulumi.ResourceOptions(parent=role, provider=provider),
         )
     return role

@@ -408,19 +408,23 @@ class AwsPlatform(pulumi.ComponentResource):
             }
         )
 
-    def _vpc_cni(self, name: str, cluster_name: str, cluster: eks.Cluster) -> aws.eks.Addon:
-        """The VPC CNI as an EKS add-on: pod networking's IAM policy on ``aws-node``'s own IRSA role (not the node
-        role), and the network-policy agent on, so the stack's NetworkPolicies are enforced (eBPF on each node)."""
-        role = irsa_role(
-            f"{name}-vpc-cni",
+    def _addon_role(self, name: str, cluster: eks.Cluster, service_account: str, policy_arn: str) -> aws.iam.Role:
+        """The IRSA role of an EKS add-on's ``kube-system`` service account, with AWS's managed ``policy_arn``."""
+        return irsa_role(
+            name,
             oidc_provider_arn=cluster.oidc_provider_arn,
             oidc_provider_url=cluster.oidc_provider_url,
             namespace="kube-system",
-            service_account="aws-node",
-            policy_arns=(CNI_POLICY,),
+            service_account=service_account,
+            policy_arns=(policy_arn,),
             provider=self.aws_provider,
             parent=self,
         )
+
+    def _vpc_cni(self, name: str, cluster_name: str, cluster: eks.Cluster) -> aws.eks.Addon:
+        """The VPC CNI as an EKS add-on: pod networking's IAM policy on ``aws-node``'s own IRSA role (not the node
+        role), and the network-policy agent on, so the stack's NetworkPolicies are enforced (eBPF on each node)."""
+        role = self._addon_role(f"{name}-vpc-cni", cluster, "aws-node", CNI_POLICY)
         return aws.eks.Addon(
             f"{name}-vpc-cni",
             cluster_name=cluster_name,
@@ -441,16 +445,7 @@ class AwsPlatform(pulumi.ComponentResource):
         depends_on: list[pulumi.Resource],
     ) -> list[pulumi.Resource]:
         """The EBS CSI driver (EKS add-on, IRSA) and an encrypted gp3 StorageClass for Prometheus and Alertmanager."""
-        role = irsa_role(
-            f"{name}-ebs-csi",
-            oidc_provider_arn=cluster.oidc_provider_arn,
-            oidc_provider_url=cluster.oidc_provider_url,
-            namespace="kube-system",
-            service_account="ebs-csi-controller-sa",
-            policy_arns=(EBS_CSI_POLICY,),
-            provider=self.aws_provider,
-            parent=self,
-        )
+        role = self._addon_role(f"{name}-ebs-csi", cluster, "ebs-csi-controller-sa", EBS_CSI_POLICY)
         addon = aws.eks.Addon(
             f"{name}-ebs-csi",
             cluster_name=cluster_name,

@@ -15,11 +15,14 @@ SERVER = REPO_ROOT / "images" / "triton-ft" / "Dockerfile"
 TOOLS = REPO_ROOT / "images" / "tools" / "Dockerfile"
 BENCH = REPO_ROOT / "images" / "bench" / "Dockerfile"
 VLLM_SERVER = REPO_ROOT / "images" / "triton-vllm" / "Dockerfile"
+ONNX_SERVER = REPO_ROOT / "images" / "triton-onnx" / "Dockerfile"
 HADOLINT = Path(__import__("sys").executable).parent / "hadolint"
 
 
 @pytest.mark.parametrize(
-    "dockerfile", [SERVER, TOOLS, BENCH, VLLM_SERVER], ids=["triton-ft", "tools", "bench", "triton-vllm"]
+    "dockerfile",
+    [SERVER, TOOLS, BENCH, VLLM_SERVER, ONNX_SERVER],
+    ids=["triton-ft", "tools", "bench", "triton-vllm", "triton-onnx"],
 )
 def test_hadolint_reports_nothing_at_warning_level(dockerfile: Path) -> None:
     result = subprocess.run(
@@ -34,7 +37,7 @@ def test_hadolint_reports_nothing_at_warning_level(dockerfile: Path) -> None:
 
 
 def test_every_ignored_hadolint_rule_is_explained_just_above() -> None:
-    for dockerfile in (SERVER, TOOLS, BENCH):
+    for dockerfile in (SERVER, TOOLS, BENCH, ONNX_SERVER):
         lines = dockerfile.read_text().splitlines()
         for i, line in enumerate(lines):
             if match := re.match(r"# hadolint ignore=(\S+)", line):

@@ -158,8 +158,20 @@ def test_repositories_use_aes256_without_a_key(mocks: RecordingMocks) -> None:
         assert repo.inputs["encryptionConfigurations"] == [{"encryptionType": "AES256"}]
 
 
-def test_ft_and_onnxruntime_models_need_no_second_server_image() -> None:
-    assert extra_server_images(["fastertransformer", "onnxruntime"]) == {}
+def test_ft_models_alone_need_no_second_server_image() -> None:
+    assert extra_server_images(["fastertransformer"]) == {}
+
+
+def test_encoders_get_their_own_server_image_on_a_current_triton(mocks: RecordingMocks) -> None:
+    built = build_platform_and_images(engines=("fastertransformer", "onnxruntime"))
+    images = {r.name: r.inputs for r in mocks.of_type(IMAGE)}
+    assert sorted(images) == ["img-server", "img-server-onnxruntime", "img-tools"]
+    onnx = images["img-server-onnxruntime"]
+    assert onnx["dockerfile"]["location"].endswith("images/triton-onnx/Dockerfile")
+    assert onnx["context"]["location"].endswith("images/triton-onnx")
+    assert onnx["buildArgs"]["TRITON_VERSION"] == "25.12"
+    assert re.match(r"^.*/triton-ft/server-onnxruntime:onnxruntime-25\.12-[0-9a-f]{20}$", onnx["tags"][0])
+    assert built["images"].engine_images.keys() == {"onnxruntime"}
 
 
 def test_vllm_models_get_ngcs_vllm_release_as_their_own_server_image(mocks: RecordingMocks) -> None:

@@ -15,6 +15,7 @@ from tritonft.convert.tensors import open_checkpoint
 from tritonft.encoder.checkpoint import read_encoder_config
 from tritonft.encoder.graph import required_tensors
 from tritonft.engines import ONNXRUNTIME
+from tritonft.engines.base import RepositorySources
 from tritonft.errors import UserError
 from tritonft.repo.check import check_repository
 from tritonft.spec import (
@@ -115,9 +116,8 @@ def test_the_engine_writes_the_repository_it_renders_and_the_checker_passes_it(
 ) -> None:
     converted = encoder_converted(variant)
     spec = spec_of("enc", converted)
-    written = ONNXRUNTIME.write_repository(
-        spec, tmp_path, converted.parent, tokenizer_dir=encoder_checkpoint(variant), cpu_stand_in=cpu_stand_in
-    )
+    sources = RepositorySources(converted.parent, encoder_checkpoint(variant), cpu_stand_in=cpu_stand_in)
+    written = ONNXRUNTIME.write_repository(spec, tmp_path, sources)
     assert written.models == ("enc-tokenizer", "enc-onnx", "enc")
     assert written.config_source == converted / "manifest.json"
     assert {"enc-onnx/1/model.onnx", "enc-tokenizer/1/tokenizer.json"} <= set(written.files)
@@ -150,7 +150,7 @@ def test_a_conversion_that_is_not_the_specs_model_is_refused(
     wrong = replace(spec, encoder=replace(spec.encoder, pooling=Pooling.CLS, max_seq_length=64))
     with pytest.raises(UserError) as err:
         ONNXRUNTIME.write_repository(
-            wrong, tmp_path, converted, tokenizer_dir=encoder_checkpoint("bert-mean-normalized")
+            wrong, tmp_path, RepositorySources(converted, encoder_checkpoint("bert-mean-normalized"))
         )
     assert "is not the conversion of model 'enc'" in str(err.value)
     assert err.value.problems == [
@@ -165,7 +165,7 @@ def test_the_repository_is_not_written_without_the_tokenizer(
 ) -> None:
     converted = encoder_converted("bert-mean-normalized")
     with pytest.raises(UserError, match=r"tokenizer\.json"):
-        ONNXRUNTIME.write_repository(spec_of("enc", converted), tmp_path, converted)
+        ONNXRUNTIME.write_repository(spec_of("enc", converted), tmp_path, RepositorySources(converted))
 
 
 def test_a_generator_spec_is_refused_by_the_encoder_engine() -> None:

@@ -95,5 +95,16 @@ def test_the_fastertransformer_image_is_built_from_the_pinned_ft_commits() -> No
     }
 
 
-def test_encoders_run_in_fastertransformers_server_image_which_ships_the_onnxruntime_backend() -> None:
-    assert ONNXRUNTIME.server_image == FASTERTRANSFORMER.server_image
+def test_encoders_run_on_their_own_current_triton_not_fastertransformers_23_04() -> None:
+    image = ONNXRUNTIME.server_image
+    assert image.dockerfile == "images/triton-onnx/Dockerfile"
+    assert image.dockerfile != FASTERTRANSFORMER.server_image.dockerfile
+    year, month = (int(part) for part in image.build_args["TRITON_VERSION"].split("."))
+    assert (year, month) >= (25, 7), "NVIDIA's fixes for CVE-2025-23310/23311/23319/23320/23334 are in 25.07"
+
+
+def test_the_encoders_image_keeps_only_the_onnxruntime_and_python_backends() -> None:
+    root = Path(__file__).resolve().parents[3]
+    text = (root / ONNXRUNTIME.server_image.dockerfile).read_text()
+    assert "! -name onnxruntime ! -name python -exec rm -rf {} +" in text
+    assert "FROM ${BASE_IMAGE}" in text and "ARG BASE_IMAGE=nvcr.io/nvidia/tritonserver:${TRITON_VERSION}-py3" in text

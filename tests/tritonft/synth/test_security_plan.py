@@ -84,9 +84,10 @@ def test_prods_triton_pods_run_without_model_control_and_with_the_unneeded_grpc_
         assert "--model-control-mode=none" in command
         (grpc,) = [f for f in command if f.startswith("--grpc-restricted-protocol=")]
         assert grpc.startswith("--grpc-restricted-protocol=shared-memory,model-repository,")
-        http = [f for f in command if f.startswith("--http-restricted-api=shared-memory,model-repository,")]
-        if "/server-vllm@" in container["image"]:
-            assert http, "the vLLM image's Triton (25.12) restricts the HTTP APIs too"
+        http = [f for f in command if f.startswith("--http-restricted-api")]
+        if "/server-onnxruntime@" in container["image"] or "/server-vllm@" in container["image"]:
+            # the encoders' and the vLLM models' 25.12 servers restrict HTTP too
+            assert http and http[0].startswith("--http-restricted-api=shared-memory,model-repository,")
         else:
             assert not http, "23.04 has no such flag"
         key = {e["name"]: e for e in container["env"]}["TRITON_POD_UID"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, ServerImage
+from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, RepositorySources, ServerImage
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 from tritonft.spec import Family, ModelSpec
 
@@ -103,27 +103,20 @@ class FasterTransformer:
         return render_repository_files(spec, model_root=model_root)
 
     def write_repository(
-        self,
-        spec: ModelSpec,
-        out_dir: Path,
-        checkpoint_dir: Path | None = None,
-        *,
-        tokenizer_dir: Path | None = None,
-        model_root: str = "/models",
-        checkpoint_path: str | None = None,
-        cpu_stand_in: bool = False,
+        self, spec: ModelSpec, out_dir: Path, sources: RepositorySources | None = None
     ) -> RenderedRepository:
         from tritonft.repo import write_repository
         from tritonft.repo.engine import Engine
 
+        sources = sources or RepositorySources()
         return write_repository(
             spec,
             out_dir,
-            checkpoint_dir,
-            tokenizer_dir=tokenizer_dir,
-            model_root=model_root,
-            checkpoint_path=checkpoint_path,
-            engine=Engine.REFERENCE if cpu_stand_in else Engine.FASTERTRANSFORMER,
+            sources.checkpoint_dir,
+            tokenizer_dir=sources.tokenizer_dir,
+            model_root=sources.model_root,
+            checkpoint_path=sources.checkpoint_path,
+            engine=Engine.REFERENCE if sources.cpu_stand_in else Engine.FASTERTRANSFORMER,
         )
 
     def converted_bytes(self, spec: ModelSpec) -> int:

@@ -10,10 +10,10 @@ The engine object delegates to :mod:`tritonft.encoder`, which stays where it is:
   ``model.onnx`` with the ``onnxruntime`` package (a Triton without the ONNX Runtime backend, like this project's
   CPU test server).
 
-Server image: the same NGC-based Triton image as FasterTransformer's (``images/triton-ft/Dockerfile``). NGC's
-``tritonserver`` release ships Triton's ONNX Runtime backend next to the Python backend, so an encoder needs no
-image of its own: the engine names FT's Dockerfile, inputs and pinned build arguments, and a stack serving
-generators and encoders together builds one image.
+Server image: its own, not FasterTransformer's (whose Triton 23.04 no security fix reaches): NGC's current
+``tritonserver:<version>-py3`` release (:mod:`tritonft.engines.onnxruntime.versions`), which ships Triton's ONNX
+Runtime backend next to the Python backend, with every other backend removed (``images/triton-onnx/Dockerfile``).
+A stack serving generators and encoders builds both images; each model's pods run its engine's.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tritonft.encoder.checkpoint import MODEL_TYPES as ENCODER_MODEL_TYPES
-from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, ServerImage
-from tritonft.engines.fastertransformer import ENGINE as FASTERTRANSFORMER
+from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, RepositorySources, ServerImage
+from tritonft.engines.onnxruntime.versions import SERVER_DOCKERFILE, SERVER_REQUIREMENTS, TRITON_VERSION
 from tritonft.errors import UserError
 from tritonft.spec import EncoderSpec, EncoderTask, Family, ModelSpec
 
@@ -110,7 +110,7 @@ class OnnxRuntime:
     name = "onnxruntime"
     families = frozenset({Family.BERT})
     model_types = MODEL_TYPES
-    server_image: ServerImage = FASTERTRANSFORMER.server_image
+    server_image = ServerImage.of_release(SERVER_DOCKERFILE, TRITON_VERSION, SERVER_REQUIREMENTS)
 
     def convert(self, request: ConvertRequest) -> ConvertOutcome:
         """``OUT/onnx/{model.onnx, manifest.json}``; ``request.options`` override what the checkpoint says
@@ -172,32 +172,26 @@ class OnnxRuntime:
         return files
 
     def write_repository(
-        self,
-        spec: ModelSpec,
-        out_dir: Path,
-        checkpoint_dir: Path | None = None,
-        *,
-        tokenizer_dir: Path | None = None,
-        model_root: str = "/models",
-        checkpoint_path: str | None = None,
-        cpu_stand_in: bool = False,
+        self, spec: ModelSpec, out_dir: Path, sources: RepositorySources | None = None
     ) -> RenderedRepository:
-        """Write the tokenizer, ONNX and ensemble models. ``checkpoint_dir``: the conversion's output (``OUT`` or
-        ``OUT/onnx``), whose manifest must describe the model ``spec`` does; ``tokenizer_dir``: the checkpoint
-        directory with ``tokenizer.json``. ``model_root``/``checkpoint_path`` are unused (``model.onnx`` is copied
-        into the repository)."""
+        """Write the tokenizer, ONNX and ensemble models. ``sources.checkpoint_dir``: the conversion's output
+        (``OUT`` or ``OUT/onnx``), whose manifest must describe the model ``spec`` does; ``sources.tokenizer_dir``:
+        the checkpoint directory with ``tokenizer.json``. ``model_root``/``checkpoint_path`` are unused
+        (``model.onnx`` is copied into the repository)."""
         from tritonft.encoder.convert import MANIFEST, read_manifest
         from tritonft.encoder.repo import write_encoder_repository
 
         _encoder(spec)
-        converted = _converted(checkpoint_dir)
+        sources = sources or RepositorySources()
+        converted = _converted(sources.checkpoint_dir)
+        tokenizer_dir = sources.tokenizer_dir
         if tokenizer_dir is None:
             raise UserError("an encoder's repository needs the checkpoint directory with tokenizer.json (--tokenizer)")
         problems = manifest_problems(spec, read_manifest(converted))
         if problems:
             raise UserError(f"{converted} is not the conversion of model {spec.name!r}; convert it again", problems)
         models = write_encoder_repository(
-            serving_of(spec, cpu_stand_in=cpu_stand_in), converted, tokenizer_dir, out_dir
+            serving_of(spec, cpu_stand_in=sources.cpu_stand_in), converted, tokenizer_dir, out_dir
         )
         files = sorted(
             str(path.relative_to(out_dir))

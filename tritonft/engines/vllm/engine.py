@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, ServerImage
+from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedRepository, RepositorySources, ServerImage
 from tritonft.engines.vllm.repository import repository_files, write_repository
 from tritonft.engines.vllm.rules import DTYPE_BYTES, Checkpoint, VllmOptions, read_checkpoint
 from tritonft.engines.vllm.rules import problems as rule_problems
@@ -115,11 +115,7 @@ class Vllm:
     name = "vllm"
     families = frozenset({Family.LLAMA})
     model_types = MODEL_TYPES
-    server_image = ServerImage(
-        dockerfile=SERVER_DOCKERFILE,
-        inputs=(SERVER_DOCKERFILE,),
-        build_args={"TRITON_VERSION": TRITON_VERSION},
-    )
+    server_image = ServerImage.of_release(SERVER_DOCKERFILE, TRITON_VERSION)
 
     def convert(self, request: ConvertRequest) -> ConvertOutcome:
         raise UserError(
@@ -131,25 +127,19 @@ class Vllm:
         return repository_files(spec.name, options_of(spec), model_path(spec, model_root), checkpoint_of(spec))
 
     def write_repository(
-        self,
-        spec: ModelSpec,
-        out_dir: Path,
-        checkpoint_dir: Path | None = None,
-        *,
-        tokenizer_dir: Path | None = None,
-        model_root: str = "/models",
-        checkpoint_path: str | None = None,
-        cpu_stand_in: bool = False,
+        self, spec: ModelSpec, out_dir: Path, sources: RepositorySources | None = None
     ) -> RenderedRepository:
-        """``checkpoint_path`` (else the store's path) becomes ``model.json``'s ``model``; ``cpu_stand_in`` changes
-        nothing in the files: the CPU serves the same repository with the project's ``vllm`` backend."""
-        path = checkpoint_path or model_path(spec, model_root)
-        if checkpoint_dir is not None:
-            disagreements = checkpoint_problems(spec, checkpoint_dir)
+        """``sources.checkpoint_path`` (else the store's path) becomes ``model.json``'s ``model``;
+        ``cpu_stand_in`` changes nothing in the files: the CPU serves the same repository with the project's ``vllm``
+        backend."""
+        sources = sources or RepositorySources()
+        path = sources.checkpoint_path or model_path(spec, sources.model_root)
+        if sources.checkpoint_dir is not None:
+            disagreements = checkpoint_problems(spec, sources.checkpoint_dir)
             if disagreements:
                 raise UserError(
-                    f"{checkpoint_dir}: the downloaded checkpoint is not the model the spec describes (fix the stack's "
-                    "model entry, or pin the revision it describes)",
+                    f"{sources.checkpoint_dir}: the downloaded checkpoint is not the model the spec describes (fix the "
+                    "stack's model entry, or pin the revision it describes)",
                     disagreements,
                 )
         files = repository_files(spec.name, options_of(spec), path, checkpoint_of(spec))

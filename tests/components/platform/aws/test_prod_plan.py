@@ -147,3 +147,31 @@ def test_ci_reaches_a_cluster_an_operator_created_through_the_settings_access_en
     assert entry["principalArn"] == deploy_role
     (policy,) = entry["accessPolicies"].values()
     assert policy["policyArn"].endswith(":cluster-access-policy/AmazonEKSClusterAdminPolicy")
+
+
+def test_prod_runs_only_the_ft_models_on_the_ft_image_and_the_encoder_on_its_current_triton(prod: SynthResult) -> None:
+    images = {
+        d.inputs["metadata"]["labels"]["triton-ft/model"]: [
+            c["image"] for c in d.inputs["spec"]["template"]["spec"]["containers"]
+        ]
+        for d in _of_type(prod, "kubernetes:apps/v1:Deployment")
+        if d.inputs["metadata"]["labels"].get("app.kubernetes.io/component") == "triton"
+    }
+    repositories = {model: {image.split("@")[0].rsplit("/", 1)[1] for image in refs} for model, refs in images.items()}
+    assert repositories == {"t5-3b": {"server"}, "gpt-j-6b": {"server"}, "minilm": {"server-onnxruntime"}}
+    (onnx,) = [r for r in _of_type(prod, "docker-build:index:Image") if r.name.endswith("server-onnxruntime")]
+    assert onnx.inputs["buildArgs"]["TRITON_VERSION"] == "25.12"
+
+
+def test_prod_closes_the_restricted_apis_over_http_too_on_the_encoders_current_triton(prod: SynthResult) -> None:
+    def http_restricted(model: str) -> bool:
+        (deployment,) = [
+            d
+            for d in _of_type(prod, "kubernetes:apps/v1:Deployment")
+            if d.inputs["metadata"]["labels"].get("triton-ft/model") == model
+        ]
+        (server,) = deployment.inputs["spec"]["template"]["spec"]["containers"]
+        return any(arg.startswith("--http-restricted-api=") for arg in server["command"])
+
+    assert http_restricted("minilm")
+    assert not http_restricted("t5-3b"), "Triton 23.04 has no --http-restricted-api (the NetworkPolicy closes HTTP)"

@@ -100,7 +100,8 @@ def test_the_store_holds_the_weights_at_the_checkpoints_dtype() -> None:
 def test_the_server_image_is_ngcs_vllm_release() -> None:
     image = VLLM.server_image
     dockerfile = (Path(__file__).parents[4] / image.dockerfile).read_text()
-    assert "FROM nvcr.io/nvidia/tritonserver:${TRITON_VERSION}-vllm-python-py3" in dockerfile
+    assert "ARG BASE_IMAGE=nvcr.io/nvidia/tritonserver:${TRITON_VERSION}-vllm-python-py3" in dockerfile
+    assert "FROM ${BASE_IMAGE}" in dockerfile
     assert image.build_args == {"TRITON_VERSION": "25.12"}
 
 
