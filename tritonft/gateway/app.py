@@ -15,12 +15,12 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 
-from tritonft.gateway import embeddings
+from tritonft.gateway import embeddings, vllm
 from tritonft.gateway.accesslog import AccessLog
 from tritonft.gateway.asgi import App, Call, JSONResponse, Lifespan, Route
 from tritonft.gateway.coalesce import Coalescer
 from tritonft.gateway.config import GatewayConfig, ServedModel
-from tritonft.gateway.errors import ApiError, client_error, unknown_model
+from tritonft.gateway.errors import ApiError, client_error, deadline_expired, unknown_model
 from tritonft.gateway.health import readiness
 from tritonft.gateway.mapping import (
     Beam,
@@ -197,13 +197,43 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         if req.include_usage:
             yield chunks.usage(usage(rows))
 
+    async def vllm_completions(model: ServedModel, body: Any, chat: bool, rid: str, created: int) -> Response:
+        """A vLLM model's completion or chat (:mod:`tritonft.gateway.vllm`)."""
+        req = vllm.vllm_request(body, model, chat=chat)
+        timings = (metrics.triton_first_response, metrics.triton_waited)
+        engine = vllm.Engine(client(model.name), config.deadline_s, *timings)
+
+        def answered(error: ApiError) -> ApiError:
+            return client_error(error, model.name, config.scales_to_zero)
+
+        try:
+            if req.stream:
+                chunks = Chunks(rid, created, model.name, chat, req.include_usage)
+                stream = vllm.events(engine, req, chunks)
+                events = await primed(chunks.opening(), stream, answered)
+                return StreamingResponse(events, media_type="text/event-stream")
+            metrics.triton_called(model.name, len(req.prompts))
+            answers = await asyncio.wait_for(vllm.answers(engine, req), config.deadline_s)
+        except TimeoutError as exc:
+            raise deadline_expired(config.deadline_s) from exc
+        except ApiError as exc:
+            error = answered(exc)
+            if error is exc:
+                raise
+            raise error from exc
+        if chat:
+            return JSONResponse(vllm.chat_body(rid, created, req, answers[0]))
+        return JSONResponse(vllm.completion_body(rid, created, req, answers))
+
     async def completions(call: Call, chat: bool) -> Response:
         body = await call.json(config.max_body_bytes)
         model = model_for(body)
         call.model = model.name
-        req = ensemble_request(body, model, chat=chat)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-{id_prefix}{next(serial):016x}"
         created = int(time.time())
+        if model.vllm:
+            return await vllm_completions(model, body, chat, rid, created)
+        req = ensemble_request(body, model, chat=chat)
 
         def answered(error: ApiError) -> ApiError:
             return client_error(error, model.name, config.scales_to_zero)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -29,6 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all)")
     parser.add_argument(
         "--spec", action="append", default=[], type=Path, metavar="SPEC.json", help="a served model's spec (repeat)"
+    )
+    parser.add_argument(
+        "--tokenizer-config",
+        action="append",
+        default=[],
+        metavar="MODEL=tokenizer_config.json",
+        help="a vLLM model's tokenizer_config.json (repeat): its chat template serves /v1/chat/completions for it, "
+        "rendered as transformers' apply_chat_template renders it",
     )
     parser.add_argument(
         "--embedding-model",
@@ -72,7 +81,9 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
         raise UserError("--spec / --embedding-model: give at least one model to serve")
     if args.deadline <= 0 or args.max_body_bytes <= 0 or args.calls_in_flight <= 0:
         raise UserError("--deadline, --max-body-bytes and --calls-in-flight must be positive")
-    models = [ServedModel.from_spec(option_file.read_spec("--spec", path)) for path in args.spec]
+    specs = [option_file.read_spec("--spec", path) for path in args.spec]
+    configs = tokenizer_configs(getattr(args, "tokenizer_config", []), {s.name: s.family.is_vllm for s in specs})
+    models = [ServedModel.from_spec(spec, configs.get(spec.name, "")) for spec in specs]
     embedders = [embedding_model(value) for value in args.embedding_model]
     names = [m.name for m in models] + [m.name for m in embedders]
     if len(set(names)) != len(names):
@@ -92,6 +103,29 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
         args.calls_in_flight,
         tuple(embedders),
     )
+
+
+def tokenizer_configs(values: list[str], served: dict[str, bool]) -> dict[str, str]:
+    """``--tokenizer-config MODEL=PATH`` values -> model -> the file's text (a JSON object with a chat template);
+    UserError names the value and the fix. ``served``: each served model and whether vLLM serves it."""
+    from tritonft.engines.vllm.chat import ChatTemplateError, template_of
+
+    out: dict[str, str] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        option = f"--tokenizer-config {value}"
+        if not sep or not path:
+            raise UserError(f"{option}: give MODEL=PATH (the model's tokenizer_config.json)")
+        if not served.get(name, False):
+            vllm = [n for n, is_vllm in served.items() if is_vllm]
+            raise UserError(f"{option}: no --spec serves a vLLM model named {name!r} ({', '.join(vllm) or 'none'})")
+        config = option_file.read_json("--tokenizer-config", Path(path))
+        try:
+            template_of(config if isinstance(config, dict) else {})
+        except ChatTemplateError as exc:
+            raise UserError(f"{option}: {exc}") from exc
+        out[name] = json.dumps(config)
+    return out
 
 
 def embedding_model(value: str) -> EmbeddingModel:

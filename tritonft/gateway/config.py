@@ -23,6 +23,14 @@ class ServedModel:
     max_input_len: int
     max_batch_size: int = 1
     """The ensemble's ``max_batch_size``: the most rows (prompts) one ModelInfer call may carry."""
+    tokenizer_config: str = ""
+    """A vLLM model's ``tokenizer_config.json`` (its text): the chat template and special tokens chat is rendered
+    with (:mod:`tritonft.engines.vllm.chat`); empty: no chat."""
+
+    @property
+    def vllm(self) -> bool:
+        """Served by Triton's vLLM backend (``family: llama``): the contract of :mod:`tritonft.gateway.vllm`."""
+        return self.family.is_vllm
 
     @property
     def preprocessing(self) -> str:
@@ -36,11 +44,12 @@ class ServedModel:
 
     @property
     def chat(self) -> bool:
-        """Only the decoder-only families get ``/v1/chat/completions`` (T5 is not a chat model)."""
-        return self.family in (Family.GPT2, Family.GPTJ)
+        """The decoder-only families get ``/v1/chat/completions`` (T5 is not a chat model); a vLLM model when its
+        tokenizer configuration (with its chat template) is given."""
+        return self.family in (Family.GPT2, Family.GPTJ) or (self.vllm and bool(self.tokenizer_config))
 
     @classmethod
-    def from_spec(cls, spec: ModelSpec) -> ServedModel:
+    def from_spec(cls, spec: ModelSpec, tokenizer_config: str = "") -> ServedModel:
         return cls(
             spec.name,
             spec.family,
@@ -48,6 +57,7 @@ class ServedModel:
             spec.max_output_len,
             spec.max_input_len,
             spec.batching.max_batch_size,
+            tokenizer_config,
         )
 
 

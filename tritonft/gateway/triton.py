@@ -393,6 +393,26 @@ class Triton:
         finally:
             call.cancel()  # a no-op once the stream has ended
 
+    async def stream_responses(
+        self, request: Any, deadline_s: float, error: Callable[[str], ApiError]
+    ) -> AsyncGenerator[Any, None]:
+        """Every ``ModelInferResponse`` a decoupled model sends for ``request`` (one ``ModelStreamInfer`` call, half
+        closed after it), until Triton ends the stream; an error Triton sends on it becomes ``error(message)``.
+        Closed before the end, the call is cancelled (Triton cancels the request)."""
+        await self.refresh()
+        call = self._next_stub().ModelStreamInfer(iter((request,)), timeout=deadline_s)
+        try:
+            async for answer in call:
+                if answer.error_message:
+                    raise error(answer.error_message.strip())
+                yield answer.infer_response
+        except ApiError:
+            raise
+        except Exception as exc:
+            raise _error(exc, deadline_s) from exc
+        finally:
+            call.cancel()  # a no-op once the stream has ended
+
     async def close(self) -> None:
         for channel, _ in self._channels.values():
             await channel.close()

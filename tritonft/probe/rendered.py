@@ -72,6 +72,8 @@ def target_for_spec(
     """The probe's target for the served ``spec``: its full rendered contract, and for an encoder its facts and the
     stack's expected answers (``triples``/``expected_labels``, encoders only)."""
     encoder = encoder_target(spec, triples, expected_labels) if spec.encoder is not None else None
+    if spec.family.is_vllm:  # decoupled by design; asked PROBE_MAX_TOKENS greedy tokens, not max_output_len
+        return ModelTarget(spec.name, spec.family, contract_for_spec(spec), streaming=True, vllm=True)
     return ModelTarget(
         spec.name,
         spec.family,

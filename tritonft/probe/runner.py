@@ -38,6 +38,8 @@ from tritonft.probe.retry import (
     retry,
 )
 from tritonft.probe.stats import LatencySummary
+from tritonft.probe.streaming import StreamedAnswer
+from tritonft.probe.vllm import PROBE_MAX_TOKENS, vllm_stream
 from tritonft.spec import EncoderTask, Family
 
 _T = TypeVar("_T")
@@ -65,6 +67,9 @@ class ModelTarget:
     :mod:`tritonft.probe.streaming`). A Triton's model configuration says so too, and the probe follows it."""
     encoder: EncoderTarget | None = None
     """An encoder's facts and expected answers (None for a generator, whose JSON then has no ``encoder`` key)."""
+    vllm: bool = False
+    """Served by Triton's vLLM backend: asked greedy, streamed, with NVIDIA's inputs (:mod:`tritonft.probe.vllm`),
+    ``max_tokens`` (default :data:`tritonft.probe.vllm.PROBE_MAX_TOKENS`) tokens directly and through the gateway."""
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {
@@ -80,6 +85,8 @@ class ModelTarget:
             raw["streaming"] = True
         if self.encoder is not None:
             raw["encoder"] = self.encoder.to_dict()
+        if self.vllm:
+            raw["vllm"] = True
         return raw
 
     @classmethod
@@ -96,6 +103,7 @@ class ModelTarget:
             max_tokens=int(max_tokens) if max_tokens is not None else None,
             streaming=bool(raw.get("streaming", False)),
             encoder=EncoderTarget.from_dict(encoder) if encoder else None,
+            vllm=bool(raw.get("vllm", False)),
         )
 
 
@@ -166,6 +174,8 @@ Complete = Callable[..., list[str]]
 """The request through the gateway: :func:`tritonft.probe.gateway.gateway_completions` (tests pass their own)."""
 Embed = Callable[..., npt.NDArray[np.float64]]
 """An embedding request through the gateway: :func:`tritonft.probe.gateway.gateway_embeddings`."""
+AskVllm = Callable[..., StreamedAnswer]
+"""A vLLM model's streamed answer: :func:`tritonft.probe.vllm.vllm_stream` (tests pass their own)."""
 
 
 class _Run:
@@ -178,8 +188,10 @@ class _Run:
         complete: Complete = gateway_completions,
         *,
         embed: Embed = gateway_embeddings,
+        ask_vllm: AskVllm = vllm_stream,
     ):
         self.config = config
+        self.ask_vllm = ask_vllm
         self.client = client
         self.deadline = deadline
         self.sleep = sleep
@@ -187,7 +199,7 @@ class _Run:
         self.embed = embed
         self.checks: list[CheckOutcome] = []
         self.server_info = ""
-        self.streaming: set[str] = {m.name for m in config.models if m.streaming}
+        self.streaming: set[str] = {m.name for m in config.models if m.streaming or m.vllm}
         """Models asked over a stream: rendered decoupled, or served decoupled (their model configuration)."""
 
     def record(
@@ -341,8 +353,18 @@ class _Run:
         self.record("model_config", True, detail, started, target.name, attempts=done.attempts)
         return True
 
+    def vllm_answer(self, target: ModelTarget, prompt: str, timeout: float) -> StreamedAnswer:
+        """The vLLM ``target``'s greedy streamed answer to ``prompt`` (:mod:`tritonft.probe.vllm`)."""
+        endpoint = parse_endpoint(self.config.url, self.config.protocol)
+        max_tokens = target.max_tokens or PROBE_MAX_TOKENS
+        return self.ask_vllm(
+            endpoint, target.name, prompt, max_tokens=max_tokens, headers=self.config.headers, timeout_s=timeout
+        )
+
     def infer_one(self, target: ModelTarget, prompt: str) -> str:
         def check(timeout: float) -> str:
+            if target.vllm:
+                return self.vllm_answer(target, prompt, timeout).text
             if target.name in self.streaming:
                 return self.client.stream_text(target.name, target.contract, prompt, timeout).text
             return self.client.infer_text(target.name, target.contract, [prompt], timeout)[0]
@@ -390,6 +412,8 @@ class _Run:
                 if target.encoder is not None:
                     outputs = target.encoder.outputs
                     self.client.infer_tensors(target.name, target.contract.text_input, [prompt], outputs, timeout)
+                elif target.vllm:
+                    firsts.append(self.vllm_answer(target, prompt, timeout).first_s)
                 elif streaming:
                     answer = self.client.stream_text(target.name, target.contract, prompt, timeout)
                     firsts.append(answer.first_s)
@@ -422,7 +446,7 @@ class _Run:
                 gateway_url,
                 target.name,
                 prompts,
-                max_tokens=target.max_tokens,
+                max_tokens=(target.max_tokens or PROBE_MAX_TOKENS) if target.vllm else target.max_tokens,
                 headers=self.config.headers,
                 timeout_s=timeout,
             )
@@ -563,6 +587,8 @@ def run_probe(
     sleep: Callable[[float], None] = time.sleep,
     complete: Complete = gateway_completions,
     embed: Embed = gateway_embeddings,
+    *,
+    ask_vllm: AskVllm = vllm_stream,
 ) -> ProbeReport:
     """Run every check against ``config.url`` and return the report (never raises for server problems).
 
@@ -574,7 +600,7 @@ def run_probe(
     endpoint = parse_endpoint(config.url, config.protocol)
     deadline = Deadline(config.deadline_s)
     client = client_factory(endpoint, config.headers)
-    run = _Run(config, client, deadline, sleep, complete, embed=embed)
+    run = _Run(config, client, deadline, sleep, complete, embed=embed, ask_vllm=ask_vllm)
     models: list[ModelReport] = []
     server: dict[str, Any] = {}
     try:

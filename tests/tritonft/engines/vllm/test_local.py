@@ -37,3 +37,50 @@ def test_an_architecture_vllm_does_not_serve_here_is_refused(llama_dir: Path, tm
     (other / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match=r"architectures \['GPT2LMHeadModel'\]: not served through vLLM 0\.32\.0"):
         local.render({"gpt2": other}, tmp_path / "repo")
+
+
+def test_the_gateway_in_front_is_given_the_spec_and_the_chat_template(llama_dir: Path, tmp_path: Path) -> None:
+    command = local.gateway_command(
+        "127.0.0.1:8001", 9000, tmp_path / "tiny.spec.json", "tiny", local.chat_config(llama_dir)
+    )
+    assert command[1:] == [
+        "-m",
+        "tritonft",
+        "gateway",
+        "--triton-url",
+        "127.0.0.1:8001",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "9000",
+        "--spec",
+        str(tmp_path / "tiny.spec.json"),
+        "--tokenizer-config",
+        f"tiny={llama_dir / 'tokenizer_config.json'}",
+    ]
+
+
+def test_a_checkpoint_without_a_chat_template_gets_completions_only(llama_dir: Path, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    config = json.loads((llama_dir / "tokenizer_config.json").read_text())
+    del config["chat_template"]
+    (plain / "tokenizer_config.json").write_text(json.dumps(config))
+    assert local.chat_config(plain) is None
+    assert "--tokenizer-config" not in local.gateway_command("h:1", 1, tmp_path / "s.json", "plain", None)
+
+
+def test_the_spec_of_a_local_checkpoint_states_its_config_json(llama_dir: Path) -> None:
+    spec = local.spec_for("tiny", llama_dir, replace(local.CPU_OPTIONS, max_model_len=256))
+    config = json.loads((llama_dir / "config.json").read_text())
+    assert spec.vllm is not None
+    assert (spec.family, spec.vllm.architecture, spec.vllm.num_kv_heads) == (
+        "llama",
+        config["architectures"][0],
+        config["num_key_value_heads"],
+    )
+    assert (spec.architecture.num_heads, spec.architecture.d_model) == (
+        config["num_attention_heads"],
+        config["hidden_size"],
+    )
+    assert (spec.max_input_len, spec.max_output_len, spec.vllm.max_model_len) == (256, 255, 256)
