@@ -2,14 +2,14 @@
 
 (a) vLLM's own OpenAI server (``vllm serve``'s ``vllm.entrypoints.openai.api_server``, as a user would run it
 instead), AIPerf's ``completions`` endpoint, streamed; (b) the gateway's ``/v1/completions`` in front of Triton +
-the project's ``vllm`` backend (with ``--gateway-spec``: the served model's spec, once the gateway serves vLLM
-models), and always (b') Triton's own streamed generate (``/v2/models/<m>/generate_stream``, AIPerf's ``template``
-endpoint), so the Triton + backend part is known. One server at a time, each timed from its start to READY; then
-AIPerf (``.tools/aiperf``, the project's AIPerf environment) at concurrency 1 and 8: ``--requests`` requests per
-level of ``--input-tokens`` synthetic prompt tokens and exactly ``--max-tokens`` output tokens (``ignore_eos``),
-greedy, a few warm-up requests first. Figures are AIPerf's: output tokens/s, time to first token p50/p95,
-inter-token latency p50 (its tokenizer, the checkpoint's, counts the streamed text on every path). Medians of
-``--runs`` runs; the 1-minute load average before each path is printed with the figures. Loopback only.
+the project's ``vllm`` backend (``--no-gateway`` leaves it out); (b') Triton's own streamed generate
+(``/v2/models/<m>/generate_stream``, AIPerf's ``template`` endpoint), so the Triton + backend part is known. One
+server at a time, each timed from its start to READY; then AIPerf (``.tools/aiperf``, the project's AIPerf
+environment) at concurrency 1 and 8: ``--requests`` requests per level of ``--input-tokens`` synthetic prompt tokens
+and exactly ``--max-tokens`` output tokens (``ignore_eos``), greedy, a few warm-up requests first. Figures are
+AIPerf's: output tokens/s, time to first token p50/p95, inter-token latency p50 (its tokenizer, the checkpoint's,
+counts the streamed text on every path). Medians of ``--runs`` runs; the 1-minute load average before each path is
+printed with the figures. Loopback only.
 
     .venv/bin/python benchmarks/vllm_paths.py /tmp/ckpt/tiny-llama [--requests 32] [--max-tokens 64] [--runs 3]
 """
@@ -41,6 +41,8 @@ from tritonft.local_triton import free_port
 ROOT = Path(__file__).resolve().parents[1]
 HOST = "127.0.0.1"
 LEVELS = (1, 8)
+OPTIONS = replace(local.CPU_OPTIONS, max_model_len=256)
+"""The engine arguments of every path (``vllm serve`` is given the same on its command line)."""
 AIPERF_PYTHON = ROOT / ".tools" / "aiperf" / "bin" / "python"
 FIGURES = {
     "tokens_per_s": ("output_token_throughput", "avg"),
@@ -136,9 +138,8 @@ def vllm_serve(args: argparse.Namespace, env_dir: Path) -> tuple[float, float, d
 
 
 def triton(args: argparse.Namespace) -> dict[str, tuple[float, float, dict[int, dict[str, float]]]]:
-    """(b') Triton's streamed generate, and (b) the gateway in front of it when ``--gateway-spec`` is given."""
-    options = replace(local.CPU_OPTIONS, max_model_len=256)
-    repository = local.render({"m": args.checkpoint}, args.work / "repository", options)
+    """(b') Triton's streamed generate, and (b) the gateway in front of it."""
+    repository = local.render({"m": args.checkpoint}, args.work / "repository", OPTIONS)
     server = local.server(repository, args.work / "tritonserver.log")
     started = time.monotonic()
     server.start()
@@ -155,7 +156,7 @@ def triton(args: argparse.Namespace) -> dict[str, tuple[float, float, dict[int, 
             load,
             measure(f"http://{server.http_url}", endpoint, args, "triton"),
         )
-        if args.gateway_spec is not None:
+        if not args.no_gateway:
             rows["(b) gateway -> triton"] = gateway(args, server.grpc_url, ready)
     finally:
         server.stop()
@@ -165,11 +166,13 @@ def triton(args: argparse.Namespace) -> dict[str, tuple[float, float, dict[int, 
 def gateway(
     args: argparse.Namespace, grpc_url: str, triton_ready: float
 ) -> tuple[float, float, dict[int, dict[str, float]]]:
-    """(b): ``tritonft gateway`` serving ``--gateway-spec`` (the model named ``m``) from the running Triton; its
-    ready time is Triton's plus the gateway's own start to ``/health/ready``."""
+    """(b): ``tritonft gateway`` in front of the running Triton for the model ``m`` (its spec from the checkpoint,
+    ``tritonft.engines.vllm.local.spec_for``, started as ``python -m tritonft.engines.vllm.local --gateway`` starts
+    it); its ready time is Triton's plus the gateway's own start to ``/health/ready``."""
+    spec_path = args.work / "m.spec.json"
+    spec_path.write_text(local.spec_for("m", args.checkpoint, OPTIONS).to_json())
     port = free_port()
-    command = [sys.executable, "-m", "tritonft", "gateway", "--triton-url", grpc_url, "--port", str(port)]
-    command += ["--host", HOST, "--spec", str(args.gateway_spec), "--no-coalesce"]
+    command = local.gateway_command(grpc_url, port, spec_path, "m", local.chat_config(args.checkpoint))
     log = open(args.work / "gateway.log", "wb")  # noqa: SIM115 (closed after the gateway stops)
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -190,12 +193,13 @@ def main() -> int:
     parser.add_argument("--input-tokens", type=int, default=32)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--gateway-spec", type=Path, help="the model's spec JSON (named m): also measure (b)")
+    parser.add_argument("--no-gateway", action="store_true", help="leave out (b), the gateway in front of Triton")
     parser.add_argument("--keep", action="store_true", help="keep the work directory (AIPerf's exports, logs)")
     args = parser.parse_args()
     args.work = Path(tempfile.mkdtemp(prefix="vllm-paths-"))
     env_dir = vllm_env.ensure_environment()
-    rows = {"(a) vllm serve": vllm_serve(args, env_dir), **triton(args)}
+    rows = triton(args)
+    rows["(a) vllm serve"] = vllm_serve(args, env_dir)
     print(
         f"AIPerf: {args.requests} requests x {args.input_tokens} prompt tokens -> {args.max_tokens} output tokens per "
         f"level, streamed, greedy; medians of {args.runs} runs"
