@@ -6,7 +6,8 @@ the project's ``vllm`` backend (``--no-gateway`` leaves it out); (b') Triton's o
 (``/v2/models/<m>/generate_stream``, AIPerf's ``template`` endpoint), so the Triton + backend part is known. One
 server at a time, each timed from its start to READY; then AIPerf (``.tools/aiperf``, the project's AIPerf
 environment) at concurrency 1 and 8: ``--requests`` requests per level of ``--input-tokens`` synthetic prompt tokens
-and exactly ``--max-tokens`` output tokens (``ignore_eos``), greedy, a few warm-up requests first. Figures are
+and up to ``--max-tokens`` output tokens, greedy (so the same tokens on every path; the tests' random Llama does not
+end early), a few warm-up requests first. Figures are
 AIPerf's: output tokens/s, time to first token p50/p95, inter-token latency p50 (its tokenizer, the checkpoint's,
 counts the streamed text on every path). Medians of ``--runs`` runs; the 1-minute load average before each path is
 printed with the figures. Loopback only.
@@ -52,7 +53,7 @@ FIGURES = {
 }
 GENERATE_TEMPLATE = (
     '{"text_input": {{ text|tojson }}, "stream": true, "exclude_input_in_output": true, "sampling_parameters": '
-    '"{\\"max_tokens\\": {{ max_tokens }}, \\"ignore_eos\\": true, \\"temperature\\": 0}"}'
+    '"{\\"max_tokens\\": {{ max_tokens }}, \\"temperature\\": 0}"}'
 )
 """Triton's generate body for the vLLM backend (AIPerf's ``template`` endpoint, Jinja): the prompt, streamed, and
 the sampling parameters as the JSON string NVIDIA's contract takes."""
@@ -88,9 +89,9 @@ def measure(url: str, endpoint: list[str], args: argparse.Namespace, name: str) 
 
 
 def completions_endpoint() -> list[str]:
-    """OpenAI completions, ``max_tokens`` (not ``max_completion_tokens``), every answer ``--max-tokens`` long."""
-    extra = ["--extra-inputs", "ignore_eos:true", "--extra-inputs", "temperature:0"]
-    return ["--endpoint-type", "completions", "--use-legacy-max-tokens", *extra]
+    """OpenAI completions, greedy, ``max_tokens`` (not ``max_completion_tokens``); no ``ignore_eos`` (vLLM's own
+    extension, which the gateway refuses by name): every path generates the same greedy tokens."""
+    return ["--endpoint-type", "completions", "--use-legacy-max-tokens", "--extra-inputs", "temperature:0"]
 
 
 def wait_ready(url: str, process: subprocess.Popen[bytes], timeout: float) -> float:
