@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.common.triton import RATIO_METRIC, RATIO_RECORD
+from components.common.triton import RATIO_METRIC, RATIO_RECORD, TTFT_P95_METRIC, TTFT_P95_RECORD
 from components.common.workload import hpa_behavior
+from tritonft.spec import ModelSpec
 
 
 def milli(value: float) -> str:
@@ -28,21 +29,9 @@ def hpa_spec(
     deployment: str, min_replicas: int, max_replicas: int, ratio_target: float, scale_down_window_seconds: int
 ) -> dict[str, Any]:
     """HPA on the per-pod queue/compute ratio, ``AverageValue`` target (1.0 = as long queued as computed)."""
-    return {
-        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
-        "minReplicas": min_replicas,
-        "maxReplicas": max_replicas,
-        "metrics": [
-            {
-                "type": "Pods",
-                "pods": {
-                    "metric": {"name": RATIO_METRIC},
-                    "target": {"type": "AverageValue", "averageValue": milli(ratio_target)},
-                },
-            }
-        ],
-        "behavior": hpa_behavior(scale_down_window_seconds),
-    }
+    return signal_hpa_spec(
+        queue_ratio_signal(ratio_target), deployment, min_replicas, max_replicas, scale_down_window_seconds
+    )
 
 
 GATEWAY_DEMAND = "tritonft_gateway_model_requests_total"
@@ -115,22 +104,25 @@ def scaled_object_spec(
     ratio_target: float,
     requests_per_replica: float,
     scale_down_window_seconds: int,
+    signal: ScalingSignal | None = None,
 ) -> dict[str, Any]:
     """KEDA ScaledObject: the same ratio (as a ``Value`` target) plus the request rate (:func:`demand_query`: the
     model's ingresses and the OpenAI gateway's requests for it).
 
     The request-rate trigger wakes a service scaled to zero (``activationThreshold`` 0: any request) and adds a
     replica per ``requests_per_replica``; the ratio trigger scales a running service like the HPA does.
-    ``cooldownPeriod`` (idle time before going to zero) equals the scale-down window.
+    ``cooldownPeriod`` (idle time before going to zero) equals the scale-down window. ``signal`` replaces the
+    ratio trigger (a vLLM model's: :func:`scaling_signal`).
     """
+    signal = signal or queue_ratio_signal(ratio_target)
     triggers: list[dict[str, Any]] = [
         {
             "type": "prometheus",
             "metricType": "Value",
             "metadata": {
                 "serverAddress": prometheus_url,
-                "query": ratio_query(namespace, job),
-                "threshold": f"{ratio_target:g}",
+                "query": signal.keda_query(namespace, job),
+                "threshold": f"{signal.target:g}",
             },
         }
     ]
@@ -161,4 +153,67 @@ def scaled_object_spec(
             }
         },
         "triggers": triggers,
+    }
+
+
+# --- What a service scales on, keyed on its model --------------------------------------------------------------------
+
+
+DEFAULT_TTFT_P95_TARGET_S = 1.0
+"""A vLLM model's default time-to-first-token p95 target per pod, seconds (an interactive chat's budget)."""
+
+
+@dataclass(frozen=True)
+class ScalingSignal:
+    """What a Triton service scales on: a per-pod series its PrometheusRule records (``record``), served to the HPA
+    by prometheus-adapter as ``metric``, and the value one pod should average (``target``, in the series' unit)."""
+
+    record: str
+    metric: str
+    target: float
+
+    def keda_query(self, namespace: str, job: str) -> str:
+        """The series averaged over the service's pods (KEDA's ``Value`` trigger divides it by the target)."""
+        return f'avg({self.record}{{namespace="{namespace}",job="{job}"}})'
+
+    def hpa_metric(self) -> dict[str, Any]:
+        return {
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": self.metric},
+                "target": {"type": "AverageValue", "averageValue": milli(self.target)},
+            },
+        }
+
+
+def queue_ratio_signal(ratio_target: float) -> ScalingSignal:
+    """Triton's queue/compute ratio (FasterTransformer and ONNX Runtime models: Triton queues their requests)."""
+    return ScalingSignal(RATIO_RECORD, RATIO_METRIC, ratio_target)
+
+
+def ttft_signal(ttft_p95_target_s: float) -> ScalingSignal:
+    """Each pod's time-to-first-token p95 (seconds) against ``ttft_p95_target_s``: a vLLM model's requests wait
+    inside vLLM, not in Triton's queue, and the wait shows as time to the first token. The HPA adds replicas in
+    proportion (p95 twice the target on average: twice the pods); an idle pod reads 0."""
+    if ttft_p95_target_s <= 0:
+        raise ValueError(f"ttft_p95_target_s must be positive (got {ttft_p95_target_s})")
+    return ScalingSignal(TTFT_P95_RECORD, TTFT_P95_METRIC, ttft_p95_target_s)
+
+
+def scaling_signal(spec: ModelSpec, *, ratio_target: float, ttft_p95_target_s: float) -> ScalingSignal:
+    """The signal the service serving ``spec`` scales on: time to first token for a vLLM model
+    (``spec.family.is_vllm``), else Triton's queue/compute ratio."""
+    return ttft_signal(ttft_p95_target_s) if spec.family.is_vllm else queue_ratio_signal(ratio_target)
+
+
+def signal_hpa_spec(
+    signal: ScalingSignal, deployment: str, min_replicas: int, max_replicas: int, scale_down_window_seconds: int
+) -> dict[str, Any]:
+    """:func:`hpa_spec` on any :class:`ScalingSignal`."""
+    return {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+        "minReplicas": min_replicas,
+        "maxReplicas": max_replicas,
+        "metrics": [signal.hpa_metric()],
+        "behavior": hpa_behavior(scale_down_window_seconds),
     }

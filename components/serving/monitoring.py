@@ -16,9 +16,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from components.common.triton import RATIO_RECORD
+from components.common.triton import RATIO_RECORD, TTFT_P95_RECORD
 from components.common.workload import SCRAPE_INTERVAL
 from components.settings.alerting import alert_for
+from tritonft.spec import ModelSpec
 
 RATIO_LABELS = "namespace, job, pod"
 """Labels the recorded ratio keeps."""
@@ -293,3 +294,216 @@ def dashboard(namespace: str, job: str, title: str) -> dict[str, Any]:
 def dashboard_json(namespace: str, job: str, title: str) -> str:
     """:func:`dashboard` as the JSON text a Grafana sidecar loads from a ConfigMap."""
     return json.dumps(dashboard(namespace, job, title), indent=1, sort_keys=True, ensure_ascii=False)
+
+
+# --- vLLM models (``family.is_vllm``): the signals vLLM reports through Triton --------------------------------------
+#
+# Triton's vLLM backend is decoupled: ``execute`` hands each request to vLLM's engine and returns, so Triton's queue
+# and compute times, its pending count (always 0) and its success counter say nothing about a request's fate; a
+# request vLLM refuses or fails is still a Triton "success" (measured on the real Triton 2.51 with the project's
+# backend). The signals are the ones NVIDIA's backend reports with ``REPORT_CUSTOM_METRICS`` (``vllm_backend``
+# ``src/utils/metrics.py`` at ``tritonft.engines.vllm.contract.VLLM_BACKEND_COMMIT``, lines 41-82: counters
+# ``vllm:prompt_tokens_total``/``vllm:generation_tokens_total`` and the histograms below; no running/waiting gauges at
+# that version), labelled ``model`` and ``version``, scraped with the ServiceMonitor's ``namespace``/``job``/``pod``.
+
+VLLM_TTFT = "vllm:time_to_first_token_seconds"
+VLLM_ITL = "vllm:time_per_output_token_seconds"
+VLLM_E2E = "vllm:e2e_request_latency_seconds"
+VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
+VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
+VLLM_METRICS = (VLLM_TTFT, VLLM_ITL, VLLM_E2E, VLLM_PROMPT_TOKENS, VLLM_GENERATION_TOKENS)
+"""Every vLLM family the rules, the autoscaler and the dashboard read."""
+VLLM_ALERT_WINDOW = "5m"
+
+
+def vllm_quantile_expr(
+    histogram: str, quantile: float, namespace: str, job: str, *, by: str, window: str = "1m"
+) -> str:
+    """The ``quantile`` of one of vLLM's histograms over ``window``, per ``by`` (NaN while nothing was observed)."""
+    sel = series_selector(namespace, job)
+    return f"histogram_quantile({quantile:g}, sum by ({by}, le) (rate({histogram}_bucket{{{sel}}}[{window}])))"
+
+
+def ttft_p95_expr(namespace: str, job: str) -> str:
+    """Each pod's time-to-first-token p95 over the last minute, the autoscaling signal of a vLLM model; 0 for a pod
+    that answered nothing in that minute (no latency pressure: the HPA averages it in and scales down), where
+    ``histogram_quantile`` alone gives NaN (filtered by ``>= 0``)."""
+    sel = series_selector(namespace, job)
+    p95 = vllm_quantile_expr(VLLM_TTFT, 0.95, namespace, job, by=RATIO_LABELS)
+    idle = f"sum by ({RATIO_LABELS}) (rate({VLLM_TTFT}_count{{{sel}}}[1m])) * 0"
+    return f"({p95} >= 0)\nor {idle}"
+
+
+def unanswered_ratio_expr(namespace: str, job: str, window: str = VLLM_ALERT_WINDOW) -> str:
+    """Per model, the share of the requests Triton handed the vLLM model that the engine never finished: vLLM
+    refused or failed them (``Error generating stream``) or the client cancelled them.
+
+    Triton counts every request it hands the decoupled model as a success (``nv_inference_request_success``); vLLM
+    counts each request it finishes once (``vllm:e2e_request_latency_seconds_count``). Idle, 0/0 is NaN: no alert.
+    A request still running at the window's end counts as unanswered until it finishes (load ramping up within the
+    window reads a little high: the alert's ``for:`` outlasts a ramp).
+    """
+    sel = series_selector(namespace, job)
+    by = "namespace, job, model"
+    handed = f"sum by ({by}) (rate(nv_inference_request_success{{{sel}}}[{window}]))"
+    finished = f"sum by ({by}) (rate({VLLM_E2E}_count{{{sel}}}[{window}]))"
+    return f"({handed} - {finished})\n/ {handed}"
+
+
+def in_engine_expr(namespace: str, job: str, by: str = "pod") -> str:
+    """Mean number of requests inside vLLM (waiting or running) over the last minute, per ``by``: Little's law on
+    the finished requests' end-to-end seconds (``rate(..._sum)``), the queue gauge NVIDIA's backend does not report."""
+    sel = series_selector(namespace, job)
+    return f"sum by ({by}) (rate({VLLM_E2E}_sum{{{sel}}}[1m]))"
+
+
+def vllm_prometheus_rule_spec(
+    namespace: str,
+    job: str,
+    ttft_p95_target_s: float,
+    *,
+    failure_ratio: float = 0.05,
+    for_: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The rules of a service serving a vLLM model: its autoscaling signal (:data:`TTFT_P95_RECORD`, per pod), the
+    pods' start-up records and three alerts.
+
+    * ``TritonInferenceFailures``: requests Triton itself refuses (as for every model);
+    * ``VllmTimeToFirstTokenHigh``: the service's time-to-first-token p95 (5-minute window, all pods) stays above
+      ``ttft_p95_target_s``, the autoscaling target, for 10 min (max replicas reached or no GPU node available);
+    * ``VllmEngineErrors``: more than ``failure_ratio`` of the requests handed to vLLM end unanswered
+      (:func:`unanswered_ratio_expr`) for 10 min.
+
+    No queue/compute ratio and no pending-request alert: the decoupled model's Triton queue is always empty.
+    """
+    if ttft_p95_target_s <= 0:
+        raise ValueError(f"ttft_p95_target_s must be positive (got {ttft_p95_target_s})")
+    durations = alert_for(for_)
+    common = prometheus_rule_spec(namespace, job, 1.0, 0, failure_ratio=failure_ratio, for_=for_)
+    startup = next(g for g in common["groups"] if g["name"].endswith(".startup"))
+    failures = next(r for g in common["groups"] for r in g["rules"] if r.get("alert") == "TritonInferenceFailures")
+    labels = {"severity": "warning", "service": job}
+    service_p95 = vllm_quantile_expr(VLLM_TTFT, 0.95, namespace, job, by="namespace, job", window=VLLM_ALERT_WINDOW)
+    return {
+        "groups": [
+            {
+                "name": f"{job}.triton-ft.rules",
+                "interval": "15s",
+                "rules": [{"record": TTFT_P95_RECORD, "expr": ttft_p95_expr(namespace, job)}],
+            },
+            startup,
+            {
+                "name": f"{job}.triton-ft.alerts",
+                "rules": [
+                    failures,
+                    {
+                        "alert": "VllmTimeToFirstTokenHigh",
+                        "expr": f"{service_p95} > {ttft_p95_target_s:g}",
+                        "for": durations["VllmTimeToFirstTokenHigh"],
+                        "labels": labels,
+                        "annotations": {
+                            "summary": f"{job}: time to first token p95 is "
+                            f'{{{{ $value | printf "%.2f" }}}} s (target {ttft_p95_target_s:g} s)',
+                            "description": f"The time-to-first-token p95 of service {job} (5-minute window) stayed "
+                            f"above the autoscaling target of {ttft_p95_target_s:g} s for "
+                            f"{durations['VllmTimeToFirstTokenHigh']}: the autoscaler is at its maximum or no GPU "
+                            "node is available.",
+                        },
+                    },
+                    {
+                        "alert": "VllmEngineErrors",
+                        "expr": f"({unanswered_ratio_expr(namespace, job)}) > {failure_ratio:g}",
+                        "for": durations["VllmEngineErrors"],
+                        "labels": {**labels, "severity": "critical"},
+                        "annotations": {
+                            "summary": "vLLM model {{ $labels.model }} leaves {{ $value | humanizePercentage }} "
+                            "of requests unanswered",
+                            "description": f"More than {failure_ratio:.0%} of the requests Triton handed the vLLM "
+                            f"engine of service {job} ended without an answer (refused or failed by vLLM: "
+                            "`Error generating stream` in the responses and the server log; or cancelled) for "
+                            f"{durations['VllmEngineErrors']}.",
+                        },
+                    },
+                ],
+            },
+        ]
+    }
+
+
+def vllm_dashboard(namespace: str, job: str, title: str, ttft_p95_target_s: float) -> dict[str, Any]:
+    """:func:`dashboard` for a vLLM model: Triton's request counts, start-up, replicas and GPUs, with vLLM's
+    latencies (time to first token against the target, inter-token, end-to-end), tokens/s, requests inside the
+    engine and unanswered requests instead of the queue/compute panels."""
+    board = dashboard(namespace, job, title)
+    kept = {p["title"]: p for p in board["panels"]}
+    sel = series_selector(namespace, job)
+
+    def quantiles(histogram: str) -> list[tuple[str, str]]:
+        return [
+            (vllm_quantile_expr(histogram, q, namespace, job, by="model"), f"{{{{model}}}} p{round(q * 100)}")
+            for q in (0.5, 0.95)
+        ]
+
+    new: list[tuple[str, str, list[tuple[str, str]]]] = [
+        (
+            "Time to first token (autoscaling signal: p95 per pod)",
+            "s",
+            [
+                *quantiles(VLLM_TTFT),
+                (f"{TTFT_P95_RECORD}{{{sel}}}", "{{pod}} p95"),
+                (f"vector({ttft_p95_target_s:g})", "target"),
+            ],
+        ),
+        ("Inter-token latency", "s", quantiles(VLLM_ITL)),
+        ("End-to-end request latency", "s", quantiles(VLLM_E2E)),
+        (
+            "Tokens per second",
+            "short",
+            [
+                (f"sum by (pod) (rate({VLLM_PROMPT_TOKENS}{{{sel}}}[1m]))", "{{pod}} prompt"),
+                (f"sum by (pod) (rate({VLLM_GENERATION_TOKENS}{{{sel}}}[1m]))", "{{pod}} generated"),
+            ],
+        ),
+        ("Requests inside vLLM (mean, Little's law)", "none", [(in_engine_expr(namespace, job), "{{pod}}")]),
+        (
+            "Requests unanswered by vLLM (errors, cancellations)",
+            "percentunit",
+            [(unanswered_ratio_expr(namespace, job, "1m"), "{{model}}")],
+        ),
+    ]
+    reused = ("Requests per second", "Replicas serving")
+    tail = [title for title in kept if title.startswith(("Pod start-up", "GPU "))]
+    panels = [kept[name] for name in reused]
+    panels += [_panel(panel_id=0, title=name, unit=unit, targets=targets, x=0, y=0) for name, unit, targets in new]
+    panels += [kept[name] for name in tail]
+    for i, panel in enumerate(panels):
+        panel.update(id=i + 1, gridPos={"h": 8, "w": 12, "x": 12 * (i % 2), "y": 8 * (i // 2)})
+    board["panels"] = panels
+    board["tags"] = [*board["tags"], "vllm"]
+    return board
+
+
+def rule_spec_for(
+    spec: ModelSpec,
+    namespace: str,
+    job: str,
+    *,
+    ratio_target: float,
+    ttft_p95_target_s: float,
+    max_pending: int,
+    ensembles: tuple[str, ...] = (),
+    for_: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The PrometheusRule spec of the service serving ``spec``: vLLM's (:func:`vllm_prometheus_rule_spec`) for a
+    vLLM model, else Triton's queue/compute rules (:func:`prometheus_rule_spec`)."""
+    if spec.family.is_vllm:
+        return vllm_prometheus_rule_spec(namespace, job, ttft_p95_target_s, for_=for_)
+    return prometheus_rule_spec(namespace, job, ratio_target, max_pending, ensembles=ensembles, for_=for_)
+
+
+def dashboard_json_for(spec: ModelSpec, namespace: str, job: str, title: str, ttft_p95_target_s: float) -> str:
+    """The dashboard JSON of the service serving ``spec`` (:func:`vllm_dashboard` for a vLLM model)."""
+    if not spec.family.is_vllm:
+        return dashboard_json(namespace, job, title)
+    board = vllm_dashboard(namespace, job, title, ttft_p95_target_s)
+    return json.dumps(board, indent=1, sort_keys=True, ensure_ascii=False)

@@ -44,12 +44,18 @@ from components.common.sizing import (
     startup_budget,
 )
 from components.common.target import ClusterTarget
-from components.common.triton import GRPC_PORT, HTTP_PORT, adapter_rule
+from components.common.triton import GRPC_PORT, HTTP_PORT, adapter_rule, ttft_adapter_rule
 from components.common.workload import deployment_spec, pdb_spec
 from components.rollout_watch import RolloutWatch, RolloutWatchArgs, spec_hash
-from components.serving.autoscaling import GatewayDemand, hpa_spec, scaled_object_spec
+from components.serving.autoscaling import (
+    DEFAULT_TTFT_P95_TARGET_S,
+    GatewayDemand,
+    scaled_object_spec,
+    scaling_signal,
+    signal_hpa_spec,
+)
 from components.serving.gemm_tuning import GemmTuning, with_gemm_tuning
-from components.serving.monitoring import dashboard_json, prometheus_rule_spec, service_monitor_spec
+from components.serving.monitoring import dashboard_json_for, rule_spec_for, service_monitor_spec
 from components.serving.server_spec import (
     ServerPod,
     network_policy_spec,
@@ -104,6 +110,9 @@ class TritonServiceArgs:
     max_replicas: int = 3
     ratio_target: float = 1.0
     """Target queue time / compute time per pod (NVIDIA tutorial: 1.0; 1.5-3.5 for large TP models)."""
+    ttft_p95_target_s: float = DEFAULT_TTFT_P95_TARGET_S
+    """A vLLM model's target: time-to-first-token p95 per pod, seconds (what it scales on instead of the ratio:
+    ``components.serving.autoscaling.scaling_signal``); its ``VllmTimeToFirstTokenHigh`` alert's threshold."""
     keda_prometheus_url: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
     """Prometheus the KEDA triggers query."""
     keda_requests_per_replica: float = 20.0
@@ -165,6 +174,8 @@ def _validate(args: TritonServiceArgs) -> list[str]:
         problems.append(f"triton_release: {exc}")
     if args.ratio_target <= 0:
         problems.append(f"ratio_target must be positive (got {args.ratio_target})")
+    if args.ttft_p95_target_s <= 0:
+        problems.append(f"ttft_p95_target_s must be positive (got {args.ttft_p95_target_s})")
     addons = args.target.addons
     if args.monitoring and "prometheus-operator" not in addons:
         problems.append("monitoring is on but the cluster has no 'prometheus-operator' add-on (ServiceMonitor CRD)")
@@ -349,11 +360,12 @@ class TritonService(pulumi.ComponentResource):
                 child=child,
                 max_pending=4 * model.batching.max_batch_size,
             )
+        signal = scaling_signal(model, ratio_target=args.ratio_target, ttft_p95_target_s=args.ttft_p95_target_s)
         if args.autoscaler == "hpa":
             k8s.autoscaling.v2.HorizontalPodAutoscaler(
                 f"{name}-hpa",
                 metadata=object_meta(base, ns, meta_labels),
-                spec=as_input(hpa_spec(base, args.min_replicas, args.max_replicas, args.ratio_target, scale_down)),
+                spec=as_input(signal_hpa_spec(signal, base, args.min_replicas, args.max_replicas, scale_down)),
                 opts=pulumi.ResourceOptions(parent=self, provider=target.provider, depends_on=[deployment]),
             )
         elif args.autoscaler == "keda":
@@ -375,6 +387,7 @@ class TritonService(pulumi.ComponentResource):
                         ratio_target=args.ratio_target,
                         requests_per_replica=args.keda_requests_per_replica,
                         scale_down_window_seconds=scale_down,
+                        signal=signal,
                     )
                 ),
                 opts=pulumi.ResourceOptions.merge(crd_opts, pulumi.ResourceOptions(depends_on=[deployment])),
@@ -397,7 +410,8 @@ class TritonService(pulumi.ComponentResource):
         )
         self.endpoint = pulumi.Output.from_input(http_url)
         self.grpc_endpoint = pulumi.Output.from_input(grpc_url)
-        self.adapter_rules = pulumi.Output.from_input(json.dumps({"custom": [adapter_rule()]}, sort_keys=True))
+        served_rule = ttft_adapter_rule() if model.family.is_vllm else adapter_rule()
+        self.adapter_rules = pulumi.Output.from_input(json.dumps({"custom": [served_rule]}, sort_keys=True))
         self.startup_budget_seconds = pulumi.Output.from_input(budget.seconds)
         self.gemm_tuning: pulumi.Output[dict[str, str]] = rollout_watch.gemm_tuning
         self.startup: pulumi.Output[dict[str, dict[str, Any]]] = rollout_watch.startup
@@ -471,8 +485,10 @@ class TritonService(pulumi.ComponentResource):
         child: pulumi.ResourceOptions,
         max_pending: int,
     ) -> None:
-        """ServiceMonitor + PrometheusRule (custom resources, after the CRD installers) and the dashboard."""
+        """ServiceMonitor + PrometheusRule (custom resources, after the CRD installers) and the dashboard, for the
+        model's engine (a vLLM model's signals are vLLM's: ``components.serving.monitoring.rule_spec_for``)."""
         ns = self._target.namespace
+        model = args.conversion.model
         cr_labels = {**meta_labels, **args.monitoring_labels}
         k8s.apiextensions.CustomResource(
             f"{name}-servicemonitor",
@@ -488,12 +504,14 @@ class TritonService(pulumi.ComponentResource):
             kind="PrometheusRule",
             metadata=object_meta(base, ns, cr_labels),
             spec=ns.apply(
-                lambda n: prometheus_rule_spec(
+                lambda n: rule_spec_for(
+                    model,
                     n,
                     base,
-                    args.ratio_target,
-                    max_pending,
-                    ensembles=(RepoNames.of(args.conversion.model).ensemble,),
+                    ratio_target=args.ratio_target,
+                    ttft_p95_target_s=args.ttft_p95_target_s,
+                    max_pending=max_pending,
+                    ensembles=(RepoNames.of(model).ensemble,),
                     for_=args.alert_for,
                 )
             ),
@@ -504,6 +522,10 @@ class TritonService(pulumi.ComponentResource):
             metadata=object_meta(
                 f"{base}-dashboard", args.dashboard_namespace or ns, {**meta_labels, **args.dashboard_labels}
             ),
-            data=ns.apply(lambda n: {f"{base}.json": dashboard_json(n, base, f"Triton: {base} ({n})")}),
+            data=ns.apply(
+                lambda n: {
+                    f"{base}.json": dashboard_json_for(model, n, base, f"Triton: {base} ({n})", args.ttft_p95_target_s)
+                }
+            ),
             opts=child,
         )

@@ -12,6 +12,8 @@ ALERT_FOR: dict[str, str] = {
     "TritonInferenceFailures": "10m",
     "TritonQueueSaturated": "15m",
     "TritonRequestsPiling": "5m",
+    "VllmTimeToFirstTokenHigh": "10m",
+    "VllmEngineErrors": "10m",
 }
 """Each alert's default ``for:`` (how long its condition must hold before it fires); the stack's ``alertFor``
 overrides them one by one."""

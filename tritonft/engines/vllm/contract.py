@@ -86,3 +86,30 @@ src/model.py:520-548         streaming: one response per engine step, the last f
                              unary: one FINAL response with everything
 src/model.py:550-564         any error: text_output ["N/A"] with error "Error generating stream: <exception>"
 """
+
+METRICS = (
+    ("vllm:prompt_tokens_total", "COUNTER"),
+    ("vllm:generation_tokens_total", "COUNTER"),
+    ("vllm:time_to_first_token_seconds", "HISTOGRAM"),
+    ("vllm:time_per_output_token_seconds", "HISTOGRAM"),
+    ("vllm:e2e_request_latency_seconds", "HISTOGRAM"),
+    ("vllm:request_prompt_tokens", "HISTOGRAM"),
+    ("vllm:request_generation_tokens", "HISTOGRAM"),
+    ("vllm:request_params_n", "HISTOGRAM"),
+)
+"""The metric families the backend reports with ``REPORT_CUSTOM_METRICS`` and ``disable_log_stats: false``
+(``src/utils/metrics.py:37-82``, ``TritonMetrics``), labelled ``model`` and ``version`` (``src/model.py:368-371``),
+fed from vLLM's per-step ``IterationStats`` (``src/utils/metrics.py:229-288``). No gauge: requests running or
+waiting and KV-cache usage are not reported at this commit (``record`` ignores ``scheduler_stats``)."""
+METRIC_BUCKETS = {
+    "vllm:time_to_first_token_seconds": (
+        0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+    ),  # src/utils/metrics.py:95-116
+    "vllm:time_per_output_token_seconds": (
+        0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5,
+    ),  # src/utils/metrics.py:118-136
+    "vllm:e2e_request_latency_seconds": (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0),  # :140-143
+    "vllm:request_params_n": (1, 2, 5, 10, 20),  # :157-160
+}  # fmt: skip
+"""The histograms' fixed buckets; ``vllm:request_prompt_tokens``/``_generation_tokens`` take vLLM's
+``build_1_2_5_buckets(max_model_len)`` (``:145-156``)."""

