@@ -20,7 +20,15 @@ from typing import Any
 from components.common.layout import selector
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.triton import GRPC_PORT
-from components.common.workload import SCRAPE_INTERVAL, hpa_behavior, http_probe, namespace_peer
+from components.common.workload import (
+    ENDPOINTS_LAG_S,
+    SCRAPE_INTERVAL,
+    Drain,
+    drain,
+    hpa_behavior,
+    http_probe,
+    namespace_peer,
+)
 from tritonft.spec import EncoderTask, ModelSpec
 
 GATEWAY_PORT = 8080
@@ -34,6 +42,17 @@ CPU_TARGET_PERCENT = 70
 """HPA target: average CPU use per pod, in percent of its request."""
 SCALE_DOWN_WINDOW_SECONDS = 300
 """A gateway pod starts in seconds, so scale-down waits the Kubernetes default, not the Triton pods' cold start."""
+
+
+GATEWAY_EXIT_S = 5
+"""uvicorn's exit after SIGTERM once idle (it closes its idle keep-alive connections)."""
+
+
+def gateway_drain(deadline_seconds: int) -> Drain:
+    """The gateway pod's drain: its ``preStop`` sleeps until the edge's proxies have dropped it (they watch the
+    Service's endpoints: no DNS in between) and its longest request (``--deadline``) has ended; the grace period
+    is longer than both, so a rollout or a scale-in of the gateway cuts no completion, streamed or not."""
+    return drain(ENDPOINTS_LAG_S, deadline_seconds, GATEWAY_EXIT_S)
 
 
 class Route(StrEnum):
@@ -127,8 +146,10 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
     """The gateway pod: hardened like every workload, probes on its health routes, spread over nodes.
 
     Readiness is ``/health/ready`` (some Triton answers with all its models); liveness is ``/health/live`` (the
-    process answers), so a Triton outage takes the gateway out of the Service but never restarts it.
+    process answers), so a Triton outage takes the gateway out of the Service but never restarts it. It leaves
+    through :func:`gateway_drain`.
     """
+    leaving = gateway_drain(pod.deadline_seconds)
     resources = {"cpu": pod.cpu, "memory": pod.memory}
     container = {
         "name": "gateway",
@@ -141,6 +162,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
         "startupProbe": http_probe(LIVE_PATH, 2, 30, timeout=3),
         "livenessProbe": http_probe(LIVE_PATH, 10, 3, timeout=3),
         "readinessProbe": http_probe(READY_PATH, 5, 2, timeout=3),
+        "lifecycle": leaving.lifecycle(),
         "securityContext": container_security_context(),
         "volumeMounts": [
             {"name": "specs", "mountPath": SPEC_MOUNT, "readOnly": True},
@@ -150,7 +172,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
     return {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 30,
+        "terminationGracePeriodSeconds": leaving.termination_grace_seconds,
         "securityContext": pod_security_context(),
         "nodeSelector": dict(pod.node_selector),
         "topologySpreadConstraints": [

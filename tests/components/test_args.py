@@ -166,3 +166,13 @@ def test_a_cpu_models_service_surges_packs_nothing_and_waits_for_no_gpu_node_aut
     assert service.node_growth.autoscaler is False
     assert service.gpus_per_node is None
     assert (service.rollout.max_surge, service.rollout.max_unavailable) == (1, 0)
+
+
+def test_a_models_longest_request_is_the_gateways_deadline_when_only_the_gateway_calls_it() -> None:
+    settings = load(kubernetes_stack(gatewayDeadlineSeconds=90))
+    assert args.longest_request_seconds(settings, ()) == 90
+
+
+def test_a_model_exposed_on_the_edge_waits_out_the_edges_request_timeout_too() -> None:
+    settings = load(kubernetes_stack(gatewayDeadlineSeconds=90))
+    assert args.longest_request_seconds(settings, (300,)) == 300
