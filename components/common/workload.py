@@ -85,8 +85,16 @@ def deployment_spec(
 
 
 def pdb_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
-    """At most one replica down for voluntary disruptions (node drains), without ever blocking a drain."""
-    return {"maxUnavailable": 1, "selector": {"matchLabels": dict(selector_labels)}}
+    """At most one replica down for voluntary disruptions (node drains), without ever blocking a drain.
+
+    ``unhealthyPodEvictionPolicy: AlwaysAllow``: a pod that is not ready (crash-looping, or still loading its model)
+    serves nothing, so evicting it costs nothing; under the default (``IfHealthyBudget``) such pods count against
+    the budget and a node drain can hang on a broken replica."""
+    return {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": dict(selector_labels)},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
 
 
 def namespace_peer(namespace: str) -> dict[str, Any]:

@@ -181,7 +181,13 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
                 "topologyKey": "kubernetes.io/hostname",
                 "whenUnsatisfiable": "ScheduleAnyway",
                 "labelSelector": {"matchLabels": dict(pod_selector)},
-            }
+            },
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": dict(pod_selector)},
+            },
         ],
         "containers": [container],
         "volumes": [
@@ -259,4 +265,48 @@ def gateway_service_monitor_spec(namespace: str, service_labels: dict[str, str])
         "selector": {"matchLabels": dict(service_labels)},
         "namespaceSelector": {"matchNames": [namespace]},
         "endpoints": [{"port": "http", "path": METRICS_PATH, "interval": SCRAPE_INTERVAL}],
+    }
+
+
+SERVER_ERROR_ALERT = "GatewayServerErrors"
+SERVER_ERROR_RATIO = 0.05
+"""Share of the gateway's answers that may be 5xx (5-minute rate) before :data:`SERVER_ERROR_ALERT` fires."""
+SERVER_ERROR_FOR = "10m"
+SERVER_ERROR_MIN_RATE = 0.1
+"""Requests/s below which the ratio is not judged (two failures out of three requests in five minutes is noise)."""
+
+
+def server_errors_expr(namespace: str, job: str) -> str:
+    """The share of the gateway's answers with a 5xx status (5-minute rate, all routes and models), where it
+    answered at least :data:`SERVER_ERROR_MIN_RATE` requests/s. 503 ``model_starting`` (a model scaled to zero
+    waking) counts too: a client got no answer."""
+    sel = f'namespace="{namespace}",job="{job}"'
+    total = f"sum by (namespace, job) (rate(tritonft_gateway_requests_total{{{sel}}}[5m]))"
+    failed = f'sum by (namespace, job) (rate(tritonft_gateway_requests_total{{{sel},status=~"5.."}}[5m]))'
+    return f"({failed} / {total}) and ({total} > {SERVER_ERROR_MIN_RATE:g})"
+
+
+def gateway_rule_spec(namespace: str, job: str) -> dict[str, Any]:
+    """The gateway's alert: more than :data:`SERVER_ERROR_RATIO` of its answers are 5xx for
+    :data:`SERVER_ERROR_FOR` (the clients' view: a Triton pod down, a deadline missed, a rollout that drops calls)."""
+    return {
+        "groups": [
+            {
+                "name": f"{job}.triton-ft.gateway-alerts",
+                "rules": [
+                    {
+                        "alert": SERVER_ERROR_ALERT,
+                        "expr": f"({server_errors_expr(namespace, job)}) > {SERVER_ERROR_RATIO:g}",
+                        "for": SERVER_ERROR_FOR,
+                        "labels": {"severity": "critical", "service": job},
+                        "annotations": {
+                            "summary": "The OpenAI gateway answers {{ $value | humanizePercentage }} of requests "
+                            "with a server error",
+                            "description": f"More than {SERVER_ERROR_RATIO:.0%} of the answers of gateway {job} were "
+                            f"5xx (5-minute rate) for {SERVER_ERROR_FOR}: its access log names the model and status.",
+                        },
+                    }
+                ],
+            }
+        ]
     }

@@ -13,6 +13,7 @@ from components.common.sizing import ServerSizing, StartupBudget
 from components.common.target import GpuScheduling
 from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from components.common.workload import ENDPOINTS_LAG_S, SERVICE_DNS_TTL_S, Drain, drain, http_probe, namespace_peer
+from components.settings.capacity import spread_affinity, zone_spread
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.gateway.triton import REFRESH_S
 from tritonft.spec import ModelSpec
@@ -151,6 +152,7 @@ def server_pod_spec(
     budget: StartupBudget,
     *,
     affinity: dict[str, Any] | None = None,
+    pod_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The Triton pod: GPUs = TP x PP on a GPU node (no GPU on a CPU node), sized /dev/shm, startup budget from
     the model, hardened.
@@ -159,7 +161,9 @@ def server_pod_spec(
     * livenessProbe on ``/v2/health/live`` restarts a hung server and readinessProbe on ``/v2/health/ready``
       takes an unready one out of the Service; neither can kill a pod that is still loading (server#7014);
     * a ``preStop`` drain and a grace period that covers it (:func:`triton_drain`): a rollout or a scale-in fails
-      no request.
+      no request;
+    * with ``pod_selector`` (the model's pods), its replicas spread over nodes and zones
+      (``components.settings.capacity.spread_affinity``, ``zone_spread``).
     """
     leaving = triton_drain(pod.longest_request_seconds)
     gpus = {pod.gpu.resource_name: str(sizing.gpus)} if sizing.gpus else {}
@@ -221,6 +225,9 @@ def server_pod_spec(
     }
     if affinity is not None:  # GPU packing (pod affinity); a CPU model's node affinity is kept beside it
         spec["affinity"] = {**spec.get("affinity", {}), **affinity}
+    if pod_selector is not None:
+        spec["affinity"] = {**spec.get("affinity", {}), **spread_affinity(pod_selector)}
+        spec["topologySpreadConstraints"] = zone_spread(pod_selector)
     return spec
 
 

@@ -266,7 +266,7 @@ class TritonService(pulumi.ComponentResource):
             sel,
             pod_labels,
             with_gemm_tuning(
-                server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity),
+                server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity, pod_selector=sel),
                 model,
                 args.image,
                 args.store.k8s_name,

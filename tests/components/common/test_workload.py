@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from components.common.workload import drain
+from components.common.workload import drain, pdb_spec
 
 
 def test_the_pre_stop_sleep_outlasts_the_removal_reaching_clients_and_the_longest_request() -> None:
@@ -30,3 +30,11 @@ def test_a_drain_of_negative_or_no_time_is_refused_naming_the_inputs(
 ) -> None:
     with pytest.raises(ValueError, match="longest request"):
         drain(propagation, longest, exit_s)
+
+
+def test_the_disruption_budget_lets_a_drain_evict_a_pod_that_is_not_ready() -> None:
+    assert pdb_spec({"app": "m"})["unhealthyPodEvictionPolicy"] == "AlwaysAllow"
+
+
+def test_the_disruption_budget_allows_one_replica_down_at_a_time() -> None:
+    assert pdb_spec({"app": "m"})["maxUnavailable"] == 1

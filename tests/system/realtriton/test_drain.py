@@ -31,6 +31,7 @@ from tests.system.realtriton.repos import matrix_spec, render_with_cli
 from tritonft.gateway.app import build_app
 from tritonft.gateway.config import GatewayConfig, ServedModel
 from tritonft.gateway.triton import Triton
+from tritonft.kube import wait_for
 from tritonft.local_triton import LocalTriton, free_port
 from tritonft.repo.naming import RepoNames
 from tritonft.spec import Family
@@ -38,18 +39,16 @@ from tritonft.standin import set_behaviour, standin_all
 
 pytestmark = pytest.mark.slow
 
-MODEL = "gpt2-tp1"
-STREAMING = "gpt2-stream"
-STEP_S = 0.3
-"""The stand-in FT step's time per batch: requests are in flight, mid-ensemble, at every moment."""
-TOKEN_S = 0.1
-"""The streaming stand-in's pause before each token: a stream lasts about a second."""
+MODEL = "gpt2-stream"
+"""A streaming (decoupled) GPT-2: the gateway streams it, or answers at once when the client does not stream."""
+TOKEN_S = 0.05
+"""The stand-in's pause before each token: a completion lasts about half a second, so some are always in flight."""
 PROMPT = "one two three four five six seven eight"
 CLIENTS = 2
-"""Unary clients, and as many streaming ones."""
+"""Clients that stream, and as many that do not."""
 REFRESH_S = 0.5
 """The gateway's re-resolve interval here (the deployed one: ``tritonft.gateway.triton.REFRESH_S``)."""
-DEADLINE_S = 3
+DEADLINE_S = 8
 """The gateway's ``--deadline`` here: the longest request a pod may still have when it is told to go."""
 DNS_LAG_S = 0
 """Here the resolver answers the new endpoints at once (CoreDNS's record TTL in a cluster)."""
@@ -58,11 +57,9 @@ DNS_LAG_S = 0
 @pytest.fixture(scope="module")
 def repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]) -> Path:
     out = tmp_path_factory.mktemp("drain-repo")
-    for name in (MODEL, STREAMING):
-        render_with_cli(matrix_spec(name), out, tokenizers[Family.GPT2], tmp_path_factory.mktemp("scratch"))
+    render_with_cli(matrix_spec(MODEL), out, tokenizers[Family.GPT2], tmp_path_factory.mktemp("scratch"))
     standin_all(out)
-    set_behaviour(out / RepoNames.of(matrix_spec(MODEL)).ft, sleep_s=STEP_S)
-    set_behaviour(out / RepoNames.of(matrix_spec(STREAMING)).ft, token_interval_s=TOKEN_S)
+    set_behaviour(out / RepoNames.of(matrix_spec(MODEL)).ft, token_interval_s=TOKEN_S)
     return out
 
 
@@ -73,12 +70,12 @@ def served(server: LocalTriton) -> int:
     return int(found.group(1)) if found else 0
 
 
-def completion(client: httpx.Client, model: str) -> str | None:
-    """One completion of ``PROMPT`` (streamed from the streaming model); None when it came whole, else what went
-    wrong. A stream must end with ``[DONE]`` and carry no error event."""
-    body = {"model": model, "prompt": PROMPT, "max_tokens": 8, "stream": model == STREAMING}
+def completion(client: httpx.Client, stream: bool) -> str | None:
+    """One completion of ``PROMPT`` (streamed when ``stream``); None when it came whole, else what went wrong. A
+    stream must end with ``[DONE]`` and carry no error event."""
+    body = {"model": MODEL, "prompt": PROMPT, "max_tokens": 8, "stream": stream}
     try:
-        if model != STREAMING:
+        if not stream:
             answer = client.post("/v1/completions", json=body)
             return None if answer.status_code == 200 else f"{answer.status_code}: {answer.text[:300]}"
         with client.stream("POST", "/v1/completions", json=body) as answer:
@@ -90,12 +87,12 @@ def completion(client: httpx.Client, model: str) -> str | None:
             return f"stream cut: {(errors or events[-1:])[0][:300]}"
         return None
     except httpx.HTTPError as exc:
-        return f"{model}: {type(exc).__name__}: {exc}"
+        return f"{'stream' if stream else 'unary'}: {type(exc).__name__}: {exc}"
 
 
 @dataclass
 class Load:
-    """A steady client: ``CLIENTS`` unary and ``CLIENTS`` streaming loops, each sending one completion after the
+    """A steady client: ``CLIENTS`` streaming and ``CLIENTS`` unary loops, each sending one completion after the
     other."""
 
     url: str
@@ -103,10 +100,10 @@ class Load:
     failures: list[str] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, model: str) -> None:
+    def run(self, stream: bool) -> None:
         with httpx.Client(base_url=self.url, timeout=DEADLINE_S + 10) as client:
             while not self.stop.is_set():
-                failure = completion(client, model)
+                failure = completion(client, stream)
                 if failure is None:
                     self.ok += 1
                 else:
@@ -120,9 +117,9 @@ def gateway(pods: list[str]) -> Iterator[str]:
     async def resolve() -> list[str]:
         return list(pods)
 
-    models = tuple(ServedModel.from_spec(matrix_spec(name)) for name in (MODEL, STREAMING))
-    config = GatewayConfig("", models, deadline_s=float(DEADLINE_S), routes={m.name: "pods" for m in models})
-    triton = Triton("gpt2-pods.triton.svc:8001", resolve=resolve, refresh_s=REFRESH_S)
+    models = (ServedModel.from_spec(matrix_spec(MODEL)),)
+    config = GatewayConfig("", models, deadline_s=float(DEADLINE_S), routes={MODEL: "pods"})
+    triton = Triton(f"{MODEL}-pods.triton.svc:8001", resolve=resolve, refresh_s=REFRESH_S)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(build_app(config, triton), host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -141,8 +138,7 @@ def gateway(pods: list[str]) -> Iterator[str]:
 @contextmanager
 def steady(url: str) -> Iterator[Load]:
     load = Load(url)
-    models = [MODEL, STREAMING] * CLIENTS
-    threads = [threading.Thread(target=load.run, args=(model,), daemon=True) for model in models]
+    threads = [threading.Thread(target=load.run, args=(stream,), daemon=True) for stream in [True, False] * CLIENTS]
     for thread in threads:
         thread.start()
     try:
@@ -163,26 +159,26 @@ def delete_pod(server: LocalTriton, pods: list[str], *, pre_stop_s: float) -> No
     server.process.wait(60)
 
 
-def rollout_and_scale_in(serve_triton: ServeTriton, repository: Path, pre_stop_s: float) -> tuple[Load, list[int]]:
+def rollout_and_scale_in(serve_triton: ServeTriton, repository: Path, pre_stop_s: float) -> tuple[Load, int]:
+    """Two pods serving under the steady load; a rollout (a surge pod joins, an old pod is deleted), then a
+    scale-in (the other old pod is deleted). Returns the load and what the surge pod served."""
     first, second, surge = (serve_triton(repository, shared=False) for _ in range(3))
     pods = [first.grpc_url, second.grpc_url]
     with gateway(pods) as url, steady(url) as load:
-        time.sleep(2)
-        before = [served(first), served(second)]
+        wait_for("both first pods to serve", lambda: min(served(first), served(second)) > 0, 60)
         pods.append(surge.grpc_url)  # the rollout's surge pod is ready: the endpoints list it
-        time.sleep(1)
+        wait_for("the surge pod to serve", lambda: served(surge) > 0, 60)
         delete_pod(first, pods, pre_stop_s=pre_stop_s)  # the rollout removes an old pod
-        time.sleep(1)
         delete_pod(second, pods, pre_stop_s=pre_stop_s)  # the autoscaler scales in
-        time.sleep(2)
-    return load, before
+        at_scale_in = served(surge)
+        wait_for("the last pod to serve on", lambda: served(surge) > at_scale_in, 60)
+    return load, served(surge)
 
 
 def test_a_rollout_and_a_scale_in_fail_no_request_when_pods_drain(serve_triton: ServeTriton, repository: Path) -> None:
     pre_stop_s = drain(REFRESH_S + DNS_LAG_S, DEADLINE_S).pre_stop_seconds
-    load, before = rollout_and_scale_in(serve_triton, repository, pre_stop_s)
-    assert min(before) > 0, f"both first pods served before the rollout: {before}"
-    assert load.ok > 20
+    load, _ = rollout_and_scale_in(serve_triton, repository, pre_stop_s)
+    assert load.ok > 0
     assert load.failures == [], f"{len(load.failures)} failed of {load.ok + len(load.failures)}: {load.failures[:3]}"
 
 
@@ -191,5 +187,4 @@ def test_without_the_drain_the_same_rollout_and_scale_in_fail_requests(
 ) -> None:
     load, _ = rollout_and_scale_in(serve_triton, repository, pre_stop_s=0.0)
     assert load.ok > 0
-    stopping = [f for f in load.failures if "Server is stopping" in f]
-    assert stopping, f"a pod stopped without a drain cuts the streams it serves: {load.failures[:3]}"
+    assert load.failures, "a pod stopped at once takes the calls it holds, or is picked before the gateway knows"
