@@ -434,14 +434,16 @@ def triton_service_args(
     htpasswd: pulumi.Input[str] | None,
 ) -> TritonServiceArgs:
     serving = settings.serving
+    ingress = ingress_args(settings, conversion.model, htpasswd)
+    edge = model_edge_args(settings, conversion.model)
     return TritonServiceArgs(
         target=target,
         conversion=conversion,
         store=store,
         image=server_image,
         triton_release=triton_release_of(settings, conversion.model),
-        ingress=ingress_args(settings, conversion.model, htpasswd),
-        edge=model_edge_args(settings, conversion.model),
+        ingress=ingress,
+        edge=edge,
         autoscaler=autoscaler_kind(settings),
         min_replicas=serving.replicas_min,
         max_replicas=max(serving.replicas_max, 1),
@@ -453,11 +455,23 @@ def triton_service_args(
         gpus_per_node=None if conversion.model.on_cpu else settings.cluster.gpu_node.gpus,
         node_type=settings.cluster.gpu_node.name,
         rollout=rollout(settings, conversion.model),
+        longest_request_seconds=longest_request_seconds(
+            settings, tuple(e.request_timeout_seconds for e in (ingress, edge) if e is not None)
+        ),
         node_growth=NodeGrowth(autoscaler=False) if conversion.model.on_cpu else node_growth(settings),
         gemm_tuning=gemm_tuning(settings),
         gateway_pods=gateway_selector(gateway_name(settings)) if settings.serving.gateway.enabled else None,
         gateway_job=dns_label(gateway_name(settings)) if settings.serving.gateway.enabled else None,
     )
+
+
+def longest_request_seconds(settings: Settings, edge_timeouts: tuple[int, ...]) -> int:
+    """The longest a request to a model's Triton may take: the gateway's deadline (its calls, the probe's through
+    it) and the request timeouts of the edge routes that expose the model directly (``edge_timeouts``: a client
+    calling ``/v2`` is cut only there). What each Triton pod's drain waits for; 60 s (the gateway's default
+    deadline) when neither bounds it."""
+    gateway = (settings.serving.gateway.deadline_s,) if settings.serving.gateway.enabled else ()
+    return max((*gateway, *edge_timeouts), default=60)
 
 
 def gemm_tuning(settings: Settings) -> GemmTuning:

@@ -3,9 +3,50 @@ the PodDisruptionBudget, NetworkPolicy peers, the HPA's behaviour and the scrape
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 SCRAPE_INTERVAL = "15s"
+
+SERVICE_DNS_TTL_S = 5
+"""CoreDNS' ``kubernetes`` plugin's default record TTL: how long a resolver may still answer a removed pod."""
+ENDPOINTS_LAG_S = 5
+"""From a pod's deletion to its removal reaching CoreDNS and the edge's proxies (EndpointSlice controller, watches,
+an Envoy/ingress controller's config push): seconds on a healthy control plane; 5 s of margin."""
+
+
+@dataclass(frozen=True)
+class Drain:
+    """How a pod leaves without failing a request (:func:`drain`)."""
+
+    pre_stop_seconds: int
+    """The ``preStop`` hook's sleep: the pod keeps serving, off every client's list, until its last request ends."""
+    termination_grace_seconds: int
+    """``terminationGracePeriodSeconds``: the hook, then the process' own exit after SIGTERM."""
+
+    def lifecycle(self) -> dict[str, Any]:
+        """The container's ``lifecycle``: ``preStop`` runs ``sleep`` (the images' coreutils; an exec hook works on
+        every Kubernetes version, the ``sleep`` action needs 1.30)."""
+        return {"preStop": {"exec": {"command": ["sleep", str(self.pre_stop_seconds)]}}}
+
+
+def drain(propagation_s: float, longest_request_s: float, exit_s: float = 0) -> Drain:
+    """The drain of a pod whose removal from its Service reaches every client within ``propagation_s`` and whose
+    longest request lasts ``longest_request_s``; the process needs ``exit_s`` after SIGTERM.
+
+    Kubernetes removes a deleted pod from the endpoints and runs its ``preStop`` hook at the same time; SIGTERM comes
+    after the hook. So the hook sleeps until no client can still pick the pod (``propagation_s``) and the last
+    request it picked has ended (``longest_request_s``): SIGTERM then finds the server idle. Whole seconds, rounded
+    up; the grace period adds ``exit_s`` and 5 s of slack (the kubelet kills the container at its end).
+    """
+    if propagation_s < 0 or longest_request_s <= 0 or exit_s < 0:
+        raise ValueError(
+            f"drain: propagation ({propagation_s}) and exit ({exit_s}) must be >= 0, the longest request "
+            f"({longest_request_s}) > 0 seconds"
+        )
+    pre_stop = math.ceil(propagation_s + longest_request_s)
+    return Drain(pre_stop, pre_stop + math.ceil(exit_s) + 5)
 
 
 def http_probe(path: str, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
@@ -44,8 +85,16 @@ def deployment_spec(
 
 
 def pdb_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
-    """At most one replica down for voluntary disruptions (node drains), without ever blocking a drain."""
-    return {"maxUnavailable": 1, "selector": {"matchLabels": dict(selector_labels)}}
+    """At most one replica down for voluntary disruptions (node drains), without ever blocking a drain.
+
+    ``unhealthyPodEvictionPolicy: AlwaysAllow``: a pod that is not ready (crash-looping, or still loading its model)
+    serves nothing, so evicting it costs nothing; under the default (``IfHealthyBudget``) such pods count against
+    the budget and a node drain can hang on a broken replica."""
+    return {
+        "maxUnavailable": 1,
+        "selector": {"matchLabels": dict(selector_labels)},
+        "unhealthyPodEvictionPolicy": "AlwaysAllow",
+    }
 
 
 def namespace_peer(namespace: str) -> dict[str, Any]:

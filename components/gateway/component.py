@@ -53,6 +53,7 @@ from components.gateway.spec import (
     gateway_network_policy_spec,
     gateway_pod_spec,
     gateway_route,
+    gateway_rule_spec,
     gateway_selector,
     gateway_service_monitor_spec,
     gateway_service_spec,
@@ -278,6 +279,14 @@ class Gateway(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(
                     parent=self, provider=target.provider, depends_on=[*target.crd_installers, service]
                 ),
+            )
+            k8s.apiextensions.CustomResource(
+                f"{name}-rules",
+                api_version="monitoring.coreos.com/v1",
+                kind="PrometheusRule",
+                metadata=object_meta(base, ns, {**meta_labels, **args.monitoring_labels}),
+                spec=ns.apply(lambda n: gateway_rule_spec(n, base)),
+                opts=pulumi.ResourceOptions(parent=self, provider=target.provider, depends_on=target.crd_installers),
             )
 
         self.deployment_name = pulumi.Output.from_input(base)

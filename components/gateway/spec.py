@@ -20,7 +20,15 @@ from typing import Any
 from components.common.layout import selector
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.triton import GRPC_PORT
-from components.common.workload import SCRAPE_INTERVAL, hpa_behavior, http_probe, namespace_peer
+from components.common.workload import (
+    ENDPOINTS_LAG_S,
+    SCRAPE_INTERVAL,
+    Drain,
+    drain,
+    hpa_behavior,
+    http_probe,
+    namespace_peer,
+)
 from tritonft.spec import EncoderTask, ModelSpec
 
 GATEWAY_PORT = 8080
@@ -34,6 +42,17 @@ CPU_TARGET_PERCENT = 70
 """HPA target: average CPU use per pod, in percent of its request."""
 SCALE_DOWN_WINDOW_SECONDS = 300
 """A gateway pod starts in seconds, so scale-down waits the Kubernetes default, not the Triton pods' cold start."""
+
+
+GATEWAY_EXIT_S = 5
+"""uvicorn's exit after SIGTERM once idle (it closes its idle keep-alive connections)."""
+
+
+def gateway_drain(deadline_seconds: int) -> Drain:
+    """The gateway pod's drain: its ``preStop`` sleeps until the edge's proxies have dropped it (they watch the
+    Service's endpoints: no DNS in between) and its longest request (``--deadline``) has ended; the grace period
+    is longer than both, so a rollout or a scale-in of the gateway cuts no completion, streamed or not."""
+    return drain(ENDPOINTS_LAG_S, deadline_seconds, GATEWAY_EXIT_S)
 
 
 class Route(StrEnum):
@@ -127,8 +146,10 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
     """The gateway pod: hardened like every workload, probes on its health routes, spread over nodes.
 
     Readiness is ``/health/ready`` (some Triton answers with all its models); liveness is ``/health/live`` (the
-    process answers), so a Triton outage takes the gateway out of the Service but never restarts it.
+    process answers), so a Triton outage takes the gateway out of the Service but never restarts it. It leaves
+    through :func:`gateway_drain`.
     """
+    leaving = gateway_drain(pod.deadline_seconds)
     resources = {"cpu": pod.cpu, "memory": pod.memory}
     container = {
         "name": "gateway",
@@ -141,6 +162,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
         "startupProbe": http_probe(LIVE_PATH, 2, 30, timeout=3),
         "livenessProbe": http_probe(LIVE_PATH, 10, 3, timeout=3),
         "readinessProbe": http_probe(READY_PATH, 5, 2, timeout=3),
+        "lifecycle": leaving.lifecycle(),
         "securityContext": container_security_context(),
         "volumeMounts": [
             {"name": "specs", "mountPath": SPEC_MOUNT, "readOnly": True},
@@ -150,7 +172,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
     return {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 30,
+        "terminationGracePeriodSeconds": leaving.termination_grace_seconds,
         "securityContext": pod_security_context(),
         "nodeSelector": dict(pod.node_selector),
         "topologySpreadConstraints": [
@@ -159,7 +181,13 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
                 "topologyKey": "kubernetes.io/hostname",
                 "whenUnsatisfiable": "ScheduleAnyway",
                 "labelSelector": {"matchLabels": dict(pod_selector)},
-            }
+            },
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": dict(pod_selector)},
+            },
         ],
         "containers": [container],
         "volumes": [
@@ -237,4 +265,48 @@ def gateway_service_monitor_spec(namespace: str, service_labels: dict[str, str])
         "selector": {"matchLabels": dict(service_labels)},
         "namespaceSelector": {"matchNames": [namespace]},
         "endpoints": [{"port": "http", "path": METRICS_PATH, "interval": SCRAPE_INTERVAL}],
+    }
+
+
+SERVER_ERROR_ALERT = "GatewayServerErrors"
+SERVER_ERROR_RATIO = 0.05
+"""Share of the gateway's answers that may be 5xx (5-minute rate) before :data:`SERVER_ERROR_ALERT` fires."""
+SERVER_ERROR_FOR = "10m"
+SERVER_ERROR_MIN_RATE = 0.1
+"""Requests/s below which the ratio is not judged (two failures out of three requests in five minutes is noise)."""
+
+
+def server_errors_expr(namespace: str, job: str) -> str:
+    """The share of the gateway's answers with a 5xx status (5-minute rate, all routes and models), where it
+    answered at least :data:`SERVER_ERROR_MIN_RATE` requests/s. 503 ``model_starting`` (a model scaled to zero
+    waking) counts too: a client got no answer."""
+    sel = f'namespace="{namespace}",job="{job}"'
+    total = f"sum by (namespace, job) (rate(tritonft_gateway_requests_total{{{sel}}}[5m]))"
+    failed = f'sum by (namespace, job) (rate(tritonft_gateway_requests_total{{{sel},status=~"5.."}}[5m]))'
+    return f"({failed} / {total}) and ({total} > {SERVER_ERROR_MIN_RATE:g})"
+
+
+def gateway_rule_spec(namespace: str, job: str) -> dict[str, Any]:
+    """The gateway's alert: more than :data:`SERVER_ERROR_RATIO` of its answers are 5xx for
+    :data:`SERVER_ERROR_FOR` (the clients' view: a Triton pod down, a deadline missed, a rollout that drops calls)."""
+    return {
+        "groups": [
+            {
+                "name": f"{job}.triton-ft.gateway-alerts",
+                "rules": [
+                    {
+                        "alert": SERVER_ERROR_ALERT,
+                        "expr": f"({server_errors_expr(namespace, job)}) > {SERVER_ERROR_RATIO:g}",
+                        "for": SERVER_ERROR_FOR,
+                        "labels": {"severity": "critical", "service": job},
+                        "annotations": {
+                            "summary": "The OpenAI gateway answers {{ $value | humanizePercentage }} of requests "
+                            "with a server error",
+                            "description": f"More than {SERVER_ERROR_RATIO:.0%} of the answers of gateway {job} were "
+                            f"5xx (5-minute rate) for {SERVER_ERROR_FOR}: its access log names the model and status.",
+                        },
+                    }
+                ],
+            }
+        ]
     }

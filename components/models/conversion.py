@@ -149,7 +149,9 @@ class ModelConversion(pulumi.ComponentResource):
             spec=as_input(
                 {
                     "backoffLimit": sizing.backoff_limit,
-                    "activeDeadlineSeconds": sizing.active_deadline_seconds,
+                    # Kubernetes counts the Job's deadline over every try: each try gets its own (the pod's
+                    # activeDeadlineSeconds below), and the Job all of them.
+                    "activeDeadlineSeconds": (sizing.backoff_limit + 1) * sizing.active_deadline_seconds,
                     **(
                         {"ttlSecondsAfterFinished": args.ttl_seconds_after_finished}
                         if args.ttl_seconds_after_finished is not None
@@ -161,7 +163,10 @@ class ModelConversion(pulumi.ComponentResource):
                             # cluster-autoscaler must not drain a CPU node under a running conversion.
                             "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
                         },
-                        "spec": conversion_pod_spec(model, self.paths, pod, sizing),
+                        "spec": {
+                            **conversion_pod_spec(model, self.paths, pod, sizing),
+                            "activeDeadlineSeconds": sizing.active_deadline_seconds,
+                        },
                     },
                 }
             ),

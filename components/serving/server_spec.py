@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,8 +12,10 @@ from components.common.podsec import container_security_context, pod_security_co
 from components.common.sizing import ServerSizing, StartupBudget
 from components.common.target import GpuScheduling
 from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
-from components.common.workload import http_probe, namespace_peer
+from components.common.workload import ENDPOINTS_LAG_S, SERVICE_DNS_TTL_S, Drain, drain, http_probe, namespace_peer
+from components.settings.capacity import spread_affinity, zone_spread
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
+from tritonft.gateway.triton import REFRESH_S
 from tritonft.spec import ModelSpec
 
 TRITONSERVER = "/opt/tritonserver/bin/tritonserver"
@@ -31,6 +34,24 @@ ADMIN_KEY_ENV = "TRITON_POD_UID"
 HTTP_RESTRICTION_FROM = (24, 10)
 """The first Triton release verified to have ``--http-restricted-api`` (2.51.0, what ``.tools/triton`` runs); 23.04
 (2.33.0, FasterTransformer's last) has only ``--grpc-restricted-protocol``."""
+
+
+TRITON_PROPAGATION_S = SERVICE_DNS_TTL_S + math.ceil(REFRESH_S) + ENDPOINTS_LAG_S
+"""From a Triton pod's deletion until no client picks it: the endpoints (and the edge) updated, the headless
+Service's DNS answer expired and the gateway's next re-resolve (``tritonft.gateway.triton.REFRESH_S``)."""
+TRITON_EXIT_S = 30
+"""Triton's own exit after SIGTERM (``--exit-timeout-secs``' default; idle after the drain, it unloads its models)."""
+
+
+def triton_drain(longest_request_seconds: int) -> Drain:
+    """The Triton pod's drain: its ``preStop`` sleeps until no client can still pick it and the longest request
+    already sent (``longest_request_seconds``) has ended, so SIGTERM finds it idle.
+
+    Triton needs it: on SIGTERM it refuses new work to every model at once ("Server is stopping, scheduler for model
+    has stopped accepting new inference requests"), so an ensemble between two steps, or a stream between two
+    responses, fails (``tests/system/realtriton/test_drain.py``). Under ``mpirun`` (a model on several GPUs) SIGTERM
+    goes to ``mpirun``, PID 1, which kills its child soon after: the hook runs before either sees a signal."""
+    return drain(TRITON_PROPAGATION_S, longest_request_seconds, TRITON_EXIT_S)
 
 
 def release_tuple(release: str) -> tuple[int, int]:
@@ -120,6 +141,9 @@ class ServerPod:
     """Where a ``device: cpu`` model's pods run (the stack's ``cpuNodeSelector``); GPU nodes are excluded."""
     triton_release: str = TRITON_VERSION
     """The server image's Triton release (``YY.MM``): which API restrictions its ``tritonserver`` has."""
+    longest_request_seconds: int = 60
+    """The longest a request to this Triton may take (the gateway's ``--deadline``, the edge's request timeout):
+    what the pod's drain waits for (:func:`triton_drain`)."""
 
 
 def placement(model: ModelSpec, pod: ServerPod) -> dict[str, Any]:
@@ -141,14 +165,20 @@ def server_pod_spec(
     budget: StartupBudget,
     *,
     affinity: dict[str, Any] | None = None,
+    pod_selector: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The Triton pod: GPUs = TP x PP on a GPU node (no GPU on a CPU node), sized /dev/shm, startup budget from
     the model, hardened.
 
     * startupProbe on ``/v2/health/ready`` for ``budget`` (the model's load time), after which
     * livenessProbe on ``/v2/health/live`` restarts a hung server and readinessProbe on ``/v2/health/ready``
-      takes an unready one out of the Service; neither can kill a pod that is still loading (server#7014).
+      takes an unready one out of the Service; neither can kill a pod that is still loading (server#7014);
+    * a ``preStop`` drain and a grace period that covers it (:func:`triton_drain`): a rollout or a scale-in fails
+      no request;
+    * with ``pod_selector`` (the model's pods), its replicas spread over nodes and zones
+      (``components.settings.capacity.spread_affinity``, ``zone_spread``).
     """
+    leaving = triton_drain(pod.longest_request_seconds)
     gpus = {pod.gpu.resource_name: str(sizing.gpus)} if sizing.gpus else {}
     requests = {
         "cpu": sizing.cpu_request,
@@ -186,6 +216,7 @@ def server_pod_spec(
         "startupProbe": http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
         "livenessProbe": http_probe(LIVE_PATH, 10, 3),
         "readinessProbe": http_probe(READY_PATH, 5, 3),
+        "lifecycle": leaving.lifecycle(),
         "securityContext": container_security_context(),
         "volumeMounts": [
             {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True},
@@ -196,7 +227,7 @@ def server_pod_spec(
     spec: dict[str, Any] = {
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": leaving.termination_grace_seconds,
         "securityContext": pod_security_context(),
         **placement(model, pod),
         "containers": [container],
@@ -209,6 +240,9 @@ def server_pod_spec(
     }
     if affinity is not None:  # GPU packing (pod affinity); a CPU model's node affinity is kept beside it
         spec["affinity"] = {**spec.get("affinity", {}), **affinity}
+    if pod_selector is not None:
+        spec["affinity"] = {**spec.get("affinity", {}), **spread_affinity(pod_selector)}
+        spec["topologySpreadConstraints"] = zone_spread(pod_selector)
     return spec
 
 

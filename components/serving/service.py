@@ -141,6 +141,10 @@ class TritonServiceArgs:
     """Name of the GPU node type, for the placement annotation."""
     rollout: Rollout = field(default_factory=fixed_rollout)
     """Surge or replace one at a time, decided from the GPU capacity (``components.settings.capacity.rollout_for``)."""
+    longest_request_seconds: int = 60
+    """The longest a request to this Triton may take: the gateway's ``--deadline``, and the edge's request timeout
+    when the model is exposed directly. Each pod's drain waits it out before Triton is stopped
+    (``components.serving.server_spec.triton_drain``)."""
     gateway_pods: dict[str, str] | None = None
     """Selector labels of the stack's OpenAI gateway pods, which the NetworkPolicy lets call gRPC (8001)."""
     gateway_job: str | None = None
@@ -172,6 +176,8 @@ def _validate(args: TritonServiceArgs) -> list[str]:
         release_tuple(args.triton_release)
     except ValueError as exc:
         problems.append(f"triton_release: {exc}")
+    if args.longest_request_seconds < 1:
+        problems.append(f"longest_request_seconds must be at least 1 (got {args.longest_request_seconds})")
     if args.ratio_target <= 0:
         problems.append(f"ratio_target must be positive (got {args.ratio_target})")
     if args.ttft_p95_target_s <= 0:
@@ -261,6 +267,7 @@ class TritonService(pulumi.ComponentResource):
             gpu=target.gpu,
             cpu_node_selector=dict(target.cpu_node_selector),
             triton_release=args.triton_release,
+            longest_request_seconds=args.longest_request_seconds,
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
         # Nothing to wait for from a GPU node autoscaler when the model takes no GPU.
@@ -270,7 +277,7 @@ class TritonService(pulumi.ComponentResource):
             sel,
             pod_labels,
             with_gemm_tuning(
-                server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity),
+                server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity, pod_selector=sel),
                 model,
                 args.image,
                 args.store.k8s_name,

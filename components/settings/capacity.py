@@ -76,6 +76,24 @@ def nodes_needed(pods: Iterable[int], gpus_per_node: int) -> int:
     return len(free)
 
 
+def spread_nodes_needed(models: Sequence[ModelShape], replicas: int, gpus_per_node: int) -> int:
+    """Nodes needed for ``replicas`` pods of each model with no two pods of one model on a node (each model's
+    replicas spread over nodes, :func:`spread_affinity`), part-node pods of different models packed together;
+    first-fit decreasing as :func:`nodes_needed`."""
+    nodes: list[tuple[int, set[str]]] = []  # (GPUs left, models on it)
+    pods = sorted((m.gpus_per_pod, m.name) for m in models for _ in range(replicas) if m.gpus_per_pod > 0)
+    for gpus, name in reversed(pods):
+        if gpus > gpus_per_node:
+            raise ValueError(f"a pod of {gpus} GPUs cannot fit a node of {gpus_per_node}")
+        for i, (left, held) in enumerate(nodes):
+            if left >= gpus and name not in held:
+                nodes[i] = (left - gpus, held | {name})
+                break
+        else:
+            nodes.append((gpus_per_node - gpus, {name}))
+    return len(nodes)
+
+
 def _pods(models: Sequence[ModelShape], replicas: int, extra: Iterable[ModelShape] = ()) -> list[int]:
     return [m.gpus_per_pod for m in models for _ in range(replicas)] + [m.gpus_per_pod for m in extra]
 
@@ -99,7 +117,9 @@ def check_capacity(
             "use a larger gpuInstanceType or lower tensorParallel x pipelineParallel"
         )
     fitting = [m for m in models if m.gpus_per_pod <= per_node]
-    at_min = nodes_needed(_pods(fitting, replicas_min), per_node)
+    # At replicasMin each model's replicas are on nodes of their own (one node lost never takes a model down);
+    # beyond it the spread is a preference and pods pack (:func:`spread_affinity`).
+    at_min = spread_nodes_needed(fitting, replicas_min, per_node)
     at_max = nodes_needed(_pods(fitting, max(replicas_max, replicas_min)), per_node)
     if too_big:
         return CapacityVerdict(tuple(problems), (), at_min, at_max)
@@ -177,11 +197,56 @@ def packing(gpus_per_pod: int, gpus_per_node: int) -> str:
     return "whole" if gpus_per_pod >= gpus_per_node else "partial"
 
 
+PACKING_WEIGHT = 50
+"""Weight of the packing preference: half the spread's (:func:`spread_affinity`), so a node holding another
+model's part-node pod scores above an empty node, and a node holding one of the model's own pods below both."""
+SPREAD_WEIGHT = 100
+ZONE_KEY = "topology.kubernetes.io/zone"
+
+
+def spread_affinity(pod_selector: dict[str, str]) -> dict[str, Any]:
+    """Pod anti-affinity that keeps a model's replicas (``pod_selector``) on different nodes.
+
+    Preferred at the maximum weight, not required: a required rule would leave a replica pending whenever the
+    model has more replicas than there are nodes without it (at ``replicasMax`` the pods pack: the capacity check
+    counts them so), and topology spread's ``DoNotSchedule`` counts every GPU node, whole-node models' included, as
+    a domain (a second pod of the model could never join a node while one of those has none). The capacity check
+    sizes ``gpuNodesMin`` so that at ``replicasMin`` every replica has a node of its own
+    (:func:`spread_nodes_needed`)."""
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": SPREAD_WEIGHT,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": dict(pod_selector)},
+                        "topologyKey": HOSTNAME_KEY,
+                    },
+                }
+            ]
+        }
+    }
+
+
+def zone_spread(pod_selector: dict[str, str]) -> list[dict[str, Any]]:
+    """Topology spread of a model's replicas over zones (where the cluster's nodes have zones; ``ScheduleAnyway``:
+    a GPU node group in one zone still schedules)."""
+    return [
+        {
+            "maxSkew": 1,
+            "topologyKey": ZONE_KEY,
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": dict(pod_selector)},
+        }
+    ]
+
+
 def placement_affinity(gpus_per_pod: int, gpus_per_node: int) -> dict[str, Any] | None:
     """Pod affinity that packs part-node Triton pods onto the same nodes; None for whole-node and CPU pods.
 
-    Preferred, not required: a pod still schedules when the node with company is full. The weight is the maximum
-    so it outweighs the scheduler's least-allocated spreading of CPU and memory.
+    Preferred, not required: a pod still schedules when the node with company is full. Its weight
+    (:data:`PACKING_WEIGHT`) outweighs the scheduler's least-allocated spreading of CPU and memory but not the
+    model's own spread (:func:`spread_affinity`): small models pack with each other, never with themselves.
     """
     if packing(gpus_per_pod, gpus_per_node) != "partial":
         return None
@@ -189,7 +254,7 @@ def placement_affinity(gpus_per_pod: int, gpus_per_node: int) -> dict[str, Any] 
         "podAffinity": {
             "preferredDuringSchedulingIgnoredDuringExecution": [
                 {
-                    "weight": 100,
+                    "weight": PACKING_WEIGHT,
                     "podAffinityTerm": {
                         "labelSelector": {"matchLabels": {PACKING_LABEL: "partial"}},
                         "topologyKey": HOSTNAME_KEY,

@@ -442,7 +442,7 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
         ),
         monitoring=f.monitoring,
         alert_for=dict(top.get("alertFor", {})),
-        load_bandwidth_mibps=top.get("loadBandwidthMiBps", 100),
+        load_bandwidth_mibps=top.get("loadBandwidthMiBps", 47),
         gemm_tuning=f.gemm_tuning,
         gemm_tuning_timeout_s=top.get("gemmTuningTimeoutSeconds", 900),
         gateway=GatewaySettings(

@@ -115,6 +115,7 @@ def serve(
     node_growth: NodeGrowth | None = None,
     gpus_per_node: int | None = None,
     triton_release: str = TRITON_VERSION,
+    longest_request_seconds: int = 60,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -148,6 +149,7 @@ def serve(
             node_growth=node_growth or NodeGrowth(autoscaler=False),
             gpus_per_node=gpus_per_node,
             triton_release=triton_release,
+            longest_request_seconds=longest_request_seconds,
         ),
     )
 

@@ -233,3 +233,13 @@ def test_each_model_runs_the_triton_release_of_its_engines_image() -> None:
 
     settings = load(kubernetes_stack(models=[dict(T5_SMALL), dict(MINILM, device="cpu")], tritonVersion="23.05"))
     assert [args.triton_release_of(settings, m) for m in settings.models] == ["23.05", "25.12"]
+
+
+def test_a_models_longest_request_is_the_gateways_deadline_when_only_the_gateway_calls_it() -> None:
+    settings = load(kubernetes_stack(gatewayDeadlineSeconds=90))
+    assert args.longest_request_seconds(settings, ()) == 90
+
+
+def test_a_model_exposed_on_the_edge_waits_out_the_edges_request_timeout_too() -> None:
+    settings = load(kubernetes_stack(gatewayDeadlineSeconds=90))
+    assert args.longest_request_seconds(settings, (300,)) == 300

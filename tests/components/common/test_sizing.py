@@ -208,3 +208,10 @@ def test_the_activation_rule_refuses_a_generator():
 def test_an_encoder_takes_its_onnx_weights_twice_in_the_store_checkpoint_and_repository_copy():
     assert sizing.stored_bytes(MINILM_CPU) == 2 * sizing.converted_bytes(MINILM_CPU)
     assert sizing.stored_bytes(T5_SMALL) == sizing.converted_bytes(T5_SMALL)
+
+
+def test_the_stacks_default_load_bandwidth_is_no_faster_than_the_network_volume_it_cites() -> None:
+    from components.settings.schema import STACK_KNOBS
+
+    (knob,) = [k for k in STACK_KNOBS if k.key == "loadBandwidthMiBps"]
+    assert knob.default * sizing.MIB <= sizing.LOAD_BANDWIDTH, "a faster assumption lets the startup probe kill a load"

@@ -88,8 +88,15 @@ def test_the_job_has_backoff_and_deadline_and_stays_after_finishing_so_refresh_i
     spec = _job(mocks).inputs["spec"]
     expected = sizing.job_sizing(GPTJ_6B)
     assert spec["backoffLimit"] == expected.backoff_limit
-    assert spec["activeDeadlineSeconds"] == expected.active_deadline_seconds
+    assert spec["activeDeadlineSeconds"] == (expected.backoff_limit + 1) * expected.active_deadline_seconds
     assert "ttlSecondsAfterFinished" not in spec
+
+
+def test_each_try_of_the_job_gets_the_whole_deadline_of_one_try(mocks):
+    spec = _job(mocks).inputs["spec"]
+    per_try = sizing.job_sizing(GPTJ_6B).active_deadline_seconds
+    assert spec["template"]["spec"]["activeDeadlineSeconds"] == per_try, "the pod's deadline bounds one try"
+    assert spec["activeDeadlineSeconds"] > spec["backoffLimit"] * per_try, "a retry is not cut by the first's time"
 
 
 def test_pulumi_waits_for_the_job_with_a_timeout_scaled_from_the_model(mocks):

@@ -56,13 +56,17 @@ def rule_files(rules: list[dict[str, Any]], out: Path) -> list[Path]:
 def test_promtool_accepts_every_rule_file_the_stack_renders(stack: str, tmp_path: Path) -> None:
     docs = rendered(stack, tmp_path)
     rules, monitors = of_kind(docs, "PrometheusRule"), of_kind(docs, "ServiceMonitor")
-    tritons = [m for m in monitors if m["metadata"]["labels"]["app.kubernetes.io/component"] == "triton"]
-    assert {r["metadata"]["name"] for r in rules} == {m["metadata"]["name"] for m in tritons}
+    component = {m["metadata"]["name"]: m["metadata"]["labels"]["app.kubernetes.io/component"] for m in monitors}
+    alerting = {name for name, kind in component.items() if kind in ("triton", "gateway")}
+    assert {r["metadata"]["name"] for r in rules} == alerting
     assert bool(rules) == (stack in MONITORED), "staging and prod monitor their services, the others not"
-    for path in rule_files(rules, tmp_path):
+    # Triton: the ratio, 2 start-up records, 3 alerts; the gateway: its 5xx alert.
+    expected = {"triton": 6, "gateway": 1}
+    for doc, path in zip(rules, rule_files(rules, tmp_path), strict=True):
         result = promtool("check", "rules", path, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
-        assert "SUCCESS: 6 rules found" in result.stdout, result.stdout  # ratio, 2 start-up records, 3 alerts
+        count = expected[component[doc["metadata"]["name"]]]
+        assert f"SUCCESS: {count} rules found" in result.stdout, result.stdout
 
 
 def test_each_rule_records_pends_fires_and_stays_silent_as_specified(tmp_path: Path) -> None:

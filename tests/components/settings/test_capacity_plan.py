@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 import yaml
 
+from components.args import rollout
 from components.settings import load_settings
 from components.settings.capacity import PACKING_LABEL, PLACEMENT_ANNOTATION
 from tests.components.settings.test_validation import GPTJ, as_cli, aws_stack, kubernetes_stack, problems_of
 from tritonft.synth.run import synthesize
+from tritonft.synth.stackfile import read_stack
 
 REPO = Path(__file__).resolve().parents[3]
 T5_3B_TP4 = {
@@ -30,8 +32,8 @@ def two_model_stack(**overrides: Any) -> dict[str, Any]:
 def test_a_stack_whose_replicas_min_cannot_fit_is_refused_naming_the_keys_and_numbers() -> None:
     problems = problems_of(two_model_stack(gpuNodesMin=2, gpuNodesMax=2, gpuNodesDesired=2))
     assert problems == [
-        "replicasMin: 2 x 4 (t5-3b) + 2 x 1 (gpt-j-6b) = 10 GPUs need 3 g5.12xlarge node(s) of 4 GPUs, but only "
-        "gpuNodesMin 2 can exist; raise gpuNodesMin/gpuNodesMax to 3 or lower replicasMin"
+        "replicasMin: 2 x 4 (t5-3b) + 2 x 1 (gpt-j-6b) = 10 GPUs need 4 g5.12xlarge node(s) of 4 GPUs, but only "
+        "gpuNodesMin 2 can exist; raise gpuNodesMin/gpuNodesMax to 4 or lower replicasMin"
     ]
 
 
@@ -39,7 +41,7 @@ def test_a_stack_that_fits_only_after_scale_up_loads_with_a_warning() -> None:
     values = as_cli(two_model_stack(gpuNodesMin=2, gpuNodesMax=4, gpuNodesDesired=2))
     settings = load_settings(values, project="triton-ft", stack="test")
     assert len(settings.warnings) == 1
-    assert "waits while the node autoscaler adds 1 node(s)" in settings.warnings[0]
+    assert "waits while the node autoscaler adds 2 node(s)" in settings.warnings[0]
 
 
 def test_an_existing_cluster_has_no_node_count_to_check_so_it_loads_without_warnings() -> None:
@@ -73,13 +75,28 @@ def _by_model(deployments: dict[str, dict[str, Any]], model: str) -> dict[str, A
     return found
 
 
-def test_prod_rolls_the_whole_node_model_one_pod_at_a_time_and_surges_the_one_gpu_model(
-    prod_deployments: dict[str, dict[str, Any]],
+@pytest.mark.parametrize("model", ["t5-3b", "gpt-j-6b", "minilm"])
+def test_prod_rolls_every_model_by_surging_so_a_rollout_never_removes_capacity(
+    prod_deployments: dict[str, dict[str, Any]], model: str
 ) -> None:
-    t5 = _by_model(prod_deployments, "t5-3b")["spec"]["strategy"]["rollingUpdate"]
-    gptj = _by_model(prod_deployments, "gpt-j-6b")["spec"]["strategy"]["rollingUpdate"]
-    assert t5 == {"maxSurge": 0, "maxUnavailable": 1}
-    assert gptj == {"maxSurge": 1, "maxUnavailable": 0}
+    assert _by_model(prod_deployments, model)["spec"]["strategy"]["rollingUpdate"] == {
+        "maxSurge": 1,
+        "maxUnavailable": 0,
+    }
+
+
+@pytest.mark.parametrize("stack", ["staging", "prod"])
+def test_the_shipped_stacks_roll_each_gpu_model_with_a_surge_pod(stack: str) -> None:
+    config = read_stack(REPO, stack)
+    prefix = f"{config.project}:"
+    values = {k[len(prefix) :]: v for k, v in config.values.items() if k.startswith(prefix)}
+    secrets = {k[len(prefix) :] for k in config.secret_keys if k.startswith(prefix)}
+    settings = load_settings(values, project=config.project, stack=stack, secret_keys=secrets)
+    rollouts = {m.name: rollout(settings, m) for m in settings.models if m.gpus}
+    assert {name: (r.max_surge, r.max_unavailable) for name, r in rollouts.items()} == {
+        "t5-3b": (1, 0),
+        "gpt-j-6b": (1, 0),
+    }, "with one replica (staging) a replacement rollout is an outage"
 
 
 def test_prod_packs_the_one_gpu_model_and_says_where_each_model_lands(
@@ -87,11 +104,24 @@ def test_prod_packs_the_one_gpu_model_and_says_where_each_model_lands(
 ) -> None:
     t5, gptj = _by_model(prod_deployments, "t5-3b"), _by_model(prod_deployments, "gpt-j-6b")
     assert t5["spec"]["template"]["metadata"]["labels"][PACKING_LABEL] == "whole"
-    assert "affinity" not in t5["spec"]["template"]["spec"]
+    assert "podAffinity" not in t5["spec"]["template"]["spec"]["affinity"]
     assert gptj["spec"]["template"]["metadata"]["labels"][PACKING_LABEL] == "partial"
     assert "podAffinity" in gptj["spec"]["template"]["spec"]["affinity"]
     assert "taking all 4 GPUs" in t5["metadata"]["annotations"][PLACEMENT_ANNOTATION]
     assert "packed with other part-node models" in gptj["metadata"]["annotations"][PLACEMENT_ANNOTATION]
+
+
+@pytest.mark.parametrize("model", ["t5-3b", "gpt-j-6b", "minilm"])
+def test_prod_spreads_each_models_replicas_over_nodes_and_zones(
+    prod_deployments: dict[str, dict[str, Any]], model: str
+) -> None:
+    deployment = _by_model(prod_deployments, model)
+    own = deployment["spec"]["selector"]["matchLabels"]
+    pod = deployment["spec"]["template"]["spec"]
+    (away,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert away["podAffinityTerm"] == {"labelSelector": {"matchLabels": own}, "topologyKey": "kubernetes.io/hostname"}
+    (zones,) = pod["topologySpreadConstraints"]
+    assert (zones["topologyKey"], zones["labelSelector"]) == ("topology.kubernetes.io/zone", {"matchLabels": own})
 
 
 def test_prods_rollout_waits_know_the_cluster_autoscaler_can_grow_to_gpu_nodes_max(prod_plan: Path) -> None:

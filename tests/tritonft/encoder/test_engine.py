@@ -9,13 +9,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf import text_format  # type: ignore[import-untyped]  # no types-protobuf in the lock
+from tritonclient.grpc.model_config_pb2 import ModelConfig
 
+from components.common.sizing import cpu_server_sizing
 from tritonft.cli import main
 from tritonft.convert.tensors import open_checkpoint
 from tritonft.encoder.checkpoint import read_encoder_config
 from tritonft.encoder.graph import required_tensors
 from tritonft.engines import ONNXRUNTIME
 from tritonft.engines.base import RepositorySources
+from tritonft.engines.onnxruntime import CPU_THREADS_PER_INSTANCE
 from tritonft.errors import UserError
 from tritonft.repo.check import check_repository
 from tritonft.spec import (
@@ -139,6 +143,27 @@ def test_an_encoder_on_cpu_nodes_renders_cpu_instances_in_the_onnx_runtime_backe
     assert 'platform: "onnxruntime_onnx"' in onnx_config
     assert "KIND_CPU" in onnx_config and "KIND_GPU" not in onnx_config
     assert "tensorrt" not in onnx_config
+
+
+def test_an_encoder_on_cpu_nodes_runs_onnx_runtime_with_the_threads_its_pod_requests(
+    encoder_converted: Callable[..., Path],
+) -> None:
+    spec = replace(spec_of("enc", encoder_converted("bert-mean-normalized")), device=Device.CPU)
+    config = ModelConfig()
+    text_format.Parse(ONNXRUNTIME.repository_files(spec)["enc-onnx/config.pbtxt"].decode(), config)
+    threads = int(config.parameters["intra_op_thread_count"].string_value)
+    assert threads == CPU_THREADS_PER_INSTANCE
+    requested = cpu_server_sizing(spec).cpu_request
+    assert int(requested) == spec.instances * threads + 1, "one requested CPU per instance's threads, one for serving"
+
+
+def test_an_encoder_on_a_gpu_leaves_onnx_runtimes_threads_to_the_backend(
+    encoder_converted: Callable[..., Path],
+) -> None:
+    spec = spec_of("enc", encoder_converted("bert-mean-normalized"))
+    config = ModelConfig()
+    text_format.Parse(ONNXRUNTIME.repository_files(spec)["enc-onnx/config.pbtxt"].decode(), config)
+    assert "intra_op_thread_count" not in config.parameters
 
 
 def test_a_conversion_that_is_not_the_specs_model_is_refused(

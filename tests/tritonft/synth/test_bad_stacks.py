@@ -130,7 +130,7 @@ BROKEN: dict[str, tuple[dict[str, Any], list[str]]] = {
             "and ending with a letter or digit (e.g. 'my-name')",
             "ingressHost: '10.0.0.1' is an IP address; an Ingress host must be a DNS name (e.g. triton.example.com)",
             "models[1].tensorParallel: must be one of 1, 2, 4, 8; got 3",
-            "replicasMin: 7 is larger than replicasMax=6; lower the minimum or raise the maximum",
+            "replicasMin: 7 is larger than replicasMax=5; lower the minimum or raise the maximum",
         ],
     ),
 }

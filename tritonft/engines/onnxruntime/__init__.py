@@ -38,10 +38,16 @@ MODEL_TYPES: Mapping[str, Family] = dict.fromkeys(ENCODER_MODEL_TYPES, Family.BE
 checkpoints are ``bert``; RoBERTa ones ``roberta``: the same body, see :mod:`tritonft.encoder.checkpoint`)."""
 
 
+CPU_THREADS_PER_INSTANCE = 1
+"""ONNX Runtime's intra-op threads per instance of a ``device: cpu`` encoder: the CPU its pod requests for each
+(``components.common.sizing.cpu_server_sizing``). Unset, ONNX Runtime starts one thread per core of the *node*,
+which the pod's CPU limit then throttles: every instance contends for the same few cores."""
+
+
 def serving_of(spec: ModelSpec, *, cpu_stand_in: bool = False) -> EncoderServing:
     """How ``spec`` is served: batching and instances from the spec; the ONNX model on the GPU with the TensorRT
-    accelerator (``device: gpu``, one GPU per replica) or on the CPU (``device: cpu``) in Triton's ONNX Runtime
-    backend, or on the CPU as the Python-backend stand-in."""
+    accelerator (``device: gpu``, one GPU per replica) or on the CPU (``device: cpu``, :data:`CPU_THREADS_PER_INSTANCE`
+    intra-op threads each) in Triton's ONNX Runtime backend, or on the CPU as the Python-backend stand-in."""
     from tritonft.encoder.repo import EncoderServing, OnnxEngine
 
     return EncoderServing(
@@ -51,6 +57,7 @@ def serving_of(spec: ModelSpec, *, cpu_stand_in: bool = False) -> EncoderServing
         instances=spec.instances,
         gpu=not cpu_stand_in and not spec.on_cpu,
         engine=OnnxEngine.PYTHON if cpu_stand_in else OnnxEngine.ONNXRUNTIME,
+        intra_op_threads=CPU_THREADS_PER_INSTANCE if spec.on_cpu else 0,
     )
 
 
