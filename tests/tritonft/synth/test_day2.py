@@ -122,7 +122,10 @@ def test_a_new_model_adds_its_own_resources_and_leaves_the_platform_and_store_un
     report = _after(project, tmp_path, base, _edit_models(project, lambda models: models.append(new)))
     assert report.harmful == () and _untouched(report) == [], report.text()
     created = _named(report, Action.CREATE)
-    assert {f"{STACK}-minilm-b-deployment", f"{STACK}-minilm-b-rollout", f"{STACK}-minilm-b-probe"} <= created
+    assert {f"{STACK}-minilm-b-rollout", f"{STACK}-minilm-b-probe"} <= created
+    # A CPU model has room for a candidate beside it: its Deployment (and its judge) are keyed by its serving version.
+    assert any(name.startswith(f"{STACK}-minilm-b-deployment-") for name in created), created
+    assert any(name.startswith(f"{STACK}-minilm-b-judge-") for name in created), created
     assert any(name.startswith(f"{STACK}-minilm-b") and "job" in name for name in created), created
     assert _named(report, Action.REPLACE) <= {f"{STACK}-gateway-specs"}, report.text()
     # The other models' servers do not roll; the gateway learns the new model (its pods roll).
