@@ -7,10 +7,14 @@ The CLI's rules reproduced here (Pulumi's engine: the step generator and the dep
   (explicit, and the resources whose outputs its inputs use, which ``tritonft synth`` records there too) and its
   parent. Pulumi runs independent steps in parallel; any serial order consistent with the dependencies is one of
   its schedules, and the one used here is the plan's registration order sorted topologically.
-* **Same / update / create.** A resource whose URN is in the state with the same inputs is left alone; with other
-  inputs it is updated in place (a Kubernetes object re-applied: a Service's selector is an update, not a
-  replacement); a URN not in the state is created. (No resource of these tests changes a replace-on-change field:
-  a new serving version is a *new* URN, by design.)
+* **Same / update / replace / create.** A resource whose URN is in the state is compared with the providers' own
+  rules (``tritonft diff``'s: ``tritonft.synth.plandiff.classify``): unchanged, it is left alone; changed in a field
+  that forces a replacement (a Kubernetes object's ``metadata.name``, a Job's template, ...) it is **replaced**:
+  the new object created first and the old one deleted at the end of a successful ``up`` (delete first when the
+  name stays the same, as the Kubernetes provider does, or with ``deleteBeforeReplace``); otherwise updated in
+  place (a Kubernetes object re-applied: a Service's selector is an update). A URN not in the state is created.
+* **Pending deletes.** A replaced resource whose ``up`` failed before its deletion stays in the state marked for
+  deletion, and the next ``up`` deletes it **first**, before any other step.
 * **A failed step ends the ``up``.** Steps already done stay done and are recorded; nothing after it runs; **no
   deletion happens**.
 * **Deletes last.** Only when every create and update succeeded are the state's resources that the program no
@@ -36,6 +40,7 @@ from typing import Any
 
 from tests.system.controlplane.plan import bind_store, install_crds, job_complete, retarget
 from tritonft.kube import ApiError, Kube, wait_for
+from tritonft.synth.plandiff import RULES, Action, _dynamic_rules, classify
 from tritonft.synth.plandiff import load_plan as load_resources
 
 K8S = "kubernetes:"
@@ -59,6 +64,7 @@ class Resource:
     parent: str
     depends_on: tuple[str, ...]
     inputs: Mapping[str, Any]
+    raw: Mapping[str, Any]
 
     @classmethod
     def of(cls, raw: Mapping[str, Any]) -> Resource:
@@ -69,6 +75,7 @@ class Resource:
             parent=str(raw.get("parent") or ""),
             depends_on=tuple(raw.get("options", {}).get("dependsOn") or ()),
             inputs=raw.get("inputs") or {},
+            raw=raw,
         )
 
     @property
@@ -116,7 +123,9 @@ class Engine:
     state: dict[str, Resource] = field(default_factory=dict)
     """URN -> the resource as last created or updated, in the order the steps ran."""
     log: list[str] = field(default_factory=list)
-    """Every step taken: ``create <name>``, ``update <name>``, ``delete <name>``."""
+    """Every step taken: ``create <name>``, ``update <name>``, ``replace <name>``, ``delete <name>``."""
+    pending_deletes: list[Resource] = field(default_factory=list)
+    """Replaced resources not deleted yet (deleted at the end of a successful ``up``, or first in the next one)."""
 
     def manifest(self, res: Resource) -> dict[str, Any]:
         (obj,) = retarget([dict(res.inputs)], self.plan_namespace, self.namespace)
@@ -129,23 +138,41 @@ class Engine:
             (r.inputs["kind"] for r in resources if r.applied),
             (str(r.inputs["apiVersion"]).split("/")[0] for r in resources if r.applied),
         )
+        while self.pending_deletes:
+            self._delete(self.pending_deletes.pop(0))
+        rules = {**RULES, **_dynamic_rules()}
         for res in resources:
             old = self.state.get(res.urn)
-            if old is not None and old.inputs == res.inputs:
+            action = "create" if old is None else str(classify(old.raw, res.raw, rules).action)
+            if action == Action.SAME:
+                self.state[res.urn] = res
                 continue
-            action = "update" if old is not None else "create"
-            self._apply(res, old)
+            if action == Action.REPLACE and old is not None:
+                renamed = not (old.applied and res.applied) or (
+                    self.manifest(old)["metadata"]["name"] != self.manifest(res)["metadata"]["name"]
+                )
+                if renamed and not (res.raw.get("options") or {}).get("deleteBeforeReplace"):
+                    self.pending_deletes.append(old)  # create before delete: the old one goes at the end
+                else:
+                    self._delete(old)
+                self._apply(res, None)
+            else:
+                self._apply(res, old)
             self.state[res.urn] = res
             self.log.append(f"{action} {res.name}")
             if stop_after is not None and stop_after(f"{action} {res.name}"):
                 raise InterruptedUpError(f"up stopped after: {action} {res.name}")
+        while self.pending_deletes:
+            self._delete(self.pending_deletes.pop(0))
         declared = {r.urn for r in resources}
         for urn in reversed(list(self.state)):
             if urn not in declared:
                 self._delete(self.state.pop(urn))
 
     def destroy(self) -> None:
-        """``pulumi destroy``: every resource of the state, dependents first."""
+        """``pulumi destroy``: every resource of the state (and those pending deletion), dependents first."""
+        while self.pending_deletes:
+            self._delete(self.pending_deletes.pop(0))
         for urn in reversed(list(self.state)):
             self._delete(self.state.pop(urn))
 

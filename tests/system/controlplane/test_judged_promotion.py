@@ -173,29 +173,27 @@ def selector_version(kube: Kube, namespace: str) -> set[str]:
     }
 
 
-def live_objects(kube: Kube, namespace: str) -> set[str]:
+def live_objects(kube: Kube, namespace: str, plans: Plans) -> set[str]:
     """``Kind/name`` of every object of the kinds the plans hold, left in the namespace."""
-    kinds = [
-        ("apps/v1", "Deployment"),
-        ("v1", "Service"),
-        ("v1", "ConfigMap"),
-        ("batch/v1", "Job"),
-        ("policy/v1", "PodDisruptionBudget"),
-        ("networking.k8s.io/v1", "NetworkPolicy"),
-        ("networking.k8s.io/v1", "Ingress"),
-        ("v1", "PersistentVolumeClaim"),
-        ("v1", "Secret"),
-    ]
+    kinds = {
+        (str(r.inputs["apiVersion"]), str(r.inputs["kind"]))
+        for r in (*plans.stable, *plans.changed)
+        if r.applied and r.inputs["metadata"].get("namespace") == PLAN_NAMESPACE
+    }
     return {
         f"{kind}/{o['metadata']['name']}"
-        for api, kind in kinds
+        for api, kind in sorted(kinds)
         for o in kube.items(api, kind, namespace)
         if kind != "ConfigMap" or o["metadata"]["name"] != "kube-root-ca.crt"
     }
 
 
 def expected_objects(resources: list[Resource]) -> set[str]:
-    return {f"{r.inputs['kind']}/{r.inputs['metadata']['name']}" for r in resources if r.applied}
+    return {
+        f"{r.inputs['kind']}/{r.inputs['metadata']['name']}"
+        for r in resources
+        if r.applied and r.inputs["metadata"].get("namespace") == PLAN_NAMESPACE
+    }
 
 
 def test_a_version_judged_wrong_never_gets_an_address_in_the_services_and_up_fails_with_the_stable_selected(
@@ -235,7 +233,7 @@ def test_a_rerun_after_reverting_the_change_converges_on_the_stable_version(plan
     assert selector_version(kube, ns) == {stable}
     assert pods_of(kube, ns, stable) == serving
     assert pods_of(kube, ns, candidate) == {}
-    assert live_objects(kube, ns) == expected_objects(plans.stable)
+    assert live_objects(kube, ns, plans) == expected_objects(plans.stable)
 
 
 def test_a_version_judged_right_is_promoted_and_the_old_one_removed_last(
@@ -250,7 +248,7 @@ def test_a_version_judged_right_is_promoted_and_the_old_one_removed_last(
 
     assert selector_version(kube, ns) == {candidate}
     assert pods_of(kube, ns, stable) == {}
-    assert live_objects(kube, ns) == expected_objects(plans.changed)
+    assert live_objects(kube, ns, plans) == expected_objects(plans.changed)
     log = stack.engine.log
     judged = log.index(f"create {INSTANCE}-judge-{candidate}")
     assert judged < log.index(f"update {INSTANCE}-service") < log.index(f"delete {INSTANCE}-deployment-{stable}")
@@ -269,7 +267,7 @@ def test_an_up_interrupted_before_the_judgement_then_rerun_converges(plans: Plan
     stack.engine.up(plans.changed)
 
     assert selector_version(kube, ns) == {candidate}
-    assert live_objects(kube, ns) == expected_objects(plans.changed)
+    assert live_objects(kube, ns, plans) == expected_objects(plans.changed)
 
 
 @pytest.mark.parametrize("state", ["stable", "judged-wrong", "interrupted", "promoted"])
@@ -286,9 +284,9 @@ def test_destroy_from_every_state_leaves_nothing(plans: Plans, stack: Stack, sta
             stack.engine.up(plans.changed, stop_after=lambda step: step == f"create {INSTANCE}-candidate-{candidate}")
     elif state == "promoted":
         stack.engine.up(plans.changed)
-    assert live_objects(kube, ns)
+    assert live_objects(kube, ns, plans)
 
     stack.engine.destroy()
 
     assert stack.engine.state == {}
-    assert live_objects(kube, ns) == set()
+    assert live_objects(kube, ns, plans) == set()
