@@ -23,7 +23,8 @@ The CLI's rules reproduced here (Pulumi's engine: the step generator and the dep
   state after each step), nothing is deleted. An ``up`` killed *inside* a create can leave an object the state does
   not know (Pulumi's "pending operations"): not reproduced here.
 * **``destroy``** deletes every resource in the state, dependents first.
-* The Kubernetes provider deletes an object and waits for it to be gone; it applies a Deployment without awaiting
+* The Kubernetes provider deletes an object with foreground propagation (its pods go first) and waits for it to be
+  gone; it applies a Deployment without awaiting
   it (``pulumi.com/skipAwait``, as the plan says), and awaits a Job's completion.
 
 Dynamic resources run their provider's create/update through hooks the test gives (``dynamic``): the rollout
@@ -204,11 +205,19 @@ class Engine:
         obj = self.manifest(res)
         api_version, kind, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
         namespace = meta.get("namespace")
-        self.kube.delete(api_version, kind, meta["name"], namespace)
+        try:
+            self.kube.request(
+                "DELETE",
+                self.kube.path(api_version, kind, namespace, meta["name"]),
+                params={"propagationPolicy": "Foreground"},
+            )
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
         wait_for(
             f"{kind} {meta['name']} to be gone",
             lambda: not exists(self.kube, api_version, kind, meta["name"], namespace),
-            60,
+            90,
         )
 
 
