@@ -1,7 +1,7 @@
 """The judge of a candidate version, as ``local``'s program declares it, run by its real provider against a real
-Triton serving the candidate: a "fine-tune" that answers wrong (a random-weight BERT served as ``minilm``) fails the
-``up`` naming the wrong answer; the real all-MiniLM-L6-v2 passes. Each server's own request counters show the
-judge asked the candidate only, never the serving version.
+Triton serving the candidate: a new "revision" that answers wrong (a random-weight BERT served as ``minilm``: its
+vectors have another width) fails the ``up`` naming the wrong answer; the real all-MiniLM-L6-v2 passes. Each
+server's own request counters show the judge asked the candidate only, never the serving version.
 
 The candidate is reached at its own address here, as its candidate Service (or its judge route on the edge) is
 reached in a cluster: ``tests/system/controlplane/test_judged_promotion.py`` shows that the user-facing Services
@@ -85,8 +85,11 @@ def test_a_candidate_that_answers_wrong_fails_up_naming_the_answer_and_the_stabl
         IntegrationProbeProvider().create(judge_props(judge_inputs, wrong_candidate))
 
     message = str(failed.value)
-    assert f"inference[{EMBEDDER}]" in message, message
-    assert "wrong" in message or "expected" in message, message
+    assert message.startswith(f"integration probe of http://{wrong_candidate.http_url} failed:"), message
+    # Its answers are vectors of the random BERT's width, not all-MiniLM-L6-v2's 384.
+    assert re.search(rf"inference\[{EMBEDDER}\]: embeddings of shape \[\d+, 64\], expected \[\d+, 384\]", message), (
+        message
+    )
     assert successes(encoder_triton) == stable_before, "the serving version received no request"
     assert successes(wrong_candidate) > candidate_before, "the candidate was asked"
 
