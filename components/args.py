@@ -21,7 +21,6 @@ from components.common.edge import (
     ingress_http01_solver,
     model_listener,
 )
-from components.common.edge import endpoint_urls as edge_endpoint_urls
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
 from components.common.ingress import IngressArgs
 from components.common.layout import dns_label
@@ -552,14 +551,10 @@ def judge_probe_args(
 ) -> IntegrationProbeArgs:
     """The probe that judges a candidate version before it takes traffic: the same judged answers as the model's
     probe, asked of the candidate only. On the Gateway API edge through the public host with the candidate's header
-    (only its judge route matches it); otherwise at its own Service's in-cluster URL. Never through the gateway."""
+    (only its judge route matches it: an HTTPRoute on the Gateway API edge, a canary Ingress on ingress-nginx);
+    otherwise at its own Service's in-cluster URL. Never through the gateway."""
     probe = settings.probe
-    model_edge = model_edge_args(settings, model)
-    endpoint: pulumi.Input[str] = (
-        edge_endpoint_urls(model_edge)[0]
-        if model_edge is not None and candidate.judge_route is not None
-        else candidate.internal_url
-    )
+    endpoint: pulumi.Input[str] = candidate.public_url or candidate.internal_url
     auth = integration_probe_headers(settings, edge)
     headers = pulumi.Output.from_input(auth if auth is not None else {}).apply(
         lambda h: {**(h or {}), **candidate.headers}

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.common.edge import EdgeArgs, WeightedBackend, model_http_route_spec, triton_paths
+from components.common.ingress import NGINX
 from components.common.layout import DNS_LABEL_MAX, dns_label
 from components.settings.capacity import Rollout, fixed_rollout
 
@@ -66,8 +67,11 @@ class Candidate:
     internal_url: Any
     """``http://<candidate service>.<namespace>.svc:8000`` (a ``pulumi.Output`` in a program)."""
     judge_route: str | None
-    """Its judge HTTPRoute on the edge (None without the Gateway API edge): requests carrying
-    ``CANDIDATE_HEADER: <version>`` reach the candidate there."""
+    """Its judge route: an HTTPRoute on the Gateway API edge, or a canary Ingress beside the model's Ingress (None
+    when the model is not exposed): requests carrying ``CANDIDATE_HEADER: <version>`` reach the candidate there."""
+    public_url: str | None = None
+    """The model's public HTTP base URL, where the judge route is matched (None when the model is not exposed: the
+    judge asks ``internal_url``)."""
 
     @property
     def headers(self) -> dict[str, str]:
@@ -90,6 +94,16 @@ def judge_http_route_spec(args: EdgeArgs, model: str, candidate_service: str, ve
         {"path": {"type": "Exact", "value": p}, "headers": [header]} for p in triton_paths(model)
     ]
     return spec
+
+
+def judge_ingress_annotations(version: str) -> dict[str, str]:
+    """ingress-nginx's canary by header: the candidate's Ingress (same host and path as the model's) gets only the
+    requests whose ``CANDIDATE_HEADER`` is exactly ``version``; every other request goes to the model's Ingress."""
+    return {
+        f"{NGINX}/canary": "true",
+        f"{NGINX}/canary-by-header": CANDIDATE_HEADER,
+        f"{NGINX}/canary-by-header-value": version,
+    }
 
 
 def room_for_a_candidate(rollout: Rollout) -> bool:

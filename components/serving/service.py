@@ -55,6 +55,7 @@ from components.serving.promotion import (
     VERSION_LABEL,
     Candidate,
     judge_http_route_spec,
+    judge_ingress_annotations,
     judge_route_name,
     room_for_a_candidate,
     serving_version,
@@ -495,7 +496,24 @@ class TritonService(pulumi.ComponentResource):
         )
         self._judge_via: list[pulumi.Resource] = [candidate_service]
         route: str | None = None
+        public_url: str | None = None
+        if args.ingress is not None:
+            ing = args.ingress
+            route, public_url = judge_route_name(base, version), endpoint_urls(ing)[0]
+            self._judge_via.append(
+                k8s.networking.v1.Ingress(
+                    f"{name}-judge-http-{version}",
+                    metadata=object_meta(route, ns, version_labels, judge_ingress_annotations(version)),
+                    spec=as_input(
+                        ingress_spec(
+                            ing, target.ingress_class, versioned, grpc=False, tls_secret=tls_secret_name(ing, base)
+                        )
+                    ),
+                    opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[candidate_service])),
+                )
+            )
         if args.edge is not None:
+            public_url = edge_urls(args.edge)[0]
             route = judge_route_name(base, version)
             self._judge_via.append(
                 k8s.apiextensions.CustomResource(
@@ -515,6 +533,7 @@ class TritonService(pulumi.ComponentResource):
             service=versioned,
             internal_url=ns.apply(lambda n: f"http://{versioned}.{n}.svc:{HTTP_PORT}"),
             judge_route=route,
+            public_url=public_url,
         )
 
     def _ingresses(

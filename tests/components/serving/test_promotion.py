@@ -20,7 +20,7 @@ from components.serving.promotion import (
     versioned_name,
 )
 from components.settings.capacity import Rollout, fixed_rollout
-from tests.components.fixtures import DEPLOYMENT, GPTJ_6B, T5_SMALL, serve
+from tests.components.fixtures import DEPLOYMENT, GPTJ_6B, T5_SMALL, secure_ingress, serve
 from tritonft.spec import ModelSpec
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
@@ -188,3 +188,21 @@ def _user_route_matches() -> list[dict[str, Any]]:
     from components.common.edge import WeightedBackend, model_http_route_spec
 
     return list(model_http_route_spec(EDGE, "m", [WeightedBackend("m")])["rules"][0]["matches"])
+
+
+def test_on_ingress_nginx_the_judge_reaches_the_candidate_through_a_canary_ingress_by_its_header(mocks):
+    (candidate,) = _serve(mocks, ingress=secure_ingress("m.example.com"))
+    ingresses = {i.inputs["metadata"]["name"]: i for i in mocks.of_type("kubernetes:networking.k8s.io/v1:Ingress")}
+    assert candidate.judge_route is not None and candidate.public_url == "https://m.example.com"
+    canary, main = ingresses[candidate.judge_route], ingresses["m-http"]
+    assert canary.inputs["metadata"]["annotations"] == {
+        "nginx.ingress.kubernetes.io/canary": "true",
+        "nginx.ingress.kubernetes.io/canary-by-header": CANDIDATE_HEADER,
+        "nginx.ingress.kubernetes.io/canary-by-header-value": candidate.version,
+    }
+    (rule,) = canary.inputs["spec"]["rules"]
+    (main_rule,) = main.inputs["spec"]["rules"]
+    assert rule["host"] == main_rule["host"]
+    assert [p["path"] for p in rule["http"]["paths"]] == [p["path"] for p in main_rule["http"]["paths"]]
+    assert {p["backend"]["service"]["name"] for p in rule["http"]["paths"]} == {candidate.service}
+    assert {p["backend"]["service"]["name"] for p in main_rule["http"]["paths"]} == {"m"}
