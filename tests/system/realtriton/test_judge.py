@@ -30,6 +30,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[3]
 JUDGE_PREFIX = "local-minilm-judge-"
+PROBE = "pulumi-python:dynamic/tritonft:IntegrationProbe"
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +38,7 @@ def judge_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """The inputs ``local``'s program gives the judge of minilm's serving version."""
     out = tmp_path_factory.mktemp("local-plan")
     synthesize("local", out=out, project_dir=REPO, extras=())
-    (judge,) = [r for r in load_resources(out) if r["name"].startswith(JUDGE_PREFIX)]
+    (judge,) = [r for r in load_resources(out) if r["type"] == PROBE and r["name"].startswith(JUDGE_PREFIX)]
     return {**judge["inputs"], "_version": judge["name"].removeprefix(JUDGE_PREFIX)}
 
 
