@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pulumi
 import pulumi_aws as aws
 
@@ -15,7 +17,8 @@ from components.platform.aws.platform import AwsPlatform
 from components.platform.cluster import ExistingCluster
 from components.platform.image import TritonImage
 from components.probe import IntegrationProbe
-from components.serving.service import TritonService
+from components.serving.promotion import Candidate
+from components.serving.service import Judge, TritonService
 from components.settings.pulumi_config import settings_from_pulumi
 from tritonft.engines import engine_for
 from tritonft.errors import UserError
@@ -58,6 +61,22 @@ if edge_objects is not None:
 images = TritonImage(f"{name}-images", args.triton_image_args(settings, aws_provider))
 store = ModelStore(f"{name}-store", args.model_store_args(settings, target))
 
+release_digest = pulumi.Output.concat(images.server_image, "|", images.tools_image)
+
+
+def judge_for(model: ModelSpec) -> Judge:
+    """The probe that judges ``model``'s candidate version (``components.serving.promotion``)."""
+
+    def judge(candidate: Candidate, opts: pulumi.ResourceOptions) -> IntegrationProbe:
+        return IntegrationProbe(
+            f"{name}-{model.name}-judge-{candidate.version}",
+            args.judge_probe_args(settings, candidate, model, release_digest, edge=edge),
+            opts,
+        )
+
+    return judge
+
+
 endpoints: dict[str, pulumi.Output[str | None]] = {}
 services: list[tuple[ModelSpec, TritonService]] = []
 for model in settings.models:
@@ -74,17 +93,18 @@ for model in settings.models:
             hf_token_secret=settings.token_secrets.get(model.name),
         ),
     )
-    service = TritonService(
-        f"{name}-{model.name}",
-        args.triton_service_args(
-            settings,
-            target=target,
-            store=store,
-            conversion=conversion,
-            server_image=images.server_image_for(engine_for(model.family).name),
-            htpasswd=htpasswd,
-        ),
+    service_args = args.triton_service_args(
+        settings,
+        target=target,
+        store=store,
+        conversion=conversion,
+        server_image=images.server_image_for(engine_for(model.family).name),
+        htpasswd=htpasswd,
     )
+    if settings.probe.enabled:
+        # Judged promotion: each new serving version is probed directly before the Services switch to it.
+        service_args = dataclasses.replace(service_args, judge=judge_for(model))
+    service = TritonService(f"{name}-{model.name}", service_args)
     endpoints[model.name] = service.endpoint
     services.append((model, service))
 
@@ -112,7 +132,7 @@ if settings.probe.enabled:
                 service,
                 model,
                 # Both digests: a new tools image rolls the gateway and re-renders repositories, so it is judged too.
-                pulumi.Output.concat(images.server_image, "|", images.tools_image),
+                release_digest,
                 gateway.endpoint if gateway is not None else None,
                 edge=edge,
             ),

@@ -6,6 +6,7 @@ it testable without running a program.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import pulumi
@@ -40,6 +41,7 @@ from components.platform.cluster import ExistingClusterArgs
 from components.platform.image import ImageBuild, TritonImageArgs
 from components.probe import IntegrationProbeArgs
 from components.serving.gemm_tuning import GemmTuning
+from components.serving.promotion import Candidate
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings.capacity import (
     ModelShape,
@@ -442,6 +444,7 @@ def triton_service_args(
         store=store,
         image=server_image,
         triton_release=triton_release_of(settings, conversion.model),
+        image_pins=image_pins(settings),
         ingress=ingress,
         edge=edge,
         autoscaler=autoscaler_kind(settings),
@@ -548,6 +551,55 @@ def integration_probe_args(
         header_env=integration_probe_header_env(settings),
         headers=integration_probe_headers(settings, edge),
         gateway_url=gateway_url,
+        encoder_probes=probe.encoders,
+    )
+
+
+def image_pins(settings: Settings) -> str:
+    """What the server image is built from (or the prebuilt one's pinned reference), as plain text: part of each
+    model's serving version, so a new server image is judged before it takes traffic."""
+    image = settings.image
+    return json.dumps(
+        {
+            "server": image.server_image,
+            "triton": image.triton_version,
+            "ft_backend": image.ft_backend_commit,
+            "ft": image.ft_commit,
+            "cuda_archs": list(image.cuda_archs),
+        },
+        sort_keys=True,
+    )
+
+
+def judge_probe_args(
+    settings: Settings,
+    candidate: Candidate,
+    model: ModelSpec,
+    image_digest: pulumi.Input[str],
+    *,
+    edge: EdgeObjects | None = None,
+) -> IntegrationProbeArgs:
+    """The probe that judges a candidate version before it takes traffic: the same judged answers as the model's
+    probe, asked of the candidate only. On the Gateway API edge through the public host with the candidate's header
+    (only its judge route matches it: an HTTPRoute on the Gateway API edge, a canary Ingress on ingress-nginx);
+    otherwise at its own Service's in-cluster URL. Never through the gateway."""
+    probe = settings.probe
+    endpoint: pulumi.Input[str] = candidate.public_url or candidate.internal_url
+    auth = integration_probe_headers(settings, edge)
+    headers = pulumi.Output.from_input(auth if auth is not None else {}).apply(
+        lambda h: {**(h or {}), **candidate.headers}
+    )
+    return IntegrationProbeArgs.from_specs(
+        endpoint,
+        [model],
+        image_digest=image_digest,
+        serving_config=f"{model.to_json()}|judge|{candidate.version}",
+        protocol=Protocol.HTTP,
+        deadline_s=float(probe.timeout_s),
+        latency_requests=probe.requests,
+        bleu_threshold=float(probe.bleu_threshold),
+        header_env=integration_probe_header_env(settings),
+        headers=headers,
         encoder_probes=probe.encoders,
     )
 

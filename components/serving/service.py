@@ -15,13 +15,14 @@ provider's await.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.common.edge import EdgeArgs, WeightedBackend, validate_edge
+from components.common.edge import GATEWAY_API, EdgeArgs, WeightedBackend, route_labels, validate_edge
 from components.common.edge import endpoint_urls as edge_urls
 from components.common.exposure import basic_auth_secret, model_routes
 from components.common.handoffs import ConvertedModel, ModelVolume
@@ -56,6 +57,17 @@ from components.serving.autoscaling import (
 )
 from components.serving.gemm_tuning import GemmTuning, with_gemm_tuning
 from components.serving.monitoring import dashboard_json_for, rule_spec_for, service_monitor_spec
+from components.serving.promotion import (
+    VERSION_LABEL,
+    Candidate,
+    judge_http_route_spec,
+    judge_ingress_annotations,
+    judge_route_name,
+    room_for_a_candidate,
+    serving_version,
+    version_selector,
+    versioned_name,
+)
 from components.serving.server_spec import (
     ServerPod,
     network_policy_spec,
@@ -81,6 +93,9 @@ from tritonft.repo.naming import RepoNames
 from tritonft.rollout.verdict import NodeGrowth
 
 Autoscaler = Literal["hpa", "keda", "none"]
+Judge = Callable[[Candidate, pulumi.ResourceOptions], pulumi.Resource]
+"""Builds the resource that judges a candidate version (the integration probe, given by the composition: a stage
+never imports another); its create must fail when the candidate answers wrong."""
 
 
 @dataclass(frozen=True)
@@ -156,6 +171,12 @@ class TritonServiceArgs:
     gemm_tuning: GemmTuning = field(default_factory=GemmTuning)
     """FT's GEMM autotuning in an init container before Triton starts (``components.serving.gemm_tuning``); only
     for FasterTransformer's families (an encoder's pod has no tuning step, on GPU or CPU)."""
+    image_pins: str = ""
+    """What the server image is built from, as plain text (the stack's ``image`` settings): part of the serving
+    version (``components.serving.promotion``), so a new server image is judged before it takes traffic."""
+    judge: Judge | None = None
+    """Judges each new serving version before the user-facing Services switch to it (None: the switch waits for
+    its rollout only)."""
 
 
 def _validate(args: TritonServiceArgs) -> list[str]:
@@ -223,7 +244,12 @@ class TritonService(pulumi.ComponentResource):
     startup_budget_seconds: pulumi.Output[int]
     """The startupProbe budget derived from the model size."""
     deployment: k8s.apps.v1.Deployment
-    """The Triton Deployment."""
+    """The Triton Deployment of the serving version (``<model>-<version>``)."""
+    version: str | None
+    """The serving version (``components.serving.promotion.serving_version``); None when the model rolls in place
+    (no judge, or no room for a candidate beside the serving version)."""
+    candidate: Candidate | None
+    """What the version's judge reaches (its own Service, its judge route); None when the model rolls in place."""
     rollout_watch: RolloutWatch
     """Done when the Deployment has rolled out (for ``depends_on`` of the integration probe)."""
     pod_selector: dict[str, str]
@@ -248,8 +274,18 @@ class TritonService(pulumi.ComponentResource):
         base = dns_label(name)
         ns = target.namespace
         sel = selector("triton", name)
+        # What the model serves has a version: a new one comes up beside the serving one under its own names
+        # (components.serving.promotion) and the Services below switch to it once it is judged.
+        version = (
+            serving_version(repository_dir, args.image_pins, args.triton_release)
+            if args.judge is not None and room_for_a_candidate(args.rollout)
+            else None
+        )
+        versioned = versioned_name(base, version) if version else base
+        serving_sel = version_selector(sel, version) if version else sel
+        version_labels = {VERSION_LABEL: version} if version else {}
         meta_labels = labels("triton", name, model.name)
-        pod_labels = {**meta_labels, **sel}
+        pod_labels = {**meta_labels, **serving_sel}
         # RolloutWatch below waits instead of the provider's await, which only gives up at its timeout.
         placement: dict[str, str] = {"triton-ft.io/rollout": args.rollout.reason, SKIP_AWAIT: "true"}
         affinity = None
@@ -274,7 +310,7 @@ class TritonService(pulumi.ComponentResource):
         growth = NodeGrowth(autoscaler=False) if model.on_cpu else args.node_growth
         replicas = args.min_replicas if args.autoscaler == "none" else None
         applied_spec = deployment_spec(
-            sel,
+            serving_sel,
             pod_labels,
             with_gemm_tuning(
                 server_pod_spec(model, repository_dir, pod, sizing, budget, affinity=affinity, pod_selector=sel),
@@ -288,8 +324,8 @@ class TritonService(pulumi.ComponentResource):
             strategy=args.rollout.strategy(),
         )
         deployment = k8s.apps.v1.Deployment(
-            f"{name}-deployment",
-            metadata=object_meta(base, ns, meta_labels, placement),
+            f"{name}-deployment-{version}" if version else f"{name}-deployment",
+            metadata=object_meta(versioned, ns, {**meta_labels, **version_labels}, placement),
             spec=as_input(applied_spec),
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -301,7 +337,7 @@ class TritonService(pulumi.ComponentResource):
             f"{name}-rollout",
             RolloutWatchArgs(
                 namespace=ns,
-                deployment=base,
+                deployment=versioned,
                 # The spec applied, not the live generation (an HPA scale bumps that: refresh must stay clean).
                 spec_hash=pulumi.Output.from_input(applied_spec).apply(spec_hash),
                 deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds),
@@ -312,14 +348,28 @@ class TritonService(pulumi.ComponentResource):
             ),
             pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
         )
+        candidate: Candidate | None = None
+        switch = child
+        if version is not None and args.judge is not None:
+            candidate = self._candidate(
+                name=name, base=base, version=version, args=args, meta_labels=meta_labels, depends_on=[deployment]
+            )
+            judge = args.judge(
+                candidate, pulumi.ResourceOptions(parent=self, depends_on=[rollout_watch, *self._judge_via])
+            )
+            # The switch: the user-facing Services select the new version once it has rolled out and been judged.
+            switch = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[rollout_watch, judge]))
         service = k8s.core.v1.Service(
-            f"{name}-service", metadata=object_meta(base, ns, meta_labels), spec=as_input(service_spec(sel)), opts=child
+            f"{name}-service",
+            metadata=object_meta(base, ns, meta_labels),
+            spec=as_input(service_spec(serving_sel)),
+            opts=switch,
         )
         k8s.core.v1.Service(
             f"{name}-pods-service",
             metadata=object_meta(pods_service_name(base), ns, meta_labels),
-            spec=as_input(pods_service_spec(sel)),
-            opts=child,
+            spec=as_input(pods_service_spec(serving_sel)),
+            opts=switch,
         )
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb", metadata=object_meta(base, ns, meta_labels), spec=as_input(pdb_spec(sel)), opts=child
@@ -372,8 +422,11 @@ class TritonService(pulumi.ComponentResource):
             k8s.autoscaling.v2.HorizontalPodAutoscaler(
                 f"{name}-hpa",
                 metadata=object_meta(base, ns, meta_labels),
-                spec=as_input(signal_hpa_spec(signal, base, args.min_replicas, args.max_replicas, scale_down)),
-                opts=pulumi.ResourceOptions(parent=self, provider=target.provider, depends_on=[deployment]),
+                spec=as_input(signal_hpa_spec(signal, versioned, args.min_replicas, args.max_replicas, scale_down)),
+                # Moves to the new version with the traffic: until then the serving version keeps its autoscaler.
+                opts=pulumi.ResourceOptions(
+                    parent=self, provider=target.provider, depends_on=[deployment, *([service] if version else [])]
+                ),
             )
         elif args.autoscaler == "keda":
             k8s.apiextensions.CustomResource(
@@ -383,7 +436,7 @@ class TritonService(pulumi.ComponentResource):
                 metadata=object_meta(base, ns, meta_labels),
                 spec=ns.apply(
                     lambda n: scaled_object_spec(
-                        deployment=base,
+                        deployment=versioned,
                         namespace=n,
                         job=base,
                         prometheus_url=args.keda_prometheus_url,
@@ -402,7 +455,9 @@ class TritonService(pulumi.ComponentResource):
 
         self.deployment = deployment
         self.rollout_watch = rollout_watch
-        self.deployment_name = pulumi.Output.from_input(base)
+        self.version = version
+        self.candidate = candidate
+        self.deployment_name = pulumi.Output.from_input(versioned)
         self.service_name = pulumi.Output.from_input(base)
         self.internal_url = ns.apply(lambda n: f"http://{base}.{n}.svc:{HTTP_PORT}")
         self.grpc_address = ns.apply(lambda n: f"{pods_service_name(base)}.{n}.svc:{GRPC_PORT}")
@@ -425,6 +480,7 @@ class TritonService(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "deployment_name": self.deployment_name,
+                "version": self.version,
                 "service_name": self.service_name,
                 "internal_url": self.internal_url,
                 "grpc_address": self.grpc_address,
@@ -435,6 +491,70 @@ class TritonService(pulumi.ComponentResource):
                 "gemm_tuning": self.gemm_tuning,
                 "startup": self.startup,
             }
+        )
+
+    def _candidate(
+        self,
+        *,
+        name: str,
+        base: str,
+        version: str,
+        args: TritonServiceArgs,
+        meta_labels: dict[str, str],
+        depends_on: list[pulumi.Resource],
+    ) -> Candidate:
+        """The version's own Service (and, on the Gateway API edge, its judge route): what its judge reaches."""
+        target = self._target
+        ns = target.namespace
+        versioned = versioned_name(base, version)
+        version_labels = {**meta_labels, VERSION_LABEL: version}
+        opts = pulumi.ResourceOptions(parent=self, provider=target.provider, depends_on=depends_on)
+        candidate_service = k8s.core.v1.Service(
+            f"{name}-candidate-{version}",
+            metadata=object_meta(versioned, ns, version_labels),
+            spec=as_input(service_spec(version_selector(selector("triton", name), version))),
+            opts=opts,
+        )
+        self._judge_via: list[pulumi.Resource] = [candidate_service]
+        route: str | None = None
+        public_url: str | None = None
+        if args.ingress is not None:
+            ing = args.ingress
+            route, public_url = judge_route_name(base, version), endpoint_urls(ing)[0]
+            self._judge_via.append(
+                k8s.networking.v1.Ingress(
+                    f"{name}-judge-http-{version}",
+                    metadata=object_meta(route, ns, version_labels, judge_ingress_annotations(version)),
+                    spec=as_input(
+                        ingress_spec(
+                            ing, target.ingress_class, versioned, grpc=False, tls_secret=tls_secret_name(ing, base)
+                        )
+                    ),
+                    opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[candidate_service])),
+                )
+            )
+        if args.edge is not None:
+            public_url = edge_urls(args.edge)[0]
+            route = judge_route_name(base, version)
+            self._judge_via.append(
+                k8s.apiextensions.CustomResource(
+                    f"{name}-judge-httproute-{version}",
+                    api_version=GATEWAY_API,
+                    kind="HTTPRoute",
+                    metadata=object_meta(route, ns, route_labels(args.edge, version_labels)),
+                    spec=judge_http_route_spec(args.edge, args.conversion.model.name, versioned, version),
+                    opts=pulumi.ResourceOptions.merge(
+                        opts, pulumi.ResourceOptions(depends_on=[*target.crd_installers, candidate_service])
+                    ),
+                )
+            )
+        return Candidate(
+            model=args.conversion.model.name,
+            version=version,
+            service=versioned,
+            internal_url=ns.apply(lambda n: f"http://{versioned}.{n}.svc:{HTTP_PORT}"),
+            judge_route=route,
+            public_url=public_url,
         )
 
     def _ingresses(

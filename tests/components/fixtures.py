@@ -14,7 +14,8 @@ from components.common.target import ClusterTarget, GpuScheduling
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
 from components.serving.gemm_tuning import GemmTuning
-from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
+from components.serving.service import Autoscaler, Judge, TritonService, TritonServiceArgs
+from components.settings.capacity import Rollout, fixed_rollout
 from tests.tritonft.encoder.checkpoints import MINILM_SPEC
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.rollout.verdict import NodeGrowth
@@ -116,6 +117,9 @@ def serve(
     gpus_per_node: int | None = None,
     triton_release: str = TRITON_VERSION,
     longest_request_seconds: int = 60,
+    image_pins: str = "",
+    judge: Judge | None = None,
+    rollout: Rollout | None = None,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -150,6 +154,9 @@ def serve(
             gpus_per_node=gpus_per_node,
             triton_release=triton_release,
             longest_request_seconds=longest_request_seconds,
+            image_pins=image_pins,
+            judge=judge,
+            rollout=rollout or fixed_rollout(),
         ),
     )
 

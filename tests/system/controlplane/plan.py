@@ -150,6 +150,21 @@ class Plan:
     settings: Settings
     manifests: Path
 
+    def deployment(self, instance: str) -> str:
+        """The name of the Triton Deployment of ``instance`` (``<stack>-<model>``): ``<instance>-<serving version>``
+        since a model's Deployment is keyed by what it serves (``components.serving.promotion``)."""
+        return served_deployment(load_plan(self.manifests), instance)
+
+
+def served_deployment(objs: Iterable[dict[str, Any]], instance: str) -> str:
+    """The name of the one Deployment of ``objs`` labelled ``app.kubernetes.io/instance: <instance>``."""
+    (name,) = [
+        o["metadata"]["name"]
+        for o in objs
+        if o["kind"] == "Deployment" and o["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == instance
+    ]
+    return str(name)
+
 
 @dataclass(frozen=True)
 class NodeShape:

@@ -16,7 +16,7 @@ import pytest
 
 from components.rollout_watch import RolloutWatchProvider
 from tests.system.controlplane.conftest import Cluster
-from tests.system.controlplane.plan import load_plan, retarget
+from tests.system.controlplane.plan import load_plan, retarget, served_deployment
 from tests.system.controlplane.server import REPO
 from tritonft.synth import run
 from tritonft.synth.engine import RecordingMocks
@@ -54,21 +54,22 @@ def test_refresh_after_a_scale_shows_no_diff_on_the_rollout_watch(
 ) -> None:
     run.synthesize("local", out=tmp_path / "plan", project_dir=REPO, extras=())
     objs = retarget(load_plan(tmp_path / "plan" / "manifests"), "triton-local", cluster.namespace)
-    (deployment,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == "local-t5-small"]
+    name = served_deployment(objs, "local-t5-small")  # keyed by its serving version
+    (deployment,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == name]
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
     before = cluster.kube.apply(deployment)
 
-    path = cluster.kube.path("apps/v1", "Deployment", cluster.namespace, "local-t5-small") + "/scale"
+    path = cluster.kube.path("apps/v1", "Deployment", cluster.namespace, name) + "/scale"
     replicas = int(before["spec"]["replicas"]) + 2
     cluster.kube.request(
         "PATCH", path, body={"spec": {"replicas": replicas}}, content_type="application/merge-patch+json"
     )
-    after = cluster.kube.get("apps/v1", "Deployment", "local-t5-small", cluster.namespace)
+    after = cluster.kube.get("apps/v1", "Deployment", name, cluster.namespace)
     assert after["spec"]["replicas"] == replicas
     assert after["metadata"]["generation"] > before["metadata"]["generation"], "the scale bumps the generation"
 
-    old = watch_inputs({"local-t5-small": dict(before)}, tmp_path / "before", monkeypatch)
-    new = watch_inputs({"local-t5-small": dict(after)}, tmp_path / "after", monkeypatch)
+    old = watch_inputs({name: dict(before)}, tmp_path / "before", monkeypatch)
+    new = watch_inputs({name: dict(after)}, tmp_path / "after", monkeypatch)
     assert set(old) == set(new) and "local-t5-small-rollout" in new
     for name in new:
         assert RolloutWatchProvider().diff(name, old[name], new[name]).changes is False, name

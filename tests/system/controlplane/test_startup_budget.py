@@ -72,7 +72,8 @@ def test_a_pod_that_waited_for_a_new_node_shows_the_wait_in_its_scheduled_stage(
         )
         provisioned = startup.details["node_provisioned"]
         assert provisioned is not None and 0 < provisioned <= scheduled
-    startups.update({s.pod: s for s in deployment_startups(cluster.kube, cluster.namespace, "prod-gpt-j-6b")})
+    gptj = prod_plan.deployment("prod-gpt-j-6b")  # keyed by its serving version: gpt-j-6b has room to promote
+    startups.update({s.pod: s for s in deployment_startups(cluster.kube, cluster.namespace, gptj)})
     no_event = [s for n, s in startups.items() if n not in pending]
     assert len(no_event) >= 2, "gpt-j-6b's two pods at least: no node was announced for them"
     assert all(s.details["node_provisioned"] is None for s in no_event)

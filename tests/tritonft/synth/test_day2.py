@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -122,7 +123,10 @@ def test_a_new_model_adds_its_own_resources_and_leaves_the_platform_and_store_un
     report = _after(project, tmp_path, base, _edit_models(project, lambda models: models.append(new)))
     assert report.harmful == () and _untouched(report) == [], report.text()
     created = _named(report, Action.CREATE)
-    assert {f"{STACK}-minilm-b-deployment", f"{STACK}-minilm-b-rollout", f"{STACK}-minilm-b-probe"} <= created
+    assert {f"{STACK}-minilm-b-rollout", f"{STACK}-minilm-b-probe"} <= created
+    # A CPU model has room for a candidate beside it: its Deployment (and its judge) are keyed by its serving version.
+    assert any(name.startswith(f"{STACK}-minilm-b-deployment-") for name in created), created
+    assert any(name.startswith(f"{STACK}-minilm-b-judge-") for name in created), created
     assert any(name.startswith(f"{STACK}-minilm-b") and "job" in name for name in created), created
     assert _named(report, Action.REPLACE) <= {f"{STACK}-gateway-specs"}, report.text()
     # The other models' servers do not roll; the gateway learns the new model (its pods roll).
@@ -141,8 +145,16 @@ def test_a_larger_model_reconverts_it_and_leaves_the_platform_and_store_untouche
     report = _after(project, tmp_path, base, _edit_models(project, larger))
     assert report.harmful == () and _untouched(report) == [], report.text()
     rolled = {c.name for c in report.changes if c.rolls}
-    assert f"{STACK}-gpt-j-6b-deployment" in rolled
     assert not any("t5-3b" in name or "minilm" in name for name in rolled), report.text()
+    # gpt-j-6b surges (room for a candidate): the new version comes up beside the old one, judged, then the old
+    # version's Deployment, candidate Service, judge route and judge are deleted.
+    created, deleted = _named(report, Action.CREATE), _named(report, Action.DELETE)
+    kinds = ("deployment", "candidate", "judge-httproute", "judge")
+    for kind in kinds:
+        versioned = re.compile(rf"{STACK}-gpt-j-6b-{kind}-[0-9a-f]{{8}}")
+        assert len([n for n in created if versioned.fullmatch(n)]) == 1, report.text()
+        assert len([n for n in deleted if versioned.fullmatch(n)]) == 1, report.text()
+    assert all("gpt-j-6b" in n for n in created | deleted), report.text()
 
 
 def test_a_changed_revision_replaces_that_models_job_and_rolls_only_its_server(

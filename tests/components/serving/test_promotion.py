@@ -1,0 +1,208 @@
+"""Judged promotion: each serving version has its own Deployment and candidate Service, is judged, and only then do
+the user-facing Services select it (asserted on the captured resource inputs and options)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pulumi
+
+from components.common.edge import EdgeArgs, GatewayRef
+from components.common.layout import DNS_LABEL_MAX
+from components.serving.promotion import (
+    CANDIDATE_HEADER,
+    VERSION_LABEL,
+    Candidate,
+    judge_http_route_spec,
+    room_for_a_candidate,
+    serving_version,
+    versioned_name,
+)
+from components.settings.capacity import Rollout, fixed_rollout
+from tests.components.fixtures import DEPLOYMENT, GPTJ_6B, T5_SMALL, secure_ingress, serve
+from tritonft.spec import ModelSpec
+from tritonft.synth.engine import RecordingMocks, Registered, run_program
+
+SERVICE = "kubernetes:core/v1:Service"
+HTTPROUTE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
+JUDGE = "tests:judge:Judge"
+EDGE = EdgeArgs(gateway=GatewayRef("edge"), host="m.example.com", listener="https-m-m")
+
+
+def _judge(seen: list[Candidate]) -> Any:
+    def judge(candidate: Candidate, opts: pulumi.ResourceOptions) -> pulumi.Resource:
+        seen.append(candidate)
+        return pulumi.CustomResource(
+            JUDGE, f"judge-{candidate.version}", {"service": candidate.service, "version": candidate.version}, opts
+        )
+
+    return judge
+
+
+def _serve(mocks: RecordingMocks, model: ModelSpec = T5_SMALL, **kwargs: Any) -> list[Candidate]:
+    seen: list[Candidate] = []
+    run_program(lambda: serve("m", model, judge=_judge(seen), **kwargs))
+    return seen
+
+
+def _deployment(mocks: RecordingMocks) -> Registered:
+    (deployment,) = mocks.of_type(DEPLOYMENT)
+    return deployment
+
+
+def _services(mocks: RecordingMocks) -> dict[str, Registered]:
+    return {s.inputs["metadata"]["name"]: s for s in mocks.of_type(SERVICE)}
+
+
+def _urn(mocks: RecordingMocks, typ: str) -> str:
+    (res,) = mocks.of_type(typ)
+    return res.urn
+
+
+def test_the_version_changes_with_the_repository_the_image_pins_and_the_triton_release():
+    first = serving_version("/models/repositories/m/aaaa", "pins-1", "24.05")
+    assert serving_version("/models/repositories/m/bbbb", "pins-1", "24.05") != first
+    assert serving_version("/models/repositories/m/aaaa", "pins-2", "24.05") != first
+    assert serving_version("/models/repositories/m/aaaa", "pins-1", "24.08") != first
+    assert serving_version("/models/repositories/m/aaaa", "pins-1", "24.05") == first
+
+
+def test_a_versioned_name_keeps_the_whole_version_within_a_dns_label():
+    name = versioned_name("x" * 80, "0123abcd")
+    assert len(name) <= DNS_LABEL_MAX and name.endswith("-0123abcd")
+
+
+def test_the_deployment_is_named_and_labelled_by_the_serving_version(mocks):
+    (candidate,) = _serve(mocks)
+    deployment = _deployment(mocks)
+    assert deployment.name == f"m-deployment-{candidate.version}"
+    assert deployment.inputs["metadata"]["name"] == f"m-{candidate.version}"
+    assert deployment.inputs["spec"]["selector"]["matchLabels"][VERSION_LABEL] == candidate.version
+    assert deployment.inputs["spec"]["template"]["metadata"]["labels"][VERSION_LABEL] == candidate.version
+
+
+def test_a_new_revision_is_a_new_deployment_beside_the_old_one_not_a_replacement(mocks):
+    _serve(mocks)
+    old = _deployment(mocks)
+    mocks.resources.clear()
+    _serve(mocks, replace(T5_SMALL, revision="f" * 40))
+    new = _deployment(mocks)
+    assert new.urn != old.urn  # another resource: Pulumi creates it and deletes the old one only at the end of `up`
+    assert new.inputs["metadata"]["name"] != old.inputs["metadata"]["name"]
+
+
+def test_what_does_not_change_the_served_model_keeps_the_version(mocks):
+    _serve(mocks, autoscaler="none", min_replicas=1)
+    first = _deployment(mocks).urn
+    mocks.resources.clear()
+    _serve(mocks, autoscaler="none", min_replicas=2)
+    assert _deployment(mocks).urn == first
+
+
+def test_a_new_server_image_is_a_new_version(mocks):
+    (first,) = _serve(mocks, image_pins="triton 24.05")
+    mocks.resources.clear()
+    (second,) = _serve(mocks, image_pins="triton 24.08")
+    assert first.version != second.version
+
+
+def test_the_candidate_service_selects_only_the_new_versions_pods(mocks):
+    (candidate,) = _serve(mocks)
+    service = _services(mocks)[candidate.service]
+    pod_labels = _deployment(mocks).inputs["spec"]["template"]["metadata"]["labels"]
+    selector = service.inputs["spec"]["selector"]
+    assert selector[VERSION_LABEL] == candidate.version
+    assert all(pod_labels[k] == v for k, v in selector.items())
+
+
+def test_the_user_facing_services_select_the_judged_version_and_wait_for_its_judge(mocks):
+    (candidate,) = _serve(mocks)
+    judge = _urn(mocks, JUDGE)
+    services = _services(mocks)
+    for name in ("m", "m-pods"):
+        assert services[name].inputs["spec"]["selector"][VERSION_LABEL] == candidate.version, name
+        assert judge in services[name].depends_on, name
+
+
+def test_the_judge_waits_for_the_rollout_and_the_candidate_service(mocks):
+    (candidate,) = _serve(mocks)
+    (judge,) = mocks.of_type(JUDGE)
+    candidate_service = _services(mocks)[candidate.service]
+    assert _urn(mocks, "pulumi-python:dynamic/tritonft:RolloutWatch") in judge.depends_on
+    assert candidate_service.urn in judge.depends_on
+
+
+def test_without_a_judge_the_model_rolls_in_place_under_its_old_names(mocks):
+    run_program(lambda: serve("m", T5_SMALL))
+    deployment = _deployment(mocks)
+    assert (deployment.name, deployment.inputs["metadata"]["name"]) == ("m-deployment", "m")
+    assert VERSION_LABEL not in _services(mocks)["m"].inputs["spec"]["selector"]
+
+
+def test_without_room_for_a_candidate_the_model_rolls_in_place_and_nothing_is_judged_before(mocks):
+    no_room = Rollout(0, 1, "no free node for a surge pod at replicasMax: replace one pod at a time")
+    assert _serve(mocks, rollout=no_room) == []
+    assert _deployment(mocks).inputs["metadata"]["name"] == "m"
+    assert mocks.of_type(JUDGE) == []
+
+
+def test_a_surge_pod_with_room_or_an_unknown_cluster_leaves_room_for_a_candidate():
+    assert room_for_a_candidate(Rollout(1, 0, "a surge pod fits"))
+    assert room_for_a_candidate(fixed_rollout())
+    assert not room_for_a_candidate(Rollout(0, 1, "no free node for a surge pod at replicasMax"))
+
+
+def test_the_autoscaler_moves_to_the_new_version_with_the_traffic(mocks):
+    (candidate,) = _serve(mocks, GPTJ_6B)
+    (hpa,) = mocks.of_type("kubernetes:autoscaling/v2:HorizontalPodAutoscaler")
+    assert hpa.inputs["spec"]["scaleTargetRef"]["name"] == f"m-{candidate.version}"
+    assert _services(mocks)["m"].urn in hpa.depends_on
+
+
+def test_the_user_facing_route_keeps_the_user_facing_service(mocks):
+    _serve(mocks, edge=EDGE)
+    routes = {r.inputs["metadata"]["name"]: r for r in mocks.of_type(HTTPROUTE)}
+    backends = routes["m-http"].inputs["spec"]["rules"][0]["backendRefs"]
+    assert [b["name"] for b in backends] == ["m"]
+
+
+def test_on_the_edge_the_judge_route_reaches_the_candidate_only_with_its_header(mocks):
+    (candidate,) = _serve(mocks, edge=EDGE)
+    assert candidate.judge_route is not None
+    route = {r.inputs["metadata"]["name"]: r for r in mocks.of_type(HTTPROUTE)}[candidate.judge_route]
+    (rule,) = route.inputs["spec"]["rules"]
+    assert [b["name"] for b in rule["backendRefs"]] == [candidate.service]
+    for match in rule["matches"]:
+        assert match["headers"] == [{"type": "Exact", "name": CANDIDATE_HEADER, "value": candidate.version}]
+    assert candidate.headers == {CANDIDATE_HEADER: candidate.version}
+
+
+def test_the_judge_route_covers_every_path_of_the_user_facing_route():
+    judged = judge_http_route_spec(EDGE, "m", "m-0123abcd", "0123abcd")
+    paths = [m["path"]["value"] for m in judged["rules"][0]["matches"]]
+    assert paths == [p["path"]["value"] for p in _user_route_matches()]
+
+
+def _user_route_matches() -> list[dict[str, Any]]:
+    from components.common.edge import WeightedBackend, model_http_route_spec
+
+    return list(model_http_route_spec(EDGE, "m", [WeightedBackend("m")])["rules"][0]["matches"])
+
+
+def test_on_ingress_nginx_the_judge_reaches_the_candidate_through_a_canary_ingress_by_its_header(mocks):
+    (candidate,) = _serve(mocks, ingress=secure_ingress("m.example.com"))
+    ingresses = {i.inputs["metadata"]["name"]: i for i in mocks.of_type("kubernetes:networking.k8s.io/v1:Ingress")}
+    assert candidate.judge_route is not None and candidate.public_url == "https://m.example.com"
+    canary, main = ingresses[candidate.judge_route], ingresses["m-http"]
+    assert canary.inputs["metadata"]["annotations"] == {
+        "nginx.ingress.kubernetes.io/canary": "true",
+        "nginx.ingress.kubernetes.io/canary-by-header": CANDIDATE_HEADER,
+        "nginx.ingress.kubernetes.io/canary-by-header-value": candidate.version,
+    }
+    (rule,) = canary.inputs["spec"]["rules"]
+    (main_rule,) = main.inputs["spec"]["rules"]
+    assert rule["host"] == main_rule["host"]
+    assert [p["path"] for p in rule["http"]["paths"]] == [p["path"] for p in main_rule["http"]["paths"]]
+    assert {p["backend"]["service"]["name"] for p in rule["http"]["paths"]} == {candidate.service}
+    assert {p["backend"]["service"]["name"] for p in main_rule["http"]["paths"]} == {"m"}
