@@ -1,5 +1,6 @@
-"""Shared fixtures: the deterministic mock engine (see ``tritonft.synth.engine``); a failed test's report carries
-the logs of the gateways it started; the control-plane tests are ordered last."""
+"""Shared fixtures: the deterministic mock engine (see ``tritonft.synth.engine``); the stacks' plans, made once per
+session; a failed test's report carries the logs of the gateways it started; the control-plane tests are ordered
+last."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.failure_logs import attach_on_failure
+from tests.plans import StackPlans
 from tests.tritonft.gateway.server import log_sections
 from tritonft.synth.engine import RecordingMocks, mock_engine
 
@@ -20,6 +22,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The control-plane tests run last: on a fresh machine the test command builds the control plane in the
     background meanwhile (scripts/test.sh), so they wait for it only once everything else has run."""
     items.sort(key=lambda item: item.nodeid.startswith(CONTROL_PLANE_TESTS))
+
+
+@pytest.fixture(scope="session")
+def stack_plan(tmp_path_factory: pytest.TempPathFactory) -> StackPlans:
+    """The repository's stacks' plans, each synthesized once per session (see ``tests/plans.py``): read only."""
+    return StackPlans(tmp_path_factory.mktemp("plans"))
 
 
 @pytest.fixture

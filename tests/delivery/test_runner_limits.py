@@ -7,15 +7,13 @@ or rollout budget fails this test until the workflow's ``timeout-minutes`` follo
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 
-from tests.delivery.conftest import REPO, WORKFLOWS
+from tests.delivery.conftest import WORKFLOWS
+from tests.plans import StackPlans
 from tritonft.synth.budget import up_budget_minutes
 from tritonft.synth.plandiff import load_plan
-from tritonft.synth.run import synthesize
 
 SETUP_MINUTES = 20
 """Checkout, environment, CLI install, stack selection and the probe after `up`."""
@@ -24,9 +22,8 @@ GITHUB_HOSTED_MAX_MINUTES = 360
 
 
 @pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
-def test_the_deploy_jobs_timeout_covers_the_longest_up_of_its_stack(stage: str, tmp_path: Path) -> None:
-    synthesize(stage, out=tmp_path, project_dir=REPO, extras=())
-    budget = up_budget_minutes(load_plan(tmp_path))
+def test_the_deploy_jobs_timeout_covers_the_longest_up_of_its_stack(stage: str, stack_plan: StackPlans) -> None:
+    budget = up_budget_minutes(load_plan(stack_plan(stage).out))
     job = yaml.safe_load((WORKFLOWS / "deploy.yml").read_text())["jobs"][stage]
     assert budget > 60, "a stack with a cluster, conversion Jobs and rollouts waits for more than an hour"
     assert job["timeout-minutes"] >= budget + SETUP_MINUTES, (stage, budget)

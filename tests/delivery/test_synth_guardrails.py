@@ -24,33 +24,27 @@ from policy.tests.builders import (
     workload,
 )
 from tests.delivery.conftest import REPO
-from tritonft.synth.run import synthesize
+from tests.plans import StackPlans
 
 STACKS = sorted(p.name.split(".")[1] for p in (REPO / "stacks").glob("Pulumi.*.yaml"))
 HOST = "triton.example.com"
 
 
-def _plan(tmp_path_factory: pytest.TempPathFactory, stack: str) -> Path:
-    out = tmp_path_factory.mktemp("synth") / stack
-    synthesize(stack, out=out, project_dir=REPO)
-    return Path(out)
+@pytest.fixture(scope="module")
+def local_plan(stack_plan: StackPlans) -> Path:
+    return stack_plan("local").out
 
 
 @pytest.fixture(scope="module")
-def local_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _plan(tmp_path_factory, "local")
-
-
-@pytest.fixture(scope="module")
-def dev_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def dev_plan(stack_plan: StackPlans) -> Path:
     """A plan with TLS ingresses (the rules for every environment outside `local` apply)."""
-    return _plan(tmp_path_factory, "dev")
+    return stack_plan("dev").out
 
 
 @pytest.fixture(scope="module")
-def prod_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def prod_plan(stack_plan: StackPlans) -> Path:
     """The prod plan: its own model store is protected."""
-    return _plan(tmp_path_factory, "prod")
+    return stack_plan("prod").out
 
 
 def copy_plan(plan: Path, tmp_path: Path) -> Path:
@@ -87,9 +81,8 @@ def serving_objects() -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_stack_synth_output_passes_every_guardrail(stack: str, tmp_path: Path) -> None:
-    synthesize(stack, out=tmp_path, project_dir=REPO)
-    findings = check_synth_output(tmp_path)
+def test_every_stack_synth_output_passes_every_guardrail(stack: str, stack_plan: StackPlans) -> None:
+    findings = check_synth_output(stack_plan(stack).out)
     assert findings == [], "\n".join(str(f) for f in findings)
 
 

@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from components.serving.monitoring import prometheus_rule_spec
-from tritonft.synth.run import synthesize
+from tests.plans import StackPlans
+from tritonft.synth.result import SynthResult
 
 REPO = Path(__file__).resolve().parents[3]
 STACKS = sorted(p.name.split(".")[1] for p in (REPO / "stacks").glob("Pulumi.*.yaml"))
@@ -29,11 +30,10 @@ def promtool(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([exe, *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=120, check=False)
 
 
-def rendered(stack: str, out: Path) -> list[dict[str, Any]]:
-    """The stack's synthesized Kubernetes objects (written under ``out``)."""
-    synthesize(stack, out=out / "synth", project_dir=REPO, extras=())
+def rendered(plan: SynthResult) -> list[dict[str, Any]]:
+    """The Kubernetes objects of a synthesized plan."""
     docs: list[dict[str, Any]] = []
-    for manifest in sorted((out / "synth" / "manifests").rglob("*.yaml")):
+    for manifest in sorted((plan.out / "manifests").rglob("*.yaml")):
         docs += [d for d in yaml.safe_load_all(manifest.read_text()) if d]
     return docs
 
@@ -53,8 +53,8 @@ def rule_files(rules: list[dict[str, Any]], out: Path) -> list[Path]:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_promtool_accepts_every_rule_file_the_stack_renders(stack: str, tmp_path: Path) -> None:
-    docs = rendered(stack, tmp_path)
+def test_promtool_accepts_every_rule_file_the_stack_renders(stack: str, stack_plan: StackPlans, tmp_path: Path) -> None:
+    docs = rendered(stack_plan(stack))
     rules, monitors = of_kind(docs, "PrometheusRule"), of_kind(docs, "ServiceMonitor")
     component = {m["metadata"]["name"]: m["metadata"]["labels"]["app.kubernetes.io/component"] for m in monitors}
     alerting = {name for name, kind in component.items() if kind in ("triton", "gateway")}

@@ -13,7 +13,7 @@ from components.args import rollout
 from components.settings import load_settings
 from components.settings.capacity import PACKING_LABEL, PLACEMENT_ANNOTATION
 from tests.components.settings.test_validation import GPTJ, as_cli, aws_stack, kubernetes_stack, problems_of
-from tritonft.synth.run import synthesize
+from tests.plans import StackPlans
 from tritonft.synth.stackfile import read_stack
 
 REPO = Path(__file__).resolve().parents[3]
@@ -50,10 +50,8 @@ def test_an_existing_cluster_has_no_node_count_to_check_so_it_loads_without_warn
 
 
 @pytest.fixture(scope="module")
-def prod_plan(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("prod")
-    synthesize("prod", out=out, project_dir=REPO)
-    return out / "manifests"
+def prod_plan(stack_plan: StackPlans) -> Path:
+    return stack_plan("prod").out / "manifests"
 
 
 @pytest.fixture(scope="module")

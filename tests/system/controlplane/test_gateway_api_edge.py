@@ -6,17 +6,17 @@ refused (so the validations are live)."""
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.settings.stack_file import settings_from_stack_file
+from tests.plans import StackPlans
 from tests.system.controlplane.conftest import Cluster
 from tests.system.controlplane.plan import REAL_CRD_GROUPS, install_crds, load_plan, retarget
 from tests.system.controlplane.server import REPO
 from tritonft.kube import ApiError
-from tritonft.synth.run import synthesize
+from tritonft.synth.result import SynthResult
 
 EDGE_KINDS = (
     "GatewayClass",
@@ -29,18 +29,17 @@ EDGE_KINDS = (
 )
 
 
-def edge_objects(stack: str, out: Path, namespace: str) -> list[dict[str, Any]]:
-    synthesize(stack, out=out, project_dir=REPO)
-    plan_namespace = settings_from_stack_file(REPO, stack).namespace
-    objs = retarget(load_plan(out / "manifests"), plan_namespace, namespace)
+def edge_objects(plan: SynthResult, namespace: str) -> list[dict[str, Any]]:
+    plan_namespace = settings_from_stack_file(REPO, plan.stack.stack).namespace
+    objs = retarget(load_plan(plan.out / "manifests"), plan_namespace, namespace)
     return [o for o in objs if o["apiVersion"].split("/")[0] in REAL_CRD_GROUPS]
 
 
 @pytest.mark.parametrize("stack", ["dev", "staging", "prod"])
 def test_every_gateway_api_object_of_the_plan_is_accepted_by_the_real_api_server(
-    cluster: Cluster, stack: str, tmp_path: Path
+    cluster: Cluster, stack: str, stack_plan: StackPlans
 ) -> None:
-    objs = edge_objects(stack, tmp_path, cluster.namespace)
+    objs = edge_objects(stack_plan(stack), cluster.namespace)
     assert {o["kind"] for o in objs} == set(EDGE_KINDS)
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
     install_crds(cluster.kube, (), REAL_CRD_GROUPS)
@@ -52,8 +51,8 @@ def test_every_gateway_api_object_of_the_plan_is_accepted_by_the_real_api_server
         assert stored["metadata"]["uid"], f"{obj['kind']}/{obj['metadata']['name']} stored"
 
 
-def test_the_api_server_enforces_the_route_crds_validations(cluster: Cluster, tmp_path: Path) -> None:
-    objs = edge_objects("dev", tmp_path, cluster.namespace)
+def test_the_api_server_enforces_the_route_crds_validations(cluster: Cluster, stack_plan: StackPlans) -> None:
+    objs = edge_objects(stack_plan("dev"), cluster.namespace)
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
     install_crds(cluster.kube, (), REAL_CRD_GROUPS)
     grpc = copy.deepcopy(next(o for o in objs if o["kind"] == "GRPCRoute"))

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from components.rollout_watch import RolloutWatchProvider
+from tests.plans import StackPlans
 from tests.system.controlplane.conftest import Cluster
 from tests.system.controlplane.plan import load_plan, retarget, served_deployment
 from tests.system.controlplane.server import REPO
@@ -50,10 +51,9 @@ def watch_inputs(live: dict[str, dict[str, Any]], out: Path, monkeypatch: pytest
 
 
 def test_refresh_after_a_scale_shows_no_diff_on_the_rollout_watch(
-    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, stack_plan: StackPlans, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    run.synthesize("local", out=tmp_path / "plan", project_dir=REPO, extras=())
-    objs = retarget(load_plan(tmp_path / "plan" / "manifests"), "triton-local", cluster.namespace)
+    objs = retarget(load_plan(stack_plan("local").out / "manifests"), "triton-local", cluster.namespace)
     name = served_deployment(objs, "local-t5-small")  # keyed by its serving version
     (deployment,) = [o for o in objs if o["kind"] == "Deployment" and o["metadata"]["name"] == name]
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})

@@ -15,6 +15,7 @@ import pytest
 import tritonclient.http as httpclient
 import yaml
 
+from tests.plans import StackPlans
 from tests.system.realtriton.client import PROTOCOLS, ask
 from tests.system.realtriton.conftest import ServeTriton
 from tests.system.realtriton.repos import ROOT
@@ -29,7 +30,6 @@ from tritonft.repo.naming import SPEC_FILE, VERSION, RepoNames
 from tritonft.repo.render import tokenizer_files
 from tritonft.spec import Family, ModelSpec, WeightDType
 from tritonft.standin import standin_all
-from tritonft.synth.run import synthesize
 from tritonft.synth.stackfile import available_stacks, read_project
 
 pytestmark = pytest.mark.slow
@@ -87,14 +87,14 @@ def minilm_files(
 @pytest.mark.parametrize("stack", STACKS)
 def test_every_synthesized_repository_of_the_stack_is_served_and_answers(  # noqa: PLR0917
     stack: str,
+    stack_plan: StackPlans,
     tmp_path: Path,
     serve_triton: ServeTriton,
     newest_runtime: TritonRuntime,
     tokenizers: dict[Family, Path],
     minilm_files: Callable[[WeightDType], tuple[Path, Path]],
 ) -> None:
-    synth, served, served_encoders = tmp_path / "synth", tmp_path / "served", tmp_path / "served-encoders"
-    synthesize(stack, out=synth, project_dir=ROOT)
+    synth, served, served_encoders = stack_plan(stack).out, tmp_path / "served", tmp_path / "served-encoders"
     specs = served_copy(synth, served, tokenizers)
     encoders = [spec for spec in stack_specs(synth).values() if spec.family.is_encoder]
     for spec in encoders:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from components.settings.load import load_settings
+from tests.plans import StackPlans
 from tritonft.errors import UserError
 from tritonft.synth.cli_rules import (
     CliRuleError,
@@ -80,7 +81,7 @@ def test_stringified_copy_quotes_every_scalar(stack: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stack", STACKS)
-def test_stringified_stack_synthesises_the_same_plan(stack: str, tmp_path: Path) -> None:
+def test_stringified_stack_synthesises_the_same_plan(stack: str, stack_plan: StackPlans, tmp_path: Path) -> None:
     """The program must accept the stringified file and build exactly the same plan from it."""
     from tritonft.synth.run import synthesize
 
@@ -92,7 +93,7 @@ def test_stringified_stack_synthesises_the_same_plan(stack: str, tmp_path: Path)
     (copy_root / "stacks").mkdir()
     (copy_root / "stacks" / f"Pulumi.{stack}.yaml").write_text(stringified_stack(stack_text(stack)))
 
-    original = synthesize(stack, out=tmp_path / "original", project_dir=REPO)
+    original = stack_plan(stack)
     stringified = synthesize(stack, out=tmp_path / "stringified", project_dir=copy_root)
 
     assert original.resources and len(original.resources) == len(stringified.resources)

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.settings.stack_file import settings_from_stack_file
-from tritonft.synth.run import synthesize
+from tests.plans import StackPlans
 
 REPO = Path(__file__).resolve().parents[3]
 BUILT = ("dev", "staging", "prod")
@@ -21,12 +21,8 @@ BUILT = ("dev", "staging", "prod")
 
 
 @pytest.fixture(scope="module")
-def plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = {}
-    for stack in (*BUILT, "local"):
-        out[stack] = tmp_path_factory.mktemp(stack)
-        synthesize(stack, out=out[stack], project_dir=REPO)
-    return out
+def plans(stack_plan: StackPlans) -> dict[str, Path]:
+    return {stack: stack_plan(stack).out for stack in (*BUILT, "local")}
 
 
 def manifests(plan: Path) -> list[dict[str, Any]]:

@@ -12,19 +12,17 @@ import pytest
 import yaml
 
 from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
+from tests.plans import StackPlans
 from tests.system.netpol import Pod, connects
 from tritonft.synth.manifests import SECRET_PLACEHOLDER, plain
-from tritonft.synth.run import synthesize
 
 REPO = Path(__file__).resolve().parents[3]
 PLAN_NAMESPACE = "triton"
 
 
 @pytest.fixture(scope="module")
-def prod(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("prod")
-    synthesize("prod", out=out, project_dir=REPO)
-    return out
+def prod(stack_plan: StackPlans) -> Path:
+    return stack_plan("prod").out
 
 
 def _objects(plan: Path) -> list[dict[str, Any]]:

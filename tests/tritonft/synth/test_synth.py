@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.components.validation import CheckovFailure, run_checkov_per_folder, validate_directory
+from tests.plans import StackPlans
 from tritonft.cli import main
 from tritonft.synth.run import synthesize
 
@@ -32,9 +33,9 @@ def test_the_four_environments_have_stack_files() -> None:
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_each_stack_synthesises_resources_manifests_and_outputs(stack: str, tmp_path: Path) -> None:
-    result = synthesize(stack, out=tmp_path / stack, project_dir=REPO)
-    out = tmp_path / stack
+def test_each_stack_synthesises_resources_manifests_and_outputs(stack: str, stack_plan: StackPlans) -> None:
+    result = stack_plan(stack)
+    out = result.out
     resources = json.loads((out / "resources.json").read_text())
     assert len(resources) == len(result.resources) > 0
     assert all({"type", "name", "urn", "inputs"} <= set(r) for r in resources)
@@ -43,26 +44,26 @@ def test_each_stack_synthesises_resources_manifests_and_outputs(stack: str, tmp_
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_synth_twice_gives_identical_bytes(stack: str, tmp_path: Path) -> None:
-    synthesize(stack, out=tmp_path / "a", project_dir=REPO)
-    synthesize(stack, out=tmp_path / "b", project_dir=REPO)
-    assert tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b")
+def test_synth_twice_gives_identical_bytes(stack: str, stack_plan: StackPlans, tmp_path: Path) -> None:
+    first = stack_plan(stack).out  # the session's run of this stack, made earlier in the same process
+    synthesize(stack, out=tmp_path / "again", project_dir=REPO)
+    assert tree_digest(first) == tree_digest(tmp_path / "again")
 
 
 @pytest.mark.parametrize("stack", STACKS)
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-def test_every_manifest_passes_strict_kubernetes_validation(stack: str, version: str, tmp_path: Path) -> None:
-    synthesize(stack, out=tmp_path, project_dir=REPO)
-    assert validate_directory(tmp_path / "manifests", versions=(version,)) == []
+def test_every_manifest_passes_strict_kubernetes_validation(stack: str, version: str, stack_plan: StackPlans) -> None:
+    assert validate_directory(stack_plan(stack).out / "manifests", versions=(version,)) == []
 
 
 @pytest.fixture(scope="module")
-def checkov_per_stack(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, list[CheckovFailure]]]:
+def checkov_per_stack(
+    tmp_path_factory: pytest.TempPathFactory, stack_plan: StackPlans
+) -> dict[str, tuple[int, list[CheckovFailure]]]:
     """Every stack's manifests scanned by one checkov run (each run pays checkov's start-up), split per stack."""
     root = tmp_path_factory.mktemp("checkov")
     for stack in STACKS:
-        synthesize(stack, out=root / "plans" / stack, project_dir=REPO)
-        shutil.copytree(root / "plans" / stack / "manifests", root / "manifests" / stack)
+        shutil.copytree(stack_plan(stack).out / "manifests", root / "manifests" / stack)
     return run_checkov_per_folder(root / "manifests")
 
 
@@ -75,8 +76,8 @@ def test_checkov_reports_no_failed_check_on_any_manifest(
     assert passed > 0
 
 
-def test_manifests_hold_integers_as_integers_and_no_nulls(tmp_path: Path) -> None:
-    synthesize("local", out=tmp_path, project_dir=REPO)
+def test_manifests_hold_integers_as_integers_and_no_nulls(stack_plan: StackPlans) -> None:
+    plan = stack_plan("local").out
 
     def walk(node: object) -> None:
         assert node is not None
@@ -88,7 +89,7 @@ def test_manifests_hold_integers_as_integers_and_no_nulls(tmp_path: Path) -> Non
             for value in node:
                 walk(value)
 
-    for path in (tmp_path / "manifests").rglob("*.yaml"):
+    for path in (plan / "manifests").rglob("*.yaml"):
         walk(yaml.safe_load(path.read_text()))
 
 
@@ -165,15 +166,15 @@ def test_summary_prints_the_resource_tree_and_counts(capsys: pytest.CaptureFixtu
     assert "kubernetes:core/v1:Namespace" in out
 
 
-def test_synth_writes_each_models_rendered_repository(tmp_path: Path) -> None:
+def test_synth_writes_each_models_rendered_repository(stack_plan: StackPlans) -> None:
     from google.protobuf import text_format  # type: ignore[import-untyped]
     from tritonclient.grpc import model_config_pb2 as mc
 
-    synthesize("local", out=tmp_path, project_dir=REPO)
-    ensemble = tmp_path / "model_repos" / "t5-small" / "t5-small" / "config.pbtxt"
+    plan = stack_plan("local").out
+    ensemble = plan / "model_repos" / "t5-small" / "t5-small" / "config.pbtxt"
     config = text_format.Parse(ensemble.read_text(), mc.ModelConfig())
     assert config.platform == "ensemble"
-    ft = text_format.Parse((tmp_path / "model_repos/t5-small/t5-small-ft/config.pbtxt").read_text(), mc.ModelConfig())
+    ft = text_format.Parse((plan / "model_repos/t5-small/t5-small-ft/config.pbtxt").read_text(), mc.ModelConfig())
     assert ft.parameters["model_checkpoint_path"].string_value == "/models/t5-small-ft/1/1-gpu"
 
 
@@ -196,9 +197,9 @@ def test_synth_fails_when_a_rendered_repository_breaks_the_ensemble_check(
     assert not (tmp_path / "plan").exists(), "a failed synth writes nothing"
 
 
-def test_prod_hpa_scales_down_after_the_configured_window_and_up_at_once(tmp_path: Path) -> None:
-    synthesize("prod", out=tmp_path, project_dir=REPO)
-    every = [yaml.safe_load(p.read_text()) for p in (tmp_path / "manifests").rglob("horizontalpodautoscaler-*.yaml")]
+def test_prod_hpa_scales_down_after_the_configured_window_and_up_at_once(stack_plan: StackPlans) -> None:
+    plan = stack_plan("prod").out
+    every = [yaml.safe_load(p.read_text()) for p in (plan / "manifests").rglob("horizontalpodautoscaler-*.yaml")]
     hpas = [h for h in every if h["metadata"]["labels"]["app.kubernetes.io/component"] == "triton"]
     served = {h["metadata"]["labels"]["triton-ft/model"] for h in hpas}
     assert len(hpas) == len(served) == 4, "one per served model"
@@ -210,15 +211,13 @@ def test_prod_hpa_scales_down_after_the_configured_window_and_up_at_once(tmp_pat
 
 
 def test_every_stack_serves_the_openai_gateway_on_its_base_host_unless_turned_off(
-    project: Path, tmp_path: Path
+    project: Path, stack_plan: StackPlans, tmp_path: Path
 ) -> None:
-    synthesize("dev", out=tmp_path / "dev", project_dir=REPO)
-    route = yaml.safe_load(next((tmp_path / "dev" / "manifests").rglob("httproute-dev-gateway.yaml")).read_text())
+    dev = stack_plan("dev").out
+    route = yaml.safe_load(next((dev / "manifests").rglob("httproute-dev-gateway.yaml")).read_text())
     assert route["spec"]["hostnames"] == ["triton.dev.example.com"]
-    assert json.loads((tmp_path / "dev" / "outputs.json").read_text())["openaiBaseUrl"] == (
-        "https://triton.dev.example.com/v1"
-    )
-    probes = [r for r in json.loads((tmp_path / "dev" / "resources.json").read_text()) if r["name"].endswith("-probe")]
+    assert json.loads((dev / "outputs.json").read_text())["openaiBaseUrl"] == ("https://triton.dev.example.com/v1")
+    probes = [r for r in json.loads((dev / "resources.json").read_text()) if r["name"].endswith("-probe")]
     assert sorted(r["name"] for r in probes) == ["dev-gpt2-probe", "dev-t5-small-probe"]
     assert {r["inputs"]["gateway_url"] for r in probes} == {"https://triton.dev.example.com/v1"}
     stack = project / "stacks" / "Pulumi.local.yaml"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.plans import StackPlans
 from tritonft.errors import UserError
 from tritonft.synth.engine import CALL_RESULTS, Registered
 from tritonft.synth.result import SynthResult
@@ -17,8 +18,8 @@ REPO = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(scope="module")
-def prod(tmp_path_factory: pytest.TempPathFactory) -> SynthResult:
-    return synthesize("prod", out=tmp_path_factory.mktemp("prod"), project_dir=REPO)
+def prod(stack_plan: StackPlans) -> SynthResult:
+    return stack_plan("prod")
 
 
 def _named(result: SynthResult, name: str) -> Registered:
