@@ -20,11 +20,11 @@ import pytest
 
 from components.probe import IntegrationProbeProvider, ProbeFailedError
 from components.serving.promotion import CANDIDATE_HEADER
+from tests.plans import StackPlans
 from tests.system.realtriton.conftest import EMBEDDER, ServeTriton
 from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
 from tritonft.local_triton import LocalTriton, TritonRuntime
 from tritonft.synth.plandiff import load_plan as load_resources
-from tritonft.synth.run import synthesize
 
 pytestmark = pytest.mark.slow
 
@@ -34,11 +34,11 @@ PROBE = "pulumi-python:dynamic/tritonft:IntegrationProbe"
 
 
 @pytest.fixture(scope="module")
-def judge_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def judge_inputs(stack_plan: StackPlans) -> dict[str, Any]:
     """The inputs ``local``'s program gives the judge of minilm's serving version."""
-    out = tmp_path_factory.mktemp("local-plan")
-    synthesize("local", out=out, project_dir=REPO, extras=())
-    (judge,) = [r for r in load_resources(out) if r["type"] == PROBE and r["name"].startswith(JUDGE_PREFIX)]
+    (judge,) = [
+        r for r in load_resources(stack_plan("local").out) if r["type"] == PROBE and r["name"].startswith(JUDGE_PREFIX)
+    ]
     return {**judge["inputs"], "_version": judge["name"].removeprefix(JUDGE_PREFIX)}
 
 

@@ -12,24 +12,20 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.plans import StackPlans
 from tritonft.engines.vllm.check import vllm_model_problems
-from tritonft.synth.run import synthesize
 
 REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
-def prod(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("synth") / "prod"
-    synthesize("prod", out=out, project_dir=REPO)
-    return out
+def prod(stack_plan: StackPlans) -> Path:
+    return stack_plan("prod").out
 
 
 @pytest.fixture(scope="module")
-def local(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("synth") / "local"
-    synthesize("local", out=out, project_dir=REPO)
-    return out
+def local(stack_plan: StackPlans) -> Path:
+    return stack_plan("local").out
 
 
 def manifest(plan: Path, kind: str, name_part: str) -> dict[str, Any]:
