@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from components.args import rollout
+from components.serving.promotion import VERSION_LABEL
 from components.settings import load_settings
 from components.settings.capacity import PACKING_LABEL, PLACEMENT_ANNOTATION
 from tests.components.settings.test_validation import GPTJ, as_cli, aws_stack, kubernetes_stack, problems_of
@@ -91,10 +92,10 @@ def test_the_shipped_stacks_roll_each_gpu_model_with_a_surge_pod(stack: str) -> 
     secrets = {k[len(prefix) :] for k in config.secret_keys if k.startswith(prefix)}
     settings = load_settings(values, project=config.project, stack=stack, secret_keys=secrets)
     rollouts = {m.name: rollout(settings, m) for m in settings.models if m.gpus}
-    assert {name: (r.max_surge, r.max_unavailable) for name, r in rollouts.items()} == {
-        "t5-3b": (1, 0),
-        "gpt-j-6b": (1, 0),
-    }, "with one replica (staging) a replacement rollout is an outage"
+    gpu_models = {"staging": ["t5-3b", "gpt-j-6b"], "prod": ["t5-3b", "gpt-j-6b", "llama-3-1-8b"]}[stack]
+    assert {name: (r.max_surge, r.max_unavailable) for name, r in rollouts.items()} == dict.fromkeys(
+        gpu_models, (1, 0)
+    ), "with one replica (staging) a replacement rollout is an outage"
 
 
 def test_prod_packs_the_one_gpu_model_and_says_where_each_model_lands(
@@ -109,12 +110,13 @@ def test_prod_packs_the_one_gpu_model_and_says_where_each_model_lands(
     assert "packed with other part-node models" in gptj["metadata"]["annotations"][PLACEMENT_ANNOTATION]
 
 
-@pytest.mark.parametrize("model", ["t5-3b", "gpt-j-6b", "minilm"])
+@pytest.mark.parametrize("model", ["t5-3b", "gpt-j-6b", "minilm", "llama-3-1-8b"])
 def test_prod_spreads_each_models_replicas_over_nodes_and_zones(
     prod_deployments: dict[str, dict[str, Any]], model: str
 ) -> None:
     deployment = _by_model(prod_deployments, model)
-    own = deployment["spec"]["selector"]["matchLabels"]
+    # the model's pods of every serving version (a candidate spreads away from the serving version's pods too)
+    own = {k: v for k, v in deployment["spec"]["selector"]["matchLabels"].items() if k != VERSION_LABEL}
     pod = deployment["spec"]["template"]["spec"]
     (away,) = pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert away["podAffinityTerm"] == {"labelSelector": {"matchLabels": own}, "topologyKey": "kubernetes.io/hostname"}

@@ -150,7 +150,7 @@ def test_ci_reaches_a_cluster_an_operator_created_through_the_settings_access_en
     assert policy["policyArn"].endswith(":cluster-access-policy/AmazonEKSClusterAdminPolicy")
 
 
-def test_prod_runs_only_the_ft_models_on_the_ft_image_and_the_encoder_on_its_current_triton(prod: SynthResult) -> None:
+def test_prod_runs_only_the_ft_models_on_the_ft_image_and_the_others_on_their_current_triton(prod: SynthResult) -> None:
     images = {
         d.inputs["metadata"]["labels"]["triton-ft/model"]: [
             c["image"] for c in d.inputs["spec"]["template"]["spec"]["containers"]
@@ -159,7 +159,12 @@ def test_prod_runs_only_the_ft_models_on_the_ft_image_and_the_encoder_on_its_cur
         if d.inputs["metadata"]["labels"].get("app.kubernetes.io/component") == "triton"
     }
     repositories = {model: {image.split("@")[0].rsplit("/", 1)[1] for image in refs} for model, refs in images.items()}
-    assert repositories == {"t5-3b": {"server"}, "gpt-j-6b": {"server"}, "minilm": {"server-onnxruntime"}}
+    assert repositories == {
+        "t5-3b": {"server"},
+        "gpt-j-6b": {"server"},
+        "minilm": {"server-onnxruntime"},
+        "llama-3-1-8b": {"server-vllm"},
+    }
     (onnx,) = [r for r in _of_type(prod, "docker-build:index:Image") if r.name.endswith("server-onnxruntime")]
     assert onnx.inputs["buildArgs"]["TRITON_VERSION"] == "25.12"
 
@@ -175,4 +180,5 @@ def test_prod_closes_the_restricted_apis_over_http_too_on_the_encoders_current_t
         return any(arg.startswith("--http-restricted-api=") for arg in server["command"])
 
     assert http_restricted("minilm")
+    assert http_restricted("llama-3-1-8b")
     assert not http_restricted("t5-3b"), "Triton 23.04 has no --http-restricted-api (the NetworkPolicy closes HTTP)"
