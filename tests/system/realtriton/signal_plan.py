@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from components.serving.promotion import VERSION_LABEL
 from tests.system.realtriton.repos import ROOT
 from tritonft.synth.run import synthesize
 
@@ -66,7 +67,13 @@ def synthesized_plan(out: Path, extra: dict[str, Any]) -> Plan:
 
     def one(kind: str) -> dict[str, Any]:
         skipped = ("-dashboard", "-pods")  # the dashboard's ConfigMap; the headless Service the gateway resolves
-        (doc,) = [d for d in mine if d["kind"] == kind and not d["metadata"]["name"].endswith(skipped)]
+        (doc,) = [
+            d
+            for d in mine
+            if d["kind"] == kind
+            and not d["metadata"]["name"].endswith(skipped)
+            and not (kind == "Service" and VERSION_LABEL in d["metadata"]["labels"])  # a version's candidate Service
+        ]
         return doc
 
     service = one("Service")
