@@ -27,9 +27,10 @@ def local_repository(
     encoder_converted: Callable[..., Path],
     encoder_checkpoint: Callable[[str], Path],
 ) -> Path:
-    """``local``'s models in one repository, as its Triton pods load them (FT stood in for)."""
-    specs = stack_specs("local")
-    serve_ready_repository([s for s in specs if s.encoder is None], out, tokenizers)
+    """``local``'s FT and encoder models in one repository, as their Triton pods load them (FT stood in for); its
+    vLLM model runs its own image's server (the vLLM engine's time to READY: benchmarks/vllm_paths.py)."""
+    specs = [s for s in stack_specs("local") if not s.family.is_vllm]
+    serve_ready_repository([s for s in specs if s.family.is_fastertransformer], out, tokenizers)
     for spec in specs:
         if spec.encoder is not None:
             serving = EncoderServing(spec.name, max_batch_size=spec.batching.max_batch_size, engine=OnnxEngine.PYTHON)
