@@ -28,11 +28,11 @@ DEADLINE_S = 900.0
 """A startup budget's order of magnitude: the wait must fail long before it."""
 
 
-def props(plane: ControlPlane, cluster: Cluster, *, autoscaler: bool, nodes_max: int) -> dict[str, Any]:
+def props(plane: ControlPlane, cluster: Cluster, plan: Plan, *, autoscaler: bool, nodes_max: int) -> dict[str, Any]:
     """The RolloutWatch's inputs as the program sets them for prod-t5-3b, with the test cluster's kubeconfig."""
     return {
         "namespace": cluster.namespace,
-        "deployment": "prod-t5-3b",
+        "deployment": plan.deployment("prod-t5-3b"),
         "generation": 1,
         "min_replicas": 2,  # prod's replicasMin
         "autoscaler": autoscaler,
@@ -57,9 +57,12 @@ def test_up_fails_with_the_schedulers_reason_when_no_node_can_be_added(
 ) -> None:
     deploy(cluster, prod_plan, gpu_nodes=1)
     with pytest.raises(RolloutFailedError) as info:
-        RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=autoscaler, nodes_max=nodes_max))
+        RolloutWatchProvider().create(
+            props(control_plane, cluster, prod_plan, autoscaler=autoscaler, nodes_max=nodes_max)
+        )
     message = str(info.value)
-    assert message.startswith(f"Deployment {cluster.namespace}/prod-t5-3b cannot roll out: Triton pod prod-t5-3b-")
+    t5 = prod_plan.deployment("prod-t5-3b")
+    assert message.startswith(f"Deployment {cluster.namespace}/{t5} cannot roll out: Triton pod {t5}-")
     assert "Insufficient nvidia.com/gpu" in message, "the scheduler's own reason"
     assert why in message
     assert "did not roll out within" not in message, "failed on the verdict, not at the deadline"
@@ -69,8 +72,8 @@ def test_the_wait_ends_when_the_deployment_has_rolled_out(
     control_plane: ControlPlane, cluster: Cluster, prod_plan: Plan
 ) -> None:
     deploy(cluster, prod_plan)
-    done = RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=False, nodes_max=0))
-    assert done.id == f"{cluster.namespace}/prod-t5-3b"
+    done = RolloutWatchProvider().create(props(control_plane, cluster, prod_plan, autoscaler=False, nodes_max=0))
+    assert done.id == f"{cluster.namespace}/{prod_plan.deployment('prod-t5-3b')}"
     assert done.outs is not None
     assert done.outs["ready_replicas"] == prod_plan.settings.serving.replicas_min
     assert "kubeconfig" not in done.outs, "credentials never reach the state"
@@ -86,7 +89,9 @@ def test_a_pod_karpenter_nominated_a_node_for_is_waited_for_until_the_node_comes
 
     def watch() -> None:
         try:
-            outcome.append(RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=False, nodes_max=0)))
+            outcome.append(
+                RolloutWatchProvider().create(props(control_plane, cluster, prod_plan, autoscaler=False, nodes_max=0))
+            )
         except RolloutFailedError as exc:
             outcome.append(exc)
 

@@ -138,7 +138,7 @@ def test_up_reports_what_each_pods_tuning_did_and_names_a_fallback(
             body={"status": {"initContainerStatuses": [status]}},
             content_type="application/merge-patch+json",
         )
-    done = RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=False, nodes_max=0))
+    done = RolloutWatchProvider().create(props(control_plane, cluster, prod_plan, autoscaler=False, nodes_max=0))
     assert done.outs is not None
     report = done.outs["gemm_tuning"]
     assert set(report) == set(t5), "every pod of the Deployment, by name"

@@ -94,9 +94,10 @@ class Stack:
 def stack(control_plane: ControlPlane, cluster: Cluster) -> Stack:
     settings = settings_from_stack_file(Path(__file__).resolve().parents[3], STACK)
     ns = cluster.namespace
-    # Room for a candidate beside the serving version: two one-GPU nodes, and CPU nodes for the encoder.
+    # Room for a candidate beside the serving version: local's two GPU models on a one-GPU node each and one for the
+    # candidate, and CPU nodes for the encoder.
     cluster.add_nodes(
-        [gpu_node_shape(settings, f"{ns}-gpu-{i}") for i in range(2)]
+        [gpu_node_shape(settings, f"{ns}-gpu-{i}") for i in range(3)]
         + [cpu_node_shape(settings, f"{ns}-cpu-{i}") for i in range(2)]
     )
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})

@@ -95,13 +95,15 @@ def test_conversion_jobs_run_on_cpu_nodes_and_complete_and_every_object_is_accep
 
 
 def changed_prod(tmp_path: Path) -> Path:
-    """prod with t5-3b's maxBatchSize 32 -> 16 (the issue's change; its preferred batch sizes follow), synthesised."""
+    """prod with the gateway's deadline 60 -> 90 s, synthesised: every Triton pod's drain follows it, a change to
+    the pods that leaves what each model serves (its serving version) as it was, so the Deployments roll in place.
+    (A change to what a model serves, e.g. its maxBatchSize, brings a new version up beside it instead:
+    test_judged_promotion.py.)"""
     project = copy_project(tmp_path)
     stack = project / "stacks/Pulumi.prod.yaml"
     text = stack.read_text()
-    before = "maxBatchSize: 32\n      preferredBatchSizes: [8, 16, 32]"
-    assert text.count(before) == 1
-    stack.write_text(text.replace(before, "maxBatchSize: 16\n      preferredBatchSizes: [8, 16]"))
+    assert "gatewayDeadlineSeconds" not in text
+    stack.write_text(text.replace("config:\n", "config:\n  triton-ft:gatewayDeadlineSeconds: 90\n", 1))
     synthesize("prod", out=tmp_path / "out", project_dir=project)
     return tmp_path / "out/manifests"
 
@@ -114,17 +116,18 @@ def test_a_change_to_the_whole_node_model_surges_and_never_has_fewer_replicas_on
     not being deleted (kwok's readiness follows its node leases, which a starved machine lets lapse)."""
     settings = prod_plan.settings
     deploy_and_schedule(cluster, prod_plan)
-    name = "prod-t5-3b"
+    instance = "prod-t5-3b"
+    name = prod_plan.deployment(instance)
     replicas = settings.serving.replicas_min
     growth = NodeGrowth(autoscaler=True, nodes_max=settings.cluster.aws.gpu_nodes_max if settings.cluster.aws else 1)
     config = WatchConfig(cluster.namespace, name, growth, deadline_s=120, min_replicas=replicas, poll_s=1)
     watch_rollout(cluster.kube, config)
     before = cluster.kube.get("apps/v1", "Deployment", name, cluster.namespace)
-    old_pods = {p["metadata"]["name"] for p in triton_pods(cluster, name)}
+    old_pods = {p["metadata"]["name"] for p in triton_pods(cluster, instance)}
     on_nodes: list[int] = []
 
     def sample() -> list[Any]:
-        pods = triton_pods(cluster, name)
+        pods = triton_pods(cluster, instance)
         on_nodes.append(sum(1 for p in pods if p["spec"].get("nodeName")))
         return pods
 

@@ -31,7 +31,7 @@ def test_the_rollout_watch_reports_every_pods_stages_when_up_rolls_it_out(
     control_plane: ControlPlane, cluster: Cluster, prod_plan: Plan
 ) -> None:
     deploy(cluster, prod_plan)
-    done = RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=False, nodes_max=0))
+    done = RolloutWatchProvider().create(props(control_plane, cluster, prod_plan, autoscaler=False, nodes_max=0))
     assert done.outs is not None
     report = done.outs["startup"]
     pods = {p["metadata"]["name"] for p in triton_pods(cluster, "prod-t5-3b")}
@@ -57,9 +57,11 @@ def test_a_pod_that_waited_for_a_new_node_shows_the_wait_in_its_scheduled_stage(
     cluster.add_nodes(
         [gpu_node_shape(settings, f"{cluster.namespace}-gpu-{i}") for i in range(1, settings.cluster.aws.gpu_nodes_min)]
     )
-    RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=False, nodes_max=0))
+    RolloutWatchProvider().create(props(control_plane, cluster, prod_plan, autoscaler=False, nodes_max=0))
     nodes = {n["metadata"]["name"]: n for n in cluster.kube.items("v1", "Node")}
-    startups = {s.pod: s for s in deployment_startups(cluster.kube, cluster.namespace, "prod-t5-3b")}
+    startups = {
+        s.pod: s for s in deployment_startups(cluster.kube, cluster.namespace, prod_plan.deployment("prod-t5-3b"))
+    }
     pods = {p["metadata"]["name"]: p for p in triton_pods(cluster, "prod-t5-3b")}
     for name in pending:
         pod, startup = pods[name], startups[name]
@@ -83,9 +85,16 @@ def test_tritonft_startup_budget_prints_a_row_per_pod_of_the_deployment(
     control_plane: ControlPlane, cluster: Cluster, prod_plan: Plan, capsys: pytest.CaptureFixture[str]
 ) -> None:
     deploy(cluster, prod_plan)
-    RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=False, nodes_max=0))
+    RolloutWatchProvider().create(props(control_plane, cluster, prod_plan, autoscaler=False, nodes_max=0))
     kubeconfig = str(control_plane.workdir / "kubeconfig")
-    args = ["startup-budget", "--namespace", cluster.namespace, "--deployment", "prod-t5-3b", "--kubeconfig"]
+    args = [
+        "startup-budget",
+        "--namespace",
+        cluster.namespace,
+        "--deployment",
+        prod_plan.deployment("prod-t5-3b"),
+        "--kubeconfig",
+    ]
     assert main([*args, kubeconfig]) == 0
     header, *rows = capsys.readouterr().out.splitlines()
     assert header.split()[:7] == ["pod", "node", *STAGES, "total"]
@@ -98,10 +107,17 @@ def test_tritonft_startup_budget_json_gives_each_pods_stages_as_the_stack_output
     control_plane: ControlPlane, cluster: Cluster, prod_plan: Plan, capsys: pytest.CaptureFixture[str]
 ) -> None:
     deploy(cluster, prod_plan)
-    done = RolloutWatchProvider().create(props(control_plane, cluster, autoscaler=False, nodes_max=0))
+    done = RolloutWatchProvider().create(props(control_plane, cluster, prod_plan, autoscaler=False, nodes_max=0))
     assert done.outs is not None
     kubeconfig = str(control_plane.workdir / "kubeconfig")
-    args = ["startup-budget", "--namespace", cluster.namespace, "--deployment", "prod-t5-3b", "--json"]
+    args = [
+        "startup-budget",
+        "--namespace",
+        cluster.namespace,
+        "--deployment",
+        prod_plan.deployment("prod-t5-3b"),
+        "--json",
+    ]
     assert main([*args, "--kubeconfig", kubeconfig]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == done.outs["startup"], "a pod's past start reads the same later"

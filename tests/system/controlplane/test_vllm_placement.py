@@ -50,5 +50,5 @@ def test_the_vllm_models_download_job_runs_on_a_cpu_node_and_completes(cluster: 
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
     assert volumes["hf-token"]["secret"]["secretName"] == "hf-token"
     mine = {f"{o['kind']}/{o['metadata']['name']}" for o in objs if LLAMA in o["metadata"]["name"]}
-    assert {"Deployment/prod-llama-3-1-8b", f"Job/{job}"} <= mine
+    assert {f"Deployment/{prod_plan.deployment('prod-llama-3-1-8b')}", f"Job/{job}"} <= mine
     assert mine <= set(applied), "the API server accepted every object of the vLLM model"
