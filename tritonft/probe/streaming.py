@@ -91,9 +91,7 @@ def grpc_stream(
     refuses ``enable_empty_final_response`` (the ``triton_final_response`` flag tritonclient's stream API needs) and
     keeps a stream the client has not half-closed open after the last response.
     """
-    import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
-    from tritonclient.grpc import InferResult, service_pb2, service_pb2_grpc
-    from tritonclient.utils import InferenceServerException
+    from tritonclient.grpc import service_pb2
 
     action = f"model {model!r} streamed inference (gRPC ModelStreamInfer)"
     data = prompt.encode("utf-8")
@@ -105,6 +103,31 @@ def grpc_stream(
         raw_input_contents=[len(data).to_bytes(4, "little") + data],
         outputs=[service_pb2.ModelInferRequest.InferRequestedOutputTensor(name=contract.text_output)],
     )
+    read = read_grpc_stream(endpoint, request, contract.text_output, action, headers=headers, timeout_s=timeout_s)
+    return _answer(read.pieces, prompt, read.started, read.first, action)
+
+
+@dataclass(frozen=True)
+class StreamRead:
+    """What one stream's responses carried: each response's text piece, in order, and when the first came."""
+
+    pieces: list[str]
+    started: float
+    """``time.perf_counter()`` when the request was sent."""
+    first: float | None
+    """``time.perf_counter()`` at the first piece (None: the stream ended without one)."""
+
+
+def read_grpc_stream(
+    endpoint: Endpoint, request: Any, output: str, action: str, *, headers: Mapping[str, str], timeout_s: float
+) -> StreamRead:
+    """Send the one ``request`` (a ``ModelInferRequest``) on a ``ModelStreamInfer`` stream, half-closed after it,
+    and read the first value of ``output`` from every response until Triton ends the stream, within ``timeout_s``;
+    a failure is classified (:func:`tritonft.probe.retry.classify`) and named by ``action``."""
+    import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
+    from tritonclient.grpc import InferResult, service_pb2_grpc
+    from tritonclient.utils import InferenceServerException
+
     channel = (
         grpc.secure_channel(endpoint.address, grpc.ssl_channel_credentials())
         if endpoint.ssl
@@ -121,9 +144,9 @@ def grpc_stream(
                 raise InferenceServerException(msg=answer.error_message)
             if not answer.infer_response.outputs:
                 continue
-            array = InferResult(answer.infer_response).as_numpy(contract.text_output)
+            array = InferResult(answer.infer_response).as_numpy(output)
             if array is None:
-                raise PermanentError(f"{action}: a response has no output {contract.text_output!r}")
+                raise PermanentError(f"{action}: a response has no output {output!r}")
             values = array.reshape(-1).tolist()
             if values:
                 first = first if first is not None else time.perf_counter()
@@ -137,7 +160,7 @@ def grpc_stream(
         raise classify(exc, action, timeout_s) from exc
     finally:
         channel.close()
-    return _answer(pieces, prompt, started, first, action)
+    return StreamRead(pieces, started, first)
 
 
 # --- HTTP: Triton's generate extension ---------------------------------------------------------------------------

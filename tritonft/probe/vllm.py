@@ -21,13 +21,14 @@ from typing import Any
 
 from tritonft.probe.endpoint import Endpoint
 from tritonft.probe.endpoint import Protocol as Transport
-from tritonft.probe.retry import PermanentError, TransientError, classify
+from tritonft.probe.retry import PermanentError, TransientError
 from tritonft.probe.streaming import (
     _TRANSIENT_STATUS,
     StreamedAnswer,
     _http_error,
     _lines_until,
     generate_stream_url,
+    read_grpc_stream,
     sse_events,
 )
 
@@ -62,9 +63,7 @@ def grpc_vllm_stream(
     endpoint: Endpoint, model: str, prompt: str, *, max_tokens: int, headers: Mapping[str, str], timeout_s: float
 ) -> StreamedAnswer:
     """``prompt`` to the vLLM ``model`` on a ``ModelStreamInfer`` stream, every response read until Triton ends it."""
-    import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
-    from tritonclient.grpc import service_pb2, service_pb2_grpc
-    from tritonclient.utils import InferenceServerException
+    from tritonclient.grpc import service_pb2
 
     action = f"model {model!r} streamed inference (gRPC ModelStreamInfer, vLLM backend)"
     tensor = service_pb2.ModelInferRequest.InferInputTensor
@@ -83,39 +82,8 @@ def grpc_vllm_stream(
         ],
         raw_input_contents=[text(prompt), b"\x01", b"\x01", text(sampling_parameters(max_tokens))],
     )
-    channel = (
-        grpc.secure_channel(endpoint.address, grpc.ssl_channel_credentials())
-        if endpoint.ssl
-        else grpc.insecure_channel(endpoint.address)
-    )
-    pieces: list[str] = []
-    first: float | None = None
-    started = time.perf_counter()
-    try:
-        from tritonclient.grpc import InferResult
-
-        stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
-        metadata = [(key.lower(), value) for key, value in headers.items()]
-        for answer in stub.ModelStreamInfer(iter((request,)), timeout=timeout_s, metadata=metadata):
-            if answer.error_message:
-                raise InferenceServerException(msg=answer.error_message)
-            if not answer.infer_response.outputs:
-                continue
-            array = InferResult(answer.infer_response).as_numpy(TEXT_OUTPUT)
-            if array is None:
-                raise PermanentError(f"{action}: a response has no output {TEXT_OUTPUT!r}")
-            for value in array.reshape(-1).tolist()[:1]:
-                first = first if first is not None else time.perf_counter()
-                pieces.append(value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value))
-    except (TransientError, PermanentError):
-        raise
-    except grpc.RpcError as exc:
-        raise classify(InferenceServerException(msg=exc.details(), status=str(exc.code())), action, timeout_s) from exc
-    except Exception as exc:
-        raise classify(exc, action, timeout_s) from exc
-    finally:
-        channel.close()
-    return _joined(pieces, started, first, action)
+    read = read_grpc_stream(endpoint, request, TEXT_OUTPUT, action, headers=headers, timeout_s=timeout_s)
+    return _joined(read.pieces, read.started, read.first, action)
 
 
 def http_vllm_stream(
