@@ -95,15 +95,15 @@ def test_conversion_jobs_run_on_cpu_nodes_and_complete_and_every_object_is_accep
 
 
 def changed_prod(tmp_path: Path) -> Path:
-    """prod with the gateway's deadline 60 -> 90 s, synthesised: every Triton pod's drain follows it, a change to
-    the pods that leaves what each model serves (its serving version) as it was, so the Deployments roll in place.
-    (A change to what a model serves, e.g. its maxBatchSize, brings a new version up beside it instead:
-    test_judged_promotion.py.)"""
+    """prod assuming a slower model store (loadBandwidthMiBps 47 -> 30), synthesised: every Triton pod's start-up
+    probe allows longer, a change to the pods that leaves what each model serves (its serving version) as it was, so
+    the Deployments roll in place. (A change to what a model serves, e.g. its maxBatchSize, brings a new version up
+    beside it instead: test_judged_promotion.py.)"""
     project = copy_project(tmp_path)
     stack = project / "stacks/Pulumi.prod.yaml"
     text = stack.read_text()
-    assert "gatewayDeadlineSeconds" not in text
-    stack.write_text(text.replace("config:\n", "config:\n  triton-ft:gatewayDeadlineSeconds: 90\n", 1))
+    assert "loadBandwidthMiBps" not in text
+    stack.write_text(text.replace("config:\n", "config:\n  triton-ft:loadBandwidthMiBps: 30\n", 1))
     synthesize("prod", out=tmp_path / "out", project_dir=project)
     return tmp_path / "out/manifests"
 
