@@ -17,7 +17,7 @@ from components.common.target import GPU_RESOURCE
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
 from components.settings.capacity import PACKING_LABEL
 from tests.system.controlplane.conftest import Cluster
-from tests.system.controlplane.plan import Plan, gpu_node_shape
+from tests.system.controlplane.plan import Plan, gpu_node_shape, load_plan, retarget
 from tests.system.controlplane.prod import copy_project, deploy, deploy_and_schedule, gpus, triton_pods
 from tritonft.errors import UserError
 from tritonft.kube import wait_for
@@ -131,7 +131,10 @@ def test_a_change_to_the_whole_node_model_surges_and_never_has_fewer_replicas_on
         on_nodes.append(sum(1 for p in pods if p["spec"].get("nodeName")))
         return pods
 
-    cluster.apply(changed_prod(tmp_path), settings.namespace)
+    # Only t5-3b's Deployment changes: were the 1-GPU models to roll too, their new pods could gather on one node
+    # and leave another whole node free, where the surge pod would then land without waiting.
+    changed = retarget(load_plan(changed_prod(tmp_path)), settings.namespace, cluster.namespace)
+    cluster.kube.apply(next(o for o in changed if o["kind"] == "Deployment" and o["metadata"]["name"] == name))
     after = cluster.kube.get("apps/v1", "Deployment", name, cluster.namespace)
     assert after["metadata"]["generation"] > before["metadata"]["generation"], "the change reached the Deployment"
     assert after["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
