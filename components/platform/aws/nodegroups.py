@@ -110,12 +110,23 @@ def node_group_ignore_changes() -> list[str]:
     return ["scalingConfig.desiredSize"]
 
 
+@dataclass(frozen=True)
+class NodeGroupWiring:
+    """What every node group of the cluster shares: its cluster, role, subnets, security groups and parents."""
+
+    cluster_name: pulumi.Input[str]
+    node_role_arn: pulumi.Input[str]
+    subnet_ids: pulumi.Input[list[str]]
+    provider: aws.Provider
+    parent: pulumi.Resource
+    depends_on: list[pulumi.Resource]
+    security_group_ids: pulumi.Input[list[str]] | None = None
+
+
 def _node_group(
     resource_name: str,
+    wiring: NodeGroupWiring,
     *,
-    cluster_name: pulumi.Input[str],
-    node_role_arn: pulumi.Input[str],
-    subnet_ids: pulumi.Input[list[str]],
     ami_type: str,
     instance_types: tuple[str, ...],
     capacity_type: str,
@@ -123,11 +134,7 @@ def _node_group(
     labels: dict[str, str],
     sizes: tuple[int, int, int],
     timeouts: pulumi.CustomTimeouts,
-    provider: aws.Provider,
-    parent: pulumi.Resource,
-    depends_on: list[pulumi.Resource],
     taints: list[aws.eks.NodeGroupTaintArgs] | None = None,
-    security_group_ids: pulumi.Input[list[str]] | None = None,
 ) -> aws.eks.NodeGroup:
     """One managed node group; ``sizes`` = (min, desired, max). Its launch template sets the disk, IMDS and, when
     given, the security groups (the EKS cluster security group must then be among them)."""
@@ -135,19 +142,19 @@ def _node_group(
     template = aws.ec2.LaunchTemplate(
         f"{resource_name}-lt",
         update_default_version=True,
-        vpc_security_group_ids=security_group_ids,
+        vpc_security_group_ids=wiring.security_group_ids,
         metadata_options=metadata_options(),
         block_device_mappings=[data_volume(ami_type, disk_gib)],
         tag_specifications=[
             aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type="instance", tags={"Name": resource_name})
         ],
-        opts=pulumi.ResourceOptions(parent=parent, provider=provider),
+        opts=pulumi.ResourceOptions(parent=wiring.parent, provider=wiring.provider),
     )
     return aws.eks.NodeGroup(
         resource_name,
-        cluster_name=cluster_name,
-        node_role_arn=node_role_arn,
-        subnet_ids=subnet_ids,
+        cluster_name=wiring.cluster_name,
+        node_role_arn=wiring.node_role_arn,
+        subnet_ids=wiring.subnet_ids,
         ami_type=ami_type,
         instance_types=list(instance_types),
         capacity_type=capacity_type,
@@ -161,34 +168,19 @@ def _node_group(
         update_config=aws.eks.NodeGroupUpdateConfigArgs(max_unavailable=1),
         tags={"Name": resource_name},
         opts=pulumi.ResourceOptions(
-            parent=parent,
-            provider=provider,
-            depends_on=depends_on,
+            parent=wiring.parent,
+            provider=wiring.provider,
+            depends_on=wiring.depends_on,
             ignore_changes=node_group_ignore_changes(),
             custom_timeouts=timeouts,
         ),
     )
 
 
-def system_node_group(
-    name: str,
-    *,
-    cluster_name: pulumi.Input[str],
-    spec: SystemNodeGroup,
-    disk_gib: int,
-    node_role_arn: pulumi.Input[str],
-    subnet_ids: pulumi.Input[list[str]],
-    provider: aws.Provider,
-    parent: pulumi.Resource,
-    depends_on: list[pulumi.Resource],
-    security_group_ids: pulumi.Input[list[str]] | None = None,
-) -> aws.eks.NodeGroup:
+def system_node_group(name: str, spec: SystemNodeGroup, disk_gib: int, wiring: NodeGroupWiring) -> aws.eks.NodeGroup:
     return _node_group(
         f"{name}-{SYSTEM_POOL}",
-        security_group_ids=security_group_ids,
-        cluster_name=cluster_name,
-        node_role_arn=node_role_arn,
-        subnet_ids=subnet_ids,
+        wiring,
         ami_type=CPU_AMI_TYPE,
         instance_types=spec.instance_types,
         capacity_type="ON_DEMAND",
@@ -196,31 +188,13 @@ def system_node_group(
         labels={POOL_LABEL: SYSTEM_POOL},
         sizes=(spec.min_size, spec.desired_size, spec.max_size),
         timeouts=pulumi.CustomTimeouts(create="30m", update="60m", delete="30m"),
-        provider=provider,
-        parent=parent,
-        depends_on=depends_on,
     )
 
 
-def gpu_node_group(
-    name: str,
-    *,
-    cluster_name: pulumi.Input[str],
-    spec: GpuNodeGroup,
-    disk_gib: int,
-    node_role_arn: pulumi.Input[str],
-    subnet_ids: pulumi.Input[list[str]],
-    provider: aws.Provider,
-    parent: pulumi.Resource,
-    depends_on: list[pulumi.Resource],
-    security_group_ids: pulumi.Input[list[str]] | None = None,
-) -> aws.eks.NodeGroup:
+def gpu_node_group(name: str, spec: GpuNodeGroup, disk_gib: int, wiring: NodeGroupWiring) -> aws.eks.NodeGroup:
     return _node_group(
         f"{name}-{spec.name}",
-        security_group_ids=security_group_ids,
-        cluster_name=cluster_name,
-        node_role_arn=node_role_arn,
-        subnet_ids=subnet_ids,
+        wiring,
         ami_type=spec.ami_type,
         instance_types=spec.instance_types,
         capacity_type=spec.capacity_type,
@@ -229,7 +203,4 @@ def gpu_node_group(
         taints=gpu_taints(),
         sizes=(spec.min_size, spec.desired_size, spec.max_size),
         timeouts=pulumi.CustomTimeouts(create="40m", update="90m", delete="40m"),
-        provider=provider,
-        parent=parent,
-        depends_on=depends_on,
     )

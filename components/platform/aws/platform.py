@@ -30,6 +30,7 @@ from components.platform.aws.nodegroups import (
     POOL_LABEL,
     SYSTEM_POOL,
     GpuNodeGroup,
+    NodeGroupWiring,
     SystemNodeGroup,
     gpu_node_group,
     system_node_group,
@@ -263,11 +264,8 @@ class AwsPlatform(pulumi.ComponentResource):
         # Node groups wait for the whole network (NAT route included: nodes pull images on boot), the cluster and
         # the VPC CNI add-on (aws-node must find its IRSA role when the first node boots).
         node_deps: list[pulumi.Resource] = [cluster, network, cni]
-        system = system_node_group(
-            name,
+        wiring = NodeGroupWiring(
             cluster_name=cluster_name,
-            spec=args.system_nodes,
-            disk_gib=system_disk,
             node_role_arn=role.arn,
             subnet_ids=network.private_subnet_ids,
             provider=self.aws_provider,
@@ -275,21 +273,8 @@ class AwsPlatform(pulumi.ComponentResource):
             depends_on=node_deps,
             security_group_ids=node_sgs,
         )
-        gpu_groups = [
-            gpu_node_group(
-                name,
-                cluster_name=cluster_name,
-                spec=g,
-                disk_gib=gpu_disks[g.name],
-                node_role_arn=role.arn,
-                subnet_ids=network.private_subnet_ids,
-                provider=self.aws_provider,
-                parent=self,
-                depends_on=node_deps,
-                security_group_ids=node_sgs,
-            )
-            for g in args.gpu_node_groups
-        ]
+        system = system_node_group(name, args.system_nodes, system_disk, wiring)
+        gpu_groups = [gpu_node_group(name, g, gpu_disks[g.name], wiring) for g in args.gpu_node_groups]
         k8s_provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=cluster.kubeconfig_json,
