@@ -202,6 +202,13 @@ def job_sizing(
     cpu = 1 if conv <= 2 * GIB else 2
     scratch = math.ceil(dl * 1.2) + GIB
     seconds = 2 * (dl / download_bw + conv / convert_bw) + 600 + check_seconds
+    return _sized_job(cpu, memory, scratch, seconds, checks)
+
+
+def _sized_job(cpu: int, memory: int, scratch: int, seconds: float, checks: bool) -> JobSizing:
+    """A Job with ``cpu`` (limit twice that), ``memory`` (request = limit), ``scratch`` bytes of emptyDir (plus
+    1 GiB of other ephemeral storage), a deadline of ``seconds`` rounded up to the minute, and Pulumi's wait
+    covering every try plus one node scale-up."""
     deadline = 60 * math.ceil(seconds / 60)
     wait_seconds = (JOB_BACKOFF_LIMIT + 1) * deadline + NODE_SCALE_UP_SECONDS
     return JobSizing(
@@ -239,21 +246,7 @@ def vllm_job_sizing(model: ModelSpec, download_bw: int = DOWNLOAD_BANDWIDTH) -> 
     files = converted_bytes(model)
     scratch = math.ceil(files * 1.2) + GIB
     seconds = 2 * (files / download_bw + files / CONVERT_BANDWIDTH) + 600
-    deadline = 60 * math.ceil(seconds / 60)
-    wait_seconds = (JOB_BACKOFF_LIMIT + 1) * deadline + NODE_SCALE_UP_SECONDS
-    return JobSizing(
-        cpu_request="1",
-        cpu_limit="2",
-        memory_request=quantity_mi(VLLM_JOB_MEMORY),
-        memory_limit=quantity_mi(VLLM_JOB_MEMORY),
-        ephemeral_request=quantity_gi(scratch + GIB),
-        ephemeral_limit=quantity_gi(scratch + GIB),
-        scratch_size=quantity_gi(scratch),
-        active_deadline_seconds=deadline,
-        backoff_limit=JOB_BACKOFF_LIMIT,
-        pulumi_timeout_minutes=math.ceil(wait_seconds / 60),
-        verify_generation=False,
-    )
+    return _sized_job(1, VLLM_JOB_MEMORY, scratch, seconds, checks=False)
 
 
 # ---------------------------------------------------------------------------------------------------------------
