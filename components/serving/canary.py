@@ -26,9 +26,9 @@ user-facing Service (``<model>``) selects exactly the stable version's pods unti
   Triton failed; a request the edge could not deliver is not Triton's to count (the rollout watch and the probe
   catch pods that do not answer at all).
 * latency p95: ``nv_inference_request_summary_us{quantile="0.95"}``, Triton's request-duration summary (exported
-  with ``--metrics-config summary_latencies=true``, which the gate's stacks turn on: Triton has no request-latency
-  histogram). A summary's quantiles cannot be added across pods, so the version's figure is its worst pod's p95,
-  averaged over the phase (``avg_over_time``), in milliseconds.
+  with ``--metrics-config=summary_latencies=true``, which a stack with ``canary`` on gives its Triton pods: Triton
+  has no request-latency histogram). A summary's quantiles cannot be added across pods, so the version's figure is
+  its worst pod's p95, averaged over the phase (``avg_over_time``), in milliseconds.
 """
 
 from __future__ import annotations
@@ -46,8 +46,6 @@ PATCH_FORCE = "pulumi.com/patchForce"
 gate's field manager (server-side apply would otherwise refuse it as a conflict)."""
 P95_QUANTILE = "0.95"
 SUMMARY_METRIC = "nv_inference_request_summary_us"
-SUMMARY_FLAG = "--metrics-config=summary_latencies=true"
-"""Triton's flag for its latency summaries (``SUMMARY_METRIC``), which the phase's p95 reads."""
 
 
 class Phase(Enum):

@@ -48,6 +48,7 @@ from components.serving.canary import (
 )
 from components.serving.promotion import VERSION_LABEL
 from components.settings.model import CanarySettings
+from tritonft.rollout.verdict import PROMOTION_GATE_INPUTS
 
 PROMETHEUS_PROXY = "/api/v1/namespaces/monitoring/services/kube-prometheus-stack-prometheus:9090/proxy"
 """kube-prometheus-stack's Prometheus through the Kubernetes API's service proxy (no exposure needed)."""
@@ -280,16 +281,13 @@ def _run(props: dict[str, Any]) -> dict[str, Any]:
     return {**outs, **run_gate(kube, GateConfig.of(props))}
 
 
-COMPARED_INPUTS = ("namespace", "version", "candidate_deployment", "canary", "routes", "max_replicas")
-
-
 class PromotionGateProvider(ResourceProvider):
     """create runs the gate (once per version: the resource is keyed by it); nothing remote, delete is a no-op."""
 
     serialize_as_secret_always = False
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in COMPARED_INPUTS if olds.get(k) != news.get(k)]
+        changed = [k for k in PROMOTION_GATE_INPUTS if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(changed), replaces=[], stables=[], delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
