@@ -253,8 +253,11 @@ def weighted_phase(
     }
 
 
-def run_gate(kube: Any, config: GateConfig, query: Query | None = None) -> dict[str, Any]:
-    """Replicas before the switch, then the weighted phase when configured; what it did, for the outputs."""
+def run_gate(
+    kube: Any, config: GateConfig, query: Query | None = None, sleep: Callable[[float], None] = time.sleep
+) -> dict[str, Any]:
+    """Replicas before the switch, then the weighted phase when configured; what it did, for the outputs.
+    ``query``: how Prometheus is asked (default: ``canary.prometheus_url``, else through the API server)."""
     selector = stable_selector(kube, config.namespace, config.stable_service)
     if selector is None or selector.get(VERSION_LABEL) == config.version:
         return {"stable_version": None, "replicas": None, "phase": None}
@@ -269,7 +272,7 @@ def run_gate(kube: Any, config: GateConfig, query: Query | None = None) -> dict[
     if config.canary is not None and config.canary.enabled and config.routes and stable_ready > 0:
         policy = config.canary
         ask = query or (prometheus_query(policy.prometheus_url) if policy.prometheus_url else proxied_query(kube))
-        outcome["phase"] = weighted_phase(kube, config, policy, ask)
+        outcome["phase"] = weighted_phase(kube, config, policy, ask, sleep)
     return outcome
 
 
