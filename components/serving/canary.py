@@ -28,7 +28,8 @@ user-facing Service (``<model>``) selects exactly the stable version's pods unti
 * latency p95: ``nv_inference_request_summary_us{quantile="0.95"}``, Triton's request-duration summary (exported
   with ``--metrics-config=summary_latencies=true``, which a stack with ``canary`` on gives its Triton pods: Triton
   has no request-latency histogram). A summary's quantiles cannot be added across pods, so the version's figure is
-  its worst pod's p95, averaged over the phase (``avg_over_time``), in milliseconds.
+  its worst pod's p95, averaged over the phase (``avg_over_time`` of a subquery that leaves out the NaN a summary
+  reports while no request came), in milliseconds.
 """
 
 from __future__ import annotations
@@ -222,10 +223,12 @@ def sample_queries(namespace: str, job: str, model: str, window_s: int) -> dict[
     window = f"[{window_s}s]"
     failures = f"sum(increase(nv_inference_request_failure{{{sel}}}{window}))"
     successes = f"sum(increase(nv_inference_request_success{{{sel}}}{window}))"
+    p95 = f'{SUMMARY_METRIC}{{{sel},quantile="{P95_QUANTILE}"}}'
     return {
         "requests": f"{failures} + {successes}",
         "failures": failures,
-        "p95_ms": f'max(avg_over_time({SUMMARY_METRIC}{{{sel},quantile="{P95_QUANTILE}"}}{window})) / 1000',
+        # ">= 0" drops the NaN a summary reports for a window without requests (it would make the mean NaN).
+        "p95_ms": f"max(avg_over_time(({p95} >= 0)[{window_s}s:])) / 1000",
     }
 
 

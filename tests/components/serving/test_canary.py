@@ -146,7 +146,7 @@ def test_the_queries_select_one_versions_service_and_the_model_clients_call() ->
     assert queries["failures"] == f"sum(increase(nv_inference_request_failure{{{sel}}}[300s]))"
     assert f"nv_inference_request_success{{{sel}}}[300s]" in queries["requests"]
     assert queries["p95_ms"] == (
-        f'max(avg_over_time(nv_inference_request_summary_us{{{sel},quantile="0.95"}}[300s])) / 1000'
+        f'max(avg_over_time((nv_inference_request_summary_us{{{sel},quantile="0.95"}} >= 0)[300s:])) / 1000'
     )
 
 
