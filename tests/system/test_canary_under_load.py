@@ -32,10 +32,11 @@ from components.serving.promotion_gate import PromotionGateError, prometheus_que
 from components.serving.server_spec import LATENCY_SUMMARY_FLAG
 from components.settings.model import CanarySettings
 from tests.system.controlplane.conftest import cluster, control_plane  # noqa: F401  (fixtures)
-from tests.system.controlplane.test_promotion_gate import BASE, CANDIDATE, CANDIDATE_JOB, STABLE, Stage, stage  # noqa: F401
+from tests.system.controlplane.test_promotion_gate import BASE, CANDIDATE, STABLE, Stage, stage  # noqa: F401
 from tests.system.realtriton.conftest import ServeTriton, serve_triton, tokenizers, triton_runtime  # noqa: F401
 from tests.system.realtriton.prometheus import LocalPrometheus
 from tests.system.realtriton.repos import stack_specs
+from tests.system.realtriton.test_canary_prometheus import CANDIDATE_JOB
 from tests.system.test_promotion_under_load import _pipe
 from tritonft.kube import Kube
 from tritonft.local_triton import LocalTriton
