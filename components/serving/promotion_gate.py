@@ -173,6 +173,18 @@ def set_route_backends(kube: Any, namespace: str, kind: str, name: str, backends
     )
 
 
+def route_exists(kube: Any, namespace: str, kind: str, name: str) -> bool:
+    from tritonft.kube import ApiError
+
+    try:
+        kube.get(GATEWAY_API, kind, name, namespace)
+    except ApiError as exc:
+        if exc.status == 404:
+            return False
+        raise
+    return True
+
+
 def backend_refs(phase: Phase, kind: str, *, stable: str, candidate: str, weight_percent: int) -> list[dict[str, Any]]:
     port = ROUTE_PORTS[kind]
     return [
@@ -214,8 +226,22 @@ class GateConfig:
             min_replicas=int(props["min_replicas"]),
             max_replicas=int(props["max_replicas"]),
             replicas_deadline_s=float(props["replicas_deadline_s"]),
-            canary=CanarySettings(**canary) if canary else None,
+            canary=_canary_settings(canary) if canary else None,
         )
+
+
+def _canary_settings(raw: Mapping[str, Any]) -> CanarySettings:
+    """The settings back from the provider's inputs (Pulumi hands numbers over as floats)."""
+    url = raw.get("prometheus_url")
+    return CanarySettings(
+        enabled=bool(raw.get("enabled")),
+        weight_percent=int(raw["weight_percent"]),
+        duration_s=int(raw["duration_s"]),
+        max_error_ratio_increase_percent=int(raw["max_error_ratio_increase_percent"]),
+        max_latency_increase_percent=int(raw["max_latency_increase_percent"]),
+        min_requests=int(raw["min_requests"]),
+        prometheus_url=str(url) if url else None,
+    )
 
 
 def weighted_phase(
@@ -234,6 +260,9 @@ def weighted_phase(
             )
             set_route_backends(kube, config.namespace, kind, name, refs)
 
+    missing = [f"{kind}/{name}" for kind, name in config.routes if not route_exists(kube, config.namespace, kind, name)]
+    if missing:  # the model is exposed on this edge for the first time in this update: no traffic to split yet
+        return {"skipped": f"no weighted phase: {', '.join(missing)} not on the cluster yet (new in this update)"}
     try:
         route_to(Phase.CANARY)
         sleep(policy.duration_s)

@@ -3,6 +3,7 @@ phases give and the inputs it runs on (asserted on the captured resource inputs 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pulumi
@@ -10,6 +11,7 @@ import pulumi
 from components.common.edge import EdgeArgs, GatewayRef
 from components.serving.canary import PATCH_FORCE
 from components.serving.promotion import VERSION_LABEL, Candidate
+from components.serving.promotion_gate import GateConfig
 from components.serving.server_spec import LATENCY_SUMMARY_FLAG
 from components.settings.model import CanarySettings
 from tests.components.fixtures import T5_SMALL, serve, triton_container
@@ -114,3 +116,23 @@ def test_a_canary_without_the_gateway_api_edge_runs_no_phase(mocks):
     _serve(mocks, canary=CANARY)
     gate = _one(mocks, GATE).inputs
     assert gate.get("canary") is None and gate["routes"] == []
+
+
+def test_the_gate_reads_its_inputs_back_as_the_provider_gets_them_numbers_as_floats():
+    props = {
+        "namespace": "triton",
+        "model": "m",
+        "version": "abcd1234",
+        "stable_service": "m",
+        "candidate_service": "m-abcd1234",
+        "candidate_deployment": "m-abcd1234",
+        "routes": [["HTTPRoute", "m-http"]],
+        "min_replicas": 1.0,
+        "max_replicas": 3.0,
+        "replicas_deadline_s": 600.0,
+        "canary": {**dataclasses.asdict(CANARY), "weight_percent": 20.0, "duration_s": 120.0, "min_requests": 10.0},
+    }
+    config = GateConfig.of(props)
+    assert config.canary == CANARY
+    assert isinstance(config.canary.weight_percent, int) and isinstance(config.max_replicas, int)
+    assert config.routes == (("HTTPRoute", "m-http"),)

@@ -262,3 +262,15 @@ def test_an_error_while_measuring_still_puts_the_routes_back(stage: Stage) -> No
     with pytest.raises(OSError, match="unreachable"):
         run_gate(stage.kube, stage.config(canary=POLICY), query=broken, sleep=lambda _s: None)
     assert stage.weights() == {kind: [(BASE, 1)] for kind in ("HTTPRoute", "GRPCRoute")}
+
+
+def test_a_route_new_in_this_update_skips_the_phase_and_is_left_as_declared(stage: Stage, figures: Figures) -> None:
+    stage.kube.delete("gateway.networking.k8s.io/v1", "GRPCRoute", f"{BASE}-grpc", stage.namespace)
+    outcome = run_gate(
+        stage.kube, stage.config(canary=POLICY), query=figures.query(stage.namespace, "errors"), sleep=lambda _s: None
+    )
+    assert outcome["phase"] == {
+        "skipped": f"no weighted phase: GRPCRoute/{BASE}-grpc not on the cluster yet (new in this update)"
+    }
+    route = stage.kube.get("gateway.networking.k8s.io/v1", "HTTPRoute", f"{BASE}-http", stage.namespace)
+    assert [(b["name"], b["weight"]) for b in route["spec"]["rules"][0]["backendRefs"]] == [(BASE, 1)]
