@@ -465,6 +465,7 @@ def triton_service_args(
         gemm_tuning=gemm_tuning(settings),
         gateway_pods=gateway_selector(gateway_name(settings)) if settings.serving.gateway.enabled else None,
         gateway_job=dns_label(gateway_name(settings)) if settings.serving.gateway.enabled else None,
+        canary=serving.canary if serving.canary.enabled and edge is not None else None,
     )
 
 

@@ -81,6 +81,11 @@ def custom_resource(
     )
 
 
+def model_route_refs(base: str, edge: EdgeArgs) -> tuple[tuple[str, str], ...]:
+    """(kind, name) of a model's routes: its HTTPRoute and, over TLS, its GRPCRoute."""
+    return (("HTTPRoute", f"{base}-http"), *((("GRPCRoute", f"{base}-grpc"),) if edge.grpc_exposed else ()))
+
+
 def model_routes(
     name: str,
     *,
@@ -91,29 +96,26 @@ def model_routes(
     model: str,
     backends: Sequence[WeightedBackend],
     opts: pulumi.ResourceOptions,
+    annotations: dict[str, str] | None = None,
 ) -> tuple[str, ...]:
     """A model's HTTPRoute (Triton's inference paths) and, over TLS, its GRPCRoute; returns their names."""
     meta_labels = route_labels(edge, labels)
-    made = [f"{base}-http"]
-    custom_resource(
-        f"{name}-httproute",
-        "HTTPRoute",
-        GATEWAY_API,
-        object_meta(made[0], namespace, meta_labels),
-        model_http_route_spec(edge, model, backends),
-        opts=opts,
-    )
-    if edge.grpc_exposed:
-        made.append(f"{base}-grpc")
+    specs = {
+        "HTTPRoute": model_http_route_spec(edge, model, backends),
+        "GRPCRoute": model_grpc_route_spec(edge, backends),
+    }
+    suffixes = {"HTTPRoute": "httproute", "GRPCRoute": "grpcroute"}
+    made = model_route_refs(base, edge)
+    for kind, route in made:
         custom_resource(
-            f"{name}-grpcroute",
-            "GRPCRoute",
+            f"{name}-{suffixes[kind]}",
+            kind,
             GATEWAY_API,
-            object_meta(made[1], namespace, meta_labels),
-            model_grpc_route_spec(edge, backends),
+            object_meta(route, namespace, meta_labels, annotations or None),
+            specs[kind],
             opts=opts,
         )
-    return tuple(made)
+    return tuple(route for _, route in made)
 
 
 def api_route(

@@ -75,7 +75,14 @@ def api_restriction_flags(release: str) -> list[str]:
     return flags
 
 
-def tritonserver_args(model: ModelSpec, repository_dir: str, release: str = TRITON_VERSION) -> list[str]:
+LATENCY_SUMMARY_FLAG = "--metrics-config=summary_latencies=true"
+"""Triton's request-latency summaries (``nv_inference_request_summary_us`` with quantiles), whose p95 the canary phase
+compares (``components.serving.canary``); Triton exports no request-latency histogram."""
+
+
+def tritonserver_args(
+    model: ModelSpec, repository_dir: str, release: str = TRITON_VERSION, *, latency_summaries: bool = False
+) -> list[str]:
     """Flags of ``tritonserver`` (``release``: the server image's Triton release): no model control (every model
     of the model's own repository loaded at start, load and unload refused), the APIs no client needs restricted
     (:func:`api_restriction_flags`), strict readiness, metrics (GPU metrics on a GPU node, CPU metrics on a CPU
@@ -84,7 +91,8 @@ def tritonserver_args(model: ModelSpec, repository_dir: str, release: str = TRIT
     The repository directory holds exactly the model's ensemble and the models it is made of
     (``components.common.layout.model_paths``), so ``none`` loads what ``explicit`` with ``--load-model`` did.
     ``--strict-readiness`` makes ``/v2/health/ready`` mean "every loaded model is ready" (Triton's deploy guide),
-    which is what both the readiness and the startup probe ask.
+    which is what both the readiness and the startup probe ask. ``latency_summaries`` (a stack with the canary phase)
+    adds :data:`LATENCY_SUMMARY_FLAG`.
     """
     hardware_metrics = "--allow-cpu-metrics=true" if model.on_cpu else "--allow-gpu-metrics=true"
     return [
@@ -98,11 +106,14 @@ def tritonserver_args(model: ModelSpec, repository_dir: str, release: str = TRIT
         "--allow-metrics=true",
         hardware_metrics,
         f"--metrics-port={METRICS_PORT}",
+        *([LATENCY_SUMMARY_FLAG] if latency_summaries else []),
         "--log-verbose=0",
     ]
 
 
-def server_command(model: ModelSpec, repository_dir: str, release: str = TRITON_VERSION) -> list[str]:
+def server_command(
+    model: ModelSpec, repository_dir: str, release: str = TRITON_VERSION, *, latency_summaries: bool = False
+) -> list[str]:
     """The container command: plain ``tritonserver`` on CPU or one GPU, under ``mpirun -n 1`` on several.
 
     A vLLM model runs plain ``tritonserver`` on any number of GPUs: vLLM starts its own worker per GPU
@@ -113,7 +124,7 @@ def server_command(model: ModelSpec, repository_dir: str, release: str = TRITON_
     user, so seed 001's ``--allow-run-as-root`` is not needed; ``--bind-to none`` keeps MPI from pinning the
     process to one core of the pod's CPU set.
     """
-    server = [TRITONSERVER, *tritonserver_args(model, repository_dir, release)]
+    server = [TRITONSERVER, *tritonserver_args(model, repository_dir, release, latency_summaries=latency_summaries)]
     if model.gpus <= 1 or model.family.is_vllm:  # vLLM starts a worker process per GPU itself (no MPI)
         return server
     return ["mpirun", "-n", "1", "--bind-to", "none", *server]
@@ -144,6 +155,8 @@ class ServerPod:
     longest_request_seconds: int = 60
     """The longest a request to this Triton may take (the gateway's ``--deadline``, the edge's request timeout):
     what the pod's drain waits for (:func:`triton_drain`)."""
+    latency_summaries: bool = False
+    """Triton exports its request-latency summaries (:data:`LATENCY_SUMMARY_FLAG`: the canary phase's p95)."""
 
 
 def placement(model: ModelSpec, pod: ServerPod) -> dict[str, Any]:
@@ -205,7 +218,7 @@ def server_pod_spec(
         "name": "triton",
         "image": pod.image,
         "imagePullPolicy": "Always",
-        "command": server_command(model, repository_dir, pod.triton_release),
+        "command": server_command(model, repository_dir, pod.triton_release, latency_summaries=pod.latency_summaries),
         "env": env,
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},

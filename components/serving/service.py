@@ -22,9 +22,9 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.common.edge import GATEWAY_API, EdgeArgs, WeightedBackend, route_labels, validate_edge
+from components.common.edge import GATEWAY_API, EdgeArgs, route_labels, validate_edge
 from components.common.edge import endpoint_urls as edge_urls
-from components.common.exposure import basic_auth_secret, model_routes
+from components.common.exposure import basic_auth_secret, model_route_refs, model_routes
 from components.common.handoffs import ConvertedModel, ModelVolume
 from components.common.ingress import (
     IngressArgs,
@@ -55,6 +55,7 @@ from components.serving.autoscaling import (
     scaling_signal,
     signal_hpa_spec,
 )
+from components.serving.canary import PATCH_FORCE, Phase, route_backends
 from components.serving.gemm_tuning import GemmTuning, with_gemm_tuning
 from components.serving.monitoring import dashboard_json_for, rule_spec_for, service_monitor_spec
 from components.serving.promotion import (
@@ -68,6 +69,7 @@ from components.serving.promotion import (
     version_selector,
     versioned_name,
 )
+from components.serving.promotion_gate import PromotionGate, PromotionGateArgs
 from components.serving.server_spec import (
     ServerPod,
     network_policy_spec,
@@ -87,6 +89,7 @@ from components.settings.capacity import (
     placement_affinity,
     placement_note,
 )
+from components.settings.model import CanarySettings
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.errors import UserError
 from tritonft.repo.naming import RepoNames
@@ -177,6 +180,10 @@ class TritonServiceArgs:
     judge: Judge | None = None
     """Judges each new serving version before the user-facing Services switch to it (None: the switch waits for
     its rollout only)."""
+    canary: CanarySettings | None = None
+    """The weighted phase after a judged version (``components.serving.canary``; needs ``edge``): its routes' weights,
+    duration and thresholds. None or not enabled: a judged version takes the traffic at once (with as many ready
+    replicas as the stable serves)."""
 
 
 def _validate(args: TritonServiceArgs) -> list[str]:
@@ -284,6 +291,7 @@ class TritonService(pulumi.ComponentResource):
         versioned = versioned_name(base, version) if version else base
         serving_sel = version_selector(sel, version) if version else sel
         version_labels = {VERSION_LABEL: version} if version else {}
+        canary = args.canary if args.canary is not None and args.canary.enabled and args.edge is not None else None
         meta_labels = labels("triton", name, model.name)
         pod_labels = {**meta_labels, **serving_sel}
         # RolloutWatch below waits instead of the provider's await, which only gives up at its timeout.
@@ -304,6 +312,7 @@ class TritonService(pulumi.ComponentResource):
             cpu_node_selector=dict(target.cpu_node_selector),
             triton_release=args.triton_release,
             longest_request_seconds=args.longest_request_seconds,
+            latency_summaries=canary is not None,
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
         # Nothing to wait for from a GPU node autoscaler when the model takes no GPU.
@@ -357,8 +366,32 @@ class TritonService(pulumi.ComponentResource):
             judge = args.judge(
                 candidate, pulumi.ResourceOptions(parent=self, depends_on=[rollout_watch, *self._judge_via])
             )
-            # The switch: the user-facing Services select the new version once it has rolled out and been judged.
-            switch = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[rollout_watch, judge]))
+            # Between the judgement and the switch: the candidate gets the stable's ready replicas, then (canary)
+            # a share of the traffic and Prometheus' comparison (components.serving.promotion_gate).
+            gate = PromotionGate(
+                f"{name}-promotion-{version}",
+                PromotionGateArgs(
+                    namespace=ns,
+                    model=model.name,
+                    version=version,
+                    stable_service=base,
+                    candidate_service=versioned,
+                    candidate_deployment=versioned,
+                    routes=model_route_refs(base, args.edge) if canary is not None and args.edge else (),
+                    min_replicas=args.min_replicas,
+                    max_replicas=args.max_replicas,
+                    replicas_deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds),
+                    canary=canary,
+                    kubeconfig=target.kubeconfig,
+                    context=target.context,
+                ),
+                pulumi.ResourceOptions(parent=self, depends_on=[rollout_watch, judge]),
+            )
+            # The switch: the user-facing Services select the new version once it has rolled out, been judged and
+            # passed the gate.
+            switch = pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[rollout_watch, judge, gate])
+            )
         service = k8s.core.v1.Service(
             f"{name}-service",
             metadata=object_meta(base, ns, meta_labels),
@@ -397,7 +430,10 @@ class TritonService(pulumi.ComponentResource):
                 labels=meta_labels,
                 edge=args.edge,
                 model=model.name,
-                backends=[WeightedBackend(base)],
+                backends=route_backends(Phase.STABLE, stable=base, candidate=versioned, weight_percent=0),
+                # With the canary phase the gate rewrites the routes' weights; a new version re-applies them as
+                # declared (the version annotation changes), over what the gate wrote (patchForce).
+                annotations={PATCH_FORCE: "true", VERSION_LABEL: version} if canary is not None and version else None,
                 opts=pulumi.ResourceOptions(
                     parent=self, provider=target.provider, depends_on=[*target.crd_installers, service]
                 ),

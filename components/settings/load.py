@@ -18,6 +18,7 @@ from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS, GpuNodeType
 from components.settings.model import (
     AutoscalingSettings,
     AwsClusterSettings,
+    CanarySettings,
     ClusterSettings,
     EncoderProbe,
     GatewaySettings,
@@ -445,6 +446,15 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
         load_bandwidth_mibps=top.get("loadBandwidthMiBps", 47),
         gemm_tuning=f.gemm_tuning,
         gemm_tuning_timeout_s=top.get("gemmTuningTimeoutSeconds", 900),
+        canary=CanarySettings(
+            enabled=top.get("canary", False),
+            weight_percent=top.get("canaryWeightPercent", 10),
+            duration_s=top.get("canaryDurationSeconds", 300),
+            max_error_ratio_increase_percent=top.get("canaryMaxErrorRatioIncreasePercent", 1),
+            max_latency_increase_percent=top.get("canaryMaxLatencyIncreasePercent", 20),
+            min_requests=top.get("canaryMinRequests", 50),
+            prometheus_url=top.get("canaryPrometheusUrl"),
+        ),
         gateway=GatewaySettings(
             enabled=top.get("gateway", True),
             replicas_min=top.get("gatewayReplicasMin", 2),

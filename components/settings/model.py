@@ -157,6 +157,26 @@ class GatewaySettings:
 
 
 @dataclass(frozen=True)
+class CanarySettings:
+    """The optional weighted phase of a judged promotion (``canary*`` keys): after the probe judged a new serving
+    version, it takes ``weight_percent`` of the model's edge traffic for ``duration_s``; then Prometheus compares its
+    error ratio and latency p95 with the stable version's (``components.serving.canary``)."""
+
+    enabled: bool = False
+    weight_percent: int = 10
+    duration_s: int = 300
+    max_error_ratio_increase_percent: int = 1
+    """How many percentage points the candidate's error ratio may exceed the stable's."""
+    max_latency_increase_percent: int = 20
+    """How much (percent of the stable's) the candidate's latency p95 may exceed the stable's."""
+    min_requests: int = 50
+    """Requests the candidate must have answered in the phase for its figures to count."""
+    prometheus_url: str | None = None
+    """Where ``pulumi up`` queries Prometheus; None = through the Kubernetes API's service proxy to
+    kube-prometheus-stack's Prometheus in ``monitoring``."""
+
+
+@dataclass(frozen=True)
 class ServingSettings:
     """The Triton Deployment and everything around it."""
 
@@ -172,6 +192,8 @@ class ServingSettings:
     gemm_tuning: bool = True
     """FT's GEMM autotuning before Triton starts (``gemmTuning``; default off in ``local``)."""
     gemm_tuning_timeout_s: int = 900
+    canary: CanarySettings = field(default_factory=CanarySettings)
+    """The weighted phase after a new version is judged (off by default)."""
 
 
 @dataclass(frozen=True)

@@ -389,6 +389,32 @@ def _auth_fits_edge(f: StackFacts) -> Iterable[Problem]:
 
 
 @stack_rule(
+    "canary-needs-its-signals",
+    ("canary", "edge", "platform", "monitoring", "probe", *ADDON_KEYS),
+    "`canary: true` needs `edge: gateway` (weighted `backendRefs`), `monitoring` (the figures it compares) and "
+    "`probe` (the judge before it).",
+)
+def _canary_needs(f: StackFacts) -> Iterable[Problem]:
+    if not f.get("canary", False):
+        return
+    if f.edge != "gateway":
+        yield (
+            "canary",
+            "the weighted phase splits the model's traffic with Gateway API route weights; needs edge: gateway "
+            "(on edge: ingress a new version is judged, then takes all traffic at once): set edge: gateway or "
+            "canary: false",
+        )
+    if not f.monitoring:
+        yield (
+            "canary",
+            "the phase compares Triton's metrics of both versions in Prometheus; needs monitoring "
+            "(kube-prometheus-stack), or set canary: false",
+        )
+    if not f.get("probe", True):
+        yield "canary", "the phase follows the probe's judgement of the new version; needs probe: true"
+
+
+@stack_rule(
     "api-clients-are-distinct",
     ("apiClients",),
     "`apiClients` are distinct and none is `probe` (the probe's own key).",

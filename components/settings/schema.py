@@ -1236,6 +1236,75 @@ STACK_KNOBS: tuple[Knob, ...] = (
         maximum=7200,
         unit="seconds",
     ),
+    # -- judged promotion: the weighted (canary) phase
+    Knob(
+        "canary",
+        "boolean",
+        "After a new serving version of a model (new revision, dtype, TP, server image) has been judged by the "
+        "probe, give it `canaryWeightPercent`% of the model's traffic on the Gateway API edge (weighted "
+        "`backendRefs` of its HTTPRoute and GRPCRoute) for `canaryDurationSeconds`, then compare its error ratio "
+        "and latency p95 with the stable version's in Prometheus (Triton's own per-pod metrics). It is promoted "
+        "only when both pass; otherwise `up` fails naming the metric, both values and the threshold, with the "
+        "stable version serving 100%. Needs `edge: gateway`, `monitoring` and `probe`. Off: the judged version "
+        "takes all traffic at once.",
+        default=False,
+    ),
+    Knob(
+        "canaryWeightPercent",
+        "integer",
+        "Share of the model's edge traffic the judged candidate takes during the weighted phase (the OpenAI "
+        "gateway's calls keep going to the stable version).",
+        default=10,
+        minimum=1,
+        maximum=50,
+        unit="percent",
+    ),
+    Knob(
+        "canaryDurationSeconds",
+        "integer",
+        "How long the weighted phase lasts before its figures are compared (the window of the Prometheus queries).",
+        default=300,
+        minimum=30,
+        maximum=3600,
+        unit="seconds",
+    ),
+    Knob(
+        "canaryMaxErrorRatioIncreasePercent",
+        "integer",
+        "Percentage points by which the candidate's error ratio (Triton's failed / all requests of the model in "
+        "the phase) may exceed the stable's.",
+        default=1,
+        minimum=0,
+        maximum=100,
+        unit="percent",
+    ),
+    Knob(
+        "canaryMaxLatencyIncreasePercent",
+        "integer",
+        "How much the candidate's latency p95 (Triton's request-duration summary, worst pod, averaged over the "
+        "phase) may exceed the stable's, in percent of the stable's.",
+        default=20,
+        minimum=0,
+        maximum=1000,
+        unit="percent",
+    ),
+    Knob(
+        "canaryMinRequests",
+        "integer",
+        "Requests the candidate must answer during the phase for the comparison to count; fewer fails `up` as "
+        "inconclusive (raise `canaryDurationSeconds` or `canaryWeightPercent` for a quiet model, or lower this).",
+        default=50,
+        minimum=0,
+        maximum=1000000,
+    ),
+    Knob(
+        "canaryPrometheusUrl",
+        "string",
+        "Prometheus that `pulumi up` asks for the phase's figures.",
+        default_doc="unset: kube-prometheus-stack's Prometheus in `monitoring`, through the Kubernetes API's "
+        "service proxy (the stack's kubeconfig)",
+        format="url",
+    ),
     # -- OpenAI-compatible gateway
     Knob(
         "gateway",

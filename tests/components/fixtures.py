@@ -16,6 +16,7 @@ from components.models.store import ModelStore, ModelStoreArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.service import Autoscaler, Judge, TritonService, TritonServiceArgs
 from components.settings.capacity import Rollout, fixed_rollout
+from components.settings.model import CanarySettings
 from tests.tritonft.encoder.checkpoints import MINILM_SPEC
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.rollout.verdict import NodeGrowth
@@ -120,6 +121,7 @@ def serve(
     image_pins: str = "",
     judge: Judge | None = None,
     rollout: Rollout | None = None,
+    canary: CanarySettings | None = None,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -157,6 +159,7 @@ def serve(
             image_pins=image_pins,
             judge=judge,
             rollout=rollout or fixed_rollout(),
+            canary=canary,
         ),
     )
 

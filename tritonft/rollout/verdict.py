@@ -161,4 +161,7 @@ COMPARED_INPUTS = (
     "deadline_s",
     "grace_s",
 )
+
+# The promotion gate's diff (components/serving/promotion_gate.py) compares these inputs; `tritonft diff` reads them.
+PROMOTION_GATE_INPUTS = ("namespace", "version", "candidate_deployment", "canary", "routes", "max_replicas")
 """Inputs whose change re-runs the wait (the kubeconfig is not one: new credentials are not a rollout)."""

@@ -147,6 +147,13 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "ingressAuth: basic is an ingress-nginx annotation and does nothing on edge: gateway; use apiKey (keys the "
         "stack generates, sent as `Authorization: Bearer`) or set edge: ingress",
     ),
+    "canary-needs-its-signals": (
+        kubernetes_stack(canary=True, edge="ingress", existingAddons=PROMETHEUS),
+        (),
+        "canary: the weighted phase splits the model's traffic with Gateway API route weights; needs edge: gateway "
+        "(on edge: ingress a new version is judged, then takes all traffic at once): set edge: gateway or "
+        "canary: false",
+    ),
     "api-clients-are-distinct": (
         aws_stack(apiClients=["webapp", "probe"]),
         (),
