@@ -6,7 +6,10 @@ module tritonft.local/control-plane/kubernetes
 
 go 1.24.0
 
-require k8s.io/kubernetes v1.33.13
+require (
+	k8s.io/kubernetes v1.33.13
+	sigs.k8s.io/kwok v0.7.0
+)
 
 require (
 	cel.dev/expr v0.19.1 // indirect
@@ -184,7 +187,6 @@ require (
 	sigs.k8s.io/json v0.0.0-20241010143419-9aa6b5e7a4b3 // indirect
 	sigs.k8s.io/kustomize/api v0.19.0 // indirect
 	sigs.k8s.io/kustomize/kyaml v0.19.0 // indirect
-	sigs.k8s.io/kwok v0.7.0 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v4 v4.6.0 // indirect
 	sigs.k8s.io/yaml v1.4.0 // indirect
