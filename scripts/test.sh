@@ -3,18 +3,27 @@
 # Exits non-zero when any of them fails.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# The test control plane is the one long install (a Go build on a fresh machine, cached by version after): it starts
-# first, in the background and at a lower priority, while the rest installs and every test that needs no control
-# plane runs; the control-plane tests run last and wait for its binaries (scripts/setup/control_plane.sh holds a lock).
-cp_log=$(mktemp -t tritonft-control-plane.XXXXXX)
-setsid nice -n 10 bash scripts/setup/control_plane.sh >"$cp_log" 2>&1 &
-cp_pid=$! # its own process group: an interrupted run stops the whole build with it
+# Two installs take long on a fresh machine and only some tests need them; each starts in the background, in its own
+# process group (an interrupted run stops it with the rest) and at a lower priority, while every test that needs
+# neither runs:
+#   - the test control plane (a Go build, cached by version after): it starts first; the control-plane tests run last
+#     and wait for its binaries (scripts/setup/control_plane.sh holds a lock);
+#   - the vLLM engine's environment (~5.9 GB of wheels, cached by its pins after): it starts once bootstrap has made
+#     .venv and uv; the tests that serve a vLLM model run just before the control-plane ones and wait for it
+#     (tritonft/vllm_env.py builds under a lock and a second caller waits for the first build).
+logs=$(mktemp -d -t tritonft-test.XXXXXX)
+control_plane_pid="" vllm_pid=""
 cleanup() {
-  kill -- "-$cp_pid" 2>/dev/null || true
-  rm -f "$cp_log"
+  local pid
+  for pid in $control_plane_pid $vllm_pid; do kill -- "-$pid" 2>/dev/null || true; done
+  rm -rf "$logs"
 }
 trap cleanup EXIT
+setsid nice -n 10 bash scripts/setup/control_plane.sh >"$logs/control_plane.log" 2>&1 &
+control_plane_pid=$!
 TRITONFT_SKIP_CONTROL_PLANE=1 bash scripts/bootstrap.sh
+setsid nice -n 10 bash scripts/setup/vllm.sh >"$logs/vllm.log" 2>&1 &
+vllm_pid=$!
 
 status=0
 run() {
@@ -34,11 +43,16 @@ if [ -n "$left" ]; then
   echo "$left" | sed 's/^/  /' >&2
   status=1
 fi
-if wait "$cp_pid"; then
-  grep -h "control_plane: built in" "$cp_log" >&2 || true
-else
-  echo "the test control plane's build failed:" >&2
-  tail -n 30 "$cp_log" >&2
-  status=1
-fi
+# An install that failed in the background fails the run (its tests may have built it again, or failed on it).
+finished() { # name pid what
+  if wait "$2"; then
+    grep -h "built in" "$logs/$1.log" >&2 || true
+  else
+    echo "the $3 failed to install:" >&2
+    tail -n 30 "$logs/$1.log" >&2
+    status=1
+  fi
+}
+finished vllm "$vllm_pid" "vLLM engine's environment (scripts/setup/vllm.sh)"
+finished control_plane "$control_plane_pid" "test control plane (scripts/setup/control_plane.sh)"
 exit $status

@@ -1,16 +1,18 @@
 """Shared fixtures: the deterministic mock engine (see ``tritonft.synth.engine``); the stacks' plans, made once per
-session; a failed test's report carries the logs of the gateways it started; the control-plane tests are ordered
-last."""
+session; a failed test's report carries the logs of the gateways it started; the tests that serve a vLLM model and
+the control-plane tests are ordered last."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from types import ModuleType
 
 import pytest
 
 from tests.failure_logs import attach_on_failure
 from tests.plans import StackPlans
 from tests.tritonft.gateway.server import log_sections
+from tritonft.engines.vllm import local as vllm_local
 from tritonft.synth.engine import RecordingMocks, mock_engine
 
 pytest_runtest_makereport = attach_on_failure(log_sections)
@@ -18,10 +20,22 @@ pytest_runtest_makereport = attach_on_failure(log_sections)
 CONTROL_PLANE_TESTS = "tests/system/controlplane/"
 
 
+def serves_vllm(module: ModuleType | None) -> bool:
+    """Whether a test module serves a vLLM model (it uses ``tritonft.engines.vllm.local``, whose server builds the
+    vLLM engine's environment on first use)."""
+    return module is not None and any(value is vllm_local for value in vars(module).values())
+
+
+def run_order(item: pytest.Item) -> tuple[bool, bool]:
+    """Everything else first, then the tests that serve a vLLM model, then the control-plane tests."""
+    return item.nodeid.startswith(CONTROL_PLANE_TESTS), serves_vllm(getattr(item, "module", None))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The control-plane tests run last: on a fresh machine the test command builds the control plane in the
-    background meanwhile (scripts/test.sh), so they wait for it only once everything else has run."""
-    items.sort(key=lambda item: item.nodeid.startswith(CONTROL_PLANE_TESTS))
+    """On a fresh machine the test command installs the vLLM engine's environment and builds the control plane in
+    the background (scripts/test.sh): the tests that need them run last (a stable sort: in their own order), so they
+    wait for them only once everything else has run."""
+    items.sort(key=run_order)
 
 
 @pytest.fixture(scope="session")

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build the real control plane the tests run against (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
 # and kwok (simulated kubelets) from the Go module proxy, once, into a cache outside the work tree.
-# The wrapper modules under tools/control-plane/ pin every version; their go.sum pins every byte.
-# Skipped when the binaries for these pins are present. Prints the bin directory on stdout.
+# The wrapper modules under tools/control-plane/ pin every version; their go.sum pins every byte. kwok is built in the
+# kubernetes module, against the apiserver's own Kubernetes libraries, so the packages they share compile once.
+# Skipped when the binaries for these pins, flags and Go version are present. Prints the bin directory on stdout.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -18,7 +19,14 @@ if ! command -v openssl >/dev/null 2>&1; then
   $sudo apt-get update -qq >&2
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends openssl >&2
 fi
-pins=$(cat tools/control-plane/*/go.mod tools/control-plane/*/go.sum | sha256sum | cut -c1-16)
+# Every input of the build keys the cache: the pins, the build flags and the Go toolchain.
+export GOTOOLCHAIN=local CGO_ENABLED=0
+goflags="-trimpath -mod=readonly"
+ldflags="-s -w"
+pins=$({
+  cat tools/control-plane/*/go.mod tools/control-plane/*/go.sum
+  echo "GOFLAGS=$goflags ldflags=$ldflags CGO_ENABLED=$CGO_ENABLED $(go env GOVERSION GOOS GOARCH GOAMD64)"
+} | sha256sum | cut -c1-16)
 cache="${TRITONFT_CACHE:-$HOME/.cache/tritonft}"
 bin="$cache/control-plane/$pins/bin"
 wanted=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
@@ -43,21 +51,20 @@ if present; then
   exit 0
 fi
 
-export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS="-trimpath -mod=readonly" GOTOOLCHAIN=local
-export CGO_ENABLED=0
+export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS="$goflags"
 tmp="$bin.partial.$$"
 rm -rf "$tmp" && mkdir -p "$tmp"
 build() { # module-dir output package...
   local dir=$1 out=$2
   shift 2
-  (cd "tools/control-plane/$dir" && nice go build -ldflags="-s -w" -o "$out" "$@")
+  (cd "tools/control-plane/$dir" && nice go build -ldflags="$ldflags" -o "$out" "$@")
 }
 start=$(date +%s)
 echo "control_plane: building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok into $bin" >&2
 build etcd "$tmp/etcd" go.etcd.io/etcd/server/v3
+# One `go build` for the four commands: each package they share is compiled once.
 build kubernetes "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler
-build kwok "$tmp/" sigs.k8s.io/kwok/cmd/kwok
+  k8s.io/kubernetes/cmd/kube-scheduler sigs.k8s.io/kwok/cmd/kwok
 mkdir -p "$(dirname "$bin")"
 rm -rf "$bin" && mv "$tmp" "$bin"
 echo "control_plane: built in $(($(date +%s) - start)) s" >&2

@@ -1,0 +1,108 @@
+"""``scripts/test.sh``, the project's test command, run in a copy of the repository's layout whose installs and tools
+are stand-ins: each records that it ran (and what had run before it) and passes or fails as the test asks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.delivery.conftest import REPO
+
+SCRIPT = REPO / "scripts/test.sh"
+
+
+def stand_in(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/usr/bin/env bash\n{body}\n")
+    path.chmod(0o755)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git work tree with ``scripts/test.sh`` and stand-ins for what it runs; ``$TRACE`` collects what ran.
+
+    The stand-in of an install or tool named in ``$FAIL`` exits 1. Two handshakes show what runs at the same time:
+    the vLLM install waits (at most 60 s) until the stand-in pytest has started and records whether it was still
+    running (an install run before the tests, or one the tests waited for, records ``tests-not-running``); the
+    bootstrap waits the same way for the control plane's build to have started (``control-plane-not-started`` when
+    the build did not start before it)."""
+    root = tmp_path / "repo"
+    (root / "scripts/setup").mkdir(parents=True)
+    (root / "scripts/test.sh").write_text(SCRIPT.read_text())
+    record = 'echo "$NAME" >> "$TRACE"; case " $FAIL " in *" $NAME "*) exit 1 ;; esac'
+    stand_in(
+        root / "scripts/bootstrap.sh",
+        'for _ in $(seq 600); do grep -q control_plane "$TRACE" 2>/dev/null && break; sleep 0.1; done\n'
+        'grep -q control_plane "$TRACE" 2>/dev/null || echo control-plane-not-started >> "$TRACE"\n'
+        f"NAME=bootstrap; {record}",
+    )
+    stand_in(root / "scripts/setup/control_plane.sh", f"NAME=control_plane; {record}")
+    stand_in(
+        root / "scripts/setup/vllm.sh",
+        'for _ in $(seq 600); do [ -e "$TRACE.pytest" ] && break; sleep 0.1; done\n'
+        'if [ -e "$TRACE.pytest" ] && [ ! -e "$TRACE.pytest-done" ]; then echo vllm-during-tests >> "$TRACE"; '
+        'else echo tests-not-running >> "$TRACE"; fi\n'
+        f"NAME=vllm; {record}",
+    )
+    for tool in ("ruff", "mypy"):
+        stand_in(root / ".venv/bin" / tool, f"NAME={tool}; {record}")
+    stand_in(
+        root / ".venv/bin/pytest",
+        f'touch "$TRACE.pytest"; for _ in $(seq 600); do grep -q vllm-during-tests "$TRACE" 2>/dev/null && break; '
+        f'sleep 0.1; done; touch "$TRACE.pytest-done"; NAME=pytest; {record}',
+    )
+    (root / ".gitignore").write_text(".venv/\n")
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    return root
+
+
+def run(repo: Path, *failing: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    trace = repo.parent / "trace"
+    env = {**os.environ, "TRACE": str(trace), "FAIL": " ".join(failing)}
+    done = subprocess.run(
+        ["bash", str(repo / "scripts/test.sh")], env=env, capture_output=True, text=True, check=False, timeout=300
+    )
+    return done, trace.read_text().split() if trace.exists() else []
+
+
+def test_it_passes_when_every_step_passes(repo: Path) -> None:
+    done, ran = run(repo)
+    assert done.returncode == 0, done.stderr
+    assert sorted(ran) == sorted(
+        ["bootstrap", "control_plane", "vllm-during-tests", "vllm", "ruff", "ruff", "mypy", "pytest"]
+    )
+
+
+@pytest.mark.parametrize("step", ["pytest", "ruff", "mypy", "bootstrap"])
+def test_it_fails_when_a_step_fails(repo: Path, step: str) -> None:
+    done, ran = run(repo, step)
+    assert done.returncode != 0
+    assert step in ran
+
+
+@pytest.mark.parametrize(
+    ("install", "named"),
+    [("vllm", "scripts/setup/vllm.sh"), ("control_plane", "scripts/setup/control_plane.sh")],
+)
+def test_it_fails_naming_the_install_when_a_background_install_fails(repo: Path, install: str, named: str) -> None:
+    done, ran = run(repo, install)
+    assert done.returncode != 0
+    assert "pytest" in ran
+    assert "failed to install" in done.stderr and named in done.stderr
+
+
+def test_the_vllm_environment_installs_after_bootstrap_while_the_tests_run(repo: Path) -> None:
+    done, ran = run(repo)
+    assert done.returncode == 0, done.stderr
+    assert ran.index("bootstrap") < ran.index("vllm-during-tests")
+    assert "tests-not-running" not in ran
+
+
+def test_the_control_plane_builds_while_bootstrap_runs(repo: Path) -> None:
+    done, ran = run(repo)
+    assert done.returncode == 0, done.stderr
+    assert ran.index("control_plane") < ran.index("bootstrap")
+    assert "control-plane-not-started" not in ran
