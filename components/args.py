@@ -6,6 +6,7 @@ it testable without running a program.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 
@@ -539,7 +540,7 @@ def integration_probe_args(
     chosen = service.grpc_endpoint if protocol is Protocol.GRPC else service.endpoint
     endpoint = chosen.apply(lambda url: url or "")
     serving_config = f"{model.to_json()}|{serving.replicas_min}-{serving.replicas_max}|{serving.ingress.host}"
-    return IntegrationProbeArgs.from_specs(
+    probe_args = IntegrationProbeArgs.from_specs(
         endpoint,
         [model],
         image_digest=image_digest,
@@ -553,6 +554,11 @@ def integration_probe_args(
         gateway_url=gateway_url,
         encoder_probes=probe.encoders,
     )
+    if serving.replicas_min != 0:  # what TritonService.scales_to_zero says of every model's service
+        return probe_args
+    # Asleep at zero replicas: the probe asks it through the gateway first and times the wake (tritonft.probe.wake).
+    woken = [dataclasses.replace(t, scales_to_zero=True) for t in probe_args.models]
+    return dataclasses.replace(probe_args, models=woken)
 
 
 def image_pins(settings: Settings) -> str:

@@ -43,7 +43,7 @@ DEFAULT_PROBE_DEADLINE_S = 900.0
 """Long enough for a rollout: new pods pull the image and load the weights before they answer."""
 
 
-OUTPUT_KEYS = ("ok", "model_status", "sample_answers", "latency_ms", "report")
+OUTPUT_KEYS = ("ok", "model_status", "sample_answers", "latency_ms", "wake", "report")
 
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN: a value known only after apply
 
@@ -89,6 +89,8 @@ def outputs_of(report: ProbeReport) -> dict[str, Any]:
         "model_status": {m.name: str(m.status) for m in report.models},
         "sample_answers": {m.name: m.sample_answer for m in report.models if m.sample_answer is not None},
         "latency_ms": {m.name: _latency_ms(m) for m in report.models if m.latency},
+        # A model that scales to zero: its wake through the gateway (tritonft.probe.wake), when the probe timed one.
+        "wake": {m.name: m.wake.to_output() for m in report.models if m.wake is not None},
         "report": report.to_dict(),
     }
 
@@ -238,7 +240,8 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
     Outputs: ``endpoint``, ``ok``, ``model_status`` (name -> ``ok``/``not_ready``/...), ``sample_answers``
     (name -> first answer; an embedding model's cosines of its first triple, a classifier's first label),
     ``latency_ms`` (name -> ``{"p50", "p95"}``, plus ``first_p50``/``first_p95`` for a streaming model: to its first
-    response), ``report`` (the full probe report).
+    response), ``wake`` (name -> the wake through the gateway of a model that scales to zero:
+    :meth:`tritonft.probe.wake.WakeTiming.to_output`), ``report`` (the full probe report).
     """
 
     endpoint: pulumi.Output[str]
@@ -246,6 +249,7 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
     model_status: pulumi.Output[dict[str, str]]
     sample_answers: pulumi.Output[dict[str, str]]
     latency_ms: pulumi.Output[dict[str, dict[str, float]]]
+    wake: pulumi.Output[dict[str, dict[str, Any]]]
     report: pulumi.Output[dict[str, Any]]
     trigger: pulumi.Output[str]
 
