@@ -481,9 +481,12 @@ class _Run:
         route, call, judge_answer = self.gateway_question(target, gateway_url)
         started = self.deadline.elapsed()
         tries: list[WakeTry] = []
+        origin: list[float] = []
+        """When the first try was sent (the times of every try count from it)."""
 
         def timed(timeout: float) -> Any:
             sent = time.monotonic()
+            origin[:] = origin or [sent]
             outcome = TryOutcome.ANSWERED
             try:
                 return call(timeout)
@@ -497,8 +500,7 @@ class _Run:
                 outcome = TryOutcome.REFUSED
                 raise
             finally:
-                origin = tries[0].sent_s if tries else sent
-                tries.append(WakeTry(sent - origin, time.monotonic() - origin, outcome))
+                tries.append(WakeTry(sent - origin[0], time.monotonic() - origin[0], outcome))
 
         try:
             done = retry(timed, self.deadline, self.config.call_timeout_s, sleep=self.sleep)

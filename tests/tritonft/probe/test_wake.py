@@ -145,6 +145,16 @@ def test_a_model_that_scales_to_zero_is_asked_through_the_gateway_before_anythin
     assert wake.wake_s is not None and wake.asleep_until_s is not None and wake.wake_s >= wake.asleep_until_s
 
 
+def test_the_wake_is_timed_from_the_first_request_within_the_probes_own_time() -> None:
+    log: list[str] = []
+
+    report = probe(SleepingGateway(log, asleep=3), log)
+
+    wake = report.model("gpt").wake
+    assert wake is not None and wake.wake_s is not None and wake.asleep_until_s is not None
+    assert 0 <= wake.asleep_until_s <= wake.wake_s <= report.elapsed_s
+
+
 def test_the_wake_is_a_check_of_the_report_that_says_how_long_it_took() -> None:
     log: list[str] = []
 
