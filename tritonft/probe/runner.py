@@ -36,6 +36,7 @@ from tritonft.probe.retry import (
     PermanentError,
     RetriesExhaustedError,
     TransientError,
+    backoff_delays,
     retry,
 )
 from tritonft.probe.stats import LatencySummary
@@ -49,6 +50,9 @@ _T = TypeVar("_T")
 DEFAULT_DEADLINE_S = 300.0
 DEFAULT_CALL_TIMEOUT_S = 30.0
 DEFAULT_LATENCY_REQUESTS = 20
+WAKE_RETRY_CAP_S = 1.0
+"""The longest pause between two tries of a wake (0.2, 0.4, 0.8, then 1 s): the wake figure's resolution, at one
+request a second through the gateway while the model starts."""
 READINESS_SHARE = 0.75
 """Waiting for readiness may use this share of the deadline; the rest is kept for checking the ready models."""
 
@@ -503,7 +507,8 @@ class _Run:
                 tries.append(WakeTry(sent - origin[0], time.monotonic() - origin[0], outcome))
 
         try:
-            done = retry(timed, self.deadline, self.config.call_timeout_s, sleep=self.sleep)
+            delays = backoff_delays(cap_s=WAKE_RETRY_CAP_S)
+            done = retry(timed, self.deadline, self.config.call_timeout_s, sleep=self.sleep, delays=delays)
         except RetriesExhaustedError as exc:
             timing = wake_timing(tries, judged_ok=False) if tries else None
             detail = f"{timing.describe() if timing else 'no try'}: {exc.reason}"

@@ -3,8 +3,9 @@
 A model that scales to zero (``scaleToZero`` with ``replicasMin: 0``) has no Triton pod while idle; the gateway then
 answers a request for it 503 ``model_starting`` (with ``Retry-After``), and that request is the demand that wakes it
 (KEDA reads the gateway's request counter). The probe asks such a model its judged prompts through the gateway
-*before* anything else touches the model, and keeps asking (its backoff: 0.2 s doubling to 5 s) until the answer
-comes and is judged. Each try is one :class:`WakeTry`; :func:`wake_timing` turns them into the figures:
+*before* anything else touches the model, and keeps asking (0.2 s doubling to
+:data:`tritonft.probe.runner.WAKE_RETRY_CAP_S`, 1 s) until the answer comes and is judged. Each try is one
+:class:`WakeTry`; :func:`wake_timing` turns them into the figures:
 
 - ``asleep``: the first request was answered ``model_starting`` (the model had no replica). Otherwise the model was
   already awake and there is no wake to measure (``wake_s`` is None);
@@ -12,8 +13,8 @@ comes and is judged. Each try is one :class:`WakeTry`; :func:`wake_timing` turns
   could reach until at least then);
 - ``answer_s``: the try that was answered: sent -> answered (the first inference on a fresh server);
 - ``wake_s``: first request sent -> the judged answer received: what a client that retries as the probe does waits.
-  The part between ``asleep_until_s`` and the answered try's start is the retry pause (at most the probe's backoff
-  cap, :data:`tritonft.probe.retry.backoff_delays`' 5 s): the figure's resolution.
+  The part between ``asleep_until_s`` and the answered try's start is the retry pause (at most 1 s): the figure's
+  resolution.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repo
 from tritonft.gateway import triton as gateway_triton
 from tritonft.gateway.app import build_app
 from tritonft.gateway.command import add_arguments, load_config
+from tritonft.kube import wait_for
 from tritonft.local_triton import LocalTriton, TritonRuntime, free_port
 from tritonft.probe import ProbeConfig, ProbeReport, run_probe
 from tritonft.probe.client import TritonClient
@@ -206,9 +207,11 @@ def gateway_serving(
 
 @contextmanager
 def scaling(scaler: Scaler) -> Iterator[Scaler]:
+    """The scaler watching from before the first request: its baseline is the counter's value then."""
     thread = threading.Thread(target=scaler.watch, daemon=True)
     thread.start()
     try:
+        wait_for("the scaler to read the counter before any request", lambda: scaler.baseline or scaler.errors, 30)
         yield scaler
     finally:
         scaler.stop.set()

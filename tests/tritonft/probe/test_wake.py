@@ -233,3 +233,14 @@ def test_only_the_gateways_model_starting_answer_counts_as_asleep(
         thread.join(5)
     assert (type(caught.value) is ModelStartingError) is (raised is ModelStartingError)
     assert f"HTTP {status}: no running replica" in str(caught.value)
+
+
+def test_a_wake_is_asked_again_at_most_a_second_apart_so_its_figure_is_within_a_second() -> None:
+    log: list[str] = []
+    pauses: list[float] = []
+    target = ModelTarget("gpt", Family.GPT2, expected=(SAMPLE,), scales_to_zero=True)
+    config = ProbeConfig("grpc://127.0.0.1:8001", (target,), deadline_s=30, latency_requests=2, gateway_url=GATEWAY)
+
+    run_probe(config, lambda _e, _h: LoggingClient(log), pauses.append, SleepingGateway(log, asleep=6).complete)
+
+    assert pauses[:6] == [0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
