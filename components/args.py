@@ -42,7 +42,7 @@ from components.platform.cluster import ExistingClusterArgs
 from components.platform.image import ImageBuild, TritonImageArgs
 from components.probe import IntegrationProbeArgs
 from components.serving.gemm_tuning import GemmTuning
-from components.serving.promotion import Candidate
+from components.serving.promotion import VERSION_LABEL, Candidate
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings.capacity import (
     ModelShape,
@@ -607,6 +607,23 @@ def judge_probe_args(
         header_env=integration_probe_header_env(settings),
         headers=headers,
         encoder_probes=probe.encoders,
+        failure_hint=failed_candidate_hint(settings.namespace, candidate),
+    )
+
+
+def failed_candidate_hint(namespace: str, candidate: Candidate) -> str:
+    """What a failed judgement leaves, said with the failure: the candidate stays beside the serving version, taking no
+    traffic, so its pods and logs can be looked at; the next ``up`` (or ``destroy``) removes it. Why it is kept rather
+    than removed by the failed ``up``: Pulumi runs no step after a failed one, and a judge that deleted the candidate
+    itself would leave the state holding objects that are gone."""
+    version, deployment = candidate.version, candidate.service
+    return (
+        f"The candidate version {version} of {candidate.model} is left running beside the serving version, taking no "
+        f"traffic (the serving version keeps all of it), so it can be looked at: "
+        f"`kubectl -n {namespace} get deployment,pods,service -l {VERSION_LABEL}={version}`, "
+        f"`kubectl -n {namespace} logs deployment/{deployment} -c triton`. Its pods hold their GPUs until the next "
+        "`pulumi up` removes it (a revert deletes it; a fix is judged as a new version and this one is deleted at "
+        "the end of that up); `pulumi destroy` removes it too."
     )
 
 

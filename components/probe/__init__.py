@@ -151,7 +151,8 @@ class IntegrationProbeProvider(ResourceProvider):
         from_env = headers_from_environment(props.get("header_env") or {})
         report = _probe({**props, "headers": {**dict(props.get("headers") or {}), **from_env}} if from_env else props)
         if not report.ok:
-            raise ProbeFailedError(f"integration probe of {report.endpoint} failed:\n{report.failure_message()}")
+            hint = f"\n{props['failure_hint']}" if props.get("failure_hint") else ""
+            raise ProbeFailedError(f"integration probe of {report.endpoint} failed:\n{report.failure_message()}{hint}")
         public = {k: v for k, v in props.items() if k != "headers"}
         return {**public, **outputs_of(report)}
 
@@ -202,6 +203,9 @@ class IntegrationProbeArgs:
     """Header name -> environment variable read when the probe runs (in the environment of ``pulumi up``), e.g.
     ``{"Authorization": "TRITONFT_PROBE_AUTHORIZATION"}``: the value never enters the state."""
     gateway_url: pulumi.Input[str | None] | None = None
+    failure_hint: str | None = None
+    """Said after the failed checks when the probe fails (a judge: what its failed candidate leaves, and how to see
+    it)."""
 
     @classmethod
     def from_specs(
@@ -270,6 +274,7 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
             "bleu_threshold": args.bleu_threshold,
             "header_env": dict(args.header_env),
             "gateway_url": args.gateway_url,
+            **({"failure_hint": args.failure_hint} if args.failure_hint else {}),
             **dict.fromkeys(OUTPUT_KEYS),
         }
         if args.headers is not None:
