@@ -4,6 +4,7 @@ The real wake, with a real tritonserver and the real gateway: tests/system/realt
 
 from __future__ import annotations
 
+import argparse
 import http.server
 import json
 import threading
@@ -13,7 +14,9 @@ from typing import Any
 import pytest
 
 from tests.tritonft.probe.test_streaming_units import FakeClient
+from tritonft.errors import UserError
 from tritonft.probe import ModelStatus, ModelTarget, ProbeConfig, ProbeReport, run_probe
+from tritonft.probe.cli import add_arguments, config_from_args
 from tritonft.probe.contract import TextContract
 from tritonft.probe.expectations import Sample
 from tritonft.probe.gateway import ModelStartingError, gateway_completions
@@ -244,3 +247,22 @@ def test_a_wake_is_asked_again_at_most_a_second_apart_so_its_figure_is_within_a_
     run_probe(config, lambda _e, _h: LoggingClient(log), pauses.append, SleepingGateway(log, asleep=6).complete)
 
     assert pauses[:6] == [0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
+
+
+def probe_command(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return parser.parse_args(["--url", "http://127.0.0.1:8000", "--model", "t5", "--family", "t5", *argv])
+
+
+def test_the_probe_command_times_a_wake_through_the_gateway_it_is_given() -> None:
+    config = config_from_args(probe_command("--gateway", "http://127.0.0.1:8080/v1", "--wake"))
+
+    assert [t.scales_to_zero for t in config.models] == [True]
+
+
+def test_the_probe_command_refuses_a_wake_without_a_gateway_naming_the_flag() -> None:
+    with pytest.raises(
+        UserError, match="--wake: the wake is timed through the gateway; give its base URL with --gateway"
+    ):
+        config_from_args(probe_command("--wake"))
