@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -168,3 +169,13 @@ pulumi.export(
 # ready, total), what the API says inside them (node_provisioned, image_pull, gemm_tuning) and Triton's own model
 # loads (`tritonft startup-budget` prints the same for a live cluster at any time).
 pulumi.export("startupBudget", {model.name: service.startup for model, service in services})
+# Each model that scales to zero: its wake from zero timed by the probe end to end through the gateway (request at zero
+# replicas -> first judged answer), when the probe found it asleep (tritonft.probe.wake; the pods' stages are above).
+
+
+def wake_of(model: str, probe: IntegrationProbe) -> pulumi.Output[dict[str, Any]]:
+    """The probe's timing of ``model``'s wake, or ``{"timed": false}`` when it timed none (no gateway, a classifier)."""
+    return probe.wake.apply(lambda wakes: (wakes or {}).get(model) or {"timed": False})
+
+
+pulumi.export("wakeFromZero", {m: wake_of(m, p) for m, p in probes.items() if served[m].scales_to_zero})

@@ -6,6 +6,7 @@ it testable without running a program.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Sequence
 
@@ -41,7 +42,7 @@ from components.platform.cluster import ExistingClusterArgs
 from components.platform.image import ImageBuild, TritonImageArgs
 from components.probe import IntegrationProbeArgs
 from components.serving.gemm_tuning import GemmTuning
-from components.serving.promotion import Candidate
+from components.serving.promotion import VERSION_LABEL, Candidate
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings.capacity import (
     ModelShape,
@@ -540,7 +541,7 @@ def integration_probe_args(
     chosen = service.grpc_endpoint if protocol is Protocol.GRPC else service.endpoint
     endpoint = chosen.apply(lambda url: url or "")
     serving_config = f"{model.to_json()}|{serving.replicas_min}-{serving.replicas_max}|{serving.ingress.host}"
-    return IntegrationProbeArgs.from_specs(
+    probe_args = IntegrationProbeArgs.from_specs(
         endpoint,
         [model],
         image_digest=image_digest,
@@ -554,6 +555,11 @@ def integration_probe_args(
         gateway_url=gateway_url,
         encoder_probes=probe.encoders,
     )
+    if serving.replicas_min != 0:  # what TritonService.scales_to_zero says of every model's service
+        return probe_args
+    # Asleep at zero replicas: the probe asks it through the gateway first and times the wake (tritonft.probe.wake).
+    woken = [dataclasses.replace(t, scales_to_zero=True) for t in probe_args.models]
+    return dataclasses.replace(probe_args, models=woken)
 
 
 def image_pins(settings: Settings) -> str:
@@ -602,6 +608,23 @@ def judge_probe_args(
         header_env=integration_probe_header_env(settings),
         headers=headers,
         encoder_probes=probe.encoders,
+        failure_hint=failed_candidate_hint(settings.namespace, candidate),
+    )
+
+
+def failed_candidate_hint(namespace: str, candidate: Candidate) -> str:
+    """What a failed judgement leaves, said with the failure: the candidate stays beside the serving version, taking no
+    traffic, so its pods and logs can be looked at; the next ``up`` (or ``destroy``) removes it. Why it is kept rather
+    than removed by the failed ``up``: Pulumi runs no step after a failed one, and a judge that deleted the candidate
+    itself would leave the state holding objects that are gone."""
+    version, deployment = candidate.version, candidate.service
+    return (
+        f"The candidate version {version} of {candidate.model} is left running beside the serving version, taking no "
+        f"traffic (the serving version keeps all of it), so it can be looked at: "
+        f"`kubectl -n {namespace} get deployment,pods,service -l {VERSION_LABEL}={version}`, "
+        f"`kubectl -n {namespace} logs deployment/{deployment} -c triton`. Its pods hold their GPUs until the next "
+        "`pulumi up` removes it (a revert deletes it; a fix is judged as a new version and this one is deleted at "
+        "the end of that up); `pulumi destroy` removes it too."
     )
 
 

@@ -43,7 +43,7 @@ DEFAULT_PROBE_DEADLINE_S = 900.0
 """Long enough for a rollout: new pods pull the image and load the weights before they answer."""
 
 
-OUTPUT_KEYS = ("ok", "model_status", "sample_answers", "latency_ms", "report")
+OUTPUT_KEYS = ("ok", "model_status", "sample_answers", "latency_ms", "wake", "report")
 
 _UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"  # pulumi.runtime.rpc.UNKNOWN: a value known only after apply
 
@@ -89,6 +89,8 @@ def outputs_of(report: ProbeReport) -> dict[str, Any]:
         "model_status": {m.name: str(m.status) for m in report.models},
         "sample_answers": {m.name: m.sample_answer for m in report.models if m.sample_answer is not None},
         "latency_ms": {m.name: _latency_ms(m) for m in report.models if m.latency},
+        # A model that scales to zero: its wake through the gateway (tritonft.probe.wake), when the probe timed one.
+        "wake": {m.name: m.wake.to_output() for m in report.models if m.wake is not None},
         "report": report.to_dict(),
     }
 
@@ -149,7 +151,8 @@ class IntegrationProbeProvider(ResourceProvider):
         from_env = headers_from_environment(props.get("header_env") or {})
         report = _probe({**props, "headers": {**dict(props.get("headers") or {}), **from_env}} if from_env else props)
         if not report.ok:
-            raise ProbeFailedError(f"integration probe of {report.endpoint} failed:\n{report.failure_message()}")
+            hint = f"\n{props['failure_hint']}" if props.get("failure_hint") else ""
+            raise ProbeFailedError(f"integration probe of {report.endpoint} failed:\n{report.failure_message()}{hint}")
         public = {k: v for k, v in props.items() if k != "headers"}
         return {**public, **outputs_of(report)}
 
@@ -200,6 +203,9 @@ class IntegrationProbeArgs:
     """Header name -> environment variable read when the probe runs (in the environment of ``pulumi up``), e.g.
     ``{"Authorization": "TRITONFT_PROBE_AUTHORIZATION"}``: the value never enters the state."""
     gateway_url: pulumi.Input[str | None] | None = None
+    failure_hint: str | None = None
+    """Said after the failed checks when the probe fails (a judge: what its failed candidate leaves, and how to see
+    it)."""
 
     @classmethod
     def from_specs(
@@ -238,7 +244,8 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
     Outputs: ``endpoint``, ``ok``, ``model_status`` (name -> ``ok``/``not_ready``/...), ``sample_answers``
     (name -> first answer; an embedding model's cosines of its first triple, a classifier's first label),
     ``latency_ms`` (name -> ``{"p50", "p95"}``, plus ``first_p50``/``first_p95`` for a streaming model: to its first
-    response), ``report`` (the full probe report).
+    response), ``wake`` (name -> the wake through the gateway of a model that scales to zero:
+    :meth:`tritonft.probe.wake.WakeTiming.to_output`), ``report`` (the full probe report).
     """
 
     endpoint: pulumi.Output[str]
@@ -246,6 +253,7 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
     model_status: pulumi.Output[dict[str, str]]
     sample_answers: pulumi.Output[dict[str, str]]
     latency_ms: pulumi.Output[dict[str, dict[str, float]]]
+    wake: pulumi.Output[dict[str, dict[str, Any]]]
     report: pulumi.Output[dict[str, Any]]
     trigger: pulumi.Output[str]
 
@@ -266,6 +274,7 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
             "bleu_threshold": args.bleu_threshold,
             "header_env": dict(args.header_env),
             "gateway_url": args.gateway_url,
+            **({"failure_hint": args.failure_hint} if args.failure_hint else {}),
             **dict.fromkeys(OUTPUT_KEYS),
         }
         if args.headers is not None:

@@ -172,6 +172,15 @@ def surging_models(models: Sequence[ModelShape], replicas_max: int, pool: GpuPoo
     return frozenset(m.name for m in surging)
 
 
+def nodes_for_a_surge(models: Sequence[ModelShape], replicas_max: int, pool: GpuPool, name: str) -> int:
+    """The GPU nodes that must be reachable for model ``name`` to surge (so to have room for a judged candidate):
+    :func:`surging_models` lets the smaller shapes surge first, so every model with pods as small as its surges too."""
+    ordered = sorted(models, key=lambda m: m.gpus_per_pod)
+    names = [m.name for m in ordered]
+    surging = ordered[: names.index(name) + 1]
+    return nodes_needed(_pods(models, replicas_max, surging), pool.gpus_per_node)
+
+
 def rollout_for(model: ModelShape, surging: frozenset[str], replicas_min: int) -> Rollout:
     """Surge when the extra pod has room; otherwise replace one pod at a time (the PDB allows one down). A model
     without GPUs (``device: cpu``) always surges: its extra pod needs no free GPU."""

@@ -18,7 +18,14 @@ from dataclasses import dataclass
 
 from components.settings import eks, kube
 from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
-from components.settings.capacity import capacity_verdict, cpu_fit_verdict
+from components.settings.capacity import (
+    capacity_verdict,
+    cpu_fit_verdict,
+    gpu_pool,
+    model_shapes,
+    nodes_for_a_surge,
+    surging_models,
+)
 from components.settings.facts import ModelFacts, Problem, StackFacts
 from components.settings.ft_rules import FT_MODEL_RULES
 from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION
@@ -940,6 +947,30 @@ def _capacity(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
     return verdict.problems, (*verdict.warnings, *_small_encoders_on_gpus(settings))
 
 
+def _judged_after_traffic(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
+    """A GPU model whose rollout cannot surge has no room for a candidate: a change to what it serves rolls in place,
+    and the probe judges it only after its new pods took traffic. Warned with the ``gpuNodesMax`` that gives it room."""
+    pool = gpu_pool(settings.cluster)
+    if not settings.probe.enabled or pool is None:
+        return [], []  # no judge at all; or an existing cluster, where the candidate is tried (the watch says if not)
+    serving = settings.serving
+    scaled_max = serving.replicas_max if serving.autoscaling.enabled else serving.replicas_min
+    shapes = model_shapes(settings.models)
+    surging = surging_models(shapes, scaled_max, pool)
+    warnings = []
+    for i, m in enumerate(settings.models):
+        if m.gpus == 0 or m.name in surging:
+            continue
+        needed = nodes_for_a_surge(shapes, scaled_max, pool, m.name)
+        warnings.append(
+            f"gpuNodesMax: models[{i}] {m.name!r} has no room for a candidate beside its serving version (one more "
+            f"pod of {m.gpus} GPU(s) at replicasMax does not fit {pool.reachable_nodes} node(s)): a change to what it "
+            "serves rolls in place one pod at a time, each new pod taking traffic once ready, and the probe judges "
+            f"it only after the roll; gpuNodesMax {needed} gives it room to be judged before it takes traffic"
+        )
+    return [], warnings
+
+
 def _small_encoders_on_gpus(settings: Settings) -> list[str]:
     """A small encoder on ``device: gpu`` next to generators holds a whole GPU the generators cannot use."""
     generators = [m.name for m in settings.models if m.encoder is None]
@@ -1002,6 +1033,14 @@ PLAN_RULES: tuple[PlanRule, ...] = (
         "first `up` waits for nodes) and `gpuNodesMax` at `replicasMax` (see `components/settings/capacity.py`); "
         "a small encoder on `device: gpu` next to generators is warned about (it holds a whole GPU).",
         _capacity,
+    ),
+    PlanRule(
+        "judged-before-traffic",
+        ("gpuNodesMax", "replicasMax", "probe", "models"),
+        "aws: warns about each GPU model that has no room for a candidate beside its serving version at `replicasMax` "
+        "(its rollout cannot surge): a change to what it serves rolls in place and is judged by the probe only after "
+        "it took traffic; the warning names the `gpuNodesMax` that would give it room.",
+        _judged_after_traffic,
     ),
     PlanRule(
         "cpu-model-fits-cpu-node",

@@ -9,6 +9,7 @@ import pytest
 
 from components import args
 from components.gateway import GatewayArgs
+from components.serving.promotion import Candidate
 from components.settings import load_settings
 from tests.components.fixtures import TOOLS_IMAGE, make_target
 from tests.components.settings.test_validation import aws_stack, ingress_stack, kubernetes_stack
@@ -243,3 +244,14 @@ def test_a_models_longest_request_is_the_gateways_deadline_when_only_the_gateway
 def test_a_model_exposed_on_the_edge_waits_out_the_edges_request_timeout_too() -> None:
     settings = load(kubernetes_stack(gatewayDeadlineSeconds=90))
     assert args.longest_request_seconds(settings, (300,)) == 300
+
+
+def test_a_failed_judge_says_its_candidate_is_kept_how_to_see_it_and_what_removes_it() -> None:
+    candidate = Candidate("t5-small", "0a1b2c3d", "local-t5-small-0a1b2c3d", "http://x", judge_route=None)
+
+    hint = args.failed_candidate_hint("triton-local", candidate)
+
+    assert hint.startswith("The candidate version 0a1b2c3d of t5-small is left running beside the serving version")
+    assert "`kubectl -n triton-local get deployment,pods,service -l triton-ft.io/version=0a1b2c3d`" in hint
+    assert "`kubectl -n triton-local logs deployment/local-t5-small-0a1b2c3d -c triton`" in hint
+    assert "the next `pulumi up` removes it" in hint and "`pulumi destroy` removes it too" in hint

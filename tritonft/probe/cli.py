@@ -139,6 +139,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also send each model's judged prompts through the OpenAI gateway at URL (its base URL, e.g. "
         "https://host/v1), with the same headers",
     )
+    parser.add_argument(
+        "--wake",
+        action="store_true",
+        help="first ask each model through --gateway, before anything else touches it, and time its wake from zero "
+        "(request at zero replicas -> first judged answer; for models that scale to zero)",
+    )
     parser.add_argument("--json", action="store_true", help="print the full report as JSON instead of text")
 
 
@@ -154,6 +160,10 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
         raise UserError("name at least one model: --model NAME or --spec SPEC.json")
     if args.expected_answers is not None:
         targets = with_expected_answers(targets, args.expected_answers)
+    if args.wake:
+        if args.gateway is None:
+            raise UserError("--wake: the wake is timed through the gateway; give its base URL with --gateway URL")
+        targets = [replace(t, scales_to_zero=True) for t in targets]
     config = ProbeConfig(
         url=args.url,
         models=tuple(targets),

@@ -21,20 +21,32 @@ import numpy.typing as npt
 from tritonft.probe.retry import PermanentError, TransientError
 
 _TRANSIENT_STATUS = {408, 429, 502, 503, 504}
+MODEL_STARTING = "model_starting"
+"""The gateway's error code for a model scaled to zero that has no running replica yet (503 with ``Retry-After``)."""
+
+
+class ModelStartingError(TransientError):
+    """The gateway answered 503 ``model_starting``: the model has no replica; the request is what wakes it."""
 
 
 def completions_url(base_url: str) -> str:
     return f"{base_url.rstrip('/')}/completions"
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
-    """The OpenAI error message of a JSON error body, else the HTTP reason (an ingress answers in HTML)."""
+def _error_body(exc: urllib.error.HTTPError) -> dict[str, Any]:
+    """The ``error`` object of an OpenAI JSON error body; empty when the body is not one (an ingress's HTML)."""
     try:
         body: Any = json.loads(exc.read() or b"null")
     except (ValueError, OSError):
         body = None
-    if isinstance(body, dict) and isinstance(body.get("error"), dict) and body["error"].get("message"):
-        return str(body["error"]["message"])
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
+def _error_text(exc: urllib.error.HTTPError, error: dict[str, Any]) -> str:
+    """The OpenAI error message of a JSON error body, else the HTTP reason (an ingress answers in HTML)."""
+    if error.get("message"):
+        return str(error["message"])
     if exc.code in (401, 403):
         return f"{exc.reason}: the ingress refused the credentials (the Authorization header)"
     return str(exc.reason)
@@ -52,7 +64,10 @@ def _post(url: str, action: str, body: dict[str, Any], headers: Mapping[str, str
         with urllib.request.urlopen(request, timeout=timeout_s) as answer:
             return json.loads(answer.read())
     except urllib.error.HTTPError as exc:
-        text = f"{action}: HTTP {exc.code}: {_error_text(exc)}"
+        error = _error_body(exc)
+        text = f"{action}: HTTP {exc.code}: {_error_text(exc, error)}"
+        if exc.code == 503 and error.get("code") == MODEL_STARTING:
+            raise ModelStartingError(text) from exc
         raise (TransientError if exc.code in _TRANSIENT_STATUS else PermanentError)(text) from exc
     except TimeoutError as exc:
         raise TransientError(f"{action}: no answer within {timeout_s:.1f} s") from exc

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from tritonft.probe.stats import LatencySummary
+from tritonft.probe.wake import WakeTiming
 
 
 class ModelStatus(StrEnum):
@@ -66,6 +67,8 @@ class ModelReport:
     """Asked over a stream (a decoupled model): ``latency`` is then the time to the last response."""
     first_response_latency: LatencySummary | None = None
     """A streaming model's time to its first response (time to first token); None otherwise."""
+    wake: WakeTiming | None = None
+    """A model that scales to zero: its wake through the gateway (:mod:`tritonft.probe.wake`); None otherwise."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class ProbeReport:
                         "first_response_latency": (
                             LatencySummary(**m["first_response_latency"]) if m.get("first_response_latency") else None
                         ),
+                        "wake": WakeTiming.from_dict(m["wake"]) if m.get("wake") else None,
                     }
                 )
                 for m in raw.get("models") or []

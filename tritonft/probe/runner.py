@@ -14,6 +14,7 @@ ready cannot answer), other models are still checked.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from tritonft.probe.contract import DEFAULT_TEXT_CONTRACT, TextContract, compare
 from tritonft.probe.encoder import EMBEDDING_OUTPUT, LABEL_OUTPUT, EncoderTarget
 from tritonft.probe.endpoint import Endpoint, Protocol, parse_endpoint
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, Sample, Verdict, judge, judge_exact, samples_for
-from tritonft.probe.gateway import gateway_completions, gateway_embeddings
+from tritonft.probe.gateway import ModelStartingError, gateway_completions, gateway_embeddings
 from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
 from tritonft.probe.retry import (
     MIN_CALL_TIMEOUT_S,
@@ -35,11 +36,13 @@ from tritonft.probe.retry import (
     PermanentError,
     RetriesExhaustedError,
     TransientError,
+    backoff_delays,
     retry,
 )
 from tritonft.probe.stats import LatencySummary
 from tritonft.probe.streaming import StreamedAnswer
 from tritonft.probe.vllm import PROBE_MAX_TOKENS, vllm_stream
+from tritonft.probe.wake import TryOutcome, WakeTiming, WakeTry, wake_timing
 from tritonft.spec import EncoderTask, Family
 
 _T = TypeVar("_T")
@@ -47,6 +50,9 @@ _T = TypeVar("_T")
 DEFAULT_DEADLINE_S = 300.0
 DEFAULT_CALL_TIMEOUT_S = 30.0
 DEFAULT_LATENCY_REQUESTS = 20
+WAKE_RETRY_CAP_S = 1.0
+"""The longest pause between two tries of a wake (0.2, 0.4, 0.8, then 1 s): the wake figure's resolution, at one
+request a second through the gateway while the model starts."""
 READINESS_SHARE = 0.75
 """Waiting for readiness may use this share of the deadline; the rest is kept for checking the ready models."""
 
@@ -70,6 +76,9 @@ class ModelTarget:
     vllm: bool = False
     """Served by Triton's vLLM backend: asked greedy, streamed, with NVIDIA's inputs (:mod:`tritonft.probe.vllm`),
     ``max_tokens`` (default :data:`tritonft.probe.vllm.PROBE_MAX_TOKENS`) tokens directly and through the gateway."""
+    scales_to_zero: bool = False
+    """The model scales to zero (``scaleToZero``): with a gateway, the probe first asks it through the gateway, before
+    anything else touches it, and times the wake when it finds it asleep (:mod:`tritonft.probe.wake`)."""
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {
@@ -87,6 +96,8 @@ class ModelTarget:
             raw["encoder"] = self.encoder.to_dict()
         if self.vllm:
             raw["vllm"] = True
+        if self.scales_to_zero:
+            raw["scales_to_zero"] = True
         return raw
 
     @classmethod
@@ -104,6 +115,7 @@ class ModelTarget:
             streaming=bool(raw.get("streaming", False)),
             encoder=EncoderTarget.from_dict(encoder) if encoder else None,
             vllm=bool(raw.get("vllm", False)),
+            scales_to_zero=bool(raw.get("scales_to_zero", False)),
         )
 
 
@@ -435,9 +447,17 @@ class _Run:
         self.record("latency", True, detail, started, target.name, attempts=wanted)
         return summary, first
 
-    def check_gateway(self, target: ModelTarget, gateway_url: str) -> bool:
-        """The judged prompts through the gateway's ``/v1/completions``, judged like the direct answers (the exact
-        expected answers when given)."""
+    def gateway_question(self, target: ModelTarget, gateway_url: str) -> tuple[str, Callable[[float], Any], Any]:
+        """(route, call, judge) of ``target``'s judged request through the gateway: the judged prompts on
+        ``/v1/completions``, an embedding model's texts on ``/v1/embeddings``."""
+        if target.encoder is not None:
+            encoder = target.encoder
+            texts = encoder.texts()
+
+            def embed(timeout: float) -> npt.NDArray[np.float64]:
+                return self.embed(gateway_url, target.name, texts, headers=self.config.headers, timeout_s=timeout)
+
+            return "/v1/embeddings", embed, lambda vectors: encoder.judge(texts, {"embedding": vectors})
         samples = target.expected or samples_for(target.family)
 
         def call(timeout: float) -> list[str]:
@@ -451,7 +471,56 @@ class _Run:
                 timeout_s=timeout,
             )
 
-        return self.judge_gateway(target, "/v1/completions", call, lambda texts: self.verdict(target, samples, texts))
+        return "/v1/completions", call, lambda texts: self.verdict(target, samples, texts)
+
+    def check_gateway(self, target: ModelTarget, gateway_url: str) -> bool:
+        """The judged prompts through the gateway's ``/v1/completions``, judged like the direct answers (the exact
+        expected answers when given)."""
+        return self.judge_gateway(target, *self.gateway_question(target, gateway_url))
+
+    def wake(self, target: ModelTarget, gateway_url: str) -> WakeTiming | None:
+        """The judged request through the gateway, sent before anything else asks the model, retried until answered
+        within the deadline; each try timed (:func:`tritonft.probe.wake.wake_timing`). Recorded as the model's
+        ``wake`` check: failed when no answer came or the answer was wrong. None when the deadline left no try."""
+        route, call, judge_answer = self.gateway_question(target, gateway_url)
+        started = self.deadline.elapsed()
+        tries: list[WakeTry] = []
+        origin: list[float] = []
+        """When the first try was sent (the times of every try count from it)."""
+
+        def timed(timeout: float) -> Any:
+            sent = time.monotonic()
+            origin[:] = origin or [sent]
+            outcome = TryOutcome.ANSWERED
+            try:
+                return call(timeout)
+            except ModelStartingError:
+                outcome = TryOutcome.ASLEEP
+                raise
+            except TransientError:
+                outcome = TryOutcome.UNAVAILABLE
+                raise
+            except PermanentError:
+                outcome = TryOutcome.REFUSED
+                raise
+            finally:
+                tries.append(WakeTry(sent - origin[0], time.monotonic() - origin[0], outcome))
+
+        try:
+            delays = backoff_delays(cap_s=WAKE_RETRY_CAP_S)
+            done = retry(timed, self.deadline, self.config.call_timeout_s, sleep=self.sleep, delays=delays)
+        except RetriesExhaustedError as exc:
+            timing = wake_timing(tries, judged_ok=False) if tries else None
+            detail = f"{timing.describe() if timing else 'no try'}: {exc.reason}"
+            self.record("wake", False, detail, started, target.name, attempts=exc.attempts)
+            return timing
+        verdict: Verdict = judge_answer(done.value)
+        timing = wake_timing(tries, judged_ok=verdict.ok)
+        detail = f"POST {route}: {timing.describe()}"
+        if not verdict.ok:
+            detail += f"; the OpenAI gateway answered wrong: {verdict.detail}"
+        self.record("wake", verdict.ok, detail, started, target.name, attempts=done.attempts)
+        return timing
 
     def judge_gateway(
         self, target: ModelTarget, route: str, call: Callable[[float], _T], judge: Callable[[_T], Verdict]
@@ -508,15 +577,7 @@ class _Run:
     def check_gateway_embeddings(self, target: ModelTarget, gateway_url: str) -> bool:
         """The embedding model's texts through the gateway's ``/v1/embeddings``, judged like the direct answers."""
         assert target.encoder is not None
-        encoder = target.encoder
-        texts = encoder.texts()
-
-        def call(timeout: float) -> npt.NDArray[np.float64]:
-            return self.embed(gateway_url, target.name, texts, headers=self.config.headers, timeout_s=timeout)
-
-        return self.judge_gateway(
-            target, "/v1/embeddings", call, lambda vectors: encoder.judge(texts, {"embedding": vectors})
-        )
+        return self.judge_gateway(target, *self.gateway_question(target, gateway_url))
 
     def check_encoder(self, target: ModelTarget) -> ModelReport:
         """Answers judged, latency, and (embedding models) the gateway; after the contract checks passed."""
@@ -577,6 +638,13 @@ def decoupled(config: Mapping[str, Any]) -> bool:
     return bool(policy.get("decoupled", False)) if isinstance(policy, Mapping) else False
 
 
+def wakes_through_gateway(target: ModelTarget, config: ProbeConfig) -> bool:
+    """Whether the probe times ``target``'s wake from zero: it scales to zero, the stack runs a gateway and the
+    gateway serves it (a classifier has no OpenAI route)."""
+    served = target.encoder is None or target.encoder.task is EncoderTask.EMBED
+    return target.scales_to_zero and config.gateway_url is not None and served
+
+
 def default_client(endpoint: Endpoint, headers: Mapping[str, str]) -> V2Client:
     return TritonClient(endpoint, headers)
 
@@ -603,7 +671,12 @@ def run_probe(
     run = _Run(config, client, deadline, sleep, complete, embed=embed, ask_vllm=ask_vllm)
     models: list[ModelReport] = []
     server: dict[str, Any] = {}
+    wakes: dict[str, WakeTiming | None] = {}
     try:
+        # A model that scales to zero is asked through the gateway first, before the checks below wake it.
+        for target in config.models:
+            if config.gateway_url is not None and wakes_through_gateway(target, config):
+                wakes[target.name] = run.wake(target, config.gateway_url)
         if run.server_live():
             ready = run.wait_ready([m.name for m in config.models])
             server = run.server_metadata()
@@ -618,6 +691,7 @@ def run_probe(
             models = [run.model_report(m, ModelStatus.NOT_CHECKED, None, None) for m in config.models]
     finally:
         client.close()
+    models = [dataclasses.replace(m, wake=wakes[m.name]) if wakes.get(m.name) else m for m in models]
     ok = all(c.ok for c in run.checks) and all(m.status is ModelStatus.OK for m in models)
     return ProbeReport(
         endpoint=endpoint.url,

@@ -151,3 +151,35 @@ def test_prods_llama_packs_with_the_other_one_gpu_model_and_surges(
     llama = _by_model(prod_deployments, "llama-3-1-8b")
     assert llama["spec"]["template"]["metadata"]["labels"][PACKING_LABEL] == "partial"
     assert llama["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
+
+
+def judged_stack(**overrides: Any) -> dict[str, Any]:
+    """t5-3b (a whole 4-GPU node a pod) and gpt-j-6b at 1..2 replicas on g5.12xlarge nodes, autoscaled."""
+    addons = ["kube-prometheus-stack", "prometheus-adapter", "envoy-gateway"]
+    models = [dict(T5_3B_TP4), dict(GPTJ)]
+    return aws_stack(
+        models=models, replicasMin=1, replicasMax=2, gpuNodesMin=2, gpuNodesDesired=2, addons=addons, **overrides
+    )
+
+
+def test_a_model_without_room_for_a_candidate_is_warned_that_it_is_judged_after_taking_traffic() -> None:
+    settings = load_settings(as_cli(judged_stack(gpuNodesMax=3)), project="triton-ft", stack="test")
+
+    (warning,) = settings.warnings
+    assert warning.startswith("gpuNodesMax: models[0] 't5-3b' has no room for a candidate beside its serving version")
+    assert "the probe judges it only after the roll; gpuNodesMax 4 gives it room" in warning
+    assert rollout(settings, settings.models[0]).max_surge == 0, "it rolls in place, as the warning says"
+    assert rollout(settings, settings.models[1]).max_surge == 1, "gpt-j-6b surges: it is judged first, unwarned"
+
+
+def test_the_gpu_nodes_the_warning_names_give_the_model_its_candidate() -> None:
+    settings = load_settings(as_cli(judged_stack(gpuNodesMax=4)), project="triton-ft", stack="test")
+
+    assert settings.warnings == ()
+    assert rollout(settings, settings.models[0]).max_surge == 1
+
+
+def test_without_the_probe_nothing_is_judged_so_nothing_is_warned() -> None:
+    settings = load_settings(as_cli(judged_stack(gpuNodesMax=3, probe=False)), project="triton-ft", stack="test")
+
+    assert settings.warnings == ()

@@ -453,6 +453,19 @@ WARNING_CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "support ($0.60 instead of $0.10 an hour, ~$365 more a month) until 2027-07-29; upgrade one minor at a "
         "time towards 1.36",
     ),
+    "judged-before-traffic": (
+        aws_stack(
+            models=[dict(GPT2, tensorParallel=4)],
+            gpuNodesMin=1,
+            gpuNodesDesired=1,
+            gpuNodesMax=1,
+        ),
+        (),
+        "gpuNodesMax: models[0] 'gpt2' has no room for a candidate beside its serving version (one more pod of 4 "
+        "GPU(s) at replicasMax does not fit 1 node(s)): a change to what it serves rolls in place one pod at a time, "
+        "each new pod taking traffic once ready, and the probe judges it only after the roll; gpuNodesMax 2 gives it "
+        "room to be judged before it takes traffic",
+    ),
 }
 RULE_KEYS = (
     {r.id: set(r.keys) for r in STACK_RULES}

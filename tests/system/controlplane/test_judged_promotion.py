@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
-from components.probe import ProbeFailedError
+import components.probe as probe_module
+from components.probe import IntegrationProbeProvider, ProbeFailedError
 from components.rollout_watch import RolloutWatchProvider
 from components.serving.promotion import VERSION_LABEL
 from components.settings.stack_file import settings_from_stack_file
@@ -30,6 +33,8 @@ from tests.system.controlplane.prod import copy_project
 from tests.system.controlplane.pulumi_engine import Engine, InterruptedUpError, Resource, named, program
 from tests.system.controlplane.server import ControlPlane
 from tritonft.kube import Kube
+from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
+from tritonft.rollout.watch import RolloutFailedError
 from tritonft.synth.run import synthesize
 
 STACK = "local"
@@ -38,6 +43,7 @@ INSTANCE = "local-t5-small"
 WATCH = "pulumi-python:dynamic/tritonft:RolloutWatch"
 PROBE = "pulumi-python:dynamic/tritonft:IntegrationProbe"
 NEW_REVISION = "0123456789abcdef" * 2 + "01234567"
+FIXED_REVISION = "fedcba9876543210" * 2 + "76543210"
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,8 @@ class Plans:
     """``local`` as it is."""
     changed: list[Resource]
     """``local`` with t5-small at another revision."""
+    fixed: list[Resource]
+    """``local`` with t5-small at a third revision (the fix after a failed one)."""
 
     @staticmethod
     def version(resources: list[Resource]) -> str:
@@ -64,11 +72,26 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> Plans:
     assert text.count(old) == 1
     stack.write_text(text.replace(old, f"revision: {NEW_REVISION}"))
     synthesize(STACK, out=tmp / "changed", project_dir=project, extras=())
-    return Plans(program(tmp / "stable"), program(tmp / "changed"))
+    stack.write_text(text.replace(old, f"revision: {FIXED_REVISION}"))
+    synthesize(STACK, out=tmp / "fixed", project_dir=project, extras=())
+    return Plans(program(tmp / "stable"), program(tmp / "changed"), program(tmp / "fixed"))
+
+
+def wrong_answer(props: Mapping[str, Any]) -> ProbeReport:
+    """The probe's report on a version that answers wrong."""
+    return ProbeReport(
+        endpoint=str(props["endpoint"]),
+        protocol="http",
+        ok=False,
+        elapsed_s=1.0,
+        checks=(CheckOutcome("inference", False, "wrong answer", 1.0, model="t5-small"),),
+        models=(ModelReport("t5-small", "t5", ModelStatus.WRONG_ANSWER),),
+    )
 
 
 class Judge:
-    """The judges' verdicts: a version listed in ``wrong`` answers wrong."""
+    """The judges' verdicts: a version listed in ``wrong`` answers wrong, and its judge (the real provider, with the
+    inputs the plan declares) fails as it would: with the report's failure and what the failed candidate leaves."""
 
     def __init__(self) -> None:
         self.wrong: set[str] = set()
@@ -80,7 +103,8 @@ class Judge:
         version = res.name.rsplit("-", 1)[1]
         self.judged.append(version)
         if version in self.wrong:
-            raise ProbeFailedError(f"integration probe of {res.inputs['endpoint']} failed:\n  wrong answer")
+            with mock.patch.object(probe_module, "_probe", wrong_answer):
+                IntegrationProbeProvider().create(dict(res.inputs))
 
 
 @dataclass
@@ -178,7 +202,7 @@ def live_objects(kube: Kube, namespace: str, plans: Plans) -> set[str]:
     """``Kind/name`` of every object of the kinds the plans hold, left in the namespace."""
     kinds = {
         (str(r.inputs["apiVersion"]), str(r.inputs["kind"]))
-        for r in (*plans.stable, *plans.changed)
+        for r in (*plans.stable, *plans.changed, *plans.fixed)
         if r.applied and r.inputs["metadata"].get("namespace") == PLAN_NAMESPACE
     }
     return {
@@ -292,3 +316,111 @@ def test_destroy_from_every_state_leaves_nothing(plans: Plans, stack: Stack, sta
 
     assert stack.engine.state == {}
     assert live_objects(kube, ns, plans) == set()
+
+
+def add_gpu_node(stack: Stack, suffix: str) -> None:
+    settings = settings_from_stack_file(Path(__file__).resolve().parents[3], STACK)
+    stack.cluster.add_nodes([gpu_node_shape(settings, f"{stack.cluster.namespace}-{suffix}")])
+
+
+def labelled(kube: Kube, namespace: str, version: str) -> set[str]:
+    """``Kind/name`` of the Deployments, Pods and Services labelled with ``version`` (what the failure message's
+    ``kubectl get deployment,pods,service -l`` lists)."""
+    found = set()
+    for api, kind in (("apps/v1", "Deployment"), ("v1", "Pod"), ("v1", "Service")):
+        for o in kube.items(api, kind, namespace, f"{VERSION_LABEL}={version}"):
+            if not o["metadata"].get("deletionTimestamp"):
+                found.add(f"{kind}/{o['metadata']['name']}")
+    return found
+
+
+def test_a_failed_judgement_says_the_candidate_is_kept_how_to_see_it_and_that_the_next_up_removes_it(
+    plans: Plans, stack: Stack
+) -> None:
+    kube, ns = stack.cluster.kube, stack.cluster.namespace
+    candidate = Plans.version(plans.changed)
+    stack.engine.up(plans.stable)
+    stack.judge.wrong.add(candidate)
+
+    with pytest.raises(ProbeFailedError) as failed:
+        stack.engine.up(plans.changed)
+
+    message = str(failed.value)
+    deployment = deployment_name(plans.changed)
+    assert "inference[t5-small]: wrong answer" in message
+    assert f"The candidate version {candidate} of t5-small is left running beside the serving version" in message
+    assert f"kubectl -n {PLAN_NAMESPACE} get deployment,pods,service -l {VERSION_LABEL}={candidate}" in message
+    assert f"kubectl -n {PLAN_NAMESPACE} logs deployment/{deployment} -c triton" in message
+    assert "the next `pulumi up` removes it" in message
+    shown = labelled(kube, ns, candidate)
+    assert {f"Deployment/{deployment}", f"Service/{deployment}"} <= shown, "the message's selector shows it"
+    assert any(o.startswith(f"Pod/{deployment}-") for o in shown)
+
+
+def test_after_a_failed_judgement_an_up_with_a_fix_promotes_it_and_leaves_nothing_of_the_failed_candidate(
+    plans: Plans, stack: Stack, endpoints: Endpoints
+) -> None:
+    kube, ns = stack.cluster.kube, stack.cluster.namespace
+    stable, failed, fixed = (Plans.version(p) for p in (plans.stable, plans.changed, plans.fixed))
+    add_gpu_node(stack, "gpu-extra")  # room for the fix's candidate beside the failed one, which holds its GPU
+    stack.engine.up(plans.stable)
+    serving = pods_of(kube, ns, stable)
+    stack.judge.wrong.add(failed)
+    with pytest.raises(ProbeFailedError):
+        stack.engine.up(plans.changed)
+    assert labelled(kube, ns, failed), "kept for debugging until the next up"
+
+    stack.engine.up(plans.fixed)
+
+    assert selector_version(kube, ns) == {fixed}
+    assert labelled(kube, ns, failed) == set()
+    assert labelled(kube, ns, stable) == set()
+    assert not [urn for urn in stack.engine.state if failed in urn], "nothing of the failed version in the state"
+    assert live_objects(kube, ns, plans) == expected_objects(plans.fixed)
+    log = stack.engine.log
+    assert log.index(f"update {INSTANCE}-service") < log.index(f"delete {INSTANCE}-deployment-{failed}")
+    assert set(serving) <= endpoints.seen, "the stable version served until the switch"
+    assert not {p for p in endpoints.seen if p.startswith(f"{deployment_name(plans.changed)}-")}
+
+
+def test_after_a_failed_judgement_a_revert_leaves_nothing_of_the_candidate_and_the_stable_keeps_serving(
+    plans: Plans, stack: Stack, endpoints: Endpoints
+) -> None:
+    kube, ns = stack.cluster.kube, stack.cluster.namespace
+    stable, failed = Plans.version(plans.stable), Plans.version(plans.changed)
+    stack.engine.up(plans.stable)
+    serving = pods_of(kube, ns, stable)
+    stack.judge.wrong.add(failed)
+    with pytest.raises(ProbeFailedError):
+        stack.engine.up(plans.changed)
+
+    stack.engine.up(plans.stable)
+
+    assert labelled(kube, ns, failed) == set()
+    assert not [urn for urn in stack.engine.state if failed in urn]
+    assert pods_of(kube, ns, stable) == serving, "the stable pods were never touched"
+    assert selector_version(kube, ns) == {stable}
+    assert set(serving) <= endpoints.seen
+    assert not {p for p in endpoints.seen if p.startswith(f"{deployment_name(plans.changed)}-")}
+
+
+def test_with_room_for_one_candidate_the_fix_cannot_be_placed_until_a_revert_removed_the_failed_one(
+    plans: Plans, stack: Stack
+) -> None:
+    kube, ns = stack.cluster.kube, stack.cluster.namespace
+    stable, failed, fixed = (Plans.version(p) for p in (plans.stable, plans.changed, plans.fixed))
+    stack.engine.up(plans.stable)
+    serving = pods_of(kube, ns, stable)
+    stack.judge.wrong.add(failed)
+    with pytest.raises(ProbeFailedError):
+        stack.engine.up(plans.changed)
+
+    with pytest.raises(RolloutFailedError, match="cannot be scheduled"):
+        stack.engine.up(plans.fixed)  # the failed candidate still holds the one GPU a candidate can have
+    assert selector_version(kube, ns) == {stable} and pods_of(kube, ns, stable) == serving
+    stack.engine.up(plans.stable)  # the revert removes the failed candidate (and the fix's, not judged)
+    assert labelled(kube, ns, failed) == set() and labelled(kube, ns, fixed) == set()
+    stack.engine.up(plans.fixed)
+
+    assert selector_version(kube, ns) == {fixed}
+    assert live_objects(kube, ns, plans) == expected_objects(plans.fixed)
