@@ -22,6 +22,7 @@ from components.common.edge import (
     model_listener,
 )
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
+from components.common.handoffs import ModelVolume
 from components.common.ingress import IngressArgs
 from components.common.layout import dns_label
 from components.common.sizing import MIB
@@ -499,6 +500,7 @@ def gateway_args(
     backends: Sequence[GatewayBackend],
     tools_image: pulumi.Input[str],
     htpasswd: pulumi.Input[str] | None,
+    store: ModelVolume | None = None,
 ) -> GatewayArgs:
     """``/v1`` on the stack's base host (each model keeps ``<model>.<host>``), same TLS and auth."""
     gateway = settings.serving.gateway
@@ -506,6 +508,7 @@ def gateway_args(
         target=target,
         image=tools_image,
         backends=tuple(backends),
+        store=store,
         ingress=None
         if uses_gateway_api(settings)
         else exposure_args(settings, settings.serving.ingress.host, htpasswd),
