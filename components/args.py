@@ -452,6 +452,7 @@ def triton_service_args(
         min_replicas=serving.replicas_min,
         max_replicas=max(serving.replicas_max, 1),
         ratio_target=quantity_value(serving.autoscaling.target_ratio),
+        ttft_p95_target_s=quantity_value(serving.autoscaling.target_ttft),
         monitoring=serving.monitoring,
         alert_for=serving.alert_for,
         load_bandwidth=serving.load_bandwidth_mibps * MIB,
