@@ -5,7 +5,8 @@ seeded random Llama and Qwen2 checkpoints (GQA, RoPE); Triton runs it with the p
 backend in the vLLM environment (built on first use, ~1.5 min with a warm package cache). Greedy answers must be
 the tokens transformers' ``generate`` gives (goldens by ``scripts/make_vllm_goldens.py``), over HTTP ``generate``
 and the gRPC stream; NVIDIA's contract (``stream``, ``sampling_parameters``, ``exclude_input_in_output``, the
-``return_*`` outputs) and vLLM's own refusals are checked on the wire.
+``return_*`` outputs) and vLLM's own refusals are checked on the wire. The server is the session's shared one
+(:mod:`tests.system.realtriton.vllm_server`, which ``test_gateway_vllm.py`` puts the gateway in front of).
 """
 
 from __future__ import annotations
@@ -14,8 +15,6 @@ import json
 import queue
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,41 +22,14 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.tritonft.engines.vllm.checkpoints import VARIANTS, directory_sha256, golden, write
-from tritonft.engines.vllm import chat, local
+from tests.system.realtriton import vllm_server
+from tests.tritonft.engines.vllm.checkpoints import directory_sha256, golden
+from tritonft.engines.vllm import chat
 from tritonft.local_triton import LocalTriton
 
-MAX_MODEL_LEN = 256
-NAMES = [v.name for v in VARIANTS]
-BROKEN = "broken-llama"
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("vllm-checkpoints")
-    made = {v.name: write(v, root / v.name) for v in VARIANTS}
-    broken = write(VARIANTS[0], root / BROKEN)
-    weights = (broken / "model.safetensors").read_bytes()
-    (broken / "model.safetensors").write_bytes(weights[: len(weights) // 2])  # a download cut short
-    return {**made, BROKEN: broken}
-
-
-@pytest.fixture(scope="module")
-def vllm_triton(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTriton]:
-    """One server, the tiny models loaded at start; the broken one only when a test asks (explicit control)."""
-    work = tmp_path_factory.mktemp("vllm-triton")
-    options = replace(local.CPU_OPTIONS, max_model_len=MAX_MODEL_LEN)
-    repository = local.render(checkpoints, work / "repository", options)
-    server = local.server(
-        repository,
-        work / "tritonserver.log",
-        extra_args=["--model-control-mode=explicit", *(f"--load-model={name}" for name in NAMES)],
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+MAX_MODEL_LEN = vllm_server.MAX_MODEL_LEN
+NAMES = vllm_server.NAMES
+BROKEN = vllm_server.BROKEN
 
 
 def generate(server: LocalTriton, model: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -118,8 +90,8 @@ def stream(server: LocalTriton, model: str, inputs: dict[str, Any]) -> list[tupl
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_checkpoints_are_the_ones_the_goldens_were_made_from(name: str, checkpoints: dict[str, Path]) -> None:
-    assert directory_sha256(checkpoints[name]) == golden(name)["checkpoint_sha256"]
+def test_the_checkpoints_are_the_ones_the_goldens_were_made_from(name: str, vllm_checkpoints: dict[str, Path]) -> None:
+    assert directory_sha256(vllm_checkpoints[name]) == golden(name)["checkpoint_sha256"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -152,9 +124,9 @@ def test_greedy_grpc_stream_answers_the_same_tokens_piece_by_piece(name: str, vl
 
 
 def test_a_chat_rendered_by_the_models_own_template_answers_transformers_tokens(
-    vllm_triton: LocalTriton, checkpoints: dict[str, Path]
+    vllm_triton: LocalTriton, vllm_checkpoints: dict[str, Path]
 ) -> None:
-    tokenizer_config = json.loads((checkpoints[NAMES[0]] / "tokenizer_config.json").read_text())
+    tokenizer_config = json.loads((vllm_checkpoints[NAMES[0]] / "tokenizer_config.json").read_text())
     for case in golden(NAMES[0])["chats"]:
         rendered = chat.render(tokenizer_config, case["messages"])
         prompt = chat.prompt_for_engine(tokenizer_config, rendered, tokenizer_adds_bos=True)
