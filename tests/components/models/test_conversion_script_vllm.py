@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -162,6 +163,32 @@ def test_a_max_model_len_beyond_the_downloaded_models_positions_is_refused_befor
     proc = _run(tmp_path, checkpoint, long)
     assert proc.returncode != 0
     assert "vllm.maxModelLen: 4096 exceeds the model's 512 positions" in proc.stderr
+
+
+def test_weights_cut_short_are_never_published_as_a_repository(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    # What the Job checks instead of an answer (no vLLM in the tools image): the weights are whole and the model's.
+    cut = tmp_path / "cut"
+    shutil.copytree(checkpoint, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    proc = _run(tmp_path, cut, spec)
+    assert proc.returncode != 0
+    assert "model.safetensors is truncated or corrupt; re-download it" in proc.stderr
+    _, repo = _store(tmp_path, spec)
+    assert not repo.exists()
+
+
+def test_weights_of_another_model_than_the_spec_are_never_published(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    wrong = replace(spec, architecture=replace(spec.architecture, num_layers=3))
+    proc = _run(tmp_path, checkpoint, wrong)
+    assert proc.returncode != 0
+    assert "weights: decoder layers 0..1 (2), the spec says 3 (0..2)" in proc.stderr
+    _, repo = _store(tmp_path, wrong)
+    assert not repo.exists()
 
 
 def test_the_job_runs_the_vllm_script_and_nothing_of_fastertransformers(spec: ModelSpec) -> None:

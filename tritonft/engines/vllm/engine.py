@@ -11,6 +11,7 @@ from tritonft.engines.vllm.repository import repository_files, write_repository
 from tritonft.engines.vllm.rules import DTYPE_BYTES, Checkpoint, VllmOptions, read_checkpoint
 from tritonft.engines.vllm.rules import problems as rule_problems
 from tritonft.engines.vllm.versions import SERVER_DOCKERFILE, TRITON_VERSION
+from tritonft.engines.vllm.weights import weights_problems
 from tritonft.errors import UserError
 from tritonft.spec import Architecture, Family, ModelSpec, VllmSpec
 
@@ -96,9 +97,11 @@ with before the repository is rendered."""
 
 
 def checkpoint_problems(spec: ModelSpec, checkpoint_dir: Path) -> list[str]:
-    """Where the downloaded checkpoint's ``config.json`` (and ``tokenizer_config.json``) disagrees with ``spec``, or
-    what vLLM would refuse in the spec's engine arguments for it (no GPU: the stack checked that); empty when the
-    files are the model the stack was sized for. The conversion Job's check before the repository is published."""
+    """Where the downloaded checkpoint's ``config.json`` (and ``tokenizer_config.json``) disagrees with ``spec``, where
+    its weights are not whole or not that model (:func:`tritonft.engines.vllm.weights.weights_problems`, headers
+    only), or what vLLM would refuse in the spec's engine arguments for it (no GPU: the stack checked that); empty
+    when the files are the model the stack was sized for. The conversion Job's check before the repository is
+    published (the Job has no vLLM to ask for an answer: the integration probe judges that once Triton loaded it)."""
     config_file = checkpoint_dir / "config.json"
     try:
         config = json.loads(config_file.read_text())
@@ -118,6 +121,7 @@ def checkpoint_problems(spec: ModelSpec, checkpoint_dir: Path) -> list[str]:
             f"config.json: the model's maximum length as vLLM derives it is {found.max_positions}, the spec says "
             f"{stated.max_positions} (architecture.maxPositions)"
         )
+    problems += weights_problems(checkpoint_dir, stated)
     return problems + rule_problems(options_of(spec), found, None, key="vllm")
 
 
