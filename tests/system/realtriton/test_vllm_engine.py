@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import queue
+import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -217,21 +218,25 @@ def test_streaming_with_the_prompt_in_the_output_is_refused_as_nvidias_backend_d
     assert "When streaming, `exclude_input_in_output` = False is not allowed." in str(answers[0][1])
 
 
-def test_a_model_with_truncated_weights_fails_to_load_in_vllms_words(vllm_triton: LocalTriton) -> None:
-    request = urllib.request.Request(f"http://{vllm_triton.http_url}/v2/repository/models/{BROKEN}/load", data=b"")
+def test_a_model_with_truncated_weights_fails_to_load_in_vllms_words(
+    vllm_triton: LocalTriton, vllm_checkpoints: dict[str, Path]
+) -> None:
+    base = f"http://{vllm_triton.http_url}/v2/repository/models/{BROKEN}"
     try:
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(request, timeout=600)
+            urllib.request.urlopen(urllib.request.Request(f"{base}/load", data=b""), timeout=600)
+        message = json.loads(refused.value.read())["error"]
+        assert message.startswith(f"load failed for model '{BROKEN}': version 1 is at UNAVAILABLE state: ")
+        assert "Error while deserializing header" in message
+        status, _ = generate(vllm_triton, NAMES[0], greedy_body("Hello"))
+        assert status == 200
     finally:
-        # The server is the session's (vllm_server): unloaded, the failed model no longer holds its readiness down
-        # (Triton's strict readiness excuses a model not ready "unloaded"), so the gateway's tests find it ready.
-        unload = f"http://{vllm_triton.http_url}/v2/repository/models/{BROKEN}/unload"
-        urllib.request.urlopen(urllib.request.Request(unload, data=b""), timeout=120).close()
-    message = json.loads(refused.value.read())["error"]
-    assert message.startswith(f"load failed for model '{BROKEN}': version 1 is at UNAVAILABLE state: ")
-    assert "Error while deserializing header" in message
-    status, _ = generate(vllm_triton, NAMES[0], greedy_body("Hello"))
-    assert status == 200
+        # The server is the session's (vllm_server), and a model that failed to load holds its strict readiness
+        # down: the weights downloaded again whole, the model loads; unloaded, it is excused ("unloaded").
+        whole = vllm_checkpoints[NAMES[0]] / "model.safetensors"
+        shutil.copyfile(whole, vllm_checkpoints[BROKEN] / "model.safetensors")
+        urllib.request.urlopen(urllib.request.Request(f"{base}/load", data=b""), timeout=600).close()
+        urllib.request.urlopen(urllib.request.Request(f"{base}/unload", data=b""), timeout=120).close()
     with urllib.request.urlopen(f"http://{vllm_triton.http_url}/v2/health/ready", timeout=30) as ready:
         assert ready.status == 200, "the shared server is ready again"
 
