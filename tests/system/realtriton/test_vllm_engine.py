@@ -26,6 +26,7 @@ import tritonclient.grpc as grpcclient
 from tests.system.realtriton import vllm_server
 from tests.tritonft.engines.vllm.checkpoints import directory_sha256, golden
 from tritonft.engines.vllm import chat
+from tritonft.kube import wait_for
 from tritonft.local_triton import LocalTriton
 
 MAX_MODEL_LEN = vllm_server.MAX_MODEL_LEN
@@ -237,8 +238,16 @@ def test_a_model_with_truncated_weights_fails_to_load_in_vllms_words(
         shutil.copyfile(whole, vllm_checkpoints[BROKEN] / "model.safetensors")
         urllib.request.urlopen(urllib.request.Request(f"{base}/load", data=b""), timeout=600).close()
         urllib.request.urlopen(urllib.request.Request(f"{base}/unload", data=b""), timeout=120).close()
-    with urllib.request.urlopen(f"http://{vllm_triton.http_url}/v2/health/ready", timeout=30) as ready:
-        assert ready.status == 200, "the shared server is ready again"
+    # Triton unloads in the background: the server is ready again once the engine is gone.
+    wait_for("the shared vLLM server ready again", lambda: server_ready(vllm_triton), 120)
+
+
+def server_ready(server: LocalTriton) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{server.http_url}/v2/health/ready", timeout=10) as ready:
+            return bool(ready.status == 200)
+    except urllib.error.HTTPError:
+        return False
 
 
 def metric(text: str, name: str, model: str) -> float:
