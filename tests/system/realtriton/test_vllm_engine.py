@@ -28,6 +28,7 @@ from tests.tritonft.engines.vllm.checkpoints import directory_sha256, golden
 from tritonft.engines.vllm import chat
 from tritonft.kube import wait_for
 from tritonft.local_triton import LocalTriton
+from tritonft.rollout.verdict import load_failure
 
 MAX_MODEL_LEN = vllm_server.MAX_MODEL_LEN
 NAMES = vllm_server.NAMES
@@ -229,6 +230,10 @@ def test_a_model_with_truncated_weights_fails_to_load_in_vllms_words(
         message = json.loads(refused.value.read())["error"]
         assert message.startswith(f"load failed for model '{BROKEN}': version 1 is at UNAVAILABLE state: ")
         assert "Error while deserializing header" in message
+        # What the rollout watch reports of a crash-looping Triton: the same words, read from the server's log.
+        said = load_failure(vllm_triton.log_text())
+        assert said is not None and said.startswith(f"model '{BROKEN}' version 1 failed to load: Internal: ")
+        assert "SafetensorError: Error while deserializing header" in said and "At:" not in said
         status, _ = generate(vllm_triton, NAMES[0], greedy_body("Hello"))
         assert status == 200
     finally:
