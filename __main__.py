@@ -80,6 +80,7 @@ def judge_for(model: ModelSpec) -> Judge:
 
 endpoints: dict[str, pulumi.Output[str | None]] = {}
 services: list[tuple[ModelSpec, TritonService]] = []
+conversions: dict[str, ModelConversion] = {}
 for model in settings.models:
     conversion = ModelConversion(
         f"{name}-{model.name}-convert",
@@ -94,6 +95,7 @@ for model in settings.models:
             hf_token_secret=settings.token_secrets.get(model.name),
         ),
     )
+    conversions[model.name] = conversion
     service_args = args.triton_service_args(
         settings,
         target=target,
@@ -116,7 +118,8 @@ if settings.serving.gateway.enabled:
         args.gateway_args(
             settings,
             target=target,
-            backends=[GatewayBackend(model, service) for model, service in services],
+            backends=[GatewayBackend(model, service, conversions[model.name]) for model, service in services],
+            store=store,
             tools_image=images.tools_image,
             htpasswd=htpasswd,
         ),

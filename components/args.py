@@ -23,6 +23,7 @@ from components.common.edge import (
     model_listener,
 )
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
+from components.common.handoffs import ModelVolume
 from components.common.ingress import IngressArgs
 from components.common.layout import dns_label
 from components.common.sizing import MIB
@@ -452,6 +453,7 @@ def triton_service_args(
         min_replicas=serving.replicas_min,
         max_replicas=max(serving.replicas_max, 1),
         ratio_target=quantity_value(serving.autoscaling.target_ratio),
+        ttft_p95_target_s=quantity_value(serving.autoscaling.target_ttft),
         monitoring=serving.monitoring,
         alert_for=serving.alert_for,
         load_bandwidth=serving.load_bandwidth_mibps * MIB,
@@ -501,6 +503,7 @@ def gateway_args(
     backends: Sequence[GatewayBackend],
     tools_image: pulumi.Input[str],
     htpasswd: pulumi.Input[str] | None,
+    store: ModelVolume | None = None,
 ) -> GatewayArgs:
     """``/v1`` on the stack's base host (each model keeps ``<model>.<host>``), same TLS and auth."""
     gateway = settings.serving.gateway
@@ -508,6 +511,7 @@ def gateway_args(
         target=target,
         image=tools_image,
         backends=tuple(backends),
+        store=store,
         ingress=None
         if uses_gateway_api(settings)
         else exposure_args(settings, settings.serving.ingress.host, htpasswd),

@@ -12,10 +12,18 @@ from pathlib import Path
 
 from components.args import autoscaler_kind, edge_hosts, gateway_autoscales, gpu_scheduling
 from components.common.sizing import server_sizing
+from components.models.conversion_spec import HF_TOKEN_KEY
 from components.settings.capacity import gpu_pool
 from components.settings.model import Settings
 from components.settings.stack_file import settings_from_stack_file
-from tritonft.preflight.checks import CRD_FOR_ADDON, CUSTOM_METRICS_API, RESOURCE_METRICS_API, CpuModel, Needs
+from tritonft.preflight.checks import (
+    CRD_FOR_ADDON,
+    CUSTOM_METRICS_API,
+    RESOURCE_METRICS_API,
+    CpuModel,
+    Needs,
+    TokenSecret,
+)
 from tritonft.spec import ModelSpec
 
 
@@ -95,6 +103,8 @@ def needs_of(settings: Settings) -> Needs:
         if ingress.gateway_name
         else None,
         hosts=list(edge_hosts(settings)),
+        namespace=settings.namespace,
+        token_secrets=[TokenSecret(model, secret, HF_TOKEN_KEY) for model, secret in settings.token_secrets.items()],
     )
 
 

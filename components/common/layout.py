@@ -54,6 +54,12 @@ class ModelPaths:
     """``repo --out``: a complete Triton model repository for this model (ensemble + FT + tokenizer models)."""
 
     @property
+    def checkpoint_subpath(self) -> str:
+        """:attr:`checkpoint_dir` relative to the store's root: the ``subPath`` a pod mounts it by (a vLLM model's
+        ``hf/<model>/<revision>``)."""
+        return self.checkpoint_dir.removeprefix(f"{STORE_MOUNT}/")
+
+    @property
     def ft_checkpoint(self) -> str:
         """The directory ``model_checkpoint_path`` points at."""
         return self.checkpoint_dir

@@ -31,7 +31,7 @@ import pulumi_kubernetes as k8s
 from components.common.edge import EdgeArgs, validate_edge
 from components.common.edge import endpoint_urls as edge_urls
 from components.common.exposure import api_route, basic_auth_secret
-from components.common.handoffs import ServedModel
+from components.common.handoffs import ConvertedModel, ModelVolume, ServedModel
 from components.common.ingress import (
     NGINX,
     IngressArgs,
@@ -73,6 +73,14 @@ class GatewayBackend:
 
     model: ModelSpec
     service: ServedModel
+    conversion: ConvertedModel | None = None
+    """The model's download Job and store paths: required for a vLLM model, whose checkpoint directory (its
+    ``tokenizer_config.json``, the chat template) the gateway mounts from the store once that Job has completed."""
+
+
+def needs_checkpoint(backend: GatewayBackend) -> bool:
+    """The gateway reads ``backend``'s checkpoint (a vLLM model: chat through its own template)."""
+    return backend.model.family.is_vllm
 
 
 def served_backends(backends: Sequence[GatewayBackend]) -> list[GatewayBackend]:
@@ -89,6 +97,8 @@ class GatewayArgs:
     """The tools image (``tritonft`` installed), pinned by digest."""
     backends: Sequence[GatewayBackend]
     """Every model of the stack; the classifiers among them are not served under ``/v1`` (:func:`served_backends`)."""
+    store: ModelVolume | None = None
+    """The model store: required when a vLLM model is served (its checkpoint directory is mounted read-only)."""
     ingress: IngressArgs | None = None
     """Exposure of ``/v1`` through an Ingress (the stack's base host, same TLS/auth as the models)."""
     edge: EdgeArgs | None = None
@@ -126,6 +136,12 @@ def validate_gateway(args: GatewayArgs) -> list[str]:
         )
     if len(set(names)) != len(names):
         problems.append(f"backends: each model once, got {names}")
+    for b in served_backends(args.backends):
+        if needs_checkpoint(b) and (b.conversion is None or args.store is None):
+            problems.append(
+                f"backends: {b.model.name!r} is served by vLLM: give its conversion (GatewayBackend.conversion) and "
+                "the model store (store), so the gateway mounts its tokenizer_config.json for chat"
+            )
     if args.min_replicas < 1:
         problems.append(f"min_replicas must be at least 1 (got {args.min_replicas})")
     if args.max_replicas < args.min_replicas:
@@ -192,10 +208,18 @@ class Gateway(pulumi.ComponentResource):
             deadline_seconds=args.deadline_seconds,
             coalesce=args.coalesce,
             node_selector=dict(target.cpu_node_selector),
+            store_claim=args.store.k8s_name if args.store is not None else None,
         )
+        reads_store = [b for b in served if needs_checkpoint(b)]
         backends = pulumi.Output.all(*(b.service.grpc_address for b in served)).apply(
             lambda addresses: [
-                Backend(b.model, address, b.service.pod_selector, b.service.scales_to_zero)
+                Backend(
+                    b.model,
+                    address,
+                    b.service.pod_selector,
+                    b.service.scales_to_zero,
+                    b.conversion.paths.checkpoint_subpath if b.conversion is not None and needs_checkpoint(b) else None,
+                )
                 for b, address in zip(served, addresses, strict=True)
             ]
         )
@@ -218,11 +242,17 @@ class Gateway(pulumi.ComponentResource):
             f"{name}-deployment",
             metadata=object_meta(base, ns, meta_labels),
             spec=cast(Any, backends.apply(spec_of)),
-            # After the models' servers have rolled out: a gateway is ready only once some Triton answers.
+            # After the models' servers have rolled out: a gateway is ready only once some Triton answers. A vLLM
+            # model's download Job has completed before its checkpoint is mounted (as the Triton pods wait for it).
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=target.provider,
-                depends_on=[config_map, *(b.service.rollout_watch for b in served)],
+                depends_on=[
+                    config_map,
+                    *(b.service.rollout_watch for b in served),
+                    *(b.conversion.job for b in reads_store if b.conversion is not None),
+                    *([args.store.claim] if reads_store and args.store is not None else []),
+                ],
             ),
         )
         service = k8s.core.v1.Service(

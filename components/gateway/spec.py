@@ -33,6 +33,10 @@ from tritonft.spec import EncoderTask, ModelSpec
 
 GATEWAY_PORT = 8080
 SPEC_MOUNT = "/etc/tritonft/models"
+CHECKPOINT_MOUNT = "/etc/tritonft/checkpoints"
+"""Where the gateway mounts each vLLM model's downloaded checkpoint (read-only, ``<CHECKPOINT_MOUNT>/<model>``): its
+``tokenizer_config.json`` holds the chat template chat is rendered with."""
+TOKENIZER_CONFIG = "tokenizer_config.json"
 SPECS_ANNOTATION = "triton-ft.io/specs-sha256"
 """On the pod template: a changed model spec rolls the gateway (it reads the specs once, at start)."""
 LIVE_PATH = "/health/live"
@@ -87,6 +91,9 @@ class Backend:
     """Selector labels of that Triton's pods (the gateway's egress goes to them only)."""
     scales_to_zero: bool = False
     """That Triton may have no replica (KEDA): the gateway stays ready without it and answers 503 + Retry-After."""
+    checkpoint_subpath: str | None = None
+    """A vLLM model's downloaded checkpoint on the model store, relative to its root (``hf/<model>/<revision>``):
+    mounted read-only so the gateway reads the model's ``tokenizer_config.json`` (chat). None for the others."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +112,8 @@ class GatewayPod:
     node_selector: dict[str, str]
     coalesce: bool = True
     """Merge concurrent same-parameter completions into one Triton call (``--coalesce``/``--no-coalesce``)."""
+    store_claim: str | None = None
+    """The model store's PersistentVolumeClaim, mounted read-only when a backend names a ``checkpoint_subpath``."""
 
 
 def spec_file(model: ModelSpec) -> str:
@@ -122,6 +131,17 @@ def specs_digest(models: Sequence[ModelSpec]) -> str:
     return hashlib.sha256("\n".join(f"{k}\n{data[k]}" for k in sorted(data)).encode()).hexdigest()
 
 
+def checkpoint_mount(model: ModelSpec) -> str:
+    """Where the gateway pod mounts ``model``'s checkpoint directory."""
+    return f"{CHECKPOINT_MOUNT}/{model.name}"
+
+
+def tokenizer_config_args(model_name: str, checkpoint_dir: str) -> list[str]:
+    """``--tokenizer-config MODEL=<checkpoint_dir>/tokenizer_config.json``: the gateway renders ``model``'s chat with
+    the template in that file (the deployed pod's mount, or a checkpoint directory on this machine)."""
+    return ["--tokenizer-config", f"{model_name}={checkpoint_dir.rstrip('/')}/{TOKENIZER_CONFIG}"]
+
+
 def gateway_command(backends: Sequence[Backend], deadline_seconds: int, coalesce: bool = True) -> list[str]:
     """``python -m tritonft gateway`` with one Triton route per model, and a spec per generator or an
     ``--embedding-model NAME:MAX_BATCH`` per embedding model (``MAX_BATCH``: its ensemble's ``max_batch_size``).
@@ -137,13 +157,16 @@ def gateway_command(backends: Sequence[Backend], deadline_seconds: int, coalesce
             command += ["--embedding-model", f"{backend.model.name}:{backend.model.batching.max_batch_size}"]
         else:
             command += ["--spec", f"{SPEC_MOUNT}/{spec_file(backend.model)}"]
+        if backend.checkpoint_subpath is not None:
+            command += tokenizer_config_args(backend.model.name, checkpoint_mount(backend.model))
         if backend.scales_to_zero:
             command += ["--scales-to-zero", backend.model.name]
     return command
 
 
 def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector: dict[str, str]) -> dict[str, Any]:
-    """The gateway pod: hardened like every workload, probes on its health routes, spread over nodes.
+    """The gateway pod: hardened like every workload, probes on its health routes, spread over nodes; each vLLM
+    model's checkpoint directory mounted read-only from the model store by ``subPath`` (its ``tokenizer_config.json``).
 
     Readiness is ``/health/ready`` (some Triton answers with all its models); liveness is ``/health/live`` (the
     process answers), so a Triton outage takes the gateway out of the Service but never restarts it. It leaves
@@ -151,6 +174,21 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
     """
     leaving = gateway_drain(pod.deadline_seconds)
     resources = {"cpu": pod.cpu, "memory": pod.memory}
+    checkpoints = [b for b in backends if b.checkpoint_subpath is not None]
+    if checkpoints and pod.store_claim is None:
+        raise ValueError(
+            f"models {[b.model.name for b in checkpoints]} read their checkpoint from the model store: give the "
+            "gateway pod the store's claim (store_claim)"
+        )
+    checkpoint_mounts = [
+        {"name": "store", "mountPath": checkpoint_mount(b.model), "subPath": b.checkpoint_subpath, "readOnly": True}
+        for b in checkpoints
+    ]
+    store_volumes = (
+        [{"name": "store", "persistentVolumeClaim": {"claimName": pod.store_claim, "readOnly": True}}]
+        if checkpoints
+        else []
+    )
     container = {
         "name": "gateway",
         "image": pod.image,
@@ -167,6 +205,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
         "volumeMounts": [
             {"name": "specs", "mountPath": SPEC_MOUNT, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
+            *checkpoint_mounts,
         ],
     }
     return {
@@ -193,6 +232,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
         "volumes": [
             {"name": "specs", "configMap": {"name": pod.config_map}},
             {"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}},
+            *store_volumes,
         ],
     }
 

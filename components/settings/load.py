@@ -440,6 +440,7 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
             target_ratio=top.get("autoscaleTargetRatio", "500m"),
             scale_down_stabilization_s=top.get("scaleDownStabilizationSeconds"),
             scale_to_zero=f.scale_to_zero,
+            target_ttft=top.get("autoscaleTargetTtftSeconds", "1"),
         ),
         monitoring=f.monitoring,
         alert_for=dict(top.get("alertFor", {})),

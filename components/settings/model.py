@@ -133,13 +133,15 @@ class IngressSettings:
 
 @dataclass(frozen=True)
 class AutoscalingSettings:
-    """HPA (or KEDA) on Triton's queue:compute ratio."""
+    """HPA (or KEDA) on Triton's queue:compute ratio, or a vLLM model's time-to-first-token p95."""
 
     enabled: bool
     target_ratio: str
     scale_down_stabilization_s: int | None
     """None = computed from the model's startup budget."""
     scale_to_zero: bool
+    target_ttft: str = "1"
+    """A vLLM model's time-to-first-token p95 target per pod, seconds (a Kubernetes quantity)."""
 
 
 @dataclass(frozen=True)

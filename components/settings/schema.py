@@ -130,6 +130,17 @@ def _positive_quantity(value: str) -> list[str]:
     return problems
 
 
+def _positive_seconds(value: str) -> list[str]:
+    """A positive number of seconds, written as a Kubernetes quantity (what the HPA's target takes)."""
+    fix = "write the seconds as a number, e.g. '1', '1.5' or '750m' (0.75 s)"
+    problems = quantity(value)
+    if problems:
+        return [f"is not a number of seconds: {fix}"]
+    if quantity_value(value) <= 0:
+        return [f"must be more than 0 seconds: {fix}"]
+    return []
+
+
 def _label_map(value: Any) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     for key, val in value.items():
@@ -360,6 +371,9 @@ FORMATS: dict[str, Format] = {
         [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     ),
     "quantity": Format("Kubernetes quantity > 0", _strings(_positive_quantity), "0.5x", "1500m"),
+    "seconds": Format(
+        "seconds > 0, as a number or quantity (`750m` = 0.75 s)", _strings(_positive_seconds), "1s", "750m"
+    ),
     "git-sha": Format(
         "full 40-hex commit sha", _strings(_git_sha), "df1b051", "df1b051c49625cf57a3d0d8d3863ed4d13564fe4"
     ),
@@ -1174,6 +1188,16 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Target average queue:compute ratio per pod (Kubernetes quantity).",
         default="500m",
         format="quantity",
+    ),
+    Knob(
+        "autoscaleTargetTtftSeconds",
+        "quantity",
+        "vLLM models (`family: llama`): target time-to-first-token p95 per pod, in seconds (Kubernetes quantity: "
+        "`750m` is 0.75 s). Their HPA (or KEDA) scales on it instead of the queue:compute ratio (requests wait inside "
+        "vLLM, not in Triton's queue), their `VllmTimeToFirstTokenHigh` alert fires when the service stays above it, "
+        "and their dashboard draws it.",
+        default="1",
+        format="seconds",
     ),
     Knob(
         "scaleDownStabilizationSeconds",

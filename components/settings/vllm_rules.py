@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from components.settings.facts import ModelFacts, Problem, StackFacts
 from components.settings.gpus import GIB
+from tritonft.engines.vllm.engine import checkpoint_from, options_from
 from tritonft.engines.vllm.rules import Checkpoint, Gpu, VllmOptions, problems
 from tritonft.spec import VllmSpec
 
@@ -67,36 +68,14 @@ def _ft_keys_not_for_vllm(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
 
 def options(m: ModelFacts, vllm: VllmSpec) -> VllmOptions:
     """The engine arguments of the entry (vLLM's ``tensor_parallel_size`` is the entry's ``tensorParallel``)."""
-    return VllmOptions(
-        max_model_len=vllm.max_model_len,
-        gpu_memory_utilization=vllm.gpu_memory_utilization,
-        max_num_seqs=vllm.max_num_seqs,
-        dtype=vllm.dtype,
-        enable_prefix_caching=vllm.enable_prefix_caching,
-        tensor_parallel_size=m.get("tensorParallel", 1),
-    )
+    return options_from(vllm, m.get("tensorParallel", 1))
 
 
 def checkpoint(m: ModelFacts, vllm: VllmSpec) -> Checkpoint | None:
-    """The checkpoint's facts: the entry's (or the catalog's) architecture and the ``vllm`` block's facts."""
+    """The checkpoint's facts: the entry's (or the catalog's) architecture and the ``vllm`` block's facts, as the
+    download Job compares them with the downloaded ``config.json`` (one reading: :func:`checkpoint_from`)."""
     arch = m.architecture
-    if arch is None:
-        return None
-    return Checkpoint(
-        architecture=vllm.architecture,
-        model_type="",
-        hidden_size=arch.d_model,
-        num_layers=arch.num_layers,
-        num_heads=arch.num_heads,
-        num_kv_heads=vllm.num_kv_heads or arch.num_heads,
-        head_dim=arch.head_size,
-        intermediate_size=arch.d_ff,
-        vocab_size=arch.vocab_size,
-        max_positions=arch.max_positions,
-        torch_dtype=vllm.checkpoint_dtype,
-        tied_embeddings=arch.tied_embeddings,
-        qkv_bias=vllm.qkv_bias,
-    )
+    return None if arch is None else checkpoint_from(vllm, arch)
 
 
 def _engine_rules(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:

@@ -62,6 +62,16 @@ class CpuModel:
 
 
 @dataclass(frozen=True)
+class TokenSecret:
+    """An existing Secret a model's download Job mounts for its Hugging Face token (``hfTokenSecret``)."""
+
+    model: str
+    secret: str
+    key: str
+    """The key the Job mounts as the token file."""
+
+
+@dataclass(frozen=True)
 class Needs:
     """What one stack needs from the cluster it deploys to."""
 
@@ -93,6 +103,10 @@ class Needs:
     """(namespace, name) of the cluster's own Gateway the routes attach to; None = the stack makes its own."""
     hosts: Sequence[str] = ()
     """The hosts the stack's routes serve (the Gateway's listeners must accept each)."""
+    namespace: str = ""
+    """The stack's namespace (where its Jobs read the Secrets they mount)."""
+    token_secrets: Sequence[TokenSecret] = ()
+    """The existing Secrets the models' download Jobs mount (``hfTokenSecret``): the stack does not make them."""
 
     def can_add_gpu_node(self, gpu_nodes: int) -> bool:
         """cluster-autoscaler may add a node of the stack's GPU group (fewer than its most are running)."""
@@ -469,3 +483,31 @@ def metrics_apis(services: Mapping[str, Mapping[str, Any]], needs: Needs) -> Che
     if problems:
         return Check("metrics-apis", False, "; ".join(problems))
     return Check("metrics-apis", True, ", ".join(f"{name} available" for name, _ in needs.metrics_apis))
+
+
+def token_secret(wanted: TokenSecret, namespace: str, found: Mapping[str, Any] | None) -> Check:
+    """``wanted`` exists in ``namespace`` (``found``: the Secret as the API server returns it, None when there is none)
+    with the key its download Job mounts: without it the Job's pod never starts (``CreateContainerConfigError``) and
+    ``up`` waits out the Job's timeout. Names the keys only, never a value."""
+    name = f"hf-token {wanted.model}"
+    create = (
+        f"kubectl -n {namespace} create secret generic {wanted.secret} --from-literal={wanted.key}=hf_... "
+        f"(a token of an account that accepted the model's licence; create the namespace first if it does not exist)"
+    )
+    if found is None:
+        return Check(
+            name,
+            False,
+            f"Secret {wanted.secret!r} (hfTokenSecret) not found in namespace {namespace!r}, so the download Job "
+            f"cannot read the Hugging Face token: {create}",
+        )
+    keys = sorted({*(found.get("data") or {}), *(found.get("stringData") or {})})
+    if wanted.key not in keys:
+        return Check(
+            name,
+            False,
+            f"Secret {wanted.secret!r} in namespace {namespace!r} has no key {wanted.key!r} (keys: "
+            f"{', '.join(keys) or 'none'}), the file the download Job reads the token from: recreate it with "
+            f"{create}",
+        )
+    return Check(name, True, f"Secret {wanted.secret!r} in namespace {namespace!r} has key {wanted.key!r}")

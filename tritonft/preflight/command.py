@@ -3,9 +3,9 @@
 Checks: the API answers; GPU nodes with allocatable ``nvidia.com/gpu``; GPU nodes whose labels and taints match
 the stack's selector and tolerations; for each GPU model a usable node with enough free GPUs for one pod; for each
 ``device: cpu`` model a schedulable non-GPU node matching ``cpuNodeSelector`` with the CPU and memory of one
-replica unrequested; the storage
-class (and that it can be ReadWriteMany); the ingress class; the CRDs the stack's features need; and a
-server-side dry-run of every object of the plan (``tritonft synth``'s manifests) against the API server.
+replica unrequested; the storage class (and that it can be ReadWriteMany); the ingress class; the CRDs the stack's
+features need; each model's ``hfTokenSecret`` (in the stack's namespace, with the key its download Job mounts); and
+a server-side dry-run of every object of the plan (``tritonft synth``'s manifests) against the API server.
 """
 
 from __future__ import annotations
@@ -88,10 +88,23 @@ def preflight(needs: Needs, kube: Kube, plan: list[dict[str, Any]] | None) -> li
     results.append(checks.gateway(gateways, needs))
     services = {s["metadata"]["name"]: s for s in kube.items("apiregistration.k8s.io/v1", "APIService")}
     results.append(checks.metrics_apis(services, needs))
+    for wanted in needs.token_secrets:
+        results.append(checks.token_secret(wanted, needs.namespace, _secret(kube, wanted.secret, needs.namespace)))
     if plan is not None:
         namespaces = {n["metadata"]["name"] for n in kube.items("v1", "Namespace")}
         results.append(dry_run(kube, plan, namespaces, present))
     return results
+
+
+def _secret(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
+    """The Secret, or None when the API server has none of that name in ``namespace`` (or no such namespace)."""
+    try:
+        found: dict[str, Any] = kube.get("v1", "Secret", name, namespace)
+    except ApiError as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return found
 
 
 def load_plan(project_dir: Path, stack: str) -> list[dict[str, Any]]:

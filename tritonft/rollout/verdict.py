@@ -13,6 +13,7 @@ nodeclaim/...``), or the scheduler's own nomination after preempting lower-prior
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -165,3 +166,32 @@ COMPARED_INPUTS = (
 # The promotion gate's diff (components/serving/promotion_gate.py) compares these inputs; `tritonft diff` reads them.
 PROMOTION_GATE_INPUTS = ("namespace", "version", "candidate_deployment", "canary", "routes", "max_replicas")
 """Inputs whose change re-runs the wait (the kubeconfig is not one: new credentials are not a rollout)."""
+
+
+CRASH_LOOP = "CrashLoopBackOff"
+_LOAD_FAILED = re.compile(r"failed to load '([^']+)' version (\d+): (.*)")
+TRACEBACK = "\\n\\nAt:"
+"""Where a Python backend's error ends in Triton's log line and its traceback begins (newlines escaped)."""
+
+
+def crash_looping(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(pod, container) of every container in ``CrashLoopBackOff``: it started, ended and will be started again."""
+    return [
+        (_name(pod), str(c.get("name")))
+        for pod in pods
+        for c in pod.get("status", {}).get("containerStatuses") or []
+        if ((c.get("state") or {}).get("waiting") or {}).get("reason") == CRASH_LOOP
+    ]
+
+
+def load_failure(log: str) -> str | None:
+    """Triton's first ``failed to load '<model>' version <n>: <error>`` in a server's log, the error as the model's
+    backend said it (vLLM's own words for a vLLM model; a Python backend's traceback cut off); None when the log has
+    none. A Triton that ended because a model cannot load never starts by itself: the same files load the same way."""
+    for line in log.splitlines():
+        found = _LOAD_FAILED.search(line)
+        if found:
+            model, version, error = found.groups()
+            said = error.split(TRACEBACK)[0].strip().rstrip('"').strip()
+            return f"model '{model}' version {version} failed to load: {said}"
+    return None

@@ -2,7 +2,9 @@
 
 This is the wait ``pulumi up`` does for each Triton Deployment (``components.rollout_watch``): it ends when every
 replica is updated and available, fails with the controller's message on ``ProgressDeadlineExceeded``, fails with
-the scheduler's reason once a pod can never get its GPUs, and otherwise fails at ``deadline_s`` listing the pods.
+the scheduler's reason once a pod can never get its GPUs, with the model's backend's own words once a crash-looping
+Triton's last log says a model could not load (vLLM's error for a vLLM model), and otherwise fails at ``deadline_s``
+listing the pods.
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from tritonft.kube import Kube
+from tritonft.kube import ApiError, Kube
 from tritonft.rollout.verdict import (
     DEFAULT_GRACE_S,
     NodeGrowth,
+    crash_looping,
+    load_failure,
     progress_failure,
     rolled_out,
     stuck_for_gpus,
@@ -64,6 +68,24 @@ def pod_summary(pods: list[Any]) -> str:
     return "; ".join(parts) or "no pods"
 
 
+def cannot_load(kube: Kube, namespace: str, pods: list[Any]) -> str | None:
+    """Why a crash-looping Triton pod ended, when its last run's log says a model could not load
+    (:func:`tritonft.rollout.verdict.load_failure`); None otherwise (a crash for another reason is waited out)."""
+    for pod, container in crash_looping(pods):
+        try:
+            log = kube.request(
+                "GET",
+                f"/api/v1/namespaces/{namespace}/pods/{pod}/log",
+                params={"container": container, "previous": "true"},
+            )
+        except (ApiError, OSError):
+            continue  # the previous run's log is gone (node replaced): keep waiting, the deadline still holds
+        said = load_failure(log) if isinstance(log, str) else None
+        if said:
+            return f"pod {pod}: {said}"
+    return None
+
+
 def watch_rollout(kube: Kube, config: WatchConfig) -> dict[str, Any]:
     """Block until the Deployment has rolled out; returns its final status. Raises :class:`RolloutFailedError`."""
     ns, name = config.namespace, config.deployment
@@ -77,6 +99,9 @@ def watch_rollout(kube: Kube, config: WatchConfig) -> dict[str, Any]:
         if failed:
             raise RolloutFailedError(f"Deployment {ns}/{name} failed to roll out: {failed}")
         pods = kube.items("v1", "Pod", ns, selector_of(deployment))
+        crashed = cannot_load(kube, ns, pods)
+        if crashed:
+            raise RolloutFailedError(f"Deployment {ns}/{name} cannot start: {crashed}")
         if any(unplaced(p) for p in pods):
             message = stuck_for_gpus(
                 pods,

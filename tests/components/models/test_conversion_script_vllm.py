@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import replace
@@ -142,16 +143,21 @@ def test_a_rerun_skips_what_is_complete(tmp_path: Path, checkpoint: Path, spec: 
     assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "repo"], "nothing ran again"
 
 
+def refused(tmp_path: Path, checkpoint: Path, spec: ModelSpec) -> str:
+    """The Job's stderr, after checking that it failed and published no repository."""
+    proc = _run(tmp_path, checkpoint, spec)
+    assert proc.returncode != 0
+    _, repo = _store(tmp_path, spec)
+    assert not repo.exists()
+    return proc.stderr
+
+
 def test_a_checkpoint_that_is_not_the_specs_model_is_never_published_as_a_repository(
     tmp_path: Path, checkpoint: Path, spec: ModelSpec
 ) -> None:
     assert spec.vllm is not None
     wrong = replace(spec, vllm=replace(spec.vllm, num_kv_heads=4))
-    proc = _run(tmp_path, checkpoint, wrong)
-    assert proc.returncode != 0
-    assert "config.json num_kv_heads: 2, the spec says 4" in proc.stderr
-    _, repo = _store(tmp_path, wrong)
-    assert not repo.exists()
+    assert "config.json num_kv_heads: 2, the spec says 4" in refused(tmp_path, checkpoint, wrong)
 
 
 def test_a_max_model_len_beyond_the_downloaded_models_positions_is_refused_before_publishing(
@@ -159,9 +165,26 @@ def test_a_max_model_len_beyond_the_downloaded_models_positions_is_refused_befor
 ) -> None:
     assert spec.vllm is not None
     long = replace(spec, vllm=replace(spec.vllm, max_model_len=4096))
-    proc = _run(tmp_path, checkpoint, long)
-    assert proc.returncode != 0
-    assert "vllm.maxModelLen: 4096 exceeds the model's 512 positions" in proc.stderr
+    assert "vllm.maxModelLen: 4096 exceeds the model's 512 positions" in refused(tmp_path, checkpoint, long)
+
+
+def test_weights_cut_short_are_never_published_as_a_repository(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    # What the Job checks instead of an answer (no vLLM in the tools image): the weights are whole and the model's.
+    cut = tmp_path / "cut"
+    shutil.copytree(checkpoint, cut)
+    weights = cut / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    assert "model.safetensors is truncated or corrupt; re-download it" in refused(tmp_path, cut, spec)
+
+
+def test_weights_of_another_model_than_the_spec_are_never_published(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    wrong = replace(spec, architecture=replace(spec.architecture, num_layers=3))
+    said = refused(tmp_path, checkpoint, wrong)
+    assert "weights: decoder layers 0..1 (2), the spec says 3 (0..2)" in said
 
 
 def test_the_job_runs_the_vllm_script_and_nothing_of_fastertransformers(spec: ModelSpec) -> None:

@@ -11,9 +11,9 @@ import pytest
 from components.settings import load_settings
 from components.settings.catalog import KNOWN_VLLM
 from components.settings.facts import ModelFacts
-from components.settings.vllm_rules import checkpoint
+from components.settings.vllm_rules import checkpoint, options
 from tests.components.settings.test_validation import LLAMA8B, QWEN7B, T5_SMALL, as_cli, kubernetes_stack, problems_of
-from tritonft.engines.vllm.engine import ENGINE, checkpoint_of
+from tritonft.engines.vllm.engine import ENGINE, checkpoint_of, options_of
 from tritonft.engines.vllm.rules import read_checkpoint
 from tritonft.spec import DataType, Family, parameter_count
 
@@ -256,3 +256,16 @@ def test_every_bad_value_is_listed_at_once() -> None:
         "models[0].maxOutputLen",
         "models[1].vllm.maxNumSeqs",
     }
+
+
+def test_the_stack_sizes_a_model_with_the_facts_and_arguments_its_download_job_checks() -> None:
+    # One reading of a model's vllm block (tritonft.engines.vllm.engine): what the stack's rules were given is what
+    # the Job compares the downloaded config.json with and what model.json gets.
+    entry = dict(QWEN7B, tensorParallel=2, vllm={"maxModelLen": 8192, "maxNumSeqs": 32})
+    (spec,) = load(kubernetes_stack(gpusPerNode=2, models=[entry])).models
+    assert spec.vllm is not None
+    catalog = KNOWN_VLLM[QWEN7B["hfRepo"]]
+    facts = ModelFacts(0, entry, frozenset(entry), (Family.LLAMA, catalog.architecture), spec.architecture)
+    assert checkpoint(facts, spec.vllm) == checkpoint_of(spec)
+    assert options(facts, spec.vllm) == options_of(spec)
+    assert options_of(spec).tensor_parallel_size == 2 and options_of(spec).max_num_seqs == 32

@@ -308,3 +308,75 @@ def test_preflight_fails_a_vllm_model_whose_tensor_parallel_gpus_no_node_has_fre
     code, lines = preflight(project, capsys, "--no-dry-run")
     assert code == 1
     assert "needs 4 GPU(s) on one node" in lines["FAIL gpu-shape qwen"], json.dumps(lines, indent=1)
+
+
+LLAMA8B_GATED = {
+    "name": "llama",
+    "hfRepo": "meta-llama/Llama-3.1-8B-Instruct",
+    "revision": "0e9e39f249a16976918f6564b8830bc894c89659",
+    "vllm": {"maxModelLen": 16384},
+    "hfTokenSecret": "hf-token",
+}
+TOKEN_VALUE = "hf_preflightMustNeverPrintThis"
+
+
+def token_secret(cluster: Cluster, data: dict[str, str]) -> None:
+    """As the fix says: the namespace (the stack's, which ``up`` then adopts), then the Secret in it."""
+    cluster.apply_cluster_scoped({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
+    cluster.kube.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "hf-token", "namespace": cluster.namespace},
+            "type": "Opaque",
+            "stringData": data,
+        }
+    )
+
+
+def gated_project(control_plane: ControlPlane, cluster: Cluster, tmp_path: Path) -> Path:
+    project = write_project(tmp_path, control_plane, cluster, models=[dict(GPTJ), dict(LLAMA8B_GATED)])
+    fitting(cluster, project)
+    return project
+
+
+def test_preflight_fails_a_gated_models_token_secret_that_does_not_exist_naming_it_and_the_fix(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = gated_project(control_plane, cluster, tmp_path)
+    code, lines = preflight(project, capsys, "--no-dry-run")
+    assert code == 1
+    assert lines["FAIL hf-token llama"] == (
+        f"FAIL hf-token llama: Secret 'hf-token' (hfTokenSecret) not found in namespace '{cluster.namespace}', so the "
+        f"download Job cannot read the Hugging Face token: kubectl -n {cluster.namespace} create secret generic "
+        "hf-token --from-literal=token=hf_... (a token of an account that accepted the model's licence; create the "
+        "namespace first if it does not exist)"
+    )
+    assert {key for key in lines if key.startswith("FAIL")} == {"FAIL hf-token llama"}, "only the secret is missing"
+
+
+def test_preflight_fails_a_token_secret_without_the_key_the_job_mounts(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = gated_project(control_plane, cluster, tmp_path)
+    token_secret(cluster, {"HF_TOKEN": TOKEN_VALUE})
+    code, lines = preflight(project, capsys, "--no-dry-run")
+    assert code == 1
+    line = lines["FAIL hf-token llama"]
+    assert f"Secret 'hf-token' in namespace '{cluster.namespace}' has no key 'token' (keys: HF_TOKEN)" in line
+    assert "--from-literal=token=hf_..." in line
+    assert TOKEN_VALUE not in json.dumps(lines)
+
+
+def test_preflight_passes_a_token_secret_with_its_key_and_never_prints_the_token(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = gated_project(control_plane, cluster, tmp_path)
+    token_secret(cluster, {"token": TOKEN_VALUE})
+    code, lines = preflight(project, capsys, "--no-dry-run")
+    assert code == 0, json.dumps(lines, indent=1)
+    assert lines["PASS hf-token llama"] == (
+        f"PASS hf-token llama: Secret 'hf-token' in namespace '{cluster.namespace}' has key 'token'"
+    )
+    assert TOKEN_VALUE not in json.dumps(lines)
+    assert "hf-token gpt-j-6b" not in {key.split(" ", 1)[1] for key in lines}, "a model without hfTokenSecret"

@@ -1,14 +1,17 @@
 """prod's Llama-family model (vLLM) on the real kube-apiserver + kube-scheduler, nodes simulated by kwok: its download
 Job runs on a CPU node and completes, its Triton pods take exactly their GPUs (TP) on the GPU nodes, packed beside
-the other 1-GPU model so the 4-GPU model keeps whole nodes, and the API server accepts every object of it."""
+the other 1-GPU model so the 4-GPU model keeps whole nodes, the API server accepts every object of it, and the
+gateway's pods (admitted in the restricted namespace) mount its checkpoint read-only for its chat template."""
 
 from __future__ import annotations
 
 from components.common.target import GPU_RESOURCE
+from components.gateway.spec import CHECKPOINT_MOUNT
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
 from tests.system.controlplane.conftest import Cluster
 from tests.system.controlplane.plan import Plan
 from tests.system.controlplane.prod import deploy, deploy_and_schedule, gpus
+from tritonft.kube import wait_for
 
 LLAMA = "llama-3-1-8b"
 
@@ -52,3 +55,33 @@ def test_the_vllm_models_download_job_runs_on_a_cpu_node_and_completes(cluster: 
     mine = {f"{o['kind']}/{o['metadata']['name']}" for o in objs if LLAMA in o["metadata"]["name"]}
     assert {f"Deployment/{prod_plan.deployment('prod-llama-3-1-8b')}", f"Job/{job}"} <= mine
     assert mine <= set(applied), "the API server accepted every object of the vLLM model"
+
+
+def test_the_gateway_pods_mount_the_vllm_models_checkpoint_read_only_and_read_its_tokenizer_config(
+    cluster: Cluster, prod_plan: Plan
+) -> None:
+    deploy(cluster, prod_plan)
+    replicas = prod_plan.settings.serving.gateway.replicas_min
+    selector = "app.kubernetes.io/component=gateway"
+    pods = wait_for(
+        f"{replicas} gateway pods admitted",
+        lambda: (found := cluster.pods(selector)) and len(found) == replicas and found,
+        90,
+    )
+    (model,) = [m for m in prod_plan.settings.models if m.name == LLAMA]
+    for pod in pods:
+        (container,) = pod["spec"]["containers"]
+        (mount,) = [m for m in container["volumeMounts"] if m.get("subPath")]
+        assert mount == {
+            "name": "store",
+            "mountPath": f"{CHECKPOINT_MOUNT}/{LLAMA}",
+            "subPath": f"hf/{LLAMA}/{model.revision}",
+            "readOnly": True,
+        }
+        (store,) = [v for v in pod["spec"]["volumes"] if v["name"] == "store"]
+        assert store["persistentVolumeClaim"]["readOnly"] is True
+        command = container["command"]
+        assert command[command.index("--tokenizer-config") + 1] == (
+            f"{LLAMA}={CHECKPOINT_MOUNT}/{LLAMA}/tokenizer_config.json"
+        )
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.failure_logs import attach_on_failure, tail
+from tests.system.realtriton import vllm_server
 from tests.system.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
 from tests.system.realtriton.repos import (
     MATRIX,
@@ -165,6 +166,27 @@ def probe_triton(
     render_with_cli(spec, repository, tokenizers[Family.GPT2], tmp_path_factory.mktemp("scratch"))
     standin_all(repository, generation="reverse")
     return serve_triton(repository)
+
+
+@pytest.fixture(scope="session")
+def vllm_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The checkpoints of the shared vLLM server (:mod:`tests.system.realtriton.vllm_server`)."""
+    return vllm_server.write_checkpoints(tmp_path_factory.mktemp("vllm-checkpoints"))
+
+
+@pytest.fixture(scope="session")
+def vllm_triton(vllm_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTriton]:
+    """The real Triton with the real vLLM engine, one for the session: the tests of the engine and of the gateway
+    share it (:mod:`tests.system.realtriton.vllm_server`); its log is attached to a failing test like the others'."""
+    server = vllm_server.server(vllm_checkpoints, tmp_path_factory.mktemp("vllm-triton"))
+    server.start()
+    _RUNNING.append(server)
+    try:
+        yield server
+    finally:
+        server.stop()
+        if server in _RUNNING:
+            _RUNNING.remove(server)
 
 
 def server_sections(item: pytest.Item) -> list[tuple[str, str]]:

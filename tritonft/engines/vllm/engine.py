@@ -11,8 +11,9 @@ from tritonft.engines.vllm.repository import repository_files, write_repository
 from tritonft.engines.vllm.rules import DTYPE_BYTES, Checkpoint, VllmOptions, read_checkpoint
 from tritonft.engines.vllm.rules import problems as rule_problems
 from tritonft.engines.vllm.versions import SERVER_DOCKERFILE, TRITON_VERSION
+from tritonft.engines.vllm.weights import weights_problems
 from tritonft.errors import UserError
-from tritonft.spec import Family, ModelSpec, VllmSpec
+from tritonft.spec import Architecture, Family, ModelSpec, VllmSpec
 
 MODEL_TYPES: Mapping[str, Family] = dict.fromkeys(
     ("llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "phi3"), Family.LLAMA
@@ -28,37 +29,49 @@ def _vllm(spec: ModelSpec) -> VllmSpec:
     return spec.vllm
 
 
-def options_of(spec: ModelSpec) -> VllmOptions:
-    """The engine arguments ``spec`` sets (its ``tensor_parallel`` is vLLM's ``tensor_parallel_size``)."""
-    v = _vllm(spec)
+def options_from(vllm: VllmSpec, tensor_parallel: int) -> VllmOptions:
+    """The engine arguments a ``vllm`` block sets (vLLM's ``tensor_parallel_size`` is the model's
+    ``tensor_parallel``): one reading for the stack's rules (:mod:`components.settings.vllm_rules`) and the Job's."""
     return VllmOptions(
-        max_model_len=v.max_model_len,
-        gpu_memory_utilization=v.gpu_memory_utilization,
-        max_num_seqs=v.max_num_seqs,
-        dtype=v.dtype,
-        enable_prefix_caching=v.enable_prefix_caching,
-        tensor_parallel_size=spec.tensor_parallel,
+        max_model_len=vllm.max_model_len,
+        gpu_memory_utilization=vllm.gpu_memory_utilization,
+        max_num_seqs=vllm.max_num_seqs,
+        dtype=vllm.dtype,
+        enable_prefix_caching=vllm.enable_prefix_caching,
+        tensor_parallel_size=tensor_parallel,
     )
 
 
-def checkpoint_of(spec: ModelSpec) -> Checkpoint:
-    """The checkpoint's facts as the spec states them (its ``architecture`` block and ``vllm`` block)."""
-    v, arch = _vllm(spec), spec.architecture
+def checkpoint_from(vllm: VllmSpec, arch: Architecture) -> Checkpoint:
+    """The checkpoint's facts as a model states them (its ``architecture`` block and ``vllm`` block), in the shape
+    :func:`tritonft.engines.vllm.rules.read_checkpoint` reads a downloaded ``config.json`` into: what the stack was
+    sized with (:mod:`components.settings.vllm_rules`) and what the Job compares the download against
+    (:func:`checkpoint_problems`)."""
     return Checkpoint(
-        architecture=v.architecture,
+        architecture=vllm.architecture,
         model_type="",
         hidden_size=arch.d_model,
         num_layers=arch.num_layers,
         num_heads=arch.num_heads,
-        num_kv_heads=v.num_kv_heads or arch.num_heads,
+        num_kv_heads=vllm.num_kv_heads or arch.num_heads,
         head_dim=arch.head_size,
         intermediate_size=arch.d_ff,
         vocab_size=arch.vocab_size,
         max_positions=arch.max_positions,
-        torch_dtype=v.checkpoint_dtype,
+        torch_dtype=vllm.checkpoint_dtype,
         tied_embeddings=arch.tied_embeddings,
-        qkv_bias=v.qkv_bias,
+        qkv_bias=vllm.qkv_bias,
     )
+
+
+def options_of(spec: ModelSpec) -> VllmOptions:
+    """The engine arguments ``spec`` sets (its ``tensor_parallel`` is vLLM's ``tensor_parallel_size``)."""
+    return options_from(_vllm(spec), spec.tensor_parallel)
+
+
+def checkpoint_of(spec: ModelSpec) -> Checkpoint:
+    """The checkpoint's facts as the spec states them (its ``architecture`` block and ``vllm`` block)."""
+    return checkpoint_from(_vllm(spec), spec.architecture)
 
 
 def model_path(spec: ModelSpec, model_root: str = "/models") -> str:
@@ -84,9 +97,11 @@ with before the repository is rendered."""
 
 
 def checkpoint_problems(spec: ModelSpec, checkpoint_dir: Path) -> list[str]:
-    """Where the downloaded checkpoint's ``config.json`` (and ``tokenizer_config.json``) disagrees with ``spec``, or
-    what vLLM would refuse in the spec's engine arguments for it (no GPU: the stack checked that); empty when the
-    files are the model the stack was sized for. The conversion Job's check before the repository is published."""
+    """Where the downloaded checkpoint's ``config.json`` (and ``tokenizer_config.json``) disagrees with ``spec``, where
+    its weights are not whole or not that model (:func:`tritonft.engines.vllm.weights.weights_problems`, headers
+    only), or what vLLM would refuse in the spec's engine arguments for it (no GPU: the stack checked that); empty
+    when the files are the model the stack was sized for. The conversion Job's check before the repository is
+    published (the Job has no vLLM to ask for an answer: the integration probe judges that once Triton loaded it)."""
     config_file = checkpoint_dir / "config.json"
     try:
         config = json.loads(config_file.read_text())
@@ -106,6 +121,7 @@ def checkpoint_problems(spec: ModelSpec, checkpoint_dir: Path) -> list[str]:
             f"config.json: the model's maximum length as vLLM derives it is {found.max_positions}, the spec says "
             f"{stated.max_positions} (architecture.maxPositions)"
         )
+    problems += weights_problems(checkpoint_dir, stated)
     return problems + rule_problems(options_of(spec), found, None, key="vllm")
 
 
