@@ -5,6 +5,9 @@
 # again), then stops and disables SERVICE in case it was started anyway. WHAT names the tool in the log line.
 # POLICY_RC_D overrides the policy file's path (tests).
 
+# shellcheck source=scripts/setup/apt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt.sh"
+
 apt_install_no_service() {
   local package="$1" service="$2" what="$3"
   local sudo="" policy="${POLICY_RC_D:-/usr/sbin/policy-rc.d}" made_policy=0
@@ -19,8 +22,7 @@ apt_install_no_service() {
   # calling script is replaced.
   (
     trap '[ "$made_policy" = 0 ] || $sudo rm -f "$policy"' EXIT
-    $sudo apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$package" >/dev/null
+    apt_install "$package"
   )
   if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
     $sudo systemctl disable --now "$service" >/dev/null 2>&1 || true

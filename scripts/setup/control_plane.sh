@@ -13,11 +13,10 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 # The test fixture signs service-account tokens with a key pair it makes with openssl (Debian, only when missing).
 if ! command -v openssl >/dev/null 2>&1; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
   echo "control_plane: installing Debian package openssl" >&2
-  $sudo apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends openssl >&2
+  # shellcheck source=scripts/setup/apt.sh
+  source scripts/setup/apt.sh
+  apt_install openssl >&2
 fi
 # Every input of the build keys the cache: the pins, the build flags and the Go toolchain.
 export GOTOOLCHAIN=local CGO_ENABLED=0

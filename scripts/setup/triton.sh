@@ -19,10 +19,9 @@ for package in libpython3.11 libb64-0d; do
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   echo "bootstrap: installing Debian packages ${missing[*]}" >&2
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # shellcheck source=scripts/setup/apt.sh
+  source scripts/setup/apt.sh
+  apt_install "${missing[@]}"
 fi
 
 install_server() {  # install_server ENV_DIR REQUIREMENTS

@@ -17,10 +17,9 @@ fi
 
 if ! dpkg-query -W -f='${Status}' libnuma1 2>/dev/null | grep -q "install ok installed"; then
   echo "setup: installing Debian's libnuma1" >&2
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends libnuma1 >/dev/null
+  # shellcheck source=scripts/setup/apt.sh
+  source scripts/setup/apt.sh
+  apt_install libnuma1
 fi
 
 .venv/bin/python -m tritonft.vllm_env prepare

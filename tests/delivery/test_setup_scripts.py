@@ -12,6 +12,7 @@ import pytest
 from tests.delivery.conftest import REPO
 
 LIBRARY = REPO / "scripts/setup/apt_no_service.sh"
+APT = REPO / "scripts/setup/apt.sh"
 
 
 def stub(bin_dir: Path, name: str, body: str) -> None:
@@ -43,6 +44,7 @@ def install(sandbox: Path, *, fails: bool = False) -> subprocess.CompletedProces
         **os.environ,
         "PATH": f"{sandbox / 'bin'}:{os.environ['PATH']}",
         "POLICY_RC_D": str(sandbox / "policy-rc.d"),
+        "TRITONFT_APT_LOCK": str(sandbox / "apt.lock"),
         **({"APT_FAILS": "1"} if fails else {}),
     }
     script = f'set -euo pipefail; source "{LIBRARY}"; apt_install_no_service nginx-light nginx "the stand-in"'
@@ -83,3 +85,33 @@ def test_both_setup_scripts_install_through_the_shared_function(script: str, pac
     text = (REPO / "scripts/setup" / script).read_text()
     assert f"apt_install_no_service {package} " in text
     assert "policy-rc.d" not in text.replace("apt_no_service.sh", "")
+
+
+def test_two_setup_scripts_installing_at_once_run_apt_get_one_after_the_other(tmp_path: Path) -> None:
+    """The test command installs in the background (control plane, vLLM) while others install: dpkg's lock would
+    fail the second apt-get, so ``apt_install`` takes a lock of its own around update + install."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    log = tmp_path / "log"
+    stub(bin_dir, "apt-get", f'echo "start $* $RUN" >> {log}; sleep 0.3; echo "end $* $RUN" >> {log}')
+    stub(bin_dir, "sudo", '"$@"')
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TRITONFT_APT_LOCK": str(tmp_path / "apt.lock")}
+    runs = [
+        subprocess.Popen(
+            ["bash", "-c", f'set -euo pipefail; source "{APT}"; apt_install pkg-{i}'], env={**env, "RUN": str(i)}
+        )
+        for i in range(2)
+    ]
+    assert [run.wait() for run in runs] == [0, 0]
+    lines = log.read_text().splitlines()
+    assert len(lines) == 8, lines
+    for first in range(0, 8, 4):  # each script's update and install, start to end, before the other's begin
+        runs_seen = {line.rsplit(" ", 1)[1] for line in lines[first : first + 4]}
+        assert len(runs_seen) == 1, f"two apt-get runs overlapped: {lines}"
+
+
+@pytest.mark.parametrize("script", ["triton.sh", "control_plane.sh", "vllm.sh", "apt_no_service.sh"])
+def test_every_setup_script_installs_debian_packages_through_the_shared_lock(script: str) -> None:
+    text = (REPO / "scripts/setup" / script).read_text()
+    assert "apt_install " in text
+    assert "apt-get update" not in text
