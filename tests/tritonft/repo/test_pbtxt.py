@@ -76,16 +76,13 @@ def test_dynamic_batching_takes_queue_delay_and_sorted_preferred_sizes(family: F
     assert not ft.HasField("sequence_batching")
 
 
-def test_gpt_families_declare_ragged_input_ids_with_item_shape_batch_input(family: Family) -> None:
+def test_every_family_declares_ragged_input_ids_with_item_shape_batch_input(family: Family) -> None:
     spec = make_spec(family)
     ft = configs(render_repository_files(spec))[f"{RepoNames.of(spec).ft}/config.pbtxt"]
     ragged = [i.name for i in ft.input if i.allow_ragged_batch]
     shapes = [(b.kind, list(b.target_name), b.data_type, list(b.source_input)) for b in ft.batch_input]
-    if family is Family.T5:
-        assert ragged == [] and shapes == []
-    else:
-        assert ragged == ["input_ids"]
-        assert shapes == [(mc.BatchInput.BATCH_ITEM_SHAPE, ["input_ids_item_shape"], mc.TYPE_INT32, ["input_ids"])]
+    assert ragged == ["input_ids"]
+    assert shapes == [(mc.BatchInput.BATCH_ITEM_SHAPE, ["input_ids_item_shape"], mc.TYPE_INT32, ["input_ids"])]
 
 
 def test_int8_mode_is_rendered_for_gpt2() -> None:
