@@ -14,9 +14,9 @@ on main) and by this checkout, both served at once (one server each) and measure
 
 The FT step is the echo stand-in (``tritonft.standin``): the Triton side of the path (ensemble, both tokenizer
 models, the batchers), not FT's GPU time. The load is perf_analyzer's (tritonclient 2.48.0's, ``.tools/perf``):
-HTTP (its gRPC requests carry a parameter 2.33.0 refuses), closed loop, its ``--input-data`` entries sent in turn, its stability check relaxed (the shared machine's
-windows never agree within 10%), on 127.0.0.1 only. Prints every run, the medians, the FT step's rows per execution
-(Triton's statistics over the whole run) and the load average.
+HTTP (its gRPC requests carry a parameter 2.33.0 refuses), closed loop, its ``--input-data`` entries sent in turn,
+its stability check relaxed (the shared machine's windows never agree within 10%), on 127.0.0.1 only. Prints every
+run, the medians, the FT step's rows per execution (Triton's statistics over the whole run) and the load average.
 
 Usage: .venv/bin/python benchmarks/ft_batching_2330.py [--runs 3] [--seconds 4] [--before f31506c]
 """
@@ -105,7 +105,7 @@ def render(code: Path, spec: ModelSpec, tokenizer: Path, out: Path, scratch: Pat
 
 
 def perf_analyzer(
-    tools: Tools, server: LocalTriton, model: str, data: Path, level: int, seconds: float, report: Path
+    tools: Tools, server: LocalTriton, model: str, data: Path, *, level: int, seconds: float, report: Path
 ) -> dict[str, str]:
     if tools.perf_analyzer is None:
         raise SystemExit("no perf_analyzer: bash benchmarks/setup_perf_analyzer.sh")
@@ -161,8 +161,9 @@ def main() -> int:
                         data = work / f"data-{variant}-{workload.spec.name}.json"
                         entries = workload.before if variant == "before" else workload.after
                         data.write_text(json.dumps({"data": entries}))
-                        row1 = perf_analyzer(tools, server, workload.spec.name, data, 1, args.seconds, work / "r1.csv")
-                        row8 = perf_analyzer(tools, server, workload.spec.name, data, 8, args.seconds, work / "r8.csv")
+                        name, seconds = workload.spec.name, args.seconds
+                        row1 = perf_analyzer(tools, server, name, data, level=1, seconds=seconds, report=work / "1.csv")
+                        row8 = perf_analyzer(tools, server, name, data, level=8, seconds=seconds, report=work / "8.csv")
                         p50 = float(row1["p50 latency"]) / 1000
                         rps = float(row8["Inferences/Second"])
                         figures.setdefault((workload.label, variant, 1), []).append(p50)
@@ -172,7 +173,8 @@ def main() -> int:
                             f"(p50 {float(row8['p50 latency']) / 1000:.2f} ms)",
                             flush=True,
                         )
-            print(f"\nmedians over {args.runs} runs (tritonserver {FT_IMAGE_SERVER.version}, {args.seconds:g} s windows):")
+            windows = f"{args.seconds:g} s windows"
+            print(f"\nmedians over {args.runs} runs (tritonserver {FT_IMAGE_SERVER.version}, {windows}):")
             for workload in workloads:
                 for variant, server in servers.items():
                     ft = RepoNames.of(workload.spec).ft
