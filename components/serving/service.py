@@ -76,6 +76,7 @@ from components.serving.server_spec import (
     release_tuple,
     server_pod_spec,
     service_spec,
+    triton_drain,
 )
 from components.settings.alerting import alert_for
 from components.settings.capacity import (
@@ -306,6 +307,7 @@ class TritonService(pulumi.ComponentResource):
             longest_request_seconds=args.longest_request_seconds,
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
+        drain_seconds = triton_drain(pod.longest_request_seconds).termination_grace_seconds
         # Nothing to wait for from a GPU node autoscaler when the model takes no GPU.
         growth = NodeGrowth(autoscaler=False) if model.on_cpu else args.node_growth
         replicas = args.min_replicas if args.autoscaler == "none" else None
@@ -319,7 +321,7 @@ class TritonService(pulumi.ComponentResource):
                 args.store.k8s_name,
                 args.gemm_tuning,
             ),
-            progress_deadline_seconds(budget, tuning_seconds),
+            progress_deadline_seconds(budget, tuning_seconds, drain_seconds),
             replicas,
             strategy=args.rollout.strategy(),
         )
@@ -340,7 +342,7 @@ class TritonService(pulumi.ComponentResource):
                 deployment=versioned,
                 # The spec applied, not the live generation (an HPA scale bumps that: refresh must stay clean).
                 spec_hash=pulumi.Output.from_input(applied_spec).apply(spec_hash),
-                deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds),
+                deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds, drain_seconds),
                 growth=growth,
                 min_replicas=args.min_replicas,
                 kubeconfig=target.kubeconfig,
