@@ -192,6 +192,7 @@ class Gateway(pulumi.ComponentResource):
             deadline_seconds=args.deadline_seconds,
             coalesce=args.coalesce,
             node_selector=dict(target.cpu_node_selector),
+            priority_class=target.priority.serving if target.priority else None,
         )
         backends = pulumi.Output.all(*(b.service.grpc_address for b in served)).apply(
             lambda addresses: [

@@ -105,6 +105,8 @@ class GatewayPod:
     node_selector: dict[str, str]
     coalesce: bool = True
     """Merge concurrent same-parameter completions into one Triton call (``--coalesce``/``--no-coalesce``)."""
+    priority_class: str | None = None
+    """The stack's serving PriorityClass (``components.common.priority``); None: the cluster's default priority."""
 
 
 def spec_file(model: ModelSpec) -> str:
@@ -173,6 +175,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": leaving.termination_grace_seconds,
+        **({"priorityClassName": pod.priority_class} if pod.priority_class else {}),
         "securityContext": pod_security_context(),
         "nodeSelector": dict(pod.node_selector),
         "topologySpreadConstraints": [

@@ -144,6 +144,8 @@ class ServerPod:
     longest_request_seconds: int = 60
     """The longest a request to this Triton may take (the gateway's ``--deadline``, the edge's request timeout):
     what the pod's drain waits for (:func:`triton_drain`)."""
+    priority_class: str | None = None
+    """The stack's serving PriorityClass (``components.common.priority``); None: the cluster's default priority."""
 
 
 def placement(model: ModelSpec, pod: ServerPod) -> dict[str, Any]:
@@ -228,6 +230,7 @@ def server_pod_spec(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": leaving.termination_grace_seconds,
+        **({"priorityClassName": pod.priority_class} if pod.priority_class else {}),
         "securityContext": pod_security_context(),
         **placement(model, pod),
         "containers": [container],

@@ -305,6 +305,7 @@ class TritonService(pulumi.ComponentResource):
             cpu_node_selector=dict(target.cpu_node_selector),
             triton_release=args.triton_release,
             longest_request_seconds=args.longest_request_seconds,
+            priority_class=target.priority.serving if target.priority else None,
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
         drain_seconds = triton_drain(pod.longest_request_seconds).termination_grace_seconds

@@ -104,7 +104,7 @@ def test_t5_prompts_of_different_lengths_share_an_execution_of_the_ft_step(
 def test_greedy_sampled_and_seeded_gateway_requests_share_an_execution_of_the_ft_step(
     server: LocalTriton, slow_steps: None
 ) -> None:
-    kinds = [
+    kinds: list[dict[str, Any]] = [
         {"temperature": 0},
         {"temperature": 0.8, "top_p": 0.9},
         {"temperature": 0.8, "seed": 7},

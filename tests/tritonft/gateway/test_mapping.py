@@ -49,7 +49,7 @@ def test_sampling_uses_the_nucleus_at_the_temperature() -> None:
     assert got == {**expected, "stop_words": "", "return_tokens": False}
 
 
-BODIES = {
+BODIES: dict[str, dict[str, object]] = {
     "greedy": {"temperature": 0},
     "sampled": {"temperature": 0.8, "top_p": 0.5},
     "seeded": {"temperature": 0.8, "seed": 4},
