@@ -83,7 +83,6 @@ def ft_config(spec: ModelSpec, model_root: str, checkpoint_path: str | None = No
 WARMUP_NAME = "tritonft-warmup"
 WARMUP_DIR = "warmup"
 """Triton reads a warmup sample's ``input_data_file`` from ``<model>/warmup/``."""
-WARMUP_PROMPT = "Warm up."
 WARMUP_VALUE = 1
 """Every numeric required input of a warmup sample: one token (id 1), length 1, one output token."""
 _NUMPY_CODES = {mc.TYPE_UINT32: "<u4", mc.TYPE_INT32: "<i4", mc.TYPE_UINT64: "<u8", mc.TYPE_INT64: "<i8"}
@@ -96,10 +95,11 @@ def add_warmup(config: mc.ModelConfig) -> dict[str, bytes]:
     Triton runs the sample through the model before it reports the model READY, so the first user request does not
     pay the model's first-call costs: FasterTransformer's first forward (cuBLAS handles, the decoding buffers), a
     Python model's first call through its stub. The sample is the smallest real request: one token (id 1), length
-    1, one output token, the text prompt :data:`WARMUP_PROMPT`; variable dimensions are 1. Data come from files, not
-    ``zero_data``: a zero length or zero output tokens is not a valid FT request. BYTES contents are serialized as
-    Triton reads them (4-byte little-endian length, then the bytes). Optional inputs are left out, as a request
-    may leave them out.
+    1, one output token; variable dimensions are 1. Data come from files, not ``zero_data``: a zero length or zero
+    output tokens is not a valid FT request. Optional inputs are left out, as a request may leave them out. Numeric
+    inputs only: a text input has no sample every tokenizer accepts (an empty prompt is refused by the
+    preprocessing model, a word-level vocabulary without an unknown token refuses any word it lacks), so the
+    preprocessing model gets no warmup (:func:`tritonft.repo.render.render_repository_files`).
     """
     del config.model_warmup[:]
     sample = config.model_warmup.add()
@@ -113,10 +113,7 @@ def add_warmup(config: mc.ModelConfig) -> dict[str, bytes]:
         count = 1
         for d in dims:
             count *= d
-        if model_input.data_type == mc.TYPE_STRING:
-            element = WARMUP_PROMPT.encode("utf-8")
-            content = (len(element).to_bytes(4, "little") + element) * count
-        elif model_input.data_type in _NUMPY_CODES:
+        if model_input.data_type in _NUMPY_CODES:
             code = _NUMPY_CODES[model_input.data_type]
             width = int(code[2:])
             content = WARMUP_VALUE.to_bytes(width, "little", signed=code[1] == "i") * count

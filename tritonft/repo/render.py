@@ -83,11 +83,13 @@ def render_repository_files(
         f"{names.ensemble}/config.pbtxt": pbtxt.render(pbtxt.ensemble_config(spec), spec.name),
         f"{names.ensemble}/{VERSION}/{ENSEMBLE_VERSION_MARKER}": b"",
     }
-    composing = ((names.ft, step), (names.preprocessing, preprocessing), (names.postprocessing, postprocessing))
-    for model, config in composing:
+    # Warm-up samples for the models whose inputs are token ids (pbtxt.add_warmup: no text sample suits every
+    # tokenizer, so the preprocessing model has none).
+    for model, config in ((names.ft, step), (names.postprocessing, postprocessing)):
         for relative, content in pbtxt.add_warmup(config).items():
             files[f"{model}/{relative}"] = content
         files[f"{model}/config.pbtxt"] = pbtxt.render(config, spec.name)
+    files[f"{names.preprocessing}/config.pbtxt"] = pbtxt.render(preprocessing, spec.name)
     tokenization_source = Path(tokenization.__file__).read_bytes()
     for model, role in ((names.preprocessing, "preprocessing"), (names.postprocessing, "postprocessing")):
         files[f"{model}/{VERSION}/model.py"] = template_bytes(f"shared/{role}/{VERSION}/model.py")

@@ -4,8 +4,8 @@ tritonserver 2.33.0 (NGC 23.04, the FasterTransformer image's) and 2.51.0 (the n
 Every family and the streaming (decoupled) GPT-2 of the matrix are rendered, their FT step stood in for by the echo
 stand-in that records what it receives. Triton runs a model's warmup sample before it reports the model ready and
 fails the model's load (and, with ``--exit-on-error``, the server) when the sample fails: so a server that comes up
-READY has run every sample of every composing model (the tokenizer models' too) without error, and the FT step's
-recording shows the sample arrived as rendered, data files read."""
+READY has run every sample (the FT step's and the detokenizer's) without error, and the FT step's recording shows
+the sample arrived as rendered, data files read."""
 
 from __future__ import annotations
 

@@ -173,3 +173,28 @@ def test_streaming_gpt_ensemble_feeds_postprocessing_only_from_the_ft_model() ->
     post = ensemble.ensemble_scheduling.step[2]
     assert post.model_name == "gpt2-medium-postprocessing"
     assert sorted(post.input_map) == ["output_ids", "sequence_length"]
+
+
+def test_the_ft_step_and_the_detokenizer_have_a_warmup_sample_and_the_tokenizer_model_none(family: Family) -> None:
+    spec = make_spec(family)
+    names = RepoNames.of(spec)
+    rendered = configs(render_repository_files(spec))
+    warmed = {
+        name
+        for name in (names.ft, names.preprocessing, names.postprocessing)
+        if rendered[f"{name}/config.pbtxt"].model_warmup
+    }
+    assert warmed == {names.ft, names.postprocessing}
+
+
+def test_a_warmup_sample_feeds_every_required_input_from_a_file_shipped_with_the_model(family: Family) -> None:
+    spec = make_spec(family)
+    files = render_repository_files(spec)
+    ft_name = RepoNames.of(spec).ft
+    ft = configs(files)[f"{ft_name}/config.pbtxt"]
+    (sample,) = ft.model_warmup
+    required = {i.name for i in ft.input if not i.optional}
+    assert set(sample.inputs) == required
+    for name, tensor in sample.inputs.items():
+        assert tensor.input_data_file == name
+        assert len(files[f"{ft_name}/warmup/{name}"]) == 4  # one UINT32
