@@ -10,6 +10,7 @@ import pulumi_aws as aws
 
 from components import args
 from components.common.exposure import EdgeObjects
+from components.common.priority import priority_classes
 from components.common.target import ClusterTarget
 from components.gateway import Gateway, GatewayBackend
 from components.models.conversion import ModelConversion
@@ -50,6 +51,7 @@ if settings.cluster.platform == "aws":
     pulumi.export("kubeconfig", platform.kubeconfig)
 else:
     target, aws_provider = ExistingCluster(name, args.existing_cluster_args(settings)).target, None
+target = priority_classes(name, target, settings.namespace)
 
 edge: EdgeObjects | None = None
 edge_objects = args.edge_objects_args(settings, target)

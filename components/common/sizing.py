@@ -443,16 +443,22 @@ def startup_budget(
     return StartupBudget(period_seconds=period_seconds, failure_threshold=max(1, math.ceil(seconds / period_seconds)))
 
 
-def rollout_timeout_minutes(budget: StartupBudget, init_seconds: int = 0) -> int:
-    """How long ``pulumi up`` waits for the Deployment: one startup budget plus a node scale-up (and image pull),
-    plus ``init_seconds`` the pod's init containers may take before Triton starts (the GEMM tuning)."""
-    return math.ceil((budget.seconds + init_seconds + NODE_SCALE_UP_SECONDS) / 60)
+def rollout_timeout_minutes(budget: StartupBudget, init_seconds: int = 0, drain_seconds: int = 0) -> int:
+    """How long ``pulumi up`` waits for the Deployment (the rollout watch's deadline, whole minutes): one startup
+    budget plus a node scale-up (and image pull), plus ``init_seconds`` the pod's init containers may take before
+    Triton starts (the GEMM tuning), plus ``drain_seconds``: the replaced pod's ``terminationGracePeriodSeconds``
+    (its preStop drain), which a new pod waits out whenever it needs the GPUs the old one still holds (a rollout
+    that replaces, ``maxSurge: 0``, or a surge with no free GPU node). Without it a healthy rollout of a model
+    exposed on the edge (a drain of up to ~315 s) fails ``up``."""
+    return math.ceil((budget.seconds + init_seconds + NODE_SCALE_UP_SECONDS + drain_seconds) / 60)
 
 
-def progress_deadline_seconds(budget: StartupBudget, init_seconds: int = 0) -> int:
+def progress_deadline_seconds(budget: StartupBudget, init_seconds: int = 0, drain_seconds: int = 0) -> int:
     """``progressDeadlineSeconds`` of the Deployment: must outlast a startup (init containers included, whose
-    time the startupProbe does not see: it starts with the Triton container), or the rollout is marked failed."""
-    return budget.seconds + init_seconds + NODE_SCALE_UP_SECONDS
+    time the startupProbe does not see: it starts with the Triton container) and the drain of the pod it replaces
+    (``drain_seconds``, as in :func:`rollout_timeout_minutes`: the controller records no progress while the new
+    pod waits for the old one's GPUs), or the rollout is marked failed."""
+    return budget.seconds + init_seconds + NODE_SCALE_UP_SECONDS + drain_seconds
 
 
 def scale_down_window_seconds(budget: StartupBudget) -> int:

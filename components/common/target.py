@@ -24,6 +24,16 @@ class GpuScheduling:
     resource_name: str = GPU_RESOURCE
 
 
+@dataclass(frozen=True)
+class PriorityClassNames:
+    """The stack's PriorityClasses (``components.common.priority``), as the pods' ``priorityClassName`` names them."""
+
+    serving: str
+    """Triton pods (with their GEMM tuning init container) and the gateway."""
+    batch: str
+    """The tools Jobs (download, convert, render)."""
+
+
 @dataclass
 class ClusterTarget:
     """Everything downstream components need to place workloads on the cluster."""
@@ -46,3 +56,6 @@ class ClusterTarget:
     kubeconfig: pulumi.Input[str] | None = None
     """What the provider was given (path or content; None = ``$KUBECONFIG``), for waits that read the cluster."""
     context: str | None = None
+    priority: PriorityClassNames | None = None
+    """The stack's PriorityClasses, once made (``components.common.priority.priority_classes``); None: pods carry
+    no ``priorityClassName``."""

@@ -209,6 +209,7 @@ class Gateway(pulumi.ComponentResource):
             coalesce=args.coalesce,
             node_selector=dict(target.cpu_node_selector),
             store_claim=args.store.k8s_name if args.store is not None else None,
+            priority_class=target.priority.serving if target.priority else None,
         )
         reads_store = [b for b in served if needs_checkpoint(b)]
         backends = pulumi.Output.all(*(b.service.grpc_address for b in served)).apply(

@@ -114,6 +114,8 @@ class GatewayPod:
     """Merge concurrent same-parameter completions into one Triton call (``--coalesce``/``--no-coalesce``)."""
     store_claim: str | None = None
     """The model store's PersistentVolumeClaim, mounted read-only when a backend names a ``checkpoint_subpath``."""
+    priority_class: str | None = None
+    """The stack's serving PriorityClass (``components.common.priority``); None: the cluster's default priority."""
 
 
 def spec_file(model: ModelSpec) -> str:
@@ -212,6 +214,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": leaving.termination_grace_seconds,
+        **({"priorityClassName": pod.priority_class} if pod.priority_class else {}),
         "securityContext": pod_security_context(),
         "nodeSelector": dict(pod.node_selector),
         "topologySpreadConstraints": [

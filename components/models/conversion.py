@@ -125,6 +125,7 @@ class ModelConversion(pulumi.ComponentResource):
             gpu_node_selector=target.gpu.node_selector,
             hf_token_secret=token_secret,
             bleu_threshold=args.bleu_threshold,
+            priority_class=target.priority.batch if target.priority else None,
         )
         pod_selector = selector("conversion", name)
         k8s.networking.v1.NetworkPolicy(

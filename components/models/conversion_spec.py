@@ -152,6 +152,8 @@ class ConversionPod:
     hf_token_secret: str | None = None
     bleu_threshold: float = 15.0
     """BLEU the generation check requires of T5 (the probe's threshold)."""
+    priority_class: str | None = None
+    """The stack's batch PriorityClass (``components.common.priority``); None: the cluster's default priority."""
 
 
 def script_env(
@@ -245,6 +247,7 @@ def conversion_pod_spec(model: ModelSpec, paths: ModelPaths, pod: ConversionPod,
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
+        **({"priorityClassName": pod.priority_class} if pod.priority_class else {}),
         "securityContext": pod_security_context(),
         "nodeSelector": dict(pod.cpu_node_selector),
         "affinity": away_from_gpu_nodes(pod.gpu_node_selector),

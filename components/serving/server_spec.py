@@ -157,6 +157,8 @@ class ServerPod:
     what the pod's drain waits for (:func:`triton_drain`)."""
     latency_summaries: bool = False
     """Triton exports its request-latency summaries (:data:`LATENCY_SUMMARY_FLAG`: the canary phase's p95)."""
+    priority_class: str | None = None
+    """The stack's serving PriorityClass (``components.common.priority``); None: the cluster's default priority."""
 
 
 def placement(model: ModelSpec, pod: ServerPod) -> dict[str, Any]:
@@ -241,6 +243,7 @@ def server_pod_spec(
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "terminationGracePeriodSeconds": leaving.termination_grace_seconds,
+        **({"priorityClassName": pod.priority_class} if pod.priority_class else {}),
         "securityContext": pod_security_context(),
         **placement(model, pod),
         "containers": [container],

@@ -78,6 +78,7 @@ from components.serving.server_spec import (
     release_tuple,
     server_pod_spec,
     service_spec,
+    triton_drain,
 )
 from components.settings.alerting import alert_for
 from components.settings.capacity import (
@@ -313,8 +314,10 @@ class TritonService(pulumi.ComponentResource):
             triton_release=args.triton_release,
             longest_request_seconds=args.longest_request_seconds,
             latency_summaries=canary is not None,
+            priority_class=target.priority.serving if target.priority else None,
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
+        drain_seconds = triton_drain(pod.longest_request_seconds).termination_grace_seconds
         # Nothing to wait for from a GPU node autoscaler when the model takes no GPU.
         growth = NodeGrowth(autoscaler=False) if model.on_cpu else args.node_growth
         replicas = args.min_replicas if args.autoscaler == "none" else None
@@ -328,7 +331,7 @@ class TritonService(pulumi.ComponentResource):
                 args.store.k8s_name,
                 args.gemm_tuning,
             ),
-            progress_deadline_seconds(budget, tuning_seconds),
+            progress_deadline_seconds(budget, tuning_seconds, drain_seconds),
             replicas,
             strategy=args.rollout.strategy(),
         )
@@ -349,7 +352,7 @@ class TritonService(pulumi.ComponentResource):
                 deployment=versioned,
                 # The spec applied, not the live generation (an HPA scale bumps that: refresh must stay clean).
                 spec_hash=pulumi.Output.from_input(applied_spec).apply(spec_hash),
-                deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds),
+                deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds, drain_seconds),
                 growth=growth,
                 min_replicas=args.min_replicas,
                 kubeconfig=target.kubeconfig,

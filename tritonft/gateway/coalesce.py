@@ -9,7 +9,8 @@ The rules (the decisions are the pure functions below):
 
 - Only requests whose answer cannot depend on the rows beside them are merged (:func:`merge_key`): greedy ones
   and seeded sampled ones (FasterTransformer seeds each row's generator from that row's ``random_seed``; without
-  one, the generator of row ``k`` of a call differs from row 0's). Streaming requests are never merged.
+  one, the generator of row ``k`` of a call differs from row 0's). A sampled request whose body has no ``seed``
+  carries a seed the gateway drew for it alone and is not merged either. Streaming requests are never merged.
 - Merged requests share the model and every parameter tensor (``max_tokens``, sampling, seed, stop phrases,
   beams): the key is the model and the request's parameter tensors.
 - A request of a key with fewer than ``calls_in_flight`` calls under way is sent at once, alone: a lone request
@@ -44,7 +45,7 @@ def merge_key(request: EnsembleRequest) -> Hashable | None:
         return None
     names = {p.name: p.value for p in request.parameters}
     greedy = names.get("runtime_top_k") == 1
-    if not greedy and "random_seed" not in names:
+    if not greedy and ("random_seed" not in names or request.drawn_seed):
         return None
     return (request.model.name, request.parameters)
 

@@ -42,6 +42,58 @@ class TensorValue:
     value: int | float | str
 
 
+GREEDY_TOP_P = 0.0
+"""``runtime_top_p`` of a greedy request: FasterTransformer's own default when the input is absent (top-k alone)."""
+NEUTRAL_TEMPERATURE = 1.0
+"""``temperature`` of a greedy request: FasterTransformer's default when the input is absent (logits unchanged)."""
+GREEDY_SEED = 0
+"""``random_seed`` of a greedy request: FasterTransformer's default when the input is absent (greedy draws nothing)."""
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How one OpenAI request decodes, before it becomes ensemble inputs (:func:`decoding_inputs`)."""
+
+    max_tokens: int
+    temperature: float
+    """0: greedy."""
+    top_p: float
+    seed: int | None
+    """Sampling's ``random_seed`` (the body's, or drawn by the gateway); ignored when greedy."""
+    beams: int = 1
+    stop: tuple[str, ...] = ()
+    logprobs: bool = False
+
+
+def decoding_inputs(decoding: Decoding, *, streaming: bool) -> tuple[TensorValue, ...]:
+    """The ensemble's optional inputs for ``decoding``: the same set of names for every request of a model, greedy
+    or sampled, with or without stop phrases or log-probabilities.
+
+    Triton's dynamic batcher puts requests in one batch only when they carry the same set of inputs (tritonserver
+    2.33.0, NGC 23.04, the FT image's, included), and the FT step receives the sampling inputs straight from the
+    ensemble: a greedy request sent without ``runtime_top_p``/``temperature``/``random_seed`` would never share an
+    execution with a sampled one. So every input is always sent, greedy with FasterTransformer's own defaults for
+    an absent input (:data:`GREEDY_TOP_P`, :data:`NEUTRAL_TEMPERATURE`, :data:`GREEDY_SEED`: the same tokens as
+    before), ``stop_words`` empty when there are none (the preprocessing model's "no words", as when absent),
+    ``return_tokens`` false unless log-probabilities are asked (a streaming ensemble has no ``return_tokens``).
+    ``beam_width`` alone is sent only for beam search: FT takes one beam width per batch, so a beam-search request
+    must not join the greedy/sampled ones (a different input set keeps it apart)."""
+    greedy = decoding.temperature == 0.0
+    params = [
+        TensorValue("max_output_len", "UINT32", decoding.max_tokens),
+        TensorValue("runtime_top_k", "UINT32", 1 if greedy else 0),
+        TensorValue("runtime_top_p", "FP32", GREEDY_TOP_P if greedy else decoding.top_p),
+        TensorValue("temperature", "FP32", NEUTRAL_TEMPERATURE if greedy else decoding.temperature),
+        TensorValue("random_seed", "UINT64", GREEDY_SEED if greedy or decoding.seed is None else decoding.seed),
+    ]
+    if decoding.beams > 1:
+        params.append(TensorValue("beam_width", "UINT32", decoding.beams))
+    params.append(TensorValue("stop_words", "BYTES", csv_phrases(decoding.stop) if decoding.stop else ""))
+    if not streaming:
+        params.append(TensorValue("return_tokens", "BOOL", decoding.logprobs))
+    return tuple(params)
+
+
 @dataclass(frozen=True)
 class EnsembleRequest:
     """What to send to the ensemble for one OpenAI request: one inference per prompt, same parameters."""
@@ -63,6 +115,9 @@ class EnsembleRequest:
     """Beam search width (``best_of`` with greedy decoding): the ``n`` best beams are the choices."""
     ranked: bool = False
     """Sampled ``best_of`` > ``n``: the ``samples`` are ranked by mean token log-probability, the best ``n`` kept."""
+    drawn_seed: bool = False
+    """Sampled without a ``seed`` in the body: the gateway drew the ``random_seed`` (so the answer is this request's
+    own and is never shared with another's, :func:`tritonft.gateway.coalesce.merge_key`)."""
 
     def choice_requests(self) -> tuple[EnsembleRequest, ...]:
         """The requests to send: this one, or one per sampled choice (its own ``random_seed``)."""
@@ -290,25 +345,22 @@ def ensemble_request(body: Any, model: ServedModel, *, chat: bool = False) -> En
             "echo", "echo with logprobs needs the prompt tokens' log-probabilities, which FT does not give"
         )
     stop = _stop(body) + ((CHAT_STOP,) if chat else ())
-    params = [TensorValue("max_output_len", "UINT32", max_tokens)]
-    if temperature == 0.0:
-        params.append(TensorValue("runtime_top_k", "UINT32", 1))
-    else:
-        params += [
-            TensorValue("runtime_top_k", "UINT32", 0),
-            TensorValue("runtime_top_p", "FP32", top_p),
-            TensorValue("temperature", "FP32", temperature),
-        ]
     seed = body.get("seed")
-    if seed is not None:
-        params.append(TensorValue("random_seed", "UINT64", _integer(body, "seed", 0, 0, 2**63 - 1)))
+    given_seed = None if seed is None else _integer(body, "seed", 0, 0, 2**63 - 1)
+    drawn = given_seed is None and temperature != 0.0
     beams = best_of if "best_of" in body and best_of > 1 and temperature == 0.0 else 1
-    if beams > 1:
-        params.append(TensorValue("beam_width", "UINT32", beams))
-    if stop:
-        params.append(TensorValue("stop_words", "BYTES", csv_phrases(stop)))
-    if logprobs:
-        params.append(TensorValue("return_tokens", "BOOL", True))
+    params = decoding_inputs(
+        Decoding(
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            seed=random.getrandbits(63) if drawn else given_seed,
+            beams=beams,
+            stop=stop,
+            logprobs=logprobs,
+        ),
+        streaming=model.streaming,
+    )
     samples: tuple[int, ...] = ()
     if best_of > 1 and temperature != 0.0:
         base = int(seed) if seed is not None else random.getrandbits(62)
@@ -326,6 +378,7 @@ def ensemble_request(body: Any, model: ServedModel, *, chat: bool = False) -> En
         samples=samples,
         beams=beams,
         ranked=bool(samples) and best_of > n,
+        drawn_seed=drawn,
     )
 
 

@@ -80,6 +80,56 @@ def ft_config(spec: ModelSpec, model_root: str, checkpoint_path: str | None = No
     return config
 
 
+WARMUP_NAME = "tritonft-warmup"
+WARMUP_DIR = "warmup"
+"""Triton reads a warmup sample's ``input_data_file`` from ``<model>/warmup/``."""
+WARMUP_VALUE = 1
+"""Every numeric required input of a warmup sample: one token (id 1), length 1, one output token."""
+_NUMPY_CODES = {mc.TYPE_UINT32: "<u4", mc.TYPE_INT32: "<i4", mc.TYPE_UINT64: "<u8", mc.TYPE_INT64: "<i8"}
+
+
+def add_warmup(config: mc.ModelConfig) -> dict[str, bytes]:
+    """Give ``config`` one ``model_warmup`` sample (batch 1) feeding every required input, and return the sample's
+    data files (``warmup/<input>``, relative to the model's directory).
+
+    Triton runs the sample through the model before it reports the model READY, so the first user request does not
+    pay the model's first-call costs: FasterTransformer's first forward (cuBLAS handles, the decoding buffers), a
+    Python model's first call through its stub. The sample is the smallest real request: one token (id 1), length
+    1, one output token; variable dimensions are 1. Data come from files, not ``zero_data``: a zero length or zero
+    output tokens is not a valid FT request. Optional inputs are left out, as a request may leave them out. Numeric
+    inputs only: a text input has no sample every tokenizer accepts (an empty prompt is refused by the
+    preprocessing model, a word-level vocabulary without an unknown token refuses any word it lacks), so the
+    preprocessing model gets no warmup (:func:`tritonft.repo.render.render_repository_files`).
+    """
+    del config.model_warmup[:]
+    sample = config.model_warmup.add()
+    sample.name = WARMUP_NAME
+    sample.batch_size = 1
+    files: dict[str, bytes] = {}
+    for model_input in config.input:
+        if model_input.optional:
+            continue
+        dims = [1 if d < 0 else d for d in model_input.dims]
+        count = 1
+        for d in dims:
+            count *= d
+        if model_input.data_type in _NUMPY_CODES:
+            code = _NUMPY_CODES[model_input.data_type]
+            width = int(code[2:])
+            content = WARMUP_VALUE.to_bytes(width, "little", signed=code[1] == "i") * count
+        else:
+            raise ValueError(
+                f"{config.name}: no warmup value for input {model_input.name!r} of type "
+                f"{mc.DataType.Name(model_input.data_type)}; make it optional or extend tritonft.repo.pbtxt.add_warmup"
+            )
+        tensor = sample.inputs[model_input.name]
+        tensor.data_type = model_input.data_type
+        tensor.dims.extend(dims)
+        tensor.input_data_file = model_input.name
+        files[f"{WARMUP_DIR}/{model_input.name}"] = content
+    return files
+
+
 def tokenizer_parameters(spec: ModelSpec, ids: TokenIds) -> dict[str, str]:
     """Parameters read by ``tritonft_tokenization.TokenizerSettings`` in the Python models."""
     return {

@@ -76,14 +76,20 @@ def render_repository_files(
     names = RepoNames.of(spec)
     ft = pbtxt.ft_config(spec, model_root, checkpoint_path)
     step = reference_config(ft) if engine is Engine.REFERENCE else ft
+    preprocessing = pbtxt.preprocessing_config(spec, ids)
+    postprocessing = pbtxt.postprocessing_config(spec, ids, ft)
     files: dict[str, bytes] = {
-        f"{names.ft}/config.pbtxt": pbtxt.render(step, spec.name),
         f"{names.ft}/{SPEC_FILE}": spec.to_json().encode("utf-8") + b"\n",
-        f"{names.preprocessing}/config.pbtxt": pbtxt.render(pbtxt.preprocessing_config(spec, ids), spec.name),
-        f"{names.postprocessing}/config.pbtxt": pbtxt.render(pbtxt.postprocessing_config(spec, ids, ft), spec.name),
         f"{names.ensemble}/config.pbtxt": pbtxt.render(pbtxt.ensemble_config(spec), spec.name),
         f"{names.ensemble}/{VERSION}/{ENSEMBLE_VERSION_MARKER}": b"",
     }
+    # Warm-up samples for the models whose inputs are token ids (pbtxt.add_warmup: no text sample suits every
+    # tokenizer, so the preprocessing model has none).
+    for model, config in ((names.ft, step), (names.postprocessing, postprocessing)):
+        for relative, content in pbtxt.add_warmup(config).items():
+            files[f"{model}/{relative}"] = content
+        files[f"{model}/config.pbtxt"] = pbtxt.render(config, spec.name)
+    files[f"{names.preprocessing}/config.pbtxt"] = pbtxt.render(preprocessing, spec.name)
     tokenization_source = Path(tokenization.__file__).read_bytes()
     for model, role in ((names.preprocessing, "preprocessing"), (names.postprocessing, "postprocessing")):
         files[f"{model}/{VERSION}/model.py"] = template_bytes(f"shared/{role}/{VERSION}/model.py")

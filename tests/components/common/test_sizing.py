@@ -127,6 +127,26 @@ def test_progress_deadline_outlasts_the_startup_budget():
     assert sizing.progress_deadline_seconds(budget) > budget.seconds
 
 
+EDGE_DRAIN_S = 315
+"""A Triton pod's terminationGracePeriodSeconds when its model is exposed on the edge (the gateway's longest request
+is not the bound: a client's is)."""
+
+
+def test_the_rollout_watch_deadline_adds_the_replaced_pod_s_drain_to_a_startup():
+    budget = sizing.startup_budget(GPTJ_6B)
+    without = 60 * sizing.rollout_timeout_minutes(budget, 120)
+    with_drain = 60 * sizing.rollout_timeout_minutes(budget, 120, EDGE_DRAIN_S)
+    assert with_drain >= budget.seconds + 120 + sizing.NODE_SCALE_UP_SECONDS + EDGE_DRAIN_S
+    assert with_drain - without >= EDGE_DRAIN_S - 59
+
+
+def test_the_progress_deadline_adds_the_replaced_pod_s_drain():
+    budget = sizing.startup_budget(GPTJ_6B)
+    assert sizing.progress_deadline_seconds(budget, 0, EDGE_DRAIN_S) == (
+        sizing.progress_deadline_seconds(budget) + EDGE_DRAIN_S
+    )
+
+
 def test_a_model_whose_reference_fits_the_cap_gets_the_generation_check_and_its_memory():
     job = sizing.job_sizing(T5_SMALL)
     assert sizing.reference_memory_bytes(T5_SMALL) <= sizing.REFERENCE_MEMORY_CAP

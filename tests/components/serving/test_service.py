@@ -129,14 +129,17 @@ def test_up_waits_for_the_rollout_through_the_rollout_watch_not_the_providers_aw
     assert (watch.inputs["namespace"], watch.inputs["deployment"]) == (NAMESPACE, deployment.inputs["metadata"]["name"])
 
 
-def test_the_rollout_wait_covers_the_startup_budget(mocks):
+def test_the_rollout_wait_covers_the_startup_budget_and_the_replaced_pod_s_drain(mocks):
     deployment = _deployment(mocks)
     (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
-    budget = sizing.startup_budget(GPTJ_6B).seconds
+    budget = sizing.startup_budget(GPTJ_6B)
     tuning = GemmTuning().budget_seconds()
-    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(sizing.startup_budget(GPTJ_6B), tuning)
-    assert watch.inputs["deadline_s"] > budget
-    assert deployment.inputs["spec"]["progressDeadlineSeconds"] > budget
+    grace = pod_spec(deployment)["terminationGracePeriodSeconds"]
+    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(budget, tuning, grace)
+    assert watch.inputs["deadline_s"] >= budget.seconds + tuning + grace + sizing.NODE_SCALE_UP_SECONDS
+    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(
+        budget, tuning, grace
+    )
 
 
 def test_the_deployments_pods_tune_gemms_in_an_init_container_before_triton_starts(mocks):
@@ -152,8 +155,12 @@ def test_the_gemm_tuning_time_is_in_the_progress_deadline_and_the_rollout_wait(m
     deployment = _deployment(mocks, gemm_tuning=tuning)
     (watch,) = mocks.of_type("pulumi-python:dynamic/tritonft:RolloutWatch")
     budget = sizing.startup_budget(GPTJ_6B)
-    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(budget) + 1260
-    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(budget, 1260)
+    grace = pod_spec(deployment)["terminationGracePeriodSeconds"]
+    assert (
+        deployment.inputs["spec"]["progressDeadlineSeconds"]
+        == sizing.progress_deadline_seconds(budget, 0, grace) + 1260
+    )
+    assert watch.inputs["deadline_s"] == 60 * sizing.rollout_timeout_minutes(budget, 1260, grace)
 
 
 def test_with_gemm_tuning_off_the_pod_has_no_init_container_and_the_deadlines_only_the_load(mocks):
@@ -161,7 +168,8 @@ def test_with_gemm_tuning_off_the_pod_has_no_init_container_and_the_deadlines_on
     spec = pod_spec(deployment)
     assert "initContainers" not in spec and "workingDir" not in _triton_of(spec)
     budget = sizing.startup_budget(GPTJ_6B)
-    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(budget)
+    grace = spec["terminationGracePeriodSeconds"]
+    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(budget, 0, grace)
 
 
 def _triton_of(spec: dict[str, Any]) -> dict[str, Any]:

@@ -104,7 +104,8 @@ def test_an_encoder_on_gpu_has_no_gemm_tuning_step_either(mocks):
 def test_the_tuning_budget_is_not_added_to_an_encoders_progress_deadline(mocks):
     deployment = _deployment(mocks, gemm_tuning=GemmTuning(enabled=True, timeout_seconds=900))
     budget = sizing.startup_budget(MINILM_CPU)
-    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(budget)
+    grace = pod_spec(deployment)["terminationGracePeriodSeconds"]
+    assert deployment.inputs["spec"]["progressDeadlineSeconds"] == sizing.progress_deadline_seconds(budget, 0, grace)
 
 
 def test_an_encoder_on_gpu_takes_one_gpu_on_a_gpu_node(mocks):

@@ -45,7 +45,15 @@ CLUSTER_SCOPED_STUBS = frozenset({"ClusterIssuer"})
 REAL_CRD_GROUPS = ("gateway.networking.k8s.io", "gateway.envoyproxy.io")
 """API groups whose real CRDs are installed (:func:`gateway_api_crds`)."""
 
-FIRST = ("Namespace", "CustomResourceDefinition", "StorageClass", "PersistentVolume", "ServiceAccount", "Secret")
+FIRST = (
+    "Namespace",
+    "CustomResourceDefinition",
+    "PriorityClass",
+    "StorageClass",
+    "PersistentVolume",
+    "ServiceAccount",
+    "Secret",
+)
 BEFORE_JOBS = ("ConfigMap", "PersistentVolumeClaim", "NetworkPolicy", "Service", "Role", "RoleBinding")
 AFTER_JOBS = ("Deployment", "PodDisruptionBudget", "HorizontalPodAutoscaler", "Ingress")
 

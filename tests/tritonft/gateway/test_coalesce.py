@@ -39,12 +39,19 @@ def test_greedy_n_choices_are_the_same_call_as_one_choice() -> None:
         {"stop": "x"},
         {"n": 2, "best_of": 2},
         {"temperature": 0.5, "seed": 1},
-        {"seed": 3},
         {"logprobs": 0},
     ],
 )
 def test_a_different_parameter_is_a_different_key(other: dict[str, Any]) -> None:
     assert merge_key(request("one", **other)) != merge_key(request("one"))
+
+
+def test_a_greedy_request_s_seed_does_not_split_its_key() -> None:
+    assert merge_key(request("one", seed=3)) == merge_key(request("two")) is not None
+
+
+def test_sampled_requests_with_different_seeds_are_different_keys() -> None:
+    assert merge_key(request(temperature=0.7, seed=1)) != merge_key(request(temperature=0.7, seed=2))
 
 
 def test_the_same_parameters_of_two_models_are_different_keys() -> None:

@@ -30,13 +30,60 @@ def params(body: dict[str, object]) -> dict[str, object]:
     return {p.name: p.value for p in ensemble_request({"model": "gpt", **body}, GPT).parameters}
 
 
-def test_temperature_zero_is_greedy_decoding() -> None:
-    assert params({"prompt": "hi", "temperature": 0}) == {"max_output_len": 16, "runtime_top_k": 1}
+def test_temperature_zero_is_greedy_decoding_with_ft_s_defaults_for_the_other_sampling_inputs() -> None:
+    got = params({"prompt": "hi", "temperature": 0})
+    assert got == {
+        "max_output_len": 16,
+        "runtime_top_k": 1,
+        "runtime_top_p": 0.0,
+        "temperature": 1.0,
+        "random_seed": 0,
+        "stop_words": "",
+        "return_tokens": False,
+    }
 
 
 def test_sampling_uses_the_nucleus_at_the_temperature() -> None:
     got = params({"prompt": "hi", "temperature": 0.7, "top_p": 0.9, "max_tokens": 5, "seed": 11})
-    assert got == {"max_output_len": 5, "runtime_top_k": 0, "runtime_top_p": 0.9, "temperature": 0.7, "random_seed": 11}
+    expected = {"max_output_len": 5, "runtime_top_k": 0, "runtime_top_p": 0.9, "temperature": 0.7, "random_seed": 11}
+    assert got == {**expected, "stop_words": "", "return_tokens": False}
+
+
+BODIES: dict[str, dict[str, object]] = {
+    "greedy": {"temperature": 0},
+    "sampled": {"temperature": 0.8, "top_p": 0.5},
+    "seeded": {"temperature": 0.8, "seed": 4},
+    "stop phrases": {"temperature": 0, "stop": ["x", "y"]},
+    "log-probabilities": {"temperature": 0, "logprobs": 0},
+    "greedy n": {"temperature": 0, "n": 2},
+    "chat-like stop": {"temperature": 0.3, "stop": "User:"},
+}
+
+
+def test_every_non_beam_request_of_a_model_sends_the_same_set_of_inputs() -> None:
+    sets = {label: tuple(params({"prompt": "hi", **body})) for label, body in BODIES.items()}
+    assert len(set(sets.values())) == 1, sets
+
+
+def test_a_chat_request_sends_the_same_set_of_inputs_as_a_completion() -> None:
+    chat = request({"messages": [{"role": "user", "content": "hi"}]}, chat=True)
+    assert [p.name for p in chat.parameters] == list(params({"prompt": "hi"}))
+
+
+def test_beam_search_alone_adds_the_beam_width_so_it_never_shares_a_batch_with_other_widths() -> None:
+    beams = {p.name for p in request({"best_of": 2, "temperature": 0}).parameters}
+    assert beams - set(params({"prompt": "hi"})) == {"beam_width"}
+
+
+def test_a_sampled_request_without_a_seed_gets_a_seed_of_its_own() -> None:
+    seeds = {params({"prompt": "hi", "temperature": 0.9})["random_seed"] for _ in range(8)}
+    assert len(seeds) == 8
+
+
+def test_a_streaming_model_is_sent_no_return_tokens_input() -> None:
+    model = ServedModel("s", Family.GPT2, streaming=True, max_output_len=32, max_input_len=64)
+    streaming = ensemble_request({"model": "s", "prompt": "hi", "stream": True}, model)
+    assert "return_tokens" not in [p.name for p in streaming.parameters]
 
 
 def test_best_of_with_greedy_decoding_becomes_the_beam_width() -> None:
@@ -195,7 +242,7 @@ def test_max_completion_tokens_is_chats_max_tokens() -> None:
 
 def test_logprobs_ask_the_ensemble_for_each_tokens_text() -> None:
     assert TensorValue("return_tokens", "BOOL", True) in request({"logprobs": 0}).parameters
-    assert all(p.name != "return_tokens" for p in request({}).parameters)
+    assert TensorValue("return_tokens", "BOOL", False) in request({}).parameters
 
 
 def test_logprobs_are_refused_for_a_model_rendered_streaming() -> None:

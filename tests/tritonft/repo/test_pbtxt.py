@@ -76,16 +76,13 @@ def test_dynamic_batching_takes_queue_delay_and_sorted_preferred_sizes(family: F
     assert not ft.HasField("sequence_batching")
 
 
-def test_gpt_families_declare_ragged_input_ids_with_item_shape_batch_input(family: Family) -> None:
+def test_every_family_declares_ragged_input_ids_with_item_shape_batch_input(family: Family) -> None:
     spec = make_spec(family)
     ft = configs(render_repository_files(spec))[f"{RepoNames.of(spec).ft}/config.pbtxt"]
     ragged = [i.name for i in ft.input if i.allow_ragged_batch]
     shapes = [(b.kind, list(b.target_name), b.data_type, list(b.source_input)) for b in ft.batch_input]
-    if family is Family.T5:
-        assert ragged == [] and shapes == []
-    else:
-        assert ragged == ["input_ids"]
-        assert shapes == [(mc.BatchInput.BATCH_ITEM_SHAPE, ["input_ids_item_shape"], mc.TYPE_INT32, ["input_ids"])]
+    assert ragged == ["input_ids"]
+    assert shapes == [(mc.BatchInput.BATCH_ITEM_SHAPE, ["input_ids_item_shape"], mc.TYPE_INT32, ["input_ids"])]
 
 
 def test_int8_mode_is_rendered_for_gpt2() -> None:
@@ -176,3 +173,28 @@ def test_streaming_gpt_ensemble_feeds_postprocessing_only_from_the_ft_model() ->
     post = ensemble.ensemble_scheduling.step[2]
     assert post.model_name == "gpt2-medium-postprocessing"
     assert sorted(post.input_map) == ["output_ids", "sequence_length"]
+
+
+def test_the_ft_step_and_the_detokenizer_have_a_warmup_sample_and_the_tokenizer_model_none(family: Family) -> None:
+    spec = make_spec(family)
+    names = RepoNames.of(spec)
+    rendered = configs(render_repository_files(spec))
+    warmed = {
+        name
+        for name in (names.ft, names.preprocessing, names.postprocessing)
+        if rendered[f"{name}/config.pbtxt"].model_warmup
+    }
+    assert warmed == {names.ft, names.postprocessing}
+
+
+def test_a_warmup_sample_feeds_every_required_input_from_a_file_shipped_with_the_model(family: Family) -> None:
+    spec = make_spec(family)
+    files = render_repository_files(spec)
+    ft_name = RepoNames.of(spec).ft
+    ft = configs(files)[f"{ft_name}/config.pbtxt"]
+    (sample,) = ft.model_warmup
+    required = {i.name for i in ft.input if not i.optional}
+    assert set(sample.inputs) == required
+    for name, tensor in sample.inputs.items():
+        assert tensor.input_data_file == name
+        assert len(files[f"{ft_name}/warmup/{name}"]) == 4  # one UINT32
