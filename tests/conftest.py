@@ -20,10 +20,16 @@ pytest_runtest_makereport = attach_on_failure(log_sections)
 CONTROL_PLANE_TESTS = "tests/system/controlplane/"
 
 
+VLLM_SERVERS = (vllm_local.__name__, "tests.system.realtriton.vllm_server")
+"""The modules that start a vLLM-serving Triton (its first start builds the vLLM engine's environment): the engine's
+own ``local`` and the tests' session-wide server."""
+
+
 def serves_vllm(module: ModuleType | None) -> bool:
-    """Whether a test module serves a vLLM model (it uses ``tritonft.engines.vllm.local``, whose server builds the
-    vLLM engine's environment on first use)."""
-    return module is not None and any(value is vllm_local for value in vars(module).values())
+    """Whether a test module serves a vLLM model (it uses one of :data:`VLLM_SERVERS`)."""
+    return module is not None and any(
+        isinstance(value, ModuleType) and value.__name__ in VLLM_SERVERS for value in vars(module).values()
+    )
 
 
 def run_order(item: pytest.Item) -> tuple[bool, bool]:

@@ -9,7 +9,7 @@ from typing import cast
 import pytest
 
 from tests import conftest
-from tests.system.realtriton import test_vllm_engine
+from tests.system.realtriton import test_vllm_engine, test_vllm_signal
 from tests.tritonft import test_quantity
 
 
@@ -18,7 +18,8 @@ def item(nodeid: str, module: ModuleType | None) -> pytest.Item:
 
 
 def test_a_module_that_serves_a_vllm_model_is_recognised() -> None:
-    assert conftest.serves_vllm(test_vllm_engine)
+    assert conftest.serves_vllm(test_vllm_engine)  # through the session-wide server
+    assert conftest.serves_vllm(test_vllm_signal)  # through the engine's own local server
 
 
 def test_a_module_that_serves_no_vllm_model_is_not() -> None:
