@@ -36,7 +36,23 @@ run .venv/bin/mypy
 # Tests never write into the work tree: files the suite leaves behind (untracked, not ignored) fail the run.
 untracked() { git ls-files --others --exclude-standard 2>/dev/null | sort; }
 before=$(untracked)
-run timeout 3000 .venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@"
+# Each failure is written down as it happens (tests/failure_record.py) and printed after pytest: a run stopped by the
+# time limit (SIGINT: pytest still prints its summary) or killed from outside keeps what failed and why.
+export TRITONFT_FAILURE_RECORD="$logs/failures.txt"
+pytest_status=0
+echo "+ pytest (limit ${TRITONFT_TEST_SECONDS:=4500} s)" >&2
+timeout -s INT -k 120 "$TRITONFT_TEST_SECONDS" .venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@" ||
+  pytest_status=$?
+if [ "$pytest_status" -ne 0 ]; then
+  status=1
+  [ "$pytest_status" -eq 124 ] && echo "pytest was stopped after its limit of $TRITONFT_TEST_SECONDS s" >&2
+  if [ -s "$TRITONFT_FAILURE_RECORD" ]; then
+    echo "failures, in the order they happened (the last 400 lines):" >&2
+    tail -n 400 "$TRITONFT_FAILURE_RECORD" >&2
+  fi
+  echo "the machine when pytest ended:" >&2
+  { uptime; free -m; df -h /dev/shm /tmp; ps -eo pid,etimes,pcpu,rss,args --sort=-rss | head -n 8 | cut -c1-160; } >&2 || true
+fi
 left=$(comm -13 <(echo "$before") <(untracked))
 if [ -n "$left" ]; then
   echo "the test suite left untracked files in the work tree (tests must write under tmp_path):" >&2

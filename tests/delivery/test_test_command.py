@@ -52,16 +52,21 @@ def repo(tmp_path: Path) -> Path:
     stand_in(
         root / ".venv/bin/pytest",
         f'touch "$TRACE.pytest"; for _ in $(seq 600); do grep -q vllm-during-tests "$TRACE" 2>/dev/null && break; '
-        f'sleep 0.1; done; touch "$TRACE.pytest-done"; NAME=pytest; {record}',
+        f'sleep 0.1; done; touch "$TRACE.pytest-done"; '
+        'if [ -n "${PYTEST_FAILS:-}" ]; then echo "FAILED $PYTEST_FAILS" >> "$TRITONFT_FAILURE_RECORD"; fi; '
+        'if [ -n "${PYTEST_SLEEP:-}" ]; then trap "exit 2" INT; sleep "$PYTEST_SLEEP" & wait; fi; '
+        f"NAME=pytest; {record}",
     )
     (root / ".gitignore").write_text(".venv/\n")
     subprocess.run(["git", "init", "-q", str(root)], check=True)
     return root
 
 
-def run(repo: Path, *failing: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def run(
+    repo: Path, *failing: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     trace = repo.parent / "trace"
-    env = {**os.environ, "TRACE": str(trace), "FAIL": " ".join(failing)}
+    env = {**os.environ, **(env or {}), "TRACE": str(trace), "FAIL": " ".join(failing)}
     done = subprocess.run(
         ["bash", str(repo / "scripts/test.sh")], env=env, capture_output=True, text=True, check=False, timeout=300
     )
@@ -106,3 +111,25 @@ def test_the_control_plane_builds_while_bootstrap_runs(repo: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert ran.index("control_plane") < ran.index("bootstrap")
     assert "control-plane-not-started" not in ran
+
+
+def test_the_failures_recorded_while_the_tests_ran_are_printed_after_them(repo: Path) -> None:
+    done, _ = run(repo, "pytest", env={"PYTEST_FAILS": "tests/test_x.py::test_y (call): AssertionError"})
+    assert done.returncode != 0
+    assert "failures, in the order they happened" in done.stderr
+    assert "FAILED tests/test_x.py::test_y (call): AssertionError" in done.stderr
+    assert "the machine when pytest ended:" in done.stderr
+
+
+def test_tests_past_their_time_limit_are_stopped_and_the_run_fails_saying_so(repo: Path) -> None:
+    done, ran = run(repo, env={"PYTEST_SLEEP": "60", "TRITONFT_TEST_SECONDS": "2", "PYTEST_FAILS": "slow::test"})
+    assert done.returncode != 0
+    assert "pytest was stopped after its limit of 2 s" in done.stderr
+    assert "FAILED slow::test" in done.stderr
+    assert "pytest" not in ran  # interrupted before it finished
+
+
+def test_a_passing_run_prints_no_failures_or_machine_state(repo: Path) -> None:
+    done, _ = run(repo)
+    assert done.returncode == 0, done.stderr
+    assert "failures, in the order" not in done.stderr and "the machine when" not in done.stderr
