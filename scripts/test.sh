@@ -36,20 +36,67 @@ run .venv/bin/mypy
 # Tests never write into the work tree: files the suite leaves behind (untracked, not ignored) fail the run.
 untracked() { git ls-files --others --exclude-standard 2>/dev/null | sort; }
 before=$(untracked)
-# Each failure is written down as it happens (tests/failure_record.py) and printed after pytest: a run stopped by the
-# time limit (SIGINT: pytest still prints its summary) or killed from outside keeps what failed and why.
-export TRITONFT_FAILURE_RECORD="$logs/failures.txt"
-pytest_status=0
-echo "+ pytest (limit ${TRITONFT_TEST_SECONDS:=4500} s)" >&2
-timeout -s INT -k 120 "$TRITONFT_TEST_SECONDS" .venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@" ||
-  pytest_status=$?
-if [ "$pytest_status" -ne 0 ]; then
+# pytest runs under a time limit (SIGINT: pytest still prints its summary) and each failure is also written down as it
+# happens (tests/failure_record.py) and printed after pytest, with the machine's state: a run stopped by the limit or
+# from outside keeps what failed and why.
+: "${TRITONFT_TEST_SECONDS:=4500}"
+pytest_in() { # name niceness pytest-arguments...
+  local name=$1 niceness=$2
+  shift 2
+  TRITONFT_FAILURE_RECORD="$logs/failures-$name.txt" timeout -s INT -k 120 "$TRITONFT_TEST_SECONDS" \
+    nice -n "$niceness" .venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@"
+}
+# With no arguments the suite runs as three lanes side by side, each its own pytest; the paths partition tests/ (each
+# test runs in exactly one lane). Most tests wait on servers, so the two cores carry three lanes:
+#   servers  tests/system but the control plane: real Tritons, gateways, Prometheus, the vLLM engine;
+#   cluster  tests/system/controlplane: it first waits for the control plane's build (started above);
+#   units    the rest (plans, rules, renderers, CLIs: CPU-bound), at the lowest priority, so that neither the build
+#            the cluster lane waits for nor the servers' timing pays for it.
+# With arguments one pytest takes them (a file, -k, -x ...).
+lanes=(servers cluster units)
+declare -A lane_nice=([servers]=0 [cluster]=0 [units]=19)
+declare -A lane_args=(
+  [servers]="tests/system --ignore=tests/system/controlplane"
+  [cluster]="tests/system/controlplane"
+  [units]="tests --ignore=tests/system"
+)
+declare -A lane_status
+if [ $# -gt 0 ]; then
+  lanes=(pytest)
+  echo "+ pytest $* (limit $TRITONFT_TEST_SECONDS s)" >&2
+  lane_status[pytest]=0
+  pytest_in pytest 0 "$@" || lane_status[pytest]=$?
+else
+  # Each lane's output is printed when it ends, whole, after a line with its exit status and time.
+  declare -A lane_of_pid
+  started=$(date +%s)
+  for name in "${lanes[@]}"; do
+    # shellcheck disable=SC2206  # a lane's arguments are words
+    args=(${lane_args[$name]})
+    echo "+ pytest ${args[*]} (lane $name, limit $TRITONFT_TEST_SECONDS s)" >&2
+    pytest_in "$name" "${lane_nice[$name]}" "${args[@]}" >"$logs/$name.log" 2>&1 &
+    lane_of_pid[$!]=$name
+  done
+  for _ in "${lanes[@]}"; do
+    code=0
+    wait -n -p ended "${!lane_of_pid[@]}" || code=$?
+    name=${lane_of_pid[$ended]}
+    lane_status[$name]=$code
+    echo "--- lane $name: exit $code after $(($(date +%s) - started)) s" >&2
+    cat "$logs/$name.log"
+  done
+fi
+for name in "${lanes[@]}"; do
+  [ "${lane_status[$name]}" -eq 0 ] && continue
   status=1
-  [ "$pytest_status" -eq 124 ] && echo "pytest was stopped after its limit of $TRITONFT_TEST_SECONDS s" >&2
-  if [ -s "$TRITONFT_FAILURE_RECORD" ]; then
-    echo "failures, in the order they happened (the last 400 lines):" >&2
-    tail -n 400 "$TRITONFT_FAILURE_RECORD" >&2
+  [ "${lane_status[$name]}" -eq 124 ] && echo "lane $name: pytest was stopped after its limit of $TRITONFT_TEST_SECONDS s" >&2
+  if [ -s "$logs/failures-$name.txt" ]; then
+    echo "lane $name: failures, in the order they happened (the last 400 lines):" >&2
+    tail -n 400 "$logs/failures-$name.txt" >&2
   fi
+  failed=1
+done
+if [ -n "${failed:-}" ]; then
   echo "the machine when pytest ended:" >&2
   { uptime; free -m; df -h /dev/shm /tmp; ps -eo pid,etimes,pcpu,rss,args --sort=-rss | head -n 8 | cut -c1-160; } >&2 || true
 fi

@@ -15,7 +15,7 @@ from tests.tritonft.gateway.server import log_sections
 from tritonft.engines.vllm import local as vllm_local
 from tritonft.synth.engine import RecordingMocks, mock_engine
 
-pytest_plugins = ["tests.failure_record"]
+pytest_plugins = ["tests.failure_record", "tests.lifetime", "pytester"]
 pytest_runtest_makereport = attach_on_failure(log_sections)
 
 CONTROL_PLANE_TESTS = "tests/system/controlplane/"

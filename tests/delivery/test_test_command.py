@@ -51,6 +51,7 @@ def repo(tmp_path: Path) -> Path:
         stand_in(root / ".venv/bin" / tool, f"NAME={tool}; {record}")
     stand_in(
         root / ".venv/bin/pytest",
+        'echo "$*" >> "$TRACE.args"; '
         f'touch "$TRACE.pytest"; for _ in $(seq 600); do grep -q vllm-during-tests "$TRACE" 2>/dev/null && break; '
         f'sleep 0.1; done; touch "$TRACE.pytest-done"; '
         'if [ -n "${PYTEST_FAILS:-}" ]; then echo "FAILED $PYTEST_FAILS" >> "$TRITONFT_FAILURE_RECORD"; fi; '
@@ -63,12 +64,17 @@ def repo(tmp_path: Path) -> Path:
 
 
 def run(
-    repo: Path, *failing: str, env: dict[str, str] | None = None
+    repo: Path, *failing: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     trace = repo.parent / "trace"
     env = {**os.environ, **(env or {}), "TRACE": str(trace), "FAIL": " ".join(failing)}
     done = subprocess.run(
-        ["bash", str(repo / "scripts/test.sh")], env=env, capture_output=True, text=True, check=False, timeout=300
+        ["bash", str(repo / "scripts/test.sh"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
     )
     return done, trace.read_text().split() if trace.exists() else []
 
@@ -77,7 +83,7 @@ def test_it_passes_when_every_step_passes(repo: Path) -> None:
     done, ran = run(repo)
     assert done.returncode == 0, done.stderr
     assert sorted(ran) == sorted(
-        ["bootstrap", "control_plane", "vllm-during-tests", "vllm", "ruff", "ruff", "mypy", "pytest"]
+        ["bootstrap", "control_plane", "vllm-during-tests", "vllm", "ruff", "ruff", "mypy", *["pytest"] * 3]
     )
 
 
@@ -126,10 +132,43 @@ def test_tests_past_their_time_limit_are_stopped_and_the_run_fails_saying_so(rep
     assert done.returncode != 0
     assert "pytest was stopped after its limit of 2 s" in done.stderr
     assert "FAILED slow::test" in done.stderr
-    assert "pytest" not in ran  # interrupted before it finished
+    assert "pytest" not in ran  # each lane interrupted before it finished
 
 
 def test_a_passing_run_prints_no_failures_or_machine_state(repo: Path) -> None:
     done, _ = run(repo)
     assert done.returncode == 0, done.stderr
     assert "failures, in the order" not in done.stderr and "the machine when" not in done.stderr
+
+
+def lane_arguments(repo: Path) -> list[str]:
+    return sorted((repo.parent / "trace.args").read_text().splitlines())
+
+
+def test_without_arguments_three_lanes_run_side_by_side_and_their_paths_partition_the_tests(repo: Path) -> None:
+    done, ran = run(repo)
+    assert done.returncode == 0, done.stderr
+    assert ran.count("pytest") == 3
+    lanes = [line.split(" --durations=10 ", 1)[1] for line in lane_arguments(repo)]
+    assert sorted(lanes) == sorted(
+        [
+            "tests/system --ignore=tests/system/controlplane",
+            "tests/system/controlplane",
+            "tests --ignore=tests/system",
+        ]
+    )
+    for lane in ("servers", "cluster", "units"):
+        assert f"--- lane {lane}: exit 0 after" in done.stderr
+
+
+def test_a_failing_lane_fails_the_run_and_is_named(repo: Path) -> None:
+    done, _ = run(repo, "pytest")
+    assert done.returncode != 0
+    assert "--- lane servers: exit 1" in done.stderr and "--- lane units: exit 1" in done.stderr
+
+
+def test_with_arguments_one_pytest_takes_them(repo: Path) -> None:
+    done, ran = run(repo, args=("tests/tritonft", "-x"))
+    assert done.returncode == 0, done.stderr
+    assert ran.count("pytest") == 1
+    assert lane_arguments(repo) == ["-q -p no:cacheprovider --durations=10 tests/tritonft -x"]

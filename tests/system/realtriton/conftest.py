@@ -7,19 +7,23 @@ probe, streaming, gateway, Prometheus). ``newest_runtime`` is tritonserver 2.51.
 newest a wheel gives), with the models on this interpreter; ``image_python_runtime`` is 2.51.0 with the models on
 the image's own Python 3.10 and its exact requirements. ``serve_triton`` (session) is a factory:
 ``serve_triton(repo_dir, ...)`` returns a running :class:`LocalTriton`; the same arguments return the same server,
-so tests share one server per repository set. Every server is stopped by PID at the end of the session. The log
-of every running server is attached to each failing test of this folder.
+so tests share one server per repository set. A server is stopped once the tests that need it are done
+(:mod:`tests.lifetime`): a named server fixture's after the last test that uses it, any other after the last test of
+the module that started it; whatever is left, by PID at the end of the session. The log of every running server is
+attached to each failing test of this folder.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
 
+from tests import lifetime
 from tests.failure_logs import attach_on_failure, tail
 from tests.system.realtriton import vllm_server
 from tests.system.realtriton.prometheus import RUNNING as PROMETHEUS_SERVERS
@@ -49,6 +53,25 @@ from tritonft.standin import standin_all
 
 LOG_TAIL_LINES = 200
 _RUNNING: list[LocalTriton] = []
+_STOPS: weakref.WeakKeyDictionary[LocalTriton, lifetime.Stop] = weakref.WeakKeyDictionary()
+
+
+def release(server: LocalTriton) -> lifetime.Stop:
+    """The one stop of ``server`` handed to :mod:`tests.lifetime`: it stops the server and forgets it."""
+
+    def stop() -> None:
+        server.stop()
+        if server in _RUNNING:
+            _RUNNING.remove(server)
+
+    return _STOPS.setdefault(server, stop)
+
+
+def keep_for_fixture(request: pytest.FixtureRequest, server: LocalTriton) -> LocalTriton:
+    """``server``, stopped after the last test that uses ``request``'s fixture (not with the module that started it)."""
+    lifetime.stop_after_last_use(request, release(server))
+    return server
+
 
 ServeTriton = Callable[..., LocalTriton]
 
@@ -108,6 +131,7 @@ def serve_triton(triton_runtime: TritonRuntime, tmp_path_factory: pytest.TempPat
         server = LocalTriton(runtime, repos, log_path=log, extra_args=extra_args, env=env)
         server.start()
         _RUNNING.append(server)
+        lifetime.stop_after_this_module(release(server))
         if shared:
             servers[key] = server
         return server
@@ -135,8 +159,8 @@ def dev_repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Fa
 
 
 @pytest.fixture(scope="session")
-def dev_triton(serve_triton: ServeTriton, dev_repository: Path) -> LocalTriton:
-    return serve_triton(dev_repository)
+def dev_triton(serve_triton: ServeTriton, dev_repository: Path, request: pytest.FixtureRequest) -> LocalTriton:
+    return keep_for_fixture(request, serve_triton(dev_repository))
 
 
 @pytest.fixture(scope="session")
@@ -151,13 +175,16 @@ def matrix_repository(tmp_path_factory: pytest.TempPathFactory, tokenizers: dict
 
 
 @pytest.fixture(scope="session")
-def matrix_triton(serve_triton: ServeTriton, matrix_repository: Path) -> LocalTriton:
-    return serve_triton(matrix_repository)
+def matrix_triton(serve_triton: ServeTriton, matrix_repository: Path, request: pytest.FixtureRequest) -> LocalTriton:
+    return keep_for_fixture(request, serve_triton(matrix_repository))
 
 
 @pytest.fixture(scope="session")
 def probe_triton(
-    serve_triton: ServeTriton, tmp_path_factory: pytest.TempPathFactory, tokenizers: dict[Family, Path]
+    serve_triton: ServeTriton,
+    tmp_path_factory: pytest.TempPathFactory,
+    tokenizers: dict[Family, Path],
+    request: pytest.FixtureRequest,
 ) -> LocalTriton:
     """:data:`PROBE_MODEL` only; its stand-in answers the prompt's tokens reversed: a continuation that is not an
     echo, which the probe's GPT check requires."""
@@ -165,7 +192,7 @@ def probe_triton(
     spec = matrix_spec(PROBE_MODEL)
     render_with_cli(spec, repository, tokenizers[Family.GPT2], tmp_path_factory.mktemp("scratch"))
     standin_all(repository, generation="reverse")
-    return serve_triton(repository)
+    return keep_for_fixture(request, serve_triton(repository))
 
 
 @pytest.fixture(scope="session")
@@ -175,18 +202,19 @@ def vllm_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path
 
 
 @pytest.fixture(scope="session")
-def vllm_triton(vllm_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalTriton]:
+def vllm_triton(
+    vllm_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[LocalTriton]:
     """The real Triton with the real vLLM engine, one for the session: the tests of the engine and of the gateway
-    share it (:mod:`tests.system.realtriton.vllm_server`); its log is attached to a failing test like the others'."""
+    share it (:mod:`tests.system.realtriton.vllm_server`) and it stops after the last of them; its log is attached
+    to a failing test like the others'."""
     server = vllm_server.server(vllm_checkpoints, tmp_path_factory.mktemp("vllm-triton"))
     server.start()
     _RUNNING.append(server)
     try:
-        yield server
+        yield keep_for_fixture(request, server)
     finally:
-        server.stop()
-        if server in _RUNNING:
-            _RUNNING.remove(server)
+        release(server)()
 
 
 def server_sections(item: pytest.Item) -> list[tuple[str, str]]:
@@ -243,7 +271,9 @@ def embedder_repository(encoder_repository: Path, tmp_path_factory: pytest.TempP
 
 
 @pytest.fixture(scope="session")
-def encoder_triton(serve_triton: ServeTriton, newest_runtime: TritonRuntime, encoder_repository: Path) -> LocalTriton:
+def encoder_triton(
+    serve_triton: ServeTriton, newest_runtime: TritonRuntime, encoder_repository: Path, request: pytest.FixtureRequest
+) -> LocalTriton:
     """The encoders on the newest server (their ONNX Runtime stand-in needs onnxruntime, which the 2.33.0 server's
     Python 3.8 cannot have at the image's pin)."""
-    return serve_triton(encoder_repository, runtime=newest_runtime)
+    return keep_for_fixture(request, serve_triton(encoder_repository, runtime=newest_runtime))
