@@ -24,7 +24,10 @@ from tritonft.kube import ApiError, Kube
 
 REPO = Path(__file__).resolve().parents[3]
 POD_CIDR = "192.0.2.0/24"
-NODE_IP = "192.0.2.1"
+NODE_IP = "127.0.0.1"
+"""The simulated kubelets' address: the API server's calls to a kubelet (a pod's log) are refused at once on loopback
+(nothing listens on 10250), where a documentation-range address is dropped on some networks and each call waited
+~30 s for its dial to time out (seen: every rollout that read its pods' Triton logs took minutes)."""
 SERVICE_CIDR = "10.96.0.0/16"
 
 
