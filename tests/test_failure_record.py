@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from tests.failure_record import RECORD, pytest_runtest_logreport
 
 
-def report(outcome: str, longrepr: str = "", sections: list[tuple[str, str]] | None = None) -> pytest.TestReport:
+def report(
+    outcome: Literal["passed", "failed"], longrepr: str = "", sections: list[tuple[str, str]] | None = None
+) -> pytest.TestReport:
     return pytest.TestReport(
         "tests/test_x.py::test_y", ("tests/test_x.py", 1, "test_y"), {}, outcome, longrepr, "call", sections or [], 2.5
     )
