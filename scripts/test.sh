@@ -6,10 +6,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Two installs take long on a fresh machine and only some tests need them; each starts in the background, in its own
 # process group (an interrupted run stops it with the rest) and at a lower priority, while every test that needs
 # neither runs:
-#   - the test control plane (a Go build, cached by version after): it starts first; the control-plane tests run last
-#     and wait for its binaries (scripts/setup/control_plane.sh holds a lock);
+#   - the test control plane (a Go build, cached by version after): it starts first; the cluster lane below waits for
+#     its binaries (scripts/setup/control_plane.sh holds a lock);
 #   - the vLLM engine's environment (~5.9 GB of wheels, cached by its pins after): it starts once bootstrap has made
-#     .venv and uv; the tests that serve a vLLM model run just before the control-plane ones and wait for it
+#     .venv and uv; in each lane the tests that serve a vLLM model run last and wait for it
 #     (tritonft/vllm_env.py builds under a lock and a second caller waits for the first build).
 logs=$(mktemp -d -t tritonft-test.XXXXXX)
 control_plane_pid="" vllm_pid=""
@@ -19,7 +19,7 @@ cleanup() {
   rm -rf "$logs"
 }
 trap cleanup EXIT
-setsid nice -n 10 bash scripts/setup/control_plane.sh >"$logs/control_plane.log" 2>&1 &
+setsid bash scripts/setup/control_plane.sh >"$logs/control_plane.log" 2>&1 &
 control_plane_pid=$!
 TRITONFT_SKIP_CONTROL_PLANE=1 bash scripts/bootstrap.sh
 setsid nice -n 10 bash scripts/setup/vllm.sh >"$logs/vllm.log" 2>&1 &
@@ -46,20 +46,17 @@ pytest_in() { # name niceness pytest-arguments...
   TRITONFT_FAILURE_RECORD="$logs/failures-$name.txt" timeout -s INT -k 120 "$TRITONFT_TEST_SECONDS" \
     nice -n "$niceness" .venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@"
 }
-# With no arguments the suite runs as three lanes side by side, each its own pytest; the paths partition tests/ (each
-# test runs in exactly one lane). Most tests wait on servers, so the two cores carry three lanes:
-#   servers  tests/system but the control plane: real Tritons, gateways, Prometheus, the vLLM engine;
-#   cluster  tests/system/controlplane: it first waits for the control plane's build (started above);
+# With no arguments the suite runs as four lanes side by side, each its own pytest (`--lane`, tests/conftest.py's
+# lane_of puts every test in exactly one). Most tests wait on servers, so the two cores carry four lanes:
+#   servers  tests/system/realtriton but the vLLM engine's: real Tritons, gateways, Prometheus;
+#   engines  the other system tests: the vLLM engine's, the ones under load across servers;
+#   cluster  tests/system/controlplane: it first waits for the control plane's build (started above, at nice 10
+#            inside its script: below the servers, above the units);
 #   units    the rest (plans, rules, renderers, CLIs: CPU-bound), at the lowest priority, so that neither the build
 #            the cluster lane waits for nor the servers' timing pays for it.
 # With arguments one pytest takes them (a file, -k, -x ...).
-lanes=(servers cluster units)
-declare -A lane_nice=([servers]=0 [cluster]=0 [units]=19)
-declare -A lane_args=(
-  [servers]="tests/system --ignore=tests/system/controlplane"
-  [cluster]="tests/system/controlplane"
-  [units]="tests --ignore=tests/system"
-)
+lanes=(servers engines cluster units)
+declare -A lane_nice=([servers]=0 [engines]=0 [cluster]=0 [units]=19)
 declare -A lane_status
 if [ $# -gt 0 ]; then
   lanes=(pytest)
@@ -71,10 +68,8 @@ else
   declare -A lane_of_pid
   started=$(date +%s)
   for name in "${lanes[@]}"; do
-    # shellcheck disable=SC2206  # a lane's arguments are words
-    args=(${lane_args[$name]})
-    echo "+ pytest ${args[*]} (lane $name, limit $TRITONFT_TEST_SECONDS s)" >&2
-    pytest_in "$name" "${lane_nice[$name]}" "${args[@]}" >"$logs/$name.log" 2>&1 &
+    echo "+ pytest --lane $name (limit $TRITONFT_TEST_SECONDS s)" >&2
+    pytest_in "$name" "${lane_nice[$name]}" --lane "$name" >"$logs/$name.log" 2>&1 &
     lane_of_pid[$!]=$name
   done
   for _ in "${lanes[@]}"; do

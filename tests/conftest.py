@@ -1,6 +1,6 @@
 """Shared fixtures: the deterministic mock engine (see ``tritonft.synth.engine``); the stacks' plans, made once per
 session; a failed test's report carries the logs of the gateways it started; the tests that serve a vLLM model and
-the control-plane tests are ordered last."""
+the control-plane tests are ordered last; ``--lane`` keeps one lane of the test command's (:func:`lane_of`)."""
 
 from __future__ import annotations
 
@@ -38,11 +38,43 @@ def run_order(item: pytest.Item) -> tuple[bool, bool]:
     return item.nodeid.startswith(CONTROL_PLANE_TESTS), serves_vllm(getattr(item, "module", None))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def order(items: list[pytest.Item]) -> None:
     """On a fresh machine the test command installs the vLLM engine's environment and builds the control plane in
     the background (scripts/test.sh): the tests that need them run last (a stable sort: in their own order), so they
     wait for them only once everything else has run."""
     items.sort(key=run_order)
+
+
+LANES = ("servers", "engines", "cluster", "units")
+"""The test command's lanes (``scripts/test.sh`` runs one pytest per lane, side by side): every test is in one."""
+
+
+def lane_of(item: pytest.Item) -> str:
+    """The lane a test runs in: ``cluster`` the control-plane tests; ``servers`` the real-Triton tests of
+    ``tests/system/realtriton`` that serve no vLLM model; ``engines`` the other system tests (the vLLM engine's,
+    the ones under load across servers); ``units`` everything else."""
+    nodeid = item.nodeid
+    if nodeid.startswith(CONTROL_PLANE_TESTS):
+        return "cluster"
+    if nodeid.startswith("tests/system/realtriton/") and not serves_vllm(getattr(item, "module", None)):
+        return "servers"
+    if nodeid.startswith("tests/system/"):
+        return "engines"
+    return "units"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--lane", choices=LANES, help="run only this lane's tests (scripts/test.sh runs every lane)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    lane = config.getoption("lane")
+    if lane:
+        deselected = [i for i in items if lane_of(i) != lane]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [i for i in items if lane_of(i) == lane]
+    order(items)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import cast
 
@@ -11,6 +14,8 @@ import pytest
 from tests import conftest
 from tests.system.realtriton import test_vllm_engine, test_vllm_signal
 from tests.tritonft import test_quantity
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def item(nodeid: str, module: ModuleType | None) -> pytest.Item:
@@ -39,7 +44,7 @@ def test_vllm_tests_run_after_the_others_and_control_plane_tests_last_each_in_th
         item("tests/system/realtriton/test_v.py::test_2", vllm),
         item("tests/tritonft/test_c.py::test_1", other),
     ]
-    conftest.pytest_collection_modifyitems(items)
+    conftest.order(items)
     assert [i.nodeid for i in items] == [
         "tests/components/test_b.py::test_1",
         "tests/tritonft/test_c.py::test_1",
@@ -48,3 +53,45 @@ def test_vllm_tests_run_after_the_others_and_control_plane_tests_last_each_in_th
         "tests/system/controlplane/test_a.py::test_1",
         "tests/system/controlplane/test_a.py::test_2",
     ]
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "serves", "lane"),
+    [
+        ("tests/system/controlplane/test_a.py::test_1", False, "cluster"),
+        ("tests/system/realtriton/test_ensembles.py::test_1", False, "servers"),
+        ("tests/system/realtriton/test_vllm_engine.py::test_1", True, "engines"),
+        ("tests/system/test_canary_under_load.py::test_1", False, "engines"),
+        ("tests/tritonft/engines/vllm/test_local.py::test_1", True, "units"),
+        ("tests/components/test_b.py::test_1", False, "units"),
+        ("tests/test_layers.py::test_1", False, "units"),
+    ],
+)
+def test_every_test_has_one_lane(nodeid: str, serves: bool, lane: str) -> None:
+    module = ModuleType("m")
+    if serves:
+        module.local = conftest.vllm_local  # type: ignore[attr-defined]
+    assert conftest.lane_of(item(nodeid, module)) == lane
+
+
+def collected(*args: str) -> list[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode in (0, 5), done.stderr  # 5: every test deselected
+    return [line for line in done.stdout.splitlines() if "::" in line]
+
+
+def test_the_lanes_partition_the_system_tests_and_the_units_lane_takes_the_rest() -> None:
+    """On the real suite's ``tests/system`` (where three lanes share a folder); outside it every test is ``units``
+    by :func:`conftest.lane_of`'s last rule (shown above)."""
+    whole = collected("tests/system")
+    lanes = {lane: collected("tests/system", "--lane", lane) for lane in conftest.LANES}
+    assert lanes.pop("units") == []
+    assert all(lanes.values()), {lane: len(ids) for lane, ids in lanes.items()}
+    every = [nodeid for ids in lanes.values() for nodeid in ids]
+    assert sorted(every) == sorted(whole), "each test in exactly one lane"

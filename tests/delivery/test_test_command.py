@@ -83,7 +83,7 @@ def test_it_passes_when_every_step_passes(repo: Path) -> None:
     done, ran = run(repo)
     assert done.returncode == 0, done.stderr
     assert sorted(ran) == sorted(
-        ["bootstrap", "control_plane", "vllm-during-tests", "vllm", "ruff", "ruff", "mypy", *["pytest"] * 3]
+        ["bootstrap", "control_plane", "vllm-during-tests", "vllm", "ruff", "ruff", "mypy", *["pytest"] * 4]
     )
 
 
@@ -145,26 +145,21 @@ def lane_arguments(repo: Path) -> list[str]:
     return sorted((repo.parent / "trace.args").read_text().splitlines())
 
 
-def test_without_arguments_three_lanes_run_side_by_side_and_their_paths_partition_the_tests(repo: Path) -> None:
+def test_without_arguments_four_lanes_run_side_by_side_each_its_own_pytest(repo: Path) -> None:
     done, ran = run(repo)
     assert done.returncode == 0, done.stderr
-    assert ran.count("pytest") == 3
-    lanes = [line.split(" --durations=10 ", 1)[1] for line in lane_arguments(repo)]
-    assert sorted(lanes) == sorted(
-        [
-            "tests/system --ignore=tests/system/controlplane",
-            "tests/system/controlplane",
-            "tests --ignore=tests/system",
-        ]
+    assert ran.count("pytest") == 4
+    assert lane_arguments(repo) == sorted(
+        f"-q -p no:cacheprovider --durations=10 --lane {lane}" for lane in ("servers", "engines", "cluster", "units")
     )
-    for lane in ("servers", "cluster", "units"):
+    for lane in ("servers", "engines", "cluster", "units"):
         assert f"--- lane {lane}: exit 0 after" in done.stderr
 
 
 def test_a_failing_lane_fails_the_run_and_is_named(repo: Path) -> None:
     done, _ = run(repo, "pytest")
     assert done.returncode != 0
-    assert "--- lane servers: exit 1" in done.stderr and "--- lane units: exit 1" in done.stderr
+    assert all(f"--- lane {lane}: exit 1" in done.stderr for lane in ("servers", "engines", "cluster", "units"))
 
 
 def test_with_arguments_one_pytest_takes_them(repo: Path) -> None:

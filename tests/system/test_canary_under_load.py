@@ -103,7 +103,11 @@ class EdgeRouter:
         self.versions: dict[str, str] = {}
         """Service -> the version it selects now."""
         self.routed: Counter[str] = Counter()
+        self.reads = 0
+        """Reads of the routes so far (the edge applies a route change at its next read, as Envoy does at its next
+        xDS update: never at the instant the API server took it)."""
         self._credit: Counter[str] = Counter()
+        self._routing = threading.Lock()
         self._stop = threading.Event()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
@@ -118,7 +122,18 @@ class EdgeRouter:
                 for r in refs
             }
             self.backends = [(str(r["name"]), int(r.get("weight", 1))) for r in refs]
+            self.reads += 1
             time.sleep(0.05)
+
+    def applied(self, timeout: float = 10.0) -> None:
+        """Wait until the routes as they are now are the ones the edge routes by (a read begun after this call)."""
+        target = self.reads + 2
+        deadline = time.monotonic() + timeout
+        while self.reads < target:
+            assert time.monotonic() < deadline, "the edge stopped reading its routes"
+            time.sleep(0.01)
+        with self._routing:  # a connection routed by the old routes is counted by now
+            pass
 
     def _pick(self) -> str:
         """Smooth weighted round robin (nginx's): each backend gains its weight, the richest is picked and pays
@@ -138,8 +153,9 @@ class EdgeRouter:
                 conn, _ = self._listener.accept()
             except TimeoutError:
                 continue
-            version = self.versions[self._pick()]
-            self.routed[version] += 1
+            with self._routing:
+                version = self.versions[self._pick()]
+                self.routed[version] += 1
             host, port = self.servers[version].http_url.rsplit(":", 1)
             upstream = socket.create_connection((host, int(port)))
             for a, b in ((conn, upstream), (upstream, conn)):
@@ -254,6 +270,7 @@ def test_a_slower_candidate_takes_its_weight_then_ends_at_weight_zero_and_no_cli
         assert edge.routed[CANDIDATE] == 0, "before the phase the candidate takes no request"
         with pytest.raises(PromotionGateError) as failed:
             run_gate(stage.kube, stage.config(canary=POLICY), query=prometheus_query(prometheus.url))
+        edge.applied()  # the restored routes reached the edge
         after_phase = edge.routed[CANDIDATE]
         time.sleep(2.0)
 
