@@ -47,16 +47,16 @@ pytest_in() { # name niceness pytest-arguments...
     nice -n "$niceness" .venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@"
 }
 # With no arguments the suite runs as four lanes side by side, each its own pytest (`--lane`, tests/conftest.py's
-# lane_of puts every test in exactly one). Most tests wait on servers, so the two cores carry four lanes:
-#   servers  tests/system/realtriton but the vLLM engine's: real Tritons, gateways, Prometheus;
-#   engines  the other system tests: the vLLM engine's, the ones under load across servers;
-#   cluster  tests/system/controlplane: it first waits for the control plane's build (started above, at nice 10
-#            inside its script: below the servers, above the units);
-#   units    the rest (plans, rules, renderers, CLIs: CPU-bound), at the lowest priority, so that neither the build
-#            the cluster lane waits for nor the servers' timing pays for it.
+# lane_of puts every test in exactly one). Most tests wait on servers, so the two cores carry four lanes; their
+# priorities (nice) keep the tests that measure time (batching windows, deadlines, drains, latencies) first on a CPU:
+#   servers  0   tests/system/realtriton but the vLLM engine's: real Tritons, gateways, Prometheus;
+#   engines  5   the other system tests: the vLLM engine's, the ones under load across servers;
+#   cluster  10  tests/system/controlplane (its control plane's processes too; their deadlines are minutes): it first
+#                waits for the control plane's build (started above, at nice 10 inside its script);
+#   units    19  the rest (plans, rules, renderers, CLIs: CPU-bound, nothing timed).
 # With arguments one pytest takes them (a file, -k, -x ...).
 lanes=(servers engines cluster units)
-declare -A lane_nice=([servers]=0 [engines]=0 [cluster]=0 [units]=19)
+declare -A lane_nice=([servers]=0 [engines]=5 [cluster]=10 [units]=19)
 declare -A lane_status
 if [ $# -gt 0 ]; then
   lanes=(pytest)
