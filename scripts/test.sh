@@ -50,13 +50,14 @@ pytest_in() { # name niceness pytest-arguments...
 # lane_of puts every test in exactly one). Most tests wait on servers, so the two cores carry four lanes; their
 # priorities (nice) keep the tests that measure time (batching windows, deadlines, drains, latencies) first on a CPU:
 #   servers  0   tests/system/realtriton but the vLLM engine's: real Tritons, gateways, Prometheus;
-#   engines  5   the other system tests: the vLLM engine's, the ones under load across servers;
-#   cluster  10  tests/system/controlplane (its control plane's processes too; their deadlines are minutes): it first
-#                waits for the control plane's build (started above, at nice 10 inside its script);
+#   engines  5   the other system tests: the vLLM engine's;
+#   cluster  5   every test on the control plane (tests/system/controlplane, the canary and promotion under load): its
+#                pytest starts once the control plane's build (started above, at nice 10 inside its script) is done,
+#                so no test waits for it within pytest's per-test limit;
 #   units    19  the rest (plans, rules, renderers, CLIs: CPU-bound, nothing timed).
 # With arguments one pytest takes them (a file, -k, -x ...).
 lanes=(servers engines cluster units)
-declare -A lane_nice=([servers]=0 [engines]=5 [cluster]=10 [units]=19)
+declare -A lane_nice=([servers]=0 [engines]=5 [cluster]=5 [units]=19)
 declare -A lane_status
 if [ $# -gt 0 ]; then
   lanes=(pytest)
@@ -69,7 +70,13 @@ else
   started=$(date +%s)
   for name in "${lanes[@]}"; do
     echo "+ pytest --lane $name (limit $TRITONFT_TEST_SECONDS s)" >&2
-    pytest_in "$name" "${lane_nice[$name]}" --lane "$name" >"$logs/$name.log" 2>&1 &
+    (
+      if [ "$name" = cluster ]; then
+        echo "waiting for the control plane's build (scripts/setup/control_plane.sh)"
+        bash scripts/setup/control_plane.sh >/dev/null || exit 1
+      fi
+      pytest_in "$name" "${lane_nice[$name]}" --lane "$name"
+    ) >"$logs/$name.log" 2>&1 &
     lane_of_pid[$!]=$name
   done
   for _ in "${lanes[@]}"; do

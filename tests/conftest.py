@@ -50,11 +50,12 @@ LANES = ("servers", "engines", "cluster", "units")
 
 
 def lane_of(item: pytest.Item) -> str:
-    """The lane a test runs in: ``cluster`` the control-plane tests; ``servers`` the real-Triton tests of
-    ``tests/system/realtriton`` that serve no vLLM model; ``engines`` the other system tests (the vLLM engine's,
-    the ones under load across servers); ``units`` everything else."""
+    """The lane a test runs in: ``cluster`` every test on the control plane (its folder's, and any other whose
+    fixtures use it: the lane waits for the control plane's build before its pytest starts); ``servers`` the
+    real-Triton tests of ``tests/system/realtriton`` that serve no vLLM model; ``engines`` the other system tests
+    (the vLLM engine's); ``units`` everything else."""
     nodeid = item.nodeid
-    if nodeid.startswith(CONTROL_PLANE_TESTS):
+    if nodeid.startswith(CONTROL_PLANE_TESTS) or "control_plane" in getattr(item, "fixturenames", ()):
         return "cluster"
     if nodeid.startswith("tests/system/realtriton/") and not serves_vllm(getattr(item, "module", None)):
         return "servers"

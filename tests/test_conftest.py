@@ -55,13 +55,23 @@ def test_vllm_tests_run_after_the_others_and_control_plane_tests_last_each_in_th
     ]
 
 
+def test_a_test_on_the_control_plane_outside_its_folder_runs_in_the_cluster_lane() -> None:
+    on_cluster = cast(
+        pytest.Item,
+        SimpleNamespace(
+            nodeid="tests/system/test_canary_under_load.py::t", module=None, fixturenames=["stage", "control_plane"]
+        ),
+    )
+    assert conftest.lane_of(on_cluster) == "cluster"
+
+
 @pytest.mark.parametrize(
     ("nodeid", "serves", "lane"),
     [
         ("tests/system/controlplane/test_a.py::test_1", False, "cluster"),
         ("tests/system/realtriton/test_ensembles.py::test_1", False, "servers"),
         ("tests/system/realtriton/test_vllm_engine.py::test_1", True, "engines"),
-        ("tests/system/test_canary_under_load.py::test_1", False, "engines"),
+        ("tests/system/test_offline_demo.py::test_1", False, "engines"),
         ("tests/tritonft/engines/vllm/test_local.py::test_1", True, "units"),
         ("tests/components/test_b.py::test_1", False, "units"),
         ("tests/test_layers.py::test_1", False, "units"),

@@ -83,7 +83,7 @@ def test_it_passes_when_every_step_passes(repo: Path) -> None:
     done, ran = run(repo)
     assert done.returncode == 0, done.stderr
     assert sorted(ran) == sorted(
-        ["bootstrap", "control_plane", "vllm-during-tests", "vllm", "ruff", "ruff", "mypy", *["pytest"] * 4]
+        ["bootstrap", *["control_plane"] * 2, "vllm-during-tests", "vllm", "ruff", "ruff", "mypy", *["pytest"] * 4]
     )
 
 
@@ -167,3 +167,10 @@ def test_with_arguments_one_pytest_takes_them(repo: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert ran.count("pytest") == 1
     assert lane_arguments(repo) == ["-q -p no:cacheprovider --durations=10 tests/tritonft -x"]
+
+
+def test_the_cluster_lane_waits_for_the_control_planes_build_and_fails_without_it(repo: Path) -> None:
+    done, ran = run(repo, "control_plane")
+    assert done.returncode != 0
+    assert ran.count("pytest") == 3, "every lane but the cluster's ran its pytest"
+    assert "--- lane cluster: exit 1" in done.stderr
