@@ -1,8 +1,8 @@
 """Servers stopped after the last test that needs them, not at the end of the session.
 
 A session-scoped server lives, by pytest's rules, until the session ends: with every real Triton of the suite kept
-up that way, the servers of the first modules still held ~14 GiB of the machine's 24 (their stubs and their
-``/dev/shm`` regions) when the last tests started a vLLM engine. Two ways to hand a server's ``stop`` here:
+up that way, the machine's available memory had fallen from 23.2 to 3.5 GB (5.3 GB of it the servers' ``/dev/shm``
+regions) when the last tests started a vLLM engine, where CI's run failed. Two ways to hand a server's ``stop`` here:
 
 - :func:`stop_after_last_use` from a fixture: called once the last test whose fixture closure names that fixture
   has been torn down (the run's order, after every reordering and deselection, is known when collection ends);
