@@ -12,6 +12,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 #     .venv and uv; in each lane the tests that serve a vLLM model run last and wait for it
 #     (tritonft/vllm_env.py builds under a lock and a second caller waits for the first build).
 logs=$(mktemp -d -t tritonft-test.XXXXXX)
+# Each step's line says when it started, in seconds from here: where a slow run's minutes went.
+begun=$(date +%s)
+since() { echo "$(($(date +%s) - begun))"; }
 control_plane_pid="" vllm_pid=""
 cleanup() {
   local pid
@@ -21,13 +24,14 @@ cleanup() {
 trap cleanup EXIT
 setsid bash scripts/setup/control_plane.sh >"$logs/control_plane.log" 2>&1 &
 control_plane_pid=$!
+echo "+ [$(since) s] scripts/bootstrap.sh" >&2
 TRITONFT_SKIP_CONTROL_PLANE=1 bash scripts/bootstrap.sh
 setsid nice -n 10 bash scripts/setup/vllm.sh >"$logs/vllm.log" 2>&1 &
 vllm_pid=$!
 
 status=0
 run() {
-  echo "+ $*" >&2
+  echo "+ [$(since) s] $*" >&2
   "$@" || status=1
 }
 run .venv/bin/ruff check .
@@ -67,15 +71,30 @@ if [ $# -gt 0 ]; then
 else
   # Each lane's output is printed when it ends, whole, after a line with its exit status and time.
   declare -A lane_of_pid
+  # shellcheck source=scripts/setup/cpu.sh
+  source scripts/setup/cpu.sh
+  lane_cpu() { # name -> "CPU U s user + S s sys"
+    local user sys
+    if read -r user sys < <(cpu_seconds "$logs/$1.cpu"); then
+      echo "CPU $user s user + $sys s sys"
+    else
+      echo "CPU not measured"
+    fi
+  }
   started=$(date +%s)
   for name in "${lanes[@]}"; do
-    echo "+ pytest --lane $name (limit $TRITONFT_TEST_SECONDS s)" >&2
+    echo "+ [$(since) s] pytest --lane $name (limit $TRITONFT_TEST_SECONDS s)" >&2
     (
       if [ "$name" = cluster ]; then
         echo "waiting for the control plane's build (scripts/setup/control_plane.sh)"
         bash scripts/setup/control_plane.sh >/dev/null || exit 1
+        echo "[$(since) s] the control plane is built; pytest starts"
       fi
-      pytest_in "$name" "${lane_nice[$name]}" --lane "$name"
+      code=0
+      pytest_in "$name" "${lane_nice[$name]}" --lane "$name" || code=$?
+      # The lane's CPU: pytest's and every process it waited for (the servers it started and stopped).
+      times >"$logs/$name.cpu" # its second line: the children's
+      exit $code
     ) >"$logs/$name.log" 2>&1 &
     lane_of_pid[$!]=$name
   done
@@ -84,7 +103,7 @@ else
     wait -n -p ended "${!lane_of_pid[@]}" || code=$?
     name=${lane_of_pid[$ended]}
     lane_status[$name]=$code
-    echo "--- lane $name: exit $code after $(($(date +%s) - started)) s" >&2
+    echo "--- lane $name: exit $code after $(($(date +%s) - started)) s (at $(since) s; $(lane_cpu "$name"))" >&2
     cat "$logs/$name.log"
   done
 fi

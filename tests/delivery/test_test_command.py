@@ -4,6 +4,7 @@ are stand-ins: each records that it ran (and what had run before it) and passes 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -32,6 +33,7 @@ def repo(tmp_path: Path) -> Path:
     root = tmp_path / "repo"
     (root / "scripts/setup").mkdir(parents=True)
     (root / "scripts/test.sh").write_text(SCRIPT.read_text())
+    (root / "scripts/setup/cpu.sh").write_text((REPO / "scripts/setup/cpu.sh").read_text())
     record = 'echo "$NAME" >> "$TRACE"; case " $FAIL " in *" $NAME "*) exit 1 ;; esac'
     stand_in(
         root / "scripts/bootstrap.sh",
@@ -56,6 +58,7 @@ def repo(tmp_path: Path) -> Path:
         f'sleep 0.1; done; touch "$TRACE.pytest-done"; '
         'if [ -n "${PYTEST_FAILS:-}" ]; then echo "FAILED $PYTEST_FAILS" >> "$TRITONFT_FAILURE_RECORD"; fi; '
         'if [ -n "${PYTEST_SLEEP:-}" ]; then trap "exit 2" INT; sleep "$PYTEST_SLEEP" & wait; fi; '
+        'if [ -n "${PYTEST_BURN:-}" ]; then python3 -c "$BURN" "$PYTEST_BURN"; fi; '
         f"NAME=pytest; {record}",
     )
     (root / ".gitignore").write_text(".venv/\n")
@@ -63,11 +66,15 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
+# A child process that spends the given CPU seconds (process time, whatever the machine's load).
+BURN = "import sys, time\nwhile time.process_time() < float(sys.argv[1]):\n    pass\n"
+
+
 def run(
     repo: Path, *failing: str, env: dict[str, str] | None = None, args: tuple[str, ...] = ()
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     trace = repo.parent / "trace"
-    env = {**os.environ, **(env or {}), "TRACE": str(trace), "FAIL": " ".join(failing)}
+    env = {**os.environ, **(env or {}), "TRACE": str(trace), "FAIL": " ".join(failing), "BURN": BURN}
     done = subprocess.run(
         ["bash", str(repo / "scripts/test.sh"), *args],
         env=env,
@@ -154,6 +161,14 @@ def test_without_arguments_four_lanes_run_side_by_side_each_its_own_pytest(repo:
     )
     for lane in ("servers", "engines", "cluster", "units"):
         assert f"--- lane {lane}: exit 0 after" in done.stderr
+
+
+def test_each_lane_reports_the_cpu_of_its_pytest_and_the_processes_it_waited_for(repo: Path) -> None:
+    done, _ = run(repo, env={"PYTEST_BURN": "1.5"})
+    assert done.returncode == 0, done.stderr
+    reported = re.findall(r"--- lane (\w+): exit 0 after \d+ s \(at \d+ s; CPU (\d+) s user \+ (\d+) s sys\)", done.stderr)
+    assert sorted(lane for lane, _, _ in reported) == ["cluster", "engines", "servers", "units"]
+    assert all(int(user) + int(sys) >= 1 for _, user, sys in reported), reported
 
 
 def test_a_failing_lane_fails_the_run_and_is_named(repo: Path) -> None:
