@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import os
 import re
 import stat
 from collections.abc import Mapping, Sequence
@@ -118,16 +119,39 @@ def excluded(path: str, patterns: Sequence[IgnorePattern]) -> bool:
     return result
 
 
+def _may_reinclude_below(directory: Sequence[str], pattern: IgnorePattern) -> bool:
+    """Whether exception ``pattern`` could match a path below ``directory`` (its segments): each of the directory's
+    segments must match the pattern's segment at its depth; a ``**`` or a pattern that ends first may match anything."""
+    segments = pattern.pattern.split("/")
+    for depth, name in enumerate(directory):
+        if depth >= len(segments) or "**" in segments[depth]:
+            return True
+        if not _regex(segments[depth]).match(name):
+            return False
+    return True
+
+
 def context_files(context: Path, patterns: Sequence[IgnorePattern]) -> tuple[str, ...]:
-    """Every regular file (or symlink) under ``context`` that the build sends, relative and sorted."""
+    """Every regular file (or symlink) under ``context`` that the build sends, relative and in path order.
+
+    A directory the patterns exclude is not entered unless an exception could bring back something below it (as
+    Docker's own walk skips it): the tools image's context is the repository root, with ``.venv`` and ``.git``."""
+    exceptions = [p for p in patterns if p.exception]
     files: list[str] = []
-    for path in sorted(context.rglob("*")):
-        if path.is_dir() and not path.is_symlink():
-            continue
-        rel = path.relative_to(context).as_posix()
-        if not excluded(rel, patterns):
-            files.append(rel)
-    return tuple(files)
+
+    def walk(directory: Path, rel: tuple[str, ...]) -> None:
+        for entry in os.scandir(directory):
+            parts = (*rel, entry.name)
+            path = "/".join(parts)
+            if entry.is_dir(follow_symlinks=False):
+                if not excluded(path, patterns) or any(_may_reinclude_below(parts, p) for p in exceptions):
+                    walk(Path(entry.path), parts)
+            elif not excluded(path, patterns):
+                files.append(path)
+
+    walk(context, ())
+    # The order of the tag's digest: by path segments (as pathlib sorts), not by the joined string.
+    return tuple(sorted(files, key=lambda path: path.split("/")))
 
 
 @dataclass(frozen=True)

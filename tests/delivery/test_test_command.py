@@ -166,7 +166,9 @@ def test_without_arguments_four_lanes_run_side_by_side_each_its_own_pytest(repo:
 def test_each_lane_reports_the_cpu_of_its_pytest_and_the_processes_it_waited_for(repo: Path) -> None:
     done, _ = run(repo, env={"PYTEST_BURN": "1.5"})
     assert done.returncode == 0, done.stderr
-    reported = re.findall(r"--- lane (\w+): exit 0 after \d+ s \(at \d+ s; CPU (\d+) s user \+ (\d+) s sys\)", done.stderr)
+    reported = re.findall(
+        r"--- lane (\w+): exit 0 after \d+ s \(at \d+ s; CPU (\d+) s user \+ (\d+) s sys\)", done.stderr
+    )
     assert sorted(lane for lane, _, _ in reported) == ["cluster", "engines", "servers", "units"]
     assert all(int(user) + int(sys) >= 1 for _, user, sys in reported), reported
 

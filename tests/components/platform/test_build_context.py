@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from components.platform import build_context
 from components.platform.build_context import (
     build_view,
     context_tag,
@@ -188,3 +189,44 @@ def test_what_the_tools_image_gets_runs_every_job_command_without_the_pulumi_pro
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip().endswith("ok")
+
+
+def tree(root: Path, *files: str) -> Path:
+    for rel in files:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(rel)
+    return root
+
+
+def walked(context: Path, ignore: str, monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[str, ...], set[str]]:
+    """The files ``context_files`` sends and the directories it listed on the way."""
+    listed: set[str] = set()
+    scandir = os.scandir
+
+    def recording(path: str | os.PathLike[str]) -> object:
+        listed.add(Path(path).relative_to(context).as_posix())
+        return scandir(path)
+
+    monkeypatch.setattr(build_context.os, "scandir", recording)
+    return build_context.context_files(context, parse_ignore(ignore)), listed
+
+
+def test_a_directory_the_ignore_file_excludes_is_not_walked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    context = tree(tmp_path, "pkg/a.py", ".venv/lib/site.py", "docs/x.md")
+    files, listed = walked(context, "*\n!pkg/\n", monkeypatch)
+    assert files == ("pkg/a.py",)
+    assert listed == {".", "pkg"}
+
+
+def test_an_excluded_directory_an_exception_could_reach_into_is_walked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    context = tree(tmp_path, "tests/a/conftest.py", "tests/a/test_x.py", "deep/b/c/keep.txt", "other/keep.txt")
+    files, listed = walked(context, "*\n!tests/*/conftest.py\n!**/keep.txt\nother\n", monkeypatch)
+    assert files == ("deep/b/c/keep.txt", "tests/a/conftest.py")
+    assert {"tests/a", "deep/b/c", "other"} <= listed
+
+
+def test_the_files_are_in_path_order_as_the_tag_hashes_them(tmp_path: Path) -> None:
+    context = tree(tmp_path, "a-c", "a/b", "a.txt")
+    assert build_context.context_files(context, ()) == ("a/b", "a-c", "a.txt")
