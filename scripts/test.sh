@@ -102,6 +102,7 @@ else
     code=0
     wait -n -p ended "${!lane_of_pid[@]}" || code=$?
     name=${lane_of_pid[$ended]}
+    unset "lane_of_pid[$ended]" # the next wait lists only the lanes still running
     lane_status[$name]=$code
     echo "--- lane $name: exit $code after $(($(date +%s) - started)) s (at $(since) s; $(lane_cpu "$name"))" >&2
     cat "$logs/$name.log"

@@ -161,6 +161,7 @@ def test_without_arguments_four_lanes_run_side_by_side_each_its_own_pytest(repo:
     )
     for lane in ("servers", "engines", "cluster", "units"):
         assert f"--- lane {lane}: exit 0 after" in done.stderr
+    assert "no such job" not in done.stderr, "each lane was waited for once"
 
 
 def test_each_lane_reports_the_cpu_of_its_pytest_and_the_processes_it_waited_for(repo: Path) -> None:
