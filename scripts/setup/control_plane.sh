@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the real control plane the tests run against (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)
 # and kwok (simulated kubelets) from the Go module proxy, once, into a cache outside the work tree.
-# The wrapper modules under tools/control-plane/ pin every version; their go.sum pins every byte. kwok is built in the
-# kubernetes module, against the apiserver's own Kubernetes libraries, so the packages they share compile once.
+# The wrapper module tools/control-plane/go.mod pins every version, its go.sum every byte: the five commands are one
+# `go build` on one version of each module, so the packages they share (most of them) compile once.
 # Skipped when the binaries for these pins, flags and Go version are present. Prints the bin directory on stdout.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -23,7 +23,7 @@ export GOTOOLCHAIN=local CGO_ENABLED=0
 goflags="-trimpath -mod=readonly"
 ldflags="-s -w"
 pins=$({
-  cat tools/control-plane/*/go.mod tools/control-plane/*/go.sum
+  cat tools/control-plane/go.mod tools/control-plane/go.sum
   echo "GOFLAGS=$goflags ldflags=$ldflags CGO_ENABLED=$CGO_ENABLED $(go env GOVERSION GOOS GOARCH GOAMD64)"
 } | sha256sum | cut -c1-16)
 cache="${TRITONFT_CACHE:-$HOME/.cache/tritonft}"
@@ -53,17 +53,12 @@ fi
 export GOMODCACHE="$cache/go/mod" GOCACHE="$cache/go/build" GOFLAGS="$goflags"
 tmp="$bin.partial.$$"
 rm -rf "$tmp" && mkdir -p "$tmp"
-build() { # module-dir output package...
-  local dir=$1 out=$2
-  shift 2
-  (cd "tools/control-plane/$dir" && nice go build -ldflags="$ldflags" -o "$out" "$@")
-}
 start=$(date +%s)
 echo "control_plane: building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok into $bin" >&2
-build etcd "$tmp/etcd" go.etcd.io/etcd/server/v3
-# One `go build` for the four commands: each package they share is compiled once.
-build kubernetes "$tmp/" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler sigs.k8s.io/kwok/cmd/kwok
+(cd tools/control-plane && nice go build -ldflags="$ldflags" -o "$tmp/" go.etcd.io/etcd/server/v3 \
+  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
+  sigs.k8s.io/kwok/cmd/kwok)
+mv "$tmp/server" "$tmp/etcd" # go names a command after its import path (v3 dropped): server
 mkdir -p "$(dirname "$bin")"
 rm -rf "$bin" && mv "$tmp" "$bin"
 # CPU of the build (the go commands this shell waited for): on a fresh machine it competes with the tests for the cores.
