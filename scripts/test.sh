@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The project's test command: install (idempotent), then lint, format check, type check and the whole test suite.
-# Exits non-zero when any of them fails.
+# The project's test command: install (idempotent), then lint, format check and type check beside the whole test
+# suite. Exits non-zero when any of them fails.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Two installs take long on a fresh machine and only some tests need them; each starts in the background, in its own
@@ -30,13 +30,16 @@ setsid nice -n 10 bash scripts/setup/vllm.sh >"$logs/vllm.log" 2>&1 &
 vllm_pid=$!
 
 status=0
-run() {
-  echo "+ [$(since) s] $*" >&2
-  "$@" || status=1
+# The lint job (ruff, its format check, mypy: ~3 CPU-minutes cold) runs beside the tests, not before them.
+lint() {
+  local code=0 step
+  for step in "ruff check ." "ruff format --check ." "mypy"; do
+    echo "+ [$(since) s] .venv/bin/$step"
+    # shellcheck disable=SC2086 # each step is a command and its arguments
+    nice -n 15 .venv/bin/$step || code=1
+  done
+  return $code
 }
-run .venv/bin/ruff check .
-run .venv/bin/ruff format --check .
-run .venv/bin/mypy
 # Tests never write into the work tree: files the suite leaves behind (untracked, not ignored) fail the run.
 untracked() { git ls-files --others --exclude-standard 2>/dev/null | sort; }
 before=$(untracked)
@@ -59,58 +62,74 @@ pytest_in() { # name niceness pytest-arguments...
 #                pytest starts once the control plane's build (started above, at nice 10 inside its script) is done,
 #                so no test waits for it within pytest's per-test limit;
 #   units    19  the rest (plans, rules, renderers, CLIs: CPU-bound, nothing timed).
-# With arguments one pytest takes them (a file, -k, -x ...).
-lanes=(servers engines cluster units)
+# With arguments one pytest takes them (a file, -k, -x ...). The lint job (nice 15) runs beside either.
 declare -A lane_nice=([servers]=0 [engines]=5 [cluster]=5 [units]=19)
-declare -A lane_status
 if [ $# -gt 0 ]; then
-  lanes=(pytest)
-  echo "+ pytest $* (limit $TRITONFT_TEST_SECONDS s)" >&2
-  lane_status[pytest]=0
-  pytest_in pytest 0 "$@" || lane_status[pytest]=$?
+  lanes=(lint pytest)
 else
-  # Each lane's output is printed when it ends, whole, after a line with its exit status and time.
-  declare -A lane_of_pid
-  # shellcheck source=scripts/setup/cpu.sh
-  source scripts/setup/cpu.sh
-  lane_cpu() { # name -> "CPU U s user + S s sys"
-    local user sys
-    if read -r user sys < <(cpu_seconds "$logs/$1.cpu"); then
-      echo "CPU $user s user + $sys s sys"
-    else
-      echo "CPU not measured"
-    fi
-  }
-  started=$(date +%s)
-  for name in "${lanes[@]}"; do
-    echo "+ [$(since) s] pytest --lane $name (limit $TRITONFT_TEST_SECONDS s)" >&2
-    (
-      if [ "$name" = cluster ]; then
-        echo "waiting for the control plane's build (scripts/setup/control_plane.sh)"
-        bash scripts/setup/control_plane.sh >/dev/null || exit 1
-        echo "[$(since) s] the control plane is built; pytest starts"
-      fi
-      code=0
-      pytest_in "$name" "${lane_nice[$name]}" --lane "$name" || code=$?
-      # The lane's CPU: pytest's and every process it waited for (the servers it started and stopped).
-      times >"$logs/$name.cpu" # its second line: the children's
-      exit $code
-    ) >"$logs/$name.log" 2>&1 &
-    lane_of_pid[$!]=$name
-  done
-  for _ in "${lanes[@]}"; do
-    code=0
-    wait -n -p ended "${!lane_of_pid[@]}" || code=$?
-    name=${lane_of_pid[$ended]}
-    unset "lane_of_pid[$ended]" # the next wait lists only the lanes still running
-    lane_status[$name]=$code
-    echo "--- lane $name: exit $code after $(($(date +%s) - started)) s (at $(since) s; $(lane_cpu "$name"))" >&2
-    cat "$logs/$name.log"
-  done
+  lanes=(lint servers engines cluster units)
 fi
+job() { # name [pytest-arguments...]
+  local name=$1
+  shift
+  case $name in
+    lint)
+      lint
+      return
+      ;;
+    pytest)
+      pytest_in pytest 0 "$@"
+      return
+      ;;
+    cluster)
+      echo "waiting for the control plane's build (scripts/setup/control_plane.sh)"
+      bash scripts/setup/control_plane.sh >/dev/null || return 1
+      echo "[$(since) s] the control plane is built; pytest starts"
+      ;;
+  esac
+  pytest_in "$name" "${lane_nice[$name]}" --lane "$name"
+}
+# shellcheck source=scripts/setup/cpu.sh
+source scripts/setup/cpu.sh
+job_cpu() { # name -> "CPU U s user + S s sys"
+  local user sys
+  if read -r user sys < <(cpu_seconds "$logs/$1.cpu"); then
+    echo "CPU $user s user + $sys s sys"
+  else
+    echo "CPU not measured"
+  fi
+}
+# Each job's output is printed when it ends, whole, after a line with its exit status, time and CPU.
+declare -A lane_status lane_of_pid
+started=$(date +%s)
+for name in "${lanes[@]}"; do
+  case $name in
+    lint) echo "+ [$(since) s] lint: ruff check, ruff format --check, mypy" >&2 ;;
+    pytest) echo "+ [$(since) s] pytest $* (limit $TRITONFT_TEST_SECONDS s)" >&2 ;;
+    *) echo "+ [$(since) s] pytest --lane $name (limit $TRITONFT_TEST_SECONDS s)" >&2 ;;
+  esac
+  (
+    code=0
+    job "$name" "$@" || code=$?
+    # The job's CPU: its own and every process it waited for (the servers a lane started and stopped).
+    times >"$logs/$name.cpu" # its second line: the children's
+    exit $code
+  ) >"$logs/$name.log" 2>&1 &
+  lane_of_pid[$!]=$name
+done
+for _ in "${lanes[@]}"; do
+  code=0
+  wait -n -p ended "${!lane_of_pid[@]}" || code=$?
+  name=${lane_of_pid[$ended]}
+  unset "lane_of_pid[$ended]" # the next wait lists only the jobs still running
+  lane_status[$name]=$code
+  echo "--- $([ "$name" = lint ] || echo "lane ")$name: exit $code after $(($(date +%s) - started)) s (at $(since) s; $(job_cpu "$name"))" >&2
+  cat "$logs/$name.log"
+done
 for name in "${lanes[@]}"; do
   [ "${lane_status[$name]}" -eq 0 ] && continue
   status=1
+  [ "$name" = lint ] && continue # its output, printed above, says what failed
   [ "${lane_status[$name]}" -eq 124 ] && echo "lane $name: pytest was stopped after its limit of $TRITONFT_TEST_SECONDS s" >&2
   if [ -s "$logs/failures-$name.txt" ]; then
     echo "lane $name: failures, in the order they happened (the last 400 lines):" >&2

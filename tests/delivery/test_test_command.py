@@ -29,7 +29,7 @@ def repo(tmp_path: Path) -> Path:
     the vLLM install waits (at most 60 s) until the stand-in pytest has started and records whether it was still
     running (an install run before the tests, or one the tests waited for, records ``tests-not-running``); the
     bootstrap waits the same way for the control plane's build to have started (``control-plane-not-started`` when
-    the build did not start before it)."""
+    the build did not start before it); mypy records ``lint-during-tests`` when the stand-in pytest has started."""
     root = tmp_path / "repo"
     (root / "scripts/setup").mkdir(parents=True)
     (root / "scripts/test.sh").write_text(SCRIPT.read_text())
@@ -49,8 +49,13 @@ def repo(tmp_path: Path) -> Path:
         'else echo tests-not-running >> "$TRACE"; fi\n'
         f"NAME=vllm; {record}",
     )
-    for tool in ("ruff", "mypy"):
-        stand_in(root / ".venv/bin" / tool, f"NAME={tool}; {record}")
+    stand_in(root / ".venv/bin/ruff", f"NAME=ruff; {record}")
+    stand_in(
+        root / ".venv/bin/mypy",
+        'for _ in $(seq 600); do [ -e "$TRACE.pytest" ] && break; sleep 0.1; done\n'
+        '[ -e "$TRACE.pytest" ] && echo lint-during-tests >> "$TRACE"\n'
+        f"NAME=mypy; {record}",
+    )
     stand_in(
         root / ".venv/bin/pytest",
         'echo "$*" >> "$TRACE.args"; '
@@ -90,8 +95,26 @@ def test_it_passes_when_every_step_passes(repo: Path) -> None:
     done, ran = run(repo)
     assert done.returncode == 0, done.stderr
     assert sorted(ran) == sorted(
-        ["bootstrap", *["control_plane"] * 2, "vllm-during-tests", "vllm", "ruff", "ruff", "mypy", *["pytest"] * 4]
+        [
+            "bootstrap",
+            *["control_plane"] * 2,
+            "vllm-during-tests",
+            "vllm",
+            "ruff",
+            "ruff",
+            "lint-during-tests",
+            "mypy",
+            *["pytest"] * 4,
+        ]
     )
+
+
+def test_the_lint_job_runs_beside_the_tests_and_its_failure_fails_the_run(repo: Path) -> None:
+    done, ran = run(repo, "mypy")
+    assert done.returncode != 0
+    assert "lint-during-tests" in ran
+    assert ran.count("pytest") == 4, "every lane ran"
+    assert "--- lint: exit 1 after" in done.stderr
 
 
 @pytest.mark.parametrize("step", ["pytest", "ruff", "mypy", "bootstrap"])
