@@ -24,8 +24,20 @@ cleanup() {
 trap cleanup EXIT
 setsid bash scripts/setup/control_plane.sh >"$logs/control_plane.log" 2>&1 &
 control_plane_pid=$!
+# shellcheck source=scripts/setup/cpu.sh
+source scripts/setup/cpu.sh
+job_cpu() { # name -> "CPU U s user + S s sys"
+  local user sys
+  if read -r user sys < <(cpu_seconds "$logs/$1.cpu"); then
+    echo "CPU $user s user + $sys s sys"
+  else
+    echo "CPU not measured"
+  fi
+}
 echo "+ [$(since) s] scripts/bootstrap.sh" >&2
 TRITONFT_SKIP_CONTROL_PLANE=1 bash scripts/bootstrap.sh
+times >"$logs/bootstrap.cpu" # the first process this shell waited for
+echo "+ [$(since) s] bootstrap done ($(job_cpu bootstrap))" >&2
 setsid nice -n 10 bash scripts/setup/vllm.sh >"$logs/vllm.log" 2>&1 &
 vllm_pid=$!
 
@@ -88,16 +100,6 @@ job() { # name [pytest-arguments...]
       ;;
   esac
   pytest_in "$name" "${lane_nice[$name]}" --lane "$name"
-}
-# shellcheck source=scripts/setup/cpu.sh
-source scripts/setup/cpu.sh
-job_cpu() { # name -> "CPU U s user + S s sys"
-  local user sys
-  if read -r user sys < <(cpu_seconds "$logs/$1.cpu"); then
-    echo "CPU $user s user + $sys s sys"
-  else
-    echo "CPU not measured"
-  fi
 }
 # Each job's output is printed when it ends, whole, after a line with its exit status, time and CPU.
 declare -A lane_status lane_of_pid
