@@ -31,7 +31,6 @@ from components.serving.promotion import VERSION_LABEL
 from components.serving.promotion_gate import PromotionGateError, prometheus_query, run_gate
 from components.serving.server_spec import LATENCY_SUMMARY_FLAG
 from components.settings.model import CanarySettings
-from tests.system.controlplane.conftest import cluster, control_plane  # noqa: F401  (fixtures)
 from tests.system.controlplane.test_promotion_gate import BASE, CANDIDATE, STABLE, Stage, stage  # noqa: F401
 from tests.system.realtriton.conftest import ServeTriton, serve_triton, tokenizers, triton_runtime  # noqa: F401
 from tests.system.realtriton.prometheus import LocalPrometheus

@@ -33,7 +33,7 @@ from components.probe import IntegrationProbeProvider, ProbeFailedError
 from components.rollout_watch import RolloutWatchProvider
 from components.serving.promotion import CANDIDATE_HEADER, VERSION_LABEL
 from components.settings.stack_file import settings_from_stack_file
-from tests.system.controlplane.conftest import Cluster, cluster, control_plane  # noqa: F401  (fixtures)
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import cpu_node_shape, gpu_node_shape
 from tests.system.controlplane.prod import copy_project
 from tests.system.controlplane.pulumi_engine import Engine, Resource, named, program
@@ -231,7 +231,7 @@ class Stage:
 
 
 @pytest.fixture
-def stage(control_plane: ControlPlane, cluster: Cluster, plans: Plans) -> Stage:  # noqa: F811
+def stage(control_plane: ControlPlane, cluster: Cluster, plans: Plans) -> Stage:
     settings = settings_from_stack_file(Path(__file__).resolve().parents[2], STACK)
     ns = cluster.namespace
     cluster.add_nodes(

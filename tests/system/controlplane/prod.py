@@ -12,7 +12,7 @@ from typing import Any
 
 from components.common.target import GPU_RESOURCE
 from components.settings.model import Settings
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import Plan, cpu_node_shape, gpu_node_shape
 from tritonft.kube import wait_for
 

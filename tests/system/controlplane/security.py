@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.common.podsec import container_security_context, pod_security_context
-from tests.system.controlplane.conftest import Cluster, remove_pods
+from tests.system.controlplane.fixtures import Cluster, remove_pods
 from tests.system.controlplane.plan import Plan
 from tests.system.controlplane.prod import deploy
 from tests.system.controlplane.server import ControlPlane

@@ -3,7 +3,7 @@ reports Ready and the node lifecycle controller has lifted the not-ready taint."
 
 from __future__ import annotations
 
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import NOT_READY_TAINTS, NodeShape
 
 

@@ -15,8 +15,8 @@ import pytest
 from components.common.edge import CLIENT_HEADER, GatewayRef
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
 from tests.components.fixtures import make_target
-from tests.system.controlplane.conftest import Cluster
 from tests.system.controlplane.edge_standin import NGINX, echo_backend, get, nginx, nginx_conf
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import REAL_CRD_GROUPS, install_crds
 from tests.system.controlplane.server import free_port
 from tritonft.synth.engine import RecordingMocks, run_program

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import Plan
 from tests.system.controlplane.prod import deploy
 from tritonft.kube import wait_for

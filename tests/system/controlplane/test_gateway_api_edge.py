@@ -12,7 +12,7 @@ import pytest
 
 from components.settings.stack_file import settings_from_stack_file
 from tests.plans import StackPlans
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import REAL_CRD_GROUPS, install_crds, load_plan, retarget
 from tests.system.controlplane.server import REPO
 from tritonft.kube import ApiError

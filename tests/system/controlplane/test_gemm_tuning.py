@@ -19,7 +19,7 @@ from typing import Any
 from components.common.target import GPU_RESOURCE
 from components.rollout_watch import RolloutWatchProvider
 from components.serving.gemm_tuning import INIT_CONTAINER, WORKDIR, WORKDIR_VOLUME
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import Plan
 from tests.system.controlplane.prod import deploy_and_schedule
 from tests.system.controlplane.server import ControlPlane

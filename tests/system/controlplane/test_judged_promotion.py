@@ -27,7 +27,7 @@ from components.probe import IntegrationProbeProvider, ProbeFailedError
 from components.rollout_watch import RolloutWatchProvider
 from components.serving.promotion import VERSION_LABEL
 from components.settings.stack_file import settings_from_stack_file
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import cpu_node_shape, gpu_node_shape
 from tests.system.controlplane.prod import copy_project
 from tests.system.controlplane.pulumi_engine import Engine, InterruptedUpError, Resource, named, program

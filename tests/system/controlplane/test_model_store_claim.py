@@ -15,7 +15,7 @@ import pytest
 from components.common.sizing import STORE_HEADROOM, store_size_gi
 from components.models.store import ModelStore, ModelStoreArgs
 from tests.components.fixtures import GPTJ_6B, T5_SMALL, make_target
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import bind_store
 from tritonft.kube import ApiError, wait_for
 from tritonft.spec import ModelSpec

@@ -16,7 +16,7 @@ import pytest
 from components.common.target import GPU_RESOURCE
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
 from components.settings.capacity import PACKING_LABEL
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import Plan, gpu_node_shape, load_plan, retarget
 from tests.system.controlplane.prod import copy_project, deploy, deploy_and_schedule, gpus, triton_pods
 from tritonft.errors import UserError

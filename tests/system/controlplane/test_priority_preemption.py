@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.common.target import GPU_RESOURCE
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import Plan, load_plan, retarget
 from tests.system.controlplane.prod import SCHEDULE_TIMEOUT_S, add_prod_nodes, all_scheduled, gpus
 from tritonft.kube import wait_for

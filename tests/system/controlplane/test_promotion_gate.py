@@ -25,7 +25,7 @@ from components.common.edge import EdgeArgs, GatewayRef, WeightedBackend, model_
 from components.serving.promotion import VERSION_LABEL
 from components.serving.promotion_gate import GateConfig, PromotionGateError, prometheus_query, run_gate
 from components.settings.model import CanarySettings
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import NodeShape, install_crds
 from tests.system.realtriton.prometheus import LocalPrometheus
 from tests.system.realtriton.test_canary_prometheus import CANDIDATE_JOB, CASES, DURATION_S, MODEL, openmetrics

@@ -16,7 +16,7 @@ import pytest
 
 from components.rollout_watch import RolloutWatchProvider
 from tests.plans import StackPlans
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import load_plan, retarget, served_deployment
 from tests.system.controlplane.server import REPO
 from tritonft.synth import run

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from components.rollout_watch import RolloutWatchProvider
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import Plan, gpu_node_shape
 from tests.system.controlplane.prod import deploy, triton_pods
 from tests.system.controlplane.server import ControlPlane

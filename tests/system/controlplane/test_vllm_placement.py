@@ -8,7 +8,7 @@ from __future__ import annotations
 from components.common.target import GPU_RESOURCE
 from components.gateway.spec import CHECKPOINT_MOUNT
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
-from tests.system.controlplane.conftest import Cluster
+from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import Plan
 from tests.system.controlplane.prod import deploy, deploy_and_schedule, gpus
 from tritonft.kube import wait_for

@@ -1,6 +1,9 @@
 """One real control plane per session; per test a namespace and its own simulated nodes, removed afterwards.
 
 On a failure the control-plane log lines that name the test's namespace are printed into the test's report.
+The fixtures are registered once, by ``tests/system/conftest.py``, for every system test: the control-plane tests
+and the cross-stage tests beside them share the one control plane (a module that imported the fixture would get
+a second one of its own, started for it and running until the session ends).
 """
 
 from __future__ import annotations
