@@ -6,7 +6,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Two installs take long on a fresh machine and only some tests need them; each starts in the background, in its own
 # process group (an interrupted run stops it with the rest) and at a lower priority, while every test that needs
 # neither runs:
-#   - the test control plane (a Go build, cached by version after): it starts first; the cluster lane below waits for
+#   - the test control plane (a Go build, cached by version after): it starts first; the cluster lanes below wait for
 #     its binaries (scripts/setup/control_plane.sh holds a lock);
 #   - the vLLM engine's environment (~5.9 GB of wheels, cached by its pins after): it starts once bootstrap has made
 #     .venv and uv; in each lane the tests that serve a vLLM model run last and wait for it
@@ -65,21 +65,23 @@ pytest_in() { # name niceness pytest-arguments...
   TRITONFT_FAILURE_RECORD="$logs/failures-$name.txt" timeout -s INT -k 120 "$TRITONFT_TEST_SECONDS" \
     nice -n "$niceness" .venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@"
 }
-# With no arguments the suite runs as four lanes side by side, each its own pytest (`--lane`, tests/conftest.py's
-# lane_of puts every test in exactly one). Most tests wait on servers, so the two cores carry four lanes; their
+# With no arguments the suite runs as five lanes side by side, each its own pytest (`--lane`, tests/conftest.py's
+# lane_of puts every test in exactly one). Most tests wait on servers, so the two cores carry five lanes; their
 # priorities (nice) keep the tests that measure time (batching windows, deadlines, drains, latencies) first on a CPU:
 #   servers  0   tests/system/realtriton but the vLLM engine's: real Tritons, gateways, Prometheus;
 #   engines  5   the other system tests: the vLLM engine's;
-#   cluster  5   every test on the control plane (tests/system/controlplane, the canary and promotion under load): its
-#                pytest starts once the control plane's build (started above, at nice 10 inside its script) is done,
-#                so no test waits for it within pytest's per-test limit;
+#   cluster  5   every test on the control plane (tests/system/controlplane, the canary and promotion under load)
+#   rollouts 5   but the judged promotion's, which run here, on a control plane of their own: both lanes' tests
+#                mostly wait on the real controllers. Each lane's pytest starts once the control plane's build
+#                (started above, at nice 10 inside its script) is done, so no test waits for it within pytest's
+#                per-test limit;
 #   units    19  the rest (plans, rules, renderers, CLIs: CPU-bound, nothing timed).
 # With arguments one pytest takes them (a file, -k, -x ...). The lint job (nice 15) runs beside either.
-declare -A lane_nice=([servers]=0 [engines]=5 [cluster]=5 [units]=19)
+declare -A lane_nice=([servers]=0 [engines]=5 [cluster]=5 [rollouts]=5 [units]=19)
 if [ $# -gt 0 ]; then
   lanes=(lint pytest)
 else
-  lanes=(lint servers engines cluster units)
+  lanes=(lint servers engines cluster rollouts units)
 fi
 job() { # name [pytest-arguments...]
   local name=$1
@@ -93,7 +95,7 @@ job() { # name [pytest-arguments...]
       pytest_in pytest 0 "$@"
       return
       ;;
-    cluster)
+    cluster | rollouts)
       echo "waiting for the control plane's build (scripts/setup/control_plane.sh)"
       bash scripts/setup/control_plane.sh >/dev/null || return 1
       echo "[$(since) s] the control plane is built; pytest starts"

@@ -19,6 +19,12 @@ pytest_plugins = ["tests.failure_record", "tests.lifetime", "pytester"]
 pytest_runtest_makereport = attach_on_failure(log_sections)
 
 CONTROL_PLANE_TESTS = "tests/system/controlplane/"
+ROLLOUT_TESTS = tuple(
+    f"{CONTROL_PLANE_TESTS}{module}.py::"
+    for module in ("test_judged_promotion", "test_promotion_gate", "test_startup_budget")
+)
+"""The judged promotion's tests on the control plane: about half of the control-plane tests' time, nearly all of it
+waiting on the real controllers (rollouts, Jobs, deletions), so they get a lane and a control plane of their own."""
 
 
 VLLM_SERVERS = (vllm_local.__name__, "tests.system.realtriton.vllm_server")
@@ -45,16 +51,19 @@ def order(items: list[pytest.Item]) -> None:
     items.sort(key=run_order)
 
 
-LANES = ("servers", "engines", "cluster", "units")
+LANES = ("servers", "engines", "cluster", "rollouts", "units")
 """The test command's lanes (``scripts/test.sh`` runs one pytest per lane, side by side): every test is in one."""
 
 
 def lane_of(item: pytest.Item) -> str:
-    """The lane a test runs in: ``cluster`` every test on the control plane (its folder's, and any other whose
-    fixtures use it: the lane waits for the control plane's build before its pytest starts); ``servers`` the
+    """The lane a test runs in: ``rollouts`` the judged promotion's tests on the control plane
+    (:data:`ROLLOUT_TESTS`), ``cluster`` every other test on the control plane (its folder's, and any other whose
+    fixtures use it); each of the two starts its own control plane, once its build is done. ``servers`` the
     real-Triton tests of ``tests/system/realtriton`` that serve no vLLM model; ``engines`` the other system tests
     (the vLLM engine's); ``units`` everything else."""
     nodeid = item.nodeid
+    if nodeid.startswith(ROLLOUT_TESTS):
+        return "rollouts"
     if nodeid.startswith(CONTROL_PLANE_TESTS) or "control_plane" in getattr(item, "fixturenames", ()):
         return "cluster"
     if nodeid.startswith("tests/system/realtriton/") and not serves_vllm(getattr(item, "module", None)):

@@ -13,6 +13,7 @@ import pytest
 from tests.delivery.conftest import REPO
 
 SCRIPT = REPO / "scripts/test.sh"
+LANES = ("servers", "engines", "cluster", "rollouts", "units")
 
 
 def stand_in(path: Path, body: str) -> None:
@@ -97,14 +98,14 @@ def test_it_passes_when_every_step_passes(repo: Path) -> None:
     assert sorted(ran) == sorted(
         [
             "bootstrap",
-            *["control_plane"] * 2,
+            *["control_plane"] * 3,  # the build, then each control-plane lane waiting for it
             "vllm-during-tests",
             "vllm",
             "ruff",
             "ruff",
             "lint-during-tests",
             "mypy",
-            *["pytest"] * 4,
+            *["pytest"] * len(LANES),
         ]
     )
 
@@ -113,7 +114,7 @@ def test_the_lint_job_runs_beside_the_tests_and_its_failure_fails_the_run(repo: 
     done, ran = run(repo, "mypy")
     assert done.returncode != 0
     assert "lint-during-tests" in ran
-    assert ran.count("pytest") == 4, "every lane ran"
+    assert ran.count("pytest") == len(LANES), "every lane ran"
     assert "--- lint: exit 1 after" in done.stderr
 
 
@@ -175,14 +176,12 @@ def lane_arguments(repo: Path) -> list[str]:
     return sorted((repo.parent / "trace.args").read_text().splitlines())
 
 
-def test_without_arguments_four_lanes_run_side_by_side_each_its_own_pytest(repo: Path) -> None:
+def test_without_arguments_five_lanes_run_side_by_side_each_its_own_pytest(repo: Path) -> None:
     done, ran = run(repo)
     assert done.returncode == 0, done.stderr
-    assert ran.count("pytest") == 4
-    assert lane_arguments(repo) == sorted(
-        f"-q -p no:cacheprovider --durations=10 --lane {lane}" for lane in ("servers", "engines", "cluster", "units")
-    )
-    for lane in ("servers", "engines", "cluster", "units"):
+    assert ran.count("pytest") == len(LANES)
+    assert lane_arguments(repo) == sorted(f"-q -p no:cacheprovider --durations=10 --lane {lane}" for lane in LANES)
+    for lane in LANES:
         assert f"--- lane {lane}: exit 0 after" in done.stderr
     assert "no such job" not in done.stderr, "each lane was waited for once"
 
@@ -193,14 +192,14 @@ def test_each_lane_reports_the_cpu_of_its_pytest_and_the_processes_it_waited_for
     reported = re.findall(
         r"--- lane (\w+): exit 0 after \d+ s \(at \d+ s; CPU (\d+) s user \+ (\d+) s sys\)", done.stderr
     )
-    assert sorted(lane for lane, _, _ in reported) == ["cluster", "engines", "servers", "units"]
+    assert sorted(lane for lane, _, _ in reported) == sorted(LANES)
     assert all(int(user) + int(sys) >= 1 for _, user, sys in reported), reported
 
 
 def test_a_failing_lane_fails_the_run_and_is_named(repo: Path) -> None:
     done, _ = run(repo, "pytest")
     assert done.returncode != 0
-    assert all(f"--- lane {lane}: exit 1" in done.stderr for lane in ("servers", "engines", "cluster", "units"))
+    assert all(f"--- lane {lane}: exit 1" in done.stderr for lane in LANES)
 
 
 def test_with_arguments_one_pytest_takes_them(repo: Path) -> None:
@@ -210,8 +209,8 @@ def test_with_arguments_one_pytest_takes_them(repo: Path) -> None:
     assert lane_arguments(repo) == ["-q -p no:cacheprovider --durations=10 tests/tritonft -x"]
 
 
-def test_the_cluster_lane_waits_for_the_control_planes_build_and_fails_without_it(repo: Path) -> None:
+def test_the_control_plane_lanes_wait_for_its_build_and_fail_without_it(repo: Path) -> None:
     done, ran = run(repo, "control_plane")
     assert done.returncode != 0
-    assert ran.count("pytest") == 3, "every lane but the cluster's ran its pytest"
-    assert "--- lane cluster: exit 1" in done.stderr
+    assert ran.count("pytest") == len(LANES) - 2, "every lane but the two on the control plane ran its pytest"
+    assert "--- lane cluster: exit 1" in done.stderr and "--- lane rollouts: exit 1" in done.stderr
