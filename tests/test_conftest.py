@@ -1,5 +1,6 @@
 """``tests/conftest.py``'s run order: the tests that wait for an install the test command makes in the background
-(the vLLM engine's environment, the control plane) run after every other test, each group in its own order."""
+(the vLLM engine's environment, the control plane) run after every other test, each group in its own order; its
+lanes; and ``tests/system/conftest.py``'s wait for the control plane's binaries before the first test."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import cast
 import pytest
 
 from tests import conftest
+from tests.system import conftest as system_conftest
+from tests.system.controlplane import server as control_plane_server
 from tests.system.realtriton import test_vllm_engine, test_vllm_signal
 from tests.tritonft import test_quantity
 
@@ -107,3 +110,28 @@ def test_the_lanes_partition_the_system_tests_and_the_units_lane_takes_the_rest(
     assert all(lanes.values()), {lane: len(ids) for lane, ids in lanes.items()}
     every = [nodeid for ids in lanes.values() for nodeid in ids]
     assert sorted(every) == sorted(whole), "each test in exactly one lane"
+
+
+def finish_collection(monkeypatch: pytest.MonkeyPatch, fixturenames: list[list[str]], *, collect_only: bool) -> int:
+    """``tests/system/conftest.py``'s collection hook on a session of tests with these fixtures: how many times it
+    looked the control plane's binaries up."""
+    looked: list[None] = []
+    monkeypatch.setattr(control_plane_server, "control_plane_bin", lambda: looked.append(None))
+    config = SimpleNamespace(
+        option=SimpleNamespace(collectonly=collect_only),
+        pluginmanager=SimpleNamespace(get_plugin=lambda _name: None),
+    )
+    items = [SimpleNamespace(fixturenames=names) for names in fixturenames]
+    system_conftest.pytest_collection_finish(cast(pytest.Session, SimpleNamespace(config=config, items=items)))
+    return len(looked)
+
+
+def test_a_run_with_a_control_plane_test_gets_the_binaries_before_its_first_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert finish_collection(monkeypatch, [["tmp_path"], ["cluster", "control_plane"]], collect_only=False) == 1
+
+
+def test_a_run_without_one_or_a_collection_alone_builds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert finish_collection(monkeypatch, [["tmp_path"], ["mocks"]], collect_only=False) == 0
+    assert finish_collection(monkeypatch, [["control_plane"]], collect_only=True) == 0
