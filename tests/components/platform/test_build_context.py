@@ -207,7 +207,7 @@ def walked(context: Path, ignore: str, monkeypatch: pytest.MonkeyPatch) -> tuple
         listed.add(Path(path).relative_to(context).as_posix())
         return scandir(path)
 
-    monkeypatch.setattr(build_context.os, "scandir", recording)
+    monkeypatch.setattr(os, "scandir", recording)
     return build_context.context_files(context, parse_ignore(ignore)), listed
 
 
