@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 # Two installs take long on a fresh machine and only some tests need them; each starts in the background, in its own
-# process group (an interrupted run stops it with the rest) and at a lower priority, while every test that needs
-# neither runs:
+# process group (an interrupted run stops it with the rest) and at a lower priority than the timed tests, while
+# every test that needs neither runs:
 #   - the test control plane (a Go build, cached by version after): it starts first; the cluster lanes below wait for
 #     its binaries (scripts/setup/control_plane.sh holds a lock);
 #   - the vLLM engine's environment (~5.9 GB of wheels, cached by its pins after): it starts once bootstrap has made
@@ -22,7 +22,7 @@ cleanup() {
   rm -rf "$logs"
 }
 trap cleanup EXIT
-setsid bash scripts/setup/control_plane.sh >"$logs/control_plane.log" 2>&1 &
+TRITONFT_BUILD_NICE=5 setsid bash scripts/setup/control_plane.sh >"$logs/control_plane.log" 2>&1 &
 control_plane_pid=$!
 # shellcheck source=scripts/setup/cpu.sh
 source scripts/setup/cpu.sh
@@ -67,17 +67,18 @@ pytest_in() { # name niceness pytest-arguments...
 }
 # With no arguments the suite runs as five lanes side by side, each its own pytest (`--lane`, tests/conftest.py's
 # lane_of puts every test in exactly one). Most tests wait on servers, so the two cores carry five lanes; their
-# priorities (nice) keep the tests that measure time (batching windows, deadlines, drains, latencies) first on a CPU:
+# priorities (nice) keep the tests that measure time (batching windows, deadlines, drains, latencies) first on a CPU,
+# then the control plane's build (nice 5, started above): the two lanes on the control plane wait for it, and they are
+# the run's longest:
 #   servers  0   tests/system/realtriton but the vLLM engine's: real Tritons, gateways, Prometheus;
-#   engines  5   the other system tests: the vLLM engine's;
+#   engines  3   the other system tests: the vLLM engine's;
 #   cluster  5   every test on the control plane (tests/system/controlplane, the canary and promotion under load)
 #   rollouts 5   but the judged promotion's, which run here, on a control plane of their own: both lanes' tests
-#                mostly wait on the real controllers. Each lane's pytest starts once the control plane's build
-#                (started above, at nice 10 inside its script) is done, so no test waits for it within pytest's
-#                per-test limit;
+#                mostly wait on the real controllers. Each lane's pytest starts once the build is done, so no test
+#                waits for it within pytest's per-test limit;
 #   units    19  the rest (plans, rules, renderers, CLIs: CPU-bound, nothing timed).
 # With arguments one pytest takes them (a file, -k, -x ...). The lint job (nice 15) runs beside either.
-declare -A lane_nice=([servers]=0 [engines]=5 [cluster]=5 [rollouts]=5 [units]=19)
+declare -A lane_nice=([servers]=0 [engines]=3 [cluster]=5 [rollouts]=5 [units]=19)
 if [ $# -gt 0 ]; then
   lanes=(lint pytest)
 else

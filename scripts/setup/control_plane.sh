@@ -4,6 +4,7 @@
 # The wrapper module tools/control-plane/go.mod pins every version, its go.sum every byte: the five commands are one
 # `go build` on one version of each module, so the packages they share (most of them) compile once.
 # Skipped when the binaries for these pins, flags and Go version are present. Prints the bin directory on stdout.
+# The build runs at nice 10 (TRITONFT_BUILD_NICE; the test command sets 5: its control-plane lanes wait for it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -55,7 +56,7 @@ tmp="$bin.partial.$$"
 rm -rf "$tmp" && mkdir -p "$tmp"
 start=$(date +%s)
 echo "control_plane: building etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok into $bin" >&2
-(cd tools/control-plane && nice go build -ldflags="$ldflags" -o "$tmp/" go.etcd.io/etcd/server/v3 \
+(cd tools/control-plane && nice -n "${TRITONFT_BUILD_NICE:-10}" go build -ldflags="$ldflags" -o "$tmp/" go.etcd.io/etcd/server/v3 \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler \
   sigs.k8s.io/kwok/cmd/kwok)
 mv "$tmp/server" "$tmp/etcd" # go names a command after its import path (v3 dropped): server
