@@ -52,9 +52,13 @@ def _kube(kubeconfig: str | None, context: str | None) -> Any:
 
 def wait(props: dict[str, Any]) -> dict[str, Any]:
     """The wait itself (what create and update run): the Deployment's final status counts, and what each pod's
-    GEMM tuning step reported (``tuned``, ``cached`` or ``fallback`` to FT's defaults, by pod)."""
+    GEMM tuning step reported (``tuned``, ``cached`` or ``fallback`` to FT's defaults, by pod).
+
+    ``poll_s`` (seconds between two reads of the Deployment) is not an input of :class:`RolloutWatch`: the program
+    keeps the watch's default; tests on a simulated cluster, where a rollout takes a fraction of a second, pass a
+    shorter one (the decisions are the same)."""
     from tritonft.engines.fastertransformer.gemm import tuning_summary
-    from tritonft.rollout.watch import WatchConfig, selector_of, watch_rollout
+    from tritonft.rollout.watch import DEFAULT_POLL_S, WatchConfig, selector_of, watch_rollout
 
     config = WatchConfig(
         namespace=str(props["namespace"]),
@@ -63,6 +67,7 @@ def wait(props: dict[str, Any]) -> dict[str, Any]:
         deadline_s=float(props["deadline_s"]),
         min_replicas=int(props.get("min_replicas") or 0),
         grace_s=float(props.get("grace_s", DEFAULT_GRACE_S)),
+        poll_s=float(props.get("poll_s", DEFAULT_POLL_S)),
     )
     kube = _kube(props.get("kubeconfig"), props.get("context"))
     status = watch_rollout(kube, config)

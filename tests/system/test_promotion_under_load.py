@@ -243,7 +243,14 @@ def stage(control_plane: ControlPlane, cluster: Cluster, plans: Plans) -> Stage:
     servers: dict[str, LocalTriton] = {}
 
     def watch(res: Resource, old: Resource | None) -> None:
-        props = {**res.inputs, "namespace": ns, "kubeconfig": kubeconfig, "context": None, "grace_s": 5.0}
+        props = {
+            **res.inputs,
+            "namespace": ns,
+            "kubeconfig": kubeconfig,
+            "context": None,
+            "grace_s": 5.0,
+            "poll_s": 0.5,
+        }
         if old is None:
             RolloutWatchProvider().create(dict(props))
         else:

@@ -128,7 +128,14 @@ def stack(control_plane: ControlPlane, cluster: Cluster) -> Stack:
     kubeconfig = str(control_plane.workdir / "kubeconfig")
 
     def watch(res: Resource, old: Resource | None) -> None:
-        props = {**res.inputs, "namespace": ns, "kubeconfig": kubeconfig, "context": None, "grace_s": 5.0}
+        props = {
+            **res.inputs,
+            "namespace": ns,
+            "kubeconfig": kubeconfig,
+            "context": None,
+            "grace_s": 5.0,
+            "poll_s": 0.5,
+        }
         provider = RolloutWatchProvider()
         if old is None:
             provider.create(dict(props))
