@@ -30,13 +30,12 @@ from pathlib import Path
 import pytest
 
 from components.probe import IntegrationProbeProvider, ProbeFailedError
-from components.rollout_watch import RolloutWatchProvider
 from components.serving.promotion import CANDIDATE_HEADER, VERSION_LABEL
 from components.settings.stack_file import settings_from_stack_file
 from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import cpu_node_shape, gpu_node_shape
 from tests.system.controlplane.prod import copy_project
-from tests.system.controlplane.pulumi_engine import Engine, Resource, named, program
+from tests.system.controlplane.pulumi_engine import Engine, Resource, named, program, rollout_watch
 from tests.system.controlplane.server import ControlPlane
 from tests.system.realtriton.conftest import (  # noqa: F401  (fixtures)
     EMBEDDER,
@@ -239,22 +238,7 @@ def stage(control_plane: ControlPlane, cluster: Cluster, plans: Plans) -> Stage:
         + [cpu_node_shape(settings, f"{ns}-cpu-{i}") for i in range(2)]
     )
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    kubeconfig = str(control_plane.workdir / "kubeconfig")
     servers: dict[str, LocalTriton] = {}
-
-    def watch(res: Resource, old: Resource | None) -> None:
-        props = {
-            **res.inputs,
-            "namespace": ns,
-            "kubeconfig": kubeconfig,
-            "context": None,
-            "grace_s": 5.0,
-            "poll_s": 0.5,
-        }
-        if old is None:
-            RolloutWatchProvider().create(dict(props))
-        else:
-            RolloutWatchProvider().update(res.urn, dict(old.inputs), dict(props))
 
     def judge(res: Resource, _old: Resource | None) -> None:
         if not res.name.startswith(f"{INSTANCE}-judge-"):
@@ -264,7 +248,16 @@ def stage(control_plane: ControlPlane, cluster: Cluster, plans: Plans) -> Stage:
         props = {**res.inputs, "endpoint": f"http://{server.http_url}", "headers": {CANDIDATE_HEADER: version}}
         IntegrationProbeProvider().create(props)
 
-    return Stage(Engine(cluster.kube, ns, PLAN_NAMESPACE, {WATCH: watch, PROBE: judge}), servers, cluster)
+    return Stage(
+        Engine(
+            cluster.kube,
+            ns,
+            PLAN_NAMESPACE,
+            {WATCH: rollout_watch(ns, str(control_plane.workdir / "kubeconfig")), PROBE: judge},
+        ),
+        servers,
+        cluster,
+    )
 
 
 @pytest.fixture

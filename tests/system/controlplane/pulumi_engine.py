@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from components.rollout_watch import RolloutWatchProvider
 from tests.system.controlplane.plan import bind_store, install_crds, job_complete, retarget
 from tritonft.kube import ApiError, Kube, wait_for
 from tritonft.synth.plandiff import RULES, Action, _dynamic_rules, classify
@@ -240,3 +241,24 @@ def named(resources: Iterable[Resource], kind: str, instance: str) -> list[Resou
         and r.inputs["kind"] == kind
         and (r.inputs["metadata"].get("labels") or {}).get("app.kubernetes.io/instance") == instance
     ]
+
+
+def rollout_watch(namespace: str, kubeconfig: str) -> Dynamic:
+    """The RolloutWatch step as the real provider runs it, on the test's namespace of this API server: a 5 s grace
+    and a 0.5 s poll (a rollout here takes a fraction of a second; the decisions are the program's)."""
+
+    def watch(res: Resource, old: Resource | None) -> None:
+        props = {
+            **res.inputs,
+            "namespace": namespace,
+            "kubeconfig": kubeconfig,
+            "context": None,
+            "grace_s": 5.0,
+            "poll_s": 0.5,
+        }
+        if old is None:
+            RolloutWatchProvider().create(dict(props))
+        else:
+            RolloutWatchProvider().update(res.urn, dict(old.inputs), dict(props))
+
+    return watch

@@ -24,13 +24,19 @@ import pytest
 
 import components.probe as probe_module
 from components.probe import IntegrationProbeProvider, ProbeFailedError
-from components.rollout_watch import RolloutWatchProvider
 from components.serving.promotion import VERSION_LABEL
 from components.settings.stack_file import settings_from_stack_file
 from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import cpu_node_shape, gpu_node_shape
 from tests.system.controlplane.prod import copy_project
-from tests.system.controlplane.pulumi_engine import Engine, InterruptedUpError, Resource, named, program
+from tests.system.controlplane.pulumi_engine import (
+    Engine,
+    InterruptedUpError,
+    Resource,
+    named,
+    program,
+    rollout_watch,
+)
 from tests.system.controlplane.server import ControlPlane
 from tritonft.kube import Kube
 from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
@@ -125,24 +131,8 @@ def stack(control_plane: ControlPlane, cluster: Cluster) -> Stack:
         + [cpu_node_shape(settings, f"{ns}-cpu-{i}") for i in range(2)]
     )
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    kubeconfig = str(control_plane.workdir / "kubeconfig")
-
-    def watch(res: Resource, old: Resource | None) -> None:
-        props = {
-            **res.inputs,
-            "namespace": ns,
-            "kubeconfig": kubeconfig,
-            "context": None,
-            "grace_s": 5.0,
-            "poll_s": 0.5,
-        }
-        provider = RolloutWatchProvider()
-        if old is None:
-            provider.create(dict(props))
-        else:
-            provider.update(res.urn, dict(old.inputs), dict(props))
-
     judge = Judge()
+    watch = rollout_watch(ns, str(control_plane.workdir / "kubeconfig"))
     engine = Engine(cluster.kube, ns, PLAN_NAMESPACE, {WATCH: watch, PROBE: judge})
     return Stack(engine, judge, cluster)
 
