@@ -14,9 +14,7 @@ import ssl
 import subprocess
 import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Any
 import yaml
 
 from tritonft.errors import UserError
+from tritonft.keepalive import KeptAliveClient
 
 FIELD_MANAGER = "triton-ft"
 
@@ -46,7 +45,8 @@ class ResourceType:
 
 
 class Kube:
-    """One API server, one identity (a bearer token and/or a client certificate)."""
+    """One API server, one identity (a bearer token and/or a client certificate); each thread's requests share a
+    kept-alive connection (:mod:`tritonft.keepalive`)."""
 
     def __init__(self, server: str, *, token: str | None = None, context: ssl.SSLContext | None = None) -> None:
         self.server = server.rstrip("/")
@@ -56,6 +56,7 @@ class Kube:
             context.check_hostname = False
             context.verify_mode = ssl.CERT_NONE
         self.context = context
+        self._http = KeptAliveClient(self.server, context)
         self._types: dict[tuple[str, str], ResourceType] = {}
 
     # --- plumbing -------------------------------------------------------------------------------------------
@@ -69,29 +70,32 @@ class Kube:
         content_type: str = "application/json",
         timeout_s: float = 30,
     ) -> Any:
-        url = self.server + path + (f"?{urllib.parse.urlencode(params)}" if params else "")
+        target = path + (f"?{urllib.parse.urlencode(params)}" if params else "")
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
-        req = urllib.request.Request(url, data=data, method=method)
+        headers = {"User-Agent": "triton-ft"}
         if data is not None:
-            req.add_header("Content-Type", content_type)
+            headers["Content-Type"] = content_type
         if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout_s, context=self.context) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            text = exc.read().decode(errors="replace")
+            headers["Authorization"] = f"Bearer {self.token}"
+        answer = self._http.request(method, target, body=data, headers=headers, timeout_s=timeout_s)
+        raw = answer.body
+        if answer.status >= 400:
+            text = raw.decode(errors="replace")
             try:
                 message = json.loads(text).get("message", text)
-            except ValueError:
+            except (ValueError, AttributeError):
                 message = text
-            raise ApiError(exc.code, message) from None
+            raise ApiError(answer.status, message)
         if not raw:
             return None
         try:
             return json.loads(raw)
         except ValueError:  # /readyz, /healthz answer plain text
             return raw.decode(errors="replace")
+
+    def close(self) -> None:
+        """Close the kept-alive connections (a later request opens a new one)."""
+        self._http.close()
 
     def healthy(self) -> bool:
         try:

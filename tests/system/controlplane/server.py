@@ -176,6 +176,8 @@ class ControlPlane:
             time.sleep(0.2)
 
     def stop(self) -> None:
+        if hasattr(self, "kube"):  # set once the API server was started
+            self.kube.close()
         for name in reversed(list(self.procs)):
             proc = self.procs[name]
             if proc.poll() is None:
