@@ -218,12 +218,18 @@ def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout_s: float, interval_s: float = 0.25) -> Any:
-    """Poll ``check`` until it returns a truthy value; raise ``TimeoutError`` naming ``what`` after ``timeout_s``."""
+    """Poll ``check`` until it returns a truthy value; raise ``TimeoutError`` naming ``what`` after ``timeout_s``.
+
+    The first polls come quickly (20 ms, then half as long again each time, up to every ``interval_s``): most of
+    what is waited for (a deletion, an endpoint, a status) happens within a few tens of milliseconds, and a long
+    wait still polls only every ``interval_s``."""
     deadline = time.monotonic() + timeout_s
+    delay = min(0.02, interval_s)
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(interval_s)
+        time.sleep(delay)
+        delay = min(delay * 1.5, interval_s)
