@@ -77,8 +77,12 @@ pytest_in() { # name niceness pytest-arguments...
 #                mostly wait on the real controllers. Each lane's pytest starts once the build is done, so no test
 #                waits for it within pytest's per-test limit;
 #   units    19  the rest (plans, rules, renderers, CLIs: CPU-bound, nothing timed).
+# Each collects only its folder (tests/conftest.py's SYSTEM_TESTS, where the first four lanes' tests live): importing
+# every test module is ~11 CPU-s per pytest.
 # With arguments one pytest takes them (a file, -k, -x ...). The lint job (nice 15) runs beside either.
 declare -A lane_nice=([servers]=0 [engines]=3 [cluster]=5 [rollouts]=5 [units]=19)
+declare -A lane_paths=([servers]=tests/system [engines]=tests/system [cluster]=tests/system [rollouts]=tests/system
+  [units]=--ignore=tests/system)
 if [ $# -gt 0 ]; then
   lanes=(lint pytest)
 else
@@ -102,7 +106,7 @@ job() { # name [pytest-arguments...]
       echo "[$(since) s] the control plane is built; pytest starts"
       ;;
   esac
-  pytest_in "$name" "${lane_nice[$name]}" --lane "$name"
+  pytest_in "$name" "${lane_nice[$name]}" --lane "$name" "${lane_paths[$name]}"
 }
 # Each job's output is printed when it ends, whole, after a line with its exit status, time and CPU.
 declare -A lane_status lane_of_pid

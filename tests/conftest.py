@@ -54,23 +54,27 @@ def order(items: list[pytest.Item]) -> None:
 LANES = ("servers", "engines", "cluster", "rollouts", "units")
 """The test command's lanes (``scripts/test.sh`` runs one pytest per lane, side by side): every test is in one."""
 
+SYSTEM_TESTS = "tests/system/"
+"""Where every test of the lanes but ``units`` lives (the control plane's fixtures are this folder's too): the test
+command has those lanes collect only this folder, and ``units`` everything but it."""
+
 
 def lane_of(item: pytest.Item) -> str:
-    """The lane a test runs in: ``rollouts`` the judged promotion's tests on the control plane
-    (:data:`ROLLOUT_TESTS`), ``cluster`` every other test on the control plane (its folder's, and any other whose
-    fixtures use it); each of the two starts its own control plane, once its build is done. ``servers`` the
-    real-Triton tests of ``tests/system/realtriton`` that serve no vLLM model; ``engines`` the other system tests
-    (the vLLM engine's); ``units`` everything else."""
+    """The lane a test runs in: outside :data:`SYSTEM_TESTS`, ``units`` (plans, rules, renderers, CLIs). Inside it,
+    ``rollouts`` the judged promotion's tests on the control plane (:data:`ROLLOUT_TESTS`), ``cluster`` every other
+    test on the control plane (its folder's, and any other whose fixtures use it); each of the two starts its own
+    control plane, once its build is done. ``servers`` the real-Triton tests of ``tests/system/realtriton`` that
+    serve no vLLM model; ``engines`` the other system tests (the vLLM engine's)."""
     nodeid = item.nodeid
+    if not nodeid.startswith(SYSTEM_TESTS):
+        return "units"
     if nodeid.startswith(ROLLOUT_TESTS):
         return "rollouts"
     if nodeid.startswith(CONTROL_PLANE_TESTS) or "control_plane" in getattr(item, "fixturenames", ()):
         return "cluster"
     if nodeid.startswith("tests/system/realtriton/") and not serves_vllm(getattr(item, "module", None)):
         return "servers"
-    if nodeid.startswith("tests/system/"):
-        return "engines"
-    return "units"
+    return "engines"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
