@@ -42,7 +42,11 @@ def provider_view(tmp_path_factory: pytest.TempPathFactory) -> ProviderView:
         for name in ("main.go", "go.mod", "go.sum"):
             shutil.copy(HELPER / name, build / name)
         subprocess.run(
-            [go, "build", "-mod=mod", "-o", str(binary), "."], cwd=build, check=True, timeout=600, capture_output=True
+            [go, "build", "-mod=mod", "-gcflags=all=-dwarf=false", "-ldflags=-s -w", "-o", str(binary), "."],
+            cwd=build,
+            check=True,
+            timeout=600,
+            capture_output=True,
         )
 
     def view(context: Path, dockerfile: Path) -> tuple[str, list[str]]:

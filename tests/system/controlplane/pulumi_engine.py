@@ -245,7 +245,7 @@ def named(resources: Iterable[Resource], kind: str, instance: str) -> list[Resou
 
 def rollout_watch(namespace: str, kubeconfig: str) -> Dynamic:
     """The RolloutWatch step as the real provider runs it, on the test's namespace of this API server: a 5 s grace
-    and a 0.5 s poll (a rollout here takes a fraction of a second; the decisions are the program's)."""
+    and a 0.2 s poll (a rollout here takes a fraction of a second; the decisions are the program's)."""
 
     def watch(res: Resource, old: Resource | None) -> None:
         props = {
@@ -254,7 +254,7 @@ def rollout_watch(namespace: str, kubeconfig: str) -> Dynamic:
             "kubeconfig": kubeconfig,
             "context": None,
             "grace_s": 5.0,
-            "poll_s": 0.5,
+            "poll_s": 0.2,
         }
         if old is None:
             RolloutWatchProvider().create(dict(props))
