@@ -72,10 +72,10 @@ pytest_in() { # name niceness pytest-arguments...
 # the run's longest:
 #   servers  0   tests/system/realtriton but the vLLM engine's: real Tritons, gateways, Prometheus;
 #   engines  3   the other system tests: the vLLM engine's;
-#   cluster  5   every test on the control plane (tests/system/controlplane, the canary and promotion under load)
-#   rollouts 5   but the judged promotion's, which run here, on a control plane of their own: both lanes' tests
-#                mostly wait on the real controllers. Each lane's pytest starts once the build is done, so no test
-#                waits for it within pytest's per-test limit;
+#   cluster  5   every test on the control plane (tests/system/controlplane, the canary under load)
+#   rollouts 5   but the judged promotion's and the promotion under load's, which run here, on a control plane of
+#                their own: both lanes' tests mostly wait on the real controllers. Each lane's pytest starts once
+#                the build is done, so no test waits for it within pytest's per-test limit;
 #   units    19  the rest (plans, rules, renderers, CLIs: CPU-bound, nothing timed).
 # Each collects only its folder (tests/conftest.py's SYSTEM_TESTS, where the first four lanes' tests live): importing
 # every test module is ~11 CPU-s per pytest.

@@ -19,12 +19,16 @@ pytest_plugins = ["tests.failure_record", "tests.lifetime", "pytester"]
 pytest_runtest_makereport = attach_on_failure(log_sections)
 
 CONTROL_PLANE_TESTS = "tests/system/controlplane/"
-ROLLOUT_TESTS = tuple(
-    f"{CONTROL_PLANE_TESTS}{module}.py::"
-    for module in ("test_judged_promotion", "test_promotion_gate", "test_startup_budget")
+ROLLOUT_TESTS = (
+    *(
+        f"{CONTROL_PLANE_TESTS}{module}.py::"
+        for module in ("test_judged_promotion", "test_promotion_gate", "test_startup_budget")
+    ),
+    "tests/system/test_promotion_under_load.py::",
 )
-"""The judged promotion's tests on the control plane: about half of the control-plane tests' time, nearly all of it
-waiting on the real controllers (rollouts, Jobs, deletions), so they get a lane and a control plane of their own."""
+"""The judged promotion's tests on the control plane (and the promotion under a client's load): about half of the
+control-plane tests' time, nearly all of it waiting on the real controllers (rollouts, Jobs, deletions), so they get
+a lane and a control plane of their own."""
 
 
 VLLM_SERVERS = (vllm_local.__name__, "tests.system.realtriton.vllm_server")

@@ -74,6 +74,7 @@ def test_a_test_on_the_control_plane_outside_its_folder_runs_in_the_cluster_lane
         ("tests/system/controlplane/test_a.py::test_1", False, "cluster"),
         ("tests/system/controlplane/test_judged_promotion.py::test_1", False, "rollouts"),
         ("tests/system/controlplane/test_startup_budget.py::test_1[x]", False, "rollouts"),
+        ("tests/system/test_promotion_under_load.py::test_1", False, "rollouts"),
         ("tests/system/realtriton/test_ensembles.py::test_1", False, "servers"),
         ("tests/system/realtriton/test_vllm_engine.py::test_1", True, "engines"),
         ("tests/system/test_offline_demo.py::test_1", False, "engines"),
