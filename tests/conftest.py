@@ -83,9 +83,19 @@ def lane_of(item: pytest.Item) -> str:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--lane", choices=LANES, help="run only this lane's tests (scripts/test.sh runs every lane)")
+    parser.addoption(
+        "--show-lanes",
+        action="store_true",
+        help="print '<lane> <node id>' for each collected test (with --collect-only: where the test command runs it)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("show_lanes"):
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        for item in items:
+            if reporter is not None:
+                reporter.write_line(f"{lane_of(item)} {item.nodeid}")
     lane = config.getoption("lane")
     if lane:
         deselected = [i for i in items if lane_of(i) != lane]

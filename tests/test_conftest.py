@@ -103,14 +103,34 @@ def collected(*args: str) -> list[str]:
 
 
 def test_the_lanes_partition_the_system_tests_and_the_units_lane_takes_the_rest() -> None:
-    """On the real suite's ``tests/system`` (where three lanes share a folder); outside it every test is ``units``
-    by :func:`conftest.lane_of`'s last rule (shown above)."""
-    whole = collected("tests/system")
-    lanes = {lane: collected("tests/system", "--lane", lane) for lane in conftest.LANES}
+    """On the real suite's ``tests/system`` (where four lanes share a folder), one collection with each test's lane
+    printed; outside it every test is ``units`` by :func:`conftest.lane_of`'s first rule (shown above)."""
+    lines = collected("tests/system", "--show-lanes")
+    shown = [line.split(" ", 1) for line in lines if line.split(" ", 1)[0] in conftest.LANES]
+    whole = [line for line in lines if line.split(" ", 1)[0] not in conftest.LANES]
+    lanes = {lane: [nodeid for shown_lane, nodeid in shown if shown_lane == lane] for lane in conftest.LANES}
     assert lanes.pop("units") == []
     assert all(lanes.values()), {lane: len(ids) for lane, ids in lanes.items()}
-    every = [nodeid for ids in lanes.values() for nodeid in ids]
-    assert sorted(every) == sorted(whole), "each test in exactly one lane"
+    assert sorted(nodeid for _, nodeid in shown) == sorted(whole), "each test in exactly one lane"
+
+
+def test_a_lane_keeps_its_tests_in_their_order_and_reports_the_others_deselected() -> None:
+    nodeids = [
+        "tests/system/controlplane/test_judged_promotion.py::test_2",
+        "tests/components/test_b.py::test_1",
+        "tests/system/controlplane/test_judged_promotion.py::test_1",
+        "tests/system/controlplane/test_a.py::test_1",
+    ]
+    items = [item(nodeid, None) for nodeid in nodeids]
+    deselected: list[pytest.Item] = []
+    options = {"lane": "rollouts", "show_lanes": False}
+    config = SimpleNamespace(
+        getoption=options.__getitem__,
+        hook=SimpleNamespace(pytest_deselected=lambda items: deselected.extend(items)),  # noqa: PLW0108 (a keyword)
+    )
+    conftest.pytest_collection_modifyitems(cast(pytest.Config, config), items)
+    assert [i.nodeid for i in items] == [nodeids[0], nodeids[2]]
+    assert sorted(i.nodeid for i in deselected) == sorted([nodeids[1], nodeids[3]])
 
 
 def finish_collection(monkeypatch: pytest.MonkeyPatch, fixturenames: list[list[str]], *, collect_only: bool) -> int:
