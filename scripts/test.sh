@@ -65,28 +65,30 @@ pytest_in() { # name niceness pytest-arguments...
   TRITONFT_FAILURE_RECORD="$logs/failures-$name.txt" timeout -s INT -k 120 "$TRITONFT_TEST_SECONDS" \
     nice -n "$niceness" .venv/bin/pytest -q -p no:cacheprovider --durations=10 "$@"
 }
-# With no arguments the suite runs as five lanes side by side, each its own pytest (`--lane`, tests/conftest.py's
-# lane_of puts every test in exactly one). Most tests wait on servers, so the two cores carry five lanes; their
+# With no arguments the suite runs as six lanes side by side, each its own pytest (`--lane`, tests/conftest.py's
+# lane_of puts every test in exactly one). Most tests wait on servers, so the two cores carry six lanes; their
 # priorities (nice) keep the tests that measure time (batching windows, deadlines, drains, latencies) first on a CPU,
-# then the control plane's build (nice 5, started above): the two lanes on the control plane wait for it, and they are
-# the run's longest:
-#   servers  0   tests/system/realtriton but the vLLM engine's: real Tritons, gateways, Prometheus;
+# then the control plane's build (nice 5, started above): the two lanes on the control plane wait for it, and with it
+# they are the run's longest path:
+#   servers  0   tests/system/realtriton's tests of the server (batching, drains, warm-up, metrics, the bench tools)
+#   clients  0   and of what talks to it (the gateway, the probe, the judge, the harness): real Tritons, gateways,
+#                Prometheus, the vLLM engine's tests excepted;
 #   engines  3   the other system tests: the vLLM engine's;
 #   cluster  5   every test on the control plane (tests/system/controlplane, the canary under load)
 #   rollouts 5   but the judged promotion's and the promotion under load's, which run here, on a control plane of
 #                their own: both lanes' tests mostly wait on the real controllers. Each lane's pytest starts once
 #                the build is done, so no test waits for it within pytest's per-test limit;
 #   units    19  the rest (plans, rules, renderers, CLIs: CPU-bound, nothing timed).
-# Each collects only its folder (tests/conftest.py's SYSTEM_TESTS, where the first four lanes' tests live): importing
+# Each collects only its folder (tests/conftest.py's SYSTEM_TESTS, where the first five lanes' tests live): importing
 # every test module is ~11 CPU-s per pytest.
 # With arguments one pytest takes them (a file, -k, -x ...). The lint job (nice 15) runs beside either.
-declare -A lane_nice=([servers]=0 [engines]=3 [cluster]=5 [rollouts]=5 [units]=19)
-declare -A lane_paths=([servers]=tests/system [engines]=tests/system [cluster]=tests/system [rollouts]=tests/system
-  [units]=--ignore=tests/system)
+declare -A lane_nice=([servers]=0 [clients]=0 [engines]=3 [cluster]=5 [rollouts]=5 [units]=19)
+declare -A lane_paths=([servers]=tests/system [clients]=tests/system [engines]=tests/system [cluster]=tests/system
+  [rollouts]=tests/system [units]=--ignore=tests/system)
 if [ $# -gt 0 ]; then
   lanes=(lint pytest)
 else
-  lanes=(lint servers engines cluster rollouts units)
+  lanes=(lint servers clients engines cluster rollouts units)
 fi
 job() { # name [pytest-arguments...]
   local name=$1

@@ -55,7 +55,34 @@ def order(items: list[pytest.Item]) -> None:
     items.sort(key=run_order)
 
 
-LANES = ("servers", "engines", "cluster", "rollouts", "units")
+REAL_TRITON_TESTS = "tests/system/realtriton/"
+CLIENT_TESTS = tuple(
+    f"{REAL_TRITON_TESTS}{module}.py::"
+    for module in (
+        "test_encoders",
+        "test_ensembles",
+        "test_gateway",
+        "test_gateway_coalescing",
+        "test_gateway_embeddings",
+        "test_gateway_openai_clients",
+        "test_gateway_probe",
+        "test_gateway_spreading",
+        "test_gateway_stream_errors",
+        "test_harness",
+        "test_judge",
+        "test_openai_conformance",
+        "test_probe_bench",
+        "test_probe_encoders",
+        "test_probe_streaming",
+        "test_reference_engine",
+        "test_wake_through_gateway",
+    )
+)
+"""The real-Triton tests of what talks to Triton (the gateway, the probe, the judge, the harness, the ensembles'
+clients): about half of that folder's time, nearly all of it waiting on the servers, so they get a lane of their own;
+the shared servers they use (the matrix of generators, the encoders) are theirs alone."""
+
+LANES = ("servers", "clients", "engines", "cluster", "rollouts", "units")
 """The test command's lanes (``scripts/test.sh`` runs one pytest per lane, side by side): every test is in one."""
 
 SYSTEM_TESTS = "tests/system/"
@@ -67,8 +94,9 @@ def lane_of(item: pytest.Item) -> str:
     """The lane a test runs in: outside :data:`SYSTEM_TESTS`, ``units`` (plans, rules, renderers, CLIs). Inside it,
     ``rollouts`` the judged promotion's tests on the control plane (:data:`ROLLOUT_TESTS`), ``cluster`` every other
     test on the control plane (its folder's, and any other whose fixtures use it); each of the two starts its own
-    control plane, once its build is done. ``servers`` the real-Triton tests of ``tests/system/realtriton`` that
-    serve no vLLM model; ``engines`` the other system tests (the vLLM engine's)."""
+    control plane, once its build is done. ``clients`` the real-Triton tests of :data:`CLIENT_TESTS`, ``servers``
+    the other tests of ``tests/system/realtriton``, both serving no vLLM model; ``engines`` the other system tests
+    (the vLLM engine's)."""
     nodeid = item.nodeid
     if not nodeid.startswith(SYSTEM_TESTS):
         return "units"
@@ -76,8 +104,8 @@ def lane_of(item: pytest.Item) -> str:
         return "rollouts"
     if nodeid.startswith(CONTROL_PLANE_TESTS) or "control_plane" in getattr(item, "fixturenames", ()):
         return "cluster"
-    if nodeid.startswith("tests/system/realtriton/") and not serves_vllm(getattr(item, "module", None)):
-        return "servers"
+    if nodeid.startswith(REAL_TRITON_TESTS) and not serves_vllm(getattr(item, "module", None)):
+        return "clients" if nodeid.startswith(CLIENT_TESTS) else "servers"
     return "engines"
 
 

@@ -176,7 +176,7 @@ def lane_arguments(repo: Path) -> list[str]:
     return sorted((repo.parent / "trace.args").read_text().splitlines())
 
 
-def test_without_arguments_five_lanes_run_side_by_side_each_its_own_pytest(repo: Path) -> None:
+def test_without_arguments_every_lane_runs_side_by_side_each_its_own_pytest(repo: Path) -> None:
     done, ran = run(repo)
     assert done.returncode == 0, done.stderr
     assert ran.count("pytest") == len(LANES)
