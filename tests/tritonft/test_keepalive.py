@@ -6,7 +6,6 @@ connections they accept and record each request as it arrived."""
 
 from __future__ import annotations
 
-import contextlib
 import http.server
 import json
 import select
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.threaded_server import serving
 from tritonft import keepalive
 from tritonft.keepalive import KeptAliveClient
 
@@ -90,17 +90,6 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
-
-
-@contextlib.contextmanager
-def serving(server: socketserver.BaseServer) -> Iterator[None]:
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture

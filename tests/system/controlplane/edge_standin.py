@@ -16,7 +16,6 @@ import json
 import re
 import shutil
 import subprocess
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,6 +24,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.threaded_server import serving
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 _SAFE = re.compile(r"^[A-Za-z0-9._~+/= -]+$")
@@ -107,14 +108,8 @@ class _Echo(BaseHTTPRequestHandler):
 
 @contextmanager
 def echo_backend(port: int) -> Iterator[None]:
-    server = ThreadingHTTPServer(("127.0.0.1", port), _Echo)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(ThreadingHTTPServer(("127.0.0.1", port), _Echo)):
         yield
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @contextmanager

@@ -7,12 +7,12 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from tests.threaded_server import serving
 from tests.tritonft.probe.test_streaming_units import FakeClient
 from tritonft.errors import UserError
 from tritonft.probe import ModelStatus, ModelTarget, ProbeConfig, ProbeReport, run_probe
@@ -224,16 +224,10 @@ def test_only_the_gateways_model_starting_answer_counts_as_asleep(
 ) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), ErrorGateway)
     server.error = (status, code)  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        with pytest.raises(raised) as caught:
-            gateway_completions(
-                f"http://127.0.0.1:{server.server_port}/v1", "gpt", ["hi"], max_tokens=4, headers={}, timeout_s=5
-            )
-    finally:
-        server.shutdown()
-        thread.join(5)
+    with serving(server), pytest.raises(raised) as caught:
+        gateway_completions(
+            f"http://127.0.0.1:{server.server_port}/v1", "gpt", ["hi"], max_tokens=4, headers={}, timeout_s=5
+        )
     assert (type(caught.value) is ModelStartingError) is (raised is ModelStartingError)
     assert f"HTTP {status}: no running replica" in str(caught.value)
 
