@@ -36,19 +36,24 @@ def repo(tmp_path: Path) -> Path:
     (root / "scripts/test.sh").write_text(SCRIPT.read_text())
     (root / "scripts/setup/cpu.sh").write_text((REPO / "scripts/setup/cpu.sh").read_text())
     record = 'echo "$NAME" >> "$TRACE"; case " $FAIL " in *" $NAME "*) exit 1 ;; esac'
+    ids = 'ps -o pid=,pgid=,sid= -p $$ >> "$TRACE.ids-$NAME"'  # process, its group and session
     stand_in(
         root / "scripts/bootstrap.sh",
         'for _ in $(seq 600); do grep -q control_plane "$TRACE" 2>/dev/null && break; sleep 0.1; done\n'
         'grep -q control_plane "$TRACE" 2>/dev/null || echo control-plane-not-started >> "$TRACE"\n'
-        f"NAME=bootstrap; {record}",
+        f"NAME=bootstrap; {ids}; {record}",
     )
-    stand_in(root / "scripts/setup/control_plane.sh", f"NAME=control_plane; {record}")
+    stand_in(
+        root / "scripts/setup/control_plane.sh",
+        f'NAME=control_plane; if [ -n "${{TRITONFT_BUILD_NICE:-}}" ]; then NAME=build; {ids}; NAME=control_plane; fi\n'
+        f"{record}",
+    )
     stand_in(
         root / "scripts/setup/vllm.sh",
         'for _ in $(seq 600); do [ -e "$TRACE.pytest" ] && break; sleep 0.1; done\n'
         'if [ -e "$TRACE.pytest" ] && [ ! -e "$TRACE.pytest-done" ]; then echo vllm-during-tests >> "$TRACE"; '
         'else echo tests-not-running >> "$TRACE"; fi\n'
-        f"NAME=vllm; {record}",
+        f"NAME=vllm; {ids}; {record}",
     )
     stand_in(root / ".venv/bin/ruff", f"NAME=ruff; {record}")
     stand_in(
@@ -148,6 +153,23 @@ def test_the_control_plane_builds_while_bootstrap_runs(repo: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert ran.index("control_plane") < ran.index("bootstrap")
     assert "control-plane-not-started" not in ran
+
+
+def test_the_background_installs_run_in_a_process_group_of_their_own_within_the_tests_session(repo: Path) -> None:
+    """Own group: stopped as one (``kill -- -PID``). Same session: Linux shares the CPU equally between sessions
+    (autogroup) whatever the nice values inside them, so only in the tests' session does the build's nice order it
+    after the timed lanes and before the untimed ones."""
+    done, _ = run(repo)
+    assert done.returncode == 0, done.stderr
+
+    def ids(name: str) -> list[int]:
+        (line,) = (repo.parent / f"trace.ids-{name}").read_text().splitlines()
+        return [int(n) for n in line.split()]
+
+    session = ids("bootstrap")[2]
+    for install in ("build", "vllm"):
+        pid, group, sid = ids(install)
+        assert (group, sid) == (pid, session), install
 
 
 def test_the_failures_recorded_while_the_tests_ran_are_printed_after_them(repo: Path) -> None:
