@@ -108,7 +108,9 @@ class KeptAliveClient:
     # --- connections ----------------------------------------------------------------------------------------
     def _connection(self, timeout_s: float) -> tuple[_Kept, bool]:
         kept: _Kept | None = getattr(self._local, "kept", None)
-        if kept is not None and (kept.conn not in self._open or not _reusable(kept)):
+        with self._lock:
+            closed = kept is not None and kept.conn not in self._open  # by close(), from any thread
+        if kept is not None and (closed or not _reusable(kept)):
             self._drop(kept)
             kept = None
         reused = kept is not None
