@@ -18,13 +18,16 @@ from tritonft.synth.engine import RecordingMocks, mock_engine
 pytest_plugins = ["tests.failure_record", "tests.lifetime", "pytester"]
 pytest_runtest_makereport = attach_on_failure(log_sections)
 
-CONTROL_PLANE_TESTS = "tests/system/controlplane/"
+SYSTEM_TESTS = "tests/system/"
+"""Where every test of the lanes but ``units`` lives (the control plane's fixtures are this folder's too): the test
+command has those lanes collect only this folder, and ``units`` everything but it."""
+CONTROL_PLANE_TESTS = f"{SYSTEM_TESTS}controlplane/"
 ROLLOUT_TESTS = (
     *(
         f"{CONTROL_PLANE_TESTS}{module}.py::"
         for module in ("test_judged_promotion", "test_promotion_gate", "test_startup_budget")
     ),
-    "tests/system/test_promotion_under_load.py::",
+    f"{SYSTEM_TESTS}test_promotion_under_load.py::",
 )
 """The judged promotion's tests on the control plane (and the promotion under a client's load): about half of the
 control-plane tests' time, nearly all of it waiting on the real controllers (rollouts, Jobs, deletions), so they get
@@ -55,7 +58,7 @@ def order(items: list[pytest.Item]) -> None:
     items.sort(key=run_order)
 
 
-REAL_TRITON_TESTS = "tests/system/realtriton/"
+REAL_TRITON_TESTS = f"{SYSTEM_TESTS}realtriton/"
 CLIENT_TESTS = tuple(
     f"{REAL_TRITON_TESTS}{module}.py::"
     for module in (
@@ -84,10 +87,6 @@ the shared servers they use (the matrix of generators, the encoders) are theirs 
 
 LANES = ("servers", "clients", "engines", "cluster", "rollouts", "units")
 """The test command's lanes (``scripts/test.sh`` runs one pytest per lane, side by side): every test is in one."""
-
-SYSTEM_TESTS = "tests/system/"
-"""Where every test of the lanes but ``units`` lives (the control plane's fixtures are this folder's too): the test
-command has those lanes collect only this folder, and ``units`` everything but it."""
 
 
 def lane_of(item: pytest.Item) -> str:
@@ -119,11 +118,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("show_lanes"):
-        reporter = config.pluginmanager.get_plugin("terminalreporter")
+    reporter = config.pluginmanager.get_plugin("terminalreporter") if config.getoption("show_lanes") else None
+    if reporter is not None:
         for item in items:
-            if reporter is not None:
-                reporter.write_line(f"{lane_of(item)} {item.nodeid}")
+            reporter.write_line(f"{lane_of(item)} {item.nodeid}")
     lane = config.getoption("lane")
     if lane:
         deselected = [i for i in items if lane_of(i) != lane]
