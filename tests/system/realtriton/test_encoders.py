@@ -17,8 +17,8 @@ from tritonclient.utils import InferenceServerException
 
 from tests.system.realtriton.client import PROTOCOLS, client
 from tests.system.realtriton.conftest import CLASSIFIER, EMBEDDER, OPTIMIZED_EMBEDDER
+from tests.tolerances import FP32_ATOL
 from tests.tritonft.encoder.checkpoints import golden
-from tests.tritonft.encoder.test_golden import FP32_ATOL
 from tritonft.local_triton import LocalTriton
 
 pytestmark = pytest.mark.slow

@@ -16,8 +16,8 @@ import openai
 import pytest
 
 from tests.system.realtriton.conftest import EMBEDDER
+from tests.tolerances import FP32_ATOL
 from tests.tritonft.encoder.checkpoints import golden
-from tests.tritonft.encoder.test_golden import FP32_ATOL
 from tests.tritonft.gateway.server import GatewayProcess
 from tests.tritonft.gateway.server import started as _started
 from tritonft.local_triton import LocalTriton

@@ -20,6 +20,7 @@ from pydantic import SecretStr
 
 from tests.system.realtriton.golden import SERVED, TP, golden_cases, golden_spec, render_golden, words
 from tests.system.realtriton.repos import MATRIX, matrix_spec
+from tests.tolerances import LOGPROB_ATOL
 from tests.tritonft.gateway.server import GatewayProcess
 from tests.tritonft.gateway.server import started as _started
 from tests.tritonft.reference.checkpoints import MAX_NEW_TOKENS
@@ -505,11 +506,16 @@ def test_logprobs_are_the_reference_engines_log_probabilities_of_the_chosen_toke
     choice = answer.choices[0]
     assert choice.text == case.answers[0]
     assert choice.logprobs is not None
-    assert choice.logprobs.token_logprobs == expected
+    # Served from the stub's numpy build, expected from this process's: equal to the kernels' last bits only.
+    assert choice.logprobs.token_logprobs == pytest.approx(expected, rel=0, abs=LOGPROB_ATOL)
     assert "".join(choice.logprobs.tokens or []) == choice.text
     pieces = choice.logprobs.tokens or []
     assert choice.logprobs.text_offset == [sum(len(p) for p in pieces[:i]) for i in range(len(pieces))]
-    assert choice.logprobs.top_logprobs == [{tok: lp} for tok, lp in zip(pieces, expected, strict=True)]
+    top = choice.logprobs.top_logprobs or []
+    assert [list(entry) for entry in top] == [[piece] for piece in pieces]
+    assert [entry[piece] for entry, piece in zip(top, pieces, strict=True)] == pytest.approx(
+        expected, rel=0, abs=LOGPROB_ATOL
+    )
 
 
 def test_chat_logprobs_list_each_token_of_the_reply(client: openai.OpenAI) -> None:

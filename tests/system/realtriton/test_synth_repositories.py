@@ -20,9 +20,9 @@ from tests.system.realtriton.client import PROTOCOLS, ask
 from tests.system.realtriton.conftest import ServeTriton
 from tests.system.realtriton.repos import ROOT
 from tests.system.realtriton.test_encoders import infer
+from tests.tolerances import FP16_ATOL, FP32_ATOL
 from tests.tritonft.encoder.checkpoints import MINILM_SPEC, golden
 from tests.tritonft.encoder.conftest import MINILM
-from tests.tritonft.encoder.test_golden import FP16_ATOL, FP32_ATOL
 from tritonft.encoder.convert import MODEL_FILE
 from tritonft.encoder.repo import EncoderNames, make_python_engine
 from tritonft.local_triton import TritonRuntime

@@ -26,14 +26,11 @@ import onnx
 import onnxruntime as ort
 import pytest
 
+from tests.tolerances import FP16_ATOL, FP16_LOGITS_ATOL, FP16_MIN_COSINE, FP32_ATOL
 from tests.tritonft.encoder.checkpoints import VARIANTS, directory_sha256, golden
 from tests.tritonft.encoder.conftest import MINILM
 from tritonft.encoder.tokenize import EncoderTokenizer
 
-FP32_ATOL = 2e-5
-FP16_ATOL = 1e-2
-FP16_MIN_COSINE = 0.999
-FP16_LOGITS_ATOL = 5e-2
 EMBEDDERS = [MINILM, *(v.name for v in VARIANTS if v.task == "embed")]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.tolerances import BEAM_SCORE_RTOL
 from tests.tritonft.reference.checkpoints import MAX_NEW_TOKENS, PROMPTS, VARIANTS, directory_sha256
 from tests.tritonft.reference.conftest import golden
 from tritonft.reference import GenerationRequest, build_model, generate, load_checkpoint
@@ -40,7 +41,7 @@ def test_greedy_and_beam_search_reproduce_transformers_token_for_token(name, tp,
         result = generate(model, [request])
         assert result.generated[0] == case["outputs"], f"{case['mode']} on {case['prompt']}, end id {case['end_id']}"
         if beams > 1:
-            np.testing.assert_allclose(result.cum_log_probs[0], case["scores"], rtol=1e-4)
+            np.testing.assert_allclose(result.cum_log_probs[0], case["scores"], rtol=BEAM_SCORE_RTOL)
 
 
 @pytest.mark.parametrize("name", ["t5", "gpt2", "gptj"])
