@@ -10,7 +10,10 @@ from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import cast
 
+import pluggy
 import pytest
+import pytest_timeout
+from _pytest import hookspec
 
 from tests import conftest
 from tests.system import conftest as system_conftest
@@ -159,3 +162,36 @@ def test_a_run_with_a_control_plane_test_gets_the_binaries_before_its_first_test
 def test_a_run_without_one_or_a_collection_alone_builds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     assert finish_collection(monkeypatch, [["tmp_path"], ["mocks"]], collect_only=False) == 0
     assert finish_collection(monkeypatch, [["control_plane"]], collect_only=True) == 0
+
+
+def protocol_waits(monkeypatch: pytest.MonkeyPatch, module: ModuleType, *, built: bool) -> list[str]:
+    """``tests/system/conftest.py``'s protocol wrapper run up to its ``yield`` (where the test would start) for a test
+    of ``module``: the calls it made to the vLLM environment before it."""
+    calls: list[str] = []
+    monkeypatch.setattr(system_conftest.vllm_env, "built", lambda: calls.append("built") or (Path() if built else None))
+    monkeypatch.setattr(system_conftest.vllm_env, "ensure_environment", lambda: calls.append("ensure") or Path())
+    item = SimpleNamespace(module=module, config=SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=dict().get)))
+    wrapper = system_conftest.pytest_runtest_protocol(cast(pytest.Item, item))
+    next(wrapper)
+    return calls
+
+
+def test_a_vllm_test_waits_for_the_engines_environment_before_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert protocol_waits(monkeypatch, test_vllm_engine, built=False) == ["built", "ensure"]
+
+
+def test_other_tests_and_a_built_environment_wait_for_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert protocol_waits(monkeypatch, test_quantity, built=False) == []
+    assert protocol_waits(monkeypatch, test_vllm_engine, built=True) == ["built"]
+
+
+def test_the_wait_runs_before_pytest_timeout_starts_a_tests_timer() -> None:
+    """pluggy calls a hook's implementations from the end of this list, so the system conftest's wrapper is entered
+    first and pytest-timeout's timer starts inside it, whichever plugin is registered first (here the conftest:
+    without ``tryfirst`` a plugin registered later would wrap it)."""
+    manager = pluggy.PluginManager("pytest")
+    manager.add_hookspecs(hookspec)
+    manager.register(system_conftest, "system-conftest")
+    manager.register(pytest_timeout, "timeout")
+    order = [impl.plugin_name for impl in manager.hook.pytest_runtest_protocol.get_hookimpls()]
+    assert order.index("timeout") < order.index("system-conftest")
