@@ -15,14 +15,14 @@ import pytest
 
 from tests.conftest import serves_vllm
 from tests.system.controlplane import server
-from tritonft import vllm_env
-from tritonft.local_triton import TritonError
 from tests.system.controlplane.fixtures import (  # noqa: F401  (fixtures and the failure report's hook)
     cluster,
     control_plane,
     prod_plan,
     pytest_runtest_makereport,
 )
+from tritonft import vllm_env
+from tritonft.local_triton import TritonError
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
