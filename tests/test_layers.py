@@ -5,13 +5,16 @@ inside functions both count; so do ``TYPE_CHECKING`` ones):
   another stage (``components/__init__.py`` says why; what two stages share lives in ``components.common``);
 - no import circle anywhere in the house;
 - the runtime half (``tritonft``) never imports the infrastructure half (``components``): what both need lives in
-  ``tritonft`` (e.g. ``tritonft.quantity``, ``tritonft.gpu_pool``, ``tritonft.spec``), which ``components`` may import.
-  The one arrow left is named in :data:`RUNTIME_TO_INFRASTRUCTURE` with its reason.
+  ``tritonft`` (e.g. ``tritonft.quantity``, ``tritonft.gpu_pool``, ``tritonft.spec``), which ``components`` may import;
+- the room above both halves (``stackcli``: the commands that read a stack, the docs generator) may import both, and
+  nothing in either half imports it, nor names a module of it or of ``components`` to import by name (the CLI's
+  table of command modules is such a name).
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -28,14 +31,9 @@ ALLOWED: dict[str, set[str]] = {
 }
 """Per layer of ``components``: the layers its modules may import (``tritonft`` is always allowed)."""
 
-RUNTIME_TO_INFRASTRUCTURE: dict[tuple[str, str], str] = {
-    ("tritonft.preflight.command", "components.cluster_needs"): (
-        "`tritonft preflight --stack` reads a stack: what a stack asks of its cluster is decided by the functions "
-        "`pulumi up` runs (settings, GPU scheduling, sizing), so the command's front asks them rather than copy them; "
-        "the checks themselves (tritonft.preflight.checks) take plain Needs and API objects"
-    ),
-}
-"""The arrows from ``tritonft`` into ``components`` that stay, each with why."""
+HALVES = ("tritonft", "components")
+ABOVE = "stackcli"
+"""The package above both halves: it may import either, neither may import it."""
 
 
 def layer(module: str) -> str:
@@ -61,9 +59,11 @@ def module_files() -> list[Path]:
 
 
 def house_modules(root: Path = ROOT) -> dict[str, Path]:
-    """Every module of ``tritonft`` and ``components`` by dotted name (a package by its ``__init__``)."""
+    """Every module of ``tritonft``, ``components`` and ``stackcli`` by dotted name (a package by its ``__init__``)."""
     modules: dict[str, Path] = {}
-    for top in ("tritonft", "components"):
+    for top in (*HALVES, ABOVE):
+        if not (root / top).is_dir():
+            continue
         for path in (root / top).rglob("*.py"):
             parts = path.relative_to(root).with_suffix("").parts
             modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
@@ -133,8 +133,29 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def top(module: str) -> str:
+    return module.split(".", maxsplit=1)[0]
+
+
 def runtime_to_infrastructure(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
-    return {(m, t) for m, ts in graph.items() if m.startswith("tritonft") for t in ts if t.startswith("components")}
+    return {(m, t) for m, ts in graph.items() if top(m) == "tritonft" for t in ts if top(t) == "components"}
+
+
+def arrows_up(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """Imports from either half into the room above them."""
+    return {(m, t) for m, ts in graph.items() if top(m) in HALVES for t in ts if top(t) == ABOVE}
+
+
+def module_names_in_strings(path: Path, tops: tuple[str, ...]) -> set[str]:
+    """String constants of a file that are a dotted module name under ``tops`` (what ``importlib`` would import)."""
+    return {
+        node.value
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and re.fullmatch(r"[a-z_]+(\.[a-z_0-9]+)+", node.value)
+        and node.value.split(".")[0] in tops
+    }
 
 
 @pytest.mark.parametrize("path", module_files(), ids=lambda p: str(p.relative_to(ROOT)))
@@ -162,9 +183,34 @@ def test_the_house_has_no_import_circle() -> None:
     assert circles(import_graph(house_modules())) == []
 
 
-def test_the_runtime_imports_the_infrastructure_only_where_named() -> None:
+def test_the_runtime_imports_nothing_of_the_infrastructure() -> None:
     arrows = runtime_to_infrastructure(import_graph(house_modules()))
-    assert arrows == set(RUNTIME_TO_INFRASTRUCTURE), "tritonft must not import components: move what both need down"
+    assert arrows == set(), "tritonft must not import components: move what both need down, or the command above both"
+
+
+def test_neither_half_imports_the_room_above_them() -> None:
+    assert arrows_up(import_graph(house_modules())) == set(), f"{ABOVE} stands on both halves, never under them"
+
+
+def test_the_runtime_names_no_module_above_it_to_import_by_name() -> None:
+    named = {
+        str(path.relative_to(ROOT)): found
+        for path in sorted((ROOT / "tritonft").rglob("*.py"))
+        if (found := module_names_in_strings(path, ("components", ABOVE)))
+    }
+    assert named == {}, "tritonft must not import components or stackcli by name either (importlib, CLI tables)"
+
+
+def test_the_stack_reading_commands_are_above_both_halves_and_the_rule_sees_them() -> None:
+    graph = import_graph(house_modules())
+    assert "components.cluster_needs" in graph["stackcli.preflight"]
+    assert "tritonft.preflight.command" in graph["stackcli.preflight"]
+
+
+def test_a_module_name_in_a_string_is_seen(tmp_path: Path) -> None:
+    sneaky = tmp_path / "cli.py"
+    sneaky.write_text('COMMANDS = {"preflight": ("stackcli.preflight", "check the cluster")}\n"""components.args"""\n')
+    assert module_names_in_strings(sneaky, ("components", ABOVE)) == {"stackcli.preflight", "components.args"}
 
 
 def test_the_graph_sees_lazy_relative_and_type_only_imports_and_finds_their_circle(tmp_path: Path) -> None:
@@ -181,3 +227,12 @@ def test_the_graph_sees_lazy_relative_and_type_only_imports_and_finds_their_circ
     graph = import_graph(house_modules(tmp_path))
     assert circles(graph) == [["tritonft.probe.a", "tritonft.probe.b", "tritonft.probe.c"]]
     assert runtime_to_infrastructure(graph) == {("tritonft.probe.c", "components")}
+
+
+def test_the_graph_sees_an_arrow_up_into_the_room_above(tmp_path: Path) -> None:
+    for package in ("tritonft", "components", "stackcli"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "stackcli" / "cli.py").write_text("import tritonft\nimport components\n")
+    (tmp_path / "components" / "args.py").write_text("from stackcli import cli\n")
+    assert arrows_up(import_graph(house_modules(tmp_path))) == {("components.args", "stackcli.cli")}

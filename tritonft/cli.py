@@ -3,6 +3,10 @@
 Each command module defines ``add_arguments(parser)`` and ``run(args) -> int`` and keeps its top-level imports
 light (heavy libraries are imported inside ``run``), so ``tritonft --help`` stays fast and the in-cluster tools
 image does not need Pulumi for ``convert``.
+
+These are the runtime's commands. The commands that read a stack (``preflight``) need ``components`` and live above
+both halves, in :mod:`stackcli.cli`, whose ``main`` is the installed ``tritonft`` script and passes the whole table
+here (``main(argv, commands=...)``); this module never names them, so the runtime stands on nothing of ``components``.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from tritonft import __version__
 from tritonft.errors import UserError
@@ -23,10 +27,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": (
         "tritonft.synth.diff_command",
         "what `pulumi up` would replace, roll or re-run between two synthesized plans (the day-2 check)",
-    ),
-    "preflight": (
-        "tritonft.preflight.command",
-        "check the target cluster before `pulumi up` (GPU nodes, placement, storage, ingress, CRDs, dry-run)",
     ),
     "repo": ("tritonft.repo.command", "render and check a model's Triton repository (FT model, tokenizers, ensemble)"),
     "probe": ("tritonft.probe.cli", "check a deployed endpoint: health, contract, a judged inference, latency"),
@@ -55,14 +55,16 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+def build_parser(
+    only: str | None = None, commands: Mapping[str, tuple[str, str]] = COMMANDS
+) -> argparse.ArgumentParser:
     """The parser; only the ``only`` command's module is imported and given its arguments (each module costs
     start-up time; ``tritonft --help`` and ``--version`` need none of them)."""
     parser = argparse.ArgumentParser(prog="tritonft", description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"tritonft {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name, (module_name, help_text) in COMMANDS.items():
+    for name, (module_name, help_text) in commands.items():
         cmd = sub.add_parser(name, help=help_text, description=help_text)
         if name == only:
             module = importlib.import_module(module_name)
@@ -71,10 +73,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, commands: Mapping[str, tuple[str, str]] = COMMANDS) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     chosen = next((w for w in words if not w.startswith("-")), None)
-    args = build_parser(chosen if chosen in COMMANDS else None).parse_args(words)
+    args = build_parser(chosen if chosen in commands else None, commands).parse_args(words)
     try:
         return int(args._run(args))
     except UserError as exc:

@@ -189,3 +189,13 @@ and ``revision`` alone. Values are the checkpoints' own ``config.json`` numbers 
 maximum length is vLLM's derivation of them (:func:`tritonft.engines.vllm.rules.derived_max_len`)."""
 
 KNOWN_MODELS.update({repo: (Family.LLAMA, entry.architecture) for repo, entry in KNOWN_VLLM.items()})
+
+
+def closest_known(repo: str) -> str | None:
+    """The catalog's repository id nearest to ``repo`` (a misspelling: ``openai-community/gpt-2``,
+    ``Google-T5/t5-small``), or None when none is close; compared without case (:func:`difflib.get_close_matches`)."""
+    import difflib
+
+    by_lower = {known.lower(): known for known in KNOWN_MODELS}
+    found = difflib.get_close_matches(repo.lower(), list(by_lower), n=1, cutoff=0.85)
+    return by_lower[found[0]] if found else None

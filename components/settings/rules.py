@@ -26,6 +26,7 @@ from components.settings.capacity import (
     nodes_for_a_surge,
     surging_models,
 )
+from components.settings.catalog import closest_known
 from components.settings.facts import ModelFacts, Problem, StackFacts
 from components.settings.ft_rules import FT_MODEL_RULES
 from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION
@@ -579,10 +580,20 @@ def _family_matches(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
 @model_rule(
     "unknown-repo-needs-architecture",
     ("hfRepo", "architecture"),
-    "An `hfRepo` outside the catalog needs an `architecture` block (and `family`).",
+    "An `hfRepo` outside the catalog needs an `architecture` block (and `family`); a near miss of a catalog id "
+    "is named (did you mean).",
 )
 def _needs_architecture(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
-    if m.catalog is None and "architecture" not in m.present and m.values.get("hfRepo"):
+    repo = m.values.get("hfRepo")
+    if m.catalog is None and "architecture" not in m.present and repo:
+        nearest = closest_known(str(repo))
+        if nearest is not None:
+            yield (
+                "hfRepo",
+                f"{repo!r} is not in the catalog of known models; did you mean {nearest!r}? (A model outside the "
+                "catalog needs `family` and an `architecture` block.)",
+            )
+            return
         yield (
             "architecture",
             f"{m.get('hfRepo')!r} is not in the catalog of known models; add `family` and an `architecture` block "

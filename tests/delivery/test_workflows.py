@@ -260,9 +260,9 @@ def test_stale_review_stacks_are_reaped_on_a_schedule() -> None:
     assert "pulumi stack rm --yes" in runs
 
 
-def test_the_readmes_own_commands_run_the_policy_pack_and_say_how_to_publish_it() -> None:
-    readme = (REPO / "README.md").read_text()
-    commands = readme.split("## Deploying for real", 1)[1].split("\n## ", 1)[0]
+def test_the_deploying_pages_own_commands_run_the_policy_pack_and_say_how_to_publish_it() -> None:
+    page = (REPO / "docs" / "deploy" / "deploying.md").read_text()
+    commands = page.split("# Deploying for real", 1)[1].split("\n## Day 2", 1)[0]
     assert re.search(r"^pulumi preview -s dev .*--policy-pack policy", commands, re.MULTILINE)
     assert re.search(r"^pulumi up -s dev .*--policy-pack policy", commands, re.MULTILINE)
     assert "pulumi policy publish" in commands

@@ -1,4 +1,5 @@
-"""``tritonft preflight --stack NAME``: check the target cluster before ``pulumi up``; one line per check, exit 0/1.
+"""The checks of ``tritonft preflight --stack NAME`` against a cluster (its front, which reads the stack, is
+:mod:`stackcli.preflight`: what a stack needs is decided by ``components``, which the runtime never imports).
 
 Checks: the API answers; GPU nodes with allocatable ``nvidia.com/gpu``; GPU nodes whose labels and taints match
 the stack's selector and tolerations; for each GPU model a usable node with enough free GPUs for one pod; for each
@@ -10,7 +11,6 @@ a server-side dry-run of every object of the plan (``tritonft synth``'s manifest
 
 from __future__ import annotations
 
-import argparse
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,16 +18,6 @@ from typing import Any
 from tritonft.kube import ApiError, Kube
 from tritonft.preflight import checks
 from tritonft.preflight.checks import Check, Needs
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
-    parser.add_argument("--project-dir", type=Path, default=None, help="project root (default: nearest Pulumi.yaml)")
-    parser.add_argument(
-        "--kubeconfig", default=None, help="kubeconfig file (default: the stack's kubeconfig, else $KUBECONFIG)"
-    )
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: the stack's kubeContext)")
-    parser.add_argument("--no-dry-run", action="store_true", help="skip the server-side dry-run of the plan")
 
 
 def dry_run(kube: Kube, objs: list[dict[str, Any]], namespaces: set[str], crds_present: set[str]) -> Check:
@@ -119,22 +109,3 @@ def load_plan(project_dir: Path, stack: str) -> list[dict[str, Any]]:
             docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
     order = {"Namespace": 0, "CustomResourceDefinition": 1}
     return sorted(docs, key=lambda d: order.get(d["kind"], 2))
-
-
-def run(args: argparse.Namespace) -> int:
-    # The one arrow from the runtime up into the infrastructure (tests/test_layers.py names it): what a stack asks of
-    # its cluster is decided by the same functions `pulumi up` runs, so the command's front asks them.
-    from components.cluster_needs import stack_needs
-    from tritonft.kube import from_kubeconfig
-    from tritonft.synth.stackfile import find_project_root
-
-    root = args.project_dir or find_project_root(Path.cwd())
-    stack = stack_needs(root, args.stack)
-    kubeconfig = args.kubeconfig or stack.kubeconfig
-    context = args.context or stack.context
-    kube = from_kubeconfig(kubeconfig, context)
-    plan = None if args.no_dry_run else load_plan(root, args.stack)
-    results = preflight(stack.needs, kube, plan)
-    for result in results:
-        print(result.line())
-    return 0 if all(r.ok for r in results) else 1

@@ -1,4 +1,4 @@
-"""The README reference and Pulumi.yaml's typed config are generated from the schema and kept in sync."""
+"""The configuration reference and Pulumi.yaml's typed config are generated from the schema and kept in sync."""
 
 from __future__ import annotations
 
@@ -6,26 +6,29 @@ from pathlib import Path
 
 import yaml
 
-from components.settings.docs import pulumi_config_block, readme_reference
+from components.settings.docs import pulumi_config_block, reference_tables
 from components.settings.schema import MODEL_KNOBS, STACK_KNOBS
 
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_readme_reference_is_current() -> None:
-    assert readme_reference() in (REPO / "README.md").read_text(), "run: python -m components.settings.docs"
+PAGE = REPO / "docs" / "reference" / "configuration.md"
+
+
+def test_the_configuration_reference_page_is_current() -> None:
+    assert reference_tables() in PAGE.read_text(), "run: python -m stackcli.docs"
 
 
 def test_pulumi_yaml_config_block_is_current() -> None:
     project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
-    assert project["config"] == pulumi_config_block(), "run: python -m components.settings.docs"
+    assert project["config"] == pulumi_config_block(), "run: python -m stackcli.docs"
     assert project["stackConfigDir"] == "stacks"
 
 
-def test_every_knob_is_documented_in_the_readme() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_every_knob_is_documented_in_the_reference_page() -> None:
+    page = PAGE.read_text()
     for knob in (*STACK_KNOBS, *MODEL_KNOBS):
-        assert f"| `{knob.key}` |" in readme
+        assert f"| `{knob.key}` |" in page
 
 
 def test_platform_specific_knobs_are_not_declared_in_the_project() -> None:

@@ -346,11 +346,11 @@ def test_any_mix_of_encoder_and_generator_keys_loads_consistently_or_is_refused_
     )
 
 
-def test_the_readme_example_of_encoders_in_a_stack_loads_as_documented() -> None:
+def test_the_docs_example_of_encoders_in_a_stack_loads_as_documented() -> None:
     import yaml
 
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
-    section = readme.split("### Encoders in a stack", 1)[1]
+    page = (Path(__file__).resolve().parents[3] / "docs" / "models" / "encoders.md").read_text()
+    section = page.split("## Encoders in a stack", 1)[1]
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0].replace("<40-hex commit>", "ab" * 20)
     models = yaml.safe_load(block)["triton-ft:models"]
     settings = load(kubernetes_stack(models=models))

@@ -424,3 +424,26 @@ def test_revision_must_be_a_full_lower_case_sha(revision: str) -> None:
     (problem,) = problems_of(kubernetes_stack(models=[model(revision=revision)]))
     assert problem.startswith(f"models[0].revision: {revision!r} ")
     assert "40" in problem
+
+
+def test_a_misspelled_catalog_repo_gets_a_did_you_mean_on_hf_repo_not_an_architecture_request() -> None:
+    found = problems_of(kubernetes_stack(models=[model(hfRepo="openai-community/gpt-2")]))
+    assert found == [
+        "models[0].hfRepo: 'openai-community/gpt-2' is not in the catalog of known models; did you mean "
+        "'openai-community/gpt2'? (A model outside the catalog needs `family` and an `architecture` block.)"
+    ]
+
+
+def test_a_catalog_repo_in_the_wrong_case_is_named_in_the_catalogs_case() -> None:
+    found = problems_of(kubernetes_stack(models=[model(hfRepo="Google-T5/t5-small")]))
+    assert [p for p in found if "did you mean" in p] == [
+        "models[0].hfRepo: 'Google-T5/t5-small' is not in the catalog of known models; did you mean "
+        "'google-t5/t5-small'? (A model outside the catalog needs `family` and an `architecture` block.)"
+    ]
+
+
+def test_a_repo_far_from_every_catalog_id_still_asks_for_family_and_architecture() -> None:
+    assert [p for p in problems_of(kubernetes_stack(models=[model(hfRepo="acme/t5-custom")])) if "catalog" in p] == [
+        "models[0].architecture: 'acme/t5-custom' is not in the catalog of known models; add `family` and an "
+        "`architecture` block (dModel, numHeads, numLayers, dFf, vocabSize)"
+    ]

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from components.settings.stack_file import settings_from_stack_file
+from stackcli.cli import main
 from tests.components.settings.test_validation import aws_stack
 from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import cpu_node_shape, gpu_node_shape, install_crds
 from tests.system.controlplane.server import ControlPlane
-from tritonft.cli import main
 from tritonft.kube import wait_for
 
 REPO = Path(__file__).resolve().parents[3]

@@ -13,7 +13,7 @@ from tritonft.gateway.errors import ApiError
 from tritonft.gateway.mapping import chat_prompt
 from tritonft.gateway.messages import ALL_ROLES, CONTENT_PARTS, MESSAGE_FIELDS, turns
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "use" / "gateway.md"
 
 
 def readme_rows(header: str) -> list[tuple[str, tuple[str, ...], bool, str]]:

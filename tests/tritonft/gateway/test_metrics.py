@@ -34,8 +34,8 @@ def test_a_request_naming_no_served_model_is_no_demand() -> None:
     assert 'tritonft_gateway_model_requests_total{model=""}' not in exposition(metrics)
 
 
-def test_every_series_the_gateway_serves_is_documented_in_the_readme_with_its_type_and_labels() -> None:
-    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text(encoding="utf-8")
+def test_every_series_the_gateway_serves_is_documented_in_the_gateway_page_with_its_type_and_labels() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "docs" / "use" / "gateway.md").read_text(encoding="utf-8")
     documented = {
         cells[0].strip("` "): (cells[1].strip(), {label.strip("` ") for label in cells[2].split(",")})
         for line in readme.splitlines()

@@ -12,7 +12,7 @@ from tests.tritonft.gateway.openai_schema import load
 from tritonft.gateway.errors import ApiError
 from tritonft.gateway.parameters import ALL, CHAT, COMPLETIONS, EMBEDDINGS, PARAMETERS, checked_body
 
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "use" / "gateway.md"
 
 
 def readme_table() -> list[tuple[str, tuple[str, ...], bool, str]]:

@@ -38,7 +38,7 @@ from tritonft.spec import Family
 TOKENIZER_CONFIG = json.dumps({"bos_token": "<s>", "eos_token": "</s>", "chat_template": CHAT_TEMPLATE})
 LLAMA = ServedModel("llama", Family.LLAMA, True, 64, 256, 1, TOKENIZER_CONFIG)
 PLAIN = ServedModel("plain", Family.LLAMA, True, 64, 256)
-README = Path(__file__).resolve().parents[3] / "README.md"
+README = Path(__file__).resolve().parents[3] / "docs" / "use" / "gateway.md"
 
 
 def sampling(body: dict[str, Any], *, chat: bool = False) -> dict[str, Any]:

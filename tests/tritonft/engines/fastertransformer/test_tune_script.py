@@ -318,5 +318,7 @@ def test_the_readmes_fallback_example_is_what_the_script_reports_for_prods_gpt_j
         batching=Batching(max_batch_size=16),
     )
     pod, _ = start(tmp_path, model=gptj, mode="fail")
-    readme = " ".join((Path(__file__).resolve().parents[4] / "README.md").read_text().split())
+    readme = " ".join(
+        (Path(__file__).resolve().parents[4] / "docs" / "models" / "fastertransformer.md").read_text().split()
+    )
     assert " ".join(str(pod.status()["detail"]).split()) in readme

@@ -1,0 +1,5 @@
+import sys
+
+from stackcli.cli import main
+
+sys.exit(main())
