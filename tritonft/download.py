@@ -50,14 +50,18 @@ TOKENIZER_FILES = (
     "spiece.model",
     "vocab.json",
     "merges.txt",
+    "chat_template.jinja",
 )
+CHAT_TEMPLATES = re.compile(r"^additional_chat_templates/[^/]+\.jinja$")
+"""transformers' named chat templates (``CHAT_TEMPLATE_DIR``), beside ``chat_template.jinja`` (the default)."""
 _SAFETENSORS = re.compile(r"^model(-\d{5}-of-\d{5})?\.safetensors$|^model\.safetensors\.index\.json$")
 _TORCH = re.compile(r"^pytorch_model(-\d{5}-of-\d{5})?\.bin$|^pytorch_model\.bin\.index\.json$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
 
 def select_files(repo_files: Iterable[str]) -> list[str]:
-    """The repository files to fetch (top level only), safetensors preferred over ``pytorch_model.bin``."""
+    """The repository files to fetch (top level only, and the named chat templates of
+    ``additional_chat_templates/``), safetensors preferred over ``pytorch_model.bin``."""
     files = sorted(set(repo_files))
     if "config.json" not in files:
         raise UserError("the repository has no config.json at its top level; it is not a transformers model repo")
@@ -69,7 +73,7 @@ def select_files(repo_files: Iterable[str]) -> list[str]:
             "the repository has neither model*.safetensors nor pytorch_model*.bin at its top level; "
             "check --repo and --revision"
         )
-    extras = [f for f in files if f in CONFIG_FILES or f in TOKENIZER_FILES]
+    extras = [f for f in files if f in CONFIG_FILES or f in TOKENIZER_FILES or CHAT_TEMPLATES.match(f)]
     return sorted({*weights, *extras})
 
 
@@ -162,7 +166,7 @@ def _list_repo(repo: str, revision: str, token: str | None, cache_dir: Path | No
         folder = Path(
             snapshot_download(repo, revision=revision, cache_dir=cache_dir, token=token, local_files_only=True)
         )
-        return [p.name for p in folder.iterdir() if p.is_file()]
+        return [p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()]
 
 
 def hub_sha256(snapshot: Path, name: str) -> str | None:
@@ -215,6 +219,7 @@ def _materialise(snapshot: Path, files: list[str], dest: Path, record: dict[str,
             source = (snapshot / name).resolve()
             if not source.is_file():
                 raise UserError(f"{name} is missing from the cached snapshot {snapshot}; re-run with network access")
+            (partial / name).parent.mkdir(parents=True, exist_ok=True)
             try:
                 os.link(source, partial / name)
             except OSError:

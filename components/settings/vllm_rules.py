@@ -66,6 +66,30 @@ def _ft_keys_not_for_vllm(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
         )
 
 
+STATED_FACTS: dict[str, str] = {
+    "architecture": "`architectures[0]` of its config.json (one vLLM serves, e.g. Qwen2ForCausalLM)",
+    "numKvHeads": "`num_key_value_heads` of its config.json (the attention heads' count when absent there)",
+    "qkvBias": "whether its q/k/v projections have a bias (true for Qwen2, `attention_bias` of a Llama config.json)",
+    "checkpointDtype": "`torch_dtype` of its config.json (float16, bfloat16 or float32)",
+}
+"""The checkpoint facts vLLM's rules read that an ``architecture`` block does not hold: the catalog knows them for
+its models; any other model states each in its ``vllm`` block (none is guessed)."""
+
+
+def _facts_stated_outside_the_catalog(_: StackFacts, m: ModelFacts) -> Iterable[Problem]:
+    if not m.is_vllm or (m.vllm_catalog is not None and "architecture" not in m.present):
+        return
+    block = m.get("vllm", {})
+    stated = block if isinstance(block, dict) else {}
+    for key, what in STATED_FACTS.items():
+        if key not in stated:
+            yield (
+                f"vllm.{key}",
+                f"required for a model outside the catalog (or with its own architecture block): {what}; the memory "
+                "check and the download's comparison need it",
+            )
+
+
 def options(m: ModelFacts, vllm: VllmSpec) -> VllmOptions:
     """The engine arguments of the entry (vLLM's ``tensor_parallel_size`` is the entry's ``tensorParallel``)."""
     return options_from(vllm, m.get("tensorParallel", 1))
@@ -81,6 +105,10 @@ def checkpoint(m: ModelFacts, vllm: VllmSpec) -> Checkpoint | None:
 def _engine_rules(f: StackFacts, m: ModelFacts) -> Iterable[Problem]:
     vllm = m.vllm_spec()
     if vllm is None:
+        return
+    unstated = list(_facts_stated_outside_the_catalog(f, m))
+    if unstated:  # vLLM's rules on guessed head counts or dtype would pass or refuse the wrong model
+        yield from unstated
         return
     found = checkpoint(m, vllm)
     if found is None:

@@ -49,7 +49,8 @@ def build_cache(root: Path, repo: str = "acme/tiny-t5", files: dict[str, bytes] 
     for name, data in (REPO_FILES if files is None else files).items():
         blob = store / "blobs" / blob_name(name, data)
         blob.write_bytes(data)
-        (snapshot / name).symlink_to(Path("../../blobs") / blob.name)
+        (snapshot / name).parent.mkdir(parents=True, exist_ok=True)
+        (snapshot / name).symlink_to(Path("../" * (name.count("/") + 2)) / "blobs" / blob.name)
     return root
 
 
@@ -164,6 +165,21 @@ def test_pytorch_bin_is_fetched_when_there_is_no_safetensors():
         "config.json",
         "pytorch_model.bin",
     ]
+
+
+def test_the_chat_templates_are_fetched_where_transformers_keeps_them(tmp_path):
+    files = REPO_FILES | {
+        "chat_template.jinja": b"{{ messages[0]['content'] }}",
+        "additional_chat_templates/tool_use.jinja": b"{{ tools }}",
+        "additional_chat_templates/README.md": b"not a template",
+    }
+    build_cache(tmp_path / "hub", files=files)
+    dest = tmp_path / "model"
+    code, _, err = download(tmp_path, "--repo", "acme/tiny-t5", "--revision", COMMIT, "--dest", dest)
+    assert code == 0, err
+    assert (dest / "chat_template.jinja").read_bytes() == files["chat_template.jinja"]
+    assert (dest / "additional_chat_templates" / "tool_use.jinja").read_bytes() == b"{{ tools }}"
+    assert not (dest / "additional_chat_templates" / "README.md").exists()
 
 
 def test_the_record_holds_every_files_sha256_and_marks_those_checked_against_the_hub(tmp_path):

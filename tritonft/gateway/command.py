@@ -106,9 +106,11 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
 
 
 def tokenizer_configs(values: list[str], served: dict[str, bool]) -> dict[str, str]:
-    """``--tokenizer-config MODEL=PATH`` values -> model -> the file's text (a JSON object with a chat template);
+    """``--tokenizer-config MODEL=PATH`` values -> model -> the tokenizer configuration with the chat template
+    transformers would use, from ``PATH`` and the template files beside it (``chat_template.jinja``,
+    ``additional_chat_templates/``: :func:`tritonft.engines.vllm.chat.with_template_files`), as JSON text;
     UserError names the value and the fix. ``served``: each served model and whether vLLM serves it."""
-    from tritonft.engines.vllm.chat import ChatTemplateError, template_of
+    from tritonft.engines.vllm.chat import ChatTemplateError, read_template_files, template_of, with_template_files
 
     out: dict[str, str] = {}
     for value in values:
@@ -121,7 +123,10 @@ def tokenizer_configs(values: list[str], served: dict[str, bool]) -> dict[str, s
             raise UserError(f"{option}: no --spec serves a vLLM model named {name!r} ({', '.join(vllm) or 'none'})")
         config = option_file.read_json("--tokenizer-config", Path(path))
         try:
-            template_of(config if isinstance(config, dict) else {})
+            config = with_template_files(
+                config if isinstance(config, dict) else {}, *read_template_files(Path(path).parent)
+            )
+            template_of(config)
         except ChatTemplateError as exc:
             raise UserError(f"{option}: {exc}") from exc
         out[name] = json.dumps(config)

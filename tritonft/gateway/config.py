@@ -26,6 +26,10 @@ class ServedModel:
     tokenizer_config: str = ""
     """A vLLM model's ``tokenizer_config.json`` (its text): the chat template and special tokens chat is rendered
     with (:mod:`tritonft.engines.vllm.chat`); empty: no chat."""
+    context_len: int = 0
+    """A vLLM model's context (the engine's ``max_model_len``: ``vllm.maxModelLen``, else the model's positions),
+    which prompt and answer share; 0 for the FasterTransformer models, bounded by ``max_input_len`` /
+    ``max_output_len`` instead."""
 
     @property
     def vllm(self) -> bool:
@@ -58,7 +62,17 @@ class ServedModel:
             spec.max_input_len,
             spec.batching.max_batch_size,
             tokenizer_config,
+            context_len(spec),
         )
+
+
+def context_len(spec: ModelSpec) -> int:
+    """The tokens prompt and answer share for a vLLM model: vLLM's ``max_model_len`` as the engine is given it
+    (``vllm.max_model_len``, else the checkpoint's positions, :func:`tritonft.engines.vllm.rules.max_model_len`);
+    0 for the others."""
+    if not spec.family.is_vllm or spec.vllm is None:
+        return 0
+    return spec.vllm.max_model_len or spec.architecture.max_positions
 
 
 @dataclass(frozen=True)

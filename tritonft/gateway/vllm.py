@@ -19,6 +19,7 @@ Everything here but :func:`answers` and :func:`events` is pure.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import aclosing
@@ -27,7 +28,7 @@ from typing import Any
 
 from tritonft.gateway.config import MAX_BEAMS, ServedModel
 from tritonft.gateway.errors import ApiError, bad_parameter, from_triton
-from tritonft.gateway.mapping import _include_usage, _integer, _max_tokens, _number, _prompts, _stop
+from tritonft.gateway.mapping import DEFAULT_MAX_TOKENS, _include_usage, _integer, _number, _prompts, _stop
 from tritonft.gateway.messages import SERVED_ROLES, turns
 from tritonft.gateway.parameters import CHAT, COMPLETIONS, VLLM_PARAMETERS, checked_body
 from tritonft.gateway.streaming import Chunks
@@ -95,11 +96,35 @@ class Answer:
     prompt_tokens: int
 
 
-def sampling_parameters(body: Mapping[str, Any], model: ServedModel, n: int, logprobs: int | None) -> dict[str, Any]:
+def max_tokens(body: Mapping[str, Any], model: ServedModel, *, chat: bool) -> int:
+    """``max_tokens`` (or chat's ``max_completion_tokens``: they must agree when both are sent) for a vLLM model: 1
+    to the model's context, which prompt and answer share; OpenAI's default where neither is sent: chat the rest of
+    the context, completions 16.
+
+    The gateway does not tokenize the prompt, so it cannot subtract it: it asks vLLM for up to the whole context,
+    and vLLM ends every sequence at ``max_model_len`` (its scheduler's ``check_stop``, ``finish_reason: length``),
+    so an answer gets what the prompt leaves of the context, never more. NVIDIA's backend cannot be asked for "no
+    limit": it drops a ``null`` field, and vLLM's ``SamplingParams`` default is 16."""
+    context = model.context_len
+    limit = f" (the model's context is {context} tokens, prompt and answer together: vllm.maxModelLen)"
+    default = context if chat else min(DEFAULT_MAX_TOKENS, context)
+    values = {
+        key: _integer(dict(body), key, default, 1, context, why=limit)
+        for key in ("max_tokens", "max_completion_tokens")
+        if key in body
+    }
+    if len(set(values.values())) > 1:
+        raise bad_parameter("max_completion_tokens", "max_tokens and max_completion_tokens differ; send one of them")
+    return next(iter(values.values()), default)
+
+
+def sampling_parameters(
+    body: Mapping[str, Any], model: ServedModel, n: int, logprobs: int | None, *, chat: bool = False
+) -> dict[str, Any]:
     """vLLM's ``SamplingParams`` fields for a checked body (OpenAI's defaults where nothing is sent)."""
     temperature = _number(dict(body), "temperature", 1.0, 0.0, 2.0)
     out: dict[str, Any] = {
-        "max_tokens": _max_tokens(dict(body), model),
+        "max_tokens": max_tokens(body, model, chat=chat),
         "temperature": temperature,
         "n": 1 if temperature == 0.0 else n,
     }
@@ -191,7 +216,7 @@ def vllm_request(body: Any, model: ServedModel, *, chat: bool = False) -> VllmRe
         raise bad_parameter("logprobs", "logprobs are served on unstreamed requests only; send stream: false")
     if echo and logprobs is not None:
         raise bad_parameter("echo", "echo with logprobs needs the prompt tokens' log-probabilities; send one of them")
-    parameters = sampling_parameters(body, model, n, logprobs)
+    parameters = sampling_parameters(body, model, n, logprobs, chat=chat)
     sampling = json.dumps(parameters, separators=(",", ":"))
     greedy = parameters["temperature"] == 0.0
     return VllmRequest(model, prompts, sampling, n, stream, echo, logprobs, include_usage, greedy)
@@ -240,18 +265,80 @@ def read_piece(response: Any) -> Piece:
     )
 
 
+ENDED_BY_ENGINE = {
+    "abort": (503, "engine_aborted", "the engine aborted the answer before it finished"),
+    "error": (500, "engine_error", "the engine failed the request (a retryable request-level error)"),
+}
+"""vLLM's ``finish_reason`` of a request its engine ended before the answer did (``vllm/v1/engine/__init__.py``
+``FinishReason``: ``ABORT``, aborted by the server, e.g. an engine shutting down; ``ERROR``, which vLLM's own
+server always answers 500). OpenAI's ``finish_reason`` has no such value, and ``stop`` would claim a finished
+answer: the client gets an error (an error event when streaming)."""
+
+
 def finish_reason(vllm_reason: str) -> str:
-    """OpenAI's ``finish_reason`` for vLLM's: ``length`` when ``max_tokens`` (or the context) ran out, else
-    ``stop`` (a stop phrase, the end-of-sequence token)."""
+    """OpenAI's ``finish_reason`` for vLLM's: ``length`` when ``max_tokens`` (or the context) ran out, ``stop`` for a
+    stop phrase, the end-of-sequence token (or vLLM's own ``repetition`` stop); an answer the engine ended
+    (:data:`ENDED_BY_ENGINE`) is an error, never ``stop``."""
+    ended = ENDED_BY_ENGINE.get(vllm_reason)
+    if ended is not None:
+        status, code, what = ended
+        raise ApiError(
+            status,
+            f"{what} (vLLM's finish_reason: {vllm_reason}); the text so far is not a whole answer, retry the request",
+            "server_error",
+            None,
+            code,
+        )
     return "length" if vllm_reason == "length" else "stop"
 
 
+OVER_CONTEXT = (
+    re.compile(
+        r"The decoder prompt \(length (?P<prompt>\d+)\)(?P<plus> plus the number of requested output tokens)?"
+        r".*? longer than the maximum model length of (?P<context>\d+)"
+    ),
+    re.compile(
+        r"This model's maximum context length is (?P<context>\d+) tokens\. However, your prompt contains "
+        r"(?:at least )?(?P<prompt>\d+)"
+    ),
+)
+"""vLLM's words for a prompt the context cannot hold: its input processor's (``vllm/v1/engine/processor.py`` in
+0.11, ``input_processor.py`` since; a prompt of exactly the context "plus the number of requested output tokens
+(at least 1)") and, since its renderers (0.32), the renderer's ("This model's maximum context length is ...")."""
+
+
+def over_context(message: str) -> tuple[int, int] | None:
+    """(prompt tokens, context) when ``message`` is vLLM refusing a prompt the context cannot hold; else None. A
+    prompt of exactly the context counts one more token: the one the answer needs."""
+    for pattern in OVER_CONTEXT:
+        found = pattern.search(message)
+        if found is not None:
+            extra = 1 if found.groupdict().get("plus") else 0
+            return int(found["prompt"]) + extra, int(found["context"])
+    return None
+
+
+def context_error(prompt_tokens: int, context: int) -> ApiError:
+    """OpenAI's 400 for a prompt the context cannot hold, in OpenAI's words."""
+    return ApiError(
+        400,
+        f"This model's maximum context length is {context} tokens. However, your request has {prompt_tokens} input "
+        "tokens (at least one more is needed for the answer). Please reduce the length of the input messages or "
+        "prompt.",
+        "invalid_request_error",
+        "prompt",
+        "context_length_exceeded",
+    )
+
+
 def engine_error(message: str, deadline_s: float) -> ApiError:
-    """The client's error for an error Triton sends on the stream (vLLM's words kept): a prompt longer than the
-    model's context a 400 ``context_length_exceeded``; a model Triton does not have ready a 503 with
-    ``Retry-After``; anything else as :func:`tritonft.gateway.errors.from_triton` maps it."""
-    if "maximum context length" in message:
-        return ApiError(400, message, "invalid_request_error", "prompt", "context_length_exceeded")
+    """The client's error for an error Triton sends on the stream: a prompt longer than the model's context a 400
+    ``context_length_exceeded`` in OpenAI's words (vLLM words it differently by version: :data:`OVER_CONTEXT`); a
+    model Triton does not have ready a 503 with ``Retry-After``; anything else as
+    :func:`tritonft.gateway.errors.from_triton` maps it (vLLM's words kept)."""
+    over = over_context(message)
+    if over is not None:
+        return context_error(*over)
     if "unknown model" in message or "not at ready state" in message or "is not ready" in message:
         return ApiError(
             503,

@@ -11,20 +11,26 @@ import pytest
 from components.settings import load_settings
 from components.settings.catalog import KNOWN_VLLM
 from components.settings.facts import ModelFacts
-from components.settings.vllm_rules import checkpoint, options
+from components.settings.vllm_rules import STATED_FACTS, checkpoint, options
 from tests.components.settings.test_validation import LLAMA8B, QWEN7B, T5_SMALL, as_cli, kubernetes_stack, problems_of
 from tritonft.engines.vllm.engine import ENGINE, checkpoint_of, options_of
 from tritonft.engines.vllm.rules import read_checkpoint
 from tritonft.spec import DataType, Family, parameter_count
 
 CUSTOM_ARCH = {"dModel": 3072, "numHeads": 24, "numLayers": 16, "dFf": 8192, "vocabSize": 32000, "maxPositions": 4096}
+CUSTOM_FACTS: dict[str, Any] = {
+    "architecture": "MistralForCausalLM",
+    "numKvHeads": 12,
+    "qkvBias": False,
+    "checkpointDtype": "float16",
+}
 CUSTOM = {
     "name": "custom",
     "hfRepo": "acme/tiny-llama",
     "revision": "0123456789abcdef0123456789abcdef01234567",
     "family": "llama",
     "architecture": CUSTOM_ARCH,
-    "vllm": {"architecture": "MistralForCausalLM", "numKvHeads": 12, "checkpointDtype": "float16"},
+    "vllm": CUSTOM_FACTS,
 }
 
 # The checkpoints' config.json values as published (the keys vLLM's rules read), at the revisions the catalog cites.
@@ -154,6 +160,23 @@ def test_a_model_outside_the_catalog_states_its_architecture_and_vllm_facts() ->
         "float16",
     )
     assert spec.data_type is DataType.FP16
+
+
+@pytest.mark.parametrize("key", ["architecture", "numKvHeads", "qkvBias", "checkpointDtype"])
+def test_a_model_outside_the_catalog_must_state_each_checkpoint_fact(key: str) -> None:
+    block = {k: v for k, v in CUSTOM_FACTS.items() if k != key}
+    problems = problems_of(kubernetes_stack(models=[CUSTOM | {"vllm": block}]))
+    assert [p for p in problems if f"vllm.{key}" in p] == [
+        f"models[0].vllm.{key}: required for a model outside the catalog (or with its own architecture block): "
+        f"{STATED_FACTS[key]}; the memory check and the download's comparison need it"
+    ]
+
+
+def test_a_model_outside_the_catalog_with_only_family_and_architecture_names_all_four_facts() -> None:
+    problems = problems_of(kubernetes_stack(models=[CUSTOM | {"vllm": {}}]))
+    assert sorted(p.split(":")[0] for p in problems if ".vllm." in p) == [
+        f"models[0].vllm.{key}" for key in sorted(STATED_FACTS)
+    ]
 
 
 def test_a_gated_repo_loads_with_the_token_secret() -> None:

@@ -336,12 +336,71 @@ def test_bad_input_gets_openais_error_and_the_server_keeps_serving(
     still_serves(gateway, schemas)
 
 
-def test_a_prompt_too_long_says_vllms_words(gateway: GatewayProcess) -> None:
+def test_a_prompt_too_long_is_a_400_in_openais_words(gateway: GatewayProcess) -> None:
     status, body, _ = post(gateway, "/v1/completions", greedy(LLAMA, "hello " * 400))
-    assert status == 400
+    assert (status, body["error"]["code"], body["error"]["param"]) == (400, "context_length_exceeded", "prompt")
     assert body["error"]["message"].startswith(
-        f"Error generating stream: This model's maximum context length is {MAX_MODEL_LEN} tokens."
+        f"This model's maximum context length is {MAX_MODEL_LEN} tokens. However, your request has "
     )
+
+
+def test_a_chat_without_max_tokens_runs_to_the_end_of_turn_or_the_context(
+    gateway: GatewayProcess, schemas: Schemas
+) -> None:
+    case = golden(LLAMA)["chats"][0]
+    body = {"model": LLAMA, "messages": case["messages"], "temperature": 0}
+    answered = answer(gateway, schemas, "/v1/chat/completions", body)
+    choice, usage = answered["choices"][0], answered["usage"]
+    assert choice["message"]["content"].startswith(case["output_text"].rstrip("\ufffd"))
+    if choice["finish_reason"] == "length":  # no end of turn: the answer took all the prompt left of the context
+        assert usage["total_tokens"] == MAX_MODEL_LEN
+    else:
+        assert (choice["finish_reason"], usage["total_tokens"] < MAX_MODEL_LEN) == ("stop", True)
+    assert usage["completion_tokens"] > 16  # OpenAI's chat has no 16-token default (completions has)
+
+
+def test_max_tokens_up_to_the_context_is_accepted_and_ends_at_the_context(
+    gateway: GatewayProcess, schemas: Schemas
+) -> None:
+    case = golden(LLAMA)["prompts"][0]
+    answered = answer(gateway, schemas, "/v1/completions", greedy(LLAMA, case["prompt"], max_tokens=MAX_MODEL_LEN))
+    assert answered["choices"][0]["text"].startswith(case["output_text"].rstrip("\ufffd"))
+    assert answered["choices"][0]["finish_reason"] == "length"
+    assert answered["usage"]["total_tokens"] == MAX_MODEL_LEN
+    status, body, _ = post(gateway, "/v1/completions", greedy(LLAMA, case["prompt"], max_tokens=MAX_MODEL_LEN + 1))
+    assert (status, body["error"]["param"]) == (400, "max_tokens")
+
+
+def test_completions_without_max_tokens_answer_openais_16(gateway: GatewayProcess, schemas: Schemas) -> None:
+    case = golden(LLAMA)["prompts"][0]
+    body = {"model": LLAMA, "prompt": case["prompt"], "temperature": 0}
+    assert answer(gateway, schemas, "/v1/completions", body)["usage"]["completion_tokens"] == 16
+
+
+def test_a_checkpoint_whose_template_is_in_chat_template_jinja_chats_as_transformers(
+    vllm_triton: LocalTriton,
+    checkpoints: dict[str, Path],
+    schemas: Schemas,
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> None:
+    """The Llama's template moved to ``chat_template.jinja`` as transformers 5 saves it, a decoy left in its
+    ``tokenizer_config.json`` (transformers uses the file: tests/system/test_chat_templates.py): the answers are
+    transformers' goldens."""
+    work = tmp_path_factory.mktemp("jinja-gateway")
+    moved = work / "checkpoint"
+    moved.mkdir()
+    config = json.loads((checkpoints[LLAMA] / "tokenizer_config.json").read_text())
+    (moved / "chat_template.jinja").write_text(config["chat_template"])
+    config["chat_template"] = "{{ raise_exception('the decoy in tokenizer_config.json was used') }}"
+    (moved / "tokenizer_config.json").write_text(json.dumps(config))
+    spec = local.spec_for(LLAMA, checkpoints[LLAMA], vllm_server.OPTIONS)
+    extra = tokenizer_config_args(LLAMA, str(moved))
+    with started(GatewayProcess(vllm_triton.grpc_url, [spec], work, extra), request) as jinja_gateway:
+        for case in golden(LLAMA)["chats"]:
+            body = answer(jinja_gateway, schemas, "/v1/chat/completions", chat_body(case["messages"]))
+            assert same_text(body["choices"][0]["message"]["content"], case["output_text"])
+            assert body["usage"]["prompt_tokens"] == len(case["prompt_ids"])
 
 
 def test_the_penalties_reach_vllm(gateway: GatewayProcess, schemas: Schemas) -> None:

@@ -36,9 +36,11 @@ from tritonft.gateway.vllm import (
 from tritonft.spec import Family
 
 TOKENIZER_CONFIG = json.dumps({"bos_token": "<s>", "eos_token": "</s>", "chat_template": CHAT_TEMPLATE})
-LLAMA = ServedModel("llama", Family.LLAMA, True, 64, 256, 1, TOKENIZER_CONFIG)
-PLAIN = ServedModel("plain", Family.LLAMA, True, 64, 256)
-README = Path(__file__).resolve().parents[3] / "docs" / "use" / "gateway.md"
+CONTEXT = 8192
+LLAMA = ServedModel("llama", Family.LLAMA, True, 128, 512, 1, TOKENIZER_CONFIG, context_len=CONTEXT)
+"""FasterTransformer's spec defaults (128 out, 512 in) are in the spec of every model; a vLLM model ignores them."""
+PLAIN = ServedModel("plain", Family.LLAMA, True, 128, 512, context_len=CONTEXT)
+VLLM_PAGE = Path(__file__).resolve().parents[3] / "docs" / "vllm.md"
 
 
 def sampling(body: dict[str, Any], *, chat: bool = False) -> dict[str, Any]:
@@ -66,6 +68,31 @@ def test_sampled_n_asks_vllm_n_completions() -> None:
 
 def test_nothing_sent_is_openais_defaults_in_vllms_names() -> None:
     assert sampling({"prompt": "hi"}) == {"max_tokens": 16, "temperature": 1.0, "n": 1}
+
+
+def test_a_chat_without_max_tokens_may_take_the_rest_of_the_context() -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    assert sampling({"messages": messages}, chat=True)["max_tokens"] == CONTEXT
+
+
+def test_max_tokens_is_accepted_up_to_the_context_not_ft_max_output_len() -> None:
+    assert sampling({"prompt": "hi", "max_tokens": CONTEXT})["max_tokens"] == CONTEXT
+    assert sampling({"prompt": "hi", "max_tokens": 4096})["max_tokens"] == 4096
+
+
+def test_a_max_tokens_beyond_the_context_names_the_context() -> None:
+    error = refused({"prompt": "hi", "max_tokens": CONTEXT + 1})
+    assert error.param == "max_tokens"
+    assert f"the model's context is {CONTEXT} tokens" in error.message
+
+
+def test_max_completion_tokens_is_honoured_on_chat() -> None:
+    messages = [{"role": "user", "content": "hi"}]
+    assert sampling({"messages": messages, "max_completion_tokens": 300}, chat=True)["max_tokens"] == 300
+    both = {"messages": messages, "max_completion_tokens": 300, "max_tokens": 300}
+    assert sampling(both, chat=True)["max_tokens"] == 300
+    disagreeing = refused({"messages": messages, "max_completion_tokens": 300, "max_tokens": 200}, chat=True)
+    assert disagreeing.param == "max_completion_tokens"
 
 
 def test_every_honoured_parameter_reaches_vllms_sampling_parameters() -> None:
@@ -107,7 +134,7 @@ def test_chat_top_logprobs_are_vllms_logprobs() -> None:
         ({"prompt": ""}, "prompt"),
         ({"prompt": ["ok", ""]}, "prompt"),
         ({"prompt": [1, 2]}, "prompt"),
-        ({"prompt": "hi", "max_tokens": 65}, "max_tokens"),
+        ({"prompt": "hi", "max_tokens": CONTEXT + 1}, "max_tokens"),
         ({"prompt": "hi", "max_tokens": "many"}, "max_tokens"),
         ({"prompt": "hi", "temperature": "hot"}, "temperature"),
         ({"prompt": "hi", "top_p": 0}, "top_p"),
@@ -227,7 +254,7 @@ def test_streamed_pieces_make_up_the_answer_and_the_engines_counts() -> None:
 
 
 def test_vllms_length_is_openais_length_and_everything_else_stop() -> None:
-    answer = collect([Piece(("a", "b", "c"), ("length", "stop", "abort"), 1, (1, 1, 1))], 3)
+    answer = collect([Piece(("a", "b", "c"), ("length", "stop", "repetition"), 1, (1, 1, 1))], 3)
     assert [c.finish_reason for c in answer.choices] == ["length", "stop", "stop"]
 
 
@@ -282,10 +309,33 @@ def test_the_stream_chunks_of_a_vllm_answer_conform() -> None:
     assert [violations(validator, json.loads(e.removeprefix(b"data: "))) for e in events] == [[]] * 3
 
 
-def test_a_prompt_over_the_context_is_context_length_exceeded_in_vllms_words() -> None:
-    message = "Error generating stream: This model's maximum context length is 256 tokens. However, ..."
+@pytest.mark.parametrize(
+    ("message", "prompt"),
+    [
+        (  # vLLM 0.11's input processor (NVIDIA's r25.12 image) and later
+            "Error generating stream: The decoder prompt (length 300) is longer than the maximum model length of "
+            "256. Make sure that `max_model_len` is no smaller than the number of text tokens.",
+            300,
+        ),
+        (  # a prompt of exactly the context: the answer's token does not fit
+            "Error generating stream: The decoder prompt (length 256) plus the number of requested output tokens "
+            "(at least 1) is longer than the maximum model length of 256. Make sure that ...",
+            257,
+        ),
+        (  # vLLM 0.32's renderer
+            "Error generating stream: This model's maximum context length is 256 tokens. However, your prompt "
+            "contains at least 257 input tokens, which exceeds this limit even without any output tokens.",
+            257,
+        ),
+    ],
+    ids=["0.11", "exactly-the-context", "0.32-renderer"],
+)
+def test_a_prompt_over_the_context_is_context_length_exceeded_in_openais_words(message: str, prompt: int) -> None:
     error = engine_error(message, 60)
-    assert (error.status, error.param, error.code, error.message) == (400, "prompt", "context_length_exceeded", message)
+    assert (error.status, error.param, error.code) == (400, "prompt", "context_length_exceeded")
+    assert error.message.startswith(
+        f"This model's maximum context length is 256 tokens. However, your request has {prompt} input tokens"
+    )
 
 
 @pytest.mark.parametrize(
@@ -305,7 +355,7 @@ def test_any_other_engine_error_keeps_vllms_words() -> None:
 
 
 def readme_vllm_table() -> dict[str, tuple[bool, str]]:
-    lines = README.read_text(encoding="utf-8").splitlines()
+    lines = VLLM_PAGE.read_text(encoding="utf-8").splitlines()
     start = lines.index("| parameter | vLLM models | status |") + 2
     rows = {}
     for line in lines[start:]:
@@ -316,7 +366,7 @@ def readme_vllm_table() -> dict[str, tuple[bool, str]]:
     return rows
 
 
-def test_the_readme_vllm_table_is_the_gateways() -> None:
+def test_the_documented_vllm_table_is_the_gateways() -> None:
     assert readme_vllm_table() == {name: (v.supported, v.note) for name, v in VLLM_PARAMETERS.items()}
 
 
@@ -384,7 +434,11 @@ def test_nothing_is_streamed_before_the_models_first_response() -> None:
         async def stream_responses(self, request: Any, deadline_s: float, error: Any) -> Any:
             self.requests.append(request)
             if self.requests:  # refused before any response, as Triton refuses a prompt over the context
-                raise engine_error("Error generating stream: This model's maximum context length is 8 tokens.", 60)
+                raise engine_error(
+                    "Error generating stream: The decoder prompt (length 9) is longer than the maximum model length "
+                    "of 8.",
+                    60,
+                )
             yield None
 
     req = vllm_request(
@@ -400,3 +454,31 @@ def test_nothing_is_streamed_before_the_models_first_response() -> None:
     with pytest.raises(ApiError) as caught:
         asyncio.run(first())
     assert caught.value.code == "context_length_exceeded"
+
+
+def test_a_vllm_models_context_is_its_max_model_len_else_its_positions() -> None:
+    from dataclasses import replace
+
+    from tests.tritonft.engines.vllm.test_engine import LLAMA_8B
+
+    assert ServedModel.from_spec(LLAMA_8B).context_len == 8192
+    assert LLAMA_8B.vllm is not None
+    unbounded = replace(LLAMA_8B, vllm=replace(LLAMA_8B.vllm, max_model_len=None))
+    assert ServedModel.from_spec(unbounded).context_len == 131072
+
+
+def test_a_fastertransformer_model_keeps_its_own_limits_and_has_no_context() -> None:
+    from tests.components.fixtures import T5_SMALL
+
+    served = ServedModel.from_spec(T5_SMALL)
+    assert (served.context_len, served.max_output_len) == (0, T5_SMALL.max_output_len)
+
+
+@pytest.mark.parametrize(
+    ("reason", "status", "code"), [("abort", 503, "engine_aborted"), ("error", 500, "engine_error")]
+)
+def test_an_answer_the_engine_ended_is_an_error_not_a_stop(reason: str, status: int, code: str) -> None:
+    with pytest.raises(ApiError) as caught:
+        collect([Piece(("half an ans",), (reason,), 2, (3,))], 1)
+    assert (caught.value.status, caught.value.code) == (status, code)
+    assert f"vLLM's finish_reason: {reason}" in caught.value.message

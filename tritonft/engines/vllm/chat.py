@@ -1,10 +1,16 @@
-"""A model's own chat template, rendered as Hugging Face transformers' ``apply_chat_template`` renders it (pure).
+"""A model's own chat template, rendered as Hugging Face transformers' ``apply_chat_template`` renders it (pure, but
+the two ``read_`` functions, which read a checkpoint directory).
 
-The template is ``tokenizer_config.json``'s ``chat_template`` (a string, or a list of named templates of which
-``default`` is used); it is rendered in jinja2's immutable sandbox with transformers' settings (``trim_blocks``,
-``lstrip_blocks``, the ``loopcontrols`` extension, a ``tojson`` filter, ``raise_exception`` and ``strftime_now``
-globals) and the tokenizer's special tokens as variables (``bos_token``, ``eos_token``, ...). Messages keep their
-OpenAI shape (``content`` as a string or as content parts), as transformers passes them.
+The template is chosen as transformers chooses it (``tokenization_utils_base.py`` of transformers 5.19:
+``from_pretrained`` then ``get_chat_template`` with no name and no tools): the checkpoint's template files
+(``chat_template.jinja``, the default, and ``additional_chat_templates/<name>.jinja``, named ones), when there are
+any, replace ``tokenizer_config.json``'s ``chat_template`` entirely ("independent chat template file(s) ... take
+priority"); else that entry (a string, or a list of ``{name, template}``); of several named templates ``default``
+is used, and without one there is no template to use. It is rendered in jinja2's immutable sandbox with
+transformers' settings (``trim_blocks``, ``lstrip_blocks``, the ``loopcontrols`` extension, a ``tojson`` filter,
+``raise_exception`` and ``strftime_now`` globals) and the tokenizer's special tokens as variables
+(``bos_token``, ``eos_token``, ...). Messages keep their OpenAI shape (``content`` as a string or as content parts),
+as transformers passes them.
 
 What the Triton vLLM backend receives is text it tokenizes *with* special tokens, so a template that writes the
 BOS token itself would get a second one: :func:`prompt_for_engine` drops a leading ``bos_token`` when the tokenizer
@@ -16,8 +22,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+TOKENIZER_CONFIG = "tokenizer_config.json"
+CHAT_TEMPLATE_FILE = "chat_template.jinja"
+"""transformers' ``CHAT_TEMPLATE_FILE``: the default template, as ``save_pretrained`` writes it since 4.50."""
+CHAT_TEMPLATE_DIR = "additional_chat_templates"
+"""transformers' ``CHAT_TEMPLATE_DIR``: one ``<name>.jinja`` per named template."""
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 
@@ -33,14 +45,58 @@ def _token(value: Any) -> str | None:
     return None
 
 
+def with_template_files(
+    tokenizer_config: Mapping[str, Any], default: str | None, named: Mapping[str, str]
+) -> dict[str, Any]:
+    """``tokenizer_config`` with the ``chat_template`` transformers' ``from_pretrained`` gives the tokenizer when the
+    checkpoint has template files: ``default`` (``chat_template.jinja``) alone is the template; with named ones
+    (``additional_chat_templates/``) they are a list of ``{name, template}`` (a named ``default`` wins over the
+    file, as transformers reads the directory after it); no files: the configuration's own entry, unchanged."""
+    templates = ({} if default is None else {"default": default}) | dict(named)
+    out = dict(tokenizer_config)
+    if set(templates) == {"default"}:
+        out["chat_template"] = templates["default"]
+    elif templates:
+        out["chat_template"] = [{"name": name, "template": text} for name, text in templates.items()]
+    return out
+
+
+def read_template_files(directory: Path) -> tuple[str | None, dict[str, str]]:
+    """A checkpoint directory's template files: ``chat_template.jinja`` (None when absent) and the named
+    ``additional_chat_templates/<name>.jinja``."""
+    default_path = directory / CHAT_TEMPLATE_FILE
+    default = default_path.read_text(encoding="utf-8") if default_path.is_file() else None
+    folder = directory / CHAT_TEMPLATE_DIR
+    named = {p.name.removesuffix(".jinja"): p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.jinja"))}
+    return default, named
+
+
+def read_tokenizer_config(directory: Path) -> dict[str, Any]:
+    """A checkpoint directory's ``tokenizer_config.json`` (``{}`` when absent) with its template files folded in
+    (:func:`with_template_files`)."""
+    path = directory / TOKENIZER_CONFIG
+    config = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    if not isinstance(config, dict):
+        raise ChatTemplateError(f"{path} is not a JSON object")
+    return with_template_files(config, *read_template_files(directory))
+
+
 def template_of(tokenizer_config: Mapping[str, Any]) -> str:
+    """The template ``apply_chat_template`` uses with no name and no tools (``get_chat_template``): the one template,
+    or the one named ``default``."""
     template = tokenizer_config.get("chat_template")
     if isinstance(template, list):
         named = {t.get("name"): t.get("template") for t in template if isinstance(t, Mapping)}
-        template = named.get("default")
+        if "default" not in named:
+            raise ChatTemplateError(
+                f"the model has chat templates named {sorted(str(n) for n in named)} but none named default, which "
+                "chat uses (as transformers does); use /v1/completions"
+            )
+        template = named["default"]
     if not isinstance(template, str) or not template:
         raise ChatTemplateError(
-            "tokenizer_config.json has no chat_template: the model has no chat format; use /v1/completions"
+            f"the checkpoint has no chat template ({CHAT_TEMPLATE_FILE}, {CHAT_TEMPLATE_DIR}/ or "
+            f"{TOKENIZER_CONFIG}'s chat_template): the model has no chat format; use /v1/completions"
         )
     return template
 

@@ -134,11 +134,14 @@ def gateway_command(grpc_url: str, port: int, spec_path: Path, name: str, tokeni
 
 
 def chat_config(directory: Path) -> Path | None:
-    """The checkpoint's ``tokenizer_config.json`` when it has a chat template."""
+    """The checkpoint's ``tokenizer_config.json`` when it has a chat template (in it or in the template files beside
+    it, :func:`tritonft.engines.vllm.chat.read_tokenizer_config`)."""
+    from tritonft.engines.vllm.chat import read_tokenizer_config
+
     path = directory / "tokenizer_config.json"
     if not path.is_file():
         return None
-    return path if json.loads(path.read_text()).get("chat_template") else None
+    return path if read_tokenizer_config(directory).get("chat_template") else None
 
 
 def start_gateway(

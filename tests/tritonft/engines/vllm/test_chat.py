@@ -48,7 +48,7 @@ def test_a_template_that_raises_is_refused_in_its_own_words() -> None:
 
 
 def test_a_model_without_a_chat_template_points_to_completions() -> None:
-    with pytest.raises(ChatTemplateError, match=r"no chat_template.*use /v1/completions"):
+    with pytest.raises(ChatTemplateError, match=r"has no chat template .*use /v1/completions"):
         render({}, [{"role": "user", "content": "hi"}])
 
 

@@ -70,6 +70,15 @@ def test_a_checkpoint_without_a_chat_template_gets_completions_only(llama_dir: P
     assert "--tokenizer-config" not in local.gateway_command("h:1", 1, tmp_path / "s.json", "plain", None)
 
 
+def test_a_checkpoint_whose_template_is_in_chat_template_jinja_gets_chat(llama_dir: Path, tmp_path: Path) -> None:
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    config = json.loads((llama_dir / "tokenizer_config.json").read_text())
+    (moved / "chat_template.jinja").write_text(config.pop("chat_template"))
+    (moved / "tokenizer_config.json").write_text(json.dumps(config))
+    assert local.chat_config(moved) == moved / "tokenizer_config.json"
+
+
 def test_the_spec_of_a_local_checkpoint_states_its_config_json(llama_dir: Path) -> None:
     spec = local.spec_for("tiny", llama_dir, replace(local.CPU_OPTIONS, max_model_len=256))
     config = json.loads((llama_dir / "config.json").read_text())
