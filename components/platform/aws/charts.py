@@ -248,9 +248,11 @@ GRAFANA_PASSWORD_KEY = "admin-password"
 def kube_prometheus_stack_values(
     storage_class: str | None = None,
     prometheus_storage_gib: int = 50,
+    *,
     alertmanager_secret: str | None = None,
     grafana_admin_secret: str = GRAFANA_ADMIN_SECRET,
     alertmanager_secrets: Sequence[str] = (),
+    replicas: int = 1,
 ) -> dict[str, Any]:
     """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own;
     Grafana's admin login from ``grafana_admin_secret`` (never the chart's default password).
@@ -259,7 +261,10 @@ def kube_prometheus_stack_values(
     (an EBS class) Prometheus keeps its 15 days and Alertmanager its silences across reschedules; with
     ``alertmanager_secret`` Alertmanager reads its configuration (:func:`alertmanager_config`) from that Secret;
     ``alertmanager_secrets`` are mounted into Alertmanager under ``/etc/alertmanager/secrets/<name>/`` (the
-    receivers' credential files).
+    receivers' credential files). ``replicas`` > 1 (prod): that many Prometheus and Alertmanager pods (Alertmanager's
+    replicas gossip and notify once; each Prometheus scrapes everything, Alertmanager deduplicates their alerts),
+    spread over the zones (``ScheduleAnyway``: a zone short of system nodes delays no pod), so one zone lost keeps
+    the HPAs' custom metrics and the paging.
     """
     alertmanager_spec: dict[str, Any] = {}
     values: dict[str, Any] = {
@@ -290,9 +295,25 @@ def kube_prometheus_stack_values(
         alertmanager_spec |= {"useExistingSecret": True, "configSecret": alertmanager_secret}
     if alertmanager_secrets:
         alertmanager_spec["secrets"] = list(alertmanager_secrets)
+    if replicas > 1:
+        values["prometheus"]["prometheusSpec"] |= {"replicas": replicas, **_zone_spread("prometheus")}
+        alertmanager_spec |= {"replicas": replicas, **_zone_spread("alertmanager")}
     if alertmanager_spec:
         values["alertmanager"]["alertmanagerSpec"] = alertmanager_spec
     return values
+
+
+def _zone_spread(app: str) -> dict[str, Any]:
+    return {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app.kubernetes.io/name": app}},
+            }
+        ]
+    }
 
 
 def _claim(storage_class: str, gib: int) -> dict[str, Any]:

@@ -345,6 +345,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 args.prometheus_storage_gib,
                 alertmanager_secret=charts.ALERTMANAGER_SECRET,
                 alertmanager_secrets=credential_secrets(args.alert_receivers),
+                replicas=2 if args.environment == "prod" else 1,
             ),
             prometheus_depends_on=block_storage,
             alertmanager_config=yaml.safe_dump(

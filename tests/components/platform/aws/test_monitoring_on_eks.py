@@ -94,3 +94,17 @@ def test_the_ebs_driver_runs_with_its_own_role_and_comes_before_prometheus(mocks
     assert "system:serviceaccount:kube-system:ebs-csi-controller-sa" in statement["Condition"]["StringEquals"].values()
     (kps,) = [c for c in mocks.of_type(CHART) if c.inputs["chart"] == "kube-prometheus-stack"]
     assert {addon.urn, mocks.named("tft-gp3").urn} <= set(kps.depends_on)
+
+
+def test_prods_prometheus_and_alertmanager_survive_a_zone(mocks: RecordingMocks) -> None:
+    build_platform("prod")
+    values = _values(mocks)
+    for spec in (values["prometheus"]["prometheusSpec"], values["alertmanager"]["alertmanagerSpec"]):
+        assert spec["replicas"] == 2
+        (spread,) = spec["topologySpreadConstraints"]
+        assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+
+
+def test_dev_keeps_one_prometheus(mocks: RecordingMocks) -> None:
+    build_platform("dev")
+    assert "replicas" not in _values(mocks)["prometheus"]["prometheusSpec"]
