@@ -10,6 +10,8 @@ Layers (an import may only point down this list):
 * :mod:`components.common`: Kubernetes building blocks more than one stage uses (names and labels, the cluster
   target, pod security, workloads, ingress, sizing);
 * :mod:`components.settings`: the stack's settings, validated (pure; no Pulumi);
+* :mod:`components.delivery`: apart from the stacks: the delivery account's deploy roles (a program of its own
+  composes it, not ``__main__``; it imports nothing of the others);
 * :mod:`tritonft` (the runtime library) and its engines (:mod:`tritonft.engines`).
 
 ``components.rollout_watch`` and ``components.probe`` hold Pulumi dynamic providers, which are pickled by

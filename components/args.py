@@ -45,6 +45,7 @@ from components.probe import IntegrationProbeArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.promotion import VERSION_LABEL, Candidate
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
+from components.settings.alerting import alert_routing
 from components.settings.capacity import (
     ModelShape,
     Rollout,
@@ -194,6 +195,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         gpu_quota_check=aws_settings.gpu_quota_check,
         system_runs_server_image=any(m.on_cpu for m in settings.models),
         alert_receivers=aws_settings.alert_receivers,
+        alert_routing=alert_routing(aws_settings.alert_receivers, aws_settings.alert_routing),
         prometheus_storage_gib=aws_settings.prometheus_storage_gib,
     )
 

@@ -68,6 +68,7 @@ fi
 bash scripts/setup/aiperf.sh >/dev/null
 bash scripts/setup/perf_analyzer.sh >/dev/null
 bash scripts/setup/prometheus.sh
+bash scripts/setup/amtool.sh >/dev/null
 bash scripts/setup/nginx.sh
 bash scripts/setup/gateway_api.sh >/dev/null
 [ -n "${TRITONFT_SKIP_CONTROL_PLANE:-}" ] || bash scripts/setup/control_plane.sh >/dev/null

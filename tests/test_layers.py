@@ -28,6 +28,7 @@ ALLOWED: dict[str, set[str]] = {
     "common": {"common", "settings"},
     **{stage: {stage, "common", "settings", "rollout_watch"} for stage in STAGES},
     "rollout_watch": {"rollout_watch"},
+    "delivery": {"delivery"},
 }
 """Per layer of ``components``: the layers its modules may import (``tritonft`` is always allowed)."""
 
@@ -169,7 +170,7 @@ def test_a_module_imports_only_the_layers_below_it(path: Path) -> None:
 
 def test_every_package_of_components_is_a_known_layer() -> None:
     packages = {p.name for p in (ROOT / "components").iterdir() if (p / "__init__.py").is_file()}
-    assert packages == {*STAGES, "common", "settings"}
+    assert packages == {*STAGES, "common", "settings", "delivery"}
 
 
 def test_the_rule_catches_a_stage_importing_another(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from components.common.workload import (
     http_probe,
     namespace_peer,
 )
+from components.settings.alerting import with_runbooks
 from tritonft.spec import EncoderTask, ModelSpec
 
 GATEWAY_PORT = 8080
@@ -332,7 +333,7 @@ def server_errors_expr(namespace: str, job: str) -> str:
 def gateway_rule_spec(namespace: str, job: str) -> dict[str, Any]:
     """The gateway's alert: more than :data:`SERVER_ERROR_RATIO` of its answers are 5xx for
     :data:`SERVER_ERROR_FOR` (the clients' view: a Triton pod down, a deadline missed, a rollout that drops calls)."""
-    return {
+    spec: dict[str, Any] = {
         "groups": [
             {
                 "name": f"{job}.triton-ft.gateway-alerts",
@@ -353,3 +354,4 @@ def gateway_rule_spec(namespace: str, job: str) -> dict[str, Any]:
             }
         ]
     }
+    return with_runbooks(spec)

@@ -18,7 +18,7 @@ from typing import Any
 
 from components.common.triton import RATIO_RECORD, TTFT_P95_RECORD
 from components.common.workload import SCRAPE_INTERVAL
-from components.settings.alerting import alert_for
+from components.settings.alerting import alert_for, with_runbooks
 from tritonft.spec import ModelSpec
 
 RATIO_LABELS = "namespace, job, pod"
@@ -126,7 +126,7 @@ def prometheus_rule_spec(
     sel = series_selector(namespace, job)
     durations = alert_for(for_)
     labels = {"severity": "warning", "service": job}
-    return {
+    spec: dict[str, Any] = {
         "groups": [
             {
                 "name": f"{job}.triton-ft.rules",
@@ -177,6 +177,7 @@ def prometheus_rule_spec(
             },
         ]
     }
+    return with_runbooks(spec)
 
 
 def _panel(*, panel_id: int, title: str, unit: str, targets: list[tuple[str, str]], x: int, y: int) -> dict[str, Any]:
@@ -384,7 +385,7 @@ def vllm_prometheus_rule_spec(
     failures = next(r for g in common["groups"] for r in g["rules"] if r.get("alert") == "TritonInferenceFailures")
     labels = {"severity": "warning", "service": job}
     service_p95 = vllm_quantile_expr(VLLM_TTFT, 0.95, namespace, job, by="namespace, job", window=VLLM_ALERT_WINDOW)
-    return {
+    spec: dict[str, Any] = {
         "groups": [
             {
                 "name": f"{job}.triton-ft.rules",
@@ -428,6 +429,7 @@ def vllm_prometheus_rule_spec(
             },
         ]
     }
+    return with_runbooks(spec)
 
 
 def vllm_dashboard(namespace: str, job: str, title: str, ttft_p95_target_s: float) -> dict[str, Any]:

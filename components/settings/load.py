@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.settings.alerting import SECRETS_DIR, inline_credentials
 from components.settings.catalog import KNOWN_ENCODERS, KNOWN_MODELS
 from components.settings.facts import ModelFacts, StackFacts
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS, GpuNodeType
@@ -132,6 +133,16 @@ def load_settings(
                 knob.key,
                 f"must be stored as a secret: `pulumi config set --secret {knob.key} <value>` "
                 "(a `secure:` value in the stack file)",
+            )
+    receivers = top.values.get("alertReceivers")
+    if "alertReceivers" not in secret_keys and isinstance(receivers, list):
+        for path in inline_credentials([r for r in receivers if isinstance(r, dict)]):
+            top.problem(
+                "alertReceivers",
+                f"a credential written in plain text: read it from a file of a Secret "
+                f"(`{path.rsplit('.', 1)[-1]}_file: {SECRETS_DIR}/<secret>/<key>`, docs/day2.md#paging) or store the "
+                "whole value with `pulumi config set --secret alertReceivers ...`",
+                sub=path,
             )
     models = _model_facts(top)
     facts = StackFacts(
@@ -338,6 +349,7 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType, environment: str) -
             node_ssm_access=top.get("nodeSsmAccess"),
             gpu_quota_check=top.get("gpuQuotaCheck"),
             alert_receivers=tuple(dict(r) for r in top.get("alertReceivers", [])),
+            alert_routing=dict(top.get("alertRouting", {})),
             prometheus_storage_gib=top.get("prometheusStorageGiB"),
         ),
         **common,

@@ -48,7 +48,9 @@ class AwsClusterSettings:
     node_ssm_access: bool = False
     gpu_quota_check: bool = True
     alert_receivers: tuple[dict[str, object], ...] = ()
-    """Alertmanager receivers (secret: webhook URLs, keys); never logged or exported."""
+    """Alertmanager receivers (credentials inline only when stored as a secret, else read from Secret files)."""
+    alert_routing: dict[str, str] = field(default_factory=dict)
+    """``alertRouting``: receiver name per route (``critical``, ``warning``, ``watchdog``), as written."""
     prometheus_storage_gib: int = 50
     kms_key_arn: str | None = None
     """Customer-managed KMS key for Kubernetes Secrets and ECR; None = AWS-managed keys."""

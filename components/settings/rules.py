@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from components.settings import eks, kube
+from components.settings.alerting import routing_problems
 from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
 from components.settings.capacity import (
     capacity_verdict,
@@ -1002,7 +1003,8 @@ def _small_encoders_on_gpus(settings: Settings) -> list[str]:
 
 def _eks_warnings(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
     """Warnings about the EKS cluster: extended-support billing, an API open to the internet in prod, alerts that
-    go nowhere."""
+    go nowhere in staging; errors: alerts routed to receivers that do not exist, and a prod that pages nobody or has
+    no dead-man's switch (:func:`components.settings.alerting.routing_problems`)."""
     aws_settings = settings.cluster.aws
     if aws_settings is None:
         return [], []
@@ -1016,24 +1018,31 @@ def _eks_warnings(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
             "apiPublicAccessCidrs: the prod Kubernetes API is reachable from the whole internet (0.0.0.0/0); list "
             "your CI runners' and operators' egress CIDRs, or set apiEndpoint: private"
         )
+    problems: list[str] = []
+    if "kube-prometheus-stack" in settings.cluster.addons:
+        problems = routing_problems(
+            aws_settings.alert_receivers, aws_settings.alert_routing, prod=settings.environment == "prod"
+        )
     if (
         "kube-prometheus-stack" in settings.cluster.addons
         and not aws_settings.alert_receivers
-        and settings.environment in ("staging", "prod")
+        and settings.environment == "staging"
     ):
         warnings.append(
             "alertReceivers: none, so Alertmanager sends every alert nowhere; give at least one receiver "
             "(`pulumi config set --secret --path 'alertReceivers[0].name' oncall` ...)"
         )
-    return [], warnings
+    return problems, warnings
 
 
 PLAN_RULES: tuple[PlanRule, ...] = (
     PlanRule(
         "eks-warnings",
-        ("kubernetesVersion", "apiEndpoint", "apiPublicAccessCidrs", "alertReceivers", "addons"),
+        ("kubernetesVersion", "apiEndpoint", "apiPublicAccessCidrs", "alertReceivers", "alertRouting", "addons"),
         "aws: warns while `kubernetesVersion` is in (or within 90 days of) EKS extended support, when prod's API "
-        "endpoint is open to 0.0.0.0/0, and when a staging/prod kube-prometheus-stack has no `alertReceivers`.",
+        "endpoint is open to 0.0.0.0/0, and when a staging kube-prometheus-stack has no `alertReceivers`; refuses "
+        "`alertRouting` naming no receiver, a receiver routed nothing, and a prod kube-prometheus-stack without "
+        "`alertReceivers` or without a `watchdog` (dead-man's switch) route.",
         _eks_warnings,
     ),
     PlanRule(

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from components.settings import aws_names, kube
-from components.settings.alerting import ALERT_FOR, duration_problem
+from components.settings.alerting import ALERT_FOR, ROUTES, credential_file_problems, duration_problem
 from components.settings.eks import DEFAULT_KUBERNETES_VERSION, LOG_RETENTION_DAYS, NAT_MODES
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
@@ -333,6 +333,7 @@ def _alert_receivers(value: Any) -> list[tuple[str, str]]:
             problems.append((at, "needs a `name` (any but `null`, which the stack keeps for Watchdog)"))
         elif names.count(name) > 1:
             problems.append((at, f"name {name!r} is used more than once; each receiver has its own"))
+        problems += [(at + path.removeprefix("[0]"), p) for path, p in credential_file_problems([receiver])]
         unknown = sorted(set(receiver) - {"name", *ALERT_RECEIVER_CONFIGS})
         if unknown:
             problems.append((at, f"unknown field(s) {unknown}; a receiver has `name` and *_configs lists"))
@@ -344,6 +345,16 @@ def _alert_receivers(value: Any) -> list[tuple[str, str]]:
         for key in configs:
             if not isinstance(receiver[key], list) or not receiver[key]:
                 problems.append((f"{at}.{key}", "must be a non-empty list of Alertmanager integration configs"))
+    return problems
+
+
+def _alert_routing(value: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for route, target in value.items():
+        if route not in ROUTES:
+            problems.append(("", f"unknown route {route!r}; the routes are {', '.join(ROUTES)}"))
+        elif not isinstance(target, str) or not target or target == "null":
+            problems.append((f".{route}", "must name one of alertReceivers (not `null`)"))
     return problems
 
 
@@ -428,6 +439,12 @@ FORMATS: dict[str, Format] = {
         _strings(_regex(_IAM_PRINCIPAL, "an IAM role or user ARN like `arn:aws:iam::123456789012:role/deploy`")),
         ["deploy-role"],
         ["arn:aws:iam::123456789012:role/deploy"],
+    ),
+    "alert-routing": Format(
+        "route (critical, warning, watchdog) -> receiver name",
+        _alert_routing,
+        {"page": "oncall"},
+        {"critical": "oncall", "warning": "tickets", "watchdog": "deadmansswitch"},
     ),
     "alert-receivers": Format(
         "Alertmanager receivers (`name` + *_configs)",
@@ -847,12 +864,22 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "alertReceivers",
         "array",
         "Alertmanager receivers in Alertmanager's format (`name` + `slack_configs`/`webhook_configs`/"
-        "`pagerduty_configs`...); every alert goes to each (set with `--secret`: they hold webhook URLs and keys).",
+        "`pagerduty_configs`...), routed by `alertRouting`. Credentials from files of Secrets in the monitoring "
+        "namespace (`routing_key_file: /etc/alertmanager/secrets/<secret>/<key>`: Alertmanager mounts them); "
+        "inline URLs and keys only when the whole value is set with `--secret` (docs/day2.md#paging).",
         items="object",
-        secret=True,
         scope="aws",
-        default_doc="none: alerts go nowhere (a warning in `staging` and `prod`)",
+        default_doc="none: alerts go nowhere (an error in `prod`, a warning in `staging`)",
         format="alert-receivers",
+    ),
+    Knob(
+        "alertRouting",
+        "object",
+        "Which receiver gets what: `critical` (pages), `warning` (tickets), `watchdog` (a dead-man's switch that "
+        "pages when the always-firing Watchdog stops arriving: required in `prod`). `info` alerts go nowhere.",
+        scope="aws",
+        default_doc="`critical`: the first receiver; `warning`: `critical`'s; `watchdog`: none",
+        format="alert-routing",
     ),
     Knob(
         "prometheusStorageGiB",

@@ -13,7 +13,7 @@ import yaml
 from tests.delivery.conftest import REPO, WORKFLOWS
 
 WORKFLOW_FILES = sorted(WORKFLOWS.glob("*.yml"))
-PULUMI_ACTION = re.compile(r"^pulumi/actions@v[67]$")
+PULUMI_ACTION = re.compile(r"^pulumi/actions@(v[67]|[0-9a-f]{40})$")
 
 
 def load(name: str) -> dict[str, Any]:
@@ -116,7 +116,27 @@ def test_every_action_is_pinned_to_a_release(path: Path) -> None:
     refs = re.findall(r"uses:\s*(\S+)", text)
     assert refs
     for ref in refs:
-        assert ref.startswith("./") or re.search(r"@v\d+(\.\d+)*$", ref), ref
+        assert ref.startswith("./") or re.search(r"@(v\d+(\.\d+)*|[0-9a-f]{40})$", ref), ref
+
+
+@pytest.mark.parametrize("name", ["pr.yml", "review-stacks.yml"])
+def test_the_pr_workflows_pin_every_action_by_commit_sha(name: str) -> None:
+    """A tag can be moved to other code; a commit cannot (jobs here hold `id-token: write`)."""
+    refs = re.findall(r"uses:\s*(\S+)(.*)$", (WORKFLOWS / name).read_text(), flags=re.MULTILINE)
+    for ref, comment in refs:
+        if not ref.startswith("./"):
+            assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", ref), ref
+            assert re.fullmatch(r" # v\d+\.\d+\.\d+", comment), f"{ref}: name the release in a comment"
+
+
+def test_pull_requests_preview_only_dev_against_state() -> None:
+    """Reading a stack's state decrypts its secrets: staging and prod are previewed offline (synth), never by the
+    preview token."""
+    assert load("pr.yml")["jobs"]["preview"]["strategy"]["matrix"]["stack"] == ["dev"]
+
+
+def test_review_stacks_get_no_hugging_face_token() -> None:
+    assert "HF_TOKEN" not in (WORKFLOWS / "review-stacks.yml").read_text()
 
 
 def test_setup_pins_python_311_and_the_bootstrap_uv_version() -> None:

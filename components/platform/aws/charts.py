@@ -9,6 +9,7 @@ from typing import Any
 from components.common.podsec import PodSecurityLevel
 from components.common.target import GPU_RESOURCE
 from components.common.triton import adapter_rule, ttft_adapter_rule
+from components.settings.alerting import alert_routing
 
 
 @dataclass(frozen=True)
@@ -187,22 +188,38 @@ EKS_UNSCRAPABLE_RULES = (
 NULL_RECEIVER = "null"
 
 
-def alertmanager_config(receivers: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Every alert to every receiver (one ``continue`` route each, grouped per alert and namespace); the chart's
-    always-firing ``Watchdog`` and its ``InfoInhibitor`` stop at a ``null`` receiver. No receivers: everything to
-    ``null`` (the settings warn)."""
+def alertmanager_config(
+    receivers: Sequence[Mapping[str, Any]], routing: Mapping[str, str | None] | None = None
+) -> dict[str, Any]:
+    """Alerts by severity (:func:`components.settings.alerting.alert_routing`): ``critical`` pages (repeated
+    hourly), ``warning`` goes to the ticket receiver, ``info`` nowhere; the always-firing ``Watchdog`` goes to the
+    dead-man's switch every minute (it pages when the heartbeat stops); ``InfoInhibitor`` nowhere. A route without a
+    receiver ends at ``null``. An alert without a severity goes where warnings go."""
     named = [dict(r) for r in receivers]
-    default = str(named[0]["name"]) if named else NULL_RECEIVER
+    to = alert_routing(named, None) | {k: v for k, v in (routing or {}).items() if v}
+
+    def receiver(route: str) -> str:
+        return to.get(route) or NULL_RECEIVER
+
     return {
         "route": {
-            "receiver": default,
+            "receiver": receiver("warning"),
             "group_by": ["alertname", "namespace"],
             "group_wait": "30s",
             "group_interval": "5m",
             "repeat_interval": "4h",
             "routes": [
-                {"receiver": NULL_RECEIVER, "matchers": ['alertname=~"Watchdog|InfoInhibitor"']},
-                *[{"receiver": str(r["name"]), "continue": True} for r in named],
+                {
+                    "receiver": receiver("watchdog"),
+                    "matchers": ['alertname="Watchdog"'],
+                    "group_wait": "0s",
+                    "group_interval": "1m",
+                    "repeat_interval": "1m",
+                },
+                {"receiver": NULL_RECEIVER, "matchers": ['alertname="InfoInhibitor"']},
+                {"receiver": receiver("critical"), "matchers": ['severity="critical"'], "repeat_interval": "1h"},
+                {"receiver": receiver("warning"), "matchers": ['severity="warning"']},
+                {"receiver": NULL_RECEIVER, "matchers": ['severity=~"info|none"']},
             ],
         },
         "receivers": [{"name": NULL_RECEIVER}, *named],
@@ -231,15 +248,23 @@ GRAFANA_PASSWORD_KEY = "admin-password"
 def kube_prometheus_stack_values(
     storage_class: str | None = None,
     prometheus_storage_gib: int = 50,
+    *,
     alertmanager_secret: str | None = None,
     grafana_admin_secret: str = GRAFANA_ADMIN_SECRET,
+    alertmanager_secrets: Sequence[str] = (),
+    replicas: int = 1,
 ) -> dict[str, Any]:
     """Prometheus that picks up every ServiceMonitor/PodMonitor/PrometheusRule in the cluster, not only its own;
     Grafana's admin login from ``grafana_admin_secret`` (never the chart's default password).
 
     On EKS: the monitors and rules of components EKS does not let anyone scrape are off; with ``storage_class``
     (an EBS class) Prometheus keeps its 15 days and Alertmanager its silences across reschedules; with
-    ``alertmanager_secret`` Alertmanager reads its configuration (:func:`alertmanager_config`) from that Secret.
+    ``alertmanager_secret`` Alertmanager reads its configuration (:func:`alertmanager_config`) from that Secret;
+    ``alertmanager_secrets`` are mounted into Alertmanager under ``/etc/alertmanager/secrets/<name>/`` (the
+    receivers' credential files). ``replicas`` > 1 (prod): that many Prometheus and Alertmanager pods (Alertmanager's
+    replicas gossip and notify once; each Prometheus scrapes everything, Alertmanager deduplicates their alerts),
+    spread over the zones (``ScheduleAnyway``: a zone short of system nodes delays no pod), so one zone lost keeps
+    the HPAs' custom metrics and the paging.
     """
     alertmanager_spec: dict[str, Any] = {}
     values: dict[str, Any] = {
@@ -268,9 +293,27 @@ def kube_prometheus_stack_values(
         alertmanager_spec["storage"] = _claim(storage_class, 2)
     if alertmanager_secret:
         alertmanager_spec |= {"useExistingSecret": True, "configSecret": alertmanager_secret}
+    if alertmanager_secrets:
+        alertmanager_spec["secrets"] = list(alertmanager_secrets)
+    if replicas > 1:
+        values["prometheus"]["prometheusSpec"] |= {"replicas": replicas, **_zone_spread("prometheus")}
+        alertmanager_spec |= {"replicas": replicas, **_zone_spread("alertmanager")}
     if alertmanager_spec:
         values["alertmanager"]["alertmanagerSpec"] = alertmanager_spec
     return values
+
+
+def _zone_spread(app: str) -> dict[str, Any]:
+    return {
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": "topology.kubernetes.io/zone",
+                "whenUnsatisfiable": "ScheduleAnyway",
+                "labelSelector": {"matchLabels": {"app.kubernetes.io/name": app}},
+            }
+        ]
+    }
 
 
 def _claim(storage_class: str, gib: int) -> dict[str, Any]:

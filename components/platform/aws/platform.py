@@ -37,6 +37,7 @@ from components.platform.aws.nodegroups import (
 )
 from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
 from components.settings import eks as eks_facts
+from components.settings.alerting import credential_secrets
 from tritonft.errors import UserError
 
 CLUSTER_ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
@@ -96,6 +97,8 @@ class AwsPlatformArgs:
     """A ``device: cpu`` model's Triton pod runs the server image on the system nodes (sizes their disks)."""
     alert_receivers: tuple[dict[str, object], ...] = ()
     """Alertmanager receivers (Alertmanager's format); sent to the chart as a secret."""
+    alert_routing: dict[str, str | None] = field(default_factory=dict)
+    """Receiver per route (``critical``, ``warning``, ``watchdog``), as :func:`alerting.alert_routing` gives it."""
     prometheus_storage_gib: int = 50
     """Prometheus's EBS volume (15 days of the cluster's and Triton's series)."""
     tags: dict[str, str] = field(default_factory=dict)
@@ -338,10 +341,16 @@ class AwsPlatform(pulumi.ComponentResource):
             parent=self,
             depends_on=in_cluster,
             prometheus_values=charts.kube_prometheus_stack_values(
-                EBS_STORAGE_CLASS, args.prometheus_storage_gib, alertmanager_secret=charts.ALERTMANAGER_SECRET
+                EBS_STORAGE_CLASS,
+                args.prometheus_storage_gib,
+                alertmanager_secret=charts.ALERTMANAGER_SECRET,
+                alertmanager_secrets=credential_secrets(args.alert_receivers),
+                replicas=2 if args.environment == "prod" else 1,
             ),
             prometheus_depends_on=block_storage,
-            alertmanager_config=yaml.safe_dump(charts.alertmanager_config(args.alert_receivers), sort_keys=True),
+            alertmanager_config=yaml.safe_dump(
+                charts.alertmanager_config(args.alert_receivers, args.alert_routing), sort_keys=True
+            ),
         )
         crd_installers = list(addons.crd_installers)
         if args.dns is not None:

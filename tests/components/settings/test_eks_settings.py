@@ -50,11 +50,12 @@ def test_a_private_api_endpoint_is_asked_for_by_name() -> None:
     assert args.aws_platform_args(load(aws_stack(apiEndpoint="private"))).private_endpoint_only is True
 
 
-def test_receivers_reach_the_platform_only_as_a_secret_setting() -> None:
+def test_a_receiver_with_a_plain_text_credential_is_refused_unless_stored_as_a_secret() -> None:
     problems = problems_of(aws_stack(alertReceivers=[SLACK]))
     assert problems == [
-        "alertReceivers: must be stored as a secret: `pulumi config set --secret alertReceivers <value>` "
-        "(a `secure:` value in the stack file)"
+        "alertReceivers[0].slack_configs[0].api_url: a credential written in plain text: read it from a file of a "
+        "Secret (`api_url_file: /etc/alertmanager/secrets/<secret>/<key>`, docs/day2.md#paging) or store the whole "
+        "value with `pulumi config set --secret alertReceivers ...`"
     ]
     settings = load(aws_stack(alertReceivers=[SLACK]), secret_keys=("alertReceivers",))
     assert args.aws_platform_args(settings).alert_receivers == (SLACK,)
@@ -78,21 +79,33 @@ def test_an_admin_that_is_not_an_iam_arn_is_refused() -> None:
 
 
 MONITORED = ["envoy-gateway", "cert-manager", "kube-prometheus-stack"]
+KEYS = "/etc/alertmanager/secrets/alerting"
+PAGING = {
+    "alertReceivers": [
+        {"name": "oncall", "pagerduty_configs": [{"routing_key_file": f"{KEYS}/pagerduty"}]},
+        {"name": "heartbeat", "webhook_configs": [{"url_file": f"{KEYS}/heartbeat"}]},
+    ],
+    "alertRouting": {"critical": "oncall", "watchdog": "heartbeat"},
+}
 
 
-def test_prod_warns_of_an_api_open_to_the_internet_and_of_alerts_going_nowhere() -> None:
-    settings = load(aws_stack(environment="prod", protectStorage=True, addons=MONITORED))
+def test_prod_warns_of_an_api_open_to_the_internet() -> None:
+    settings = load(aws_stack(environment="prod", protectStorage=True, addons=MONITORED) | PAGING)
     assert any(w.startswith("apiPublicAccessCidrs: the prod Kubernetes API is reachable") for w in settings.warnings)
+
+
+def test_staging_warns_of_alerts_going_nowhere() -> None:
+    settings = load(aws_stack(environment="staging", addons=MONITORED))
     assert any(
         w.startswith("alertReceivers: none, so Alertmanager sends every alert nowhere") for w in settings.warnings
     )
 
 
-def test_prod_with_narrow_cidrs_and_a_receiver_has_no_such_warnings() -> None:
+def test_prod_with_narrow_cidrs_and_paging_has_no_such_warnings() -> None:
     values = aws_stack(
         environment="prod", protectStorage=True, addons=MONITORED, apiPublicAccessCidrs=["203.0.113.0/24"]
     )
-    settings = load(values | {"alertReceivers": [SLACK]}, secret_keys=("alertReceivers",))
+    settings = load(values | PAGING)
     assert not [w for w in settings.warnings if w.startswith(("apiPublicAccessCidrs", "alertReceivers"))]
 
 

@@ -25,7 +25,7 @@ def _values(mocks: RecordingMocks) -> dict[str, Any]:
     return dict(kps.inputs["values"])
 
 
-def test_the_receivers_get_every_alert_but_watchdog_from_a_secret_the_chart_reads(mocks: RecordingMocks) -> None:
+def test_the_receivers_get_alerts_by_severity_from_a_secret_the_chart_reads(mocks: RecordingMocks) -> None:
     build_platform(alert_receivers=(SLACK,))
     secret = mocks.named("tft-alertmanager-config")
     assert secret.inputs["metadata"]["name"] == charts.ALERTMANAGER_SECRET
@@ -33,9 +33,9 @@ def test_the_receivers_get_every_alert_but_watchdog_from_a_secret_the_chart_read
     data = secret.inputs["stringData"]
     assert is_secret(data)  # the webhook URL never shows in the plan or the state
     config = yaml.safe_load(data["value"]["alertmanager.yaml"])
-    routes = config["route"]["routes"]
-    assert routes[0] == {"receiver": "null", "matchers": ['alertname=~"Watchdog|InfoInhibitor"']}
-    assert routes[1:] == [{"receiver": "oncall", "continue": True}]
+    receivers = {route["matchers"][0]: route["receiver"] for route in config["route"]["routes"]}
+    assert receivers['severity="critical"'] == receivers['severity="warning"'] == "oncall"
+    assert receivers['alertname="Watchdog"'] == "null"  # no dead-man's switch routed (prod's settings demand one)
     assert SLACK in config["receivers"]
     values = _values(mocks)
     assert values["alertmanager"]["alertmanagerSpec"]["useExistingSecret"] is True
@@ -51,6 +51,12 @@ def test_the_alertmanager_config_names_each_receiver_it_routes_to() -> None:
     names = {r["name"] for r in config["receivers"]}
     routed = {config["route"]["receiver"], *(r["receiver"] for r in config["route"]["routes"])}
     assert routed <= names == {"null", "oncall", "pager"}
+
+
+def test_receivers_credential_secrets_are_mounted_into_alertmanager(mocks: RecordingMocks) -> None:
+    pager = {"name": "oncall", "pagerduty_configs": [{"routing_key_file": "/etc/alertmanager/secrets/alerting/pd"}]}
+    build_platform(alert_receivers=(pager,))
+    assert _values(mocks)["alertmanager"]["alertmanagerSpec"]["secrets"] == ["alerting"]
 
 
 def test_without_receivers_every_alert_goes_to_null() -> None:
@@ -88,3 +94,17 @@ def test_the_ebs_driver_runs_with_its_own_role_and_comes_before_prometheus(mocks
     assert "system:serviceaccount:kube-system:ebs-csi-controller-sa" in statement["Condition"]["StringEquals"].values()
     (kps,) = [c for c in mocks.of_type(CHART) if c.inputs["chart"] == "kube-prometheus-stack"]
     assert {addon.urn, mocks.named("tft-gp3").urn} <= set(kps.depends_on)
+
+
+def test_prods_prometheus_and_alertmanager_survive_a_zone(mocks: RecordingMocks) -> None:
+    build_platform("prod")
+    values = _values(mocks)
+    for spec in (values["prometheus"]["prometheusSpec"], values["alertmanager"]["alertmanagerSpec"]):
+        assert spec["replicas"] == 2
+        (spread,) = spec["topologySpreadConstraints"]
+        assert spread["topologyKey"] == "topology.kubernetes.io/zone"
+
+
+def test_dev_keeps_one_prometheus(mocks: RecordingMocks) -> None:
+    build_platform("dev")
+    assert "replicas" not in _values(mocks)["prometheus"]["prometheusSpec"]
