@@ -170,7 +170,7 @@ def routing_problems(
     return problems
 
 
-RUNBOOKS = "docs/runbooks/alerts.md"
+RUNBOOKS = "docs/operate/runbooks.md"
 """The runbook page, a path in this repository: each alert's section is headed by the alert's name."""
 
 
