@@ -132,8 +132,9 @@ def validate_platform_args(args: AwsPlatformArgs) -> list[str]:
     problems += eks_facts.version_problems(args.kubernetes_version, eks_facts.today())
     if node_autoscaling(args) and image_tag(args.kubernetes_version) is None:
         problems.append(
-            f"kubernetesVersion: {args.kubernetes_version!r} has no pinned cluster-autoscaler release (its minor "
-            f"must match the cluster's); use one of {', '.join(IMAGE_TAGS)}"
+            f"kubernetesVersion: {args.kubernetes_version!r} has no pinned cluster-autoscaler chart and image of its "
+            f"minor (cluster-autoscaler's minor must match the cluster's, and its chart's RBAC the release's); use "
+            f"one of {', '.join(IMAGE_TAGS)}, or fixed-size node groups (min = max)"
         )
     if isinstance(args.vpc, ExistingVpc) and len(args.vpc.private_subnet_ids) < 2:
         problems.append("vpc.privateSubnetIds: EKS needs subnets in at least 2 availability zones")

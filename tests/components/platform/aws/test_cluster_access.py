@@ -7,7 +7,7 @@ from datetime import date
 
 import pytest
 
-from components.platform.aws.autoscaler import IMAGE_TAGS
+from components.platform.aws.autoscaler import IMAGE_TAGS, RELEASES
 from components.settings import eks as eks_facts
 from tests.components.platform.aws.helpers import build_platform
 from tritonft.errors import UserError
@@ -82,10 +82,19 @@ def test_the_default_version_is_in_standard_support_with_its_own_autoscaler(mock
     assert IMAGE_TAGS[version].startswith(f"v{version}.")
 
 
-def test_every_offered_version_has_a_cluster_autoscaler_of_its_own_minor() -> None:
-    assert set(IMAGE_TAGS) == set(eks_facts.EKS_VERSIONS)
-    for minor, tag in IMAGE_TAGS.items():
-        assert tag.startswith(f"v{minor}.")
+def test_each_pinned_cluster_autoscaler_chart_image_and_cluster_share_one_minor() -> None:
+    assert set(RELEASES) <= set(eks_facts.EKS_VERSIONS)
+    for minor, release in RELEASES.items():
+        assert release.image.startswith(f"v{minor}."), minor
+        assert release.app_version.startswith(f"{minor}."), f"chart {release.chart} is not of {minor}"
+
+
+def test_a_version_whose_autoscaler_chart_is_not_released_is_refused_with_node_autoscaling() -> None:
+    # cluster-autoscaler v1.36.0 is promoted, no chart of app 1.36 is: the 1.35 chart's RBAC is not 1.36's.
+    assert "1.36" in eks_facts.EKS_VERSIONS and "1.36" not in RELEASES
+    with pytest.raises(UserError) as info:
+        build_platform(kubernetes_version="1.36")
+    assert any(p.startswith("kubernetesVersion: '1.36' has no pinned cluster-autoscaler") for p in info.value.problems)
 
 
 @pytest.mark.parametrize(
