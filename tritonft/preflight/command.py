@@ -28,6 +28,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the stack's kubeContext)")
     parser.add_argument("--no-dry-run", action="store_true", help="skip the server-side dry-run of the plan")
+    parser.add_argument(
+        "--assume-secret",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="check the stack as CI deploys it, with the secret stack key KEY set (e.g. hfToken); never read",
+    )
 
 
 def dry_run(kube: Kube, objs: list[dict[str, Any]], namespaces: set[str], crds_present: set[str]) -> Check:
@@ -107,13 +114,13 @@ def _secret(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
     return found
 
 
-def load_plan(project_dir: Path, stack: str) -> list[dict[str, Any]]:
+def load_plan(project_dir: Path, stack: str, assume_secrets: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     import yaml
 
     from tritonft.synth.run import synthesize
 
     with tempfile.TemporaryDirectory(prefix="tritonft-preflight-") as tmp:
-        synthesize(stack, out=Path(tmp) / "plan", project_dir=project_dir)
+        synthesize(stack, out=Path(tmp) / "plan", project_dir=project_dir, assume_secrets=assume_secrets)
         docs: list[dict[str, Any]] = []
         for path in sorted((Path(tmp) / "plan" / "manifests").rglob("*.yaml")):
             docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
@@ -129,11 +136,12 @@ def run(args: argparse.Namespace) -> int:
     from tritonft.synth.stackfile import find_project_root
 
     root = args.project_dir or find_project_root(Path.cwd())
-    stack = stack_needs(root, args.stack)
+    assumed = tuple(args.assume_secret)
+    stack = stack_needs(root, args.stack, assumed)
     kubeconfig = args.kubeconfig or stack.kubeconfig
     context = args.context or stack.context
     kube = from_kubeconfig(kubeconfig, context)
-    plan = None if args.no_dry_run else load_plan(root, args.stack)
+    plan = None if args.no_dry_run else load_plan(root, args.stack, assumed)
     results = preflight(stack.needs, kube, plan)
     for result in results:
         print(result.line())
