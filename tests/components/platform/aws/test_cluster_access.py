@@ -8,6 +8,7 @@ from datetime import date
 import pytest
 
 from components.platform.aws.autoscaler import IMAGE_TAGS, RELEASES
+from components.platform.aws.decisions import creator_admin_problems, principal_of
 from components.settings import eks as eks_facts
 from tests.components.platform.aws.helpers import build_platform
 from tritonft.errors import UserError
@@ -130,3 +131,26 @@ def test_a_version_past_extended_support_is_refused(mocks: RecordingMocks, monke
         "kubernetesVersion: 1.32 is past EKS extended support (no new clusters); use one of" in info.value.problems[0]
     )
     assert mocks.resources == []
+
+
+def test_an_assumed_roles_session_is_its_role() -> None:
+    session = "arn:aws:sts::123456789012:assumed-role/github-deploy/GitHubActions"
+    assert principal_of(session) == "arn:aws:iam::123456789012:role/github-deploy"
+    assert principal_of("arn:aws:iam::123456789012:user/ops") == "arn:aws:iam::123456789012:user/ops"
+
+
+def test_listing_the_role_that_runs_up_among_the_admins_is_refused() -> None:
+    session = "arn:aws:sts::123456789012:assumed-role/github-deploy/GitHubActions"
+    admins = ("arn:aws:iam::123456789012:role/ops", "arn:aws:iam::123456789012:role/ci/github-deploy")
+    (problem,) = creator_admin_problems(session, admins)
+    assert problem.startswith("adminPrincipalArns[1]: 'arn:aws:iam::123456789012:role/ci/github-deploy' is the")
+    assert "ResourceInUseException" in problem
+    assert creator_admin_problems(session, admins[:1]) == []
+
+
+def test_the_platform_stops_before_any_resource_when_the_creator_is_listed(mocks: RecordingMocks) -> None:
+    # The mock engine's caller is arn:aws:iam::123456789012:user/mock (tritonft.synth.engine.CALL_RESULTS).
+    with pytest.raises(UserError) as info:
+        build_platform(admin_role_arns=("arn:aws:iam::123456789012:user/mock",))
+    assert info.value.problems[0].startswith("adminPrincipalArns[0]: 'arn:aws:iam::123456789012:user/mock'")
+    assert not mocks.of_type("eks:index:Cluster") and not mocks.of_type("aws:ec2/vpc:Vpc")
