@@ -340,7 +340,7 @@ def acme_issuer(settings: Settings) -> AcmeIssuer | None:
     ingress = settings.serving.ingress
     if settings.cluster.platform != "aws" or not ingress.acme_email or not ingress.tls or not ingress.tls_issuer:
         return None
-    return AcmeIssuer(ingress.tls_issuer, ingress.acme_email, production=settings.environment == "prod")
+    return AcmeIssuer(ingress.tls_issuer, ingress.acme_email)
 
 
 def edge_objects_args(settings: Settings, target: ClusterTarget) -> EdgeObjectsArgs | None:

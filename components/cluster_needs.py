@@ -36,9 +36,10 @@ class StackNeeds:
     context: str | None
 
 
-def stack_needs(project_dir: Path, stack: str) -> StackNeeds:
-    """The needs of ``stacks/Pulumi.<stack>.yaml`` (validated as ``pulumi up`` validates it)."""
-    settings = settings_from_stack_file(project_dir, stack)
+def stack_needs(project_dir: Path, stack: str, assume_secrets: tuple[str, ...] = ()) -> StackNeeds:
+    """The needs of ``stacks/Pulumi.<stack>.yaml`` (validated as ``pulumi up`` validates it; ``assume_secrets`` as
+    :func:`components.settings.stack_file.settings_from_stack_file` takes them)."""
+    settings = settings_from_stack_file(project_dir, stack, assume_secrets)
     k8s = settings.cluster.kubernetes
     return StackNeeds(needs_of(settings), k8s.kubeconfig if k8s else None, k8s.context if k8s else None)
 

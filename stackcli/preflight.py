@@ -25,6 +25,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--context", default=None, help="kubeconfig context (default: the stack's kubeContext)")
     parser.add_argument("--no-dry-run", action="store_true", help="skip the server-side dry-run of the plan")
+    parser.add_argument(
+        "--assume-secret",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="check the stack as CI deploys it, with the secret stack key KEY set (e.g. hfToken); never read",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,11 +41,12 @@ def run(args: argparse.Namespace) -> int:
     from tritonft.synth.stackfile import find_project_root
 
     root = args.project_dir or find_project_root(Path.cwd())
-    stack = stack_needs(root, args.stack)
+    assumed = tuple(args.assume_secret)
+    stack = stack_needs(root, args.stack, assumed)
     kubeconfig = args.kubeconfig or stack.kubeconfig
     context = args.context or stack.context
     kube = from_kubeconfig(kubeconfig, context)
-    plan = None if args.no_dry_run else load_plan(root, args.stack)
+    plan = None if args.no_dry_run else load_plan(root, args.stack, assumed)
     results = preflight(stack.needs, kube, plan)
     for result in results:
         print(result.line())

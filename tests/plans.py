@@ -15,6 +15,15 @@ from tritonft.synth.run import synthesize
 
 REPO = Path(__file__).resolve().parents[1]
 
+DEPLOY_SECRETS: dict[str, tuple[str, ...]] = {"prod": ("hfToken",)}
+"""The secrets a stack needs that its committed file cannot hold and CI sets before every deploy
+(``.github/scripts/stack-config.sh``: ``hfToken`` from HF_TOKEN): prod's gated Llama downloads with it. Its plan is
+synthesized as CI deploys it (``tritonft synth --assume-secret hfToken``)."""
+
+
+def deploy_secrets(stack: str) -> tuple[str, ...]:
+    return DEPLOY_SECRETS.get(stack, ())
+
 
 class StackPlans:
     """The repository's own stacks, synthesized on first use into ``root`` (one folder per stack)."""
@@ -26,5 +35,7 @@ class StackPlans:
     def __call__(self, stack: str) -> SynthResult:
         """``stack``'s plan as ``tritonft synth --stack STACK`` writes it (read it; copy it to change it)."""
         if stack not in self._made:
-            self._made[stack] = synthesize(stack, out=self._root / stack, project_dir=REPO)
+            self._made[stack] = synthesize(
+                stack, out=self._root / stack, project_dir=REPO, assume_secrets=deploy_secrets(stack)
+            )
         return self._made[stack]

@@ -361,23 +361,25 @@ def envoy_proxy_spec(service_annotations: dict[str, str]) -> dict[str, Any]:
 # -- certificates: the ClusterIssuer the stack makes (cert-manager) ------------------------------------------------
 
 LETSENCRYPT_PRODUCTION = "https://acme-v02.api.letsencrypt.org/directory"
-LETSENCRYPT_STAGING = "https://acme-staging-v02.api.letsencrypt.org/directory"
+"""The one ACME directory a stack's issuer uses, in every environment: its certificates chain to ISRG Root X1, which
+every client trusts (the in-`up` probes and judges verify TLS with the system roots, as a user's client does).
+Let's Encrypt's staging directory signs with roots no client trusts, so a dev or staging stack issued by it could
+never pass its own probe."""
 
 
 @dataclass(frozen=True)
 class AcmeIssuer:
-    """A ClusterIssuer made by the stack: Let's Encrypt (production for ``prod``), HTTP-01 through the edge."""
+    """A ClusterIssuer made by the stack: Let's Encrypt's production directory, HTTP-01 through the edge."""
 
     name: str
     email: str
-    production: bool
 
 
 def acme_issuer_spec(issuer: AcmeIssuer, solver: dict[str, Any]) -> dict[str, Any]:
     """The ACME account (its key in a Secret cert-manager writes itself) and the one solver of every challenge."""
     return {
         "acme": {
-            "server": LETSENCRYPT_PRODUCTION if issuer.production else LETSENCRYPT_STAGING,
+            "server": LETSENCRYPT_PRODUCTION,
             "email": issuer.email,
             "privateKeySecretRef": {"name": f"{issuer.name}-account-key"},
             "solvers": [solver],

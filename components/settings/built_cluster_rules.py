@@ -8,6 +8,10 @@ key and the fix.
 * **An issuer nobody makes.** ``tlsIssuer`` is the ClusterIssuer the stack makes from ``acmeEmail``; a name alone
   would point every certificate at nothing.
 * **A basic-auth Secret nobody makes.** ``basicAuthSecretName`` cannot exist on a new cluster.
+* **A token Secret nothing creates.** A model's ``hfTokenSecret`` names a Secret in the stack's namespace, which
+  the same ``up`` creates: nothing can make the Secret first, and the download Job, whose volume needs it, would
+  wait in ``ContainerCreating`` until its deadline (hours). The token is the stack's ``hfToken`` secret, from which
+  the stack makes the Secret the Job mounts.
 * **A host nothing resolves.** ``dnsZone`` names the hosted zone that holds ``ingressHost``; external-dns keeps the
   records of every host of the edge there.
 
@@ -62,8 +66,8 @@ def _issuer_is_made(f: StackFacts) -> Iterable[Problem]:
     yield (
         "tlsIssuer",
         f"{issuer!r} names a ClusterIssuer nothing creates on the cluster this stack builds (platform aws): no "
-        "certificate would ever be issued; set acmeEmail (the stack then makes it: Let's Encrypt production in prod, "
-        "staging elsewhere)",
+        "certificate would ever be issued; set acmeEmail (the stack then makes it, on Let's Encrypt's production "
+        "directory)",
     )
 
 
@@ -87,6 +91,23 @@ def _gateway_certificates_are_issued(f: StackFacts) -> Iterable[Problem]:
         "TLS on the Gateway this stack builds needs its listeners' certificates issued: set acmeEmail (the stack makes "
         "the ClusterIssuer and cert-manager issues each host's certificate), or ingressTls: false",
     )
+
+
+def _token_secret_is_made(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws":
+        return
+    namespace = f.get("namespace", "triton")
+    for m in f.models:
+        name = m.get("hfTokenSecret")
+        if name:
+            yield (
+                "models",
+                f"models[{m.index}].hfTokenSecret: {name!r} names a Secret in namespace {namespace!r}, which this same "
+                "`up` creates on the cluster it builds (platform aws): nothing can make the Secret first, and the "
+                "model's download Job would wait for it until its deadline; remove hfTokenSecret and set the stack's "
+                "token, `pulumi config set --secret hfToken hf_...` (in CI: the HF_TOKEN repository secret, which "
+                ".github/scripts/stack-config.sh sets): the stack makes the Secret the Job mounts from it",
+            )
 
 
 def _hosts_have_dns(f: StackFacts) -> Iterable[Problem]:
@@ -173,6 +194,13 @@ BUILT_CLUSTER_RULES: tuple[BuiltClusterRule, ...] = (
         ("edge", "platform", "ingressTls", "environment", "tlsIssuer", "acmeEmail", "tlsSecretName"),
         "aws: TLS on the stack's Gateway takes `acmeEmail` (the issuer the stack makes signs every listener).",
         _gateway_certificates_are_issued,
+    ),
+    BuiltClusterRule(
+        "built-cluster-token-secret-is-made",
+        ("models", "namespace", "platform"),
+        "aws: no model's `hfTokenSecret` (its namespace is created by the same `up`, so the Secret cannot exist "
+        "first); the token is the stack's `hfToken`, from which the stack makes the Secret.",
+        _token_secret_is_made,
     ),
     BuiltClusterRule(
         "built-cluster-hosts-have-dns",

@@ -16,6 +16,9 @@ from components.settings.gpus import GpuNodeType
 from components.settings.schema import VLLM_FIELDS
 from tritonft.spec import Architecture, Device, EncoderSpec, EncoderTask, Family, Pooling, VllmSpec, WeightDType
 
+ACME_ISSUER = "letsencrypt-prod"
+"""The ClusterIssuer a stack with ``acmeEmail`` makes, in every environment (Let's Encrypt's production directory)."""
+
 Problem = tuple[str, str]
 """(key path as written in the stack file, message)."""
 
@@ -154,11 +157,13 @@ class StackFacts:
 
     @property
     def issuer(self) -> str | None:
-        """``tlsIssuer``, else with ``acmeEmail`` the issuer the stack makes (``letsencrypt-prod`` in prod)."""
+        """``tlsIssuer``, else with ``acmeEmail`` the issuer the stack makes: ``letsencrypt-prod`` in every
+        environment (Let's Encrypt's production directory: the probes verify TLS, staging's roots are trusted by no
+        client)."""
         stated = self.get("tlsIssuer")
         if stated or not self.get("acmeEmail"):
             return str(stated) if stated else None
-        return "letsencrypt-prod" if self.environment == "prod" else "letsencrypt-staging"
+        return ACME_ISSUER
 
     @property
     def gemm_tuning(self) -> bool:

@@ -333,15 +333,26 @@ def _hpa(f: StackFacts) -> bool:
 
 @stack_rule(
     "tls-issuer-needs-cert-manager",
-    ("tlsIssuer", *ADDON_KEYS),
-    "`tlsIssuer` needs the `cert-manager` add-on (in `addons` or `existingAddons`).",
+    ("tlsIssuer", "acmeEmail", *ADDON_KEYS),
+    "`tlsIssuer`, written or the one the stack makes from `acmeEmail`, needs the `cert-manager` add-on (in `addons` "
+    "or `existingAddons`).",
 )
 def _issuer_cert_manager(f: StackFacts) -> Iterable[Problem]:
-    if f.get("tlsIssuer") and "cert-manager" not in f.addons:
-        yield (
-            "tlsIssuer",
-            "needs cert-manager; add `cert-manager` to `addons` (or `existingAddons`) or use tlsSecretName",
-        )
+    stated = f.get("tlsIssuer")
+    # The issuer the stack makes from `acmeEmail` (on aws, with TLS on) needs cert-manager as much as a written one.
+    issuer = stated or (f.issuer if f.platform == "aws" and f.tls else None)
+    if issuer and "cert-manager" not in f.addons:
+        if stated:
+            yield (
+                "tlsIssuer",
+                "needs cert-manager; add `cert-manager` to `addons` (or `existingAddons`) or use tlsSecretName",
+            )
+        else:
+            yield (
+                "acmeEmail",
+                f"the stack makes the ClusterIssuer {issuer!r} from it, a cert-manager resource: add `cert-manager` "
+                "to `addons` (cert-manager issues the edge's certificates from it)",
+            )
 
 
 @stack_rule(

@@ -1168,7 +1168,8 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "acmeEmail",
         "string",
         "Contact e-mail of the ACME account: on aws the stack then makes the ClusterIssuer `tlsIssuer` (Let's "
-        "Encrypt production in `prod`, staging elsewhere; HTTP-01 through the edge).",
+        "Encrypt's production directory in every environment, whose certificates the probes and clients trust; "
+        "HTTP-01 through the edge).",
         default_doc="unset: no issuer is made",
         format="email",
         scope="aws",
@@ -1177,8 +1178,7 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "tlsIssuer",
         "string",
         "cert-manager ClusterIssuer that signs the edge's certificates.",
-        default_doc="with `acmeEmail`: `letsencrypt-prod` in `prod`, else `letsencrypt-staging`; otherwise unset: "
-        "use `tlsSecretName`",
+        default_doc="with `acmeEmail`: `letsencrypt-prod` (every environment); otherwise unset: use `tlsSecretName`",
         format="dns-subdomain",
     ),
     Knob(

@@ -10,9 +10,10 @@ from components.settings.model import Settings
 from tritonft.synth.stackfile import read_stack
 
 
-def settings_from_stack_file(project_dir: Path, stack: str) -> Settings:
-    """Read ``stacks/Pulumi.<stack>.yaml`` as the CLI would and validate it; raises ``UserError`` on problems."""
-    config = read_stack(project_dir, stack)
+def settings_from_stack_file(project_dir: Path, stack: str, assume_secrets: tuple[str, ...] = ()) -> Settings:
+    """Read ``stacks/Pulumi.<stack>.yaml`` as the CLI would and validate it; raises ``UserError`` on problems.
+    ``assume_secrets``: secrets CI sets before each deploy, taken as set (``tritonft.synth.stackfile.read_stack``)."""
+    config = read_stack(project_dir, stack, assume_secrets)
     prefix = f"{config.project}:"
     values = {k[len(prefix) :]: v for k, v in config.values.items() if k.startswith(prefix)}
     secrets = {k[len(prefix) :] for k in config.secret_keys if k.startswith(prefix)}

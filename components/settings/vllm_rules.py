@@ -167,7 +167,8 @@ def gated_repos_need_token(f: StackFacts) -> Iterable[Problem]:
             yield (
                 "hfToken",
                 f"models[{m.index}] ({m.get('hfRepo')}) is gated on the Hugging Face Hub: accept its licence there "
-                "with an account, then store that account's token: `pulumi config set --secret hfToken hf_...`, or "
-                "name an existing Secret with key `token` in the model's `hfTokenSecret` (the download Job mounts it "
-                "as a file)",
+                "with an account, then store that account's token: `pulumi config set --secret hfToken hf_...` (in "
+                "CI: the HF_TOKEN repository secret, which .github/scripts/stack-config.sh sets), or, on an existing "
+                "cluster, name an existing Secret with key `token` in the model's `hfTokenSecret` (the download Job "
+                "mounts it as a file; `tritonft preflight` checks it is there)",
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from components.cluster_needs import needs_of
 from tests.components.settings.test_validation import AWS_ADDONS, aws_stack, kubernetes_stack
 from tests.components.test_args import load
+from tests.plans import deploy_secrets
 from tritonft.preflight.checks import CUSTOM_METRICS_API, RESOURCE_METRICS_API
 
 ADAPTER = ["kube-prometheus-stack", "prometheus-adapter"]
@@ -73,4 +74,4 @@ def test_the_stacks_llama_family_models_are_counted_by_preflight() -> None:
 
     repo = Path(__file__).resolve().parents[2]
     assert ("qwen-0-5b", 1) in stack_needs(repo, "local").needs.models
-    assert ("llama-3-1-8b", 1) in stack_needs(repo, "prod").needs.models
+    assert ("llama-3-1-8b", 1) in stack_needs(repo, "prod", deploy_secrets("prod")).needs.models

@@ -97,13 +97,13 @@ def _secret(kube: Kube, name: str, namespace: str) -> dict[str, Any] | None:
     return found
 
 
-def load_plan(project_dir: Path, stack: str) -> list[dict[str, Any]]:
+def load_plan(project_dir: Path, stack: str, assume_secrets: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     import yaml
 
     from tritonft.synth.run import synthesize
 
     with tempfile.TemporaryDirectory(prefix="tritonft-preflight-") as tmp:
-        synthesize(stack, out=Path(tmp) / "plan", project_dir=project_dir)
+        synthesize(stack, out=Path(tmp) / "plan", project_dir=project_dir, assume_secrets=assume_secrets)
         docs: list[dict[str, Any]] = []
         for path in sorted((Path(tmp) / "plan" / "manifests").rglob("*.yaml")):
             docs += [d for d in yaml.safe_load_all(path.read_text()) if d]

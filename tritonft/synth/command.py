@@ -13,12 +13,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--project-dir", type=Path, help="directory holding Pulumi.yaml (default: nearest above the current one)"
     )
     parser.add_argument("--quiet", action="store_true", help="print only the totals line")
+    parser.add_argument(
+        "--assume-secret",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="plan as if the secret stack key KEY were set, as CI sets it before each deploy (e.g. hfToken from "
+        "HF_TOKEN); its value is never read (repeatable)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from tritonft.synth.model_repos import write_model_repositories
     from tritonft.synth.run import synthesize
 
-    result = synthesize(args.stack, out=args.out, project_dir=args.project_dir, extras=(write_model_repositories,))
+    result = synthesize(
+        args.stack,
+        out=args.out,
+        project_dir=args.project_dir,
+        extras=(write_model_repositories,),
+        assume_secrets=tuple(args.assume_secret),
+    )
     print(result.summary_text(totals_only=args.quiet))
     return 0

@@ -130,6 +130,16 @@ OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str
 }
 """Fake provider outputs per type token (wire names), for outputs the program reads back."""
 
+ADDON_VERSION_CALL = "aws:eks/getAddonVersion:getAddonVersion"
+
+
+def addon_version_result(call_args: dict[str, Any]) -> dict[str, Any]:
+    """EKS's answer to ``describe-addon-versions`` as the plan shows it: a version naming the add-on and the
+    Kubernetes minor it was asked for (``coredns@1.35``), so a plan shows which version each add-on follows."""
+    addon, minor = call_args.get("addonName"), call_args.get("kubernetesVersion")
+    return {"addonName": addon, "kubernetesVersion": minor, "version": f"{addon}@{minor}", "id": f"{addon}@{minor}"}
+
+
 CALL_RESULTS: dict[str, dict[str, Any]] = {
     "aws:ecr/getAuthorizationToken:getAuthorizationToken": {
         "userName": "AWS",
@@ -214,6 +224,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         self.calls.append(args)
         # An empty failure list, not None: the SDK's MockMonitor iterates the second element of a tuple.
+        if args.token == ADDON_VERSION_CALL:
+            return addon_version_result(args.args), []
         return dict(CALL_RESULTS.get(args.token, {})), []
 
     def of_type(self, typ: str) -> list[Registered]:

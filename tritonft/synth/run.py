@@ -33,18 +33,24 @@ from tritonft.synth.stackfile import StackConfig, find_project_root, read_stack
 
 
 def synthesize(
-    stack: str, *, out: Path | None = None, project_dir: Path | None = None, extras: tuple[Extra, ...] | None = None
+    stack: str,
+    *,
+    out: Path | None = None,
+    project_dir: Path | None = None,
+    extras: tuple[Extra, ...] | None = None,
+    assume_secrets: tuple[str, ...] = (),
 ) -> SynthResult:
     """Synthesize one stack. Raises :class:`UserError` (every problem listed) for an invalid stack config.
 
     ``extras`` are later stages writing into the same output; by default the rendered model repositories.
+    ``assume_secrets``: secrets CI sets before each deploy, planned as set (``tritonft.synth.stackfile.read_stack``).
     """
     if extras is None:
         from tritonft.synth.model_repos import write_model_repositories
 
         extras = (write_model_repositories,)
     root = project_dir.resolve() if project_dir else find_project_root(Path.cwd())
-    config = read_stack(root, stack)
+    config = read_stack(root, stack, assume_secrets)
     mocks = RecordingMocks()
     outputs = _run(root, config, mocks)
     target = out if out is not None else root / "build" / "synth" / stack

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from tritonft.errors import UserError
-from tritonft.synth.cli_rules import CliRuleError, DuplicateKeysError, merge_project_config, stack_values
+from tritonft.synth.cli_rules import CliRuleError, CliValue, DuplicateKeysError, merge_project_config, stack_values
 from tritonft.synth.go_yaml import DuplicateKey, duplicate_keys
 
 
@@ -63,8 +63,16 @@ def available_stacks(root: Path, project: dict[str, Any]) -> list[str]:
     return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
 
 
-def read_stack(root: Path, stack: str) -> StackConfig:
-    """Load one stack's config file; a missing stack is a UserError naming the ones that exist."""
+ASSUMED_SECRET = "v1:ASSUMED-AT-DEPLOY"
+"""The ciphertext an assumed secret is planned with (opaque, as every ``secure:`` value is to synth)."""
+
+
+def read_stack(root: Path, stack: str, assume_secrets: tuple[str, ...] = ()) -> StackConfig:
+    """Load one stack's config file; a missing stack is a UserError naming the ones that exist.
+
+    ``assume_secrets``: stack keys (without the project prefix) planned as set, as secrets, when the file lacks them:
+    what CI's ``stack-config.sh`` sets on its copy of the stack file before every preview and ``up`` (``hfToken`` from
+    the ``HF_TOKEN`` repository secret). Their values are never read: a placeholder ciphertext."""
     project = read_project(root)
     folder = root / str(project.get("stackConfigDir") or ".")
     path = folder / f"Pulumi.{stack}.yaml"
@@ -83,6 +91,10 @@ def read_stack(root: Path, stack: str) -> StackConfig:
         ) from None
     except CliRuleError as exc:
         raise UserError(f"{path}: {exc}") from None
+    name = str(project["name"])
+    for key in assume_secrets:
+        if f"{name}:{key}" not in raw and key not in raw:
+            raw = {**raw, f"{name}:{key}": CliValue(ASSUMED_SECRET, secure=True)}
     try:
         merged = merge_project_config(project, stack, raw)
     except CliRuleError as exc:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
@@ -30,17 +31,55 @@ from components.platform.aws.iam import irsa_role
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
-IMAGE_TAGS = {"1.32": "v1.32.5", "1.33": "v1.33.5", "1.34": "v1.34.4", "1.35": "v1.35.1", "1.36": "v1.36.0"}
-"""cluster-autoscaler's minor must match the cluster's Kubernetes minor (its compatibility rule); each the newest
-patch promoted to registry.k8s.io for that minor (kubernetes/k8s.io#8815 for 1.32.5; #9676, 2026-07-02, for
-1.33.5, 1.34.4, 1.35.1 and 1.36.0). One tag per version in ``components.settings.eks.EKS_VERSIONS``."""
+
+
+@dataclass(frozen=True)
+class AutoscalerRelease:
+    """cluster-autoscaler for one Kubernetes minor: the chart whose ``appVersion`` is of that minor (its RBAC is
+    what that release reads: CA 1.35 turns DRA on and waits for ``resource.k8s.io`` informers, which only charts
+    from 9.54.0 allow) and the image, the newest patch of the same minor."""
+
+    chart: str
+    app_version: str
+    """The chart's ``appVersion`` (its Chart.yaml)."""
+    image: str
+
+
+RELEASES: dict[str, AutoscalerRelease] = {
+    "1.32": AutoscalerRelease("9.46.6", "1.32.0", "v1.32.5"),
+    "1.33": AutoscalerRelease("9.51.0", "1.33.0", "v1.33.5"),
+    "1.34": AutoscalerRelease("9.53.0", "1.34.2", "v1.34.4"),
+    "1.35": AutoscalerRelease("9.59.0", "1.35.0", "v1.35.1"),
+}
+"""Per Kubernetes minor, cluster-autoscaler's chart and image (its compatibility rule: CA's minor is the cluster's).
+Charts: the newest ``cluster-autoscaler-chart-*`` tag of kubernetes/autoscaler whose Chart.yaml ``appVersion`` is of
+that minor (read from the repository's history at 2026-08-22: 9.46.6 -> 1.32.0, 9.51.0 -> 1.33.0, 9.53.0 -> 1.34.2,
+9.59.0 -> 1.35.0; no chart of app 1.36 yet). Images: the newest patch promoted to registry.k8s.io
+(kubernetes/k8s.io#8815 for 1.32.5; #9676, 2026-07-02, for 1.33.5, 1.34.4, 1.35.1 and v1.36.0, which has no chart
+yet, so 1.36 with node autoscaling is refused until one is released)."""
+IMAGE_TAGS = {minor: release.image for minor, release in RELEASES.items()}
 SCALE_DOWN_UNNEEDED = "10m"
 """A GPU node idle this long (no Triton pod) is removed; shorter than a model's cold start would thrash."""
 
 
-def image_tag(kubernetes_version: str) -> str | None:
+def release_for(kubernetes_version: str) -> AutoscalerRelease | None:
     """The cluster-autoscaler release for a Kubernetes ``major.minor``; None when we pin none for it."""
-    return IMAGE_TAGS.get(".".join(kubernetes_version.split(".")[:2]))
+    return RELEASES.get(".".join(kubernetes_version.split(".")[:2]))
+
+
+def image_tag(kubernetes_version: str) -> str | None:
+    """The cluster-autoscaler image for a Kubernetes ``major.minor``; None when we pin none for it."""
+    release = release_for(kubernetes_version)
+    return None if release is None else release.image
+
+
+def chart_pin(kubernetes_version: str) -> charts.ChartPin:
+    """The pinned chart of the cluster's minor (:data:`RELEASES`); raises ``KeyError`` for a minor without one
+    (the platform's validation refuses it first)."""
+    release = release_for(kubernetes_version)
+    if release is None:
+        raise KeyError(kubernetes_version)
+    return replace(charts.CLUSTER_AUTOSCALER, version=release.chart)
 
 
 def autoscaler_policy(cluster_name: str, node_group_arns: Sequence[str]) -> str:
@@ -141,7 +180,7 @@ def install_node_autoscaler(
     depends_on: Sequence[pulumi.Resource],
 ) -> k8s.helm.v4.Chart:
     """The IRSA role with :func:`autoscaler_policy` and the pinned chart with :func:`autoscaler_values`."""
-    pin = charts.CLUSTER_AUTOSCALER
+    pin = chart_pin(kubernetes_version)
     role = irsa_role(
         f"{name}-cluster-autoscaler",
         oidc_provider_arn=oidc_provider_arn,

@@ -74,13 +74,13 @@ PROMETHEUS_ADAPTER = ChartPin(
 )
 CLUSTER_AUTOSCALER = ChartPin(
     "cluster-autoscaler",
-    "9.48.0",
+    "9.59.0",
     "https://kubernetes.github.io/autoscaler",
     "cluster-autoscaler",
     "cluster-autoscaler",
 )
-"""Node autoscaler of ``platform: aws`` (``components/platform/aws/autoscaler.py``); image tag pinned per
-Kubernetes minor."""
+"""Node autoscaler of ``platform: aws`` (``components/platform/aws/autoscaler.py``): the chart of the default
+Kubernetes minor (1.35, app 1.35.0); ``autoscaler.chart_pin`` picks the chart and image of the cluster's minor."""
 KEDA = ChartPin("keda", "2.16.0", "https://kedacore.github.io/charts", "keda", "keda")
 METRICS_SERVER = ChartPin(
     "metrics-server", "3.12.1", "https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "metrics-server"

@@ -230,3 +230,37 @@ def vpc_cni_configuration() -> dict[str, object]:
     control plane) turns each NetworkPolicy into PolicyEndpoints; the agent in every ``aws-node`` pod enforces them
     with eBPF programs on the pods' interfaces. Off, NetworkPolicies are stored and ignored."""
     return {"enableNetworkPolicy": "true"}
+
+
+# -- cluster access -------------------------------------------------------------------------------------------------
+
+_ASSUMED_ROLE = re.compile(r"^arn:(?P<partition>[^:]+):sts::(?P<account>\d+):assumed-role/(?P<role>[^/]+)/[^/]+$")
+
+
+def principal_of(caller_arn: str) -> str:
+    """The IAM principal an access entry names for ``sts get-caller-identity``'s ARN: an assumed role's session
+    ARN (``arn:aws:sts::ACCOUNT:assumed-role/ROLE/SESSION``) is the role ``arn:aws:iam::ACCOUNT:role/ROLE``; a
+    user's ARN is itself. (A role with a path is named without it in the session ARN: matched on its name.)"""
+    match = _ASSUMED_ROLE.match(caller_arn)
+    if match is None:
+        return caller_arn
+    return f"arn:{match['partition']}:iam::{match['account']}:role/{match['role']}"
+
+
+def creator_admin_problems(caller_arn: str, admin_principal_arns: Iterable[str]) -> list[str]:
+    """Refusals for ``adminPrincipalArns`` listing the identity that runs ``up``: EKS already gives the cluster's
+    creator an admin access entry, so creating a second one fails with ``ResourceInUseException`` after the
+    cluster's 10-15 minutes."""
+    creator = principal_of(caller_arn)
+    creator_role = creator.rsplit("/", 1)[-1] if ":role/" in creator else None
+    problems = []
+    for i, arn in enumerate(admin_principal_arns):
+        same_role = creator_role is not None and ":role/" in arn and arn.rsplit("/", 1)[-1] == creator_role
+        if arn == creator or (same_role and arn.split(":")[4] == creator.split(":")[4]):
+            problems.append(
+                f"adminPrincipalArns[{i}]: {arn!r} is the identity running this `up` ({caller_arn}), which EKS makes "
+                "the cluster's admin itself (the creator's access entry): a second entry for it fails with "
+                "ResourceInUseException once the cluster exists; remove it from adminPrincipalArns (list CI's deploy "
+                "role when an operator creates the cluster, and the operators when CI does)"
+            )
+    return problems

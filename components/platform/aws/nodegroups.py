@@ -121,6 +121,9 @@ class NodeGroupWiring:
     parent: pulumi.Resource
     depends_on: list[pulumi.Resource]
     security_group_ids: pulumi.Input[list[str]] | None = None
+    kubernetes_version: str | None = None
+    """The cluster's Kubernetes minor, carried by every group: a bump of ``kubernetesVersion`` upgrades the control
+    plane, then rolls each group (after the cluster, which it depends on) to the AMI of the new minor."""
 
 
 def _node_group(
@@ -156,6 +159,7 @@ def _node_group(
         node_role_arn=wiring.node_role_arn,
         subnet_ids=wiring.subnet_ids,
         ami_type=ami_type,
+        version=wiring.kubernetes_version,
         instance_types=list(instance_types),
         capacity_type=capacity_type,
         launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),

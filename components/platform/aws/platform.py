@@ -76,7 +76,8 @@ class AwsPlatformArgs:
     """Protect + retain the EFS store on ``destroy``; None = only in prod. Set False (then ``pulumi up``) to let a
     prod ``destroy`` delete it."""
     efs_csi_addon_version: str | None = None
-    """EKS add-on version of the EFS CSI driver (e.g. ``v2.1.4-eksbuild.1``); None = EKS default for the version."""
+    """EKS add-on version of the EFS CSI driver (e.g. ``v2.1.4-eksbuild.1``); None = EKS's default for the cluster's
+    Kubernetes version, looked up (so it follows a version bump)."""
     admin_role_arns: tuple[str, ...] = ()
     """IAM principals (CI roles, operators) granted cluster-admin through EKS access entries."""
     public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
@@ -135,8 +136,9 @@ def validate_platform_args(args: AwsPlatformArgs) -> list[str]:
     problems += eks_facts.version_problems(args.kubernetes_version, eks_facts.today())
     if node_autoscaling(args) and image_tag(args.kubernetes_version) is None:
         problems.append(
-            f"kubernetesVersion: {args.kubernetes_version!r} has no pinned cluster-autoscaler release (its minor "
-            f"must match the cluster's); use one of {', '.join(IMAGE_TAGS)}"
+            f"kubernetesVersion: {args.kubernetes_version!r} has no pinned cluster-autoscaler chart and image of its "
+            f"minor (cluster-autoscaler's minor must match the cluster's, and its chart's RBAC the release's); use "
+            f"one of {', '.join(IMAGE_TAGS)}, or fixed-size node groups (min = max)"
         )
     if isinstance(args.vpc, ExistingVpc) and len(args.vpc.private_subnet_ids) < 2:
         problems.append("vpc.privateSubnetIds: EKS needs subnets in at least 2 availability zones")
@@ -210,6 +212,12 @@ class AwsPlatform(pulumi.ComponentResource):
             )
             if refusals:
                 raise UserError(f"platform aws ({name}): the account's GPU quota is too small", refusals)
+        if args.admin_role_arns:
+            # Before any resource: a second access entry for the creator fails only once the cluster exists.
+            caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(provider=self.aws_provider, parent=self))
+            refused = decisions.creator_admin_problems(caller.arn, args.admin_role_arns)
+            if refused:
+                raise UserError(f"platform aws ({name}): cluster access", refused)
         network = Network(
             f"{name}-net",
             NetworkArgs(
@@ -255,7 +263,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 custom_timeouts=pulumi.CustomTimeouts(create="30m", update="60m", delete="30m"),
             ),
         )
-        cni = self._vpc_cni(name, cluster_name, cluster)
+        cni = self._vpc_cni(name, cluster_name, cluster, args.kubernetes_version)
         nodes_sg = aws.ec2.SecurityGroup(
             f"{name}-nodes",
             vpc_id=network.vpc_id,
@@ -275,9 +283,11 @@ class AwsPlatform(pulumi.ComponentResource):
             parent=self,
             depends_on=node_deps,
             security_group_ids=node_sgs,
+            kubernetes_version=args.kubernetes_version,
         )
         system = system_node_group(name, args.system_nodes, system_disk, wiring)
         gpu_groups = [gpu_node_group(name, g, gpu_disks[g.name], wiring) for g in args.gpu_node_groups]
+        self._coredns(name, cluster_name, args.kubernetes_version, depends_on=[system])
         k8s_provider = k8s.Provider(
             f"{name}-k8s",
             kubeconfig=cluster.kubeconfig_json,
@@ -324,14 +334,22 @@ class AwsPlatform(pulumi.ComponentResource):
                 storage_class_name=args.storage_class_name,
                 aws_provider=self.aws_provider,
                 k8s_provider=k8s_provider,
-                addon_version=args.efs_csi_addon_version,
+                addon_version=args.efs_csi_addon_version
+                or self._addon_version("aws-efs-csi-driver", args.kubernetes_version),
                 depends_on=(system,),
             ),
             opts=pulumi.ResourceOptions(parent=self),
         )
         block_storage: list[pulumi.Resource] = []
         if args.addons.kube_prometheus_stack:
-            block_storage = self._ebs_csi(name, cluster_name, cluster, k8s_provider, depends_on=[system])
+            block_storage = self._ebs_csi(
+                name,
+                cluster_name,
+                cluster,
+                k8s_provider,
+                kubernetes_version=args.kubernetes_version,
+                depends_on=[system],
+            )
         addons = install_addons(
             name,
             args.addons,
@@ -415,7 +433,33 @@ class AwsPlatform(pulumi.ComponentResource):
             parent=self,
         )
 
-    def _vpc_cni(self, name: str, cluster_name: str, cluster: eks.Cluster) -> aws.eks.Addon:
+    def _addon_version(self, addon: str, kubernetes_version: str) -> pulumi.Output[str]:
+        """EKS's default version of ``addon`` for the cluster's minor (``aws eks describe-addon-versions``): it moves
+        with ``kubernetesVersion``, so a version bump upgrades the add-ons after the control plane."""
+        return aws.eks.get_addon_version_output(
+            addon_name=addon,
+            kubernetes_version=kubernetes_version,
+            most_recent=False,
+            opts=pulumi.InvokeOutputOptions(provider=self.aws_provider, parent=self),
+        ).version
+
+    def _coredns(
+        self, name: str, cluster_name: str, kubernetes_version: str, depends_on: list[pulumi.Resource]
+    ) -> aws.eks.Addon:
+        """CoreDNS as a managed EKS add-on (pulumi-eks manages it only with its default node group): EKS's
+        self-managed CoreDNS is taken over (OVERWRITE) and upgraded with the cluster's version; after the system
+        nodes, where its pods run."""
+        return aws.eks.Addon(
+            f"{name}-coredns",
+            cluster_name=cluster_name,
+            addon_name="coredns",
+            addon_version=self._addon_version("coredns", kubernetes_version),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider, depends_on=depends_on),
+        )
+
+    def _vpc_cni(self, name: str, cluster_name: str, cluster: eks.Cluster, kubernetes_version: str) -> aws.eks.Addon:
         """The VPC CNI as an EKS add-on: pod networking's IAM policy on ``aws-node``'s own IRSA role (not the node
         role), and the network-policy agent on, so the stack's NetworkPolicies are enforced (eBPF on each node)."""
         role = self._addon_role(f"{name}-vpc-cni", cluster, "aws-node", CNI_POLICY)
@@ -423,6 +467,7 @@ class AwsPlatform(pulumi.ComponentResource):
             f"{name}-vpc-cni",
             cluster_name=cluster_name,
             addon_name="vpc-cni",
+            addon_version=self._addon_version("vpc-cni", kubernetes_version),
             service_account_role_arn=role.arn,
             configuration_values=json.dumps(decisions.vpc_cni_configuration(), sort_keys=True),
             resolve_conflicts_on_create="OVERWRITE",
@@ -436,6 +481,8 @@ class AwsPlatform(pulumi.ComponentResource):
         cluster_name: str,
         cluster: eks.Cluster,
         k8s_provider: k8s.Provider,
+        *,
+        kubernetes_version: str,
         depends_on: list[pulumi.Resource],
     ) -> list[pulumi.Resource]:
         """The EBS CSI driver (EKS add-on, IRSA) and an encrypted gp3 StorageClass for Prometheus and Alertmanager."""
@@ -444,6 +491,7 @@ class AwsPlatform(pulumi.ComponentResource):
             f"{name}-ebs-csi",
             cluster_name=cluster_name,
             addon_name="aws-ebs-csi-driver",
+            addon_version=self._addon_version("aws-ebs-csi-driver", kubernetes_version),
             service_account_role_arn=role.arn,
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",

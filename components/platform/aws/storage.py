@@ -102,7 +102,7 @@ class EfsModelStoreArgs:
     storage_class_name: str
     aws_provider: aws.Provider
     k8s_provider: k8s.Provider
-    addon_version: str | None = None
+    addon_version: pulumi.Input[str] | None = None
     """EKS add-on version of the EFS CSI driver; None = the default version for the cluster's Kubernetes."""
     depends_on: tuple[pulumi.Resource, ...] = ()
     """Resources the CSI add-on needs first (a node group: the add-on only becomes ACTIVE once its pods run)."""

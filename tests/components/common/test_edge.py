@@ -242,19 +242,17 @@ def test_on_the_users_own_gateway_nothing_but_keys_and_policies_is_made(mocks: R
     assert {"SecurityPolicy", "BackendTrafficPolicy"} <= kinds
 
 
-def test_the_stack_makes_its_acme_issuer_production_only_when_asked() -> None:
+def test_the_stack_makes_its_acme_issuer_on_lets_encrypts_production_directory() -> None:
     solver = gateway_http01_solver(GATEWAY)
-    prod = acme_issuer_spec(AcmeIssuer("letsencrypt-prod", "ops@example.com", production=True), solver)
-    staging = acme_issuer_spec(AcmeIssuer("letsencrypt-staging", "ops@example.com", production=False), solver)
-    assert prod["acme"]["server"] == "https://acme-v02.api.letsencrypt.org/directory"
-    assert staging["acme"]["server"] == "https://acme-staging-v02.api.letsencrypt.org/directory"
-    (answer,) = prod["acme"]["solvers"]
+    spec = acme_issuer_spec(AcmeIssuer("letsencrypt-prod", "ops@example.com"), solver)
+    assert spec["acme"]["server"] == "https://acme-v02.api.letsencrypt.org/directory"
+    (answer,) = spec["acme"]["solvers"]
     (parent,) = answer["http01"]["gatewayHTTPRoute"]["parentRefs"]
     assert (parent["name"], parent["sectionName"]) == ("test-edge", "http")
 
 
 def test_the_issuer_is_made_with_the_edge_objects(mocks: RecordingMocks) -> None:
-    issuer = AcmeIssuer("letsencrypt-staging", "ops@example.com", production=False)
+    issuer = AcmeIssuer("letsencrypt-prod", "ops@example.com")
     _edge_objects(mocks, issuer=issuer, issuer_solver=gateway_http01_solver(GATEWAY))
     (made,) = _of_kind(mocks, "ClusterIssuer").values()
     assert made.inputs["spec"]["acme"]["email"] == "ops@example.com"

@@ -17,7 +17,7 @@ from components.common.priority import (
 )
 from components.common.target import PriorityClassNames
 from components.settings.stack_file import settings_from_stack_file
-from tests.plans import StackPlans
+from tests.plans import StackPlans, deploy_secrets
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -61,7 +61,7 @@ def prod_objects(stack_plan: StackPlans) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def prod_classes() -> PriorityClassNames:
-    return priority_class_names(settings_from_stack_file(REPO, "prod").namespace)
+    return priority_class_names(settings_from_stack_file(REPO, "prod", deploy_secrets("prod")).namespace)
 
 
 def pod_spec(obj: dict[str, Any]) -> dict[str, Any]:

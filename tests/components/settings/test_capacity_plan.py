@@ -14,7 +14,7 @@ from components.serving.promotion import VERSION_LABEL
 from components.settings import load_settings
 from components.settings.capacity import PACKING_LABEL, PLACEMENT_ANNOTATION
 from tests.components.settings.test_validation import GPTJ, as_cli, aws_stack, kubernetes_stack, problems_of
-from tests.plans import StackPlans
+from tests.plans import StackPlans, deploy_secrets
 from tritonft.synth.stackfile import read_stack
 
 REPO = Path(__file__).resolve().parents[3]
@@ -86,7 +86,7 @@ def test_prod_rolls_every_model_by_surging_so_a_rollout_never_removes_capacity(
 
 @pytest.mark.parametrize("stack", ["staging", "prod"])
 def test_the_shipped_stacks_roll_each_gpu_model_with_a_surge_pod(stack: str) -> None:
-    config = read_stack(REPO, stack)
+    config = read_stack(REPO, stack, deploy_secrets(stack))
     prefix = f"{config.project}:"
     values = {k[len(prefix) :]: v for k, v in config.values.items() if k.startswith(prefix)}
     secrets = {k[len(prefix) :] for k in config.secret_keys if k.startswith(prefix)}
@@ -155,7 +155,7 @@ def test_prods_llama_packs_with_the_other_one_gpu_model_and_surges(
 
 def judged_stack(**overrides: Any) -> dict[str, Any]:
     """t5-3b (a whole 4-GPU node a pod) and gpt-j-6b at 1..2 replicas on g5.12xlarge nodes, autoscaled."""
-    addons = ["kube-prometheus-stack", "prometheus-adapter", "envoy-gateway"]
+    addons = ["kube-prometheus-stack", "prometheus-adapter", "envoy-gateway", "cert-manager"]
     models = [dict(T5_3B_TP4), dict(GPTJ)]
     return aws_stack(
         models=models, replicasMin=1, replicasMax=2, gpuNodesMin=2, gpuNodesDesired=2, addons=addons, **overrides

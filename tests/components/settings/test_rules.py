@@ -202,8 +202,8 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         aws_stack(acmeEmail=None, tlsIssuer="letsencrypt-prod"),
         (),
         "tlsIssuer: 'letsencrypt-prod' names a ClusterIssuer nothing creates on the cluster this stack builds "
-        "(platform aws): no certificate would ever be issued; set acmeEmail (the stack then makes it: Let's Encrypt "
-        "production in prod, staging elsewhere)",
+        "(platform aws): no certificate would ever be issued; set acmeEmail (the stack then makes it, on Let's "
+        "Encrypt's production directory)",
     ),
     "built-cluster-basic-auth-secret-is-made": (
         aws_ingress_stack(ingressHtpasswd=None, basicAuthSecretName="triton-basic-auth"),
@@ -218,6 +218,15 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         (),
         "acmeEmail: TLS on the Gateway this stack builds needs its listeners' certificates issued: set acmeEmail (the "
         "stack makes the ClusterIssuer and cert-manager issues each host's certificate), or ingressTls: false",
+    ),
+    "built-cluster-token-secret-is-made": (
+        aws_stack(models=[dict(T5_SMALL, hfTokenSecret="hf-token")]),
+        (),
+        "models: models[0].hfTokenSecret: 'hf-token' names a Secret in namespace 'triton', which this same `up` "
+        "creates on the cluster it builds (platform aws): nothing can make the Secret first, and the model's download "
+        "Job would wait for it until its deadline; remove hfTokenSecret and set the stack's token, `pulumi config set "
+        "--secret hfToken hf_...` (in CI: the HF_TOKEN repository secret, which .github/scripts/stack-config.sh "
+        "sets): the stack makes the Secret the Job mounts from it",
     ),
     "built-cluster-hosts-have-dns": (
         aws_stack(dnsZone="example.org"),
@@ -315,9 +324,10 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         kubernetes_stack(gpusPerNode=2, models=[LLAMA8B | {"tensorParallel": 2}]),
         (),
         "hfToken: models[0] (meta-llama/Llama-3.1-8B-Instruct) is gated on the Hugging Face Hub: accept its licence "
-        "there with an account, then store that account's token: `pulumi config set --secret hfToken hf_...`, or "
+        "there with an account, then store that account's token: `pulumi config set --secret hfToken hf_...` (in CI: "
+        "the HF_TOKEN repository secret, which .github/scripts/stack-config.sh sets), or, on an existing cluster, "
         "name an existing Secret with key `token` in the model's `hfTokenSecret` (the download Job mounts it as a "
-        "file)",
+        "file; `tritonft preflight` checks it is there)",
     ),
     "vllm-block-for-llama": (
         kubernetes_stack(models=[model(vllm={"maxModelLen": 512})]),
@@ -510,3 +520,12 @@ def bound_key(path: str) -> set[str]:
     if entry:
         return {f"models[].{entry.group(1)}"} & RULE_KEYS_ALL or {"models"}
     return {path.split("[", 1)[0]}
+
+
+def test_the_issuer_the_stack_derives_from_acme_email_needs_cert_manager_too() -> None:
+    """A new user's stack: `acmeEmail` (so a ClusterIssuer in its plan) without the `cert-manager` add-on."""
+    problems = problems_of(aws_stack(addons=["envoy-gateway"]), ())
+    assert problems == [
+        "acmeEmail: the stack makes the ClusterIssuer 'letsencrypt-prod' from it, a cert-manager resource: add "
+        "`cert-manager` to `addons` (cert-manager issues the edge's certificates from it)"
+    ]

@@ -321,14 +321,15 @@ def test_outside_local_an_ingress_edge_defaults_to_basic_auth() -> None:
     assert (settings.serving.ingress.edge, settings.serving.ingress.auth) == ("ingress", "basic")
 
 
-def test_with_an_acme_email_the_issuer_is_lets_encrypt_production_only_in_prod() -> None:
+def test_with_an_acme_email_every_environment_gets_the_lets_encrypt_production_issuer() -> None:
+    """The probes and judges in every `up` verify TLS: a staging-directory certificate would fail dev's first probe."""
     issuers = {
         env: load_settings(
             as_cli(aws_stack(environment=env)), project="triton-ft", stack=env
         ).serving.ingress.tls_issuer
         for env in ("dev", "staging", "prod")
     }
-    assert issuers == {"dev": "letsencrypt-staging", "staging": "letsencrypt-staging", "prod": "letsencrypt-prod"}
+    assert issuers == {"dev": "letsencrypt-prod", "staging": "letsencrypt-prod", "prod": "letsencrypt-prod"}
 
 
 def test_prod_protects_storage_by_default() -> None:

@@ -20,7 +20,7 @@ import pytest
 
 from components.settings.stack_file import settings_from_stack_file
 from tests.failure_logs import attach_on_failure
-from tests.plans import StackPlans
+from tests.plans import StackPlans, deploy_secrets
 from tests.system.controlplane.plan import NodeShape, Plan, apply_plan, create_nodes, load_plan, retarget
 from tests.system.controlplane.server import REPO, ControlPlane, control_plane_bin
 from tritonft.kube import Kube
@@ -66,7 +66,7 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlP
 @pytest.fixture(scope="session")
 def prod_plan(stack_plan: StackPlans) -> Plan:
     """prod's plan as ``tritonft synth`` writes it (once per session)."""
-    return Plan(settings_from_stack_file(REPO, "prod"), stack_plan("prod").out / "manifests")
+    return Plan(settings_from_stack_file(REPO, "prod", deploy_secrets("prod")), stack_plan("prod").out / "manifests")
 
 
 @dataclass

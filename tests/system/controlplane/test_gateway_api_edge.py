@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components.settings.stack_file import settings_from_stack_file
-from tests.plans import StackPlans
+from tests.plans import StackPlans, deploy_secrets
 from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import REAL_CRD_GROUPS, install_crds, load_plan, retarget
 from tests.system.controlplane.server import REPO
@@ -30,7 +30,7 @@ EDGE_KINDS = (
 
 
 def edge_objects(plan: SynthResult, namespace: str) -> list[dict[str, Any]]:
-    plan_namespace = settings_from_stack_file(REPO, plan.stack.stack).namespace
+    plan_namespace = settings_from_stack_file(REPO, plan.stack.stack, deploy_secrets(plan.stack.stack)).namespace
     objs = retarget(load_plan(plan.out / "manifests"), plan_namespace, namespace)
     return [o for o in objs if o["apiVersion"].split("/")[0] in REAL_CRD_GROUPS]
 

@@ -16,6 +16,7 @@ import pytest
 from components.common.target import GPU_RESOURCE
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
 from components.settings.capacity import PACKING_LABEL
+from tests.plans import deploy_secrets
 from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import Plan, gpu_node_shape, load_plan, retarget
 from tests.system.controlplane.prod import copy_project, deploy, deploy_and_schedule, gpus, triton_pods
@@ -104,7 +105,7 @@ def changed_prod(tmp_path: Path) -> Path:
     text = stack.read_text()
     assert "loadBandwidthMiBps" not in text
     stack.write_text(text.replace("config:\n", "config:\n  triton-ft:loadBandwidthMiBps: 30\n", 1))
-    synthesize("prod", out=tmp_path / "out", project_dir=project)
+    synthesize("prod", out=tmp_path / "out", project_dir=project, assume_secrets=deploy_secrets("prod"))
     return tmp_path / "out/manifests"
 
 
@@ -160,6 +161,6 @@ def test_a_plan_that_cannot_fit_is_refused_before_any_resource(tmp_path: Path) -
         )
     stack.write_text(text + "\n")
     with pytest.raises(UserError) as info:
-        synthesize("prod", out=tmp_path / "out", project_dir=project)
+        synthesize("prod", out=tmp_path / "out", project_dir=project, assume_secrets=deploy_secrets("prod"))
     assert "replicasMin: 2 x 4 (t5-3b) + 2 x 1 (gpt-j-6b) + 2 x 1 (llama-3-1-8b) = 12 GPUs need 4" in str(info.value)
     assert not (tmp_path / "out").exists(), "nothing of the plan was written, so nothing can be applied"

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.settings.load import load_settings
-from tests.plans import StackPlans
+from tests.plans import StackPlans, deploy_secrets
 from tritonft.errors import UserError
 from tritonft.synth.cli_rules import (
     CliRuleError,
@@ -94,7 +94,9 @@ def test_stringified_stack_synthesises_the_same_plan(stack: str, stack_plan: Sta
     (copy_root / "stacks" / f"Pulumi.{stack}.yaml").write_text(stringified_stack(stack_text(stack)))
 
     original = stack_plan(stack)
-    stringified = synthesize(stack, out=tmp_path / "stringified", project_dir=copy_root)
+    stringified = synthesize(
+        stack, out=tmp_path / "stringified", project_dir=copy_root, assume_secrets=deploy_secrets(stack)
+    )
 
     assert original.resources and len(original.resources) == len(stringified.resources)
     assert _tree(original.out) == _tree(stringified.out)

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from components.platform.aws import charts
+from tests.plans import deploy_secrets
 from tritonft.synth.plandiff import Action, Change, Report, load_plan, plan_diff
 from tritonft.synth.run import synthesize
 
@@ -64,7 +65,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _synth(project: Path, out: Path) -> list[dict[str, Any]]:
     with _inside(project):
-        synthesize(STACK, out=out, project_dir=project, extras=())
+        synthesize(STACK, out=out, project_dir=project, extras=(), assume_secrets=deploy_secrets(STACK))
     return load_plan(out)
 
 

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from components.settings.stack_file import settings_from_stack_file
-from tests.plans import StackPlans
+from tests.plans import StackPlans, deploy_secrets
 
 REPO = Path(__file__).resolve().parents[3]
 BUILT = ("dev", "staging", "prod")
@@ -64,7 +64,7 @@ def test_every_object_a_route_listener_or_policy_refers_to_is_in_the_plan(plans:
     for policy in (o for o in objs if o["kind"] == "SecurityPolicy"):
         assert {r["name"] for r in policy["spec"]["apiKeyAuth"]["credentialRefs"]} <= secrets
     # The one kind of Secret a stack names instead of making: a model's `hfTokenSecret` (its token, created by hand).
-    secrets |= set(settings_from_stack_file(REPO, stack).token_secrets.values())
+    secrets |= set(settings_from_stack_file(REPO, stack, deploy_secrets(stack)).token_secrets.values())
     for pod_spec in (o["spec"]["template"]["spec"] for o in objs if o["kind"] in ("Deployment", "Job")):
         for container in pod_spec.get("containers", []) + pod_spec.get("initContainers", []):
             for env in container.get("env", []):
@@ -77,7 +77,7 @@ def test_every_object_a_route_listener_or_policy_refers_to_is_in_the_plan(plans:
 @pytest.mark.parametrize("stack", BUILT)
 def test_every_host_has_its_dns_path(plans: dict[str, Path], stack: str) -> None:
     objs = manifests(plans[stack])
-    settings = settings_from_stack_file(REPO, stack)
+    settings = settings_from_stack_file(REPO, stack, deploy_secrets(stack))
     zone = settings.serving.ingress.dns_zone
     assert zone
     hosts = {h for o in objs if o["kind"] in ("HTTPRoute", "GRPCRoute") for h in o["spec"].get("hostnames", [])}

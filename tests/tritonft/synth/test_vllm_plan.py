@@ -65,12 +65,12 @@ def test_model_json_names_where_the_download_job_puts_the_files(prod: Path) -> N
     assert "tritonft convert" not in container["command"][-1]
 
 
-def test_the_gated_models_download_reads_the_named_token_secret(prod: Path) -> None:
+def test_the_gated_models_download_reads_the_token_secret_the_stack_makes_from_hf_token(prod: Path) -> None:
     job = manifest(prod, "job", "llama-3-1-8b")
     volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
-    assert volumes["hf-token"]["secret"]["secretName"] == "hf-token"
-    others = [manifest(prod, "job", name) for name in ("t5-3b", "gpt-j-6b")]
-    assert all("hf-token" not in {v["name"] for v in j["spec"]["template"]["spec"]["volumes"]} for j in others)
+    assert volumes["hf-token"]["secret"]["secretName"] == "prod-llama-3-1-8b-convert-hf-token"
+    secret = manifest(prod, "secret", "prod-llama-3-1-8b-convert-hf-token")
+    assert secret["metadata"]["namespace"] == job["metadata"]["namespace"]
 
 
 def test_prods_llama_runs_in_the_vllm_server_image_with_one_gpu(prod: Path) -> None:

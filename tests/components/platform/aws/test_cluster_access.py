@@ -7,7 +7,8 @@ from datetime import date
 
 import pytest
 
-from components.platform.aws.autoscaler import IMAGE_TAGS
+from components.platform.aws.autoscaler import IMAGE_TAGS, RELEASES
+from components.platform.aws.decisions import creator_admin_problems, principal_of
 from components.settings import eks as eks_facts
 from tests.components.platform.aws.helpers import build_platform
 from tritonft.errors import UserError
@@ -82,10 +83,19 @@ def test_the_default_version_is_in_standard_support_with_its_own_autoscaler(mock
     assert IMAGE_TAGS[version].startswith(f"v{version}.")
 
 
-def test_every_offered_version_has_a_cluster_autoscaler_of_its_own_minor() -> None:
-    assert set(IMAGE_TAGS) == set(eks_facts.EKS_VERSIONS)
-    for minor, tag in IMAGE_TAGS.items():
-        assert tag.startswith(f"v{minor}.")
+def test_each_pinned_cluster_autoscaler_chart_image_and_cluster_share_one_minor() -> None:
+    assert set(RELEASES) <= set(eks_facts.EKS_VERSIONS)
+    for minor, release in RELEASES.items():
+        assert release.image.startswith(f"v{minor}."), minor
+        assert release.app_version.startswith(f"{minor}."), f"chart {release.chart} is not of {minor}"
+
+
+def test_a_version_whose_autoscaler_chart_is_not_released_is_refused_with_node_autoscaling() -> None:
+    # cluster-autoscaler v1.36.0 is promoted, no chart of app 1.36 is: the 1.35 chart's RBAC is not 1.36's.
+    assert "1.36" in eks_facts.EKS_VERSIONS and "1.36" not in RELEASES
+    with pytest.raises(UserError) as info:
+        build_platform(kubernetes_version="1.36")
+    assert any(p.startswith("kubernetesVersion: '1.36' has no pinned cluster-autoscaler") for p in info.value.problems)
 
 
 @pytest.mark.parametrize(
@@ -121,3 +131,26 @@ def test_a_version_past_extended_support_is_refused(mocks: RecordingMocks, monke
         "kubernetesVersion: 1.32 is past EKS extended support (no new clusters); use one of" in info.value.problems[0]
     )
     assert mocks.resources == []
+
+
+def test_an_assumed_roles_session_is_its_role() -> None:
+    session = "arn:aws:sts::123456789012:assumed-role/github-deploy/GitHubActions"
+    assert principal_of(session) == "arn:aws:iam::123456789012:role/github-deploy"
+    assert principal_of("arn:aws:iam::123456789012:user/ops") == "arn:aws:iam::123456789012:user/ops"
+
+
+def test_listing_the_role_that_runs_up_among_the_admins_is_refused() -> None:
+    session = "arn:aws:sts::123456789012:assumed-role/github-deploy/GitHubActions"
+    admins = ("arn:aws:iam::123456789012:role/ops", "arn:aws:iam::123456789012:role/ci/github-deploy")
+    (problem,) = creator_admin_problems(session, admins)
+    assert problem.startswith("adminPrincipalArns[1]: 'arn:aws:iam::123456789012:role/ci/github-deploy' is the")
+    assert "ResourceInUseException" in problem
+    assert creator_admin_problems(session, admins[:1]) == []
+
+
+def test_the_platform_stops_before_any_resource_when_the_creator_is_listed(mocks: RecordingMocks) -> None:
+    # The mock engine's caller is arn:aws:iam::123456789012:user/mock (tritonft.synth.engine.CALL_RESULTS).
+    with pytest.raises(UserError) as info:
+        build_platform(admin_role_arns=("arn:aws:iam::123456789012:user/mock",))
+    assert info.value.problems[0].startswith("adminPrincipalArns[0]: 'arn:aws:iam::123456789012:user/mock'")
+    assert not mocks.of_type("eks:index:Cluster") and not mocks.of_type("aws:ec2/vpc:Vpc")

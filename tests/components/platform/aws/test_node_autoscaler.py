@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from components.platform.aws import charts
 from components.platform.aws.autoscaler import autoscaler_policy, image_tag
 from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from tests.components.platform.aws.helpers import build_platform
@@ -24,10 +23,11 @@ def _autoscaler(mocks: RecordingMocks) -> Any:
 def test_a_gpu_group_that_may_grow_gets_the_pinned_cluster_autoscaler(mocks: RecordingMocks) -> None:
     build_platform(kubernetes_version="1.35")
     (chart,) = _autoscaler(mocks)
-    assert chart.inputs["version"] == charts.CLUSTER_AUTOSCALER.version
+    assert chart.inputs["version"] == "9.59.0"  # app 1.35.0: the first charts with CA 1.35's DRA RBAC are 9.54+
     assert chart.inputs["repositoryOpts"]["repo"] == "https://kubernetes.github.io/autoscaler"
     values = chart.inputs["values"]
     assert values["image"]["tag"] == "v1.35.1"
+
     assert values["autoDiscovery"]["clusterName"] == "triton-ft-test"
     assert "k8s.io/cluster-autoscaler/triton-ft-test" in values["autoDiscovery"]["tags"]
     assert values["nodeSelector"] == {"triton-ft.io/node-pool": "system"}
@@ -82,6 +82,12 @@ def test_every_other_action_of_the_policy_only_reads() -> None:
     policy = json.loads(autoscaler_policy("c", ["arn:ng"]))
     other = [a for s in policy["Statement"] if s["Sid"] == "Discover" for a in s["Action"]]
     assert other and all(a.split(":")[1].startswith(("Describe", "Get")) for a in other)
+
+
+def test_an_older_cluster_gets_the_chart_of_its_own_minor(mocks: RecordingMocks) -> None:
+    build_platform(kubernetes_version="1.34")
+    (chart,) = _autoscaler(mocks)
+    assert (chart.inputs["version"], chart.inputs["values"]["image"]["tag"]) == ("9.53.0", "v1.34.4")
 
 
 def test_fixed_size_groups_get_no_autoscaler(mocks: RecordingMocks) -> None:

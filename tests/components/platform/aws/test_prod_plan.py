@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.plans import StackPlans
+from tests.plans import StackPlans, deploy_secrets
 from tritonft.errors import UserError
 from tritonft.synth.engine import CALL_RESULTS, Registered
 from tritonft.synth.result import SynthResult
@@ -72,7 +72,7 @@ def test_prod_on_a_new_account_stops_at_the_quota_naming_the_number_to_ask_for(
     new_account = {"value": 0.0, "quotaCode": "L-DB2E81BA", "serviceCode": "ec2"}
     monkeypatch.setitem(CALL_RESULTS, "aws:servicequotas/getServiceQuota:getServiceQuota", new_account)
     with pytest.raises(UserError) as info:
-        synthesize("prod", out=tmp_path / "prod", project_dir=REPO)
+        synthesize("prod", out=tmp_path / "prod", project_dir=REPO, assume_secrets=deploy_secrets("prod"))
     message = str(info.value)
     assert "gpuNodesMax: the GPU node groups need 480 vCPUs" in message  # 10 x g5.12xlarge x 48
     assert "the account has 0" in message and "--desired-value 480" in message
@@ -141,7 +141,7 @@ def test_ci_reaches_a_cluster_an_operator_created_through_the_settings_access_en
     stack.write_text(
         stack.read_text().replace("config:\n", f"config:\n  triton-ft:adminPrincipalArns: ['{deploy_role}']\n", 1)
     )
-    result = synthesize("prod", out=tmp_path / "out", project_dir=project)
+    result = synthesize("prod", out=tmp_path / "out", project_dir=project, assume_secrets=deploy_secrets("prod"))
     (cluster,) = _of_type(result, "eks:index:Cluster")
     assert cluster.inputs["authenticationMode"] == "API"
     (entry,) = cluster.inputs["accessEntries"].values()

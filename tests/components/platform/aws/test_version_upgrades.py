@@ -1,0 +1,44 @@
+"""A `kubernetesVersion` bump upgrades the whole cluster, not only its control plane: every node group carries the
+cluster's version (EKS then rolls it to that minor's AMI, after the control plane it depends on), CoreDNS is a
+managed add-on, and every managed add-on's version is EKS's default for the cluster's minor."""
+
+from __future__ import annotations
+
+import pytest
+
+from components.platform.aws.platform import AddonFlags
+from tests.components.platform.aws.helpers import build_platform
+from tritonft.synth.engine import RecordingMocks
+
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
+ADDON = "aws:eks/addon:Addon"
+MANAGED = ("vpc-cni", "coredns", "aws-ebs-csi-driver", "aws-efs-csi-driver")
+
+
+@pytest.mark.parametrize("minor", ["1.34", "1.35"])
+def test_every_node_group_carries_the_clusters_version(mocks: RecordingMocks, minor: str) -> None:
+    build_platform(kubernetes_version=minor)
+    groups = mocks.of_type(NODE_GROUP)
+    assert len(groups) >= 2
+    assert {g.inputs["version"] for g in groups} == {minor}
+
+
+@pytest.mark.parametrize("minor", ["1.34", "1.35"])
+def test_every_managed_addon_follows_the_clusters_version(mocks: RecordingMocks, minor: str) -> None:
+    build_platform(kubernetes_version=minor, addons=AddonFlags(kube_prometheus_stack=True))
+    versions = {a.inputs["addonName"]: a.inputs.get("addonVersion") for a in mocks.of_type(ADDON)}
+    assert versions == {addon: f"{addon}@{minor}" for addon in MANAGED}
+
+
+def test_coredns_is_managed_after_the_nodes_its_pods_run_on(mocks: RecordingMocks) -> None:
+    build_platform()
+    (coredns,) = [a for a in mocks.of_type(ADDON) if a.inputs["addonName"] == "coredns"]
+    assert coredns.inputs["resolveConflictsOnCreate"] == "OVERWRITE"  # takes over EKS's self-managed CoreDNS
+    (system,) = [g for g in mocks.of_type(NODE_GROUP) if g.name.endswith("-system")]
+    assert system.urn in coredns.depends_on
+
+
+def test_a_pinned_efs_driver_version_wins_over_the_default(mocks: RecordingMocks) -> None:
+    build_platform(efs_csi_addon_version="v2.1.4-eksbuild.1")
+    (efs,) = [a for a in mocks.of_type(ADDON) if a.inputs["addonName"] == "aws-efs-csi-driver"]
+    assert efs.inputs["addonVersion"] == "v2.1.4-eksbuild.1"
