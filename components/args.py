@@ -219,6 +219,7 @@ def triton_image_args(settings: Settings, aws_provider: aws.Provider | None) -> 
         kms_key_arn=settings.cluster.aws.kms_key_arn if settings.cluster.aws else None,
         protect_repositories=settings.cluster.aws.protect_infrastructure if settings.cluster.aws else None,
         engines=engines_in_use(settings),
+        engine_prebuilt=image.engine_images,
         base_digests=image.base_digests,
     )
 

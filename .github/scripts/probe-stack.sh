@@ -1,23 +1,38 @@
 #!/usr/bin/env bash
-# Probe a deployed stack from outside the cluster: read its outputs and ask every model for a correct answer.
+# Probe a deployed stack from outside the cluster, through its edge as a client would: every model asked for a
+# correct answer on its public endpoint and, with a gateway, through the OpenAI API.
 #   probe-stack.sh STACK
-# Environment: ENDPOINT_OUTPUT (stack output holding the endpoint URL, default `endpoint`), PROBE_ARGS (extra
-# `tritonft probe` arguments, e.g. `--protocol http`). Exits non-zero when any model fails.
+# Reads the outputs the stack exports (`models`, `endpoints`, `openaiBaseUrl`: .github/scripts/probe_targets.py)
+# and, when the edge checks API keys, the probe's own key (`apiKeys.probe`, a secret output: masked in the log, given
+# to the probe through the environment, never on a command line). Behind an `edge: ingress` with auth, the header
+# comes from TRITONFT_PROBE_AUTHORIZATION instead. PROBE_ARGS: extra `tritonft probe` arguments. Exits non-zero
+# when an output is missing or any model fails.
 set -euo pipefail
 stack="$1"
-pulumi stack output --stack "$stack" --json > "outputs-$stack.json"
-url="$(python3 -c 'import json,sys; o=json.load(open(sys.argv[1])); print(o.get(sys.argv[2]) or "")' "outputs-$stack.json" "${ENDPOINT_OUTPUT:-endpoint}")"
-if [ -z "$url" ]; then
-  echo "::error::stack $stack has no '${ENDPOINT_OUTPUT:-endpoint}' output; set the ENDPOINT_OUTPUT variable"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+pulumi stack output --stack "$stack" --json > "$work/outputs.json"
+python3 .github/scripts/probe_targets.py "$work/outputs.json" "$stack" "$work/specs" > "$work/targets.tsv" || {
+  cat "$work/targets.tsv"
   exit 1
+}
+headers=()
+if jq -e 'has("apiKeys")' "$work/outputs.json" >/dev/null; then
+  key=$(pulumi stack output --stack "$stack" apiKeys --show-secrets --json | jq -r '.probe // empty')
+  if [ -z "$key" ]; then
+    echo "::error::stack $stack: the edge checks API keys but apiKeys has no 'probe' key"
+    exit 1
+  fi
+  echo "::add-mask::$key"
+  export PROBE_AUTHORIZATION="Bearer $key"
+  headers=(--header-from-env Authorization=PROBE_AUTHORIZATION)
+elif [ -n "${TRITONFT_PROBE_AUTHORIZATION:-}" ]; then
+  headers=(--header-from-env Authorization=TRITONFT_PROBE_AUTHORIZATION)
 fi
-mapfile -t models < <(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1])).get("models", [])))' "outputs-$stack.json")
-if [ "${#models[@]}" -eq 0 ]; then
-  echo "::error::stack $stack exports no models"
-  exit 1
-fi
-for model in "${models[@]}"; do
-  echo "probing $model at $url"
+while IFS=$'\t' read -r model url spec gateway; do
+  gateway_args=()
+  [ "$gateway" = - ] || gateway_args=(--gateway "$gateway")
+  echo "probing $model at $url${gateway_args[*]:+ and through the gateway at $gateway}"
   # shellcheck disable=SC2086  # PROBE_ARGS is a list of extra arguments
-  tritonft probe --url "$url" --model "$model" ${PROBE_ARGS:-}
-done
+  tritonft probe --url "$url" --spec "$spec" "${headers[@]}" "${gateway_args[@]}" ${PROBE_ARGS:-}
+done < "$work/targets.tsv"

@@ -3,7 +3,8 @@
 #   - attach a Pulumi ESC environment when PULUMI_ESC_ENVIRONMENT is set (e.g. `triton-ft/dev`);
 #   - set secrets from repository secrets when given (HF_TOKEN -> hfToken, INGRESS_HTPASSWD -> ingressHtpasswd);
 #   - promote the images the deploy workflow built once (SERVER_IMAGE -> serverImage, TOOLS_IMAGE -> toolsImage,
-#     each `repository@sha256:...`): the stack deploys those digests and builds nothing.
+#     ENGINE_IMAGES, a JSON mapping engine -> reference, -> engineImages.<engine>; each `repository@sha256:...`):
+#     the stack deploys those digests and builds nothing.
 # Changes only the runner's copy of stacks/Pulumi.<stack>.yaml; values never reach the log.
 set -euo pipefail
 stack="$1"
@@ -27,4 +28,10 @@ fi
 if [ -n "${TOOLS_IMAGE:-}" ]; then
   pulumi config set --stack "$stack" triton-ft:toolsImage "$TOOLS_IMAGE" >/dev/null
   echo "stack $stack: toolsImage = $TOOLS_IMAGE (built once by the deploy workflow)"
+fi
+if [ -n "${ENGINE_IMAGES:-}" ]; then
+  while IFS=$'\t' read -r engine ref; do
+    pulumi config set --path --stack "$stack" "triton-ft:engineImages.$engine" "$ref" >/dev/null
+    echo "stack $stack: engineImages.$engine = $ref (built once by the deploy workflow)"
+  done < <(python3 -c 'import json,sys; [print(f"{k}\t{v}") for k, v in sorted(json.loads(sys.argv[1]).items())]' "$ENGINE_IMAGES")
 fi

@@ -274,6 +274,7 @@ def _settings(project: str, f: StackFacts, top: _Reader, platform: str, node: Gp
             ft_commit=top.get("ftCommit"),
             cuda_archs=tuple(top.get("cudaArchs", [])),
             base_digests=dict(top.get("baseImageDigests", {})),
+            engine_images=dict(top.get("engineImages", {})),
         ),
         storage=StorageSettings(
             size_gib=top.get("storageSizeGiB"),

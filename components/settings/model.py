@@ -91,6 +91,8 @@ class ImageSettings:
     cuda_archs: tuple[str, ...]
     base_digests: Mapping[str, str] = field(default_factory=dict)
     """``baseImageDigests``: the digest of each base image (``repository:tag``) the Dockerfiles leave unpinned."""
+    engine_images: Mapping[str, str] = field(default_factory=dict)
+    """``engineImages``: a prebuilt server image (pinned by digest) by engine name, instead of building it."""
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from components.settings import aws_names, kube
 from components.settings.alerting import ALERT_FOR, ROUTES, credential_file_problems, duration_problem
 from components.settings.eks import DEFAULT_KUBERNETES_VERSION, LOG_RETENTION_DAYS, NAT_MODES
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
+from tritonft.engines import ENGINES, FASTERTRANSFORMER
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
 from tritonft.engines.vllm.rules import ARCHITECTURES, DTYPES
 from tritonft.quantity import quantity, quantity_value
@@ -204,6 +205,28 @@ def _base_digests(value: Any) -> list[tuple[str, str]]:
             problems.append(("", f"{ref!r} is not a `repository:tag` reference as a Dockerfile names its base"))
         if not isinstance(digest, str) or not _SHA256.match(digest):
             problems.append(("", f"{ref}: {digest!r} is not a digest; use `sha256:<64 hex digits>`"))
+    return problems
+
+
+ENGINES_WITH_OWN_IMAGE = tuple(e.name for e in ENGINES if e.server_image != FASTERTRANSFORMER.server_image)
+"""The serving engines whose server image is not FasterTransformer's (``engineImages`` keys): ONNX Runtime's, vLLM's."""
+
+
+def _engine_images(value: Any) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for engine, ref in value.items():
+        if engine not in ENGINES_WITH_OWN_IMAGE:
+            problems.append(
+                (
+                    "",
+                    f"{engine!r} is not an engine with its own server image; the keys are "
+                    f"{', '.join(ENGINES_WITH_OWN_IMAGE)} (FasterTransformer's image is `serverImage`)",
+                )
+            )
+        elif not isinstance(ref, str) or not _DIGEST_REF.match(ref):
+            problems.append(
+                ("", f"{engine}: {ref!r} is not pinned by digest; use `repo@sha256:<64 hex>` (tags can move under you)")
+            )
     return problems
 
 
@@ -401,6 +424,12 @@ FORMATS: dict[str, Format] = {
         _base_digests,
         {"nvcr.io/nvidia/tritonserver:23.04-py3": "latest"},
         {"nvcr.io/nvidia/tritonserver:23.04-py3": "sha256:" + "0" * 64},
+    ),
+    "engine-images": Format(
+        "engine (`onnxruntime`, `vllm`) -> image pinned by digest",
+        _engine_images,
+        {"vllm": "nvcr.io/acme/triton-vllm:latest"},
+        {"vllm": "registry.example.com/server-vllm@sha256:" + "0" * 64},
     ),
     "registry": Format(
         "image registry",
@@ -1020,6 +1049,16 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "Prebuilt tools image (`tritonft` CLI), pinned by digest; skips the build.",
         default_doc="built by this stack",
         format="digest-ref",
+    ),
+    Knob(
+        "engineImages",
+        "object",
+        "Prebuilt server images of the engines whose image is not FasterTransformer's, by engine (`onnxruntime`: "
+        "the encoders'; `vllm`: the vLLM models'), each pinned by digest; an engine given here is not built by the "
+        "stack. The deploy workflow sets all of them from the images it built once (`.github/scripts/"
+        "stack-config.sh`); an entry for an engine the stack's models do not use is ignored.",
+        default_doc="`{}` (each engine in use built by this stack)",
+        format="engine-images",
     ),
     Knob(
         "baseImageDigests",

@@ -139,6 +139,14 @@ def test_the_gemm_cache_is_keyed_by_the_image_the_stack_builds() -> None:
     assert (tuning.triton_version, tuning.ft_commit) == ("23.05", "a" * 40)
 
 
+def test_the_engine_images_setting_gives_the_images_their_engines_prebuilt_servers() -> None:
+    vllm = "registry.example.com/triton-ft/server-vllm@sha256:" + "1" * 64
+    onnx = "registry.example.com/triton-ft/server-onnxruntime@sha256:" + "2" * 64
+    settings = load(kubernetes_stack(engineImages={"vllm": vllm, "onnxruntime": onnx}))
+    image_args = args.triton_image_args(settings, None)
+    assert image_args.engine_prebuilt == {"vllm": vllm, "onnxruntime": onnx}
+
+
 def test_an_encoder_is_converted_by_the_onnx_converters_version() -> None:
     from tests.components.settings.test_validation import MINILM, T5_SMALL
     from tritonft.convert.writer import CONVERTER_VERSION

@@ -137,3 +137,43 @@ def test_report_command_passes_for_a_clean_plan(sides: Path, tmp_path: Path) -> 
         == 0
     )
     assert "✅ clean" in out.read_text()
+
+
+# probe targets (probe-stack.sh)
+
+targets = load_script("probe_targets")
+OUTPUTS = {
+    "models": ["t5-small", "gpt2"],
+    "endpoints": {"t5-small": "https://t5-small.example.com", "gpt2": "https://gpt2.example.com"},
+    "openaiBaseUrl": "https://triton.example.com/v1",
+}
+SPECS = {"t5-small": '{"name": "t5-small"}', "gpt2": '{"name": "gpt2"}'}
+
+
+def test_probe_targets_are_the_exported_endpoints_with_the_gateway() -> None:
+    assert targets.probe_targets(OUTPUTS, SPECS) == [
+        ("t5-small", "https://t5-small.example.com", SPECS["t5-small"], "https://triton.example.com/v1"),
+        ("gpt2", "https://gpt2.example.com", SPECS["gpt2"], "https://triton.example.com/v1"),
+    ]
+
+
+def test_probe_targets_name_an_output_the_stack_does_not_export() -> None:
+    with pytest.raises(targets.MissingOutputError, match=r"exports no `endpoints` output \(it has: models, "):
+        targets.probe_targets({k: v for k, v in OUTPUTS.items() if k != "endpoints"}, SPECS)
+
+
+def test_a_model_without_a_public_endpoint_is_an_error_not_a_skip() -> None:
+    outputs = {**OUTPUTS, "endpoints": {"t5-small": "https://t5-small.example.com", "gpt2": None}}
+    with pytest.raises(targets.MissingOutputError, match="`endpoints` has no URL for model gpt2"):
+        targets.probe_targets(outputs, SPECS)
+
+
+def test_without_a_gateway_the_models_are_probed_on_their_endpoints_only() -> None:
+    outputs = {k: v for k, v in OUTPUTS.items() if k != "openaiBaseUrl"}
+    assert {gateway for *_, gateway in targets.probe_targets(outputs, SPECS)} == {None}
+
+
+def test_the_specs_come_from_the_checked_out_stack_file_whatever_the_org_prefix() -> None:
+    specs = targets.stack_specs("acme/triton-ft/staging")
+    assert set(specs) == {"t5-3b", "gpt-j-6b", "minilm", "qwen2-5-7b"}
+    assert json.loads(specs["minilm"])["family"] == "bert"

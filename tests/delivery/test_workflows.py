@@ -16,6 +16,10 @@ WORKFLOW_FILES = sorted(WORKFLOWS.glob("*.yml"))
 PULUMI_ACTION = re.compile(r"^pulumi/actions@(v[67]|[0-9a-f]{40})$")
 
 
+MAX_ROLE_SESSION_SECONDS = 43200
+"""IAM's ceiling for a role's MaxSessionDuration (12 h); the deploy roles are created with the jobs' durations."""
+
+
 def load(name: str) -> dict[str, Any]:
     data = yaml.safe_load((WORKFLOWS / name).read_text())
     assert isinstance(data, dict)
@@ -110,6 +114,11 @@ def test_only_jobs_that_assume_an_aws_role_get_an_oidc_token(path: Path) -> None
         assert (job.get("permissions", {}).get("id-token") == "write") is assumes_role, name
 
 
+PINNED_BY_SHA = [WORKFLOWS / "deploy.yml", REPO / ".github/actions/setup/action.yml"]
+"""The files whose every action is pinned by commit (a tag can be moved to other code; a commit cannot)."""
+ACTION_BY_SHA = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40} # v\d+(\.\d+)*$")
+
+
 @pytest.mark.parametrize("path", [*WORKFLOW_FILES, REPO / ".github/actions/setup/action.yml"], ids=lambda p: p.name)
 def test_every_action_is_pinned_to_a_release(path: Path) -> None:
     text = path.read_text()
@@ -137,6 +146,20 @@ def test_pull_requests_preview_only_dev_against_state() -> None:
 
 def test_review_stacks_get_no_hugging_face_token() -> None:
     assert "HF_TOKEN" not in (WORKFLOWS / "review-stacks.yml").read_text()
+
+
+@pytest.mark.parametrize("path", PINNED_BY_SHA, ids=lambda p: p.name)
+def test_every_action_of_the_deploy_path_is_pinned_by_commit_with_its_release_named(path: Path) -> None:
+    uses_lines = re.findall(r"uses:\s*(.+)$", path.read_text(), re.MULTILINE)
+    assert uses_lines
+    for line in uses_lines:
+        assert line.startswith("./") or ACTION_BY_SHA.match(line.strip()), line
+
+
+def test_an_action_pinned_by_a_tag_alone_is_refused_on_the_deploy_path() -> None:
+    assert not ACTION_BY_SHA.match("actions/checkout@v4")
+    assert not ACTION_BY_SHA.match("actions/checkout@11d5960a326750d5838078e36cf38b85af677262")
+    assert ACTION_BY_SHA.match("actions/checkout@11d5960a326750d5838078e36cf38b85af677262 # v4.4.0")
 
 
 def test_setup_pins_python_311_and_the_bootstrap_uv_version() -> None:
@@ -215,21 +238,43 @@ def test_deploy_builds_the_images_once_and_every_stage_promotes_the_same_digests
     assert build["outputs"] == {
         "server-image": "${{ steps.images.outputs.server-image }}",
         "tools-image": "${{ steps.images.outputs.tools-image }}",
+        "engine-images": "${{ steps.images.outputs.engine-images }}",
     }
     for stage in ("dev", "staging", "prod"):
         config = next(s for s in jobs[stage]["steps"] if "stack-config.sh" in str(s.get("run", "")))
         assert config["env"]["SERVER_IMAGE"] == "${{ needs.build.outputs.server-image }}"
         assert config["env"]["TOOLS_IMAGE"] == "${{ needs.build.outputs.tools-image }}"
+        assert config["env"]["ENGINE_IMAGES"] == "${{ needs.build.outputs.engine-images }}"
         assert not any("docker" in uses(s) or "build-images" in str(s.get("run", "")) for s in jobs[stage]["steps"])
     script = (REPO / ".github/scripts/stack-config.sh").read_text()
     assert 'triton-ft:serverImage "$SERVER_IMAGE"' in script and 'triton-ft:toolsImage "$TOOLS_IMAGE"' in script
+    assert '"triton-ft:engineImages.$engine" "$ref"' in script
 
 
-def test_the_image_build_reuses_a_tag_the_registry_holds_and_reads_the_programs_build_plan() -> None:
+def test_the_image_build_reads_the_programs_build_plan_and_uses_no_registry_cache_and_no_existing_tag() -> None:
     script = (REPO / ".github/scripts/build-images.sh").read_text()
-    assert "python -m components.platform.build_plan" in script
-    assert "docker buildx imagetools inspect" in script
-    assert script.index("imagetools inspect") < script.index("docker buildx build")
+    assert "python -m components.platform.build_plan . --base-digests" in script
+    assert "--cache-from" not in script and "--cache-to" not in script
+    assert '--tag "$ref" --push' in script and '-$run_tag"' in script
+
+
+@pytest.mark.parametrize("stage", ["build", "dev", "staging", "prod"])
+def test_each_jobs_aws_session_lasts_as_long_as_the_job_may_run(stage: str) -> None:
+    job = load("deploy.yml")["jobs"][stage]
+    aws = next(s for s in job["steps"] if uses(s).startswith("aws-actions/configure-aws-credentials@"))
+    duration = int(aws["with"]["role-duration-seconds"])
+    assert duration >= job["timeout-minutes"] * 60, "the session would end before the job's timeout"
+    assert duration <= MAX_ROLE_SESSION_SECONDS
+
+
+def test_the_deploy_workflow_sends_no_ingress_credential_the_edge_does_not_use() -> None:
+    assert "TRITONFT_PROBE_AUTHORIZATION" not in (WORKFLOWS / "deploy.yml").read_text()
+
+
+def test_a_documentation_only_push_deploys_nothing() -> None:
+    ignored = load("deploy.yml")["on"]["push"]["paths-ignore"]
+    assert {"docs/**", "**/*.md"} <= set(ignored)
+    assert not any(p.startswith(("components", "tritonft", "stacks", "images", ".github")) for p in ignored)
 
 
 @pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
@@ -255,7 +300,7 @@ def test_probe_helper_reads_stack_outputs_and_calls_tritonft_probe() -> None:
     script = (REPO / ".github/scripts/probe-stack.sh").read_text()
     assert "pulumi stack output --stack" in script
     assert "--json" in script
-    assert 'tritonft probe --url "$url" --model "$model"' in script
+    assert 'tritonft probe --url "$url" --spec "$spec" "${headers[@]}"' in script
 
 
 def test_review_stack_comes_up_on_the_label_and_goes_away_on_close() -> None:

@@ -92,7 +92,7 @@ def test_the_shipped_stacks_roll_each_gpu_model_with_a_surge_pod(stack: str) -> 
     secrets = {k[len(prefix) :] for k in config.secret_keys if k.startswith(prefix)}
     settings = load_settings(values, project=config.project, stack=stack, secret_keys=secrets)
     rollouts = {m.name: rollout(settings, m) for m in settings.models if m.gpus}
-    gpu_models = {"staging": ["t5-3b", "gpt-j-6b"], "prod": ["t5-3b", "gpt-j-6b", "llama-3-1-8b"]}[stack]
+    gpu_models = {"staging": ["t5-3b", "gpt-j-6b", "qwen2-5-7b"], "prod": ["t5-3b", "gpt-j-6b", "llama-3-1-8b"]}[stack]
     assert {name: (r.max_surge, r.max_unavailable) for name, r in rollouts.items()} == dict.fromkeys(
         gpu_models, (1, 0)
     ), "with one replica (staging) a replacement rollout is an outage"

@@ -220,6 +220,16 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         "serverImage: 'nvcr.io/acme/triton:latest' is not pinned by digest",
     ),
     (
+        "tag-only engine image",
+        kubernetes_stack(engineImages={"vllm": "nvcr.io/acme/triton-vllm:latest"}),
+        "engineImages: vllm: 'nvcr.io/acme/triton-vllm:latest' is not pinned by digest",
+    ),
+    (
+        "engine image of an engine without its own image",
+        kubernetes_stack(engineImages={"fastertransformer": "r.example.com/s@sha256:" + "0" * 64}),
+        "engineImages: 'fastertransformer' is not an engine with its own server image; the keys are onnxruntime, vllm",
+    ),
+    (
         "no registry for a build",
         {k: v for k, v in kubernetes_stack().items() if k != "imageRegistry"},
         "imageRegistry: required on platform kubernetes",

@@ -1,0 +1,227 @@
+"""A push to main, rehearsed: `deploy.yml`'s jobs in order with their own scripts, for dev, staging and prod.
+
+build plan -> promotion (build-images.sh) -> stack-config.sh -> `up` -> probe-stack.sh, with stand-ins for what needs
+a cloud (:mod:`tests.delivery.standins`: the registry and BuildKit, the AWS session, the Pulumi engine as the
+synthesized plan, the edge). Each blocker the first review found is reintroduced below and must stop the chain.
+
+What this cannot rehearse: the real builds (the FT compile, NGC's pulls, their time and disk), ECR and IAM (the
+roles' MaxSessionDuration, the repositories' existence), the EKS API and the cluster's own behaviour (node groups,
+add-ons, certificates from Let's Encrypt and the probe's trust in them: issue 50 part B), the model downloads and
+answers (the real Triton tests do those), GitHub's own scheduling (environments' approvals, concurrency).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.platform.base_images import dockerfile_bases
+from tests.delivery.rehearsal import VARS, Rehearsal, StepFailedError
+
+pytestmark = pytest.mark.timeout(1800)
+"""The push synthesizes three stacks' plans (a minute or two each on a loaded machine), so its fixture outlasts the
+suite's 300 s per test."""
+
+PROD_TOKEN_SECRET = (
+    "issue 50 part B: prod's gated Llama names `hfTokenSecret: hf-token`, a Secret nothing creates (the namespace is "
+    "the same `up`'s); the rehearsal stops prod's `up` on it until part B's fix is merged"
+)
+
+
+@pytest.fixture(scope="module")
+def push(tmp_path_factory: pytest.TempPathFactory) -> tuple[Rehearsal, StepFailedError | None]:
+    """The whole workflow once: build, dev, staging, then prod (its failure kept for the tests that read it)."""
+    rehearsal = Rehearsal(tmp_path_factory.mktemp("push"))
+    rehearsal.run(only=["build", "dev", "staging"])
+    try:
+        rehearsal.run(only=["prod"])
+    except StepFailedError as failure:
+        return rehearsal, failure
+    return rehearsal, None
+
+
+def promotion_problems(builds: list[dict[str, Any]], root: Path) -> list[str]:
+    """What makes a promoted build not the bytes it claims: an unpinned base, the guard off, a registry cache."""
+    problems = []
+    for build in builds:
+        where = build["dockerfile"]
+        if build["args"].get("REQUIRE_PINNED_BASE") != "true":
+            problems.append(f"{where}: built without REQUIRE_PINNED_BASE=true")
+        for base in dockerfile_bases((root / where).read_text(), build["args"]):
+            if base.ref and not base.pinned:
+                problems.append(f"{where}: base {base.ref} is a tag alone")
+        if {"--cache-from", "--cache-to"} & set(build["flags"]):
+            problems.append(f"{where}: pulls or pushes a mutable registry build cache")
+    return problems
+
+
+def pod_images(plan: Path) -> set[str]:
+    images = set()
+    for path in (plan / "manifests").rglob("*.yaml"):
+        manifest = yaml.safe_load(path.read_text())
+        template = (manifest.get("spec") or {}).get("template", {}).get("spec", {})
+        for container in [*template.get("initContainers", []), *template.get("containers", [])]:
+            images.add(container["image"])
+    return images
+
+
+def ours(images: set[str]) -> set[str]:
+    return {image for image in images if image.startswith(VARS["IMAGE_REGISTRY"])}
+
+
+# --- the push, green --------------------------------------------------------------------------------------------
+
+
+def test_the_build_job_promotes_every_image_on_bases_pinned_by_digest(push: tuple[Rehearsal, Any]) -> None:
+    rehearsal, _ = push
+    builds = rehearsal.read("builds.json")
+    assert sorted(Path(b["dockerfile"]).parent.name for b in builds) == [
+        "tools",
+        "triton-ft",
+        "triton-onnx",
+        "triton-vllm",
+    ]
+    assert promotion_problems(builds, rehearsal.root) == []
+    outputs = rehearsal.jobs["build"].outputs
+    assert set(yaml.safe_load(outputs["engine-images"])) == {"onnxruntime", "vllm"}
+
+
+@pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
+def test_no_stacks_up_builds_an_image(push: tuple[Rehearsal, Any], stage: str) -> None:
+    rehearsal, _ = push
+    assert rehearsal.read("ups.json")[stage] == {"built": []}
+
+
+@pytest.mark.parametrize("stage", ["dev", "staging"])
+def test_each_stack_runs_exactly_the_promoted_digests(push: tuple[Rehearsal, Any], stage: str) -> None:
+    rehearsal, _ = push
+    promoted = rehearsal.jobs["build"].outputs
+    refs = {promoted["server-image"], promoted["tools-image"], *yaml.safe_load(promoted["engine-images"]).values()}
+    images = ours(pod_images(rehearsal.state / "plans" / stage))
+    assert images and images <= refs
+
+
+def test_staging_serves_every_engine_prod_serves_from_the_same_images(push: tuple[Rehearsal, Any]) -> None:
+    rehearsal, _ = push
+    staging = ours(pod_images(rehearsal.state / "plans" / "staging"))
+    prod = ours(pod_images(rehearsal.state / "plans" / "prod"))
+    assert prod and prod <= staging
+    assert any("/server-vllm@" in image for image in prod) and any("/server-onnxruntime@" in image for image in prod)
+
+
+@pytest.mark.parametrize("stage", ["dev", "staging"])
+def test_the_probe_asks_every_model_through_the_edge_with_the_stacks_key(
+    push: tuple[Rehearsal, Any], stage: str
+) -> None:
+    rehearsal, _ = push
+    outputs = rehearsal.read("outputs.json")[stage]["outputs"]
+    probed = [p for p in rehearsal.read("probes.json") if p["url"] in outputs["endpoints"].values()]
+    assert sorted(m for p in probed for m in p["models"]) == sorted(outputs["models"])
+    assert {p["gateway"] for p in probed} == {outputs["openaiBaseUrl"]}
+
+
+@pytest.mark.xfail(strict=True, reason=PROD_TOKEN_SECRET)
+def test_prods_up_completes_and_is_probed(push: tuple[Rehearsal, StepFailedError | None]) -> None:
+    _, failure = push
+    assert failure is None, failure
+
+
+def test_prods_up_stops_on_the_secret_nothing_creates(push: tuple[Rehearsal, StepFailedError | None]) -> None:
+    """Until part B's fix: the rehearsal catches prod's `hfTokenSecret` blocker (and nothing else stops prod)."""
+    _, failure = push
+    if failure is None:
+        pytest.skip("prod's up completed: the hfTokenSecret blocker is fixed")
+    assert failure.job == "prod"
+    errors = [line for line in failure.output.splitlines() if line.startswith("error:")]
+    assert errors and all("Secret hf-token is created by nothing" in line for line in errors), failure.output
+
+
+# --- each blocker, reintroduced, stops the chain ---------------------------------------------------------------
+
+
+def test_ci_building_only_server_and_tools_stops_prods_up_at_the_pinned_base_guard(tmp_path: Path) -> None:
+    rehearsal = Rehearsal(tmp_path)
+    rehearsal.edit(".github/scripts/build-images.sh", """$(jq -r '.[].name' <<<"$plan")""", "server tools")
+    with pytest.raises(StepFailedError) as failed:
+        rehearsal.run(only=["build", "prod"])
+    assert failed.value.job == "prod"
+    assert "base image nvcr.io/nvidia/tritonserver:25.12" in failed.value.output
+    assert "is not pinned by digest" in failed.value.output
+    assert rehearsal.read("ups.json")["prod"]["built"] == ["prod-images-server-onnxruntime", "prod-images-server-vllm"]
+
+
+def test_a_build_on_an_unpinned_base_or_through_the_registry_cache_is_caught(tmp_path: Path) -> None:
+    rehearsal = Rehearsal(tmp_path)
+    rehearsal.edit(".github/scripts/build-images.sh", ' --base-digests "$work/base-digests.json"', "")
+    rehearsal.edit(
+        ".github/scripts/build-images.sh",
+        "--pull --platform",
+        '--cache-from "type=registry,ref=$registry/c" --platform',
+    )
+    rehearsal.run(only=["build"])
+    problems = promotion_problems(rehearsal.read("builds.json"), rehearsal.root)
+    assert any("built without REQUIRE_PINNED_BASE=true" in p for p in problems)
+    assert any("base nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3 is a tag alone" in p for p in problems)
+    assert any("mutable registry build cache" in p for p in problems)
+
+
+def test_an_existing_tag_holding_other_bytes_is_never_promoted(tmp_path: Path) -> None:
+    rehearsal = Rehearsal(tmp_path)
+    rehearsal.run(only=["build"])
+    first = rehearsal.jobs["build"].outputs["server-image"]
+    registry = rehearsal.read("registry.json")
+    planted = "sha256:" + "e" * 64
+    for tag in [t for t in registry if "/server:" in t]:
+        registry[tag.rsplit("-r4242.1", 1)[0]] = planted  # someone pushed other bytes under the content tag
+    (rehearsal.state / "registry.json").write_text(__import__("json").dumps(registry))
+    rehearsal.env["GITHUB_RUN_ID"] = "4243"
+    rehearsal.run(only=["build"])
+    again = rehearsal.jobs["build"].outputs["server-image"]
+    assert planted not in again and again.endswith(first.split("@")[1])
+
+
+def test_a_missing_output_stops_the_probe(tmp_path: Path) -> None:
+    rehearsal = Rehearsal(tmp_path)
+    rehearsal.edit("__main__.py", 'pulumi.export("endpoints", endpoints)\n', "")
+    with pytest.raises(StepFailedError) as failed:
+        rehearsal.run(only=["build", "dev"])
+    assert (failed.value.job, failed.value.step) == ("dev", "Probe dev")
+    assert "the stack exports no `endpoints` output" in failed.value.output
+
+
+def test_a_probe_without_the_edges_api_key_is_refused(tmp_path: Path) -> None:
+    rehearsal = Rehearsal(tmp_path)
+    rehearsal.edit(".github/scripts/probe-stack.sh", ' "${headers[@]}" "${gateway_args[@]}"', ' "${gateway_args[@]}"')
+    with pytest.raises(StepFailedError) as failed:
+        rehearsal.run(only=["build", "dev"])
+    assert (failed.value.job, failed.value.step) == ("dev", "Probe dev")
+    assert "HTTP 401 Unauthorized" in failed.value.output
+
+
+def test_a_secret_nothing_creates_stops_up(tmp_path: Path) -> None:
+    rehearsal = Rehearsal(tmp_path)
+    rehearsal.edit(
+        "stacks/Pulumi.staging.yaml",
+        "      revision: a09a35458c702b33eeacc393d103063234e8bc28\n",
+        "      revision: a09a35458c702b33eeacc393d103063234e8bc28\n      hfTokenSecret: hf-token\n",
+    )
+    with pytest.raises(StepFailedError) as failed:
+        rehearsal.run(only=["build", "staging"])
+    assert failed.value.job == "staging"
+    assert "Job triton/" in failed.value.output and "Secret hf-token is created by nothing" in failed.value.output
+
+
+def test_the_default_one_hour_aws_session_stops_a_long_up(tmp_path: Path) -> None:
+    rehearsal = Rehearsal(tmp_path)
+    text = (rehearsal.root / ".github/workflows/deploy.yml").read_text()
+    start = text.index("role-session-name: triton-ft-deploy-dev-")
+    duration = text.index("role-duration-seconds:", start)
+    line_end = text.index("\n", duration)
+    (rehearsal.root / ".github/workflows/deploy.yml").write_text(text[:duration] + "# removed" + text[line_end:])
+    with pytest.raises(StepFailedError) as failed:
+        rehearsal.run(only=["build", "dev"])
+    assert failed.value.job == "dev"
+    assert "the job's AWS session ends at minute 60" in failed.value.output
