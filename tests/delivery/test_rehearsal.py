@@ -25,11 +25,6 @@ pytestmark = pytest.mark.timeout(1800)
 """The push synthesizes three stacks' plans (a minute or two each on a loaded machine), so its fixture outlasts the
 suite's 300 s per test."""
 
-PROD_TOKEN_SECRET = (
-    "issue 50 part B: prod's gated Llama names `hfTokenSecret: hf-token`, a Secret nothing creates (the namespace is "
-    "the same `up`'s); the rehearsal stops prod's `up` on it until part B's fix is merged"
-)
-
 
 @pytest.fixture(scope="module")
 def push(tmp_path_factory: pytest.TempPathFactory) -> tuple[Rehearsal, StepFailedError | None]:
@@ -123,20 +118,9 @@ def test_the_probe_asks_every_model_through_the_edge_with_the_stacks_key(
     assert {p["gateway"] for p in probed} == {outputs["openaiBaseUrl"]}
 
 
-@pytest.mark.xfail(strict=True, reason=PROD_TOKEN_SECRET)
 def test_prods_up_completes_and_is_probed(push: tuple[Rehearsal, StepFailedError | None]) -> None:
     _, failure = push
     assert failure is None, failure
-
-
-def test_prods_up_stops_on_the_secret_nothing_creates(push: tuple[Rehearsal, StepFailedError | None]) -> None:
-    """Until part B's fix: the rehearsal catches prod's `hfTokenSecret` blocker (and nothing else stops prod)."""
-    _, failure = push
-    if failure is None:
-        pytest.skip("prod's up completed: the hfTokenSecret blocker is fixed")
-    assert failure.job == "prod"
-    errors = [line for line in failure.output.splitlines() if line.startswith("error:")]
-    assert errors and all("Secret hf-token is created by nothing" in line for line in errors), failure.output
 
 
 # --- each blocker, reintroduced, stops the chain ---------------------------------------------------------------
@@ -211,7 +195,7 @@ def test_a_secret_nothing_creates_stops_up(tmp_path: Path) -> None:
     with pytest.raises(StepFailedError) as failed:
         rehearsal.run(only=["build", "staging"])
     assert failed.value.job == "staging"
-    assert "Job triton/" in failed.value.output and "Secret hf-token is created by nothing" in failed.value.output
+    assert "models[3].hfTokenSecret: 'hf-token' names a Secret" in failed.value.output, failed.value.output
 
 
 def test_the_default_one_hour_aws_session_stops_a_long_up(tmp_path: Path) -> None:
