@@ -260,6 +260,9 @@ class TritonService(pulumi.ComponentResource):
     """What the version's judge reaches (its own Service, its judge route); None when the model rolls in place."""
     rollout_watch: RolloutWatch
     """Done when the Deployment has rolled out (for ``depends_on`` of the integration probe)."""
+    switched: tuple[pulumi.Resource, ...]
+    """The user-facing Services (``<model>``, ``<model>-pods``): done when they select the declared version, which
+    for a judged promotion is after its judge and gate passed (what the gateway's configuration waits for)."""
     pod_selector: dict[str, str]
     """Selector labels of the Triton pods (the gateway's NetworkPolicy lets it reach these)."""
     scales_to_zero: bool
@@ -401,7 +404,7 @@ class TritonService(pulumi.ComponentResource):
             spec=as_input(service_spec(serving_sel)),
             opts=switch,
         )
-        k8s.core.v1.Service(
+        pods_service = k8s.core.v1.Service(
             f"{name}-pods-service",
             metadata=object_meta(pods_service_name(base), ns, meta_labels),
             spec=as_input(pods_service_spec(serving_sel)),
@@ -494,6 +497,7 @@ class TritonService(pulumi.ComponentResource):
 
         self.deployment = deployment
         self.rollout_watch = rollout_watch
+        self.switched = (service, pods_service)
         self.version = version
         self.candidate = candidate
         self.deployment_name = pulumi.Output.from_input(versioned)
