@@ -557,7 +557,13 @@ def test_a_promoted_version_reaches_the_gateway_only_once_the_services_selected_
     assert gateway.seen[0] != new[0], "the stable's configuration was seen first"
     log = stack.engine.log
     switched = log.index(f"update {instance}-pods-service")
-    assert switched < log.index("update local-gateway-specs" if change == "spec" else "update local-gateway-deployment")
+    changed_step = next(  # a ConfigMap's new data is a replacement, a Deployment's new template an update
+        i
+        for i, line in enumerate(log)
+        if line.split(" ", 1)[0] in ("update", "replace")
+        and line.split(" ", 1)[1] == ("local-gateway-specs" if change == "spec" else "local-gateway-deployment")
+    )
+    assert switched < changed_step
     final = gateway.read()
     assert (final.t5_revision, final.template_checkpoints) == (
         (NEW_REVISION, frozenset({QWEN_REVISION}))
