@@ -49,6 +49,7 @@ from components.settings.alerting import alert_routing
 from components.settings.capacity import (
     ModelShape,
     Rollout,
+    capacity_pool,
     fixed_rollout,
     gpu_pool,
     model_shapes,
@@ -394,7 +395,7 @@ def rollout(settings: Settings, model: ModelSpec) -> Rollout:
     surges (its extra pod needs no GPU, and the GPU models' surge room is counted without it)."""
     if model.on_cpu:
         return cpu_rollout()
-    pool = gpu_pool(settings.cluster)
+    pool = capacity_pool(settings.cluster)
     if pool is None:
         return fixed_rollout()
     serving = settings.serving

@@ -69,3 +69,10 @@ class ServedModel(Protocol):
     def rollout_watch(self) -> pulumi.Resource:
         """The rollout watch the gateway's Deployment waits for."""
         ...
+
+    @property
+    def switched(self) -> tuple[pulumi.Resource, ...]:
+        """The user-facing Services, whose selector names the version the program declares: done once that version
+        serves (after its judge and promotion gate passed, for a judged promotion). The gateway's specs, chat
+        templates and mounted checkpoints wait for them, so they always describe the version users are sent to."""
+        ...

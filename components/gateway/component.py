@@ -197,8 +197,15 @@ class Gateway(pulumi.ComponentResource):
         models = [b.model for b in served]
         child = pulumi.ResourceOptions(parent=self, provider=target.provider)
 
+        # What the gateway says of each model (its spec, limits, chat template, mounted checkpoint) follows the
+        # version the user-facing Services select: it changes only once they switched, after the new version's judge
+        # and promotion gate passed (and never after a failed judgement: `up` stops before).
+        switched = [r for b in served for r in b.service.switched]
         config_map = k8s.core.v1.ConfigMap(
-            f"{name}-specs", metadata=object_meta(f"{base}-specs", ns, meta_labels), data=specs_data(models), opts=child
+            f"{name}-specs",
+            metadata=object_meta(f"{base}-specs", ns, meta_labels),
+            data=specs_data(models),
+            opts=pulumi.ResourceOptions(parent=self, provider=target.provider, depends_on=switched),
         )
         pod = GatewayPod(
             image=args.image,
@@ -245,12 +252,14 @@ class Gateway(pulumi.ComponentResource):
             spec=cast(Any, backends.apply(spec_of)),
             # After the models' servers have rolled out: a gateway is ready only once some Triton answers. A vLLM
             # model's download Job has completed before its checkpoint is mounted (as the Triton pods wait for it).
+            # After the Services switched: the pods' specs and mounted checkpoints are the serving version's.
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=target.provider,
                 depends_on=[
                     config_map,
                     *(b.service.rollout_watch for b in served),
+                    *switched,
                     *(b.conversion.job for b in reads_store if b.conversion is not None),
                     *([args.store.claim] if reads_store and args.store is not None else []),
                 ],

@@ -3,10 +3,14 @@
 After the probe has judged a new serving version (``components.serving.promotion``), and before the user-facing
 Services switch to it, the promotion gate (``components.serving.promotion_gate``) does two things:
 
-1. **Replicas before the switch.** The candidate comes up with one pod; the stable version may serve with more
-   (its autoscaler's count). The gate scales the candidate to :func:`replicas_before_switch` (what the stable has
-   ready now, bounded by ``replicasMax``) and waits for them to be ready, so the switch never hands all traffic to
-   one pod while the autoscaler catches up.
+1. **Replicas through the switch.** The candidate comes up with one pod (the one surge pod per model the capacity
+   rules count); the stable version may serve with more (its autoscaler's count). A second fleet of that size
+   beside the stable one is room the stack does not plan (prod's t5-3b at ``replicasMax``: five more whole nodes),
+   so the candidate is not grown before the switch. The gate *pins* the stable's ready pods in the user-facing
+   Services (EndpointSlices owned by the stable Deployment), the Services switch, and the handover
+   (``PromotionHandover``) grows the candidate to :func:`replicas_before_switch` one pod at a time while the stable
+   shrinks (:func:`handover_step`): users are served by at least as many pods as the stable had, and never more
+   than one pod beyond them exists.
 2. **The weighted phase** (``canary: true``). The model's HTTPRoute and GRPCRoute send ``weight`` % of the model's
    edge traffic to the candidate's Service (:func:`route_backends` of :attr:`Phase.CANARY`) for ``duration``; then
    Prometheus gives one :class:`VersionSample` per version (:func:`sample_queries`) and :func:`canary_verdict`
@@ -70,9 +74,29 @@ def route_backends(phase: Phase, *, stable: str, candidate: str, weight_percent:
 
 
 def replicas_before_switch(stable_ready: int, *, min_replicas: int, max_replicas: int) -> int:
-    """How many ready pods the candidate needs before the Services switch to it: as many as the stable version has
-    ready now (at least the autoscaler's minimum, at least one), never more than ``replicasMax``."""
+    """How many ready pods the candidate needs to serve alone: as many as the stable version has ready now (at least
+    the autoscaler's minimum, at least one), never more than ``replicasMax``. It reaches them by the handover
+    (:func:`handover_step`), never by a second fleet beside the stable one."""
     return max(1, min(max(stable_ready, min_replicas), max_replicas))
+
+
+@dataclass(frozen=True)
+class HandoverStep:
+    """The replicas of both versions' Deployments for the next step of a handover."""
+
+    candidate: int
+    stable: int
+
+
+def handover_step(target: int, *, candidate_replicas: int, candidate_ready: int, stable_replicas: int) -> HandoverStep:
+    """The next step of the handover from the stable version to a candidate that passed its judge and gate, after
+    the user-facing Services switched to it while still sending requests to the stable's pods (pinned): the
+    candidate grows by one pod (never shrunk: its autoscaler may have raised it), the stable shrinks so the two
+    together hold at most ``target + 1`` pods, the one surge pod per model the capacity rules count
+    (``components.settings.capacity``). The pods serving users (the stable's pinned ones and the candidate's ready
+    ones) stay at ``target`` or more throughout; the stable keeps one pod until the candidate has ``target`` ready."""
+    grow = max(candidate_replicas, min(target, candidate_ready + 1))
+    return HandoverStep(candidate=grow, stable=min(stable_replicas, max(1, target + 1 - grow)))
 
 
 # -- the comparison ---------------------------------------------------------------------------------------------

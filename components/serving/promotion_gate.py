@@ -5,13 +5,20 @@ before the Services select it (they depend on the gate). Its create:
 
 1. finds the stable version: the pods the user-facing Service selects now (none: a first deploy, or a re-run after
    the switch: nothing to do);
-2. scales the candidate's Deployment to :func:`components.serving.canary.replicas_before_switch` (the stable's
-   ready pods, bounded by ``replicasMax``) and waits until that many are ready, or fails ``up`` with a timeout that
-   names both counts (the stable keeps serving);
-3. with ``canary`` on, runs the weighted phase: the model's routes get the :attr:`Phase.CANARY` weights, the phase
+2. with ``canary`` on, runs the weighted phase: the model's routes get the :attr:`Phase.CANARY` weights, the phase
    lasts its duration, Prometheus gives each version's figures, the routes go back to the :attr:`Phase.STABLE`
    backends whatever happens (also on an error or an interruption the provider sees), then the verdict either
-   lets the switch follow or fails ``up`` with :func:`components.serving.canary.failure_message`.
+   lets the switch follow or fails ``up`` with :func:`components.serving.canary.failure_message`;
+3. when the candidate has fewer ready pods than :func:`components.serving.canary.replicas_before_switch` (the
+   stable's ready pods, bounded by ``replicasMax``), *pins* the stable's ready pods in the user-facing Services:
+   an EndpointSlice per Service (:data:`PIN_MANAGER`, which the EndpointSlice controller leaves alone) listing
+   them, owned by the stable Deployment, so they keep serving beside the candidate once the Services switch.
+
+``PromotionHandover`` runs after the switch (and after the autoscaler moved to the new version): it grows the
+candidate one pod at a time while the stable shrinks (:func:`components.serving.canary.handover_step`; the pods
+that leave are unpinned first), never holding more than one pod beyond the target: the surge pod the capacity rules
+count, not a second fleet. The slices go with the stable Deployment (the garbage collector), which ``up`` deletes
+last, or a revert deletes; a handover cut short is carried on by the next ``up`` of the same change.
 
 The routes carry ``pulumi.com/patchForce`` and the version (``components.serving.service``): when a later ``up``
 changes the version (a fix, a revert), the program's apply of the routes wins over what the gate wrote, even after an
@@ -41,14 +48,16 @@ from components.serving.canary import (
     VersionSample,
     canary_verdict,
     failure_message,
+    handover_step,
     replicas_before_switch,
     route_backends,
     sample_from,
     sample_queries,
 )
-from components.serving.promotion import VERSION_LABEL
+from components.serving.promotion import VERSION_LABEL, versioned_name
+from components.serving.server_spec import pods_service_name
 from components.settings.model import CanarySettings
-from tritonft.rollout.verdict import PROMOTION_GATE_INPUTS
+from tritonft.rollout.verdict import PROMOTION_GATE_INPUTS, PROMOTION_HANDOVER_INPUTS
 
 PROMETHEUS_PROXY = "/api/v1/namespaces/monitoring/services/kube-prometheus-stack-prometheus:9090/proxy"
 """kube-prometheus-stack's Prometheus through the Kubernetes API's service proxy (no exposure needed)."""
@@ -137,28 +146,136 @@ def ready_pods(kube: Any, namespace: str, selector: Mapping[str, str]) -> int:
     return sum(1 for p in kube.items("v1", "Pod", namespace, _selector_text(selector)) if _ready(p))
 
 
-def scale_candidate(kube: Any, namespace: str, deployment: str, replicas: int, deadline_s: float) -> int:
-    """Raise the candidate Deployment to ``replicas`` (never lower it) and wait until that many are ready."""
-    path = kube.path("apps/v1", "Deployment", namespace, deployment)
-    current = kube.get("apps/v1", "Deployment", deployment, namespace)
-    if int(current.get("spec", {}).get("replicas") or 1) < replicas:
-        body = {"spec": {"replicas": replicas}}
-        kube.request("PATCH", path, body=body, content_type="application/merge-patch+json")
-    deadline = time.monotonic() + deadline_s
-    while True:
-        status = kube.get("apps/v1", "Deployment", deployment, namespace).get("status", {})
-        ready = int(status.get("readyReplicas") or 0)
-        if ready >= replicas:
-            return ready
-        if time.monotonic() > deadline:
-            raise PromotionGateError(
-                f"{deployment}: {ready} of {replicas} replicas ready after {deadline_s:.0f} s; the switch waits "
-                f"for as many ready pods as the stable version serves (bounded by replicasMax) so one pod never "
-                f"takes all the traffic. The stable version keeps serving; see `kubectl -n {namespace} describe "
-                f"deployment {deployment}` (no room for the pods? lower replicasMax or add nodes), then run "
-                "`pulumi up` again"
-            )
-        time.sleep(POLL_S)
+def _replicas(kube: Any, namespace: str, deployment: str) -> tuple[int, int]:
+    """(spec.replicas, status.readyReplicas) of a Deployment."""
+    found = kube.get("apps/v1", "Deployment", deployment, namespace)
+    spec = found.get("spec", {}).get("replicas")
+    return int(1 if spec is None else spec), int(found.get("status", {}).get("readyReplicas") or 0)
+
+
+def _scale(kube: Any, namespace: str, deployment: str, replicas: int) -> None:
+    kube.request(
+        "PATCH",
+        kube.path("apps/v1", "Deployment", namespace, deployment),
+        body={"spec": {"replicas": replicas}},
+        content_type="application/merge-patch+json",
+    )
+
+
+# -- pinning the stable's pods in the user-facing Services --------------------------------------------------------
+
+PIN_MANAGER = "promotion-gate.triton-ft.io"
+"""``endpointslice.kubernetes.io/managed-by`` of the EndpointSlices the gate writes: the EndpointSlice controller
+leaves them alone, kube-proxy, CoreDNS and the edge read them as the Service's endpoints."""
+TARGET_ANNOTATION = "triton-ft.io/handover-target"
+"""On a pinned EndpointSlice: the ready pods the candidate must reach before the stable's last pod may go."""
+DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
+SERVICE_NAME_LABEL = "kubernetes.io/service-name"
+
+
+def pinned_slice_name(service: str, stable_version: str) -> str:
+    return f"{service}-pinned-{stable_version or 'stable'}"
+
+
+def _pods_of(kube: Any, namespace: str, deployment: Mapping[str, Any]) -> list[dict[str, Any]]:
+    selector = deployment.get("spec", {}).get("selector", {}).get("matchLabels") or {}
+    pods = kube.items("v1", "Pod", namespace, _selector_text(selector))
+    return [p for p in pods if not p.get("metadata", {}).get("deletionTimestamp")]
+
+
+def _slice_ports(service: Mapping[str, Any], pod: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The Service's ports as an EndpointSlice lists them: the target port resolved on the pod (named or numbered)."""
+    named = {
+        str(p["name"]): int(p["containerPort"])
+        for c in pod.get("spec", {}).get("containers", [])
+        for p in c.get("ports") or []
+        if p.get("name")
+    }
+    ports = []
+    for port in service.get("spec", {}).get("ports") or []:
+        target = port.get("targetPort", port["port"])
+        number = named.get(target) if isinstance(target, str) else int(target)
+        if number is None:
+            continue
+        entry = {"name": port.get("name", ""), "port": number, "protocol": port.get("protocol", "TCP")}
+        if port.get("appProtocol"):
+            entry["appProtocol"] = port["appProtocol"]
+        ports.append(entry)
+    return ports
+
+
+def pin_stable(
+    kube: Any,
+    namespace: str,
+    services: tuple[str, ...],
+    *,
+    stable_deployment: str,
+    stable_version: str,
+    target: int,
+    leaving: frozenset[str] = frozenset(),
+) -> int:
+    """Write, for each user-facing Service, an EndpointSlice listing the stable version's ready pods (but those
+    ``leaving``), owned by the stable Deployment: once the Services select the candidate, these pods keep serving
+    beside it, and the garbage collector removes the slices with the stable Deployment (deleted at the end of the
+    ``up``, or by a revert's). Returns how many pods are pinned."""
+    deployment = kube.get("apps/v1", "Deployment", stable_deployment, namespace)
+    pods = sorted(
+        (p for p in _pods_of(kube, namespace, deployment) if _ready(p) and p.get("status", {}).get("podIP")),
+        key=lambda p: str(p["metadata"]["name"]),
+    )
+    pods = [p for p in pods if p["metadata"]["name"] not in leaving]
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": stable_deployment,
+        "uid": deployment["metadata"]["uid"],
+    }
+    for name in services:
+        service = kube.get("v1", "Service", name, namespace)
+        kube.apply(
+            {
+                "apiVersion": "discovery.k8s.io/v1",
+                "kind": "EndpointSlice",
+                "metadata": {
+                    "name": pinned_slice_name(name, stable_version),
+                    "namespace": namespace,
+                    "labels": {SERVICE_NAME_LABEL: name, "endpointslice.kubernetes.io/managed-by": PIN_MANAGER},
+                    "annotations": {TARGET_ANNOTATION: str(target)},
+                    "ownerReferences": [owner],
+                },
+                "addressType": "IPv4",
+                "ports": _slice_ports(service, pods[0]) if pods else [],
+                "endpoints": [
+                    {
+                        "addresses": [p["status"]["podIP"]],
+                        "conditions": {"ready": True, "serving": True, "terminating": False},
+                        "targetRef": {
+                            "kind": "Pod",
+                            "name": p["metadata"]["name"],
+                            "namespace": namespace,
+                            "uid": p["metadata"]["uid"],
+                        },
+                        **({"nodeName": p["spec"]["nodeName"]} if p.get("spec", {}).get("nodeName") else {}),
+                    }
+                    for p in pods
+                ],
+            }
+        )
+    return len(pods)
+
+
+def pinned_slices(kube: Any, namespace: str, service: str) -> list[dict[str, Any]]:
+    selector = f"{SERVICE_NAME_LABEL}={service},endpointslice.kubernetes.io/managed-by={PIN_MANAGER}"
+    return [
+        s
+        for s in kube.items("discovery.k8s.io/v1", "EndpointSlice", namespace, selector)
+        if not s["metadata"].get("deletionTimestamp")
+    ]
+
+
+def user_facing_services(stable_service: str) -> tuple[str, ...]:
+    """The Services users reach a model through: the edge's (ClusterIP) and the gateway's (headless)."""
+    return (stable_service, pods_service_name(stable_service))
 
 
 def set_route_backends(kube: Any, namespace: str, kind: str, name: str, backends: list[dict[str, Any]]) -> None:
@@ -290,19 +407,156 @@ def run_gate(
     selector = stable_selector(kube, config.namespace, config.stable_service)
     if selector is None or selector.get(VERSION_LABEL) == config.version:
         return {"stable_version": None, "replicas": None, "phase": None}
+    stable_version = selector.get(VERSION_LABEL, "")
     stable_ready = ready_pods(kube, config.namespace, selector)
     target = replicas_before_switch(stable_ready, min_replicas=config.min_replicas, max_replicas=config.max_replicas)
-    scale_candidate(kube, config.namespace, config.candidate_deployment, target, config.replicas_deadline_s)
     outcome: dict[str, Any] = {
-        "stable_version": selector.get(VERSION_LABEL, ""),
-        "replicas": {"stable_ready": stable_ready, "candidate_ready": target},
+        "stable_version": stable_version,
+        "replicas": {"stable_ready": stable_ready, "target": target},
         "phase": None,
     }
     if config.canary is not None and config.canary.enabled and config.routes and stable_ready > 0:
         policy = config.canary
         ask = query or (prometheus_query(policy.prometheus_url) if policy.prometheus_url else proxied_query(kube))
         outcome["phase"] = weighted_phase(kube, config, policy, ask, sleep)
+    _, candidate_ready = _replicas(kube, config.namespace, config.candidate_deployment)
+    if candidate_ready < target:
+        # The switch follows: the stable's pods keep serving beside the candidate until the handover replaced them.
+        stable_deployment = versioned_name(config.stable_service, stable_version) if stable_version else None
+        pinned = pin_stable(
+            kube,
+            config.namespace,
+            user_facing_services(config.stable_service),
+            stable_deployment=stable_deployment or config.stable_service,
+            stable_version=stable_version,
+            target=target,
+        )
+        outcome["replicas"]["pinned"] = pinned
     return outcome
+
+
+def run_handover(kube: Any, config: GateConfig, *, step_deadline_s: float) -> dict[str, Any]:
+    """After the switch: grow the candidate to the handover's target one pod at a time while the stable's pinned pods
+    leave (:func:`components.serving.canary.handover_step`); nothing to do without pinned pods (a first deploy, a
+    fixed replica count, a candidate that had the stable's count already, or a handover already done)."""
+    ns = config.namespace
+    services = user_facing_services(config.stable_service)
+    pins = [s for s in pinned_slices(kube, ns, services[0]) if s["metadata"].get("ownerReferences")]
+    owners = {s["metadata"]["ownerReferences"][0]["name"]: s for s in pins}
+    owners.pop(config.candidate_deployment, None)
+    if not owners:  # no stable to hand over from: the new version serves alone once its autoscaler's minimum is ready
+        deadline = time.monotonic() + step_deadline_s
+        while _replicas(kube, ns, config.candidate_deployment)[1] < config.min_replicas:
+            if time.monotonic() > deadline:
+                raise PromotionGateError(
+                    f"{config.candidate_deployment}: {_replicas(kube, ns, config.candidate_deployment)[1]} of "
+                    f"replicasMin {config.min_replicas} replicas ready after {step_deadline_s:.0f} s; see `kubectl -n "
+                    f"{ns} describe deployment {config.candidate_deployment}`, then run `pulumi up` again"
+                )
+            time.sleep(POLL_S)
+        return {"handover": None}
+    (stable_deployment, pinned), *_ = sorted(owners.items())
+    stable_version = str(pinned["metadata"]["name"]).rsplit("-", 1)[1]
+    target = int(pinned["metadata"].get("annotations", {}).get(TARGET_ANNOTATION) or 1)
+    steps = 0
+    while True:
+        candidate_replicas, candidate_ready = _replicas(kube, ns, config.candidate_deployment)
+        stable_replicas, _ = _replicas(kube, ns, stable_deployment)
+        if candidate_ready >= target:
+            return {
+                "handover": {
+                    "stable_deployment": stable_deployment,
+                    "target": target,
+                    "candidate_ready": candidate_ready,
+                    "stable_left": stable_replicas,
+                    "steps": steps,
+                }
+            }
+        step = handover_step(
+            target,
+            candidate_replicas=candidate_replicas,
+            candidate_ready=candidate_ready,
+            stable_replicas=stable_replicas,
+        )
+        if step.stable < stable_replicas:
+            _shrink_stable(
+                kube,
+                ns,
+                services,
+                stable_deployment=stable_deployment,
+                stable_version=stable_version,
+                target=target,
+                replicas=step.stable,
+            )
+        if step.candidate > candidate_replicas:
+            _scale(kube, ns, config.candidate_deployment, step.candidate)
+        deadline = time.monotonic() + step_deadline_s
+        # The step is done when the new pod is ready and an endpoint of every user-facing Service (what kube-proxy,
+        # CoreDNS and the edge read): only then may the next stable pod leave.
+        while _listed_ready(kube, ns, services, config.candidate_deployment) < min(step.candidate, candidate_ready + 1):
+            if time.monotonic() > deadline:
+                ready = _listed_ready(kube, ns, services, config.candidate_deployment)
+                raise PromotionGateError(
+                    f"{config.candidate_deployment}: {ready} of {step.candidate} replicas ready (and endpoints) after "
+                    f"{step_deadline_s:.0f} s of the handover from {stable_deployment} (which keeps serving with "
+                    f"{step.stable} pinned pod(s) beside it, for {target} in all); see `kubectl -n {ns} describe "
+                    f"deployment {config.candidate_deployment}`, then run `pulumi up` again (the handover carries "
+                    "on), or revert the change"
+                )
+            time.sleep(POLL_S)
+        steps += 1
+
+
+def _listed_ready(kube: Any, namespace: str, services: tuple[str, ...], deployment: str) -> int:
+    """The Deployment's ready pods that every one of ``services`` lists as a ready endpoint."""
+    pods = {
+        p["metadata"]["name"]
+        for p in _pods_of(kube, namespace, kube.get("apps/v1", "Deployment", deployment, namespace))
+        if _ready(p)
+    }
+    for service in services:
+        slices = kube.items("discovery.k8s.io/v1", "EndpointSlice", namespace, f"{SERVICE_NAME_LABEL}={service}")
+        pods &= {
+            str(e["targetRef"]["name"])
+            for s in slices
+            for e in s.get("endpoints") or []
+            if (e.get("conditions") or {}).get("ready") and e.get("targetRef")
+        }
+    return len(pods)
+
+
+def _shrink_stable(
+    kube: Any,
+    namespace: str,
+    services: tuple[str, ...],
+    *,
+    stable_deployment: str,
+    stable_version: str,
+    target: int,
+    replicas: int,
+) -> None:
+    """Take the stable Deployment down to ``replicas``: the pods that leave are unpinned first (no new request
+    reaches them; their drain serves what they hold), marked as the ReplicaSet's first to delete, then scaled."""
+    deployment = kube.get("apps/v1", "Deployment", stable_deployment, namespace)
+    pods = sorted(_pods_of(kube, namespace, deployment), key=lambda p: (_ready(p), str(p["metadata"]["name"])))
+    leaving = [p["metadata"]["name"] for p in pods[: max(0, len(pods) - replicas)]]
+    pin_stable(
+        kube,
+        namespace,
+        services,
+        stable_deployment=stable_deployment,
+        stable_version=stable_version,
+        target=target,
+        leaving=frozenset(leaving),
+    )
+    for name in leaving:
+        kube.request(
+            "PATCH",
+            kube.path("v1", "Pod", namespace, name),
+            body={"metadata": {"annotations": {DELETION_COST: "-1000"}}},
+            content_type="application/merge-patch+json",
+        )
+    _scale(kube, namespace, stable_deployment, replicas)
 
 
 def _run(props: dict[str, Any]) -> dict[str, Any]:
@@ -380,3 +634,62 @@ class PromotionGate(pulumi.dynamic.Resource, module="tritonft", name="PromotionG
             extra = pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
             opts = pulumi.ResourceOptions.merge(opts, extra) if opts else extra
         super().__init__(PromotionGateProvider(), name, props, opts)
+
+
+# -- the handover after the switch ----------------------------------------------------------------------------------
+
+
+def _run_handover(props: dict[str, Any]) -> dict[str, Any]:
+    from components.rollout_watch import _kube
+
+    kube = _kube(props.get("kubeconfig"), props.get("context"))
+    outs = {k: v for k, v in props.items() if k != "kubeconfig"}
+    config = GateConfig.of({**props, "routes": [], "canary": None})
+    return {**outs, **run_handover(kube, config, step_deadline_s=float(props["replicas_deadline_s"]))}
+
+
+class PromotionHandoverProvider(ResourceProvider):
+    """create runs the handover (once per version: the resource is keyed by it); nothing remote belongs to it (the
+    pinned EndpointSlices belong to the stable Deployment), delete is a no-op."""
+
+    serialize_as_secret_always = False
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = [k for k in PROMOTION_HANDOVER_INPUTS if olds.get(k) != news.get(k)]
+        return DiffResult(changes=bool(changed), replaces=[], stables=[], delete_before_replace=False)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(id_=f"{props['namespace']}/{props['candidate_deployment']}", outs=_run_handover(props))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult(outs=_run_handover(news))
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """Nothing to remove: the pinned slices go with the stable Deployment."""
+
+
+class PromotionHandover(pulumi.dynamic.Resource, module="tritonft", name="PromotionHandover"):
+    """After the user-facing Services switched to a new version: grows it to the stable's ready count one pod at a
+    time while the stable's pinned pods leave; fails ``up`` naming both counts when a step cannot complete."""
+
+    handover: pulumi.Output[dict[str, Any] | None]
+
+    def __init__(self, name: str, args: PromotionGateArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        props: dict[str, Any] = {
+            "namespace": args.namespace,
+            "model": args.model,
+            "version": args.version,
+            "stable_service": args.stable_service,
+            "candidate_service": args.candidate_service,
+            "candidate_deployment": args.candidate_deployment,
+            "min_replicas": args.min_replicas,
+            "max_replicas": args.max_replicas,
+            "replicas_deadline_s": args.replicas_deadline_s,
+            "context": args.context,
+            "handover": None,
+        }
+        if args.kubeconfig is not None:
+            props["kubeconfig"] = pulumi.Output.secret(args.kubeconfig)
+            extra = pulumi.ResourceOptions(additional_secret_outputs=["kubeconfig"])
+            opts = pulumi.ResourceOptions.merge(opts, extra) if opts else extra
+        super().__init__(PromotionHandoverProvider(), name, props, opts)

@@ -69,7 +69,7 @@ from components.serving.promotion import (
     version_selector,
     versioned_name,
 )
-from components.serving.promotion_gate import PromotionGate, PromotionGateArgs
+from components.serving.promotion_gate import PromotionGate, PromotionGateArgs, PromotionHandover
 from components.serving.server_spec import (
     ServerPod,
     network_policy_spec,
@@ -260,6 +260,9 @@ class TritonService(pulumi.ComponentResource):
     """What the version's judge reaches (its own Service, its judge route); None when the model rolls in place."""
     rollout_watch: RolloutWatch
     """Done when the Deployment has rolled out (for ``depends_on`` of the integration probe)."""
+    switched: tuple[pulumi.Resource, ...]
+    """The user-facing Services (``<model>``, ``<model>-pods``): done when they select the declared version, which
+    for a judged promotion is after its judge and gate passed (what the gateway's configuration waits for)."""
     pod_selector: dict[str, str]
     """Selector labels of the Triton pods (the gateway's NetworkPolicy lets it reach these)."""
     scales_to_zero: bool
@@ -354,13 +357,16 @@ class TritonService(pulumi.ComponentResource):
                 spec_hash=pulumi.Output.from_input(applied_spec).apply(spec_hash),
                 deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds, drain_seconds),
                 growth=growth,
-                min_replicas=args.min_replicas,
+                # A new version is judged at one pod: its autoscaler moves to it only with the switch, and the
+                # handover (or, on a first deploy, the autoscaler) brings it to replicasMin after that.
+                min_replicas=min(args.min_replicas, 1) if version else args.min_replicas,
                 kubeconfig=target.kubeconfig,
                 context=target.context,
             ),
             pulumi.ResourceOptions(parent=self, depends_on=[deployment]),
         )
         candidate: Candidate | None = None
+        gate_args: PromotionGateArgs | None = None
         switch = child
         if version is not None and args.judge is not None:
             candidate = self._candidate(
@@ -369,25 +375,27 @@ class TritonService(pulumi.ComponentResource):
             judge = args.judge(
                 candidate, pulumi.ResourceOptions(parent=self, depends_on=[rollout_watch, *self._judge_via])
             )
-            # Between the judgement and the switch: the candidate gets the stable's ready replicas, then (canary)
-            # a share of the traffic and Prometheus' comparison (components.serving.promotion_gate).
+            # Between the judgement and the switch: (canary) a share of the traffic and Prometheus' comparison, then
+            # the stable's ready pods pinned in the Services (components.serving.promotion_gate).
+            gate_args = PromotionGateArgs(
+                namespace=ns,
+                model=model.name,
+                version=version,
+                stable_service=base,
+                candidate_service=versioned,
+                candidate_deployment=versioned,
+                routes=model_route_refs(base, args.edge) if canary is not None and args.edge else (),
+                min_replicas=args.min_replicas,
+                max_replicas=args.max_replicas,
+                # Each handover step waits for a stable pod's drain, then a new pod's start-up.
+                replicas_deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds, drain_seconds),
+                canary=canary,
+                kubeconfig=target.kubeconfig,
+                context=target.context,
+            )
             gate = PromotionGate(
                 f"{name}-promotion-{version}",
-                PromotionGateArgs(
-                    namespace=ns,
-                    model=model.name,
-                    version=version,
-                    stable_service=base,
-                    candidate_service=versioned,
-                    candidate_deployment=versioned,
-                    routes=model_route_refs(base, args.edge) if canary is not None and args.edge else (),
-                    min_replicas=args.min_replicas,
-                    max_replicas=args.max_replicas,
-                    replicas_deadline_s=60.0 * rollout_timeout_minutes(budget, tuning_seconds),
-                    canary=canary,
-                    kubeconfig=target.kubeconfig,
-                    context=target.context,
-                ),
+                gate_args,
                 pulumi.ResourceOptions(parent=self, depends_on=[rollout_watch, judge]),
             )
             # The switch: the user-facing Services select the new version once it has rolled out, been judged and
@@ -401,7 +409,7 @@ class TritonService(pulumi.ComponentResource):
             spec=as_input(service_spec(serving_sel)),
             opts=switch,
         )
-        k8s.core.v1.Service(
+        pods_service = k8s.core.v1.Service(
             f"{name}-pods-service",
             metadata=object_meta(pods_service_name(base), ns, meta_labels),
             spec=as_input(pods_service_spec(serving_sel)),
@@ -457,8 +465,9 @@ class TritonService(pulumi.ComponentResource):
                 max_pending=4 * model.batching.max_batch_size,
             )
         signal = scaling_signal(model, ratio_target=args.ratio_target, ttft_p95_target_s=args.ttft_p95_target_s)
+        scaler: pulumi.Resource | None = None
         if args.autoscaler == "hpa":
-            k8s.autoscaling.v2.HorizontalPodAutoscaler(
+            scaler = k8s.autoscaling.v2.HorizontalPodAutoscaler(
                 f"{name}-hpa",
                 metadata=object_meta(base, ns, meta_labels),
                 spec=as_input(signal_hpa_spec(signal, versioned, args.min_replicas, args.max_replicas, scale_down)),
@@ -468,7 +477,7 @@ class TritonService(pulumi.ComponentResource):
                 ),
             )
         elif args.autoscaler == "keda":
-            k8s.apiextensions.CustomResource(
+            scaler = k8s.apiextensions.CustomResource(
                 f"{name}-scaledobject",
                 api_version="keda.sh/v1alpha1",
                 kind="ScaledObject",
@@ -492,8 +501,20 @@ class TritonService(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions.merge(crd_opts, pulumi.ResourceOptions(depends_on=[deployment])),
             )
 
+        if gate_args is not None and version is not None:
+            # After the switch and the autoscaler's move to the new version: the candidate grows to the stable's
+            # ready count one pod at a time while the stable's pinned pods leave (the capacity's one surge pod).
+            PromotionHandover(
+                f"{name}-handover-{version}",
+                gate_args,
+                pulumi.ResourceOptions(
+                    parent=self, depends_on=[service, pods_service, *([scaler] if scaler is not None else [])]
+                ),
+            )
+
         self.deployment = deployment
         self.rollout_watch = rollout_watch
+        self.switched = (service, pods_service)
         self.version = version
         self.candidate = candidate
         self.deployment_name = pulumi.Output.from_input(versioned)

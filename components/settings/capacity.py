@@ -104,9 +104,10 @@ def _ask(models: Sequence[ModelShape], replicas: int) -> str:
 
 
 def check_capacity(
-    models: Sequence[ModelShape], replicas_min: int, replicas_max: int, pool: GpuPool
+    models: Sequence[ModelShape], replicas_min: int, replicas_max: int, pool: GpuPool, *, nodes_key: str | None = None
 ) -> CapacityVerdict:
-    """Whether every model's pods fit the pool at ``replicas_min`` and ``replicas_max``; messages name the keys."""
+    """Whether every model's pods fit the pool at ``replicas_min`` and ``replicas_max``; messages name the keys
+    (``nodes_key``: the one key that sets a fixed pool's nodes, an existing cluster's ``gpuNodes``)."""
     problems: list[str] = []
     warnings: list[str] = []
     per_node = pool.gpus_per_node
@@ -131,6 +132,11 @@ def check_capacity(
                 f"the first `pulumi up` waits while the node autoscaler adds {at_min - pool.nodes_min} node(s); "
                 f"set gpuNodesMin (and gpuNodesDesired) to {at_min} to start with them"
             )
+        elif nodes_key is not None:
+            problems.append(
+                f"replicasMin: {_ask(fitting, replicas_min)} need {at_min} {unit}, but only {nodes_key} "
+                f"{pool.nodes_min} exist; raise {nodes_key} to {at_min} (with the nodes) or lower replicasMin"
+            )
         else:
             limit = f"gpuNodesMax {pool.nodes_max}" if pool.autoscaled else f"gpuNodesMin {pool.nodes_min}"
             problems.append(
@@ -138,7 +144,7 @@ def check_capacity(
                 f"raise gpuNodesMin/gpuNodesMax to {at_min} or lower replicasMin"
             )
     if replicas_max > replicas_min and at_max > pool.reachable_nodes:
-        key = "gpuNodesMax" if pool.autoscaled else "gpuNodesMin (no node autoscaler)"
+        key = nodes_key or ("gpuNodesMax" if pool.autoscaled else "gpuNodesMin (no node autoscaler)")
         problems.append(
             f"replicasMax: {_ask(fitting, replicas_max)} need {at_max} {unit}, but {key} is "
             f"{pool.reachable_nodes}; raise {key.split(' ', maxsplit=1)[0]} to {at_max} or lower replicasMax"
@@ -313,13 +319,35 @@ def gpu_pool(cluster: ClusterSettings) -> GpuPool | None:
     )
 
 
+def capacity_pool(cluster: ClusterSettings) -> GpuPool | None:
+    """The GPU nodes the stack plans on: an ``aws`` stack's node group, or the ``gpuNodes`` an existing cluster's
+    stack states (a fixed count: nothing the stack knows of adds nodes); None when the stack does not know them."""
+    pool = gpu_pool(cluster)
+    if pool is not None or cluster.kubernetes is None or cluster.kubernetes.gpu_nodes is None:
+        return pool
+    nodes = cluster.kubernetes.gpu_nodes
+    return GpuPool(
+        node_type=cluster.gpu_node.name,
+        gpus_per_node=cluster.gpu_node.gpus,
+        nodes_min=nodes,
+        nodes_max=nodes,
+        autoscaled=False,
+    )
+
+
+def nodes_key(cluster: ClusterSettings) -> str:
+    """The stack key that sets how many GPU nodes can exist: ``gpuNodesMax`` on aws, ``gpuNodes`` otherwise."""
+    return "gpuNodesMax" if cluster.aws is not None else "gpuNodes"
+
+
 def capacity_verdict(
     cluster: ClusterSettings, models: Sequence[ModelSpec], replicas_min: int, replicas_max: int
 ) -> CapacityVerdict:
-    pool = gpu_pool(cluster)
+    pool = capacity_pool(cluster)
     if pool is None:
         return CapacityVerdict((), (), 0, 0)
-    return check_capacity(model_shapes(models), replicas_min, replicas_max, pool)
+    key = None if cluster.aws is not None else "gpuNodes"
+    return check_capacity(model_shapes(models), replicas_min, replicas_max, pool, nodes_key=key)
 
 
 # --- CPU models on the CPU nodes -----------------------------------------------------------------------------------

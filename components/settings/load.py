@@ -315,6 +315,7 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType, environment: str) -
                 context=top.get("kubeContext"),
                 existing_addons=frozenset(top.get("existingAddons", [])),
                 image_registry=top.get("imageRegistry"),
+                gpu_nodes=top.get("gpuNodes"),
             ),
             **common,
         )

@@ -17,6 +17,8 @@ class KubernetesClusterSettings:
     context: str | None
     existing_addons: frozenset[str]
     image_registry: str | None
+    gpu_nodes: int | None = None
+    """``gpuNodes``: the GPU nodes the stack may use (None: not known)."""
 
 
 @dataclass(frozen=True)

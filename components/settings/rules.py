@@ -20,11 +20,12 @@ from components.settings import eks, kube
 from components.settings.alerting import routing_problems
 from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
 from components.settings.capacity import (
+    capacity_pool,
     capacity_verdict,
     cpu_fit_verdict,
-    gpu_pool,
     model_shapes,
     nodes_for_a_surge,
+    nodes_key,
     surging_models,
 )
 from components.settings.catalog import closest_known
@@ -412,11 +413,22 @@ def _auth_fits_edge(f: StackFacts) -> Iterable[Problem]:
     "canary-needs-its-signals",
     ("canary", "edge", "platform", "monitoring", "probe", *ADDON_KEYS),
     "`canary: true` needs `edge: gateway` (weighted `backendRefs`), `monitoring` (the figures it compares) and "
-    "`probe` (the judge before it).",
+    "`probe` (the judge before it), and is refused with a Llama-family (vLLM) model: Triton counts a decoupled "
+    "model's request as a success, and times it, when it is queued, so the phase could not fail it.",
 )
 def _canary_needs(f: StackFacts) -> Iterable[Problem]:
     if not f.get("canary", False):
         return
+    for m in f.models:
+        if m.is_vllm:
+            yield (
+                "canary",
+                f"models[{m.index}] {m.get('name', '')!r} is served by vLLM, whose phase could not fail it: Triton "
+                "counts a request to a decoupled (vLLM) model as a success, and measures its latency, when the "
+                "request is queued, so a candidate that errors or is slow would pass; set canary: false (every new "
+                "version is still judged by the probe before it takes traffic), or serve this model from another "
+                "stack",
+            )
     if f.edge != "gateway":
         yield (
             "canary",
@@ -973,9 +985,10 @@ def _capacity(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
 def _judged_after_traffic(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
     """A GPU model whose rollout cannot surge has no room for a candidate: a change to what it serves rolls in place,
     and the probe judges it only after its new pods took traffic. Warned with the ``gpuNodesMax`` that gives it room."""
-    pool = gpu_pool(settings.cluster)
+    pool = capacity_pool(settings.cluster)
     if not settings.probe.enabled or pool is None:
-        return [], []  # no judge at all; or an existing cluster, where the candidate is tried (the watch says if not)
+        return [], []  # no judge; or an existing cluster of unstated size: the candidate is tried (the watch says)
+    key = nodes_key(settings.cluster)
     serving = settings.serving
     scaled_max = serving.replicas_max if serving.autoscaling.enabled else serving.replicas_min
     shapes = model_shapes(settings.models)
@@ -986,10 +999,10 @@ def _judged_after_traffic(settings: Settings) -> tuple[Sequence[str], Sequence[s
             continue
         needed = nodes_for_a_surge(shapes, scaled_max, pool, m.name)
         warnings.append(
-            f"gpuNodesMax: models[{i}] {m.name!r} has no room for a candidate beside its serving version (one more "
+            f"{key}: models[{i}] {m.name!r} has no room for a candidate beside its serving version (one more "
             f"pod of {m.gpus} GPU(s) at replicasMax does not fit {pool.reachable_nodes} node(s)): a change to what it "
             "serves rolls in place one pod at a time, each new pod taking traffic once ready, and the probe judges "
-            f"it only after the roll; gpuNodesMax {needed} gives it room to be judged before it takes traffic"
+            f"it only after the roll; {key} {needed} gives it room to be judged before it takes traffic"
         )
     return [], warnings
 
@@ -1058,19 +1071,30 @@ PLAN_RULES: tuple[PlanRule, ...] = (
     ),
     PlanRule(
         "gpu-capacity",
-        ("replicasMin", "replicasMax", "autoscaling", "gpuNodesMin", "gpuNodesMax", "gpuInstanceType", "models"),
-        "aws: every GPU model's pods (TP x PP GPUs each, one per encoder; `device: cpu` models take none) packed "
-        "onto `gpuInstanceType` nodes fit `gpuNodesMin` at `replicasMin` (or `gpuNodesMax`, with a warning that the "
-        "first `up` waits for nodes) and `gpuNodesMax` at `replicasMax` (see `components/settings/capacity.py`); "
-        "a small encoder on `device: gpu` next to generators is warned about (it holds a whole GPU).",
+        (
+            "replicasMin",
+            "replicasMax",
+            "autoscaling",
+            "gpuNodesMin",
+            "gpuNodesMax",
+            "gpuNodes",
+            "gpuInstanceType",
+            "models",
+        ),
+        "aws (and kubernetes with `gpuNodes`, a fixed count of `gpusPerNode` nodes): every GPU model's pods (TP x PP "
+        "GPUs each, one per encoder; `device: cpu` models take none) packed onto `gpuInstanceType` nodes fit "
+        "`gpuNodesMin` at `replicasMin` (or `gpuNodesMax`, with a warning that the first `up` waits for nodes) and "
+        "`gpuNodesMax` at `replicasMax` (see `components/settings/capacity.py`); a small encoder on `device: gpu` "
+        "next to generators is warned about (it holds a whole GPU).",
         _capacity,
     ),
     PlanRule(
         "judged-before-traffic",
-        ("gpuNodesMax", "replicasMax", "probe", "models"),
-        "aws: warns about each GPU model that has no room for a candidate beside its serving version at `replicasMax` "
-        "(its rollout cannot surge): a change to what it serves rolls in place and is judged by the probe only after "
-        "it took traffic; the warning names the `gpuNodesMax` that would give it room.",
+        ("gpuNodesMax", "gpuNodes", "replicasMax", "probe", "models"),
+        "aws, and kubernetes with `gpuNodes`: warns about each GPU model that has no room for a candidate beside its "
+        "serving version at `replicasMax` (its rollout cannot surge): a change to what it serves rolls in place and "
+        "is judged by the probe only after it took traffic; the warning names the `gpuNodesMax` (`gpuNodes`) that "
+        "would give it room.",
         _judged_after_traffic,
     ),
     PlanRule(

@@ -166,6 +166,8 @@ COMPARED_INPUTS = (
 # The promotion gate's diff (components/serving/promotion_gate.py) compares these inputs; `tritonft diff` reads them.
 PROMOTION_GATE_INPUTS = ("namespace", "version", "candidate_deployment", "canary", "routes", "max_replicas")
 """Inputs whose change re-runs the wait (the kubeconfig is not one: new credentials are not a rollout)."""
+PROMOTION_HANDOVER_INPUTS = ("namespace", "version", "candidate_deployment")
+"""Inputs whose change re-runs a promotion's handover (``components.serving.promotion_gate.PromotionHandover``)."""
 
 
 CRASH_LOOP = "CrashLoopBackOff"

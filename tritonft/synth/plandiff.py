@@ -156,7 +156,7 @@ def _dynamic_rules() -> dict[str, Rule]:
     """The dynamic resources' own diffs (their providers compare only some inputs; no replacement)."""
     from tritonft.probe.endpoint import COMPARED_INPUTS as PROBE_INPUTS
     from tritonft.rollout.verdict import COMPARED_INPUTS as WATCH_INPUTS
-    from tritonft.rollout.verdict import PROMOTION_GATE_INPUTS
+    from tritonft.rollout.verdict import PROMOTION_GATE_INPUTS, PROMOTION_HANDOVER_INPUTS
 
     return {
         "pulumi-python:dynamic/tritonft:RolloutWatch": Rule(
@@ -167,6 +167,11 @@ def _dynamic_rules() -> dict[str, Rule]:
         ),
         "pulumi-python:dynamic/tritonft:PromotionGate": Rule(
             (), "components/serving/promotion_gate.py PromotionGateProvider.diff", compared=PROMOTION_GATE_INPUTS
+        ),
+        "pulumi-python:dynamic/tritonft:PromotionHandover": Rule(
+            (),
+            "components/serving/promotion_gate.py PromotionHandoverProvider.diff",
+            compared=PROMOTION_HANDOVER_INPUTS,
         ),
     }
 

@@ -13,6 +13,7 @@ from components.serving.canary import (
     VersionSample,
     canary_verdict,
     failure_message,
+    handover_step,
     replicas_before_switch,
     route_backends,
     sample_from,
@@ -154,3 +155,41 @@ def test_a_sample_without_answers_counts_zero_requests_and_no_p95() -> None:
     sample = sample_from({"requests": None, "failures": None, "p95_ms": math.nan})
     assert sample == VersionSample(0.0, 0.0, None)
     assert sample.error_ratio == 0.0
+
+
+def _handover(target: int, stable: int) -> list[tuple[int, int]]:
+    """(candidate, stable) replicas at each step of a handover whose every new candidate pod becomes ready."""
+    candidate, steps = 1, []
+    while candidate < target:
+        step = handover_step(target, candidate_replicas=candidate, candidate_ready=candidate, stable_replicas=stable)
+        candidate, stable = step.candidate, step.stable
+        steps.append((candidate, stable))
+    return steps
+
+
+def test_the_handover_grows_the_candidate_by_one_while_the_stable_shrinks_by_one() -> None:
+    assert _handover(5, 5) == [(2, 4), (3, 3), (4, 2), (5, 1)]
+
+
+def test_the_handover_never_holds_more_than_one_pod_beyond_the_target() -> None:
+    for target in range(1, 8):
+        assert all(c + s <= target + 1 for c, s in _handover(target, target))
+
+
+def test_the_pods_serving_users_never_drop_below_the_target_during_the_handover() -> None:
+    # While a step's new pod starts, the stable's remaining (pinned) pods and the candidate's ready ones serve.
+    target, candidate, stable = 5, 1, 5
+    while candidate < target:
+        step = handover_step(target, candidate_replicas=candidate, candidate_ready=candidate, stable_replicas=stable)
+        assert step.stable + candidate >= target
+        candidate, stable = step.candidate, step.stable
+
+
+def test_the_handover_keeps_a_candidate_its_autoscaler_raised_and_shrinks_the_stable_to_make_room() -> None:
+    step = handover_step(5, candidate_replicas=3, candidate_ready=1, stable_replicas=5)
+    assert (step.candidate, step.stable) == (3, 3)
+
+
+def test_the_stable_keeps_one_pod_until_the_candidate_is_complete() -> None:
+    step = handover_step(3, candidate_replicas=5, candidate_ready=2, stable_replicas=2)
+    assert step.stable == 1

@@ -18,6 +18,8 @@ from tests.components.fixtures import T5_SMALL, serve, triton_container
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
 GATE = "pulumi-python:dynamic/tritonft:PromotionGate"
+HANDOVER = "pulumi-python:dynamic/tritonft:PromotionHandover"
+HPA = "kubernetes:autoscaling/v2:HorizontalPodAutoscaler"
 JUDGE = "tests:judge:Judge"
 SERVICE = "kubernetes:core/v1:Service"
 HTTPROUTE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
@@ -136,3 +138,26 @@ def test_the_gate_reads_its_inputs_back_as_the_provider_gets_them_numbers_as_flo
     assert config.canary == CANARY
     assert isinstance(config.canary.weight_percent, int) and isinstance(config.max_replicas, int)
     assert config.routes == (("HTTPRoute", "m-http"),)
+
+
+def test_the_handover_runs_after_the_switch_and_the_autoscalers_move_to_the_new_version(mocks):
+    candidate = _serve(mocks)
+    handover = _one(mocks, HANDOVER)
+    assert handover.name == f"m-handover-{candidate.version}"
+    services = {s.inputs["metadata"]["name"]: s for s in mocks.of_type(SERVICE)}
+    assert {services["m"].urn, services["m-pods"].urn, _one(mocks, HPA).urn} <= set(handover.depends_on)
+    assert handover.inputs["candidate_deployment"] == f"m-{candidate.version}"
+    assert handover.inputs["stable_service"] == "m"
+
+
+def test_a_model_that_rolls_in_place_has_no_handover(mocks):
+    run_program(lambda: serve("m", T5_SMALL))
+    assert mocks.of_type(HANDOVER) == []
+
+
+def test_a_new_versions_rollout_is_watched_at_one_pod_since_its_autoscaler_moves_to_it_only_with_the_switch(mocks):
+    _serve(mocks, min_replicas=2)
+    watch = _one(mocks, "pulumi-python:dynamic/tritonft:RolloutWatch")
+    handover = _one(mocks, HANDOVER)
+    assert watch.inputs["min_replicas"] == 1
+    assert handover.inputs["min_replicas"] == 2, "the handover brings it to replicasMin after the switch"

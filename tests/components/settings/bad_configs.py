@@ -26,6 +26,7 @@ SAMPLES: dict[str, Any] = {
     # Knobs with neither a default, choices nor a grammar: one valid value each.
     "kubeconfig": "/home/ops/.kube/config",
     "kubeContext": "kind-gpu",
+    "gpuNodes": 2,
     "gpuNodeDiskGiB": 200,
     "storageSizeGiB": 40,
     "protectStorage": True,

@@ -183,3 +183,47 @@ def test_without_the_probe_nothing_is_judged_so_nothing_is_warned() -> None:
     settings = load_settings(as_cli(judged_stack(gpuNodesMax=3, probe=False)), project="triton-ft", stack="test")
 
     assert settings.warnings == ()
+
+
+# -- an existing cluster that states its GPU nodes (gpuNodes) ---------------------------------------------------------
+
+
+def _local(**changes: Any) -> Any:
+    """``local``'s stack file, with ``changes`` to its keys."""
+    config = read_stack(REPO, "local")
+    values = {k.removeprefix("triton-ft:"): v for k, v in config.values.items()}
+    values.update({k: str(v) for k, v in changes.items()})  # as the CLI hands them over: text
+    return load_settings(values, project="triton-ft", stack="local")
+
+
+def test_local_states_room_for_a_candidate_of_each_gpu_model_so_every_change_is_judged_before_traffic() -> None:
+    settings = _local()
+    assert settings.warnings == ()
+    gpu_models = [m for m in settings.models if not m.on_cpu]
+    assert [m.name for m in gpu_models] == ["t5-small", "qwen-0-5b"]
+    assert all(rollout(settings, m).max_surge == 1 for m in gpu_models)
+
+
+def test_a_lab_of_only_the_two_serving_gpus_is_told_before_up_that_changes_roll_in_place() -> None:
+    settings = _local(gpuNodes=2)
+    assert [w.split(" has no room")[0] for w in settings.warnings] == [
+        "gpuNodes: models[0] 't5-small'",
+        "gpuNodes: models[2] 'qwen-0-5b'",
+    ]
+    assert all("the probe judges it only after the roll" in w for w in settings.warnings)
+    assert "gpuNodes 4 gives it room" in settings.warnings[1]
+    assert all(rollout(settings, m).max_surge == 0 for m in settings.models if not m.on_cpu)
+
+
+def test_an_existing_cluster_that_states_too_few_gpu_nodes_is_refused_naming_gpu_nodes() -> None:
+    problems = problems_of(kubernetes_stack(gpuNodes=1, models=[dict(T5_3B_TP4), dict(GPTJ)], gpusPerNode=4))
+    assert problems == [
+        "replicasMin: 1 x 4 (t5-3b) + 1 x 1 (gpt-j-6b) = 5 GPUs need 2 existing node(s) of 4 GPUs, but only gpuNodes "
+        "1 exist; raise gpuNodes to 2 (with the nodes) or lower replicasMin"
+    ]
+
+
+def test_an_existing_cluster_without_gpu_nodes_is_not_planned_on_and_tries_every_candidate() -> None:
+    settings = load_settings(as_cli(kubernetes_stack(gpusPerNode=1)), project="triton-ft", stack="test")
+    assert settings.warnings == ()
+    assert rollout(settings, settings.models[0]).reason.startswith("cluster size unknown")

@@ -529,3 +529,19 @@ def test_the_issuer_the_stack_derives_from_acme_email_needs_cert_manager_too() -
         "acmeEmail: the stack makes the ClusterIssuer 'letsencrypt-prod' from it, a cert-manager resource: add "
         "`cert-manager` to `addons` (cert-manager issues the edge's certificates from it)"
     ]
+
+
+def test_canary_is_refused_with_a_vllm_model_naming_the_model_the_reason_and_the_fix() -> None:
+    stack = aws_stack(canary=True, addons=[*aws_stack()["addons"], *PROMETHEUS], models=[dict(T5_SMALL), QWEN7B])
+    assert problems_of(stack) == [
+        "canary: models[1] 'qwen' is served by vLLM, whose phase could not fail it: Triton counts a request to a "
+        "decoupled (vLLM) model as a success, and measures its latency, when the request is queued, so a candidate "
+        "that errors or is slow would pass; set canary: false (every new version is still judged by the probe before "
+        "it takes traffic), or serve this model from another stack"
+    ]
+
+
+def test_canary_with_generators_and_encoders_only_is_accepted() -> None:
+    stack = aws_stack(canary=True, addons=[*aws_stack()["addons"], *PROMETHEUS], models=[dict(T5_SMALL), MINILM])
+    settings = load_settings(as_cli(stack), project="triton-ft", stack="test")
+    assert settings.serving.canary.enabled

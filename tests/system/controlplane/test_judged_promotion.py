@@ -12,6 +12,7 @@ here by what a Service can route to, its EndpointSlices, read continuously while
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -50,6 +51,11 @@ WATCH = "pulumi-python:dynamic/tritonft:RolloutWatch"
 PROBE = "pulumi-python:dynamic/tritonft:IntegrationProbe"
 NEW_REVISION = "0123456789abcdef" * 2 + "01234567"
 FIXED_REVISION = "fedcba9876543210" * 2 + "76543210"
+GATEWAY = "local-gateway"
+STABLE_REVISION = "df1b051c49625cf57a3d0d8d3863ed4d13564fe4"
+CHAT_INSTANCE = "local-qwen-0-5b"
+QWEN_REVISION = "7ae557604adf67be50417f59c2c2f167def9a775"
+NEW_QWEN_REVISION = "abcdef0123456789" * 2 + "abcdef01"
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,8 @@ class Plans:
     """``local`` with t5-small at another revision."""
     fixed: list[Resource]
     """``local`` with t5-small at a third revision (the fix after a failed one)."""
+    chat_changed: list[Resource]
+    """``local`` with its vLLM chat model (qwen-0-5b) at another revision: a new chat template."""
 
     @staticmethod
     def version(resources: list[Resource]) -> str:
@@ -74,13 +82,16 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> Plans:
     synthesize(STACK, out=tmp / "stable", project_dir=project, extras=())
     stack = project / f"stacks/Pulumi.{STACK}.yaml"
     text = stack.read_text()
-    old = "revision: df1b051c49625cf57a3d0d8d3863ed4d13564fe4"
+    old = f"revision: {STABLE_REVISION}"
     assert text.count(old) == 1
     stack.write_text(text.replace(old, f"revision: {NEW_REVISION}"))
     synthesize(STACK, out=tmp / "changed", project_dir=project, extras=())
     stack.write_text(text.replace(old, f"revision: {FIXED_REVISION}"))
     synthesize(STACK, out=tmp / "fixed", project_dir=project, extras=())
-    return Plans(program(tmp / "stable"), program(tmp / "changed"), program(tmp / "fixed"))
+    assert text.count(f"revision: {QWEN_REVISION}") == 1
+    stack.write_text(text.replace(f"revision: {QWEN_REVISION}", f"revision: {NEW_QWEN_REVISION}"))
+    synthesize(STACK, out=tmp / "chat", project_dir=project, extras=())
+    return Plans(program(tmp / "stable"), program(tmp / "changed"), program(tmp / "fixed"), program(tmp / "chat"))
 
 
 def wrong_answer(props: Mapping[str, Any]) -> ProbeReport:
@@ -138,7 +149,8 @@ def stack(control_plane: ControlPlane, cluster: Cluster) -> Stack:
 
 
 class Endpoints:
-    """The pods the user-facing Services of t5-small can route to, read from their EndpointSlices while it runs."""
+    """The pods the user-facing Services of t5-small and qwen-0-5b can route to (what the edge and the gateway reach
+    them through), read from their EndpointSlices while it runs."""
 
     def __init__(self, kube: Kube, namespace: str) -> None:
         self.kube, self.namespace = kube, namespace
@@ -149,7 +161,7 @@ class Endpoints:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for service in (INSTANCE, f"{INSTANCE}-pods"):
+            for service in (INSTANCE, f"{INSTANCE}-pods", CHAT_INSTANCE, f"{CHAT_INSTANCE}-pods"):
                 slices = self.kube.items(
                     "discovery.k8s.io/v1", "EndpointSlice", self.namespace, f"kubernetes.io/service-name={service}"
                 )
@@ -177,9 +189,79 @@ def endpoints(stack: Stack) -> Iterator[Endpoints]:
     assert watching.reads > 10, "the EndpointSlices were read throughout"
 
 
-def deployment_name(resources: list[Resource]) -> str:
-    (deployment,) = named(resources, "Deployment", INSTANCE)
+def deployment_name(resources: list[Resource], instance: str = INSTANCE) -> str:
+    (deployment,) = named(resources, "Deployment", instance)
     return str(deployment.inputs["metadata"]["name"])
+
+
+@dataclass(frozen=True)
+class GatewaySeen:
+    """One read of what the gateway says of the models: the spec it was given of t5-small (read first), the
+    revision of qwen-0-5b's checkpoint (its chat template) mounted by every gateway pod and by its template, then
+    which version the user-facing Services of each model selected (read after)."""
+
+    t5_revision: str
+    chat_checkpoints: frozenset[str]
+    """Of the Deployment's template and of every gateway pod (terminating ones included: they may still serve)."""
+    template_checkpoints: frozenset[str]
+    t5_selected: str
+    chat_selected: str
+
+
+def _chat_checkpoints(pod_spec: Mapping[str, Any]) -> set[str]:
+    return {
+        m["subPath"]
+        for c in pod_spec.get("containers") or []
+        for m in c.get("volumeMounts") or []
+        if str(m.get("subPath", "")).startswith("hf/qwen-0-5b/")
+    }
+
+
+class GatewayView:
+    """What the gateway renders and where it sends requests, read every 0.1 s while ``up`` runs: the specs ConfigMap,
+    the checkpoint directories its Deployment's template and every one of its pods mount, and (read after those) the
+    user-facing Services' selected versions."""
+
+    def __init__(self, kube: Kube, namespace: str) -> None:
+        self.kube, self.namespace = kube, namespace
+        self.seen: list[GatewaySeen] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _selected(self, instance: str) -> str:
+        service = self.kube.get("v1", "Service", f"{instance}-pods", self.namespace)
+        return str(service["spec"]["selector"][VERSION_LABEL])
+
+    def read(self) -> GatewaySeen:
+        specs = self.kube.get("v1", "ConfigMap", f"{GATEWAY}-specs", self.namespace)["data"]
+        (t5,) = [json.loads(v) for v in specs.values() if json.loads(v)["name"] == "t5-small"]
+        template = _chat_checkpoints(
+            self.kube.get("apps/v1", "Deployment", GATEWAY, self.namespace)["spec"]["template"]["spec"]
+        )
+        mounted = set(template)
+        for pod in self.kube.items("v1", "Pod", self.namespace, f"app.kubernetes.io/instance={GATEWAY}"):
+            mounted |= _chat_checkpoints(pod["spec"])
+        return GatewaySeen(
+            str(t5["revision"]),
+            frozenset(m.rsplit("/", 1)[1] for m in mounted),
+            frozenset(m.rsplit("/", 1)[1] for m in template),
+            self._selected(INSTANCE),
+            self._selected(CHAT_INSTANCE),
+        )
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.seen.append(self.read())
+            time.sleep(0.1)
+
+    def __enter__(self) -> GatewayView:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        time.sleep(1.0)
+        self._stop.set()
+        self._thread.join()
 
 
 def pods_of(kube: Kube, namespace: str, version: str) -> dict[str, str]:
@@ -421,3 +503,70 @@ def test_with_room_for_one_candidate_the_fix_cannot_be_placed_until_a_revert_rem
 
     assert selector_version(kube, ns) == {fixed}
     assert live_objects(kube, ns, plans) == expected_objects(plans.fixed)
+
+
+# -- the gateway: what users' chats and completions are rendered with follows the Services ---------------------------
+
+
+@pytest.mark.parametrize("change", ["spec", "chat template"])
+def test_a_candidate_judged_wrong_never_reaches_the_gateway_also_on_later_ups(
+    plans: Plans, stack: Stack, endpoints: Endpoints, change: str
+) -> None:
+    kube, ns = stack.cluster.kube, stack.cluster.namespace
+    stack.engine.up(plans.stable)
+    stable_steps = len(stack.engine.log)
+    changed = plans.changed if change == "spec" else plans.chat_changed
+    instance = INSTANCE if change == "spec" else CHAT_INSTANCE
+    (candidate_deployment,) = named(changed, "Deployment", instance)
+    candidate = str(candidate_deployment.inputs["metadata"]["labels"][VERSION_LABEL])
+    stack.judge.wrong.add(candidate)
+
+    with GatewayView(kube, ns) as gateway:
+        for _ in range(2):  # the failed judgement, then a later `up` of the same change
+            with pytest.raises(ProbeFailedError):
+                stack.engine.up(changed)
+
+    assert stack.judge.judged.count(candidate) == 2
+    assert len(gateway.seen) > 10, "the gateway was read throughout"
+    assert {s.t5_revision for s in gateway.seen} == {STABLE_REVISION}
+    assert {s.chat_checkpoints for s in gateway.seen} == {frozenset({QWEN_REVISION})}, "the stable's chat template"
+    assert not {p for p in endpoints.seen if p.startswith(f"{deployment_name(changed, instance)}-")}
+    assert not [line for line in stack.engine.log[stable_steps:] if f" {GATEWAY}-" in line], "the gateway unchanged"
+
+
+@pytest.mark.parametrize("change", ["spec", "chat template"])
+def test_a_promoted_version_reaches_the_gateway_only_once_the_services_selected_it(
+    plans: Plans, stack: Stack, change: str
+) -> None:
+    kube, ns = stack.cluster.kube, stack.cluster.namespace
+    stack.engine.up(plans.stable)
+    changed = plans.chat_changed if change == "chat template" else plans.changed
+    instance = CHAT_INSTANCE if change == "chat template" else INSTANCE
+    (candidate_deployment,) = named(changed, "Deployment", instance)
+    candidate = str(candidate_deployment.inputs["metadata"]["labels"][VERSION_LABEL])
+
+    with GatewayView(kube, ns) as gateway:
+        stack.engine.up(changed)
+
+    if change == "spec":
+        new = [s for s in gateway.seen if s.t5_revision == NEW_REVISION]
+        assert new and all(s.t5_selected == candidate for s in new)
+    else:
+        new = [s for s in gateway.seen if NEW_QWEN_REVISION in s.chat_checkpoints]
+        assert new and all(s.chat_selected == candidate for s in new)
+    assert gateway.seen[0] != new[0], "the stable's configuration was seen first"
+    log = stack.engine.log
+    switched = log.index(f"update {instance}-pods-service")
+    changed_step = next(  # a ConfigMap's new data is a replacement, a Deployment's new template an update
+        i
+        for i, line in enumerate(log)
+        if line.split(" ", 1)[0] in ("update", "replace")
+        and line.split(" ", 1)[1] == ("local-gateway-specs" if change == "spec" else "local-gateway-deployment")
+    )
+    assert switched < changed_step
+    final = gateway.read()
+    assert (final.t5_revision, final.template_checkpoints) == (
+        (NEW_REVISION, frozenset({QWEN_REVISION}))
+        if change == "spec"
+        else (STABLE_REVISION, frozenset({NEW_QWEN_REVISION}))
+    )

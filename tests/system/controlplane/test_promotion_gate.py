@@ -1,10 +1,12 @@
-"""The promotion gate's runtime on the real control plane: the candidate Deployment scaled to the stable's ready
-replicas (kwok's pods, the real Deployment and ReplicaSet controllers and scheduler), the weighted phase's weights
+"""The promotion gate's runtime on the real control plane: the stable's ready pods pinned in the user-facing Services
+(EndpointSlices beside the controller's), the handover after the switch growing the candidate to the stable's ready
+count one pod at a time (kwok's pods, the real Deployment, ReplicaSet and EndpointSlice controllers and scheduler), the
+weighted phase's weights
 written to the model's real HTTPRoute and GRPCRoute (the Gateway API's own CRDs) and put back whatever the verdict,
 the verdict from a real Prometheus.
 
 The objects are those the program makes for a judged promotion, reduced to what the gate reads: the stable and the
-candidate Deployment (labelled by version), the user-facing Service selecting the stable version, the candidate
+candidate Deployment (labelled by version), the user-facing Services selecting the stable version, the candidate
 Service, the model's two routes. The Prometheus series are written into a real Prometheus' storage (as in
 ``tests/system/realtriton/test_canary_prometheus.py``); they carry a case's namespace label, which the query given to
 the gate asks for instead of the test's namespace.
@@ -23,7 +25,13 @@ import pytest
 
 from components.common.edge import EdgeArgs, GatewayRef, WeightedBackend, model_grpc_route_spec, model_http_route_spec
 from components.serving.promotion import VERSION_LABEL
-from components.serving.promotion_gate import GateConfig, PromotionGateError, prometheus_query, run_gate
+from components.serving.promotion_gate import (
+    GateConfig,
+    PromotionGateError,
+    prometheus_query,
+    run_gate,
+    run_handover,
+)
 from components.settings.model import CanarySettings
 from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import NodeShape, install_crds
@@ -140,6 +148,7 @@ def stage(cluster: Cluster) -> Stage:
         _deployment(f"{BASE}-{STABLE}", STABLE, 3, node_selector),
         _deployment(CANDIDATE_JOB, CANDIDATE, 1, node_selector),
         _service(BASE, STABLE),
+        _service(f"{BASE}-pods", STABLE),
         _service(CANDIDATE_JOB, CANDIDATE),
         _route("HTTPRoute", f"{BASE}-http"),
         _route("GRPCRoute", f"{BASE}-grpc"),
@@ -181,28 +190,76 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Figures]:
         prometheus.stop()
 
 
-def test_the_candidate_is_scaled_to_the_stables_ready_replicas_before_the_gate_passes(stage: Stage) -> None:
+def _switch(stage: Stage) -> None:
+    """What the program does after the gate: the user-facing Services select the candidate."""
+    for name in (BASE, f"{BASE}-pods"):
+        stage.kube.apply(_in(stage.namespace, _service(name, CANDIDATE)))
+
+
+def _serving(stage: Stage) -> set[str]:
+    """The pods the user-facing Service routes to: every ready endpoint of its EndpointSlices, the controller's and
+    the gate's."""
+    slices = stage.kube.items(
+        "discovery.k8s.io/v1", "EndpointSlice", stage.namespace, f"kubernetes.io/service-name={BASE}"
+    )
+    return {
+        e["targetRef"]["name"]
+        for s in slices
+        for e in s.get("endpoints") or []
+        if (e.get("conditions") or {}).get("ready") and e.get("targetRef")
+    }
+
+
+def _pods(stage: Stage, version: str) -> set[str]:
+    pods = stage.kube.items("v1", "Pod", stage.namespace, f"{VERSION_LABEL}={version}")
+    return {p["metadata"]["name"] for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+def test_the_gate_pins_the_stables_ready_pods_so_they_serve_beside_the_candidate_after_the_switch(
+    stage: Stage,
+) -> None:
+    stable_pods = _pods(stage, STABLE)
     outcome = run_gate(stage.kube, stage.config())
-    assert outcome["replicas"] == {"stable_ready": 3, "candidate_ready": 3}
+    assert outcome["replicas"] == {"stable_ready": 3, "target": 3, "pinned": 3}
+    assert stage.ready(CANDIDATE_JOB) == 1, "no second fleet before the switch"
+    _switch(stage)
+    wait_for("the Service's own slice to list the candidate", lambda: _pods(stage, CANDIDATE) <= _serving(stage), 30)
+    assert stable_pods | _pods(stage, CANDIDATE) == _serving(stage)
+
+
+def test_the_handover_grows_the_candidate_to_the_stables_count_one_pod_at_a_time(stage: Stage) -> None:
+    run_gate(stage.kube, stage.config())
+    _switch(stage)
+    outcome = run_handover(stage.kube, stage.config(), step_deadline_s=60.0)
+    assert outcome["handover"]["target"] == 3 and outcome["handover"]["steps"] == 2
     assert stage.ready(CANDIDATE_JOB) >= 3
-    assert outcome["stable_version"] == STABLE
+    deployment = stage.kube.get("apps/v1", "Deployment", f"{BASE}-{STABLE}", stage.namespace)
+    assert deployment["spec"]["replicas"] == 1, "the stable keeps one pod until it is deleted"
+    assert _pods(stage, CANDIDATE) <= _serving(stage)
 
 
-def test_the_candidates_replicas_are_bounded_by_replicas_max(stage: Stage) -> None:
+def test_the_handover_is_bounded_by_replicas_max(stage: Stage) -> None:
     outcome = run_gate(stage.kube, stage.config(max_replicas=2))
-    assert outcome["replicas"] == {"stable_ready": 3, "candidate_ready": 2}
+    assert outcome["replicas"]["target"] == 2
+    _switch(stage)
+    run_handover(stage.kube, stage.config(max_replicas=2), step_deadline_s=60.0)
     deployment = stage.kube.get("apps/v1", "Deployment", CANDIDATE_JOB, stage.namespace)
     assert deployment["spec"]["replicas"] == 2
 
 
-def test_a_candidate_that_cannot_get_its_replicas_fails_the_gate_naming_both_counts(stage: Stage) -> None:
+def test_a_handover_step_that_cannot_complete_fails_naming_both_counts_and_the_stable_keeps_serving(
+    stage: Stage,
+) -> None:
     kube, ns = stage.kube, stage.namespace
     nowhere = {"tritonft-test": "no-such-node"}
     kube.apply(_in(ns, _deployment(CANDIDATE_JOB, CANDIDATE, 1, nowhere)))  # its next pods cannot be placed
-    with pytest.raises(PromotionGateError, match=rf"{CANDIDATE_JOB}: \d of 3 replicas ready after 3 s"):
-        run_gate(kube, stage.config(replicas_deadline_s=3.0))
-    selector = kube.get("v1", "Service", BASE, ns)["spec"]["selector"]
-    assert selector[VERSION_LABEL] == STABLE, "the stable version keeps the traffic"
+    run_gate(kube, stage.config())
+    _switch(stage)
+    with pytest.raises(
+        PromotionGateError, match=rf"{CANDIDATE_JOB}: \d of 2 replicas ready \(and endpoints\) after 3 s"
+    ):
+        run_handover(kube, stage.config(), step_deadline_s=3.0)
+    assert len(_serving(stage) & _pods(stage, STABLE)) == 2, "the stable's pinned pods but the one that left serve"
 
 
 def test_a_first_deploy_or_a_rerun_after_the_switch_has_nothing_to_gate(stage: Stage) -> None:
