@@ -34,7 +34,8 @@ HF_TOKEN_KEY = "token"
 TOKENIZER_FILES = (*(name for names in TOKENIZER_FILE_SETS for name in names), "tokenizer_config.json")
 """Tokenizer files kept beside the weights (the download scratch is deleted): what ``tritonft repo`` ships."""
 
-CONVERT_SCRIPT = """\
+CONVERT_SCRIPT = (
+    """\
 set -eu
 publish() { touch "$1/MARKER" && rm -rf "$2" && mv "$1" "$2"; }
 judged() { [ "$ENGINE" != "fastertransformer" ] || [ -f "$1/REFERENCE" ]; }
@@ -90,14 +91,15 @@ if [ "$ENGINE" = "onnxruntime" ]; then
     --tokenizer "$CHECKPOINT_DIR/tokenizer" --require-checkpoint
 else
   tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
-    --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu" \\
-    --judge-reference "$CHECKPOINT_DIR/REFERENCE"
+    --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" \\
+    --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu" --judge-reference "$CHECKPOINT_DIR/REFERENCE"
   cp "$CHECKPOINT_DIR/REFERENCE" "$partial/REFERENCE"
 fi
 publish "$partial" "$REPOSITORY_DIR"
 echo "triton-ft: done"
-""".replace("MARKER", COMPLETE_MARKER).replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES)).replace(
-    "REFERENCE", REFERENCE_FILE
+""".replace("MARKER", COMPLETE_MARKER)
+    .replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES))
+    .replace("REFERENCE", REFERENCE_FILE)
 )
 """The Job's program: download -> convert (-> generation check) -> repo, each skipped when its output is already
 complete. The generation check runs before the checkpoint is published, so a conversion that generates garbage
