@@ -12,7 +12,7 @@ from typing import cast
 
 import pluggy
 import pytest
-import pytest_timeout
+import pytest_timeout  # type: ignore[import-untyped]
 from _pytest import hookspec
 
 from tests import conftest
@@ -20,6 +20,7 @@ from tests.system import conftest as system_conftest
 from tests.system.controlplane import server as control_plane_server
 from tests.system.realtriton import test_vllm_engine, test_vllm_signal
 from tests.tritonft import test_quantity
+from tritonft import vllm_env
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -168,8 +169,17 @@ def protocol_waits(monkeypatch: pytest.MonkeyPatch, module: ModuleType, *, built
     """``tests/system/conftest.py``'s protocol wrapper run up to its ``yield`` (where the test would start) for a test
     of ``module``: the calls it made to the vLLM environment before it."""
     calls: list[str] = []
-    monkeypatch.setattr(system_conftest.vllm_env, "built", lambda: calls.append("built") or (Path() if built else None))
-    monkeypatch.setattr(system_conftest.vllm_env, "ensure_environment", lambda: calls.append("ensure") or Path())
+
+    def looked_up() -> Path | None:
+        calls.append("built")
+        return Path() if built else None
+
+    def ensured() -> Path:
+        calls.append("ensure")
+        return Path()
+
+    monkeypatch.setattr(vllm_env, "built", looked_up)
+    monkeypatch.setattr(vllm_env, "ensure_environment", ensured)
     item = SimpleNamespace(module=module, config=SimpleNamespace(pluginmanager=SimpleNamespace(get_plugin=dict().get)))
     wrapper = system_conftest.pytest_runtest_protocol(cast(pytest.Item, item))
     next(wrapper)
