@@ -64,14 +64,34 @@ def stack_snippet(body: str) -> dict[str, Any] | None:
 STACK_SNIPPETS = [(where, s) for where, body in blocks(("yaml", "yml")) if (s := stack_snippet(body)) is not None]
 
 
+AWS_ONLY = "applies to platform `aws` only"
+"""The settings' words for a key of a built (EKS) cluster: a snippet of such keys is checked in prod's stack."""
+
+
+def prods_values() -> dict[str, Any]:
+    config = yaml.safe_load((ROOT / "stacks" / "Pulumi.prod.yaml").read_text())["config"]
+    return {k[len(PREFIX) :]: v for k, v in config.items() if str(k).startswith(PREFIX)}
+
+
 def load(values: dict[str, Any], tmp_path: Path) -> None:
-    complete = "platform" in values
-    settings = values if complete else {**BASE, "models": BASE_MODELS, **values}
-    (tmp_path / "stacks").mkdir()
+    """A complete stack as it is; a part of one in :data:`BASE`, or in prod's stack when its keys are aws-only."""
+    if "platform" in values:
+        write_and_load(values, tmp_path)
+        return
+    try:
+        write_and_load({**BASE, "models": BASE_MODELS, **values}, tmp_path)
+    except UserError as exc:
+        if AWS_ONLY not in str(exc):
+            raise
+        write_and_load({**prods_values(), **values}, tmp_path, secrets=("hfToken",))
+
+
+def write_and_load(settings: dict[str, Any], tmp_path: Path, secrets: tuple[str, ...] = ()) -> None:
+    (tmp_path / "stacks").mkdir(exist_ok=True)
     shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
     stack_file = {"config": {f"{PREFIX}{k}": v for k, v in settings.items()}}
     (tmp_path / "stacks" / "Pulumi.docs.yaml").write_text(yaml.safe_dump(stack_file, sort_keys=False))
-    settings_from_stack_file(tmp_path, "docs")
+    settings_from_stack_file(tmp_path, "docs", secrets)
 
 
 BASE_MODELS = [

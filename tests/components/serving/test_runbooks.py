@@ -1,4 +1,4 @@
-"""Every alert a stack renders carries a ``runbook_url`` that resolves to a real section of a page in docs/runbooks/
+"""Every alert a stack renders carries a ``runbook_url`` that resolves to a real section of docs/operate/runbooks.md
 (GitHub's heading anchors), and every stack that alerts renders some."""
 
 from __future__ import annotations
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from components.settings.alerting import RUNBOOKS
 from tests.components.serving.test_monitoring_rules import MONITORED, REPO, of_kind, rendered
 from tests.plans import StackPlans
 
@@ -33,9 +34,9 @@ def test_every_alert_has_a_runbook_section(stack: str, stack_plan: StackPlans) -
         assert url, f"{rule['alert']} has no runbook_url"
         path, _, anchor = url.partition("#")
         page = REPO / path
-        assert page.is_file() and page.parent == REPO / "docs" / "runbooks", url
+        assert page.is_file() and page == REPO / RUNBOOKS, url
         assert anchor == rule["alert"].lower() and anchor in anchors(page), f"{url}: no such section"
 
 
 def test_the_runbooks_cover_the_dead_mans_switch() -> None:
-    assert "watchdog" in anchors(REPO / "docs" / "runbooks" / "alerts.md")
+    assert "watchdog" in anchors(REPO / RUNBOOKS)
