@@ -51,7 +51,9 @@ def test_the_vllm_models_download_job_runs_on_a_cpu_node_and_completes(cluster: 
     assert node["metadata"]["labels"][POOL_LABEL] == SYSTEM_POOL
     assert pod["status"]["phase"] == "Succeeded"
     volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
-    assert volumes["hf-token"]["secret"]["secretName"] == "hf-token"
+    secret = volumes["hf-token"]["secret"]["secretName"]
+    made = {f"{o['kind']}/{o['metadata']['name']}" for o in objs}
+    assert f"Secret/{secret}" in made, "the gated model's token Secret is one the plan makes (from hfToken)"
     mine = {f"{o['kind']}/{o['metadata']['name']}" for o in objs if LLAMA in o["metadata"]["name"]}
     assert {f"Deployment/{prod_plan.deployment('prod-llama-3-1-8b')}", f"Job/{job}"} <= mine
     assert mine <= set(applied), "the API server accepted every object of the vLLM model"
