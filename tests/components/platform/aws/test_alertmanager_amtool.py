@@ -28,7 +28,7 @@ def amtool() -> str:
 
 @pytest.fixture(scope="module")
 def prod_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    platform = args.aws_platform_args(settings_from_stack_file(REPO, "prod"))
+    platform = args.aws_platform_args(settings_from_stack_file(REPO, "prod", ("hfToken",)))
     path = tmp_path_factory.mktemp("alertmanager") / "alertmanager.yaml"
     path.write_text(yaml.safe_dump(charts.alertmanager_config(platform.alert_receivers, platform.alert_routing)))
     return path
