@@ -7,8 +7,8 @@
 #   - the real Triton for the tests and demos (scripts/setup/triton.sh)
 #   - checkov in its own tool environment .tools/checkov (its pins conflict with the project's)
 #   - the policy pack's runtime and actionlint; AIPerf and perf_analyzer (tritonft bench); Prometheus (promtool);
-#     the test control plane (scripts/setup/)
-#     (skipped with TRITONFT_SKIP_CONTROL_PLANE=1: the test command builds it in the background instead)
+#     amtool and the test control plane, both Go builds (scripts/setup/); each skipped with
+#     TRITONFT_SKIP_AMTOOL=1 / TRITONFT_SKIP_CONTROL_PLANE=1: the test command builds them in the background instead
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mode=all
@@ -68,7 +68,7 @@ fi
 bash scripts/setup/aiperf.sh >/dev/null
 bash scripts/setup/perf_analyzer.sh >/dev/null
 bash scripts/setup/prometheus.sh
-bash scripts/setup/amtool.sh >/dev/null
+[ -n "${TRITONFT_SKIP_AMTOOL:-}" ] || bash scripts/setup/amtool.sh >/dev/null
 bash scripts/setup/nginx.sh
 bash scripts/setup/gateway_api.sh >/dev/null
 [ -n "${TRITONFT_SKIP_CONTROL_PLANE:-}" ] || bash scripts/setup/control_plane.sh >/dev/null

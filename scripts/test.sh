@@ -3,11 +3,13 @@
 # suite. Exits non-zero when any of them fails.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-# Two installs take long on a fresh machine and only some tests need them; each starts in the background, in its own
-# process group (an interrupted run stops it with the rest) and at a lower priority than the timed tests, while
-# every test that needs neither runs:
+# Three installs take long on a fresh machine and only some tests need them; each starts in the background, in its
+# own process group (an interrupted run stops it with the rest) and at a lower priority than the timed tests, while
+# every test that needs none of them runs:
 #   - the test control plane (a Go build, cached by version after): it starts first; the cluster lanes below wait for
 #     its binaries (scripts/setup/control_plane.sh holds a lock);
+#   - Alertmanager's amtool (a Go build, ~2 min fresh): beside it; the amtool tests wait for it before their time
+#     limit starts (tests/conftest.py, the `built_tool` marker);
 #   - the vLLM engine's environment (~5.9 GB of wheels, cached by its pins after): it starts once bootstrap has made
 #     .venv and uv; in each lane the tests that serve a vLLM model run last and wait for it
 #     (tritonft/vllm_env.py builds under a lock and a second caller waits for the first build).
@@ -15,10 +17,10 @@ logs=$(mktemp -d -t tritonft-test.XXXXXX)
 # Each step's line says when it started, in seconds from here: where a slow run's minutes went.
 begun=$(date +%s)
 since() { echo "$(($(date +%s) - begun))"; }
-control_plane_pid="" vllm_pid=""
+control_plane_pid="" amtool_pid="" vllm_pid=""
 cleanup() {
   local pid
-  for pid in $control_plane_pid $vllm_pid; do kill -- "-$pid" 2>/dev/null || true; done
+  for pid in $control_plane_pid $amtool_pid $vllm_pid; do kill -- "-$pid" 2>/dev/null || true; done
   rm -rf "$logs"
 }
 trap cleanup EXIT
@@ -29,6 +31,8 @@ trap cleanup EXIT
 in_own_group() { python3 -c 'import os, sys; os.setpgid(0, 0); os.execvp(sys.argv[1], sys.argv[1:])' "$@"; }
 TRITONFT_BUILD_NICE=5 in_own_group bash scripts/setup/control_plane.sh >"$logs/control_plane.log" 2>&1 &
 control_plane_pid=$!
+in_own_group bash scripts/setup/amtool.sh >"$logs/amtool.log" 2>&1 &
+amtool_pid=$!
 # shellcheck source=scripts/setup/cpu.sh
 source scripts/setup/cpu.sh
 job_cpu() { # name -> "CPU U s user + S s sys"
@@ -40,7 +44,7 @@ job_cpu() { # name -> "CPU U s user + S s sys"
   fi
 }
 echo "+ [$(since) s] scripts/bootstrap.sh" >&2
-TRITONFT_SKIP_CONTROL_PLANE=1 bash scripts/bootstrap.sh
+TRITONFT_SKIP_CONTROL_PLANE=1 TRITONFT_SKIP_AMTOOL=1 bash scripts/bootstrap.sh
 times >"$logs/bootstrap.cpu" # the first process this shell waited for
 echo "+ [$(since) s] bootstrap done ($(job_cpu bootstrap))" >&2
 in_own_group nice -n 10 bash scripts/setup/vllm.sh >"$logs/vllm.log" 2>&1 &
@@ -175,4 +179,5 @@ finished() { # name pid what
 }
 finished vllm "$vllm_pid" "vLLM engine's environment (scripts/setup/vllm.sh)"
 finished control_plane "$control_plane_pid" "test control plane (scripts/setup/control_plane.sh)"
+finished amtool "$amtool_pid" "Alertmanager's amtool (scripts/setup/amtool.sh)"
 exit $status

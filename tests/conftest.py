@@ -15,7 +15,7 @@ from tests.tritonft.gateway.server import log_sections
 from tritonft.engines.vllm import local as vllm_local
 from tritonft.synth.engine import RecordingMocks, mock_engine
 
-pytest_plugins = ["tests.failure_record", "tests.lifetime", "pytester"]
+pytest_plugins = ["tests.failure_record", "tests.lifetime", "tests.built_tools", "pytester"]
 pytest_runtest_makereport = attach_on_failure(log_sections)
 
 SYSTEM_TESTS = "tests/system/"

@@ -29,8 +29,10 @@ def repo(tmp_path: Path) -> Path:
     The stand-in of an install or tool named in ``$FAIL`` exits 1. Two handshakes show what runs at the same time:
     the vLLM install waits (at most 60 s) until the stand-in pytest has started and records whether it was still
     running (an install run before the tests, or one the tests waited for, records ``tests-not-running``); the
-    bootstrap waits the same way for the control plane's build to have started (``control-plane-not-started`` when
-    the build did not start before it); mypy records ``lint-during-tests`` when the stand-in pytest has started."""
+    bootstrap waits the same way for the control plane's and amtool's builds to have started
+    (``control_plane-not-started``, ``amtool-not-started`` when one did not start before it) and records
+    ``bootstrap-builds-them-too`` unless told to leave both to the background; mypy records ``lint-during-tests``
+    when the stand-in pytest has started."""
     root = tmp_path / "repo"
     (root / "scripts/setup").mkdir(parents=True)
     (root / "scripts/test.sh").write_text(SCRIPT.read_text())
@@ -39,8 +41,12 @@ def repo(tmp_path: Path) -> Path:
     ids = 'ps -o pid=,pgid=,sid= -p $$ >> "$TRACE.ids-$NAME"'  # process, its group and session
     stand_in(
         root / "scripts/bootstrap.sh",
-        'for _ in $(seq 600); do grep -q control_plane "$TRACE" 2>/dev/null && break; sleep 0.1; done\n'
-        'grep -q control_plane "$TRACE" 2>/dev/null || echo control-plane-not-started >> "$TRACE"\n'
+        "for build in control_plane amtool; do\n"
+        '  for _ in $(seq 600); do grep -q "$build" "$TRACE" 2>/dev/null && break; sleep 0.1; done\n'
+        '  grep -q "$build" "$TRACE" 2>/dev/null || echo "$build-not-started" >> "$TRACE"\n'
+        "done\n"
+        '[ -n "${TRITONFT_SKIP_CONTROL_PLANE:-}" ] && [ -n "${TRITONFT_SKIP_AMTOOL:-}" ] '
+        '|| echo bootstrap-builds-them-too >> "$TRACE"\n'
         f"NAME=bootstrap; {ids}; {record}",
     )
     stand_in(
@@ -48,6 +54,7 @@ def repo(tmp_path: Path) -> Path:
         f'NAME=control_plane; if [ -n "${{TRITONFT_BUILD_NICE:-}}" ]; then NAME=build; {ids}; NAME=control_plane; fi\n'
         f"{record}",
     )
+    stand_in(root / "scripts/setup/amtool.sh", f"NAME=amtool; {ids}; {record}")
     stand_in(
         root / "scripts/setup/vllm.sh",
         'for _ in $(seq 600); do [ -e "$TRACE.pytest" ] && break; sleep 0.1; done\n'
@@ -104,6 +111,7 @@ def test_it_passes_when_every_step_passes(repo: Path) -> None:
         [
             "bootstrap",
             *["control_plane"] * 3,  # the build, then each control-plane lane waiting for it
+            "amtool",
             "vllm-during-tests",
             "vllm",
             "ruff",
@@ -132,7 +140,11 @@ def test_it_fails_when_a_step_fails(repo: Path, step: str) -> None:
 
 @pytest.mark.parametrize(
     ("install", "named"),
-    [("vllm", "scripts/setup/vllm.sh"), ("control_plane", "scripts/setup/control_plane.sh")],
+    [
+        ("vllm", "scripts/setup/vllm.sh"),
+        ("control_plane", "scripts/setup/control_plane.sh"),
+        ("amtool", "scripts/setup/amtool.sh"),
+    ],
 )
 def test_it_fails_naming_the_install_when_a_background_install_fails(repo: Path, install: str, named: str) -> None:
     done, ran = run(repo, install)
@@ -148,11 +160,13 @@ def test_the_vllm_environment_installs_after_bootstrap_while_the_tests_run(repo:
     assert "tests-not-running" not in ran
 
 
-def test_the_control_plane_builds_while_bootstrap_runs(repo: Path) -> None:
+def test_the_go_builds_run_while_bootstrap_runs(repo: Path) -> None:
     done, ran = run(repo)
     assert done.returncode == 0, done.stderr
-    assert ran.index("control_plane") < ran.index("bootstrap")
-    assert "control-plane-not-started" not in ran
+    for build in ("control_plane", "amtool"):
+        assert ran.index(build) < ran.index("bootstrap"), build
+        assert f"{build}-not-started" not in ran
+    assert "bootstrap-builds-them-too" not in ran, "bootstrap is told to leave both builds to the background"
 
 
 def test_the_background_installs_run_in_a_process_group_of_their_own_within_the_tests_session(repo: Path) -> None:
@@ -167,7 +181,7 @@ def test_the_background_installs_run_in_a_process_group_of_their_own_within_the_
         return [int(n) for n in line.split()]
 
     session = ids("bootstrap")[2]
-    for install in ("build", "vllm"):
+    for install in ("build", "amtool", "vllm"):
         pid, group, sid = ids(install)
         assert (group, sid) == (pid, session), install
 

@@ -13,17 +13,17 @@ import yaml
 from components import args
 from components.platform.aws import charts
 from components.settings.stack_file import settings_from_stack_file
+from tests import built_tools
 
 REPO = Path(__file__).resolve().parents[4]
 
 
+pytestmark = pytest.mark.built_tool("amtool")
+
+
 @pytest.fixture(scope="module")
 def amtool() -> str:
-    built = subprocess.run(
-        ["bash", "scripts/setup/amtool.sh"], cwd=REPO, capture_output=True, text=True, timeout=3600, check=False
-    )
-    assert built.returncode == 0, built.stderr
-    return built.stdout.strip()
+    return built_tools.tool_path("amtool")
 
 
 @pytest.fixture(scope="module")
