@@ -154,7 +154,13 @@ def seconds(duration: str) -> float:
 def assert_fired_after_its_for(prometheus: LocalPrometheus, plan: Plan, alert: str, timeout: float) -> dict[str, Any]:
     """Wait until ``alert`` fires; it must have been active (pending) for at least its rendered ``for:``."""
     (rendered,) = [r for g in plan.rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == alert]
-    fired = wait_for(f"{alert} firing", lambda: firing(prometheus, alert), timeout)
+    measured = rendered["expr"].rsplit(" > ", 1)[0]  # what the threshold compares, to say where it stood
+    fired = wait_for(
+        f"{alert} firing",
+        lambda: firing(prometheus, alert),
+        timeout,
+        context=lambda: f"its measure {measured!r} then: {prometheus.query(measured)}",
+    )
     now = time.time()
     for instance in fired:
         active_at = datetime.fromisoformat(instance["activeAt"].replace("Z", "+00:00")).timestamp()
