@@ -12,6 +12,7 @@ import pytest
 from tests.failure_logs import attach_on_failure
 from tests.plans import StackPlans
 from tests.tritonft.gateway.server import log_sections
+from tritonft import vllm_env
 from tritonft.engines.vllm import local as vllm_local
 from tritonft.synth.engine import RecordingMocks, mock_engine
 
@@ -39,11 +40,21 @@ VLLM_SERVERS = (vllm_local.__name__, "tests.system.realtriton.vllm_server")
 own ``local`` and the tests' session-wide server."""
 
 
+def _uses(module: ModuleType | None, names: tuple[str, ...]) -> bool:
+    return module is not None and any(
+        isinstance(value, ModuleType) and value.__name__ in names for value in vars(module).values()
+    )
+
+
 def serves_vllm(module: ModuleType | None) -> bool:
     """Whether a test module serves a vLLM model (it uses one of :data:`VLLM_SERVERS`)."""
-    return module is not None and any(
-        isinstance(value, ModuleType) and value.__name__ in VLLM_SERVERS for value in vars(module).values()
-    )
+    return _uses(module, VLLM_SERVERS)
+
+
+def needs_vllm_environment(module: ModuleType | None) -> bool:
+    """Whether a test module runs the vLLM engine's environment: it serves a vLLM model, or runs that environment's
+    Python itself (``tritonft.vllm_env``, e.g. to ask transformers there)."""
+    return _uses(module, (*VLLM_SERVERS, vllm_env.__name__))
 
 
 def run_order(item: pytest.Item) -> tuple[bool, bool]:

@@ -17,6 +17,7 @@ from _pytest import hookspec
 
 from tests import conftest
 from tests.system import conftest as system_conftest
+from tests.system import test_chat_templates
 from tests.system.controlplane import server as control_plane_server
 from tests.system.realtriton import test_vllm_engine, test_vllm_signal
 from tests.tritonft import test_quantity
@@ -188,6 +189,13 @@ def protocol_waits(monkeypatch: pytest.MonkeyPatch, module: ModuleType, *, built
 
 def test_a_vllm_test_waits_for_the_engines_environment_before_it_starts(monkeypatch: pytest.MonkeyPatch) -> None:
     assert protocol_waits(monkeypatch, test_vllm_engine, built=False) == ["built", "ensure"]
+
+
+def test_a_test_running_the_environments_python_itself_waits_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chat-template tests ask transformers in that environment without serving a model: a fresh run lost them
+    all to the install's lock (300 s each) before they waited here."""
+    assert not conftest.serves_vllm(test_chat_templates)
+    assert protocol_waits(monkeypatch, test_chat_templates, built=False) == ["built", "ensure"]
 
 
 def test_other_tests_and_a_built_environment_wait_for_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import serves_vllm
+from tests.conftest import needs_vllm_environment
 from tests.system.controlplane import server
 from tests.system.controlplane.fixtures import (  # noqa: F401  (fixtures and the failure report's hook)
     cluster,
@@ -38,12 +38,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    """Before a test that serves a vLLM model, its engine's environment, waited for (or built) here: on a fresh
-    machine the test command's background install of ~6 GB of wheels can outlast a test's time limit (a loaded
-    machine's run lost every vLLM test to it, each waiting on the install's lock). Being the outermost wrapper
-    (``tryfirst``), this runs before pytest-timeout's wrapper starts the test's timer. A failed install is left to
-    the test's own fixture, which fails naming it."""
-    if serves_vllm(getattr(item, "module", None)) and vllm_env.built() is None:
+    """Before a test that serves a vLLM model or runs its engine's environment, that environment, waited for (or
+    built) here: on a fresh machine the test command's background install of ~6 GB of wheels can outlast a test's
+    time limit (a loaded machine's run lost every vLLM test to it, each waiting on the install's lock). Being the
+    outermost wrapper (``tryfirst``), this runs before pytest-timeout's wrapper starts the test's timer. A failed
+    install is left to the test's own fixture, which fails naming it."""
+    if needs_vllm_environment(getattr(item, "module", None)) and vllm_env.built() is None:
         reporter = item.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:
             reporter.write_line("vLLM engine: waiting for its environment's install (a fresh machine: minutes)")
