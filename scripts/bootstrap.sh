@@ -2,6 +2,7 @@
 # Install what the project needs on a fresh machine (idempotent, offline-safe after the first run).
 #   bash scripts/bootstrap.sh            everything the test command needs (below)
 #   bash scripts/bootstrap.sh --runtime  only what the quick start runs: the locked .venv and the real Triton
+#   bash scripts/bootstrap.sh --deploy   only what `pulumi up` runs on the deployer's machine: uv and the locked .venv
 # Everything:
 #   - uv (pinned) if missing, then the locked Python environment in .venv (uv.lock, --frozen)
 #   - the real Triton for the tests and demos (scripts/setup/triton.sh)
@@ -15,8 +16,10 @@ mode=all
 case "${1:-}" in
   "") ;;
   --runtime) mode=runtime ;;
+  --deploy) mode=deploy ;;
   *)
-    echo "bootstrap: unknown option '$1' (use --runtime for only what the quick start runs, or nothing)" >&2
+    echo "bootstrap: unknown option '$1' (use --deploy for what pulumi up runs, --runtime for what the quick start" \
+      "runs, or nothing for the test tools too)" >&2
     exit 2
     ;;
 esac
@@ -31,6 +34,7 @@ echo "bootstrap: syncing .venv from uv.lock" >&2
 # Bytecode is compiled at install time: environments with PYTHONDONTWRITEBYTECODE would otherwise recompile
 # pulumi_aws (thousands of modules) on every run, tripling the time of `tritonft synth`.
 uv sync --frozen --quiet --compile-bytecode
+[ "$mode" = deploy ] && exit 0
 bash scripts/setup/triton.sh
 [ "$mode" = runtime ] && exit 0
 

@@ -21,9 +21,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", required=True, help="stack name (stacks/Pulumi.<stack>.yaml)")
     parser.add_argument("--project-dir", type=Path, default=None, help="project root (default: nearest Pulumi.yaml)")
     parser.add_argument(
-        "--kubeconfig", default=None, help="kubeconfig file (default: the stack's kubeconfig, else $KUBECONFIG)"
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig file (default: a kubernetes stack's kubeconfig setting, else $KUBECONFIG, else "
+        "~/.kube/config; an aws stack's: save its `kubeconfig` output and pass it here)",
     )
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: the stack's kubeContext)")
+    parser.add_argument(
+        "--context", default=None, help="kubeconfig context (default: the stack's kubeContext, else the current one)"
+    )
     parser.add_argument("--no-dry-run", action="store_true", help="skip the server-side dry-run of the plan")
     parser.add_argument(
         "--assume-secret",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepare one stack for a CI run (after the Pulumi CLI is installed and logged in):
 #   - attach a Pulumi ESC environment when PULUMI_ESC_ENVIRONMENT is set (e.g. `triton-ft/dev`);
-#   - set secrets from repository secrets when given (HF_TOKEN -> hfToken, INGRESS_HTPASSWD -> ingressHtpasswd);
+#   - set secrets from repository secrets when given (HF_TOKEN -> hfToken);
 #   - promote the images the deploy workflow built once (SERVER_IMAGE -> serverImage, TOOLS_IMAGE -> toolsImage,
 #     ENGINE_IMAGES, a JSON mapping engine -> reference, -> engineImages.<engine>; each `repository@sha256:...`):
 #     the stack deploys those digests and builds nothing.
@@ -16,10 +16,6 @@ fi
 if [ -n "${HF_TOKEN:-}" ]; then
   printf '%s' "$HF_TOKEN" | pulumi config set --secret --stack "$stack" triton-ft:hfToken >/dev/null
   echo "stack $stack: hfToken set from the HF_TOKEN secret"
-fi
-if [ -n "${INGRESS_HTPASSWD:-}" ]; then
-  printf '%s' "$INGRESS_HTPASSWD" | pulumi config set --secret --stack "$stack" triton-ft:ingressHtpasswd >/dev/null
-  echo "stack $stack: ingressHtpasswd set from the INGRESS_HTPASSWD secret"
 fi
 if [ -n "${SERVER_IMAGE:-}" ]; then
   pulumi config set --stack "$stack" triton-ft:serverImage "$SERVER_IMAGE" >/dev/null

@@ -27,8 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--expected-tokens",
         type=Path,
-        help="JSON of prompts (token ids) and the tokens they must generate (tests/tritonft/reference/golden format); "
-        "implies --generate and replaces the judgement",
+        help="JSON of cases: prompt token ids, greedy or beam (width, length penalty), optional end id, the ids each "
+        "beam must generate; implies --generate and replaces the judgement",
     )
     parser.add_argument(
         "--tokenizer",
