@@ -155,6 +155,20 @@ def reference_memory_bytes(model: ModelSpec) -> int:
     return JOB_BASE_MEMORY + math.ceil(fp32 * REFERENCE_WEIGHT_FACTOR) + largest_tensor_bytes(model)
 
 
+def judge_reference_tokens(model: ModelSpec) -> int:
+    """Greedy steps of the judge's reference (``tritonft reference``): every judged prompt followed over its steps."""
+    from tritonft.probe.judge_reference import REFERENCE_STEPS, reference_prompts
+
+    return len(reference_prompts(model.family)) * min(REFERENCE_STEPS[model.family], model.max_output_len)
+
+
+def judge_reference_seconds(model: ModelSpec, convert_bw: int) -> float:
+    """Upper estimate of the judge's reference step: the fp32 conversion it reads, then 2 FLOPs per parameter per
+    step at :data:`REFERENCE_FLOPS` (plus T5's encoder, once per prompt: inside the factor's slack)."""
+    fp32 = model.parameters * WeightDType.FP32.nbytes
+    return fp32 / convert_bw + judge_reference_tokens(model) * 2 * model.parameters / REFERENCE_FLOPS
+
+
 def reference_seconds(model: ModelSpec) -> float:
     """Upper estimate of the generation check's time: 2 FLOPs per parameter per token (plus T5's encoder)."""
     return JUDGED_TOKENS * 2 * model.parameters / REFERENCE_FLOPS
@@ -179,6 +193,9 @@ def job_sizing(
     * with ``verify_generation``, when the CPU reference's memory (:func:`reference_memory_bytes`) is at most
       :data:`REFERENCE_MEMORY_CAP`, the memory is raised to it, the deadline grows by :func:`reference_seconds`
       and the Job runs ``tritonft verify --generate``; larger models skip the check;
+    * a FasterTransformer generator also runs the judge's reference (``tritonft reference``) whatever its size: memory
+      at least :func:`reference_memory_bytes`, scratch + its fp32 conversion (4 bytes per parameter), deadline +
+      :func:`judge_reference_seconds`;
     * an encoder (ONNX): memory = 1 GiB + 4 x its fp32 weights (:data:`ENCODER_JOB_COPIES`); with
       ``verify_generation`` the Job runs ``tritonft verify OUT/onnx --generate`` (ONNX Runtime answers the probe's
       texts, judged as the probe judges them: one session of the model, within that memory) and the deadline grows
@@ -202,6 +219,12 @@ def job_sizing(
     cpu = 1 if conv <= 2 * GIB else 2
     scratch = math.ceil(dl * 1.2) + GIB
     seconds = 2 * (dl / download_bw + conv / convert_bw) + 600 + check_seconds
+    if not model.family.is_encoder:
+        # The judge's reference always runs (no cap: a generator without one cannot pass its judge): the original
+        # weights at fp32 in memory, their fp32 conversion on the scratch volume, its greedy steps on the CPU.
+        memory = max(memory, reference_memory_bytes(model))
+        scratch += model.parameters * WeightDType.FP32.nbytes
+        seconds += judge_reference_seconds(model, convert_bw)
     return _sized_job(cpu, memory, scratch, seconds, checks)
 
 

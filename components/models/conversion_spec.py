@@ -20,6 +20,7 @@ from components.common.placement import away_from_gpu_nodes
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.sizing import JobSizing
 from tritonft.engines import engine_for
+from tritonft.probe.judge_reference import REFERENCE_FILE
 from tritonft.repo.tokenization import TOKENIZER_FILE_SETS
 from tritonft.spec import SPEC_JSON, ModelSpec
 
@@ -33,12 +34,21 @@ HF_TOKEN_KEY = "token"
 TOKENIZER_FILES = (*(name for names in TOKENIZER_FILE_SETS for name in names), "tokenizer_config.json")
 """Tokenizer files kept beside the weights (the download scratch is deleted): what ``tritonft repo`` ships."""
 
-CONVERT_SCRIPT = """\
+CONVERT_SCRIPT = (
+    """\
 set -eu
 publish() { touch "$1/MARKER" && rm -rf "$2" && mv "$1" "$2"; }
-if [ -f "$REPOSITORY_DIR/MARKER" ]; then
+judged() { [ "$ENGINE" != "fastertransformer" ] || [ -f "$1/REFERENCE" ]; }
+if [ -f "$REPOSITORY_DIR/MARKER" ] && judged "$REPOSITORY_DIR"; then
   echo "triton-ft: $REPOSITORY_DIR is complete; nothing to do"
   exit 0
+fi
+if [ -f "$CHECKPOINT_DIR/MARKER" ] && ! judged "$CHECKPOINT_DIR"; then
+  echo "triton-ft: checkpoint $CHECKPOINT_DIR has no judge reference: download $HF_REPO@$HF_REVISION again for it"
+  tritonft download --repo "$HF_REPO" --revision "$HF_REVISION" --dest "$SCRATCH/hf"
+  tritonft reference --input "$SCRATCH/hf" --spec "$SPEC_PATH" --out "$CHECKPOINT_DIR/REFERENCE" \\
+    --work "$SCRATCH/reference"
+  rm -rf "$SCRATCH/hf"
 fi
 if [ -f "$CHECKPOINT_DIR/MARKER" ]; then
   echo "triton-ft: checkpoint $CHECKPOINT_DIR is complete; skipping download and conversion"
@@ -66,6 +76,10 @@ else
     echo "triton-ft: [2/3] check what the converted files generate (CPU reference, the probe's judgement)"
     tritonft verify "$partial/$TP-gpu" --generate --tokenizer "$partial/tokenizer" --bleu-threshold "$BLEU_THRESHOLD"
   fi
+  if [ "$ENGINE" = "fastertransformer" ]; then
+    echo "triton-ft: [2/3] the judge's reference: what the original weights answer (CPU, fp32)"
+    tritonft reference --input "$SCRATCH/hf" --spec "$SPEC_PATH" --out "$partial/REFERENCE" --work "$SCRATCH/reference"
+  fi
   publish "$partial" "$CHECKPOINT_DIR"
   rm -rf "$SCRATCH/hf"
 fi
@@ -77,14 +91,27 @@ if [ "$ENGINE" = "onnxruntime" ]; then
     --tokenizer "$CHECKPOINT_DIR/tokenizer" --require-checkpoint
 else
   tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
-    --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu"
+    --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" \\
+    --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu" --judge-reference "$CHECKPOINT_DIR/REFERENCE"
+  cp "$CHECKPOINT_DIR/REFERENCE" "$partial/REFERENCE"
 fi
 publish "$partial" "$REPOSITORY_DIR"
 echo "triton-ft: done"
-""".replace("MARKER", COMPLETE_MARKER).replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES))
+""".replace("MARKER", COMPLETE_MARKER)
+    .replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES))
+    .replace("REFERENCE", REFERENCE_FILE)
+)
 """The Job's program: download -> convert (-> generation check) -> repo, each skipped when its output is already
 complete. The generation check runs before the checkpoint is published, so a conversion that generates garbage
 never reaches the store.
+
+A FasterTransformer generator's Job also computes the judge's reference of the revision from the original weights it
+holds (``tritonft reference``: the CPU reference at fp32 on the downloaded checkpoint, :mod:`tritonft.reference.judge`)
+and publishes it with the checkpoint (``judge-reference.json``); the repository is rendered with it (``tritonft repo
+--judge-reference``: the ensemble carries it, so the judge of this version reads this version's reference from the
+server it judges) and keeps a copy beside it. A store written before the judge had references is brought up to it:
+a complete checkpoint without one is downloaded again for the reference alone (its weights untouched), and a
+complete repository without one is rendered again.
 
 ``ENGINE`` picks the model's engine steps. FasterTransformer (``fastertransformer``): ``convert --tp``, the
 ``<TP>-gpu`` weights stay in the checkpoint directory and the repository points at them. ONNX Runtime

@@ -78,10 +78,17 @@ def test_server_gpus_are_tp_times_pp():
     assert sizing.server_sizing(model).gpus == 4
 
 
-def test_job_memory_is_base_plus_four_copies_of_the_largest_tensor():
+def test_job_memory_holds_four_copies_of_the_largest_tensor_and_the_judges_reference():
     largest = GPTJ_6B.architecture.vocab_size * GPTJ_6B.architecture.d_model * 4
     assert sizing.largest_tensor_bytes(GPTJ_6B) == largest
-    assert sizing.job_sizing(GPTJ_6B).memory_request == f"{math.ceil((GIB + 4 * largest) / MIB)}Mi"
+    memory = max(GIB + 4 * largest, sizing.reference_memory_bytes(GPTJ_6B))
+    assert sizing.job_sizing(GPTJ_6B).memory_request == f"{math.ceil(memory / MIB)}Mi"
+
+
+def test_job_scratch_also_holds_the_fp32_conversion_the_judges_reference_reads():
+    job = sizing.job_sizing(GPTJ_6B)
+    scratch = sizing.download_bytes(GPTJ_6B) * 1.2 + GPTJ_6B.parameters * 4
+    assert int(job.scratch_size.removesuffix("Gi")) * GIB >= scratch
 
 
 def test_job_scratch_holds_the_download_with_margin():
@@ -94,6 +101,7 @@ def test_job_scratch_holds_the_download_with_margin():
 def test_job_deadline_follows_the_formula_in_whole_minutes():
     dl, conv = sizing.download_bytes(GPTJ_6B), sizing.converted_bytes(GPTJ_6B)
     seconds = 2 * (dl / sizing.DOWNLOAD_BANDWIDTH + conv / sizing.CONVERT_BANDWIDTH) + 600
+    seconds += sizing.judge_reference_seconds(GPTJ_6B, sizing.CONVERT_BANDWIDTH)
     job = sizing.job_sizing(GPTJ_6B)
     assert job.active_deadline_seconds == 60 * math.ceil(seconds / 60)
 
@@ -160,12 +168,13 @@ def test_a_model_too_large_for_the_reference_is_converted_without_the_check():
     assert not job.verify_generation
 
 
-def test_turning_the_check_off_keeps_the_streaming_converters_memory_and_deadline():
+def test_turning_the_check_off_drops_its_time_but_not_the_judges_reference():
     off = sizing.job_sizing(T5_SMALL, verify_generation=False)
     on = sizing.job_sizing(T5_SMALL)
     largest = sizing.largest_tensor_bytes(T5_SMALL)
     assert not off.verify_generation
-    assert off.memory_request == f"{math.ceil((GIB + 4 * largest) / MIB)}Mi"
+    memory = max(GIB + 4 * largest, sizing.reference_memory_bytes(T5_SMALL))
+    assert off.memory_request == f"{math.ceil(memory / MIB)}Mi"
     assert on.active_deadline_seconds >= off.active_deadline_seconds + 60 * math.floor(
         sizing.reference_seconds(T5_SMALL) / 60
     )

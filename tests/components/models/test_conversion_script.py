@@ -11,6 +11,7 @@ import pytest
 from components.common.layout import model_paths
 from components.models.conversion_spec import COMPLETE_MARKER, CONVERT_SCRIPT, script_env
 from tests.components.fixtures import CONVERTER, GPTJ_6B
+from tritonft.probe.judge_reference import REFERENCE_FILE
 
 FAKE_TRITONFT = """#!/bin/sh
 echo "$*" >> "$CALLS"
@@ -25,6 +26,7 @@ case "$command" in
   download) mkdir -p "$dest" && echo weights > "$dest/model.safetensors" && echo sp > "$dest/spiece.model" ;;
   convert) mkdir -p "$output/$tp-gpu" && echo ft > "$output/$tp-gpu/config.ini" ;;
   repo) mkdir -p "$out/gpt-j-6b" && echo cfg > "$out/gpt-j-6b/config.pbtxt" ;;
+  reference) echo '{"format": 1}' > "$out" ;;
 esac
 """
 
@@ -73,13 +75,15 @@ def test_a_fresh_run_downloads_converts_renders_and_publishes_both_directories(t
     proc = _run(tmp_path)
     assert proc.returncode == 0, proc.stderr
     ckpt, repo = _store(tmp_path)
-    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "convert", "repo"]
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "convert", "reference", "repo"]
     assert f"--tp {GPTJ_6B.tensor_parallel} --dtype fp16" in _calls(tmp_path)[1]
     assert (ckpt / "4-gpu" / "config.ini").exists() and (ckpt / COMPLETE_MARKER).exists()
     assert (ckpt / "tokenizer" / "spiece.model").read_text() == "sp\n", "tokenizer files outlive the scratch"
-    repo_call = _calls(tmp_path)[2]
+    repo_call = _calls(tmp_path)[3]
     assert f"--tokenizer {ckpt}/tokenizer" in repo_call
     assert f"--model-root {repo} --checkpoint-path {ckpt}/4-gpu" in repo_call
+    assert f"--judge-reference {ckpt}/{REFERENCE_FILE}" in repo_call
+    assert (repo / REFERENCE_FILE).read_text() == (ckpt / REFERENCE_FILE).read_text(), "a copy beside the repository"
     assert (repo / "gpt-j-6b" / "config.pbtxt").exists() and (repo / COMPLETE_MARKER).exists()
     assert not list(ckpt.parent.glob("*.partial-*")) and not list(repo.parent.glob("*.partial-*"))
 
@@ -106,7 +110,7 @@ def test_the_generation_check_runs_on_the_unpublished_conversion_before_the_repo
     proc = _run(tmp_path, verify=True)
     assert proc.returncode == 0, proc.stderr
     calls = _calls(tmp_path)
-    assert [c.split()[0] for c in calls] == ["download", "convert", "verify", "repo"]
+    assert [c.split()[0] for c in calls] == ["download", "convert", "verify", "reference", "repo"]
     ckpt, _ = _store(tmp_path)
     partial = f"{ckpt}.partial-pod-1"
     assert calls[2] == f"verify {partial}/4-gpu --generate --tokenizer {partial}/tokenizer --bleu-threshold 12.5"
@@ -117,7 +121,37 @@ def test_without_the_generation_check_verify_is_not_run(tmp_path):
     assert "verify" not in [c.split()[0] for c in _calls(tmp_path)]
 
 
-@pytest.mark.parametrize("step", ["download", "convert", "verify", "repo"])
+def test_the_judges_reference_is_computed_from_the_download_and_published_with_the_checkpoint(tmp_path):
+    assert _run(tmp_path).returncode == 0
+    ckpt, _ = _store(tmp_path)
+    call = _calls(tmp_path)[2]
+    scratch = tmp_path / "scratch"
+    partial = f"{ckpt}.partial-pod-1"
+    assert call == (
+        f"reference --input {scratch}/hf --spec /spec/spec.json --out {partial}/{REFERENCE_FILE} "
+        f"--work {scratch}/reference"
+    )
+    assert (ckpt / REFERENCE_FILE).exists()
+
+
+def test_a_store_written_before_references_gets_one_without_converting_again(tmp_path):
+    assert _run(tmp_path).returncode == 0
+    ckpt, repo = _store(tmp_path)
+    (ckpt / REFERENCE_FILE).unlink()
+    (repo / REFERENCE_FILE).unlink()
+    weights = (ckpt / "4-gpu" / "config.ini").stat().st_mtime_ns
+    (tmp_path / "calls").unlink()
+
+    proc = _run(tmp_path)
+
+    assert proc.returncode == 0, proc.stderr
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "reference", "repo"]
+    assert f"--out {ckpt}/{REFERENCE_FILE}" in _calls(tmp_path)[1]
+    assert (ckpt / "4-gpu" / "config.ini").stat().st_mtime_ns == weights, "the published weights are untouched"
+    assert (repo / REFERENCE_FILE).exists()
+
+
+@pytest.mark.parametrize("step", ["download", "convert", "verify", "reference", "repo"])
 def test_a_failing_step_fails_the_job_and_publishes_nothing_half_written(tmp_path, step):
     proc = _run(tmp_path, fail_at=step, verify=True)
     assert proc.returncode != 0
