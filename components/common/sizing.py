@@ -196,7 +196,7 @@ def judge_reference_job_sizing(
     memory = reference_memory_bytes(model)
     scratch = math.ceil(dl * 1.2) + GIB + model.parameters * WeightDType.FP32.nbytes
     seconds = 2 * dl / download_bw + 600 + judge_reference_seconds(model, convert_bw)
-    return _sized_job(JUDGE_REFERENCE_CPU, memory, scratch, seconds, False, JUDGE_REFERENCE_BACKOFF_LIMIT)
+    return _sized_job(JUDGE_REFERENCE_CPU, memory, scratch, seconds, False, backoff_limit=JUDGE_REFERENCE_BACKOFF_LIMIT)
 
 
 def reference_seconds(model: ModelSpec) -> float:
@@ -252,7 +252,7 @@ def job_sizing(
 
 
 def _sized_job(
-    cpu: int, memory: int, scratch: int, seconds: float, checks: bool, backoff_limit: int = JOB_BACKOFF_LIMIT
+    cpu: int, memory: int, scratch: int, seconds: float, checks: bool, *, backoff_limit: int = JOB_BACKOFF_LIMIT
 ) -> JobSizing:
     """A Job with ``cpu`` (limit twice that), ``memory`` (request = limit), ``scratch`` bytes of emptyDir (plus
     1 GiB of other ephemeral storage), a deadline of ``seconds`` rounded up to the minute, and Pulumi's wait
