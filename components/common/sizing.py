@@ -147,8 +147,9 @@ REFERENCE_FLOPS = 2e8
 t5-small shapes on a heavily shared core (benchmarks/BENCHMARKS.md)."""
 JUDGE_REFERENCE_FLOPS = 3e9
 """Effective float32 throughput assumed for the judge's reference step (its greedy steps are matrix-vector
-products over every weight): below every figure measured for the step at the catalog's widths on this project's
-2-core machine, loaded by other suites (benchmarks/BENCHMARKS.md, "The judge's reference step")."""
+products over every weight): 0.6 x the 4.9-5.2 GFLOP/s per CPU second measured for the step at t5-3b's and
+gpt-j-6b's widths (benchmarks/BENCHMARKS.md, "The judge's reference step at the catalog's widths"); its Job requests
+two cores."""
 JUDGE_REFERENCE_CPU = 2
 """Cores of the reference Job (numpy's BLAS uses both; its limit is twice that)."""
 JUDGE_REFERENCE_BACKOFF_LIMIT = 1

@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--reference",
         action="store_true",
         help="judge each --spec generator (T5, GPT-2, GPT-J) against the reference of its original weights that its "
-        "served ensemble carries (its conversion Job computed it), as a stack's probe and judge do; a model that "
+        "served ensemble carries (its reference Job computed it), as a stack's probe and judge do; a model that "
         "carries none fails",
     )
     parser.add_argument(

@@ -1,11 +1,11 @@
-"""The judge of a generator against its own original weights: the reference a conversion Job publishes, and the rule.
+"""The judge of a generator against its own original weights: the reference a reference Job publishes, and the rule.
 
-The conversion Job of a revision holds the verified Hugging Face checkpoint; it runs the CPU reference
-(:mod:`tritonft.reference`, proven equal to transformers) on those weights at fp32 and publishes, with the repository
-of that revision, a :class:`JudgeReference`: for each of the judge's prompts, the reference's greedy answer (exactly
-as the ensemble's postprocessing would return it) and, at each step, the *near-ties*: the tokens whose
-log-probability is within :attr:`JudgeReference.tolerance_nats` of the reference's choice, each with the text the
-served answer would start with had it taken that token (:mod:`tritonft.reference.judge` computes it).
+The reference Job of a revision (beside its conversion Job) downloads the verified Hugging Face checkpoint; it runs
+the CPU reference (:mod:`tritonft.reference`, proven equal to transformers) on those weights at fp32 and publishes,
+with the repository of that revision, a :class:`JudgeReference`: for each of the judge's prompts, the reference's
+greedy answer (exactly as the ensemble's postprocessing would return it) and, at each step, the *near-ties*: the
+tokens whose log-probability is within :attr:`JudgeReference.tolerance_nats` of the reference's choice, each with the
+text the served answer would start with had it taken that token (:mod:`tritonft.reference.judge` computes it).
 
 The rule (:func:`judge_against_reference`), one prompt at a time:
 
@@ -38,7 +38,7 @@ from tritonft.spec import Family
 REFERENCE_PARAMETER = "tritonft_judge_reference"
 """The ensemble's ``config.pbtxt`` parameter holding the reference as JSON."""
 REFERENCE_FILE = "judge-reference.json"
-"""The reference's file beside the converted checkpoint in the model store (the conversion Job writes it)."""
+"""The reference's file beside the converted checkpoint in the model store (its reference Job writes it)."""
 FORMAT = 1
 
 GPT_REFERENCE_PROMPTS: tuple[str, ...] = (

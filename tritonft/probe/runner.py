@@ -435,7 +435,7 @@ class _Run:
             return (
                 f"the served {target.name!r} carries no judge reference (its ensemble's {REFERENCE_PARAMETER} "
                 "parameter): its repository was rendered without the reference of its original weights; re-run its "
-                "conversion Job, which computes it (`tritonft reference`) and renders it in (`tritonft repo "
+                "reference Job, which computes it (`tritonft reference`) and renders it in (`tritonft repo "
                 "--judge-reference`)"
             )
         if reference.family is not target.family:

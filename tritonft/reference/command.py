@@ -1,4 +1,4 @@
-"""``tritonft reference``: the judge's reference of a checkpoint, from its original weights (the conversion Job's step).
+"""``tritonft reference``: the judge's reference of a checkpoint, from its original weights (the reference Job's step).
 
 Example, on a local Hugging Face download and the model's spec (as the Job runs it)::
 

@@ -1,4 +1,4 @@
-"""The judge's reference of a revision, computed from its original weights on CPU (what the conversion Job runs).
+"""The judge's reference of a revision, computed from its original weights on CPU (what the reference Job runs).
 
 :func:`judge_reference` follows, for each of the family's judged prompts (tokenized as the served ensemble tokenizes
 them), the greedy path of the fp32 reference (:mod:`tritonft.reference`, proven equal to transformers) and records at

@@ -13,7 +13,7 @@ reference of FasterTransformer's step (``--engine reference``) under the plan's 
 * another seed's weights (the same builder, another seed);
 * a checkpoint converted at the wrong dtype (bf16 files that ``config.ini`` calls fp16, as FT then reads them).
 
-Each wrong model is served with the right model's reference (its conversion Job's, for the revision it claims).
+Each wrong model is served with the right model's reference (its reference Job's, for the revision it claims).
 """
 
 from __future__ import annotations
@@ -148,7 +148,7 @@ def originals(planned: dict[Family, Planned], tmp_path_factory: pytest.TempPathF
         spec_path = directory.parent / "spec.json"
         spec_path.write_text(plan.spec.to_json())
         out = directory.parent / REFERENCE_FILE
-        # The conversion Job's reference step, as its script runs it.
+        # The reference Job's step, as its script runs it.
         assert main(["reference", "--input", str(directory), "--spec", str(spec_path), "--out", str(out)]) == 0
         hf[family], reference[family] = directory, out
     return Checkpoints(hf, reference)
@@ -180,7 +180,7 @@ def served(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Callable[[str], LocalTriton]:
     """``served(kind)``: a real Triton serving the three families' models of ``kind`` under the plans' names, each
-    ensemble carrying the reference its conversion Job rendered in. On tritonserver 2.51.0 (the reference engine is
+    ensemble carrying the reference its Jobs rendered in. On tritonserver 2.51.0 (the reference engine is
     code for the image's Python 3.10)."""
     servers: dict[str, LocalTriton] = {}
 
