@@ -562,6 +562,7 @@ def integration_probe_args(
         headers=integration_probe_headers(settings, edge),
         gateway_url=gateway_url,
         encoder_probes=probe.encoders,
+        reference=True,
     )
     if serving.replicas_min != 0:  # what TritonService.scales_to_zero says of every model's service
         return probe_args
@@ -616,6 +617,7 @@ def judge_probe_args(
         header_env=integration_probe_header_env(settings),
         headers=headers,
         encoder_probes=probe.encoders,
+        reference=True,
         failure_hint=failed_candidate_hint(settings.namespace, candidate),
     )
 

@@ -46,6 +46,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tritonft.convert.cmd_verify",
         "re-check a converted <N>-gpu directory against its manifest (--generate: and what it generates)",
     ),
+    "reference": (
+        "tritonft.reference.command",
+        "the judge's reference of a T5/GPT-2/GPT-J checkpoint: greedy answers and near-ties of its original weights",
+    ),
     "download": ("tritonft.download", "download the files conversion and tokenization need from the Hugging Face Hub"),
     "startup-budget": (
         "tritonft.rollout.command",

@@ -46,6 +46,12 @@ class ConvertedModel(Protocol):
         """The conversion Job, which the Triton Deployment waits for."""
         ...
 
+    @property
+    def jobs(self) -> tuple[pulumi.Resource, ...]:
+        """Every Job the model's repository needs (the conversion Job, and a T5/GPT-2/GPT-J model's reference Job):
+        the Triton Deployment waits for all of them."""
+        ...
+
 
 class ServedModel(Protocol):
     """One model's Triton service as the gateway reaches it."""

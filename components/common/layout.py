@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritonft.engines.vllm.engine import model_path as vllm_model_path
+from tritonft.probe.judge_reference import REFERENCE_FILE
 from tritonft.spec import ModelSpec
 
 STORE_MOUNT = "/models"
@@ -52,6 +53,9 @@ class ModelPaths:
     """``convert --output``: FT writes ``<TP>-gpu/`` inside."""
     repository_dir: str
     """``repo --out``: a complete Triton model repository for this model (ensemble + FT + tokenizer models)."""
+    judge_reference: str = ""
+    """The judge's reference of the revision (a FasterTransformer generator's; empty otherwise), written by its
+    reference Job: ``/models/references/<model>/<reference key>/judge-reference.json``."""
 
     @property
     def checkpoint_subpath(self) -> str:
@@ -79,10 +83,22 @@ def model_paths(model: ModelSpec, converter_version: str) -> ModelPaths:
             checkpoint_dir=vllm_model_path(model, STORE_MOUNT),
             repository_dir=f"{STORE_MOUNT}/repositories/{base}/{rkey}",
         )
+    reference = ""
+    if model.family.is_fastertransformer:
+        reference = f"{STORE_MOUNT}/references/{base}/{reference_key(model, converter_version)}/{REFERENCE_FILE}"
     return ModelPaths(
         checkpoint_dir=f"{STORE_MOUNT}/checkpoints/{base}/{ckey}",
         repository_dir=f"{STORE_MOUNT}/repositories/{base}/{rkey}",
+        judge_reference=reference,
     )
+
+
+def reference_key(model: ModelSpec, converter_version: str) -> str:
+    """Content key of the judge's reference: the conversion key (the original weights, the served dtype whose
+    tolerance it records) plus the lengths it depends on (the prompts' tokenization, the steps it follows), so a
+    serving knob that leaves them alone keeps the reference and its finished Job."""
+    material = f"{model.conversion_key(converter_version)}\n{model.max_input_len}\n{model.max_output_len}"
+    return hashlib.sha256(material.encode()).hexdigest()[:10]
 
 
 def conversion_job_name(model: ModelSpec, converter_version: str) -> str:
@@ -92,6 +108,13 @@ def conversion_job_name(model: ModelSpec, converter_version: str) -> str:
     with replicas, autoscaling or server resources.
     """
     suffix = f"-{model.conversion_key(converter_version)}-{repository_key(model, converter_version)[:6]}"
+    return dns_label(model.name, DNS_LABEL_MAX - len(suffix)) + suffix
+
+
+def reference_job_name(model: ModelSpec, converter_version: str) -> str:
+    """``<model>-ref-<reference key>``, at most 63 characters: the judge's reference Job, changed exactly when its
+    reference would change (:func:`reference_key`)."""
+    suffix = f"-ref-{reference_key(model, converter_version)}"
     return dns_label(model.name, DNS_LABEL_MAX - len(suffix)) + suffix
 
 

@@ -145,6 +145,16 @@ activations and KV cache of the judged prompts (a few MiB at these lengths)."""
 REFERENCE_FLOPS = 2e8
 """Conservative numpy float32 throughput of the reference: below the 0.24-0.33 GFLOP/s measured for gpt2 and
 t5-small shapes on a heavily shared core (benchmarks/BENCHMARKS.md)."""
+JUDGE_REFERENCE_FLOPS = 3e9
+"""Effective float32 throughput assumed for the judge's reference step (its greedy steps are matrix-vector
+products over every weight): 0.6 x the 4.9-5.2 GFLOP/s per CPU second measured for the step at t5-3b's and
+gpt-j-6b's widths (benchmarks/BENCHMARKS.md, "The judge's reference step at the catalog's widths"); its Job requests
+two cores."""
+JUDGE_REFERENCE_CPU = 2
+"""Cores of the reference Job (numpy's BLAS uses both; its limit is twice that)."""
+JUDGE_REFERENCE_BACKOFF_LIMIT = 1
+"""The reference Job retries once (a download cut off); its step is deterministic, so a step that failed twice fails
+again. Pulumi's wait covers both tries: t5-3b's reference Job then waits no longer than its conversion Job."""
 JUDGED_TOKENS = 8 * 64
 """Tokens the judgement generates at most: T5, 8 bundled sentences x 64 tokens (GPT: 1 prompt x 32)."""
 
@@ -153,6 +163,41 @@ def reference_memory_bytes(model: ModelSpec) -> int:
     """Memory ``tritonft verify --generate`` needs: the interpreter plus every weight at fp32, with headroom."""
     fp32 = model.parameters * WeightDType.FP32.nbytes
     return JOB_BASE_MEMORY + math.ceil(fp32 * REFERENCE_WEIGHT_FACTOR) + largest_tensor_bytes(model)
+
+
+def judge_reference_tokens(model: ModelSpec) -> int:
+    """Greedy steps of the judge's reference (``tritonft reference``): every judged prompt followed over its steps."""
+    from tritonft.probe.judge_reference import REFERENCE_STEPS, reference_prompts
+
+    return len(reference_prompts(model.family)) * min(REFERENCE_STEPS[model.family], model.max_output_len)
+
+
+def judge_reference_seconds(model: ModelSpec, convert_bw: int) -> float:
+    """Upper estimate of the judge's reference step: the fp32 conversion it reads, then 2 FLOPs per parameter per
+    step at :data:`JUDGE_REFERENCE_FLOPS` (plus T5's encoder, once per prompt: inside the factor's slack)."""
+    fp32 = model.parameters * WeightDType.FP32.nbytes
+    return fp32 / convert_bw + judge_reference_tokens(model) * 2 * model.parameters / JUDGE_REFERENCE_FLOPS
+
+
+def judge_reference_job_sizing(
+    model: ModelSpec, download_bw: int = DOWNLOAD_BANDWIDTH, convert_bw: int = CONVERT_BANDWIDTH
+) -> JobSizing:
+    """Resources and deadlines of a FasterTransformer generator's reference Job (download -> ``tritonft
+    reference``), which runs beside its conversion Job:
+
+    * memory request = limit = :func:`reference_memory_bytes` (every weight at fp32, the largest tensor's shards);
+    * CPU :data:`JUDGE_REFERENCE_CPU` (limit twice that): the greedy steps are numpy matrix products;
+    * scratch = the download x 1.2 + 1 GiB, plus its fp32 conversion (4 bytes per parameter);
+    * deadline = 2 x download / 25 MB/s + 10 min + :func:`judge_reference_seconds`;
+    * one retry (:data:`JUDGE_REFERENCE_BACKOFF_LIMIT`), and Pulumi waits both tries plus one node scale-up.
+    """
+    if not model.family.is_fastertransformer:
+        raise ValueError(f"{model.name} is a {model.family} model: only T5/GPT-2/GPT-J have a judge's reference Job")
+    dl = download_bytes(model)
+    memory = reference_memory_bytes(model)
+    scratch = math.ceil(dl * 1.2) + GIB + model.parameters * WeightDType.FP32.nbytes
+    seconds = 2 * dl / download_bw + 600 + judge_reference_seconds(model, convert_bw)
+    return _sized_job(JUDGE_REFERENCE_CPU, memory, scratch, seconds, False, backoff_limit=JUDGE_REFERENCE_BACKOFF_LIMIT)
 
 
 def reference_seconds(model: ModelSpec) -> float:
@@ -179,6 +224,8 @@ def job_sizing(
     * with ``verify_generation``, when the CPU reference's memory (:func:`reference_memory_bytes`) is at most
       :data:`REFERENCE_MEMORY_CAP`, the memory is raised to it, the deadline grows by :func:`reference_seconds`
       and the Job runs ``tritonft verify --generate``; larger models skip the check;
+    * a FasterTransformer generator's judge's reference is computed by its own Job beside this one
+      (:func:`judge_reference_job_sizing`); neither waits for the other, so neither's time adds to the other's;
     * an encoder (ONNX): memory = 1 GiB + 4 x its fp32 weights (:data:`ENCODER_JOB_COPIES`); with
       ``verify_generation`` the Job runs ``tritonft verify OUT/onnx --generate`` (ONNX Runtime answers the probe's
       texts, judged as the probe judges them: one session of the model, within that memory) and the deadline grows
@@ -205,12 +252,14 @@ def job_sizing(
     return _sized_job(cpu, memory, scratch, seconds, checks)
 
 
-def _sized_job(cpu: int, memory: int, scratch: int, seconds: float, checks: bool) -> JobSizing:
+def _sized_job(
+    cpu: int, memory: int, scratch: int, seconds: float, checks: bool, *, backoff_limit: int = JOB_BACKOFF_LIMIT
+) -> JobSizing:
     """A Job with ``cpu`` (limit twice that), ``memory`` (request = limit), ``scratch`` bytes of emptyDir (plus
     1 GiB of other ephemeral storage), a deadline of ``seconds`` rounded up to the minute, and Pulumi's wait
     covering every try plus one node scale-up."""
     deadline = 60 * math.ceil(seconds / 60)
-    wait_seconds = (JOB_BACKOFF_LIMIT + 1) * deadline + NODE_SCALE_UP_SECONDS
+    wait_seconds = (backoff_limit + 1) * deadline + NODE_SCALE_UP_SECONDS
     return JobSizing(
         cpu_request=str(cpu),
         cpu_limit=str(2 * cpu),
@@ -220,7 +269,7 @@ def _sized_job(cpu: int, memory: int, scratch: int, seconds: float, checks: bool
         ephemeral_limit=quantity_gi(scratch + GIB),
         scratch_size=quantity_gi(scratch),
         active_deadline_seconds=deadline,
-        backoff_limit=JOB_BACKOFF_LIMIT,
+        backoff_limit=backoff_limit,
         pulumi_timeout_minutes=math.ceil(wait_seconds / 60),
         verify_generation=checks,
     )

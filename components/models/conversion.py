@@ -1,4 +1,5 @@
-"""ModelConversion: one model's download -> convert -> repo Job on CPU nodes, keyed by content.
+"""ModelConversion: one model's download -> convert -> repo Job on CPU nodes, keyed by content (and, for a
+T5/GPT-2/GPT-J model, its judge's reference Job beside it).
 
 The Job's name carries the conversion key (repo, revision, dtype, TP, family, converter version) and the
 repository key (every serving knob), so an unchanged model keeps its finished Job and nothing runs, while a changed
@@ -9,6 +10,7 @@ Job to complete, with a timeout scaled from the model's size, before the TritonS
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -21,9 +23,10 @@ from components.common.layout import (
     labels,
     model_paths,
     object_meta,
+    reference_job_name,
     selector,
 )
-from components.common.sizing import DOWNLOAD_BANDWIDTH, job_sizing
+from components.common.sizing import DOWNLOAD_BANDWIDTH, JobSizing, job_sizing, judge_reference_job_sizing
 from components.common.target import ClusterTarget
 from components.models.conversion_spec import (
     HF_TOKEN_KEY,
@@ -80,6 +83,10 @@ class ModelConversion(pulumi.ComponentResource):
     """Its checkpoint and repository directories in the store."""
     job: k8s.batch.v1.Job
     """The conversion Job (TritonService depends on it)."""
+    reference_job: k8s.batch.v1.Job | None
+    """A FasterTransformer generator's reference Job (download -> ``tritonft reference``), beside the conversion."""
+    jobs: tuple[k8s.batch.v1.Job, ...]
+    """Every Job the model's repository needs: what the servers wait for."""
 
     def __init__(self, name: str, args: ModelConversionArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         if args.hf_token is not None and args.hf_token_secret:
@@ -126,6 +133,10 @@ class ModelConversion(pulumi.ComponentResource):
             hf_token_secret=token_secret,
             bleu_threshold=args.bleu_threshold,
             priority_class=target.priority.batch if target.priority else None,
+            reference_job=reference_job_name(model, args.converter_version)
+            if model.family.is_fastertransformer
+            else "",
+            conversion_job=job,
         )
         pod_selector = selector("conversion", name)
         k8s.networking.v1.NetworkPolicy(
@@ -134,18 +145,69 @@ class ModelConversion(pulumi.ComponentResource):
             spec=as_input(conversion_network_policy_spec(pod_selector)),
             opts=child,
         )
-        timeout = f"{sizing.pulumi_timeout_minutes}m"
-        self.job = k8s.batch.v1.Job(
+        self.reference_job: k8s.batch.v1.Job | None = None
+        if model.family.is_fastertransformer:
+            # Beside the conversion, from its own download; whichever of the two finishes second renders the
+            # repository, and the TritonService waits for both.
+            reference_sizing = judge_reference_job_sizing(model, download_bw=args.download_bandwidth)
+            self.reference_job = self._job(
+                f"{name}-reference-job",
+                reference_job_name(model, args.converter_version),
+                model=model,
+                target=target,
+                meta_labels=meta_labels,
+                pod_selector=pod_selector,
+                pod_spec=conversion_pod_spec(model, self.paths, pod, reference_sizing, reference=True),
+                sizing=reference_sizing,
+                ttl_seconds_after_finished=args.ttl_seconds_after_finished,
+                depends_on=[args.store.claim, spec_map],
+                annotations={"triton-ft/judge-reference": self.paths.judge_reference},
+            )
+        self.job = self._job(
             f"{name}-job",
+            job,
+            model=model,
+            target=target,
+            meta_labels=meta_labels,
+            pod_selector=pod_selector,
+            pod_spec=conversion_pod_spec(model, self.paths, pod, sizing),
+            sizing=sizing,
+            ttl_seconds_after_finished=args.ttl_seconds_after_finished,
+            depends_on=[args.store.claim, spec_map],
+            annotations={"triton-ft/repository-dir": self.paths.repository_dir},
+        )
+        self.jobs: tuple[k8s.batch.v1.Job, ...] = (self.job, *([self.reference_job] if self.reference_job else []))
+        self.job_name = pulumi.Output.from_input(job)
+        self.conversion_key = pulumi.Output.from_input(model.conversion_key(args.converter_version))
+        self.repository_dir = pulumi.Output.from_input(self.paths.repository_dir)
+        self.register_outputs(
+            {"job_name": self.job_name, "conversion_key": self.conversion_key, "repository_dir": self.repository_dir}
+        )
+
+    def _job(
+        self,
+        resource_name: str,
+        job: str,
+        *,
+        model: ModelSpec,
+        target: ClusterTarget,
+        meta_labels: dict[str, str],
+        pod_selector: dict[str, str],
+        pod_spec: dict[str, Any],
+        sizing: JobSizing,
+        ttl_seconds_after_finished: int | None,
+        depends_on: list[pulumi.Resource],
+        annotations: dict[str, str],
+    ) -> k8s.batch.v1.Job:
+        """One content-keyed Job of this model (its conversion, or its reference), waited for by ``pulumi up``."""
+        timeout = f"{sizing.pulumi_timeout_minutes}m"
+        return k8s.batch.v1.Job(
+            resource_name,
             metadata=object_meta(
                 job,
                 target.namespace,
                 meta_labels,
-                {
-                    "triton-ft/hf-repo": model.hf_repo,
-                    "triton-ft/revision": model.revision,
-                    "triton-ft/repository-dir": self.paths.repository_dir,
-                },
+                {"triton-ft/hf-repo": model.hf_repo, "triton-ft/revision": model.revision, **annotations},
             ),
             spec=as_input(
                 {
@@ -154,8 +216,8 @@ class ModelConversion(pulumi.ComponentResource):
                     # activeDeadlineSeconds below), and the Job all of them.
                     "activeDeadlineSeconds": (sizing.backoff_limit + 1) * sizing.active_deadline_seconds,
                     **(
-                        {"ttlSecondsAfterFinished": args.ttl_seconds_after_finished}
-                        if args.ttl_seconds_after_finished is not None
+                        {"ttlSecondsAfterFinished": ttl_seconds_after_finished}
+                        if ttl_seconds_after_finished is not None
                         else {}
                     ),
                     "template": {
@@ -164,26 +226,17 @@ class ModelConversion(pulumi.ComponentResource):
                             # cluster-autoscaler must not drain a CPU node under a running conversion.
                             "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
                         },
-                        "spec": {
-                            **conversion_pod_spec(model, self.paths, pod, sizing),
-                            "activeDeadlineSeconds": sizing.active_deadline_seconds,
-                        },
+                        "spec": {**pod_spec, "activeDeadlineSeconds": sizing.active_deadline_seconds},
                     },
                 }
             ),
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=target.provider,
-                depends_on=[args.store.claim, spec_map],
+                depends_on=depends_on,
                 # Same content key, different pod details (image digest, resources): the fixed name must be freed
                 # before the replacement is created.
                 delete_before_replace=True,
                 custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
             ),
-        )
-        self.job_name = pulumi.Output.from_input(job)
-        self.conversion_key = pulumi.Output.from_input(model.conversion_key(args.converter_version))
-        self.repository_dir = pulumi.Output.from_input(self.paths.repository_dir)
-        self.register_outputs(
-            {"job_name": self.job_name, "conversion_key": self.conversion_key, "repository_dir": self.repository_dir}
         )

@@ -20,6 +20,7 @@ from components.common.placement import away_from_gpu_nodes
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.sizing import JobSizing
 from tritonft.engines import engine_for
+from tritonft.probe.judge_reference import REFERENCE_FILE
 from tritonft.repo.tokenization import TOKENIZER_FILE_SETS
 from tritonft.spec import SPEC_JSON, ModelSpec
 
@@ -33,10 +34,41 @@ HF_TOKEN_KEY = "token"
 TOKENIZER_FILES = (*(name for names in TOKENIZER_FILE_SETS for name in names), "tokenizer_config.json")
 """Tokenizer files kept beside the weights (the download scratch is deleted): what ``tritonft repo`` ships."""
 
-CONVERT_SCRIPT = """\
+RENDER_JUDGED = """\
+render_judged() {
+  partial="$REPOSITORY_DIR.partial-$HOSTNAME"
+  rm -rf "$partial" && mkdir -p "$(dirname "$REPOSITORY_DIR")"
+  echo "triton-ft: render repository $REPOSITORY_DIR with the judge's reference"
+  tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
+    --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" \\
+    --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu" --judge-reference "$JUDGE_REFERENCE"
+  cp "$JUDGE_REFERENCE" "$partial/@REFERENCE@"
+  touch "$partial/MARKER"
+  if [ -f "$REPOSITORY_DIR/MARKER" ] && [ -f "$REPOSITORY_DIR/@REFERENCE@" ]; then
+    rm -rf "$partial"
+    echo "triton-ft: $REPOSITORY_DIR was published by the other Job meanwhile"
+    return 0
+  fi
+  rm -rf "$REPOSITORY_DIR"
+  if ! mv -T "$partial" "$REPOSITORY_DIR"; then
+    # The other Job renamed its copy into place between the check and the rename (never into it: -T).
+    [ -f "$REPOSITORY_DIR/MARKER" ] && [ -f "$REPOSITORY_DIR/@REFERENCE@" ] || return 1
+    rm -rf "$partial"
+    echo "triton-ft: $REPOSITORY_DIR was published by the other Job meanwhile"
+  fi
+}"""
+"""A FasterTransformer generator's repository, rendered with the judge's reference by whichever of its two Jobs
+(conversion, reference) finishes second: the one that finds both the checkpoint and the reference in the store. Both
+render the same files; if both get there at once, the rename (``mv -T``: onto the directory, never into it) lets
+exactly one copy in, and the other Job finds it complete and drops its own."""
+
+CONVERT_SCRIPT = (
+    """\
 set -eu
 publish() { touch "$1/MARKER" && rm -rf "$2" && mv "$1" "$2"; }
-if [ -f "$REPOSITORY_DIR/MARKER" ]; then
+judged() { [ "$ENGINE" != "fastertransformer" ] || [ -f "$1/@REFERENCE@" ]; }
+RENDER_JUDGED
+if [ -f "$REPOSITORY_DIR/MARKER" ] && judged "$REPOSITORY_DIR"; then
   echo "triton-ft: $REPOSITORY_DIR is complete; nothing to do"
   exit 0
 fi
@@ -69,22 +101,34 @@ else
   publish "$partial" "$CHECKPOINT_DIR"
   rm -rf "$SCRATCH/hf"
 fi
-partial="$REPOSITORY_DIR.partial-$HOSTNAME"
-rm -rf "$partial" && mkdir -p "$(dirname "$REPOSITORY_DIR")"
-echo "triton-ft: [3/3] render repository $REPOSITORY_DIR"
 if [ "$ENGINE" = "onnxruntime" ]; then
+  partial="$REPOSITORY_DIR.partial-$HOSTNAME"
+  rm -rf "$partial" && mkdir -p "$(dirname "$REPOSITORY_DIR")"
+  echo "triton-ft: [3/3] render repository $REPOSITORY_DIR"
   tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
     --tokenizer "$CHECKPOINT_DIR/tokenizer" --require-checkpoint
+  publish "$partial" "$REPOSITORY_DIR"
+elif [ -f "$JUDGE_REFERENCE" ]; then
+  render_judged
 else
-  tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
-    --tokenizer "$CHECKPOINT_DIR/tokenizer" --model-root "$REPOSITORY_DIR" --checkpoint-path "$CHECKPOINT_DIR/$TP-gpu"
+  echo "triton-ft: [3/3] the judge's reference is not there yet: Job $REFERENCE_JOB renders $REPOSITORY_DIR with it"
 fi
-publish "$partial" "$REPOSITORY_DIR"
 echo "triton-ft: done"
-""".replace("MARKER", COMPLETE_MARKER).replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES))
+""".replace("RENDER_JUDGED", RENDER_JUDGED)
+    .replace("MARKER", COMPLETE_MARKER)
+    .replace("TOKENIZER_FILES", " ".join(TOKENIZER_FILES))
+    .replace("@REFERENCE@", REFERENCE_FILE)
+)
 """The Job's program: download -> convert (-> generation check) -> repo, each skipped when its output is already
 complete. The generation check runs before the checkpoint is published, so a conversion that generates garbage
 never reaches the store.
+
+A FasterTransformer generator's repository carries the judge's reference of its revision: its reference Job
+(:data:`REFERENCE_SCRIPT`), running beside this one from its own download, writes it to ``JUDGE_REFERENCE``. The
+repository (``tritonft repo --judge-reference``: the ensemble carries it, so the judge of this version reads this
+version's reference from the server it judges; a copy stays beside it) is rendered by whichever Job finishes second
+(:data:`RENDER_JUDGED`): this one, when the reference is already there, else the reference Job. A complete repository
+without a reference (a store written before the judge had references) is rendered again.
 
 ``ENGINE`` picks the model's engine steps. FasterTransformer (``fastertransformer``): ``convert --tp``, the
 ``<TP>-gpu`` weights stay in the checkpoint directory and the repository points at them. ONNX Runtime
@@ -93,6 +137,41 @@ explicitly (so the conversion's manifest is the spec's, whatever sentence-transf
 lacks), no ``--tp``, and as its check ``verify OUT/onnx --generate`` (ONNX Runtime answers the probe's texts:
 width, unit norm, similarity order, a classifier's labels); the repository holds its own copy of ``model.onnx`` and
 the tokenizer, which ``repo --require-checkpoint`` checks are there."""
+
+
+REFERENCE_SCRIPT = (
+    """\
+set -eu
+RENDER_JUDGED
+if [ -f "$JUDGE_REFERENCE" ]; then
+  echo "triton-ft: the judge's reference $JUDGE_REFERENCE is complete"
+else
+  echo "triton-ft: [1/3] download $HF_REPO@$HF_REVISION"
+  tritonft download --repo "$HF_REPO" --revision "$HF_REVISION" --dest "$SCRATCH/hf"
+  echo "triton-ft: [2/3] the judge's reference: what the original weights answer (CPU, fp32)"
+  mkdir -p "$(dirname "$JUDGE_REFERENCE")"
+  tritonft reference --input "$SCRATCH/hf" --spec "$SPEC_PATH" --out "$JUDGE_REFERENCE" --work "$SCRATCH/reference"
+  rm -rf "$SCRATCH/hf"
+fi
+if [ -f "$REPOSITORY_DIR/MARKER" ] && [ -f "$REPOSITORY_DIR/@REFERENCE@" ]; then
+  echo "triton-ft: $REPOSITORY_DIR is complete; nothing to do"
+elif [ -f "$CHECKPOINT_DIR/MARKER" ]; then
+  echo "triton-ft: [3/3] the checkpoint is converted"
+  render_judged
+else
+  echo "triton-ft: [3/3] the checkpoint is not converted yet: Job $CONVERSION_JOB renders $REPOSITORY_DIR with it"
+fi
+echo "triton-ft: done"
+""".replace("RENDER_JUDGED", RENDER_JUDGED)
+    .replace("MARKER", COMPLETE_MARKER)
+    .replace("@REFERENCE@", REFERENCE_FILE)
+)
+"""A FasterTransformer generator's reference Job: download -> ``tritonft reference`` (skipped when the reference is
+already there) -> the repository, when the checkpoint is converted (:data:`RENDER_JUDGED`). It runs beside the
+conversion Job (its own download of the same pinned, verified revision; its own memory, sized for the original
+weights at fp32: :func:`components.common.sizing.judge_reference_job_sizing`); neither waits for the other, so the
+reference step adds nothing to ``up`` unless it outlasts the conversion. ``tritonft reference`` writes the file under
+a temporary name and renames it into place: the conversion Job never reads half of one."""
 
 
 VLLM_SCRIPT = """\
@@ -133,9 +212,13 @@ not checked here: the tools image has no vLLM (its CPU engine is a 5.9 GB enviro
 probe judges the served model after the rollout."""
 
 
-def script_for(model: ModelSpec) -> str:
+def script_for(model: ModelSpec, *, reference: bool = False) -> str:
     """The Job's program for ``model``'s engine: FasterTransformer's and ONNX Runtime's download -> convert -> repo,
-    or vLLM's download -> repo."""
+    or vLLM's download -> repo; with ``reference``, a FasterTransformer generator's reference Job's."""
+    if reference:
+        if not model.family.is_fastertransformer:
+            raise ValueError(f"{model.name} is a {model.family} model: no judge's reference Job")
+        return REFERENCE_SCRIPT
     return VLLM_SCRIPT if model.family.is_vllm else CONVERT_SCRIPT
 
 
@@ -154,10 +237,20 @@ class ConversionPod:
     """BLEU the generation check requires of T5 (the probe's threshold)."""
     priority_class: str | None = None
     """The stack's batch PriorityClass (``components.common.priority``); None: the cluster's default priority."""
+    reference_job: str = ""
+    """The name of the model's reference Job (a FasterTransformer generator's), named in the conversion's log."""
+    conversion_job: str = ""
+    """The name of the model's conversion Job, named in the reference Job's log."""
 
 
 def script_env(
-    model: ModelSpec, paths: ModelPaths, verify_generation: bool = False, bleu_threshold: float = 15.0
+    model: ModelSpec,
+    paths: ModelPaths,
+    verify_generation: bool = False,
+    bleu_threshold: float = 15.0,
+    *,
+    reference_job: str = "",
+    conversion_job: str = "",
 ) -> list[dict[str, str]]:
     """The script's inputs as environment variables (plus writable HOME/cache/tmp for a read-only root).
 
@@ -175,6 +268,9 @@ def script_env(
         "DTYPE": str(model.weight_dtype),
         "CHECKPOINT_DIR": paths.checkpoint_dir,
         "REPOSITORY_DIR": paths.repository_dir,
+        "JUDGE_REFERENCE": paths.judge_reference,
+        "REFERENCE_JOB": reference_job,
+        "CONVERSION_JOB": conversion_job,
         "SPEC_PATH": f"{SPEC_MOUNT}/{SPEC_FILE}",
         "SCRATCH": SCRATCH_MOUNT,
         "HOME": SCRATCH_MOUNT,
@@ -193,8 +289,11 @@ def script_env(
     return [{"name": k, "value": v} for k, v in values.items()]
 
 
-def conversion_pod_spec(model: ModelSpec, paths: ModelPaths, pod: ConversionPod, sizing: JobSizing) -> dict[str, Any]:
-    """The Job's pod template spec: CPU nodes only, no GPU toleration, sized from the model, hardened."""
+def conversion_pod_spec(
+    model: ModelSpec, paths: ModelPaths, pod: ConversionPod, sizing: JobSizing, *, reference: bool = False
+) -> dict[str, Any]:
+    """The Job's pod template spec: CPU nodes only, no GPU toleration, sized from the model, hardened; with
+    ``reference``, the reference Job's (:data:`REFERENCE_SCRIPT`, same store, scratch and token)."""
     mounts = [
         {"name": "store", "mountPath": STORE_MOUNT},
         {"name": "scratch", "mountPath": SCRATCH_MOUNT},
@@ -207,7 +306,14 @@ def conversion_pod_spec(model: ModelSpec, paths: ModelPaths, pod: ConversionPod,
         {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
         {"name": "spec", "configMap": {"name": pod.spec_config_map}},
     ]
-    env = script_env(model, paths, sizing.verify_generation, pod.bleu_threshold)
+    env = script_env(
+        model,
+        paths,
+        sizing.verify_generation,
+        pod.bleu_threshold,
+        reference_job=pod.reference_job,
+        conversion_job=pod.conversion_job,
+    )
     if pod.hf_token_secret:
         # A file, not an env var: huggingface_hub reads HF_TOKEN_PATH, and the token never shows in `describe`.
         mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_MOUNT, "readOnly": True})
@@ -223,10 +329,10 @@ def conversion_pod_spec(model: ModelSpec, paths: ModelPaths, pod: ConversionPod,
         )
         env.append({"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_KEY}"})
     container = {
-        "name": "convert",
+        "name": "reference" if reference else "convert",
         "image": pod.image,
         "imagePullPolicy": "Always",
-        "command": ["/bin/sh", "-c", script_for(model)],
+        "command": ["/bin/sh", "-c", script_for(model, reference=reference)],
         "env": env,
         "resources": {
             "requests": {

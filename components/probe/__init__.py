@@ -214,6 +214,8 @@ class IntegrationProbeArgs:
         specs: Sequence[ModelSpec],
         contract: TextContract | None = None,
         encoder_probes: Mapping[str, EncoderProbe] | None = None,
+        *,
+        reference: bool = False,
         **kwargs: Any,
     ) -> IntegrationProbeArgs:
         """Args for the served models: names, families and pinned revisions come from the specs.
@@ -221,6 +223,8 @@ class IntegrationProbeArgs:
         Each model's contract is the full set of tensors its rendered ensemble declares, unless ``contract`` is given.
         An encoder's target carries its task, width, normalisation and labels from its spec, and the stack's expected
         answers from ``encoder_probes[name]`` (similarity triples or (text, label) pairs; none = the defaults).
+        With ``reference``, each FasterTransformer generator is judged against the reference of its original weights
+        that its conversion Job rendered into its served ensemble (:mod:`tritonft.probe.judge_reference`).
         """
         from tritonft.probe.rendered import target_for_spec
 
@@ -228,7 +232,8 @@ class IntegrationProbeArgs:
         targets = []
         for s in specs:
             asked = probes.get(s.name)
-            target = target_for_spec(s, asked.triples, asked.labels) if asked else target_for_spec(s)
+            triples, labels = (asked.triples, asked.labels) if asked else ((), ())
+            target = target_for_spec(s, triples, labels, reference=reference)
             targets.append(dataclasses.replace(target, contract=contract) if contract else target)
         return cls(
             endpoint=endpoint,

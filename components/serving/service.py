@@ -345,7 +345,8 @@ class TritonService(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(
                 parent=self,
                 provider=target.provider,
-                depends_on=[args.conversion.job, args.store.claim],
+                # A T5/GPT-2/GPT-J repository is complete once both its Jobs are (the later one renders it).
+                depends_on=[*args.conversion.jobs, args.store.claim],
             ),
         )
         rollout_watch = RolloutWatch(

@@ -92,6 +92,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "similarity order, or its labels); repeatable, combines with --model",
     )
     parser.add_argument(
+        "--reference",
+        action="store_true",
+        help="judge each --spec generator (T5, GPT-2, GPT-J) against the reference of its original weights that its "
+        "served ensemble carries (its reference Job computed it), as a stack's probe and judge do; a model that "
+        "carries none fails",
+    )
+    parser.add_argument(
         "--family",
         choices=[f.value for f in Family if f.is_fastertransformer],
         default=None,
@@ -155,7 +162,9 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
         raise UserError(f"--input-name/--output-name: {exc}") from exc
     family = Family(args.family) if args.family else None
     targets = [ModelTarget(name, family, contract) for name in args.model]
-    targets += [_target_from_spec(path) for path in args.spec]
+    if args.reference and not args.spec:
+        raise UserError("--reference: the reference judges the models given by --spec SPEC.json")
+    targets += [_target_from_spec(path, reference=args.reference) for path in args.spec]
     if not targets:
         raise UserError("name at least one model: --model NAME or --spec SPEC.json")
     if args.expected_answers is not None:
@@ -190,12 +199,12 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
     return config
 
 
-def _target_from_spec(path: Path) -> ModelTarget:
+def _target_from_spec(path: Path, *, reference: bool = False) -> ModelTarget:
     """The target of a spec file: its rendered contract (an encoder judged with the default similarity triples, or
-    on its labels only)."""
+    on its labels only; with ``reference`` a generator judged against the reference its ensemble carries)."""
     from tritonft.probe.rendered import target_for_spec
 
-    return target_for_spec(option_file.read_spec("--spec", path))
+    return target_for_spec(option_file.read_spec("--spec", path), reference=reference)
 
 
 def with_expected_answers(targets: list[ModelTarget], path: Path) -> list[ModelTarget]:

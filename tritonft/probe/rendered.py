@@ -68,9 +68,13 @@ def target_for_spec(
     spec: ModelSpec,
     triples: Sequence[tuple[str, str, str]] = (),
     expected_labels: Sequence[tuple[str, str]] = (),
+    *,
+    reference: bool = False,
 ) -> ModelTarget:
     """The probe's target for the served ``spec``: its full rendered contract, and for an encoder its facts and the
-    stack's expected answers (``triples``/``expected_labels``, encoders only)."""
+    stack's expected answers (``triples``/``expected_labels``, encoders only). With ``reference``, a
+    FasterTransformer generator (T5, GPT-2, GPT-J) is judged against the reference of its original weights that its
+    served ensemble carries (:mod:`tritonft.probe.judge_reference`), as a stack's probe and judge do."""
     encoder = encoder_target(spec, triples, expected_labels) if spec.encoder is not None else None
     if spec.family.is_vllm:  # decoupled by design; asked PROBE_MAX_TOKENS greedy tokens, not max_output_len
         return ModelTarget(spec.name, spec.family, contract_for_spec(spec), streaming=True, vllm=True)
@@ -81,4 +85,5 @@ def target_for_spec(
         None if encoder is not None else spec.max_output_len,
         streaming=spec.decoupled,
         encoder=encoder,
+        reference=reference and spec.family.is_fastertransformer,
     )

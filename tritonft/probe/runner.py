@@ -29,6 +29,12 @@ from tritonft.probe.encoder import EMBEDDING_OUTPUT, LABEL_OUTPUT, EncoderTarget
 from tritonft.probe.endpoint import Endpoint, Protocol, parse_endpoint
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD, Sample, Verdict, judge, judge_exact, samples_for
 from tritonft.probe.gateway import ModelStartingError, gateway_completions, gateway_embeddings
+from tritonft.probe.judge_reference import (
+    REFERENCE_PARAMETER,
+    JudgeReference,
+    judge_against_reference,
+    reference_from_model_config,
+)
 from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
 from tritonft.probe.retry import (
     MIN_CALL_TIMEOUT_S,
@@ -79,6 +85,9 @@ class ModelTarget:
     scales_to_zero: bool = False
     """The model scales to zero (``scaleToZero``): with a gateway, the probe first asks it through the gateway, before
     anything else touches it, and times the wake when it finds it asleep (:mod:`tritonft.probe.wake`)."""
+    reference: bool = False
+    """Judged against the reference of its original weights that its served ensemble carries
+    (:mod:`tritonft.probe.judge_reference`): its prompts, and the rule; a model that carries none fails."""
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {
@@ -98,6 +107,8 @@ class ModelTarget:
             raw["vllm"] = True
         if self.scales_to_zero:
             raw["scales_to_zero"] = True
+        if self.reference:
+            raw["reference"] = True
         return raw
 
     @classmethod
@@ -116,6 +127,7 @@ class ModelTarget:
             encoder=EncoderTarget.from_dict(encoder) if encoder else None,
             vllm=bool(raw.get("vllm", False)),
             scales_to_zero=bool(raw.get("scales_to_zero", False)),
+            reference=bool(raw.get("reference", False)),
         )
 
 
@@ -213,6 +225,10 @@ class _Run:
         self.server_info = ""
         self.streaming: set[str] = {m.name for m in config.models if m.streaming or m.vllm}
         """Models asked over a stream: rendered decoupled, or served decoupled (their model configuration)."""
+        self.configs: dict[str, dict[str, Any]] = {}
+        """Each model's served configuration, when the server has the endpoint."""
+        self.references: dict[str, JudgeReference] = {}
+        """The judge's reference each model with ``reference`` carries (read by :meth:`read_reference`)."""
 
     def record(
         self, check: str, ok: bool, detail: str, started: float, model: str | None = None, **extra: Any
@@ -346,6 +362,7 @@ class _Run:
             detail = f"skipped: {server} has no model-configuration endpoint (not Triton); metadata was checked"
             self.record("model_config", True, detail, started, target.name, degraded=True)
             return True
+        self.configs[target.name] = done.value
         problems = compare_model_config(target.contract, done.value)
         served_decoupled = decoupled(done.value)
         if target.streaming and not served_decoupled:
@@ -383,14 +400,59 @@ class _Run:
 
         return retry(check, self.deadline, self.config.call_timeout_s, sleep=self.sleep).value
 
+    def samples(self, target: ModelTarget) -> tuple[Sample, ...]:
+        """The prompts ``target`` is asked: its exact expected answers', its reference's, or its family's."""
+        if target.expected:
+            return target.expected
+        reference = self.references.get(target.name)
+        if reference is not None:
+            return tuple(Sample(p.prompt, p.answer) for p in reference.prompts)
+        return samples_for(target.family)
+
     def verdict(self, target: ModelTarget, samples: tuple[Sample, ...], answers: list[str]) -> Verdict:
-        """Exact expected answers when given (``--expected-answers``), else the family's judgement."""
+        """Exact expected answers when given (``--expected-answers``), else the reference of the original weights
+        (a target with ``reference``), else the family's judgement."""
         if target.expected:
             return judge_exact(samples, answers)
+        reference = self.references.get(target.name)
+        if reference is not None:
+            judged = judge_against_reference(reference, answers)
+            return Verdict(judged.ok, judged.detail)
         return judge(target.family, samples, answers, self.config.bleu_threshold)
 
+    def read_reference(self, target: ModelTarget) -> str | None:
+        """Read the reference ``target``'s served configuration carries into :attr:`references`; the reason when it
+        cannot be judged against one."""
+        config = self.configs.get(target.name)
+        if config is None:
+            server = self.server_info or "this server"
+            return f"{server} has no model-configuration endpoint: the judge's reference cannot be read"
+        try:
+            reference = reference_from_model_config(config)
+        except ValueError as exc:
+            return str(exc)
+        if reference is None:
+            return (
+                f"the served {target.name!r} carries no judge reference (its ensemble's {REFERENCE_PARAMETER} "
+                "parameter): its repository was rendered without the reference of its original weights; re-run its "
+                "reference Job, which computes it (`tritonft reference`) and renders it in (`tritonft repo "
+                "--judge-reference`)"
+            )
+        if reference.family is not target.family:
+            return (
+                f"the served {target.name!r} carries the reference of a {reference.family} model, not {target.family}"
+            )
+        self.references[target.name] = reference
+        return None
+
     def check_answers(self, target: ModelTarget) -> ModelReport:
-        samples = target.expected or samples_for(target.family)
+        if target.reference and not target.expected:
+            started = self.deadline.elapsed()
+            missing = self.read_reference(target)
+            if missing is not None:
+                self.record("inference", False, missing, started, target.name)
+                return self.model_report(target, ModelStatus.WRONG_ANSWER, None, None)
+        samples = self.samples(target)
         started = self.deadline.elapsed()
         answers: list[str] = []
         try:
@@ -458,7 +520,7 @@ class _Run:
                 return self.embed(gateway_url, target.name, texts, headers=self.config.headers, timeout_s=timeout)
 
             return "/v1/embeddings", embed, lambda vectors: encoder.judge(texts, {"embedding": vectors})
-        samples = target.expected or samples_for(target.family)
+        samples = self.samples(target)
 
         def call(timeout: float) -> list[str]:
             prompts = [s.prompt for s in samples]

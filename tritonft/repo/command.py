@@ -38,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "backend, never a stack",
     )
     parser.add_argument(
+        "--judge-reference",
+        type=Path,
+        help="the judge's reference of this revision (`tritonft reference` output): the ensemble carries it for the "
+        "judge (FasterTransformer's generators)",
+    )
+    parser.add_argument(
         "--require-checkpoint",
         action="store_true",
         help="also fail when the weights or tokenizer files are not in the repository (use in the conversion Job)",
@@ -59,7 +65,10 @@ def run(args: argparse.Namespace) -> int:
         model_root=args.model_root,
         checkpoint_path=args.checkpoint_path,
         cpu_stand_in=Engine(args.engine) is Engine.REFERENCE,
+        judge_reference=args.judge_reference,
     )
+    if args.judge_reference is not None and not spec.family.is_fastertransformer:
+        raise UserError(f"--judge-reference: {spec.name} is a {spec.family} model; only T5/GPT-2/GPT-J carry one")
     written = engine_for(spec.family).write_repository(spec, args.out, sources)
     if args.engine == Engine.REFERENCE and spec.family.is_encoder:
         print(f"model step: model.onnx run by the onnxruntime package (Python backend) in {written.models[-2]}")

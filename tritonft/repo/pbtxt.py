@@ -175,8 +175,9 @@ one per response, so every response after the first would wait for it forever. T
 model for a streamed prompt's token count instead."""
 
 
-def ensemble_config(spec: ModelSpec) -> mc.ModelConfig:
-    """The text-in/text-out ensemble, served under the spec's name."""
+def ensemble_config(spec: ModelSpec, judge_reference: str | None = None) -> mc.ModelConfig:
+    """The text-in/text-out ensemble, served under the spec's name; with ``judge_reference`` (JSON) carrying the
+    judge's reference of the revision as its ``tritonft_judge_reference`` parameter."""
     config = template_config(f"{family_dir(spec.family)}/ensemble/config.pbtxt")
     roles = RepoNames.of(spec).by_role()
     config.name = roles["ensemble"]
@@ -193,4 +194,8 @@ def ensemble_config(spec: ModelSpec) -> mc.ModelConfig:
             kept = [tensor for tensor in tensors if tensor.name not in NOT_DECOUPLED_ENSEMBLE_TENSORS]
             del tensors[:]
             tensors.extend(kept)
+    if judge_reference is not None:
+        from tritonft.probe.judge_reference import REFERENCE_PARAMETER
+
+        _string_parameters(config, {REFERENCE_PARAMETER: judge_reference})
     return config

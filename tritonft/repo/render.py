@@ -42,6 +42,8 @@ def render_repository_files(
     model_root: str = "/models",
     checkpoint_path: str | None = None,
     engine: Engine = Engine.FASTERTRANSFORMER,
+    *,
+    judge_reference: str | None = None,
 ) -> dict[str, bytes]:
     """Every file of the repository except weights and tokenizer files, keyed by path relative to its root.
 
@@ -51,6 +53,8 @@ def render_repository_files(
     ``checkpoint_path`` overrides ``model_checkpoint_path`` for weights kept outside the repository (the cluster
     keeps them under their conversion key so a serving change re-renders without re-converting).
     ``engine``: what runs the model step (:mod:`tritonft.repo.engine`; the FT backend unless told otherwise).
+    ``judge_reference``: the judge's reference of this revision (JSON, :mod:`tritonft.probe.judge_reference`), carried
+    by the ensemble as its ``tritonft_judge_reference`` parameter so the judge reads it from the served model.
     Raises ``UserError`` listing every problem of the spec or disagreement with ``config.ini``.
     """
     problems = spec_problems(spec, model_root)
@@ -80,7 +84,7 @@ def render_repository_files(
     postprocessing = pbtxt.postprocessing_config(spec, ids, ft)
     files: dict[str, bytes] = {
         f"{names.ft}/{SPEC_FILE}": spec.to_json().encode("utf-8") + b"\n",
-        f"{names.ensemble}/config.pbtxt": pbtxt.render(pbtxt.ensemble_config(spec), spec.name),
+        f"{names.ensemble}/config.pbtxt": pbtxt.render(pbtxt.ensemble_config(spec, judge_reference), spec.name),
         f"{names.ensemble}/{VERSION}/{ENSEMBLE_VERSION_MARKER}": b"",
     }
     # Warm-up samples for the models whose inputs are token ids (pbtxt.add_warmup: no text sample suits every
@@ -136,6 +140,7 @@ def write_repository(
     model_root: str = "/models",
     checkpoint_path: str | None = None,
     engine: Engine = Engine.FASTERTRANSFORMER,
+    judge_reference: Path | None = None,
 ) -> RenderedRepository:
     """Render and write the repository of ``spec`` into ``out_dir`` (a Triton repository root, maybe shared).
 
@@ -150,7 +155,8 @@ def write_repository(
     (``os.replace``) so existing weights stay put. On any error before the swap nothing in ``out_dir`` changes.
     """
     config_ini_path, config_ini = (None, None) if checkpoint_dir is None else read_checkpoint_ini(spec, checkpoint_dir)
-    files = render_repository_files(spec, config_ini, model_root, checkpoint_path, engine)
+    reference = _judge_reference_text(judge_reference) if judge_reference is not None else None
+    files = render_repository_files(spec, config_ini, model_root, checkpoint_path, engine, judge_reference=reference)
     names = RepoNames.of(spec)
     token_source = tokenizer_dir or checkpoint_dir
     shipped: dict[str, bytes] = {}
@@ -209,3 +215,15 @@ def _merge_into(new: Path, target: Path) -> None:
             destination.parent.mkdir(parents=True, exist_ok=True)
             os.replace(path, destination)
     (target / VERSION).mkdir(exist_ok=True)
+
+
+def _judge_reference_text(path: Path) -> str:
+    """The reference file's JSON, checked (``UserError`` naming the file when it is not a judge reference)."""
+    from tritonft.probe.judge_reference import JudgeReference
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        JudgeReference.from_json(text)
+    except (OSError, KeyError, TypeError, ValueError) as exc:
+        raise UserError(f"--judge-reference {path}: not a judge reference ({exc}); run `tritonft reference`") from exc
+    return text.strip()

@@ -84,6 +84,31 @@ def test_job_memory_is_base_plus_four_copies_of_the_largest_tensor():
     assert sizing.job_sizing(GPTJ_6B).memory_request == f"{math.ceil((GIB + 4 * largest) / MIB)}Mi"
 
 
+def test_the_reference_job_holds_every_weight_at_fp32_and_their_fp32_conversion():
+    job = sizing.judge_reference_job_sizing(GPTJ_6B)
+    assert job.memory_request == job.memory_limit == f"{math.ceil(sizing.reference_memory_bytes(GPTJ_6B) / MIB)}Mi"
+    assert sizing.reference_memory_bytes(GPTJ_6B) >= GPTJ_6B.parameters * 4 * sizing.REFERENCE_WEIGHT_FACTOR
+    scratch = sizing.download_bytes(GPTJ_6B) * 1.2 + GPTJ_6B.parameters * 4
+    assert int(job.scratch_size.removesuffix("Gi")) * GIB >= scratch
+    assert job.cpu_request == str(sizing.JUDGE_REFERENCE_CPU)
+
+
+def test_the_reference_jobs_deadline_is_its_download_and_its_step():
+    dl = sizing.download_bytes(GPTJ_6B)
+    seconds = (
+        2 * dl / sizing.DOWNLOAD_BANDWIDTH + 600 + sizing.judge_reference_seconds(GPTJ_6B, sizing.CONVERT_BANDWIDTH)
+    )
+    job = sizing.judge_reference_job_sizing(GPTJ_6B)
+    assert job.active_deadline_seconds == 60 * math.ceil(seconds / 60)
+    steps = 2 * GPTJ_6B.parameters * sizing.judge_reference_tokens(GPTJ_6B) / sizing.JUDGE_REFERENCE_FLOPS
+    assert sizing.judge_reference_seconds(GPTJ_6B, sizing.CONVERT_BANDWIDTH) >= steps
+
+
+def test_only_fastertransformer_generators_have_a_reference_job():
+    with pytest.raises(ValueError, match="only T5/GPT-2/GPT-J"):
+        sizing.judge_reference_job_sizing(MINILM_CPU)
+
+
 def test_job_scratch_holds_the_download_with_margin():
     job = sizing.job_sizing(GPTJ_6B)
     scratch_gib = int(job.scratch_size.removesuffix("Gi"))
@@ -95,7 +120,15 @@ def test_job_deadline_follows_the_formula_in_whole_minutes():
     dl, conv = sizing.download_bytes(GPTJ_6B), sizing.converted_bytes(GPTJ_6B)
     seconds = 2 * (dl / sizing.DOWNLOAD_BANDWIDTH + conv / sizing.CONVERT_BANDWIDTH) + 600
     job = sizing.job_sizing(GPTJ_6B)
-    assert job.active_deadline_seconds == 60 * math.ceil(seconds / 60)
+    assert job.active_deadline_seconds == 60 * math.ceil(seconds / 60), "the reference Job's time is not added"
+
+
+def test_the_reference_job_retries_once_and_is_waited_for_both_tries():
+    job = sizing.judge_reference_job_sizing(GPTJ_6B)
+    assert job.backoff_limit == sizing.JUDGE_REFERENCE_BACKOFF_LIMIT == 1
+    assert job.pulumi_timeout_minutes * 60 >= 2 * job.active_deadline_seconds + sizing.NODE_SCALE_UP_SECONDS
+    longer = replace(GPTJ_6B, max_output_len=4096, name="long")  # the steps are capped: the same reference
+    assert sizing.judge_reference_job_sizing(longer) == job
 
 
 def test_pulumi_waits_for_every_job_attempt_plus_a_node_scale_up():
@@ -162,10 +195,10 @@ def test_a_model_too_large_for_the_reference_is_converted_without_the_check():
 
 def test_turning_the_check_off_keeps_the_streaming_converters_memory_and_deadline():
     off = sizing.job_sizing(T5_SMALL, verify_generation=False)
-    on = sizing.job_sizing(T5_SMALL)
     largest = sizing.largest_tensor_bytes(T5_SMALL)
     assert not off.verify_generation
     assert off.memory_request == f"{math.ceil((GIB + 4 * largest) / MIB)}Mi"
+    on = sizing.job_sizing(T5_SMALL)
     assert on.active_deadline_seconds >= off.active_deadline_seconds + 60 * math.floor(
         sizing.reference_seconds(T5_SMALL) / 60
     )

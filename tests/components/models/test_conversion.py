@@ -8,16 +8,17 @@ from typing import Any
 import pytest
 
 from components.common import sizing
-from components.common.layout import conversion_job_name
+from components.common.layout import conversion_job_name, model_paths, reference_job_name
 from components.common.placement import GPU_PRESENT_LABEL
 from components.models.conversion import ModelConversion, ModelConversionArgs
-from components.models.conversion_spec import HF_TOKEN_MOUNT
+from components.models.conversion_spec import HF_TOKEN_MOUNT, REFERENCE_SCRIPT
 from components.models.store import ModelStore, ModelStoreArgs
 from tests.components.fixtures import (
     CONVERTER,
     CPU_POOL,
     GPTJ_6B,
     GPU_POOL,
+    MINILM_CPU,
     T5_SMALL,
     TOOLS_IMAGE,
     containers,
@@ -33,9 +34,10 @@ from tritonft.synth.manifests import SECRET_PLACEHOLDER, is_secret, manifests_of
 JOB = "kubernetes:batch/v1:Job"
 
 
-def _job(mocks: RecordingMocks, model: ModelSpec = GPTJ_6B, **kwargs: Any) -> Registered:
+def _job(mocks: RecordingMocks, model: ModelSpec = GPTJ_6B, name: str = "m-job", **kwargs: Any) -> Registered:
+    """The conversion Job (``m-job``) or, with ``name="m-reference-job"``, its reference Job."""
     run_program(lambda: serve("m", model, **kwargs))
-    (job,) = mocks.of_type(JOB)
+    (job,) = [j for j in mocks.of_type(JOB) if j.name == name]
     return job
 
 
@@ -198,12 +200,18 @@ def _convert_with(**kwargs: Any) -> None:
 
 def test_an_existing_token_secret_is_mounted_without_creating_one(mocks):
     run_program(lambda: _convert_with(hf_token_secret="org-hf-token"))
-    (job,) = mocks.of_type(JOB)
+    jobs = mocks.of_type(JOB)
     assert mocks.of_type("kubernetes:core/v1:Secret") == []
-    assert {
-        "name": "hf-token",
-        "secret": {"secretName": "org-hf-token", "defaultMode": 0o440, "items": [{"key": "token", "path": "token"}]},
-    } in pod_spec(job)["volumes"]
+    assert {j.name for j in jobs} == {"m-job", "m-reference-job"}
+    for job in jobs:  # the reference Job downloads the same (maybe gated) revision
+        assert {
+            "name": "hf-token",
+            "secret": {
+                "secretName": "org-hf-token",
+                "defaultMode": 0o440,
+                "items": [{"key": "token", "path": "token"}],
+            },
+        } in pod_spec(job)["volumes"]
 
 
 def test_a_token_and_a_token_secret_together_are_refused_before_anything_registers(mocks):
@@ -222,7 +230,7 @@ def _conversion_env(mocks: RecordingMocks, model: ModelSpec, **kwargs: Any) -> d
         ModelConversion("m", args)
 
     run_program(program)
-    (job,) = mocks.of_type(JOB)
+    (job,) = [j for j in mocks.of_type(JOB) if j.name == "m-job"]
     (container,) = containers(job)
     return {e["name"]: e["value"] for e in container["env"]}
 
@@ -239,3 +247,58 @@ def test_the_stack_knob_turns_the_generation_check_off(mocks):
 
 def test_a_model_too_large_for_the_reference_is_not_checked_for_generation(mocks):
     assert _conversion_env(mocks, GPTJ_6B)["VERIFY_GENERATE"] == "0"
+
+
+def test_a_generator_gets_a_reference_job_beside_its_conversion_not_after_it(mocks):
+    conversion = _job(mocks)
+    (reference,) = [j for j in mocks.of_type(JOB) if j.name == "m-reference-job"]
+    assert reference.urn not in conversion.depends_on and conversion.urn not in reference.depends_on
+    assert reference.inputs["metadata"]["name"] == reference_job_name(GPTJ_6B, CONVERTER)
+    (container,) = containers(reference)
+    assert container["command"] == ["/bin/sh", "-c", REFERENCE_SCRIPT]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    conversion_env = {e["name"]: e["value"] for e in containers(conversion)[0]["env"]}
+    assert (
+        env["JUDGE_REFERENCE"] == conversion_env["JUDGE_REFERENCE"] == model_paths(GPTJ_6B, CONVERTER).judge_reference
+    )
+    assert conversion_env["REFERENCE_JOB"] == reference.inputs["metadata"]["name"], "named in the conversion's wait"
+
+
+def test_the_reference_job_is_sized_and_waited_for_from_its_own_step(mocks):
+    reference = _job(mocks, name="m-reference-job")
+    expected = sizing.judge_reference_job_sizing(GPTJ_6B)
+    (container,) = containers(reference)
+    assert container["resources"]["requests"] == {
+        "cpu": expected.cpu_request,
+        "memory": expected.memory_request,
+        "ephemeral-storage": expected.ephemeral_request,
+    }
+    spec = reference.inputs["spec"]
+    assert spec["template"]["spec"]["activeDeadlineSeconds"] == expected.active_deadline_seconds
+    assert reference.custom_timeouts["create"] == f"{expected.pulumi_timeout_minutes}m"
+    assert spec["backoffLimit"] == sizing.JUDGE_REFERENCE_BACKOFF_LIMIT
+
+
+def test_the_reference_job_runs_where_and_as_the_conversion_does(mocks):
+    conversion = _job(mocks)
+    (reference,) = [j for j in mocks.of_type(JOB) if j.name == "m-reference-job"]
+    assert pod_spec(reference)["nodeSelector"] == pod_spec(conversion)["nodeSelector"] == CPU_POOL
+    assert pod_spec(reference)["affinity"] == pod_spec(conversion)["affinity"]
+    assert pod_spec(reference)["securityContext"] == pod_spec(conversion)["securityContext"]
+    labels = reference.inputs["spec"]["template"]["metadata"]["labels"]
+    (policy,) = [p for p in mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy") if p.name == "m-job-netpol"]
+    assert policy.inputs["spec"]["podSelector"]["matchLabels"].items() <= labels.items(), "only DNS and HTTPS out"
+
+
+def test_a_serving_knob_keeps_the_reference_job_and_a_new_revision_replaces_it():
+    rebatched = replace(GPTJ_6B, batching=Batching(max_batch_size=64))
+    assert reference_job_name(rebatched, CONVERTER) == reference_job_name(GPTJ_6B, CONVERTER)
+    assert model_paths(rebatched, CONVERTER).judge_reference == model_paths(GPTJ_6B, CONVERTER).judge_reference
+    revised = replace(GPTJ_6B, revision="f" * 40)
+    assert reference_job_name(revised, CONVERTER) != reference_job_name(GPTJ_6B, CONVERTER)
+    assert model_paths(revised, CONVERTER).judge_reference != model_paths(GPTJ_6B, CONVERTER).judge_reference
+
+
+def test_an_encoder_has_no_reference_job(mocks):
+    run_program(lambda: serve("m", MINILM_CPU))
+    assert [j.name for j in mocks.of_type(JOB)] == ["m-job"]

@@ -63,7 +63,7 @@ def test_several_gpus_run_one_mpi_process_for_the_node(mocks):
 def test_tritonserver_uses_no_model_control_strict_readiness_and_metrics(mocks):
     deployment = _deployment(mocks)
     command = _triton(deployment)["command"]
-    (job,) = mocks.of_type("kubernetes:batch/v1:Job")
+    (job,) = [j for j in mocks.of_type("kubernetes:batch/v1:Job") if j.name == "m-job"]
     repo_dir = job.inputs["metadata"]["annotations"]["triton-ft/repository-dir"]
     for flag in (
         f"--model-repository={repo_dir}",
@@ -115,10 +115,11 @@ def test_the_model_store_is_mounted_read_only(mocks):
     assert store["persistentVolumeClaim"] == {"claimName": "m-store-models", "readOnly": True}
 
 
-def test_the_deployment_waits_for_the_conversion_job(mocks):
+def test_the_deployment_waits_for_the_conversion_job_and_the_reference_job(mocks):
     deployment = _deployment(mocks)
-    (job,) = mocks.of_type("kubernetes:batch/v1:Job")
-    assert job.urn in deployment.depends_on
+    jobs = mocks.of_type("kubernetes:batch/v1:Job")
+    assert {j.name for j in jobs} == {"m-job", "m-reference-job"}, "a generator's repository needs both"
+    assert all(job.urn in deployment.depends_on for job in jobs)
 
 
 def test_up_waits_for_the_rollout_through_the_rollout_watch_not_the_providers_await(mocks):

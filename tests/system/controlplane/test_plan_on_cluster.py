@@ -85,7 +85,8 @@ def test_conversion_jobs_run_on_cpu_nodes_and_complete_and_every_object_is_accep
     settings = prod_plan.settings
     objs, applied = deploy(cluster, prod_plan)
     jobs = [o["metadata"]["name"] for o in objs if o["kind"] == "Job"]
-    assert len(jobs) == len(settings.models)
+    # One Job per model, and a T5/GPT-2/GPT-J model's reference Job beside its conversion Job.
+    assert len(jobs) == len(settings.models) + sum(m.family.is_fastertransformer for m in settings.models)
     conversion_pods = cluster.pods("app.kubernetes.io/component=conversion")
     assert {p["metadata"]["labels"]["job-name"] for p in conversion_pods} == set(jobs)
     for pod in conversion_pods:

@@ -12,6 +12,7 @@ stream (otherwise a random model mostly repeats its last token, which would make
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tests.tritonft.convert.models import Model, bf16_round, t5_config
+from tritonft.spec import Family
 
 
 @dataclass(frozen=True)
@@ -230,3 +232,29 @@ LENGTH_PENALTY = 1.0
 def directory_sha256(directory: Path) -> dict[str, str]:
     """sha256 of every file of a checkpoint directory, by name."""
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def word_tokenizer(vocab_size: int, family: Family, directory: Path) -> Path:
+    """``tokenizer.json``: a word-level tokenizer whose vocabulary holds the judge's prompts' words (then ``w<i>``),
+    the model's special ids left to their roles; an unknown word is ``<unk>``."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from tritonft.probe.judge_reference import reference_prompts
+
+    words: list[str] = []
+    for prompt in reference_prompts(family):
+        words += [w for w in re.findall(r"\w+|[^\w\s]", prompt) if w not in words]
+    special = {0: "<pad>", 1: "</s>", 2: "<unk>"} if family is Family.T5 else {0: "<unk>"}
+    if family is not Family.T5:
+        special |= {vocab_size - 2: "<bos>", vocab_size - 1: "<eos>"}
+    free = iter(i for i in range(vocab_size) if i not in special)
+    vocabulary = {**{name: i for i, name in special.items()}}
+    for word, index in zip(words, free, strict=False):
+        vocabulary[word] = index
+    used = set(vocabulary.values())
+    vocabulary |= {f"w{i}": i for i in range(vocab_size) if i not in used}
+    tokenizer = Tokenizer(models.WordLevel(vocabulary, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    return directory

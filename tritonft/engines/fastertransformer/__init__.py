@@ -117,6 +117,7 @@ class FasterTransformer:
             model_root=sources.model_root,
             checkpoint_path=sources.checkpoint_path,
             engine=Engine.REFERENCE if sources.cpu_stand_in else Engine.FASTERTRANSFORMER,
+            judge_reference=sources.judge_reference,
         )
 
     def converted_bytes(self, spec: ModelSpec) -> int:
