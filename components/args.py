@@ -41,6 +41,7 @@ from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from components.platform.aws.platform import AwsPlatformArgs
 from components.platform.cluster import ExistingClusterArgs
 from components.platform.image import ImageBuild, TritonImageArgs
+from components.platform.signals import EdgeProbe
 from components.probe import IntegrationProbeArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.promotion import VERSION_LABEL, Candidate
@@ -110,6 +111,24 @@ def edge_hosts(settings: Settings) -> dict[str, str]:
     return dict.fromkeys(hosts, path)
 
 
+EDGE_REFUSAL = {"apiKey": 401, "basic": 401, "oidc": 302}
+"""What the edge answers a client without credentials, per ``ingressAuth`` (OIDC redirects to its sign-in)."""
+
+
+def edge_probes(settings: Settings) -> tuple[EdgeProbe, ...]:
+    """Each public HTTPS host as the blackbox exporter probes it: the gateway's host at ``/v1/models``, a model's
+    own host at Triton's ``/v2/health/ready``, expecting the edge's refusal of a request without credentials (200
+    with ``ingressAuth: none``). None on a plain-HTTP edge (a local cluster)."""
+    ingress = settings.serving.ingress
+    if not ingress.tls:
+        return ()
+    status = EDGE_REFUSAL.get(ingress.auth, 200)
+    gateway = [EdgeProbe(ingress.host, "/v1/models", status)] if settings.serving.gateway.enabled else []
+    hosts = set(edge_hosts(settings)) - {ingress.host}
+    models = [EdgeProbe(host, "/v2/health/ready", status) for host in sorted(hosts)]
+    return (*gateway, *models)
+
+
 def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:
     cluster = settings.cluster
     assert cluster.kubernetes is not None, "existing_cluster_args needs platform kubernetes"
@@ -135,6 +154,7 @@ def addon_flags(addons: frozenset[str], *, metrics_server: bool = False) -> Addo
         prometheus_adapter="prometheus-adapter" in addons,
         keda="keda" in addons,
         metrics_server=metrics_server,
+        dcgm_exporter="kube-prometheus-stack" in addons,
     )
 
 
@@ -198,6 +218,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         alert_receivers=aws_settings.alert_receivers,
         alert_routing=alert_routing(aws_settings.alert_receivers, aws_settings.alert_routing),
         prometheus_storage_gib=aws_settings.prometheus_storage_gib,
+        edge_probes=edge_probes(settings),
     )
 
 

@@ -36,6 +36,7 @@ from components.platform.aws.nodegroups import (
     system_node_group,
 )
 from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
+from components.platform.signals import EdgeProbe
 from components.settings import eks as eks_facts
 from components.settings.alerting import credential_secrets
 from tritonft.errors import UserError
@@ -100,6 +101,8 @@ class AwsPlatformArgs:
     """Alertmanager receivers (Alertmanager's format); sent to the chart as a secret."""
     alert_routing: dict[str, str | None] = field(default_factory=dict)
     """Receiver per route (``critical``, ``warning``, ``watchdog``), as :func:`alerting.alert_routing` gives it."""
+    edge_probes: tuple[EdgeProbe, ...] = ()
+    """The public hosts the blackbox exporter probes (with kube-prometheus-stack)."""
     prometheus_storage_gib: int = 50
     """Prometheus's EBS volume (15 days of the cluster's and Triton's series)."""
     tags: dict[str, str] = field(default_factory=dict)
@@ -369,6 +372,9 @@ class AwsPlatform(pulumi.ComponentResource):
             alertmanager_config=yaml.safe_dump(
                 charts.alertmanager_config(args.alert_receivers, args.alert_routing), sort_keys=True
             ),
+            edge_probes=args.edge_probes,
+            gpu_node_selector={ACCELERATOR_LABEL: "nvidia"},
+            stack_namespace=args.namespace,
         )
         crd_installers = list(addons.crd_installers)
         if args.dns is not None:
