@@ -57,6 +57,7 @@ from components.settings.capacity import (
     rollout_for,
     surging_models,
 )
+from components.settings.catalog import hub_token_needed
 from components.settings.gpus import GIB
 from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
@@ -281,14 +282,16 @@ def model_conversion_args(
     bleu_threshold: float = 15.0,
     hf_token_secret: str | None = None,
 ) -> ModelConversionArgs:
-    """``hf_token_secret`` (the model's ``hfTokenSecret``) replaces the stack's ``hf_token`` for this model."""
+    """``hf_token_secret`` (the model's ``hfTokenSecret``) replaces the stack's ``hf_token`` for this model; the
+    stack's token goes only to the Jobs of repositories that may need it (:func:`hub_token_needed`: a catalog
+    repository the Hub serves to anyone downloads without it, so its Job never holds the token)."""
     return ModelConversionArgs(
         target=target,
         store=store,
         model=model,
         tools_image=tools_image,
         converter_version=converter_version(model),
-        hf_token=None if hf_token_secret else hf_token,
+        hf_token=None if hf_token_secret or not hub_token_needed(model.hf_repo) else hf_token,
         hf_token_secret=hf_token_secret,
         verify_generation=verify_generation,
         bleu_threshold=bleu_threshold,
