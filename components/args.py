@@ -260,6 +260,7 @@ def model_store_args(settings: Settings, target: ClusterTarget) -> ModelStoreArg
         headroom=1 + settings.storage.headroom_percent / 100,
         protect=settings.storage.protect,
         elastic=settings.cluster.platform == "aws" and target.storage_class == AWS_EFS_STORAGE_CLASS,
+        owned_subpaths=settings.cluster.platform == "aws" and target.storage_class == AWS_EFS_STORAGE_CLASS,
     )
 
 

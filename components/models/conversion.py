@@ -31,6 +31,7 @@ from components.models.conversion_spec import (
     ConversionPod,
     conversion_network_policy_spec,
     conversion_pod_spec,
+    writable_dirs,
 )
 from components.models.store import ModelStore
 from tritonft.errors import UserError
@@ -126,6 +127,7 @@ class ModelConversion(pulumi.ComponentResource):
             hf_token_secret=token_secret,
             bleu_threshold=args.bleu_threshold,
             priority_class=target.priority.batch if target.priority else None,
+            writable=writable_dirs(self.paths) if args.store.owned_subpaths else (),
         )
         pod_selector = selector("conversion", name)
         k8s.networking.v1.NetworkPolicy(
