@@ -212,6 +212,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         public_access_cidrs=aws_settings.api_public_access_cidrs,
         private_endpoint_only=aws_settings.api_endpoint == "private",
         control_plane_log_retention_days=aws_settings.control_plane_log_retention_days,
+        ship_logs=settings.environment in ("staging", "prod"),
         protect_infrastructure=aws_settings.protect_infrastructure,
         node_ssm_access=aws_settings.node_ssm_access,
         gpu_quota_check=aws_settings.gpu_quota_check,

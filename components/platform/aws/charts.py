@@ -95,6 +95,16 @@ BLACKBOX_EXPORTER = ChartPin(
 )
 """Probes each public host of the stack from outside the pods (app v0.25.0; ``components/platform/signals.py``):
 implied by kube-prometheus-stack on a stack with an edge, not listed in ``addons``."""
+AWS_FOR_FLUENT_BIT = ChartPin(
+    "aws-for-fluent-bit",
+    "0.2.1",
+    "https://aws.github.io/eks-charts",
+    "logging",
+    "aws-for-fluent-bit",
+    pod_security="privileged",  # tails the kubelet's log files on the node (hostPath /var/log)
+)
+"""Ships the stack's and the edge's container logs to CloudWatch Logs (app 3.4.16; ``components/platform/aws/logs.py``):
+in ``staging`` and ``prod``, not listed in ``addons``."""
 DCGM_EXPORTER = ChartPin(
     "dcgm-exporter",
     "4.1.1",

@@ -23,6 +23,7 @@ from components.platform.aws.addons import AddonFlags, install_addons, install_c
 from components.platform.aws.autoscaler import IMAGE_TAGS, image_tag, install_node_autoscaler
 from components.platform.aws.dns import EdgeDns, install_external_dns
 from components.platform.aws.iam import CNI_POLICY, irsa_role, node_role
+from components.platform.aws.logs import install_log_shipping
 from components.platform.aws.network import ExistingVpc, Network, NetworkArgs, NewVpc
 from components.platform.aws.nodegroups import (
     ACCELERATOR_LABEL,
@@ -85,6 +86,9 @@ class AwsPlatformArgs:
     """Who may reach the public Kubernetes API endpoint."""
     private_endpoint_only: bool = False
     """No public Kubernetes API endpoint: ``pulumi up`` and CI must then run from inside the VPC (VPN, runners)."""
+    ship_logs: bool = False
+    """Ship the stack's and the edge's container logs to CloudWatch Logs (:mod:`components.platform.aws.logs`),
+    kept ``control_plane_log_retention_days``."""
     control_plane_log_retention_days: int = 90
     """Retention of the control plane's api/audit/authenticator logs (the log group exists before the cluster)."""
     protect_infrastructure: bool | None = None
@@ -392,6 +396,20 @@ class AwsPlatform(pulumi.ComponentResource):
                     parent=self,
                     depends_on=[*in_cluster, *addons.crd_installers],
                 )
+            )
+        if args.ship_logs:
+            install_log_shipping(
+                name,
+                cluster_name=cluster_name,
+                region=args.region,
+                retention_days=args.control_plane_log_retention_days,
+                namespaces=(args.namespace, charts.ENVOY_GATEWAY.namespace),
+                oidc_provider_arn=cluster.oidc_provider_arn,
+                oidc_provider_url=cluster.oidc_provider_url,
+                aws_provider=self.aws_provider,
+                k8s_provider=k8s_provider,
+                parent=self,
+                depends_on=in_cluster,
             )
         ns = k8s.core.v1.Namespace(
             f"{name}-ns",
