@@ -85,7 +85,7 @@ def efs_file_system_policy(file_system_arn: str, node_role_arn: str) -> str:
     )
 
 
-BACKUP_POLICY = {"status": "ENABLED"}
+BACKUP_POLICY: aws.efs.BackupPolicyBackupPolicyArgsDict = {"status": "ENABLED"}
 """EFS automatic backups: AWS Backup's default plan for EFS (daily, kept 35 days, in the account's default vault).
 A protected (prod) store is backed up: losing it otherwise means hours of re-conversion of every model and the
 gated models' token again."""
