@@ -41,6 +41,7 @@ from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from components.platform.aws.platform import AwsPlatformArgs
 from components.platform.cluster import ExistingClusterArgs
 from components.platform.image import ImageBuild, TritonImageArgs
+from components.platform.signals import EdgeProbe
 from components.probe import IntegrationProbeArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.promotion import VERSION_LABEL, Candidate
@@ -56,6 +57,7 @@ from components.settings.capacity import (
     rollout_for,
     surging_models,
 )
+from components.settings.catalog import hub_token_needed
 from components.settings.gpus import GIB
 from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
@@ -110,6 +112,24 @@ def edge_hosts(settings: Settings) -> dict[str, str]:
     return dict.fromkeys(hosts, path)
 
 
+EDGE_REFUSAL = {"apiKey": 401, "basic": 401, "oidc": 302}
+"""What the edge answers a client without credentials, per ``ingressAuth`` (OIDC redirects to its sign-in)."""
+
+
+def edge_probes(settings: Settings) -> tuple[EdgeProbe, ...]:
+    """Each public HTTPS host as the blackbox exporter probes it: the gateway's host at ``/v1/models``, a model's
+    own host at Triton's ``/v2/health/ready``, expecting the edge's refusal of a request without credentials (200
+    with ``ingressAuth: none``). None on a plain-HTTP edge (a local cluster)."""
+    ingress = settings.serving.ingress
+    if not ingress.tls:
+        return ()
+    status = EDGE_REFUSAL.get(ingress.auth, 200)
+    gateway = [EdgeProbe(ingress.host, "/v1/models", status)] if settings.serving.gateway.enabled else []
+    hosts = set(edge_hosts(settings)) - {ingress.host}
+    models = [EdgeProbe(host, "/v2/health/ready", status) for host in sorted(hosts)]
+    return (*gateway, *models)
+
+
 def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:
     cluster = settings.cluster
     assert cluster.kubernetes is not None, "existing_cluster_args needs platform kubernetes"
@@ -135,6 +155,7 @@ def addon_flags(addons: frozenset[str], *, metrics_server: bool = False) -> Addo
         prometheus_adapter="prometheus-adapter" in addons,
         keda="keda" in addons,
         metrics_server=metrics_server,
+        dcgm_exporter="kube-prometheus-stack" in addons,
     )
 
 
@@ -191,6 +212,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         public_access_cidrs=aws_settings.api_public_access_cidrs,
         private_endpoint_only=aws_settings.api_endpoint == "private",
         control_plane_log_retention_days=aws_settings.control_plane_log_retention_days,
+        ship_logs=settings.environment in ("staging", "prod"),
         protect_infrastructure=aws_settings.protect_infrastructure,
         node_ssm_access=aws_settings.node_ssm_access,
         gpu_quota_check=aws_settings.gpu_quota_check,
@@ -198,6 +220,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         alert_receivers=aws_settings.alert_receivers,
         alert_routing=alert_routing(aws_settings.alert_receivers, aws_settings.alert_routing),
         prometheus_storage_gib=aws_settings.prometheus_storage_gib,
+        edge_probes=edge_probes(settings),
     )
 
 
@@ -238,6 +261,7 @@ def model_store_args(settings: Settings, target: ClusterTarget) -> ModelStoreArg
         headroom=1 + settings.storage.headroom_percent / 100,
         protect=settings.storage.protect,
         elastic=settings.cluster.platform == "aws" and target.storage_class == AWS_EFS_STORAGE_CLASS,
+        owned_subpaths=settings.cluster.platform == "aws" and target.storage_class == AWS_EFS_STORAGE_CLASS,
     )
 
 
@@ -260,14 +284,16 @@ def model_conversion_args(
     bleu_threshold: float = 15.0,
     hf_token_secret: str | None = None,
 ) -> ModelConversionArgs:
-    """``hf_token_secret`` (the model's ``hfTokenSecret``) replaces the stack's ``hf_token`` for this model."""
+    """``hf_token_secret`` (the model's ``hfTokenSecret``) replaces the stack's ``hf_token`` for this model; the
+    stack's token goes only to the Jobs of repositories that may need it (:func:`hub_token_needed`: a catalog
+    repository the Hub serves to anyone downloads without it, so its Job never holds the token)."""
     return ModelConversionArgs(
         target=target,
         store=store,
         model=model,
         tools_image=tools_image,
         converter_version=converter_version(model),
-        hf_token=None if hf_token_secret else hf_token,
+        hf_token=None if hf_token_secret or not hub_token_needed(model.hf_repo) else hf_token,
         hf_token_secret=hf_token_secret,
         verify_generation=verify_generation,
         bleu_threshold=bleu_threshold,

@@ -257,6 +257,36 @@ def check_ingress_tls(resource: Resource) -> list[str]:
     return []
 
 
+# --- edge routes closed by default ------------------------------------------------------------------------------
+
+ROUTE_TYPES = frozenset(
+    {
+        "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute",
+        "kubernetes:gateway.networking.k8s.io/v1:GRPCRoute",
+    }
+)
+EDGE_AUTH_LABEL = "triton-ft.io/edge-auth"
+EDGE_AUTH_API_KEY = "api-key"
+"""The label Envoy Gateway's API-key SecurityPolicy selects routes by (``components.common.edge.AUTH_LABEL``)."""
+
+
+def check_edge_routes_authenticated(resource: Resource) -> list[str]:
+    """A Gateway API route that sends traffic to a backend, outside ``local``, carries the label the API-key policy
+    selects: a route made without it would be served unauthenticated (the policy attaches by label)."""
+    if resource.type not in ROUTE_TYPES or resource.environment == "local":
+        return []
+    spec = _mapping(resource.props.get("spec"))
+    if not any(_items(_mapping(rule).get("backendRefs")) for rule in _items(spec.get("rules"))):
+        return []  # a redirect (HTTP -> HTTPS) reaches no backend
+    labels = _mapping(_mapping(resource.props.get("metadata")).get("labels"))
+    if labels.get(EDGE_AUTH_LABEL) == EDGE_AUTH_API_KEY:
+        return []
+    return [
+        f"route reaches a backend without the label {EDGE_AUTH_LABEL}={EDGE_AUTH_API_KEY} in environment "
+        f"'{resource.environment}': no API key would be asked of its clients"
+    ]
+
+
 # --- secrets in env --------------------------------------------------------------------------------------------
 
 
@@ -354,6 +384,14 @@ RULES: tuple[Rule, ...] = (
         "Every Ingress outside the local environment serves TLS for all of its hosts.",
         "Set ingressTls: true with tlsIssuer (cert-manager) or tlsSecretName in the stack.",
         check_ingress_tls,
+        uses_environment=True,
+    ),
+    Rule(
+        "edge-routes-authenticated",
+        "Every Gateway API route outside the local environment that reaches a backend is selected by the API-key "
+        "policy (its label triton-ft.io/edge-auth=api-key).",
+        "Create routes with components.common.edge.route_labels (ingressAuth: apiKey), never a bare route.",
+        check_edge_routes_authenticated,
         uses_environment=True,
     ),
     Rule(

@@ -8,7 +8,7 @@ date, and ``--check`` says which):
 - ``Pulumi.yaml``'s typed ``config:`` block, from the same schema;
 - ``docs/reference/stack-settings.schema.json``: a JSON Schema of a stack file for editors;
 - ``docs/reference/cli.md``: every ``tritonft`` command's arguments, from its argparse parser;
-- ``docs/reference/alerts.md``: every alert as the stack renders it (Triton's, vLLM's, the gateway's);
+- ``docs/reference/alerts.md``: every alert as the stack renders it (Triton's, vLLM's, the gateway's, the platform's);
 - ``docs/reference/metrics.md``: the gateway's series and the recording rules' records;
 - ``docs/reference/models.md``: the catalog of models a stack names by ``hfRepo`` alone.
 """
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from components.gateway.spec import gateway_rule_spec
+from components.platform.signals import platform_rule_spec
 from components.serving.monitoring import prometheus_rule_spec, vllm_prometheus_rule_spec
 from components.settings import docs as settings_docs
 from components.settings.alerting import ALERT_FOR
@@ -165,6 +166,10 @@ def rendered_alerts() -> list[tuple[str, dict[str, Any]]]:
         ("Triton (FT, encoders)", prometheus_rule_spec("NAMESPACE", "SERVICE", 1.0, 32)),
         ("vLLM", vllm_prometheus_rule_spec("NAMESPACE", "SERVICE", 2.0)),
         ("gateway", gateway_rule_spec("NAMESPACE", "GATEWAY")),
+        (
+            "platform (aws, with kube-prometheus-stack)",
+            platform_rule_spec("NAMESPACE", cert_manager=True, envoy=True, blackbox=True, gpus=True),
+        ),
     ]
     seen: dict[str, tuple[str, dict[str, Any]]] = {}
     carriers: dict[str, list[str]] = {}
@@ -186,10 +191,12 @@ def alerts_page() -> str:
         HEADER + "# Alerts",
         "",
         "Every alert a stack's PrometheusRules carry, rendered by the code that renders them for a stack",
-        "(`components/serving/monitoring.py`, `components/gateway/spec.py`). Thresholds shown with a 1.0 queue/compute",
+        "(`components/serving/monitoring.py`, `components/gateway/spec.py`, `components/platform/signals.py`).",
+        "Thresholds shown with a 1.0 queue/compute",
         "target, 32 queued requests (4 x `maxBatchSize` 8) and a 2 s time-to-first-token target: your stack's",
         "`autoscaleTargetRatio`, `maxBatchSize` and `autoscaleTargetTtftSeconds` set them. `for:` is the default;",
-        "`alertFor` changes it per stack (the gateway's is fixed). What to do when one fires: its runbook.",
+        "`alertFor` changes it per stack (the gateway's and the platform's are fixed). What to do when one fires: its",
+        "runbook.",
         "",
         "| alert | severity | services | default `for:` | summary | runbook |",
         "|---|---|---|---|---|---|",

@@ -34,6 +34,7 @@ from components.models.conversion_spec import (
     ConversionPod,
     conversion_network_policy_spec,
     conversion_pod_spec,
+    writable_dirs,
 )
 from components.models.store import ModelStore
 from tritonft.errors import UserError
@@ -137,6 +138,7 @@ class ModelConversion(pulumi.ComponentResource):
             if model.family.is_fastertransformer
             else "",
             conversion_job=job,
+            writable=writable_dirs(self.paths) if args.store.owned_subpaths else (),
         )
         pod_selector = selector("conversion", name)
         k8s.networking.v1.NetworkPolicy(

@@ -12,6 +12,7 @@ the script through environment variables, never by string interpolation, so a mo
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from typing import Any
 
@@ -241,6 +242,31 @@ class ConversionPod:
     """The name of the model's reference Job (a FasterTransformer generator's), named in the conversion's log."""
     conversion_job: str = ""
     """The name of the model's conversion Job, named in the reference Job's log."""
+    writable: tuple[str, ...] = ()
+    """The store's directories (relative to its root) the Job mounts writable, the rest of the store read-only;
+    empty: the whole store writable (a storage class that could leave a kubelet-made directory to root)."""
+
+
+def writable_dirs(paths: ModelPaths) -> tuple[str, ...]:
+    """The store's directories one model's Job writes in: the parents of its checkpoint and repository (each
+    output is written beside its target as ``.partial-<pod>`` and renamed into place), e.g.
+    ``checkpoints/<model>`` and ``repositories/<model>`` (``hf/<model>`` for a vLLM model), and a FasterTransformer
+    generator's ``references/<model>`` (its reference Job writes the judge's reference there). Another model's
+    files, its ``model.py`` included, are out of the Job's reach."""
+    parents = (posixpath.dirname(paths.checkpoint_dir), posixpath.dirname(paths.repository_dir))
+    if paths.judge_reference:  # references/<model>/<key>/judge-reference.json: its reference Job writes <model>
+        parents += (posixpath.dirname(posixpath.dirname(paths.judge_reference)),)
+    return tuple(p.removeprefix(f"{STORE_MOUNT}/") for p in parents)
+
+
+def store_mounts(writable: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The store's mounts: all of it writable, or read-only with only ``writable`` writable (by ``subPath``)."""
+    if not writable:
+        return [{"name": "store", "mountPath": STORE_MOUNT}]
+    return [
+        {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True},
+        *({"name": "store", "mountPath": f"{STORE_MOUNT}/{d}", "subPath": d} for d in writable),
+    ]
 
 
 def script_env(
@@ -295,7 +321,7 @@ def conversion_pod_spec(
     """The Job's pod template spec: CPU nodes only, no GPU toleration, sized from the model, hardened; with
     ``reference``, the reference Job's (:data:`REFERENCE_SCRIPT`, same store, scratch and token)."""
     mounts = [
-        {"name": "store", "mountPath": STORE_MOUNT},
+        *store_mounts(pod.writable),
         {"name": "scratch", "mountPath": SCRATCH_MOUNT},
         {"name": "tmp", "mountPath": "/tmp"},
         {"name": "spec", "mountPath": SPEC_MOUNT, "readOnly": True},

@@ -41,6 +41,10 @@ class ModelStoreArgs:
     """Protect the claim and retain it on ``pulumi destroy`` (prod: the models survive a teardown)."""
     elastic: bool = False
     """The class ignores the requested size (EFS): the size is nominal, never checked, never patched."""
+    owned_subpaths: bool = False
+    """Every directory the volume gets is owned by the workloads' user, one the kubelet creates for a missing
+    ``subPath`` too (the stack's EFS class: its access points fix uid/gid). Then each conversion Job mounts only its
+    own model's directories writable (:func:`components.models.conversion_spec.writable_dirs`)."""
 
 
 def claim_size_gi(size_gi: int | None, *, elastic: bool) -> int:
@@ -90,6 +94,8 @@ class ModelStore(pulumi.ComponentResource):
     """The claim's Kubernetes name (plain, for pod specs that are built before any output resolves)."""
     claim: k8s.core.v1.PersistentVolumeClaim
     """The claim itself (for ``depends_on``)."""
+    owned_subpaths: bool
+    """:attr:`ModelStoreArgs.owned_subpaths`."""
 
     def __init__(self, name: str, args: ModelStoreArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         if args.size_gi is not None and args.size_gi < 1:
@@ -102,6 +108,7 @@ class ModelStore(pulumi.ComponentResource):
         super().__init__("triton-ft:storage:ModelStore", name, {}, opts)
         size = f"{size_gi}Gi"
         self.k8s_name = claim_name(name)
+        self.owned_subpaths = args.owned_subpaths
         spec: Any = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}}
         if args.target.storage_class:
             spec["storageClassName"] = args.target.storage_class

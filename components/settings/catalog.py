@@ -191,6 +191,16 @@ maximum length is vLLM's derivation of them (:func:`tritonft.engines.vllm.rules.
 KNOWN_MODELS.update({repo: (Family.LLAMA, entry.architecture) for repo, entry in KNOWN_VLLM.items()})
 
 
+def hub_token_needed(repo: str) -> bool:
+    """Whether downloading ``repo`` may need a Hugging Face token: a gated catalog repository (Meta's Llama), or a
+    repository outside the catalog (private or gated: the stack cannot tell). Every other catalog repository is
+    public: its download Job gets no token, so a Job of a public model never holds the account's credential."""
+    entry = KNOWN_VLLM.get(repo)
+    if entry is not None:
+        return entry.gated
+    return repo not in KNOWN_MODELS
+
+
 def closest_known(repo: str) -> str | None:
     """The catalog's repository id nearest to ``repo`` (a misspelling: ``openai-community/gpt-2``,
     ``Google-T5/t5-small``), or None when none is close; compared without case (:func:`difflib.get_close_matches`)."""

@@ -117,6 +117,23 @@ def ingress(hosts: list[str], tls_hosts: list[str] | None) -> Typed:
     }
 
 
+def http_route(labels: dict[str, str]) -> Typed:
+    """An HTTPRoute sending ``/v1`` of a host to the gateway's Service."""
+    return "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute", {
+        "metadata": {"name": "api", "namespace": "triton", "labels": dict(labels)},
+        "spec": {
+            "parentRefs": [{"name": "edge"}],
+            "hostnames": ["triton.example.com"],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "PathPrefix", "value": "/v1"}}],
+                    "backendRefs": [{"name": "gateway", "port": 8080}],
+                }
+            ],
+        },
+    }
+
+
 def hpa(version: str = "v2", behavior: dict[str, Any] | None = None) -> Typed:
     spec: dict[str, Any] = {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "triton"},

@@ -26,6 +26,7 @@ from policy.tests.builders import (
     container,
     efs,
     hpa,
+    http_route,
     ingress,
     pod_spec,
     pvc,
@@ -75,6 +76,11 @@ CASES: dict[str, tuple[Typed, Typed, dict[str, Any]]] = {
         {},
     ),
     "autoscaler-has-behavior": (hpa("v2", SCALE_DOWN_SLOWLY), hpa("v2", None), {}),
+    "edge-routes-authenticated": (
+        http_route({"triton-ft.io/edge-auth": "api-key"}),
+        http_route({"app.kubernetes.io/name": "triton-ft"}),
+        {"stack": "prod"},
+    ),
 }
 
 

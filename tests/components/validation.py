@@ -2,7 +2,7 @@
 
 Reusable for whole-stack synth output: ``problems = validate_directory(path)`` and ``run_checkov(path)``.
 
-Custom resources of the prometheus-operator (ServiceMonitor, PrometheusRule) and KEDA (ScaledObject) have no
+Custom resources of the prometheus-operator (ServiceMonitor, PodMonitor, PrometheusRule) and KEDA (ScaledObject) have no
 schema bundled with kubernetes-validate; :func:`check_custom_resource` checks their structure against the fields
 the CRDs require (and the ones our components rely on) instead, and says so in its messages.
 """
@@ -54,6 +54,11 @@ CR_REQUIRED: dict[tuple[str, str], list[tuple[str, type | tuple[type, ...]]]] = 
         ("spec.endpoints", list),
         ("spec.namespaceSelector.matchNames", list),
     ],
+    ("monitoring.coreos.com/v1", "PodMonitor"): [
+        ("spec.selector.matchLabels", dict),
+        ("spec.podMetricsEndpoints", list),
+        ("spec.namespaceSelector.matchNames", list),
+    ],
     ("monitoring.coreos.com/v1", "PrometheusRule"): [("spec.groups", list)],
     ("keda.sh/v1alpha1", "ScaledObject"): [
         ("spec.scaleTargetRef.name", str),
@@ -98,6 +103,10 @@ def check_custom_resource(body: dict[str, Any]) -> list[str]:
         for endpoint in spec.get("endpoints", []):
             if not isinstance(endpoint.get("port"), str):
                 problems.append(f"endpoint {endpoint} needs a named port")
+    if key[1] == "PodMonitor":
+        for endpoint in spec.get("podMetricsEndpoints", []):
+            if not isinstance(endpoint.get("port"), str):
+                problems.append(f"pod metrics endpoint {endpoint} needs a named port")
     if key[1] == "ScaledObject":
         for trigger in spec.get("triggers", []):
             if not isinstance(trigger.get("type"), str) or not isinstance(trigger.get("metadata"), dict):

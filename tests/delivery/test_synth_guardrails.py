@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
+from components.common.edge import AUTH_API_KEY, AUTH_LABEL, api_key_policy_spec
+from policy.checks import EDGE_AUTH_API_KEY, EDGE_AUTH_LABEL
 from policy.synth_check import check_synth_output, main
 from policy.tests.builders import (
     SCALE_DOWN_SLOWLY,
@@ -132,6 +134,19 @@ BREAKS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
 }
 
 
+def test_a_route_without_the_api_key_label_in_a_prod_plan_fails_the_check(prod_plan: Path, tmp_path: Path) -> None:
+    """Closed by default (issue 51): the API-key policy attaches by label, so a route made without the label would be
+    open; the guardrail refuses it, and a redirect route (no backend) stays allowed."""
+    plan = copy_plan(prod_plan, tmp_path)
+    routes = sorted((plan / "manifests").rglob("httproute-*.yaml"))
+    with_backend = [r for r in routes if "backendRefs" in r.read_text()]
+    assert with_backend and len(with_backend) < len(routes), "prod has API routes and the HTTPS redirect"
+    route = with_backend[0]
+    mutate_manifest(route, lambda body: body["metadata"]["labels"].pop("triton-ft.io/edge-auth"))
+    findings = check_synth_output(plan)
+    assert [(f.rule, f.source) for f in findings] == [("edge-routes-authenticated", str(route.relative_to(plan)))]
+
+
 @pytest.mark.parametrize("rule", sorted(BREAKS))
 def test_breaking_a_synthesized_manifest_fails_the_check_with_that_rule(serving_plan: Path, rule: str) -> None:
     relative, breaks = BREAKS[rule]
@@ -198,7 +213,7 @@ def test_command_line_exit_status_follows_the_findings(serving_plan: Path, capsy
     assert main([str(serving_plan)]) == 1
     out = capsys.readouterr()
     assert "[ingress-tls-outside-local] Ingress triton/triton" in out.out
-    assert "1 violation(s) of 7 rules" in out.err
+    assert "1 violation(s) of 8 rules" in out.err
 
 
 def test_command_line_reports_a_missing_plan_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -216,4 +231,10 @@ def test_module_runs_as_a_script_from_the_repository_root(serving_plan: Path) ->
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip().endswith("0 violation(s) of 7 rules")
+    assert proc.stderr.strip().endswith("0 violation(s) of 8 rules")
+
+
+def test_the_guardrail_reads_the_label_the_api_key_policy_selects() -> None:
+    assert (EDGE_AUTH_LABEL, EDGE_AUTH_API_KEY) == (AUTH_LABEL, AUTH_API_KEY)
+    selectors = api_key_policy_spec("keys")["targetSelectors"]
+    assert all(s["matchLabels"] == {EDGE_AUTH_LABEL: EDGE_AUTH_API_KEY} for s in selectors)

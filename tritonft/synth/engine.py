@@ -127,6 +127,10 @@ OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str
     "eks:index:Cluster": _eks_cluster,
     "aws:iam/role:Role": _iam_role,
     "aws:ec2/launchTemplate:LaunchTemplate": lambda args: {"latestVersion": 1},
+    # The provider drops the API's `:*` suffix from a log group's ARN.
+    "aws:cloudwatch/logGroup:LogGroup": lambda args: {
+        "arn": f"arn:aws:logs:us-east-1:123456789012:log-group:{args.inputs.get('name') or args.name}"
+    },
 }
 """Fake provider outputs per type token (wire names), for outputs the program reads back."""
 

@@ -12,8 +12,10 @@ import pulumi_random as random
 
 from components.common import edge
 from components.common.podsec import namespace_labels
+from components.platform import signals
 from components.platform.aws import charts
 from components.platform.aws.charts import ChartPin
+from components.platform.signals import EdgeProbe
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ class AddonFlags:
     """KEDA (event-driven autoscaling, scale to zero); an alternative to prometheus-adapter."""
     metrics_server: bool = False
     """metrics-server (the resource metrics API): implied by the gateway's CPU HPA, not listed in ``addons``."""
+    dcgm_exporter: bool = False
+    """NVIDIA's dcgm-exporter on the GPU nodes (GPU Xid errors): implied by ``kube_prometheus_stack``."""
 
     def problems(self) -> list[str]:
         if self.prometheus_adapter and not self.kube_prometheus_stack:
@@ -132,13 +136,21 @@ def install_addons(
     prometheus_values: pulumi.Input[dict[str, Any]] | None = None,
     prometheus_depends_on: Sequence[pulumi.Resource] = (),
     alertmanager_config: pulumi.Input[str] | None = None,
+    edge_probes: Sequence[EdgeProbe] = (),
+    gpu_node_selector: dict[str, str] | None = None,
+    stack_namespace: str = "triton",
 ) -> InstalledAddons:
     """Install the enabled add-ons. Charts that others build on (Prometheus CRDs) come first.
 
     ``prometheus_values``: kube-prometheus-stack's values (default: :func:`charts.kube_prometheus_stack_values`);
     ``prometheus_depends_on``: what its volumes need first (the EBS CSI driver and its StorageClass);
     ``alertmanager_config``: Alertmanager's ``alertmanager.yaml``, written to the Secret
-    :data:`charts.ALERTMANAGER_SECRET` the values point Alertmanager at."""
+    :data:`charts.ALERTMANAGER_SECRET` the values point Alertmanager at; ``edge_probes``: the public hosts the
+    blackbox exporter probes (with kube-prometheus-stack); ``gpu_node_selector``: where dcgm-exporter runs;
+    ``stack_namespace``: the namespace whose Jobs and Deployments the platform's alerts watch.
+
+    With kube-prometheus-stack, every other add-on's signal is scraped (cert-manager's ServiceMonitor, a PodMonitor
+    on Envoy Gateway's proxies) and :func:`signals.platform_rule_spec` alerts on them."""
     installed: list[tuple[ChartPin, k8s.helm.v4.Chart]] = []
     monitoring_ns: k8s.core.v1.Namespace | None = None
     kps: k8s.helm.v4.Chart | None = None
@@ -192,6 +204,19 @@ def install_addons(
             depends_on=after_prometheus,
         )
         installed.append((charts.ENVOY_GATEWAY, eg))
+        if kps is not None:
+            k8s.apiextensions.CustomResource(
+                f"{name}-envoy-podmonitor",
+                api_version="monitoring.coreos.com/v1",
+                kind="PodMonitor",
+                metadata={
+                    "name": "envoy-proxies",
+                    "namespace": charts.ENVOY_GATEWAY.namespace,
+                    "labels": {"app.kubernetes.io/managed-by": "triton-ft", "app.kubernetes.io/component": "edge"},
+                },
+                spec=signals.envoy_pod_monitor_spec(charts.ENVOY_GATEWAY.namespace),
+                opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[kps, eg]),
+            )
         gateway_class = k8s.apiextensions.CustomResource(
             f"{name}-gateway-class",
             api_version=edge.GATEWAY_API,
@@ -206,10 +231,11 @@ def install_addons(
         cm, _ = install_chart(
             f"{name}-cert-manager",
             charts.CERT_MANAGER,
-            charts.cert_manager_values(gateway_api=flags.envoy_gateway),
+            charts.cert_manager_values(gateway_api=flags.envoy_gateway, service_monitor=kps is not None),
             provider=provider,
             parent=parent,
-            depends_on=[*depends_on, *gateway_api],
+            # Its ServiceMonitor needs the Prometheus operator's CRDs first.
+            depends_on=[*after_prometheus, *gateway_api],
         )
         installed.append((charts.CERT_MANAGER, cm))
     if flags.keda:
@@ -227,6 +253,48 @@ def install_addons(
             depends_on=depends_on,
         )
         installed.append((charts.METRICS_SERVER, metrics))
+    if kps is not None and monitoring_ns is not None:
+        probes = list(edge_probes)
+        if probes:
+            blackbox, _ = install_chart(
+                f"{name}-blackbox-exporter",
+                charts.BLACKBOX_EXPORTER,
+                signals.blackbox_exporter_values(probes, system_node_selector),
+                provider=provider,
+                parent=parent,
+                depends_on=after_prometheus,
+                namespace=monitoring_ns,
+            )
+            installed.append((charts.BLACKBOX_EXPORTER, blackbox))
+        gpus = flags.dcgm_exporter and gpu_node_selector is not None
+        if gpus and gpu_node_selector is not None:
+            dcgm, _ = install_chart(
+                f"{name}-dcgm-exporter",
+                charts.DCGM_EXPORTER,
+                charts.dcgm_exporter_values(gpu_node_selector),
+                provider=provider,
+                parent=parent,
+                depends_on=after_prometheus,
+            )
+            installed.append((charts.DCGM_EXPORTER, dcgm))
+        k8s.apiextensions.CustomResource(
+            f"{name}-platform-rules",
+            api_version="monitoring.coreos.com/v1",
+            kind="PrometheusRule",
+            metadata={
+                "name": "triton-ft-platform",
+                "namespace": monitoring_ns.metadata.name,
+                "labels": {"app.kubernetes.io/managed-by": "triton-ft", "app.kubernetes.io/component": "platform"},
+            },
+            spec=signals.platform_rule_spec(
+                stack_namespace,
+                cert_manager=flags.cert_manager,
+                envoy=flags.envoy_gateway,
+                blackbox=bool(probes),
+                gpus=gpus,
+            ),
+            opts=pulumi.ResourceOptions(parent=parent, provider=provider, depends_on=[kps]),
+        )
     ingress: k8s.helm.v4.Chart | None = None
     if flags.ingress_nginx:
         # The NLB behind this chart's LoadBalancer Service lives in the VPC's public subnets. Depending on the

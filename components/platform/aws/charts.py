@@ -86,6 +86,35 @@ METRICS_SERVER = ChartPin(
     "metrics-server", "3.12.1", "https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "metrics-server"
 )
 """The resource metrics API (``metrics.k8s.io``) the gateway's CPU HPA reads; EKS does not run one by itself."""
+BLACKBOX_EXPORTER = ChartPin(
+    "prometheus-blackbox-exporter",
+    "9.0.1",
+    "https://prometheus-community.github.io/helm-charts",
+    "monitoring",
+    "blackbox-exporter",
+)
+"""Probes each public host of the stack from outside the pods (app v0.25.0; ``components/platform/signals.py``):
+implied by kube-prometheus-stack on a stack with an edge, not listed in ``addons``."""
+AWS_FOR_FLUENT_BIT = ChartPin(
+    "aws-for-fluent-bit",
+    "0.2.1",
+    "https://aws.github.io/eks-charts",
+    "logging",
+    "aws-for-fluent-bit",
+    pod_security="privileged",  # tails the kubelet's log files on the node (hostPath /var/log)
+)
+"""Ships the stack's and the edge's container logs to CloudWatch Logs (app 3.4.16; ``components/platform/aws/logs.py``):
+in ``staging`` and ``prod``, not listed in ``addons``."""
+DCGM_EXPORTER = ChartPin(
+    "dcgm-exporter",
+    "4.1.1",
+    "https://nvidia.github.io/dcgm-exporter/helm-charts",
+    "dcgm-exporter",
+    "dcgm-exporter",
+    pod_security="privileged",  # reads the kubelet's pod-resources socket (hostPath) and profiles with SYS_ADMIN
+)
+"""NVIDIA's GPU telemetry (Xid errors, ECC, temperatures) on every GPU node, scraped by its chart's ServiceMonitor:
+implied by kube-prometheus-stack on ``platform: aws`` (every such stack has GPU nodes), not listed in ``addons``."""
 
 PROMETHEUS_FULLNAME = "kube-prometheus-stack"
 """``fullnameOverride`` of kube-prometheus-stack, so the Prometheus Service name is predictable."""
@@ -146,11 +175,14 @@ def ingress_nginx_values(ingress_class: str, service_monitor: bool) -> dict[str,
     }
 
 
-def cert_manager_values(gateway_api: bool = False) -> dict[str, Any]:
+def cert_manager_values(gateway_api: bool = False, *, service_monitor: bool = False) -> dict[str, Any]:
     """cert-manager with its CRDs; with ``gateway_api`` also its Gateway API support (a certificate per HTTPS
     listener of an annotated Gateway, HTTP-01 challenges answered through an HTTPRoute), which needs the Gateway
-    API CRDs installed before it starts."""
+    API CRDs installed before it starts; with ``service_monitor`` its metrics (certificates' expiry and readiness)
+    scraped by the Prometheus operator through the chart's ServiceMonitor."""
     values: dict[str, Any] = {"crds": {"enabled": True, "keep": True}}
+    if service_monitor:
+        values["prometheus"] = {"enabled": True, "servicemonitor": {"enabled": True}}
     if gateway_api:
         values["config"] = {
             "apiVersion": "controller.config.cert-manager.io/v1alpha1",
@@ -367,6 +399,15 @@ def metrics_server_values(node_selector: dict[str, str]) -> dict[str, Any]:
         "nodeSelector": dict(node_selector),
         "replicas": 2,
         "podDisruptionBudget": {"enabled": True, "minAvailable": 1},
+    }
+
+
+def dcgm_exporter_values(gpu_node_selector: dict[str, str]) -> dict[str, Any]:
+    """dcgm-exporter on the GPU nodes only (their selector, the GPU taint tolerated), with its ServiceMonitor."""
+    return {
+        "nodeSelector": dict(gpu_node_selector),
+        "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+        "serviceMonitor": {"enabled": True, "interval": "15s"},
     }
 
 

@@ -23,6 +23,7 @@ from components.platform.aws.addons import AddonFlags, install_addons, install_c
 from components.platform.aws.autoscaler import IMAGE_TAGS, image_tag, install_node_autoscaler
 from components.platform.aws.dns import EdgeDns, install_external_dns
 from components.platform.aws.iam import CNI_POLICY, irsa_role, node_role
+from components.platform.aws.logs import install_log_shipping
 from components.platform.aws.network import ExistingVpc, Network, NetworkArgs, NewVpc
 from components.platform.aws.nodegroups import (
     ACCELERATOR_LABEL,
@@ -36,6 +37,7 @@ from components.platform.aws.nodegroups import (
     system_node_group,
 )
 from components.platform.aws.storage import EfsModelStore, EfsModelStoreArgs
+from components.platform.signals import EdgeProbe
 from components.settings import eks as eks_facts
 from components.settings.alerting import credential_secrets
 from tritonft.errors import UserError
@@ -84,6 +86,9 @@ class AwsPlatformArgs:
     """Who may reach the public Kubernetes API endpoint."""
     private_endpoint_only: bool = False
     """No public Kubernetes API endpoint: ``pulumi up`` and CI must then run from inside the VPC (VPN, runners)."""
+    ship_logs: bool = False
+    """Ship the stack's and the edge's container logs to CloudWatch Logs (:mod:`components.platform.aws.logs`),
+    kept ``control_plane_log_retention_days``."""
     control_plane_log_retention_days: int = 90
     """Retention of the control plane's api/audit/authenticator logs (the log group exists before the cluster)."""
     protect_infrastructure: bool | None = None
@@ -100,6 +105,8 @@ class AwsPlatformArgs:
     """Alertmanager receivers (Alertmanager's format); sent to the chart as a secret."""
     alert_routing: dict[str, str | None] = field(default_factory=dict)
     """Receiver per route (``critical``, ``warning``, ``watchdog``), as :func:`alerting.alert_routing` gives it."""
+    edge_probes: tuple[EdgeProbe, ...] = ()
+    """The public hosts the blackbox exporter probes (with kube-prometheus-stack)."""
     prometheus_storage_gib: int = 50
     """Prometheus's EBS volume (15 days of the cluster's and Triton's series)."""
     tags: dict[str, str] = field(default_factory=dict)
@@ -369,6 +376,9 @@ class AwsPlatform(pulumi.ComponentResource):
             alertmanager_config=yaml.safe_dump(
                 charts.alertmanager_config(args.alert_receivers, args.alert_routing), sort_keys=True
             ),
+            edge_probes=args.edge_probes,
+            gpu_node_selector={ACCELERATOR_LABEL: "nvidia"},
+            stack_namespace=args.namespace,
         )
         crd_installers = list(addons.crd_installers)
         if args.dns is not None:
@@ -386,6 +396,20 @@ class AwsPlatform(pulumi.ComponentResource):
                     parent=self,
                     depends_on=[*in_cluster, *addons.crd_installers],
                 )
+            )
+        if args.ship_logs:
+            install_log_shipping(
+                name,
+                cluster_name=cluster_name,
+                region=args.region,
+                retention_days=args.control_plane_log_retention_days,
+                namespaces=(args.namespace, charts.ENVOY_GATEWAY.namespace),
+                oidc_provider_arn=cluster.oidc_provider_arn,
+                oidc_provider_url=cluster.oidc_provider_url,
+                aws_provider=self.aws_provider,
+                k8s_provider=k8s_provider,
+                parent=self,
+                depends_on=in_cluster,
             )
         ns = k8s.core.v1.Namespace(
             f"{name}-ns",

@@ -85,6 +85,12 @@ def efs_file_system_policy(file_system_arn: str, node_role_arn: str) -> str:
     )
 
 
+BACKUP_POLICY: aws.efs.BackupPolicyBackupPolicyArgsDict = {"status": "ENABLED"}
+"""EFS automatic backups: AWS Backup's default plan for EFS (daily, kept 35 days, in the account's default vault).
+A protected (prod) store is backed up: losing it otherwise means hours of re-conversion of every model and the
+gated models' token again."""
+
+
 @dataclass(frozen=True)
 class EfsModelStoreArgs:
     vpc_id: pulumi.Input[str]
@@ -98,7 +104,8 @@ class EfsModelStoreArgs:
     oidc_provider_arn: pulumi.Input[str]
     oidc_provider_url: pulumi.Input[str]
     protected: bool
-    """Protect + retain the file system (and retain provisioned volumes): prod model data survives ``destroy``."""
+    """Protect + retain the file system (and retain provisioned volumes): prod model data survives ``destroy``; and
+    back it up (:data:`BACKUP_POLICY`)."""
     storage_class_name: str
     aws_provider: aws.Provider
     k8s_provider: k8s.Provider
@@ -152,6 +159,13 @@ class EfsModelStore(pulumi.ComponentResource):
                 retain_on_delete=args.protected,
             ),
         )
+        if args.protected:
+            aws.efs.BackupPolicy(
+                f"{name}-backup",
+                file_system_id=fs.id,
+                backup_policy=BACKUP_POLICY,
+                opts=pulumi.ResourceOptions(parent=self, provider=args.aws_provider),
+            )
         policy = aws.efs.FileSystemPolicy(
             f"{name}-policy",
             file_system_id=fs.id,

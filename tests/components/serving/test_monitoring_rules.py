@@ -58,10 +58,13 @@ def test_promtool_accepts_every_rule_file_the_stack_renders(stack: str, stack_pl
     rules, monitors = of_kind(docs, "PrometheusRule"), of_kind(docs, "ServiceMonitor")
     component = {m["metadata"]["name"]: m["metadata"]["labels"]["app.kubernetes.io/component"] for m in monitors}
     alerting = {name for name, kind in component.items() if kind in ("triton", "gateway")}
-    assert {r["metadata"]["name"] for r in rules} == alerting
+    platform = [r for r in rules if r["metadata"]["labels"]["app.kubernetes.io/component"] == "platform"]
+    component |= {r["metadata"]["name"]: "platform" for r in platform}
+    assert {r["metadata"]["name"] for r in rules} - {r["metadata"]["name"] for r in platform} == alerting
     assert bool(rules) == (stack in MONITORED), "staging and prod monitor their services, the others not"
-    # Triton: the ratio, 2 start-up records, 3 alerts; the gateway: its 5xx alert.
-    expected = {"triton": 6, "gateway": 1}
+    # Triton: the ratio, 2 start-up records, 3 alerts; the gateway: its 5xx alert; the platform's (one per stack
+    # with kube-prometheus-stack): Jobs and serving, certificates, the edge, the blackbox probes, the GPUs.
+    expected = {"triton": 6, "gateway": 1, "platform": 10}
     for doc, path in zip(rules, rule_files(rules, tmp_path), strict=True):
         result = promtool("check", "rules", path, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr

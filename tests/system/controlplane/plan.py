@@ -4,7 +4,7 @@
 * CRDs are installed where an add-on would bring them: the **real** Gateway API CRDs (``sigs.k8s.io/gateway-api``,
   standard channel) and Envoy Gateway's, from the Go modules at the versions the stack installs
   (``scripts/setup/gateway_api.sh``), so every Gateway, route and policy meets its schema and CEL validations;
-  **minimal stubs** (any spec accepted) for ServiceMonitor, PrometheusRule, Certificate, ClusterIssuer and
+  **minimal stubs** (any spec accepted) for ServiceMonitor, PodMonitor, PrometheusRule, Certificate, ClusterIssuer and
   ScaledObject, declared here as such; their real schemas are the charts' business;
 * nodes are shaped like the stack's node groups (labels, taint, GPUs per node) and simulated by kwok;
 * the model store claim is bound to a PersistentVolume "as the EFS CSI driver would provision it";
@@ -37,6 +37,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 CRD_STUBS = {
     "ServiceMonitor": ("monitoring.coreos.com", "v1", "servicemonitors"),
+    "PodMonitor": ("monitoring.coreos.com", "v1", "podmonitors"),
     "PrometheusRule": ("monitoring.coreos.com", "v1", "prometheusrules"),
     "Certificate": ("cert-manager.io", "v1", "certificates"),
     "ClusterIssuer": ("cert-manager.io", "v1", "clusterissuers"),

@@ -98,7 +98,14 @@ def test_prods_namespaces_carry_pod_security_levels_restricted_for_the_workloads
         for ns in _of(prod, "Namespace")
     }
     assert enforce[PLAN_NAMESPACE] == "restricted"
-    assert {n for n, level in enforce.items() if level == "privileged"} == {"monitoring", "nvidia-device-plugin"}
+    # The host's view each needs: node-exporter, the device plugin's socket, dcgm-exporter's pod-resources socket,
+    # Fluent Bit's kubelet log files.
+    assert {n for n, level in enforce.items() if level == "privileged"} == {
+        "monitoring",
+        "nvidia-device-plugin",
+        "dcgm-exporter",
+        "logging",
+    }
     assert set(enforce.values()) == {"restricted", "baseline", "privileged"}
 
 

@@ -1,7 +1,7 @@
 """Pod Security Admission labels on every namespace ``platform: aws`` creates, asserted on the captured inputs:
 ``restricted`` enforced on the workload namespace, ``privileged`` only where a chart's pods need the host (the
-NVIDIA device plugin, kube-prometheus-stack's node-exporter), ``baseline`` elsewhere; ``restricted`` warned and
-audited everywhere. The real API server's enforcement: ``tests/system/controlplane/test_pod_security.py``."""
+NVIDIA device plugin, kube-prometheus-stack's node-exporter, dcgm-exporter), ``baseline`` elsewhere; ``restricted``
+warned and audited everywhere. The real API server's enforcement: ``tests/system/controlplane/test_pod_security.py``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ ALL_ADDONS = AddonFlags(
     prometheus_adapter=True,
     keda=True,
     metrics_server=True,
+    dcgm_exporter=True,
 )
 
 
@@ -41,6 +42,7 @@ def test_only_the_charts_that_need_the_host_get_privileged(mocks: RecordingMocks
     assert {name for name, level in enforced.items() if level == "privileged"} == {
         "nvidia-device-plugin",
         "monitoring",
+        "dcgm-exporter",
     }
     assert {name for name, level in enforced.items() if level == "baseline"} == {
         "ingress-nginx",
@@ -54,5 +56,5 @@ def test_only_the_charts_that_need_the_host_get_privileged(mocks: RecordingMocks
 def test_every_namespace_warns_and_audits_at_restricted(mocks: RecordingMocks) -> None:
     build_platform(namespace="models", addons=ALL_ADDONS)
     levels = _levels(mocks)
-    assert len(levels) == 8
+    assert len(levels) == 9
     assert all(labels["warn"] == labels["audit"] == "restricted" for labels in levels.values())
