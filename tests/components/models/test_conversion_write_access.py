@@ -22,7 +22,9 @@ from tritonft.synth.engine import RecordingMocks, run_program
 JOB = "kubernetes:batch/v1:Job"
 
 
-def _store_mounts(mocks: RecordingMocks, model: ModelSpec, *, owned: bool) -> list[dict[str, Any]]:
+def _store_mounts(mocks: RecordingMocks, model: ModelSpec, *, owned: bool) -> list[list[dict[str, Any]]]:
+    """The store's mounts of each of the model's Jobs (a FasterTransformer generator's conversion and reference)."""
+
     def program() -> None:
         target = make_target()
         store = ModelStore("s", ModelStoreArgs(target=target, models=(model,), owned_subpaths=owned))
@@ -32,34 +34,41 @@ def _store_mounts(mocks: RecordingMocks, model: ModelSpec, *, owned: bool) -> li
         ModelConversion("m", args)
 
     run_program(program)
-    (job,) = mocks.of_type(JOB)
-    (container,) = job.inputs["spec"]["template"]["spec"]["containers"]
-    return [m for m in container["volumeMounts"] if m["name"] == "store"]
+    mounts = []
+    for job in mocks.of_type(JOB):
+        (container,) = job.inputs["spec"]["template"]["spec"]["containers"]
+        mounts.append([m for m in container["volumeMounts"] if m["name"] == "store"])
+    return mounts
 
 
-def test_the_job_writes_only_its_models_checkpoint_and_repository_directories(mocks: RecordingMocks) -> None:
-    mounts = _store_mounts(mocks, GPTJ_6B, owned=True)
-    root, *own = mounts
-    assert root == {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True}
+def test_the_jobs_write_only_their_models_checkpoint_repository_and_reference_directories(
+    mocks: RecordingMocks,
+) -> None:
+    jobs = _store_mounts(mocks, GPTJ_6B, owned=True)
+    assert len(jobs) == 2, "the conversion Job and the judge's reference Job"
     model = GPTJ_6B.name
-    assert [(m["subPath"], m["mountPath"], m.get("readOnly", False)) for m in own] == [
-        (f"checkpoints/{model}", f"{STORE_MOUNT}/checkpoints/{model}", False),
-        (f"repositories/{model}", f"{STORE_MOUNT}/repositories/{model}", False),
-    ]
+    for root, *own in jobs:
+        assert root == {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True}
+        assert [(m["subPath"], m["mountPath"], m.get("readOnly", False)) for m in own] == [
+            (f"checkpoints/{model}", f"{STORE_MOUNT}/checkpoints/{model}", False),
+            (f"repositories/{model}", f"{STORE_MOUNT}/repositories/{model}", False),
+            (f"references/{model}", f"{STORE_MOUNT}/references/{model}", False),
+        ]
 
 
 def test_the_writable_directories_hold_the_jobs_outputs_and_their_partial_copies() -> None:
     for model in (T5_SMALL, GPTJ_6B):
         paths = model_paths(model, CONVERTER)
-        checkpoints, repositories = writable_dirs(paths)
+        checkpoints, repositories, references = writable_dirs(paths)
         # Outputs and the `.partial-<pod>` directories renamed into place are siblings: both inside the mounts.
         assert paths.checkpoint_dir.startswith(f"{STORE_MOUNT}/{checkpoints}/")
         assert paths.repository_dir.startswith(f"{STORE_MOUNT}/{repositories}/")
+        assert paths.judge_reference.startswith(f"{STORE_MOUNT}/{references}/")
         assert "/" not in paths.checkpoint_dir.removeprefix(f"{STORE_MOUNT}/{checkpoints}/")
 
 
 def test_on_other_storage_the_whole_store_stays_writable(mocks: RecordingMocks) -> None:
-    assert _store_mounts(mocks, T5_SMALL, owned=False) == [{"name": "store", "mountPath": STORE_MOUNT}]
+    assert _store_mounts(mocks, T5_SMALL, owned=False) == [[{"name": "store", "mountPath": STORE_MOUNT}]] * 2
 
 
 @pytest.mark.parametrize(("stack", "per_model"), [("prod", True), ("local", False)])
@@ -70,4 +79,5 @@ def test_aws_stacks_jobs_get_per_model_write_access(stack_plan: StackPlans, stac
         (container,) = job["spec"]["template"]["spec"]["containers"]
         store = [m for m in container["volumeMounts"] if m["name"] == "store"]
         assert (store[0].get("readOnly") is True) == per_model, job["metadata"]["name"]
-        assert len(store) == (3 if per_model else 1)
+        assert all("subPath" in m and not m.get("readOnly") for m in store[1:])
+        assert len(store) > 2 if per_model else len(store) == 1
