@@ -234,7 +234,7 @@ def quota_problems(groups: Iterable[QuotaGroup], quota_values: Mapping[str, floa
         quota = next(q for q in _GPU_QUOTAS.values() if q.code == code)
         problems.append(
             f"gpuNodesMax: the GPU node groups need {need} vCPUs of the EC2 quota '{quota.name}' ({code}) in "
-            f"{region} ({'; '.join(parts[code])}), the account has {value:g}. {at_max[code]} run them at gpuNodesMax; "
+            f"{region} ({'; '.join(parts[code])}), the account has {value:g}. gpuNodesMax alone takes {at_max[code]}; "
             "the rest is day two: a node group update (each AMI release, a version bump) first adds up to twice its "
             "zones' count of nodes, and a change of instance type creates the new group at gpuNodesDesired beside "
             "the old one, and either fails when the quota cannot hold it. Ask for "

@@ -55,7 +55,7 @@ def test_a_quota_below_gpu_nodes_max_is_refused_before_any_aws_resource_with_the
     assert problem.startswith("gpuNodesMax: the GPU node groups need 576 vCPUs")
     assert "gpu: 12 x g5.12xlarge (48 vCPUs each) = maxSize 8 + 4" in problem
     assert "'Running On-Demand G and VT instances' (L-DB2E81BA) in us-west-2" in problem
-    assert "the account has 96. 384 run them at gpuNodesMax" in problem
+    assert "the account has 96. gpuNodesMax alone takes 384" in problem
     assert "Ask for 576" in problem and "--desired-value 576" in problem
     assert aws_resources(quota) == []
     (call,) = [c for c in quota.calls if c.token == QUOTA_CALL]
