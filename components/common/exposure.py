@@ -242,7 +242,11 @@ class EdgeObjects(pulumi.ComponentResource):
                 "EnvoyProxy",
                 ENVOY_GATEWAY_API,
                 object_meta(proxy, ns, meta_labels),
-                with_proxy_availability(envoy_proxy_spec(args.load_balancer_annotations), args.gateway.name, ns),
+                pulumi.Output.from_input(ns).apply(
+                    lambda namespace: with_proxy_availability(
+                        envoy_proxy_spec(args.load_balancer_annotations), args.gateway.name, namespace
+                    )
+                ),
                 opts=crds,
             )
             listeners = gateway_listeners(args.base_host, args.models, api=args.api)

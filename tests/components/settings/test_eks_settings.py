@@ -101,13 +101,13 @@ def test_prod_must_state_who_reaches_its_api_and_who_administers_it() -> None:
 def test_a_private_prod_api_needs_no_cidrs_but_still_its_operators() -> None:
     values = aws_stack(environment="prod", protectStorage=True, addons=MONITORED, apiEndpoint="private") | PAGING
     del values["apiPublicAccessCidrs"]
-    assert load(values).cluster.aws.api_endpoint == "private"  # type: ignore[union-attr]
+    assert load(values).cluster.aws.api_endpoint == "private"
     del values["adminPrincipalArns"]
     assert [p.split(":")[0] for p in problems_of(values)] == ["adminPrincipalArns"]
 
 
 def test_dev_may_default_its_api_and_admins() -> None:
-    assert load(aws_stack(environment="dev")).cluster.aws.api_public_access_cidrs == ("0.0.0.0/0",)  # type: ignore[union-attr]
+    assert load(aws_stack(environment="dev")).cluster.aws.api_public_access_cidrs == ("0.0.0.0/0",)
 
 
 def test_prod_warns_of_an_api_it_opened_to_the_internet() -> None:
