@@ -181,6 +181,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         namespace=settings.namespace,
         cluster_name=f"{settings.project}-{settings.stack}",
         kubernetes_version=aws_settings.kubernetes_version,
+        eks_support=aws_settings.eks_support,
         vpc=vpc,
         system_nodes=SystemNodeGroup(
             instance_types=(aws_settings.system_instance_type,),
@@ -191,7 +192,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
         gpu_node_groups=(
             GpuNodeGroup(
                 name="gpu",
-                instance_types=(cluster.gpu_node.name,),
+                instance_types=(cluster.gpu_node.name, *aws_settings.gpu_fallback_instance_types),
                 ami_type=AMI_TYPES[aws_settings.gpu_ami],
                 min_size=aws_settings.gpu_nodes_min,
                 desired_size=aws_settings.gpu_nodes_desired,

@@ -34,6 +34,8 @@ class StackNeeds:
     needs: Needs
     kubeconfig: str | None
     context: str | None
+    builds_cluster: bool = False
+    """Platform ``aws``: the cluster is the one the stack's own ``up`` builds (its ``kubeconfig`` stack output)."""
 
 
 def stack_needs(project_dir: Path, stack: str, assume_secrets: tuple[str, ...] = ()) -> StackNeeds:
@@ -41,7 +43,12 @@ def stack_needs(project_dir: Path, stack: str, assume_secrets: tuple[str, ...] =
     :func:`components.settings.stack_file.settings_from_stack_file` takes them)."""
     settings = settings_from_stack_file(project_dir, stack, assume_secrets)
     k8s = settings.cluster.kubernetes
-    return StackNeeds(needs_of(settings), k8s.kubeconfig if k8s else None, k8s.context if k8s else None)
+    return StackNeeds(
+        needs_of(settings),
+        k8s.kubeconfig if k8s else None,
+        k8s.context if k8s else None,
+        builds_cluster=settings.cluster.platform == "aws",
+    )
 
 
 def needs_of(settings: Settings) -> Needs:

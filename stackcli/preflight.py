@@ -14,6 +14,7 @@ This is the command's front, above both halves: what a stack asks of its cluster
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 
@@ -23,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig",
         default=None,
-        help="kubeconfig file (default: a kubernetes stack's kubeconfig setting, else $KUBECONFIG, else "
-        "~/.kube/config; an aws stack's: save its `kubeconfig` output and pass it here)",
+        help="kubeconfig file (default: the stack's kubeconfig, else $KUBECONFIG; an aws stack takes it explicitly, "
+        "from its `kubeconfig` output)",
     )
     parser.add_argument(
         "--context", default=None, help="kubeconfig context (default: the stack's kubeContext, else the current one)"
@@ -39,6 +40,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def aws_kubeconfig_needed(stack: str) -> str:
+    """Why an ``aws`` stack's preflight takes ``--kubeconfig``, and how to get it."""
+    return (
+        f"preflight --stack {stack}: this stack (platform aws) checks the cluster its own `up` builds, never the one "
+        "$KUBECONFIG happens to name. Before the first `up` there is no cluster to check: everything preflight "
+        "would look for is made by that `up`, and the plan's checks stand in (`tritonft synth --stack "
+        f"{stack}`). After it, pass the cluster's kubeconfig from the stack's output: `pulumi stack output "
+        f"kubeconfig --show-secrets -s {stack} > kubeconfig.json && tritonft preflight --stack {stack} "
+        "--kubeconfig kubeconfig.json` (it authenticates with `aws eks get-token`)"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     from components.cluster_needs import stack_needs
     from tritonft.kube import from_kubeconfig
@@ -48,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
     root = args.project_dir or find_project_root(Path.cwd())
     assumed = tuple(args.assume_secret)
     stack = stack_needs(root, args.stack, assumed)
+    if stack.builds_cluster and not args.kubeconfig:
+        print(aws_kubeconfig_needed(args.stack), file=sys.stderr)
+        return 2
     kubeconfig = args.kubeconfig or stack.kubeconfig
     context = args.context or stack.context
     kube = from_kubeconfig(kubeconfig, context)

@@ -34,6 +34,7 @@ from components.common.edge import (
     rate_limit_policy_spec,
     route_labels,
 )
+from components.common.edge_availability import with_proxy_availability
 from components.common.ingress import BASIC_AUTH_KEY, IngressArgs
 from components.common.layout import SKIP_AWAIT, dns_label, labels, object_meta
 from components.common.target import ClusterTarget
@@ -241,7 +242,11 @@ class EdgeObjects(pulumi.ComponentResource):
                 "EnvoyProxy",
                 ENVOY_GATEWAY_API,
                 object_meta(proxy, ns, meta_labels),
-                envoy_proxy_spec(args.load_balancer_annotations),
+                pulumi.Output.from_input(ns).apply(
+                    lambda namespace: with_proxy_availability(
+                        envoy_proxy_spec(args.load_balancer_annotations), args.gateway.name, namespace
+                    )
+                ),
                 opts=crds,
             )
             listeners = gateway_listeners(args.base_host, args.models, api=args.api)

@@ -24,6 +24,12 @@ key and the fix.
   same ``up``: ingress-nginx then serves its self-signed "Kubernetes Ingress Controller Fake Certificate". With
   ``tlsIssuer`` cert-manager issues the certificate into the Secret the Ingress names.
 
+* **A prod API nobody decided about.** prod's Kubernetes API endpoint is stated, not defaulted: with
+  ``apiEndpoint: public`` the stack writes ``apiPublicAccessCidrs`` (its runners' and operators' egress ranges, or
+  ``0.0.0.0/0`` written out when CI runs on GitHub-hosted runners, whose addresses are not fixed), and
+  ``adminPrincipalArns`` names who besides the creator administers the cluster: prod is created by CI's deploy role,
+  so without it no operator could reach the cluster during an incident.
+
 On ``kubernetes`` (an existing cluster) the controller and the Secret may well exist already; these rules do not apply.
 """
 
@@ -168,6 +174,28 @@ def _tls_secret_must_be_created(f: StackFacts) -> Iterable[Problem]:
     )
 
 
+def _prod_api_access_is_stated(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws" or f.environment != "prod":
+        return
+    if f.get("apiEndpoint", "public") == "public" and "apiPublicAccessCidrs" not in f.present:
+        yield (
+            "apiPublicAccessCidrs",
+            "prod's public Kubernetes API endpoint would default to the whole internet (0.0.0.0/0): state who reaches "
+            "it, your CI runners' and operators' egress CIDRs (GitHub's larger runners can have static ranges), or "
+            '`apiEndpoint: private` with runners inside the VPC; `["0.0.0.0/0"]` written out accepts an API '
+            "reachable from anywhere and guarded by IAM authentication alone (GitHub-hosted runners have no fixed "
+            "addresses)",
+        )
+    if not f.get("adminPrincipalArns"):
+        yield (
+            "adminPrincipalArns",
+            "prod's cluster would have a single admin, the identity that creates it (CI's deploy role): no operator "
+            "could reach it with kubectl during an incident; list the operators' IAM roles (each gets "
+            "AmazonEKSClusterAdminPolicy through an access entry), e.g. "
+            "`[arn:aws:iam::123456789012:role/triton-ft-operators]`",
+        )
+
+
 BUILT_CLUSTER_RULES: tuple[BuiltClusterRule, ...] = (
     BuiltClusterRule(
         "built-cluster-gateway-needs-implementation",
@@ -221,5 +249,12 @@ BUILT_CLUSTER_RULES: tuple[BuiltClusterRule, ...] = (
         "aws: TLS on (`ingressTls`, default outside `local`) takes `tlsIssuer`; a `tlsSecretName` (or its default) "
         "would name a Secret nothing creates on a new cluster.",
         _tls_secret_must_be_created,
+    ),
+    BuiltClusterRule(
+        "built-cluster-prod-api-access-is-stated",
+        ("environment", "apiEndpoint", "apiPublicAccessCidrs", "adminPrincipalArns", "platform"),
+        "aws, prod: a public API endpoint states `apiPublicAccessCidrs` (no silent 0.0.0.0/0), and "
+        "`adminPrincipalArns` names the operators (the creator, CI's deploy role, is the only admin otherwise).",
+        _prod_api_access_is_stated,
     ),
 )

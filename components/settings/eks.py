@@ -53,12 +53,19 @@ def support_status(minor: str, today: date) -> str:
     return "extended" if today < version.end_of_extended else "ended"
 
 
-def version_warnings(minor: str, today: date) -> list[str]:
-    """What the settings warn about a version that is (or soon is) billed as extended support."""
+SUPPORT_TYPES = ("standard", "extended")
+"""``eksSupport``: the cluster's upgrade policy (EKS's ``upgradePolicy.supportType``)."""
+DEFAULT_SUPPORT = "standard"
+"""No extended-support billing unless asked for: at the end of standard support EKS upgrades the control plane to
+the next minor itself (EKS's own default, ``EXTENDED``, bills $0.60 instead of $0.10 an hour from that day on)."""
+
+
+def version_warnings(minor: str, today: date, support: str = DEFAULT_SUPPORT) -> list[str]:
+    """What the settings warn about a version that soon leaves standard support, or is billed as extended support."""
     version = EKS_VERSIONS.get(minor)
     status = support_status(minor, today)
-    if version is None or status == "ended":
-        return []
+    if version is None or status == "ended" or (status == "extended" and support == "standard"):
+        return []  # refused by version_problems
     newest = max(EKS_VERSIONS.values(), key=lambda v: v.eks_release).minor
     if status == "extended":
         return [
@@ -67,6 +74,14 @@ def version_warnings(minor: str, today: date) -> list[str]:
             f"until {version.end_of_extended.isoformat()}; upgrade one minor at a time towards {newest}"
         ]
     left = (version.end_of_standard - today).days
+    if left <= EXTENDED_SUPPORT_WARNING_DAYS and support == "standard":
+        return [
+            f"kubernetesVersion: {minor} leaves EKS standard support on {version.end_of_standard.isoformat()} "
+            f"(in {left} days): with eksSupport: standard EKS then upgrades the control plane to the next minor by "
+            "itself, and the next `up` (still asking for "
+            f"{minor}) would fail; bump kubernetesVersion one minor before that day (node groups and add-ons "
+            "follow), or set eksSupport: extended to stay, billed $0.60 instead of $0.10 an hour"
+        ]
     if left <= EXTENDED_SUPPORT_WARNING_DAYS:
         return [
             f"kubernetesVersion: {minor} leaves EKS standard support on {version.end_of_standard.isoformat()} "
@@ -76,14 +91,23 @@ def version_warnings(minor: str, today: date) -> list[str]:
     return []
 
 
-def version_problems(minor: str, today: date) -> list[str]:
-    """A version EKS no longer offers (past extended support) or that this project pins nothing for."""
+def version_problems(minor: str, today: date, support: str = DEFAULT_SUPPORT) -> list[str]:
+    """A version EKS no longer offers (past extended support) or that this project pins nothing for; a version in
+    extended support under ``eksSupport: standard`` (EKS runs no cluster of it without extended support)."""
     status = support_status(minor, today)
     known = ", ".join(v for v in EKS_VERSIONS if support_status(v, today) != "ended")
     if status == "unknown":
         return [f"kubernetesVersion: {minor!r} is not a version this stack supports on EKS; use one of {known}"]
     if status == "ended":
         return [f"kubernetesVersion: {minor} is past EKS extended support (no new clusters); use one of {known}"]
+    if status == "extended" and support == "standard":
+        end = EKS_VERSIONS[minor].end_of_standard.isoformat()
+        return [
+            f"kubernetesVersion: {minor} left EKS standard support on {end}, and eksSupport is standard (no "
+            "extended-support billing): EKS runs it only under extended support; upgrade to a minor in standard "
+            f"support ({', '.join(v for v in EKS_VERSIONS if support_status(v, today) == 'standard')}), or set "
+            "eksSupport: extended ($0.60 instead of $0.10 an hour)"
+        ]
     return []
 
 

@@ -327,6 +327,7 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType, environment: str) -
         aws=AwsClusterSettings(
             region=top.get("awsRegion"),
             kubernetes_version=top.get("kubernetesVersion"),
+            eks_support=top.get("eksSupport"),
             vpc_cidr=top.get("vpcCidr"),
             vpc_id=top.get("vpcId"),
             subnet_ids=tuple(top.get("subnetIds", [])),
@@ -337,6 +338,7 @@ def _cluster(top: _Reader, platform: str, node: GpuNodeType, environment: str) -
             gpu_node_disk_gib=top.get("gpuNodeDiskGiB"),
             gpu_ami=top.get("gpuAmi"),
             gpu_capacity_type=top.get("gpuCapacityType"),
+            gpu_fallback_instance_types=tuple(top.get("gpuFallbackInstanceTypes", [])),
             system_instance_type=top.get("systemInstanceType"),
             system_nodes_min=top.get("systemNodesMin"),
             system_nodes_max=top.get("systemNodesMax"),

@@ -40,6 +40,10 @@ class AwsClusterSettings:
     system_instance_type: str
     system_nodes_min: int
     system_nodes_max: int
+    gpu_fallback_instance_types: tuple[str, ...] = ()
+    """``gpuFallbackInstanceTypes``: launched, in order, when a zone is out of ``gpuInstanceType``."""
+    eks_support: str = "standard"
+    """``eksSupport``: the cluster's upgrade policy, ``standard`` or ``extended``."""
     api_endpoint: str = "public"
     api_public_access_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
     admin_principal_arns: tuple[str, ...] = ()

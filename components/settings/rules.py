@@ -31,7 +31,7 @@ from components.settings.capacity import (
 from components.settings.catalog import closest_known
 from components.settings.facts import ModelFacts, Problem, StackFacts
 from components.settings.ft_rules import FT_MODEL_RULES
-from components.settings.gpus import GIB, WEIGHT_BUDGET_FRACTION
+from components.settings.gpus import AWS_GPU_INSTANCES, GIB, WEIGHT_BUDGET_FRACTION
 from components.settings.model import Settings
 from components.settings.vllm_rules import VLLM_MODEL_RULES, gated_repos_need_token
 from tritonft.spec import (
@@ -128,6 +128,31 @@ def _gpu_nodes_range(f: StackFacts) -> Iterable[Problem]:
         yield "gpuNodesDesired", f"{want} must lie within gpuNodesMin..gpuNodesMax = {lo}..{hi}"
 
 
+@stack_rule(
+    "gpu-fallback-types-same-gpus",
+    ("gpuFallbackInstanceTypes", "gpuInstanceType"),
+    "aws: each of `gpuFallbackInstanceTypes` has the GPUs of `gpuInstanceType` (same model, same count per node), "
+    "so every sizing and engine decision made for it holds on a fallback node.",
+)
+def _gpu_fallback_types(f: StackFacts) -> Iterable[Problem]:
+    fallbacks = f.get("gpuFallbackInstanceTypes", [])
+    if f.platform != "aws" or not fallbacks or f.node is None:
+        return
+    want = f.node
+    for i, name in enumerate(fallbacks):
+        node = AWS_GPU_INSTANCES.get(name)
+        if name == want.name:
+            yield f"gpuFallbackInstanceTypes[{i}]", f"{name} is gpuInstanceType itself; list other types only"
+        elif node is None or (node.gpu.name, node.gpus) != (want.gpu.name, want.gpus):
+            same = sorted(n for n, t in AWS_GPU_INSTANCES.items() if (t.gpu.name, t.gpus) == (want.gpu.name, want.gpus))
+            has = "an unknown GPU type" if node is None else f"{node.gpus} x {node.gpu.name}"
+            yield (
+                f"gpuFallbackInstanceTypes[{i}]",
+                f"{name} has {has}, gpuInstanceType {want.name} {want.gpus} x {want.gpu.name}: the models are sized "
+                f"and built for that GPU; use one of {', '.join(n for n in same if n != want.name) or 'none'}",
+            )
+
+
 @stack_rule("system-nodes-range", ("systemNodesMin", "systemNodesMax"), "`systemNodesMin` <= `systemNodesMax`.")
 def _system_nodes_range(f: StackFacts) -> Iterable[Problem]:
     lo, hi = f.get("systemNodesMin", 1), f.get("systemNodesMax", 3)
@@ -150,14 +175,16 @@ def _existing_vpc(f: StackFacts) -> Iterable[Problem]:
 
 @stack_rule(
     "eks-version-offered",
-    ("kubernetesVersion",),
+    ("kubernetesVersion", "eksSupport"),
     "aws: `kubernetesVersion` is one EKS still offers (standard or extended support) with a pinned "
-    "cluster-autoscaler (`components/settings/eks.py`, judged on today's date).",
+    "cluster-autoscaler (`components/settings/eks.py`, judged on today's date); one in extended support only with "
+    "`eksSupport: extended`.",
 )
 def _eks_version_offered(f: StackFacts) -> Iterable[Problem]:
     if f.platform != "aws":
         return
-    for message in eks.version_problems(f.get("kubernetesVersion"), eks.today()):
+    support = f.get("eksSupport", eks.DEFAULT_SUPPORT)
+    for message in eks.version_problems(f.get("kubernetesVersion"), eks.today(), support):
         yield "kubernetesVersion", message.split(": ", 1)[1]
 
 
@@ -1032,15 +1059,16 @@ def _eks_warnings(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
     aws_settings = settings.cluster.aws
     if aws_settings is None:
         return [], []
-    warnings = eks.version_warnings(aws_settings.kubernetes_version, eks.today())
+    warnings = eks.version_warnings(aws_settings.kubernetes_version, eks.today(), aws_settings.eks_support)
     if (
         settings.environment == "prod"
         and aws_settings.api_endpoint == "public"
         and "0.0.0.0/0" in aws_settings.api_public_access_cidrs
     ):
         warnings.append(
-            "apiPublicAccessCidrs: the prod Kubernetes API is reachable from the whole internet (0.0.0.0/0); list "
-            "your CI runners' and operators' egress CIDRs, or set apiEndpoint: private"
+            "apiPublicAccessCidrs: the prod Kubernetes API is reachable from the whole internet (0.0.0.0/0), as "
+            "stated; when your runners have fixed egress ranges, list them and the operators', or set apiEndpoint: "
+            "private with runners inside the VPC"
         )
     problems: list[str] = []
     if "kube-prometheus-stack" in settings.cluster.addons:
@@ -1064,7 +1092,8 @@ PLAN_RULES: tuple[PlanRule, ...] = (
         "eks-warnings",
         ("kubernetesVersion", "apiEndpoint", "apiPublicAccessCidrs", "alertReceivers", "alertRouting", "addons"),
         "aws: warns while `kubernetesVersion` is in (or within 90 days of) EKS extended support, when prod's API "
-        "endpoint is open to 0.0.0.0/0, and when a staging kube-prometheus-stack has no `alertReceivers`; refuses "
+        "endpoint is stated open to 0.0.0.0/0 (unstated, it is refused), and when a staging kube-prometheus-stack "
+        "has no `alertReceivers`; refuses "
         "`alertRouting` naming no receiver, a receiver routed nothing, and a prod kube-prometheus-stack without "
         "`alertReceivers` or without a `watchdog` (dead-man's switch) route.",
         _eks_warnings,

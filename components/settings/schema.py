@@ -830,6 +830,16 @@ STACK_KNOBS: tuple[Knob, ...] = (
         format="k8s-version",
     ),
     Knob(
+        "eksSupport",
+        "string",
+        "The cluster's upgrade policy: `standard` (no extended-support billing; when `kubernetesVersion` leaves "
+        "standard support EKS upgrades the control plane to the next minor itself, so bump it before) or "
+        "`extended` (the minor is kept up to 12 more months at $0.60 instead of $0.10 an hour).",
+        default="standard",
+        choices=("standard", "extended"),
+        scope="aws",
+    ),
+    Knob(
         "apiEndpoint",
         "string",
         "The Kubernetes API endpoint: `public` (and private, reachable from `apiPublicAccessCidrs`) or `private` "
@@ -841,8 +851,9 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "apiPublicAccessCidrs",
         "array",
-        "Who reaches the public Kubernetes API endpoint (CI runners' and operators' egress CIDRs); prod warns on "
-        "`0.0.0.0/0`.",
+        "Who reaches the public Kubernetes API endpoint (CI runners' and operators' egress CIDRs); prod must state "
+        'it (`["0.0.0.0/0"]` written out is accepted, with a warning: GitHub-hosted runners have no fixed '
+        "addresses).",
         default=["0.0.0.0/0"],
         scope="aws",
         format="cidr-list",
@@ -851,7 +862,8 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "adminPrincipalArns",
         "array",
         "IAM roles/users given cluster-admin through EKS access entries (CI's deploy role, operators); the identity "
-        "that creates the cluster is admin too.",
+        "that creates the cluster is admin too, and must not be listed. prod must list at least one (its creator is "
+        "CI's deploy role: the operators need their own entry).",
         default=[],
         scope="aws",
         format="iam-principal",
@@ -1021,6 +1033,18 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "GPU node OS: EKS AL2023 NVIDIA or Bottlerocket NVIDIA (bundles the device plugin).",
         default="al2023",
         choices=("al2023", "bottlerocket"),
+        scope="aws",
+    ),
+    Knob(
+        "gpuFallbackInstanceTypes",
+        "array",
+        "More EC2 types for the GPU node group, each with the GPUs of `gpuInstanceType` (same model and count, e.g. "
+        "g5.24xlarge beside g5.12xlarge): on-demand nodes are launched as `gpuInstanceType` first and as these, in "
+        "order, when a zone is out of it (spot picks among all), so a capacity shortage is not a 40-minute timeout. "
+        "The quota check counts `gpuInstanceType`'s vCPUs; a fallback node with more vCPUs takes more of the quota.",
+        default=[],
+        choices=tuple(AWS_GPU_INSTANCES),
+        choices_doc="GPU types with the GPUs of gpuInstanceType",
         scope="aws",
     ),
     Knob(

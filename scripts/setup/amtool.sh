@@ -5,8 +5,8 @@
 # version and the Go toolchain). Prints the binary's path on stdout.
 set -euo pipefail
 
-# The Alertmanager kube-prometheus-stack 66.2.1 runs (components/platform/aws/charts.py).
-version="${TRITONFT_ALERTMANAGER_VERSION:-v0.27.0}"
+# The Alertmanager kube-prometheus-stack 88.5.3 runs (its values.yaml; components/platform/aws/chart_facts.py).
+version="${TRITONFT_ALERTMANAGER_VERSION:-v0.34.0}"
 if ! command -v go >/dev/null 2>&1; then
   echo "amtool: Go is required to build amtool $version; install Go and rerun" >&2
   exit 1

@@ -57,3 +57,14 @@ def test_preflight_through_the_installed_script_names_an_unknown_stack(capsys: p
     code = main(["preflight", "--stack", "no-such-stack", "--no-dry-run"])
     assert code == 1
     assert "no-such-stack" in capsys.readouterr().err
+
+
+def test_preflight_of_an_aws_stack_takes_its_clusters_kubeconfig_never_the_ambient_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/another-cluster")
+    code = main(["preflight", "--stack", "dev", "--assume-secret", "hfToken"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "never the one $KUBECONFIG happens to name" in err
+    assert "pulumi stack output kubeconfig --show-secrets -s dev > kubeconfig.json" in err

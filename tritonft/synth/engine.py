@@ -137,6 +137,16 @@ OUTPUT_TEMPLATES: dict[str, Callable[[pulumi.runtime.MockResourceArgs], dict[str
 ADDON_VERSION_CALL = "aws:eks/getAddonVersion:getAddonVersion"
 
 
+SSM_PARAMETER_CALL = "aws:ssm/getParameter:getParameter"
+
+
+def ssm_parameter_result(call_args: dict[str, Any]) -> dict[str, Any]:
+    """An SSM public parameter as the plan shows it: its value names the parameter read (``ssm:/aws/service/...``),
+    so a plan shows where each value (a node group's AMI release) comes from."""
+    name = str(call_args.get("name"))
+    return {"name": name, "value": f"ssm:{name}", "insecureValue": f"ssm:{name}", "type": "String", "id": name}
+
+
 def addon_version_result(call_args: dict[str, Any]) -> dict[str, Any]:
     """EKS's answer to ``describe-addon-versions`` as the plan shows it: a version naming the add-on and the
     Kubernetes minor it was asked for (``coredns@1.35``), so a plan shows which version each add-on follows."""
@@ -167,10 +177,11 @@ CALL_RESULTS: dict[str, dict[str, Any]] = {
     },
     "aws:index/getRegion:getRegion": {"name": "us-east-1", "region": "us-east-1", "id": "us-east-1"},
     "aws:ec2/getVpc:getVpc": {"id": "vpc-0123456789abcdef0", "cidrBlock": "10.20.0.0/16", "default": False},
-    # An account whose "Running On-Demand G and VT instances" quota was raised to hold prod's 10 x g5.12xlarge
-    # (480 vCPUs); tests of the quota check answer with their own values.
+    # An account whose "Running On-Demand G and VT instances" quota was raised to hold prod's day-two peak: 10 x
+    # g5.12xlarge at gpuNodesMax + 4 more while a node group update surges (twice its 2 zones) = 14 x 48 = 672
+    # vCPUs; tests of the quota check answer with their own values.
     "aws:servicequotas/getServiceQuota:getServiceQuota": {
-        "value": 480.0,
+        "value": 672.0,
         "quotaCode": "L-DB2E81BA",
         "serviceCode": "ec2",
         "quotaName": "Running On-Demand G and VT instances",
@@ -230,6 +241,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         # An empty failure list, not None: the SDK's MockMonitor iterates the second element of a tuple.
         if args.token == ADDON_VERSION_CALL:
             return addon_version_result(args.args), []
+        if args.token == SSM_PARAMETER_CALL:
+            return ssm_parameter_result(args.args), []
         return dict(CALL_RESULTS.get(args.token, {})), []
 
     def of_type(self, typ: str) -> list[Registered]:

@@ -34,7 +34,7 @@ class ChartPin:
 
 NVIDIA_DEVICE_PLUGIN = ChartPin(
     "nvidia-device-plugin",
-    "0.17.1",
+    "0.20.0",
     "https://nvidia.github.io/k8s-device-plugin",
     "nvidia-device-plugin",
     "nvidia",
@@ -52,14 +52,14 @@ BackendTrafficPolicy, EnvoyProxy ...); the proxies run in this namespace too."""
 GATEWAY_API_VERSION = "v1.6.1"
 """The Gateway API release Envoy Gateway v1.9.1 is built against (its go.mod): the CRDs the tests load."""
 EXTERNAL_DNS = ChartPin(
-    "external-dns", "1.19.0", "https://kubernetes-sigs.github.io/external-dns/", "external-dns", "external-dns"
+    "external-dns", "1.21.1", "https://kubernetes-sigs.github.io/external-dns/", "external-dns", "external-dns"
 )
-"""Route53 records for the edge's hosts (``components/platform/aws/dns.py``); app v0.19.0 reads Gateway API v1
+"""Route53 records for the edge's hosts (``components/platform/aws/dns.py``); app v0.21.0 reads Gateway API v1
 routes."""
-CERT_MANAGER = ChartPin("cert-manager", "v1.16.2", "https://charts.jetstack.io", "cert-manager", "cert-manager")
+CERT_MANAGER = ChartPin("cert-manager", "v1.21.1", "https://charts.jetstack.io", "cert-manager", "cert-manager")
 KUBE_PROMETHEUS_STACK = ChartPin(
     "kube-prometheus-stack",
-    "66.2.1",
+    "88.5.3",
     "https://prometheus-community.github.io/helm-charts",
     "monitoring",
     "prometheus-operator",
@@ -83,7 +83,7 @@ CLUSTER_AUTOSCALER = ChartPin(
 Kubernetes minor (1.35, app 1.35.0); ``autoscaler.chart_pin`` picks the chart and image of the cluster's minor."""
 KEDA = ChartPin("keda", "2.16.0", "https://kedacore.github.io/charts", "keda", "keda")
 METRICS_SERVER = ChartPin(
-    "metrics-server", "3.12.1", "https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "metrics-server"
+    "metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "metrics-server"
 )
 """The resource metrics API (``metrics.k8s.io``) the gateway's CPU HPA reads; EKS does not run one by itself."""
 BLACKBOX_EXPORTER = ChartPin(

@@ -173,21 +173,59 @@ def instance_vcpus(instance_type: str) -> int:
     return 4 * int(match.group(1) or 1)
 
 
-def quota_problems(
-    groups: Iterable[tuple[str, str, str, int]], quota_values: Mapping[str, float | None], region: str
-) -> list[str]:
-    """Refusals for GPU node groups whose ``maxSize`` does not fit the account's vCPU quota in ``region``.
+@dataclass(frozen=True)
+class QuotaGroup:
+    """What a GPU node group can run at once, for the quota check."""
 
-    ``groups``: (group name, instance type, capacity type, max size); ``quota_values``: quota code -> the value
-    Service Quotas returned (None = not readable). Every group counting against one quota is summed.
+    name: str
+    instance_types: tuple[str, ...]
+    capacity_type: str
+    desired_size: int
+    max_size: int
+    zones: int
+    """Availability zones its subnets span."""
+    max_unavailable: int = 1
+    """Its ``updateConfig.maxUnavailable``."""
+
+    @property
+    def vcpus(self) -> int:
+        """vCPUs of its first instance type: on-demand groups launch it first, the others only when a zone is out
+        of it (a fallback node with more vCPUs takes more of the quota, and fails to launch past it: the fallback
+        then helps less, nothing fails that would not have failed without it)."""
+        return instance_vcpus(self.instance_types[0])
+
+    @property
+    def surge(self) -> int:
+        """Nodes a managed node group update (an AMI release, a version bump) adds before it drains any: EKS raises
+        the Auto Scaling group's maximum and desired size by the larger of twice its zones and ``maxUnavailable``."""
+        return max(2 * self.zones, self.max_unavailable)
+
+    @property
+    def peak_nodes(self) -> int:
+        """The most nodes it runs at once on day two: at ``maxSize`` while an update surges, or while a change that
+        replaces the group (instance types, capacity type, AMI type) creates the new one at ``desiredSize`` beside
+        the old one, before deleting it."""
+        return self.max_size + max(self.surge, self.desired_size)
+
+
+def quota_problems(groups: Iterable[QuotaGroup], quota_values: Mapping[str, float | None], region: str) -> list[str]:
+    """Refusals for GPU node groups whose day-two peak (:attr:`QuotaGroup.peak_nodes`) does not fit the account's
+    vCPU quota in ``region``.
+
+    ``quota_values``: quota code -> the value Service Quotas returned (None = not readable). Every group counting
+    against one quota is summed.
     """
     needed: dict[str, int] = {}
+    at_max: dict[str, int] = {}
     parts: dict[str, list[str]] = {}
-    for name, instance_type, capacity_type, max_size in groups:
-        quota = gpu_quota(instance_type, capacity_type)
-        vcpus = instance_vcpus(instance_type)
-        needed[quota.code] = needed.get(quota.code, 0) + max_size * vcpus
-        parts.setdefault(quota.code, []).append(f"{name}: {max_size} x {instance_type} ({vcpus} vCPUs each)")
+    for g in groups:
+        quota = gpu_quota(g.instance_types[0], g.capacity_type)
+        needed[quota.code] = needed.get(quota.code, 0) + g.peak_nodes * g.vcpus
+        at_max[quota.code] = at_max.get(quota.code, 0) + g.max_size * g.vcpus
+        parts.setdefault(quota.code, []).append(
+            f"{g.name}: {g.peak_nodes} x {'/'.join(g.instance_types)} ({g.vcpus} vCPUs each) = maxSize {g.max_size} "
+            f"+ {max(g.surge, g.desired_size)}"
+        )
     problems = []
     for code, need in sorted(needed.items()):
         value = quota_values.get(code)
@@ -196,10 +234,13 @@ def quota_problems(
         quota = next(q for q in _GPU_QUOTAS.values() if q.code == code)
         problems.append(
             f"gpuNodesMax: the GPU node groups need {need} vCPUs of the EC2 quota '{quota.name}' ({code}) in "
-            f"{region} ({'; '.join(parts[code])}), the account has {value:g}. Ask for {need} in Service Quotas "
-            f"(aws service-quotas request-service-quota-increase --service-code ec2 --quota-code {code} "
-            f"--desired-value {need} --region {region}), or lower gpuNodesMax; other running instances of these "
-            "families count against the same quota"
+            f"{region} ({'; '.join(parts[code])}), the account has {value:g}. gpuNodesMax alone takes {at_max[code]}; "
+            "the rest is day two: a node group update (each AMI release, a version bump) first adds up to twice its "
+            "zones' count of nodes, and a change of instance type creates the new group at gpuNodesDesired beside "
+            "the old one, and either fails when the quota cannot hold it. Ask for "
+            f"{need} in Service Quotas (aws service-quotas request-service-quota-increase --service-code ec2 "
+            f"--quota-code {code} --desired-value {need} --region {region}), or lower gpuNodesMax; other running "
+            "instances of these families count against the same quota"
         )
     return problems
 

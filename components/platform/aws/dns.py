@@ -4,9 +4,10 @@ Why external-dns (and not Route53 alias records made by Pulumi): the records fol
 model's host, a canary's route) without the program knowing the load balancer's address, which the Gateway gets only
 after ``up`` has created it; and external-dns owns exactly the records it made (a TXT record per name, with the
 stack as owner id), so a record someone else made in the zone is never touched, and with ``policy: sync`` a route
-that goes takes its record with it. The hosted zone is looked up, never created: it is the one thing (with the ACME
-e-mail) a new AWS account needs before ``pulumi up``. external-dns reaches Route53 through IRSA with a role that may
-change that zone's records and nothing else.
+that goes takes its record with it. Its IAM role may change only the names of the stack's base host and below
+(Route53's record-name condition), so even a misconfigured external-dns cannot touch the zone's other records. The
+hosted zone is looked up, never created: it is the one thing (with the ACME e-mail) a new AWS account needs before
+``pulumi up``. external-dns reaches Route53 through IRSA.
 """
 
 from __future__ import annotations
@@ -45,17 +46,33 @@ class EdgeDns:
     sources: tuple[str, ...] = GATEWAY_SOURCES
 
 
-def external_dns_policy(zone_arn: str) -> str:
-    """Change and read the records of one zone; list zones (external-dns finds its zone by listing)."""
+def owned_record_names(domain: str) -> list[str]:
+    """The record names external-dns may change for a stack whose hosts are ``domain`` and the names under it, as
+    Route53 normalizes them (lowercase, no trailing dot): the hosts themselves and their registry TXT records, which
+    external-dns names ``<type>-<host>`` (``a-triton.example.com``, ``cname-t5.triton.example.com``)."""
+    base = domain.lower().rstrip(".")
+    return [base, f"*.{base}", f"*-{base}"]
+
+
+def external_dns_policy(zone_arn: str, domain: str) -> str:
+    """Change the records of the stack's hosts in one zone (Route53's record-name condition: any other record of the
+    zone, its apex included, is refused even if external-dns were misconfigured), read that zone, list zones
+    (external-dns finds its zone by listing)."""
     return json.dumps(
         {
             "Version": "2012-10-17",
             "Statement": [
                 {
                     "Effect": "Allow",
-                    "Action": ["route53:ChangeResourceRecordSets", "route53:ListResourceRecordSets"],
+                    "Action": ["route53:ChangeResourceRecordSets"],
                     "Resource": [zone_arn],
+                    "Condition": {
+                        "ForAllValues:StringLike": {
+                            "route53:ChangeResourceRecordSetsNormalizedRecordNames": owned_record_names(domain)
+                        }
+                    },
                 },
+                {"Effect": "Allow", "Action": ["route53:ListResourceRecordSets"], "Resource": [zone_arn]},
                 {
                     "Effect": "Allow",
                     "Action": ["route53:ListHostedZones", "route53:ListTagsForResource"],
@@ -113,7 +130,7 @@ def install_external_dns(
         oidc_provider_url=oidc_provider_url,
         namespace=pin.namespace,
         service_account=SERVICE_ACCOUNT,
-        inline_policy=zone.arn.apply(external_dns_policy),
+        inline_policy=zone.arn.apply(lambda arn: external_dns_policy(arn, dns.domain)),
         provider=aws_provider,
         parent=parent,
     )

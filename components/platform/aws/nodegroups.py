@@ -105,9 +105,68 @@ def data_volume(ami_type: str, disk_gib: int) -> aws.ec2.LaunchTemplateBlockDevi
     )
 
 
+def current_scaling(cluster_name: str, provider: aws.Provider, parent: pulumi.Resource) -> dict[str, CurrentScaling]:
+    """The scaling EKS reports now for each node group of the cluster, by the ``Name`` tag every group here carries
+    (its resource name; the group's own name has Pulumi's random suffix). Empty when the cluster does not exist yet
+    (the first ``up``) or cannot be read."""
+    opts = pulumi.InvokeOptions(provider=provider, parent=parent)
+    try:
+        names = aws.eks.get_node_groups(cluster_name=cluster_name, opts=opts).names or []
+    except Exception:  # the first up: no cluster yet (ResourceNotFoundException)
+        return {}
+    found: dict[str, CurrentScaling] = {}
+    for group_name in names:
+        group = aws.eks.get_node_group(cluster_name=cluster_name, node_group_name=group_name, opts=opts)
+        tag = (group.tags or {}).get("Name")
+        if tag and group.scaling_configs:
+            c = group.scaling_configs[0]
+            found[tag] = CurrentScaling(c.min_size, c.desired_size, c.max_size)
+    return found
+
+
+def ami_release_parameter(ami_type: str, kubernetes_version: str) -> str:
+    """The SSM public parameter holding the newest release of ``ami_type``'s AMI for a Kubernetes minor (the
+    ``releaseVersion`` a managed node group takes): AWS updates it with each AMI release (kernel, containerd and
+    NVIDIA driver patches, every one to three weeks)."""
+    if ami_type == BOTTLEROCKET_NVIDIA:
+        return f"/aws/service/bottlerocket/aws-k8s-{kubernetes_version}-nvidia/x86_64/latest/image_version"
+    variant = {CPU_AMI_TYPE: "standard", AL2023_NVIDIA: "nvidia"}.get(ami_type)
+    if variant is None:
+        raise ValueError(f"no AMI release parameter known for ami type {ami_type!r}")
+    base = f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/x86_64/{variant}"
+    return f"{base}/recommended/release_version"
+
+
 def node_group_ignore_changes() -> list[str]:
     """An autoscaler owns ``desiredSize`` once the group exists; Pulumi must not reset it on every ``up``."""
     return ["scalingConfig.desiredSize"]
+
+
+@dataclass(frozen=True)
+class CurrentScaling:
+    """A node group's scaling as EKS reports it now (``desiredSize`` as the autoscaler left it)."""
+
+    min_size: int
+    desired_size: int
+    max_size: int
+
+
+def desired_size_on_up(sizes: tuple[int, int, int], current: CurrentScaling | None) -> tuple[int, bool]:
+    """(``desiredSize`` to give, whether Pulumi ignores it) for a group of ``sizes`` = (min, desired, max).
+
+    * a new group starts at the stack's desired size; the autoscaler owns it afterwards (ignored);
+    * an existing group whose limits do not change keeps the autoscaler's size (ignored);
+    * when ``gpuNodesMin``/``gpuNodesMax`` change, EKS takes the new limits only with a desired size inside them
+      (min <= desired <= max, else ``InvalidParameterException``), and the update sends one: the current size, moved
+      into the new limits (raising min above it adds nodes; lowering max below it removes them), not the stale
+      size Pulumi's state holds from the group's creation.
+    """
+    min_size, desired_size, max_size = sizes
+    if current is None:
+        return desired_size, True
+    if (current.min_size, current.max_size) == (min_size, max_size) and min_size <= current.desired_size <= max_size:
+        return current.desired_size, True
+    return min(max(current.desired_size, min_size), max_size), False
 
 
 @dataclass(frozen=True)
@@ -123,7 +182,9 @@ class NodeGroupWiring:
     security_group_ids: pulumi.Input[list[str]] | None = None
     kubernetes_version: str | None = None
     """The cluster's Kubernetes minor, carried by every group: a bump of ``kubernetesVersion`` upgrades the control
-    plane, then rolls each group (after the cluster, which it depends on) to the AMI of the new minor."""
+    plane, then rolls each group (after the cluster, which it depends on) to the AMI of the new minor. With it, each
+    group also takes the newest AMI release of that minor (:func:`ami_release_parameter`, read at every ``up``): an
+    ``up`` after AWS published one rolls the group to it, one node at a time."""
 
 
 def _node_group(
@@ -138,10 +199,18 @@ def _node_group(
     sizes: tuple[int, int, int],
     timeouts: pulumi.CustomTimeouts,
     taints: list[aws.eks.NodeGroupTaintArgs] | None = None,
+    current: CurrentScaling | None = None,
 ) -> aws.eks.NodeGroup:
     """One managed node group; ``sizes`` = (min, desired, max). Its launch template sets the disk, IMDS and, when
     given, the security groups (the EKS cluster security group must then be among them)."""
-    min_size, desired_size, max_size = sizes
+    min_size, _, max_size = sizes
+    desired_size, keep_autoscalers_size = desired_size_on_up(sizes, current)
+    release_version = None
+    if wiring.kubernetes_version is not None:
+        release_version = aws.ssm.get_parameter_output(
+            name=ami_release_parameter(ami_type, wiring.kubernetes_version),
+            opts=pulumi.InvokeOutputOptions(provider=wiring.provider, parent=wiring.parent),
+        ).value
     template = aws.ec2.LaunchTemplate(
         f"{resource_name}-lt",
         update_default_version=True,
@@ -160,6 +229,7 @@ def _node_group(
         subnet_ids=wiring.subnet_ids,
         ami_type=ami_type,
         version=wiring.kubernetes_version,
+        release_version=release_version,
         instance_types=list(instance_types),
         capacity_type=capacity_type,
         launch_template=aws.eks.NodeGroupLaunchTemplateArgs(id=template.id, version=template.latest_version.apply(str)),
@@ -175,13 +245,19 @@ def _node_group(
             parent=wiring.parent,
             provider=wiring.provider,
             depends_on=wiring.depends_on,
-            ignore_changes=node_group_ignore_changes(),
+            ignore_changes=node_group_ignore_changes() if keep_autoscalers_size else [],
             custom_timeouts=timeouts,
         ),
     )
 
 
-def system_node_group(name: str, spec: SystemNodeGroup, disk_gib: int, wiring: NodeGroupWiring) -> aws.eks.NodeGroup:
+def system_node_group(
+    name: str,
+    spec: SystemNodeGroup,
+    disk_gib: int,
+    wiring: NodeGroupWiring,
+    current: CurrentScaling | None = None,
+) -> aws.eks.NodeGroup:
     return _node_group(
         f"{name}-{SYSTEM_POOL}",
         wiring,
@@ -192,10 +268,13 @@ def system_node_group(name: str, spec: SystemNodeGroup, disk_gib: int, wiring: N
         labels={POOL_LABEL: SYSTEM_POOL},
         sizes=(spec.min_size, spec.desired_size, spec.max_size),
         timeouts=pulumi.CustomTimeouts(create="30m", update="60m", delete="30m"),
+        current=current,
     )
 
 
-def gpu_node_group(name: str, spec: GpuNodeGroup, disk_gib: int, wiring: NodeGroupWiring) -> aws.eks.NodeGroup:
+def gpu_node_group(
+    name: str, spec: GpuNodeGroup, disk_gib: int, wiring: NodeGroupWiring, current: CurrentScaling | None = None
+) -> aws.eks.NodeGroup:
     return _node_group(
         f"{name}-{spec.name}",
         wiring,
@@ -207,4 +286,5 @@ def gpu_node_group(name: str, spec: GpuNodeGroup, disk_gib: int, wiring: NodeGro
         taints=gpu_taints(),
         sizes=(spec.min_size, spec.desired_size, spec.max_size),
         timeouts=pulumi.CustomTimeouts(create="40m", update="90m", delete="40m"),
+        current=current,
     )

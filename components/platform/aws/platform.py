@@ -33,6 +33,7 @@ from components.platform.aws.nodegroups import (
     GpuNodeGroup,
     NodeGroupWiring,
     SystemNodeGroup,
+    current_scaling,
     gpu_node_group,
     system_node_group,
 )
@@ -60,6 +61,9 @@ class AwsPlatformArgs:
     kubernetes_version: str = eks_facts.DEFAULT_KUBERNETES_VERSION
     """EKS Kubernetes minor, one of ``components.settings.eks.EKS_VERSIONS`` still offered (the settings warn of
     extended support)."""
+    eks_support: str = eks_facts.DEFAULT_SUPPORT
+    """The cluster's upgrade policy (``standard``: no extended-support billing, EKS upgrades the control plane at the
+    end of standard support; ``extended``)."""
     vpc: NewVpc | ExistingVpc = field(default_factory=NewVpc)
     system_nodes: SystemNodeGroup = field(default_factory=SystemNodeGroup)
     gpu_node_groups: tuple[GpuNodeGroup, ...] = (GpuNodeGroup(),)
@@ -140,7 +144,7 @@ def validate_platform_args(args: AwsPlatformArgs) -> list[str]:
         )
         if group.capacity_type not in {"ON_DEMAND", "SPOT"}:
             problems.append(f"gpuNodeGroups.{group.name}.capacityType: '{group.capacity_type}'; use ON_DEMAND or SPOT")
-    problems += eks_facts.version_problems(args.kubernetes_version, eks_facts.today())
+    problems += eks_facts.version_problems(args.kubernetes_version, eks_facts.today(), args.eks_support)
     if node_autoscaling(args) and image_tag(args.kubernetes_version) is None:
         problems.append(
             f"kubernetesVersion: {args.kubernetes_version!r} has no pinned cluster-autoscaler chart and image of its "
@@ -213,7 +217,7 @@ class AwsPlatform(pulumi.ComponentResource):
         if args.gpu_quota_check:
             # Before any resource: a node group beyond the quota fails only after its 40-minute timeout.
             refusals = decisions.quota_problems(
-                [(g.name, g.instance_types[0], g.capacity_type, g.max_size) for g in args.gpu_node_groups],
+                quota_groups(args),
                 read_gpu_quotas(args, self.aws_provider, self),
                 args.region,
             )
@@ -244,6 +248,7 @@ class AwsPlatform(pulumi.ComponentResource):
             f"{name}-eks",
             name=cluster_name,
             version=args.kubernetes_version,
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=args.eks_support.upper()),
             vpc_id=network.vpc_id,
             private_subnet_ids=network.private_subnet_ids,
             public_subnet_ids=network.public_subnet_ids,
@@ -292,8 +297,13 @@ class AwsPlatform(pulumi.ComponentResource):
             security_group_ids=node_sgs,
             kubernetes_version=args.kubernetes_version,
         )
-        system = system_node_group(name, args.system_nodes, system_disk, wiring)
-        gpu_groups = [gpu_node_group(name, g, gpu_disks[g.name], wiring) for g in args.gpu_node_groups]
+        # Read before the groups are declared: a changed gpuNodesMin/Max must come with a desired size inside it.
+        current = current_scaling(cluster_name, self.aws_provider, self)
+        system = system_node_group(name, args.system_nodes, system_disk, wiring, current.get(f"{name}-{SYSTEM_POOL}"))
+        gpu_groups = [
+            gpu_node_group(name, g, gpu_disks[g.name], wiring, current.get(f"{name}-{g.name}"))
+            for g in args.gpu_node_groups
+        ]
         self._coredns(name, cluster_name, args.kubernetes_version, depends_on=[system])
         k8s_provider = k8s.Provider(
             f"{name}-k8s",
@@ -562,6 +572,21 @@ def system_images_gib(args: AwsPlatformArgs) -> float:
 
 def with_protection(vpc: NewVpc | ExistingVpc, protect: bool) -> NewVpc | ExistingVpc:
     return replace(vpc, protect=protect) if isinstance(vpc, NewVpc) else vpc
+
+
+def node_group_zones(vpc: NewVpc | ExistingVpc) -> int:
+    """Zones the node groups span: a new VPC's ``az_count``; an existing one's private subnets (one per zone, at
+    most: the count bounds the zones)."""
+    return vpc.az_count if isinstance(vpc, NewVpc) else len(vpc.private_subnet_ids)
+
+
+def quota_groups(args: AwsPlatformArgs) -> list[decisions.QuotaGroup]:
+    """The GPU node groups as the quota check counts them."""
+    zones = node_group_zones(args.vpc)
+    return [
+        decisions.QuotaGroup(g.name, g.instance_types, g.capacity_type, g.desired_size, g.max_size, zones)
+        for g in args.gpu_node_groups
+    ]
 
 
 def read_gpu_quotas(args: AwsPlatformArgs, provider: aws.Provider, parent: pulumi.Resource) -> dict[str, float | None]:

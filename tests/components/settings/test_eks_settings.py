@@ -89,8 +89,30 @@ PAGING = {
 }
 
 
-def test_prod_warns_of_an_api_open_to_the_internet() -> None:
-    settings = load(aws_stack(environment="prod", protectStorage=True, addons=MONITORED) | PAGING)
+def test_prod_must_state_who_reaches_its_api_and_who_administers_it() -> None:
+    values = aws_stack(environment="prod", protectStorage=True, addons=MONITORED) | PAGING
+    del values["apiPublicAccessCidrs"], values["adminPrincipalArns"]
+    problems = problems_of(values)
+    assert [p.split(":")[0] for p in problems] == ["apiPublicAccessCidrs", "adminPrincipalArns"]
+    assert "would default to the whole internet (0.0.0.0/0)" in problems[0]
+    assert "no operator could reach it with kubectl during an incident" in problems[1]
+
+
+def test_a_private_prod_api_needs_no_cidrs_but_still_its_operators() -> None:
+    values = aws_stack(environment="prod", protectStorage=True, addons=MONITORED, apiEndpoint="private") | PAGING
+    del values["apiPublicAccessCidrs"]
+    assert load(values).cluster.aws.api_endpoint == "private"
+    del values["adminPrincipalArns"]
+    assert [p.split(":")[0] for p in problems_of(values)] == ["adminPrincipalArns"]
+
+
+def test_dev_may_default_its_api_and_admins() -> None:
+    assert load(aws_stack(environment="dev")).cluster.aws.api_public_access_cidrs == ("0.0.0.0/0",)
+
+
+def test_prod_warns_of_an_api_it_opened_to_the_internet() -> None:
+    values = aws_stack(environment="prod", protectStorage=True, addons=MONITORED, apiPublicAccessCidrs=["0.0.0.0/0"])
+    settings = load(values | PAGING)
     assert any(w.startswith("apiPublicAccessCidrs: the prod Kubernetes API is reachable") for w in settings.warnings)
 
 
@@ -113,3 +135,9 @@ def test_the_quota_check_and_prometheus_storage_reach_the_platform() -> None:
     platform = args.aws_platform_args(load(aws_stack(gpuQuotaCheck=False, prometheusStorageGiB=120)))
     assert platform.gpu_quota_check is False
     assert platform.prometheus_storage_gib == 120
+
+
+def test_fallback_gpu_types_follow_the_preferred_one_in_the_node_group() -> None:
+    settings = load(aws_stack(gpuFallbackInstanceTypes=["g5.24xlarge"]))
+    (group,) = args.aws_platform_args(settings).gpu_node_groups
+    assert group.instance_types == ("g5.12xlarge", "g5.24xlarge"), "on-demand launches the first when it can"

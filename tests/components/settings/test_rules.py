@@ -228,6 +228,20 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "--secret hfToken hf_...` (in CI: the HF_TOKEN repository secret, which .github/scripts/stack-config.sh "
         "sets): the stack makes the Secret the Job mounts from it",
     ),
+    "gpu-fallback-types-same-gpus": (
+        aws_stack(gpuFallbackInstanceTypes=["g6.12xlarge"]),
+        (),
+        "gpuFallbackInstanceTypes[0]: g6.12xlarge has 4 x L4, gpuInstanceType g5.12xlarge 4 x A10G: the models are "
+        "sized and built for that GPU; use one of g5.24xlarge",
+    ),
+    "built-cluster-prod-api-access-is-stated": (
+        aws_stack(environment="prod", protectStorage=True, adminPrincipalArns=[]),
+        (),
+        "adminPrincipalArns: prod's cluster would have a single admin, the identity that creates it (CI's deploy "
+        "role): no operator could reach it with kubectl during an incident; list the operators' IAM roles (each gets "
+        "AmazonEKSClusterAdminPolicy through an access entry), e.g. "
+        "`[arn:aws:iam::123456789012:role/triton-ft-operators]`",
+    ),
     "built-cluster-hosts-have-dns": (
         aws_stack(dnsZone="example.org"),
         (),
@@ -457,7 +471,7 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
 # warning-only rule id -> (stack, secret keys, one warning the stack loads with)
 WARNING_CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
     "eks-warnings": (
-        aws_stack(kubernetesVersion="1.33"),
+        aws_stack(kubernetesVersion="1.33", eksSupport="extended"),
         (),
         "kubernetesVersion: 1.33 left EKS standard support on 2026-07-29: the control plane is billed as extended "
         "support ($0.60 instead of $0.10 an hour, ~$365 more a month) until 2027-07-29; upgrade one minor at a "

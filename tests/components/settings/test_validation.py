@@ -68,7 +68,12 @@ def aws_stack(**overrides: Any) -> dict[str, Any]:
         "acmeEmail": "ops@example.com",
         "models": [dict(T5_SMALL)],
     }
+    if overrides.get("environment") == "prod":  # what a prod stack must state (built-cluster-prod-api-access)
+        base |= {"apiPublicAccessCidrs": ["203.0.113.0/24"], "adminPrincipalArns": [OPERATORS]}
     return base | overrides
+
+
+OPERATORS = "arn:aws:iam::123456789012:role/triton-ft-operators"
 
 
 def ingress_stack(**overrides: Any) -> dict[str, Any]:
@@ -81,8 +86,8 @@ def ingress_stack(**overrides: Any) -> dict[str, Any]:
 def aws_ingress_stack(**overrides: Any) -> dict[str, Any]:
     """A cluster the stack builds with the Ingress edge kept: ingress-nginx, the issuer from acmeEmail, basic auth
     from the secret ``ingressHtpasswd`` (pass ``("ingressHtpasswd",)`` as the secret keys)."""
-    base = aws_stack(edge="ingress", addons=["ingress-nginx", "cert-manager"], ingressHtpasswd="user:$apr1$x")
-    return base | overrides
+    base = {"edge": "ingress", "addons": ["ingress-nginx", "cert-manager"], "ingressHtpasswd": "user:$apr1$x"}
+    return aws_stack(**(base | overrides))
 
 
 def as_cli(values: dict[str, Any]) -> dict[str, str]:

@@ -63,3 +63,17 @@ def test_the_api_server_enforces_the_route_crds_validations(cluster: Cluster, st
     http["spec"]["rules"][0]["timeouts"] = {"request": "10s", "backendRequest": "20s"}
     with pytest.raises(ApiError, match="backendRequest"):
         cluster.kube.apply(http, dry_run=True)
+
+
+def test_the_proxies_disruption_budget_and_spread_are_fields_envoy_gateway_knows(
+    cluster: Cluster, stack_plan: StackPlans
+) -> None:
+    """The real EnvoyProxy CRD keeps them (a field it did not know would be pruned from the stored object)."""
+    objs = edge_objects(stack_plan("prod"), cluster.namespace)
+    cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
+    install_crds(cluster.kube, (), REAL_CRD_GROUPS)
+    (proxy,) = [o for o in objs if o["kind"] == "EnvoyProxy"]
+    stored = cluster.kube.apply(proxy)["spec"]["provider"]["kubernetes"]
+    assert stored["envoyPDB"] == {"minAvailable": 1}
+    spread = stored["envoyDeployment"]["pod"]["topologySpreadConstraints"]
+    assert {c["topologyKey"] for c in spread} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}

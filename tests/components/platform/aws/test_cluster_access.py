@@ -116,11 +116,33 @@ def test_a_version_warns_ninety_days_before_its_standard_support_ends() -> None:
     assert eks_facts.version_warnings("1.35", date(2026, 12, 26)) == []
     (warning,) = eks_facts.version_warnings("1.35", date(2026, 12, 27))
     assert warning.startswith("kubernetesVersion: 1.35 leaves EKS standard support on 2027-03-27 (in 90 days)")
+    assert "EKS then upgrades the control plane to the next minor by itself" in warning
 
 
-def test_a_version_in_extended_support_warns_of_the_price() -> None:
-    (warning,) = eks_facts.version_warnings("1.34", date(2026, 12, 2))
+def test_a_version_in_extended_support_is_refused_under_standard_support() -> None:
+    (problem,) = eks_facts.version_problems("1.34", date(2026, 12, 2))
+    assert problem.startswith("kubernetesVersion: 1.34 left EKS standard support on 2026-12-02, and eksSupport is")
+    assert "upgrade to a minor in standard support (1.35, 1.36), or set eksSupport: extended" in problem
+    assert eks_facts.version_warnings("1.34", date(2026, 12, 2)) == []
+
+
+def test_a_version_in_extended_support_warns_of_the_price_when_extended_support_is_chosen() -> None:
+    assert eks_facts.version_problems("1.34", date(2026, 12, 2), "extended") == []
+    (warning,) = eks_facts.version_warnings("1.34", date(2026, 12, 2), "extended")
     assert "left EKS standard support on 2026-12-02" in warning and "$0.60 instead of $0.10" in warning
+
+
+@pytest.mark.parametrize(("support", "policy"), [("standard", "STANDARD"), ("extended", "EXTENDED")])
+def test_the_cluster_carries_its_upgrade_policy(mocks: RecordingMocks, support: str, policy: str) -> None:
+    build_platform(eks_support=support)
+    (cluster,) = mocks.of_type("eks:index:Cluster")
+    assert cluster.inputs["upgradePolicy"] == {"supportType": policy}
+
+
+def test_no_extended_support_billing_unless_asked_for(mocks: RecordingMocks) -> None:
+    build_platform()
+    (cluster,) = mocks.of_type("eks:index:Cluster")
+    assert cluster.inputs["upgradePolicy"] == {"supportType": "STANDARD"}
 
 
 def test_a_version_past_extended_support_is_refused(mocks: RecordingMocks, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -51,10 +51,12 @@ def test_a_quota_below_gpu_nodes_max_is_refused_before_any_aws_resource_with_the
     with pytest.raises(UserError) as info:
         build_platform(environment="prod", gpu_node_groups=PROD_GPUS)
     (problem,) = info.value.problems
-    assert problem.startswith("gpuNodesMax: the GPU node groups need 384 vCPUs")  # 8 x 48
+    # maxSize 8 + an update's surge of 4 (twice the 2 zones, more than desiredSize 3 of a replacement) = 12 x 48.
+    assert problem.startswith("gpuNodesMax: the GPU node groups need 576 vCPUs")
+    assert "gpu: 12 x g5.12xlarge (48 vCPUs each) = maxSize 8 + 4" in problem
     assert "'Running On-Demand G and VT instances' (L-DB2E81BA) in us-west-2" in problem
-    assert "the account has 96" in problem
-    assert "Ask for 384" in problem and "--desired-value 384" in problem
+    assert "the account has 96. gpuNodesMax alone takes 384" in problem
+    assert "Ask for 576" in problem and "--desired-value 576" in problem
     assert aws_resources(quota) == []
     (call,) = [c for c in quota.calls if c.token == QUOTA_CALL]
     assert call.args == {"serviceCode": "ec2", "quotaCode": "L-DB2E81BA"}
@@ -62,7 +64,15 @@ def test_a_quota_below_gpu_nodes_max_is_refused_before_any_aws_resource_with_the
 
 
 @pytest.mark.parametrize("quota", [{"L-DB2E81BA": 384.0}], indirect=True)
-def test_a_quota_that_holds_gpu_nodes_max_lets_the_platform_be_built(quota: QuotaMocks) -> None:
+def test_a_quota_that_holds_only_gpu_nodes_max_is_refused_for_day_two(quota: QuotaMocks) -> None:
+    with pytest.raises(UserError) as info:
+        build_platform(environment="prod", gpu_node_groups=PROD_GPUS)
+    (problem,) = info.value.problems
+    assert "need 576 vCPUs" in problem and "a node group update (each AMI release, a version bump)" in problem
+
+
+@pytest.mark.parametrize("quota", [{"L-DB2E81BA": 576.0}], indirect=True)
+def test_a_quota_that_holds_the_day_two_peak_lets_the_platform_be_built(quota: QuotaMocks) -> None:
     build_platform(environment="prod", gpu_node_groups=PROD_GPUS)
     assert quota.named("tft-gpu").inputs["scalingConfig"]["maxSize"] == 8
 
@@ -73,7 +83,7 @@ def test_spot_groups_are_checked_against_the_spot_quota(quota: QuotaMocks) -> No
     with pytest.raises(UserError) as info:
         build_platform(gpu_node_groups=spot)
     (problem,) = info.value.problems
-    assert "'All G and VT Spot Instance Requests' (L-3819A6DF)" in problem and "Ask for 96" in problem
+    assert "'All G and VT Spot Instance Requests' (L-3819A6DF)" in problem and "Ask for 288" in problem  # (2+4) x 48
 
 
 @pytest.mark.parametrize("quota", [{}], indirect=True)
@@ -92,14 +102,26 @@ def test_the_check_can_be_turned_off(quota: QuotaMocks) -> None:
 
 def test_groups_on_one_quota_are_summed_and_p_types_count_against_the_p_quota() -> None:
     groups = [
-        ("a", "g5.xlarge", "ON_DEMAND", 4),
-        ("b", "g6e.12xlarge", "ON_DEMAND", 2),
-        ("c", "p4d.24xlarge", "ON_DEMAND", 1),
+        decisions.QuotaGroup("a", ("g5.xlarge",), "ON_DEMAND", desired_size=1, max_size=4, zones=2),
+        decisions.QuotaGroup("b", ("g6e.12xlarge",), "ON_DEMAND", desired_size=1, max_size=2, zones=2),
+        decisions.QuotaGroup("c", ("p4d.24xlarge",), "ON_DEMAND", desired_size=1, max_size=1, zones=1),
     ]
-    problems = decisions.quota_problems(groups, {"L-DB2E81BA": 100.0, "L-417A185B": 96.0}, "us-east-1")
+    problems = decisions.quota_problems(groups, {"L-DB2E81BA": 100.0, "L-417A185B": 288.0}, "us-east-1")
     (problem,) = problems
-    assert "need 112 vCPUs" in problem  # 4 x 4 + 2 x 48; the p4d's 96 fit its own quota
-    assert "a: 4 x g5.xlarge (4 vCPUs each); b: 2 x g6e.12xlarge (48 vCPUs each)" in problem
+    assert "need 320 vCPUs" in problem  # (4+4) x 4 + (2+4) x 48; the p4d's (1+2) x 96 fit its own quota
+    assert "a: 8 x g5.xlarge (4 vCPUs each) = maxSize 4 + 4; b: 6 x g6e.12xlarge (48 vCPUs each)" in problem
+
+
+def test_a_replacement_beside_the_old_group_counts_when_it_is_larger_than_an_updates_surge() -> None:
+    # desiredSize 6 > an update's surge of 4 (2 zones): a new instance type brings 6 nodes up beside the old 10.
+    group = decisions.QuotaGroup("gpu", ("g5.12xlarge",), "ON_DEMAND", desired_size=6, max_size=10, zones=2)
+    assert (group.surge, group.peak_nodes) == (4, 16)
+    assert decisions.QuotaGroup("gpu", ("g5.xlarge",), "ON_DEMAND", 1, 2, zones=3).surge == 6
+
+
+def test_several_instance_types_count_at_the_first_one_launched() -> None:
+    group = decisions.QuotaGroup("gpu", ("g5.12xlarge", "g5.24xlarge"), "ON_DEMAND", 1, 2, zones=2)
+    assert group.vcpus == 48
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 
 import pytest
@@ -220,8 +221,8 @@ def test_addon_flags_choose_the_charts_and_feed_the_crd_installers(mocks: Record
     assert len(target.crd_installers) == 2
     installed = {c.inputs["chart"]: c.inputs["version"] for c in mocks.of_type(CHART)}
     assert installed == {
-        "nvidia-device-plugin": "0.17.1",
-        "cert-manager": "v1.16.2",
+        "nvidia-device-plugin": "0.20.0",
+        "cert-manager": "v1.21.1",
         "keda": "2.16.0",
         "cluster-autoscaler": charts.CLUSTER_AUTOSCALER.version,
     }
@@ -325,6 +326,18 @@ def test_external_dns_writes_only_the_stacks_zone_for_its_hosts(mocks: Recording
     statements = json.loads(policy.inputs["policy"])["Statement"]
     (change,) = [s for s in statements if "route53:ChangeResourceRecordSets" in s["Action"]]
     assert change["Resource"] == ["arn:aws:route53:::hostedzone/Z0123456789MOCKZONE"]
+    # Only the stack's hosts and their registry TXT records (a-<host>), never the apex or a neighbour's record.
+    names = change["Condition"]["ForAllValues:StringLike"]["route53:ChangeResourceRecordSetsNormalizedRecordNames"]
+    assert names == ["triton.example.com", "*.triton.example.com", "*-triton.example.com"]
+    for allowed in (
+        "triton.example.com",
+        "t5.triton.example.com",
+        "a-triton.example.com",
+        "cname-t5.triton.example.com",
+    ):
+        assert any(fnmatch.fnmatchcase(allowed, n) for n in names), allowed
+    for refused in ("example.com", "www.example.com", "triton.example.com.evil.org", "mail.example.com"):
+        assert not any(fnmatch.fnmatchcase(refused, n) for n in names), refused
 
 
 def test_routes_wait_for_external_dns_so_destroy_removes_its_records_first(mocks: RecordingMocks) -> None:

@@ -74,8 +74,8 @@ def test_prod_on_a_new_account_stops_at_the_quota_naming_the_number_to_ask_for(
     with pytest.raises(UserError) as info:
         synthesize("prod", out=tmp_path / "prod", project_dir=REPO, assume_secrets=deploy_secrets("prod"))
     message = str(info.value)
-    assert "gpuNodesMax: the GPU node groups need 480 vCPUs" in message  # 10 x g5.12xlarge x 48
-    assert "the account has 0" in message and "--desired-value 480" in message
+    assert "gpuNodesMax: the GPU node groups need 672 vCPUs" in message  # (10 + 4 surging) x g5.12xlarge x 48
+    assert "the account has 0" in message and "--desired-value 672" in message
     assert not (tmp_path / "prod").exists()  # nothing written: the program stopped before any resource
 
 
@@ -138,9 +138,9 @@ def test_ci_reaches_a_cluster_an_operator_created_through_the_settings_access_en
     shutil.copytree(REPO / "stacks", project / "stacks")
     stack = project / "stacks/Pulumi.prod.yaml"
     deploy_role = "arn:aws:iam::123456789012:role/github-deploy"
-    stack.write_text(
-        stack.read_text().replace("config:\n", f"config:\n  triton-ft:adminPrincipalArns: ['{deploy_role}']\n", 1)
-    )
+    operators = 'triton-ft:adminPrincipalArns: ["arn:aws:iam::123456789012:role/triton-ft-operators"]'
+    assert operators in stack.read_text(), "prod states its admins (built-cluster-prod-api-access-is-stated)"
+    stack.write_text(stack.read_text().replace(operators, f"triton-ft:adminPrincipalArns: ['{deploy_role}']"))
     result = synthesize("prod", out=tmp_path / "out", project_dir=project, assume_secrets=deploy_secrets("prod"))
     (cluster,) = _of_type(result, "eks:index:Cluster")
     assert cluster.inputs["authenticationMode"] == "API"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from components.platform.aws.nodegroups import GpuNodeGroup
 from components.platform.aws.platform import AddonFlags
 from tests.components.platform.aws.helpers import build_platform
 from tritonft.synth.engine import RecordingMocks
@@ -21,6 +22,26 @@ def test_every_node_group_carries_the_clusters_version(mocks: RecordingMocks, mi
     groups = mocks.of_type(NODE_GROUP)
     assert len(groups) >= 2
     assert {g.inputs["version"] for g in groups} == {minor}
+
+
+AMI_RELEASES = {
+    "AL2023_x86_64_STANDARD": "/aws/service/eks/optimized-ami/{m}/amazon-linux-2023/x86_64/standard/recommended/"
+    "release_version",
+    "AL2023_x86_64_NVIDIA": "/aws/service/eks/optimized-ami/{m}/amazon-linux-2023/x86_64/nvidia/recommended/"
+    "release_version",
+    "BOTTLEROCKET_x86_64_NVIDIA": "/aws/service/bottlerocket/aws-k8s-{m}-nvidia/x86_64/latest/image_version",
+}
+
+
+@pytest.mark.parametrize("minor", ["1.34", "1.35"])
+@pytest.mark.parametrize("gpu_ami", ["AL2023_x86_64_NVIDIA", "BOTTLEROCKET_x86_64_NVIDIA"])
+def test_every_node_group_takes_the_newest_ami_release_of_the_clusters_minor(
+    mocks: RecordingMocks, minor: str, gpu_ami: str
+) -> None:
+    build_platform(kubernetes_version=minor, gpu_node_groups=(GpuNodeGroup(ami_type=gpu_ami),))
+    releases = {g.inputs["amiType"]: g.inputs["releaseVersion"] for g in mocks.of_type(NODE_GROUP)}
+    # The mock's SSM answers name the parameter read: AWS's recommended release of each AMI type for that minor.
+    assert releases == {ami: "ssm:" + AMI_RELEASES[ami].format(m=minor) for ami in ("AL2023_x86_64_STANDARD", gpu_ami)}
 
 
 @pytest.mark.parametrize("minor", ["1.34", "1.35"])
