@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from tritonft.engines import engine_for
+from tritonft.reference_memory import largest_tensor_bytes, reference_memory_bytes
 from tritonft.spec import ModelSpec, WeightDType, ceil_div
 
 KIB = 1024
@@ -92,12 +93,6 @@ def store_size_gi(models: tuple[ModelSpec, ...], headroom: float = STORE_HEADROO
 # Conversion Job
 
 
-def largest_tensor_bytes(model: ModelSpec) -> int:
-    """Bytes of the largest single tensor at fp32: the embedding (``vocab x d_model``) or an FFN matrix."""
-    arch = model.architecture
-    return max(arch.vocab_size * arch.d_model, arch.d_model * arch.d_ff) * WeightDType.FP32.nbytes
-
-
 @dataclass(frozen=True)
 class JobSizing:
     """Resources and time limits of one model's conversion Job."""
@@ -139,9 +134,6 @@ a handful of short texts; all-MiniLM-L6-v2 takes about 2 s on one core)."""
 REFERENCE_MEMORY_CAP = 8 * GIB
 """Largest Job memory granted so that ``tritonft verify --generate`` can run (a common CPU node holds it with room
 to spare); models whose reference needs more are converted without the generation check."""
-REFERENCE_WEIGHT_FACTOR = 1.25
-"""The reference holds every weight as fp32, plus the shards of one tensor while they are merged and the
-activations and KV cache of the judged prompts (a few MiB at these lengths)."""
 REFERENCE_FLOPS = 2e8
 """Conservative numpy float32 throughput of the reference: below the 0.24-0.33 GFLOP/s measured for gpt2 and
 t5-small shapes on a heavily shared core (benchmarks/BENCHMARKS.md)."""
@@ -157,12 +149,6 @@ JUDGE_REFERENCE_BACKOFF_LIMIT = 1
 again. Pulumi's wait covers both tries: t5-3b's reference Job then waits no longer than its conversion Job."""
 JUDGED_TOKENS = 8 * 64
 """Tokens the judgement generates at most: T5, 8 bundled sentences x 64 tokens (GPT: 1 prompt x 32)."""
-
-
-def reference_memory_bytes(model: ModelSpec) -> int:
-    """Memory ``tritonft verify --generate`` needs: the interpreter plus every weight at fp32, with headroom."""
-    fp32 = model.parameters * WeightDType.FP32.nbytes
-    return JOB_BASE_MEMORY + math.ceil(fp32 * REFERENCE_WEIGHT_FACTOR) + largest_tensor_bytes(model)
 
 
 def judge_reference_tokens(model: ModelSpec) -> int:

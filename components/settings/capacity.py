@@ -31,6 +31,7 @@ from typing import Any
 from components.settings.gpus import GIB
 from components.settings.model import ClusterSettings
 from tritonft.gpu_pool import GpuPool
+from tritonft.reference_memory import reference_memory_bytes
 from tritonft.spec import ModelSpec
 
 PACKING_LABEL = "triton-ft.io/gpu-packing"
@@ -362,6 +363,12 @@ IRREGULAR_CPU_FAMILIES = frozenset({"c5n"})
 EKS_RESERVED_MEMORY_MIB = 255 + 11 * 110 + 100
 """What the EKS node images keep from the pods: kube-reserved 255 MiB + 11 MiB per pod (at most 110 pods), and
 the 100 MiB hard-eviction threshold."""
+VM_MEMORY_OVERHEAD = 0.075
+"""The share of an instance type's nominal memory the kubelet does not see (the hypervisor's and the kernel's):
+Karpenter's ``vmMemoryOverheadPercent`` default, for the same estimate (a 32 GiB m6i.2xlarge reports ~31 GiB)."""
+DAEMONSET_MEMORY_MIB = 512
+"""What the DaemonSets on every system node request (the VPC CNI, kube-proxy, the EBS and EFS CSI node plugins,
+node-exporter, Fluent Bit): an allowance, left to the Jobs' and pods' requests no more."""
 CPU_SERVER_MIN_MEMORY = GIB
 """tritonserver, its backends and the tokenizer's Python stub, before any model weights."""
 ORT_LOAD_COPIES = 2
@@ -399,7 +406,7 @@ def cpu_node(instance_type: str) -> CpuNode | None:
         node_type=instance_type,
         vcpus=vcpus,
         allocatable_cpu=vcpus - _reserved_cpu(vcpus),
-        allocatable_memory=memory - EKS_RESERVED_MEMORY_MIB * MIB,
+        allocatable_memory=int(memory * (1 - VM_MEMORY_OVERHEAD)) - EKS_RESERVED_MEMORY_MIB * MIB,
     )
 
 
@@ -436,5 +443,37 @@ def cpu_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tu
             f"on device cpu, which needs at least {cpus} CPUs ({max(1, m.instances)} ONNX instance(s) + 1) and "
             f"{memory / GIB:.1f} GiB (2 x {m.weight_bytes / GIB:.2f} GiB of ONNX weights per instance + 1 GiB); use "
             "a larger systemInstanceType or fewer instances"
+        )
+    return problems, []
+
+
+def reference_job_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tuple[list[str], list[str]]:
+    """Whether each FasterTransformer generator's judge reference Job (every weight at fp32, on the CPU) fits an aws
+    stack's system node, beside the node's DaemonSets (problems, warnings). A Job that fits no node stays Pending
+    until its deadline and fails ``up`` hours in: refused here instead. An existing cluster's nodes are not the
+    stack's to know: preflight reads them."""
+    generators = [(i, m) for i, m in enumerate(models) if m.family.is_fastertransformer]
+    if cluster.aws is None or not generators:
+        return [], []
+    node_type = cluster.aws.system_instance_type
+    node = cpu_node(node_type)
+    if node is None:
+        names = ", ".join(m.name for _, m in generators)
+        return [], [
+            f"systemInstanceType: the size of a {node_type} node is not known to the stack (it knows the c, m and r "
+            f"families, 5th generation on), so whether the judge reference Jobs of {names} fit it is not checked "
+            "before `up`"
+        ]
+    room = node.allocatable_memory - DAEMONSET_MEMORY_MIB * MIB
+    problems = []
+    for i, m in generators:
+        need = reference_memory_bytes(m)
+        if need <= room:
+            continue
+        problems.append(
+            f"systemInstanceType: a {node_type} node ({room / GIB:.1f} GiB left to pods beside its DaemonSets) cannot "
+            f"hold the judge reference Job of models[{i}] {m.name!r}, which needs {need / GIB:.1f} GiB (every weight "
+            "at fp32 on the CPU): it would stay Pending until its deadline; use a systemInstanceType with more memory "
+            "(the r family has twice the m family's at the same vCPUs, e.g. r6i.2xlarge: 64 GiB)"
         )
     return problems, []

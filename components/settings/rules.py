@@ -26,6 +26,7 @@ from components.settings.capacity import (
     model_shapes,
     nodes_for_a_surge,
     nodes_key,
+    reference_job_fit_verdict,
     surging_models,
 )
 from components.settings.catalog import closest_known
@@ -1133,5 +1134,14 @@ PLAN_RULES: tuple[PlanRule, ...] = (
         "(c, m and r types, 5th generation on; other types: a warning). kubernetes: the CPU nodes are not the "
         "stack's to know, nothing is checked.",
         lambda settings: cpu_fit_verdict(settings.cluster, settings.models),
+    ),
+    PlanRule(
+        "reference-job-fits-cpu-node",
+        ("systemInstanceType", "models"),
+        "aws: each T5/GPT-2/GPT-J model's judge reference Job (every weight at fp32, on the CPU: 1 GiB + 1.25 x the "
+        "fp32 weights + the largest tensor) fits a `systemInstanceType` node's memory, less 7.5 % the kubelet does "
+        "not see, EKS's reservation and 512 MiB of DaemonSets (c, m and r types, 5th generation on; other types: a "
+        "warning). kubernetes: the CPU nodes are not the stack's to know, nothing is checked.",
+        lambda settings: reference_job_fit_verdict(settings.cluster, settings.models),
     ),
 )

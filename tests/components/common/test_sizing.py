@@ -10,6 +10,7 @@ import pytest
 from components.common import sizing
 from components.common.sizing import GIB, MIB
 from tests.components.fixtures import GPTJ_6B, MINILM_CPU, MINILM_GPU, T5_SMALL
+from tritonft import reference_memory
 from tritonft.spec import Batching, Family, WeightDType
 
 
@@ -87,7 +88,7 @@ def test_job_memory_is_base_plus_four_copies_of_the_largest_tensor():
 def test_the_reference_job_holds_every_weight_at_fp32_and_their_fp32_conversion():
     job = sizing.judge_reference_job_sizing(GPTJ_6B)
     assert job.memory_request == job.memory_limit == f"{math.ceil(sizing.reference_memory_bytes(GPTJ_6B) / MIB)}Mi"
-    assert sizing.reference_memory_bytes(GPTJ_6B) >= GPTJ_6B.parameters * 4 * sizing.REFERENCE_WEIGHT_FACTOR
+    assert sizing.reference_memory_bytes(GPTJ_6B) >= GPTJ_6B.parameters * 4 * reference_memory.WEIGHT_FACTOR
     scratch = sizing.download_bytes(GPTJ_6B) * 1.2 + GPTJ_6B.parameters * 4
     assert int(job.scratch_size.removesuffix("Gi")) * GIB >= scratch
     assert job.cpu_request == str(sizing.JUDGE_REFERENCE_CPU)

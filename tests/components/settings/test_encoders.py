@@ -12,6 +12,7 @@ import pytest
 from components.settings import load_settings
 from components.settings.capacity import (
     EKS_RESERVED_MEMORY_MIB,
+    VM_MEMORY_OVERHEAD,
     ModelShape,
     cpu_node,
     model_shapes,
@@ -270,12 +271,12 @@ def test_cpu_models_have_no_gpu_shape_and_always_surge() -> None:
         ("c6in.4xlarge", 16, 32, 0.11),
     ],
 )
-def test_cpu_node_shapes_follow_the_ec2_family_ratios_minus_what_eks_reserves(
+def test_cpu_node_shapes_follow_the_ec2_family_ratios_minus_what_the_kubelet_does_not_see_and_eks_reserves(
     instance_type: str, vcpus: int, memory_gib: int, reserved_cpu: float
 ) -> None:
     node = cpu_node(instance_type)
     assert node is not None and node.vcpus == vcpus
-    assert node.allocatable_memory == memory_gib * GIB - EKS_RESERVED_MEMORY_MIB * 2**20
+    assert node.allocatable_memory == int(memory_gib * GIB * (1 - VM_MEMORY_OVERHEAD)) - EKS_RESERVED_MEMORY_MIB * 2**20
     assert node.allocatable_cpu == pytest.approx(vcpus - reserved_cpu)
 
 

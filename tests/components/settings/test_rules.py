@@ -12,6 +12,7 @@ from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
 from components.settings.schema import schema_path
 from tests.components.settings.test_validation import (
     GPT2,
+    GPTJ,
     LLAMA8B,
     MINILM,
     QWEN7B,
@@ -463,9 +464,17 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
     "cpu-model-fits-cpu-node": (
         aws_stack(systemInstanceType="m6i.large", models=[dict(MINILM) | {"device": "cpu", "instances": 2}]),
         (),
-        "systemInstanceType: a m6i.large node (1.93 CPUs, 6.5 GiB allocatable) cannot hold one replica of "
+        "systemInstanceType: a m6i.large node (1.93 CPUs, 5.9 GiB allocatable) cannot hold one replica of "
         "models[0] 'minilm' on device cpu, which needs at least 3 CPUs (2 ONNX instance(s) + 1) and 1.3 GiB (2 x "
         "0.08 GiB of ONNX weights per instance + 1 GiB); use a larger systemInstanceType or fewer instances",
+    ),
+    "reference-job-fits-cpu-node": (
+        aws_stack(systemInstanceType="m6i.2xlarge", models=[dict(GPTJ)]),
+        (),
+        "systemInstanceType: a m6i.2xlarge node (27.6 GiB left to pods beside its DaemonSets) cannot hold the judge "
+        "reference Job of models[0] 'gpt-j-6b', which needs 29.9 GiB (every weight at fp32 on the CPU): it would "
+        "stay Pending until its deadline; use a systemInstanceType with more memory (the r family has twice the m "
+        "family's at the same vCPUs, e.g. r6i.2xlarge: 64 GiB)",
     ),
 }
 # warning-only rule id -> (stack, secret keys, one warning the stack loads with)
