@@ -424,3 +424,15 @@ def test_revision_must_be_a_full_lower_case_sha(revision: str) -> None:
     (problem,) = problems_of(kubernetes_stack(models=[model(revision=revision)]))
     assert problem.startswith(f"models[0].revision: {revision!r} ")
     assert "40" in problem
+
+
+def test_an_ingress_class_that_ignores_ingress_nginxs_auth_annotations_is_refused_naming_the_fix() -> None:
+    """Issue 51: `ingressClass: alb` would serve every host with basic auth's annotations ignored (open)."""
+    (problem,) = problems_of(ingress_stack(ingressClass="alb"))
+    assert problem.startswith("ingressClass: 'alb' ignores ingress-nginx's basic annotations")
+    assert "edge: gateway with ingressAuth: apiKey" in problem
+
+
+def test_ingress_nginx_keeps_its_basic_auth_edge() -> None:
+    settings = load_settings(as_cli(ingress_stack(ingressClass="nginx")), project="triton-ft", stack="dev")
+    assert settings.serving.ingress.auth == "basic"
