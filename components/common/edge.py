@@ -161,6 +161,18 @@ def _parent_ref(args: EdgeArgs) -> dict[str, Any]:
     return ref
 
 
+HSTS = "max-age=31536000; includeSubDomains"
+"""``Strict-Transport-Security`` on every answer of a TLS host: a client that once reached it never falls back to
+plain HTTP (where the API key would travel in clear before the redirect)."""
+
+
+def _hsts_filters(args: EdgeArgs) -> list[dict[str, Any]]:
+    if not args.tls:
+        return []
+    header = {"name": "Strict-Transport-Security", "value": HSTS}
+    return [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {"set": [header]}}]
+
+
 def _backend_refs(backends: Sequence[WeightedBackend], port: int) -> list[dict[str, Any]]:
     if not backends:
         raise ValueError("a route needs at least one backend")
@@ -196,6 +208,7 @@ def model_http_route_spec(args: EdgeArgs, model: str, backends: Sequence[Weighte
                 "matches": [{"path": {"type": "Exact", "value": p}} for p in triton_paths(model)],
                 "backendRefs": _backend_refs(backends, HTTP_PORT),
                 "timeouts": {"request": f"{args.request_timeout_seconds}s"},
+                **({"filters": _hsts_filters(args)} if args.tls else {}),
             }
         ],
     }
@@ -226,6 +239,7 @@ def api_http_route_spec(args: EdgeArgs, service: str, port: int, path: str) -> d
                 "matches": [{"path": {"type": "PathPrefix", "value": path}}],
                 "backendRefs": _backend_refs([WeightedBackend(service)], port),
                 "timeouts": {"request": f"{args.request_timeout_seconds}s"},
+                **({"filters": _hsts_filters(args)} if args.tls else {}),
             }
         ],
     }
