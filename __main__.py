@@ -106,7 +106,7 @@ for model in settings.models:
         server_image=images.server_image_for(engine_for(model.family).name),
         htpasswd=htpasswd,
     )
-    if settings.probe.enabled:
+    if args.judged_before_the_switch(settings, model):
         # Judged promotion: each new serving version is probed directly before the Services switch to it.
         service_args = dataclasses.replace(service_args, judge=judge_for(model))
     service = TritonService(f"{name}-{model.name}", service_args)

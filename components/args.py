@@ -18,6 +18,7 @@ from components.common.edge import (
     AcmeIssuer,
     EdgeArgs,
     GatewayRef,
+    exposes_triton,
     gateway_http01_solver,
     ingress_http01_solver,
     model_listener,
@@ -100,7 +101,7 @@ def edge_hosts(settings: Settings) -> dict[str, str]:
     ingress = settings.serving.ingress
     hosts = [
         *([ingress.host] if settings.serving.gateway.enabled else []),
-        *(model_host(settings, m) for m in settings.models),
+        *(model_host(settings, m) for m in exposed_models(settings)),
     ]
     if ingress.dns_zone:
         edge = f"Gateway {edge_gateway(settings).name}" if uses_gateway_api(settings) else "the Ingress controller"
@@ -293,9 +294,15 @@ def model_host(settings: Settings, model: ModelSpec) -> str:
     return f"{model.name}.{settings.serving.ingress.host}"
 
 
+def exposed_models(settings: Settings) -> tuple[ModelSpec, ...]:
+    """The models whose own Triton has a host at the edge (encoders only: ``components.common.edge.exposes_triton``);
+    every other model is reached through the OpenAI gateway only."""
+    return tuple(m for m in settings.models if exposes_triton(m))
+
+
 def ingress_args(settings: Settings, model: ModelSpec, htpasswd: pulumi.Input[str] | None) -> IngressArgs | None:
-    """The model's Ingress on the Ingress edge; None on the Gateway API edge."""
-    if settings.serving.ingress.edge != "ingress":
+    """The model's Ingress on the Ingress edge (an encoder only); None on the Gateway API edge."""
+    if settings.serving.ingress.edge != "ingress" or not exposes_triton(model):
         return None
     return exposure_args(settings, model_host(settings, model), htpasswd)
 
@@ -327,7 +334,8 @@ def edge_args(settings: Settings, host: str, listener: str) -> EdgeArgs:
 
 
 def model_edge_args(settings: Settings, model: ModelSpec) -> EdgeArgs | None:
-    if not uses_gateway_api(settings):
+    """The model's routes on the Gateway API edge: an encoder only (``components.common.edge.exposes_triton``)."""
+    if not uses_gateway_api(settings) or not exposes_triton(model):
         return None
     return edge_args(settings, model_host(settings, model), model_listener(model.name))
 
@@ -359,7 +367,7 @@ def edge_objects_args(settings: Settings, target: ClusterTarget) -> EdgeObjectsA
         target=target,
         gateway=gateway,
         base_host=ingress.host,
-        models=tuple(m.name for m in settings.models),
+        models=tuple(m.name for m in exposed_models(settings)),
         api=settings.serving.gateway.enabled,
         tls=ingress.tls,
         make_gateway=gateway_api and not ingress.gateway_name,
@@ -584,6 +592,15 @@ def image_pins(settings: Settings) -> str:
         },
         sort_keys=True,
     )
+
+
+def judged_before_the_switch(settings: Settings, model: ModelSpec) -> bool:
+    """Whether each new serving version of ``model`` is judged before its Services switch to it: only where its
+    judge reaches the candidate, on the candidate's judge route at the edge (an encoder). A FasterTransformer or
+    vLLM model's Triton has no route (``components.common.edge.exposes_triton``) and the gateway reaches only the
+    serving version, so such a model rolls in place and the probe judges it through the gateway after the roll
+    (``docs/security.md``)."""
+    return settings.probe.enabled and exposes_triton(model)
 
 
 def judge_probe_args(

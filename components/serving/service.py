@@ -418,13 +418,19 @@ class TritonService(pulumi.ComponentResource):
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb", metadata=object_meta(base, ns, meta_labels), spec=as_input(pdb_spec(sel)), opts=child
         )
-        clients = tuple(e.controller_namespace for e in (args.ingress, args.edge) if e is not None)
+        edge_pods = tuple(
+            (e.controller_namespace, e.controller_pods) for e in (args.ingress, args.edge) if e is not None
+        )
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol",
             metadata=object_meta(base, ns, meta_labels),
             spec=as_input(
                 network_policy_spec(
-                    sel, clients + args.client_namespaces, args.prometheus_namespace, gateway_pods=args.gateway_pods
+                    sel,
+                    args.client_namespaces,
+                    args.prometheus_namespace,
+                    gateway_pods=args.gateway_pods,
+                    edge_pods=edge_pods,
                 )
             ),
             opts=child,
