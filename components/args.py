@@ -42,8 +42,10 @@ from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from components.platform.aws.platform import AwsPlatformArgs
 from components.platform.cluster import ExistingClusterArgs
 from components.platform.image import ImageBuild, TritonImageArgs
-from components.probe import IntegrationProbeArgs
+from components.probe import IntegrationProbeArgs, probe_settings
+from components.probe.in_cluster import InClusterJudgeArgs
 from components.serving.gemm_tuning import GemmTuning
+from components.serving.judge_job import judge_job_manifest, judge_job_name
 from components.serving.promotion import VERSION_LABEL, Candidate
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings.alerting import alert_routing
@@ -595,12 +597,11 @@ def image_pins(settings: Settings) -> str:
 
 
 def judged_before_the_switch(settings: Settings, model: ModelSpec) -> bool:
-    """Whether each new serving version of ``model`` is judged before its Services switch to it: only where its
-    judge reaches the candidate, on the candidate's judge route at the edge (an encoder). A FasterTransformer or
-    vLLM model's Triton has no route (``components.common.edge.exposes_triton``) and the gateway reaches only the
-    serving version, so such a model rolls in place and the probe judges it through the gateway after the roll
-    (``docs/security.md``)."""
-    return settings.probe.enabled and exposes_triton(model)
+    """Whether each new serving version of ``model`` is judged before its Services switch to it: whenever the probe
+    runs. The judge asks the candidate from inside the cluster (:func:`in_cluster_judge_args`), so a model whose
+    Triton has no route at the edge (FasterTransformer, vLLM: ``components.common.edge.exposes_triton``) keeps its
+    judged promotion (``docs/security.md``)."""
+    return settings.probe.enabled
 
 
 def judge_probe_args(
@@ -611,18 +612,15 @@ def judge_probe_args(
     *,
     edge: EdgeObjects | None = None,
 ) -> IntegrationProbeArgs:
-    """The probe that judges a candidate version before it takes traffic: the same judged answers as the model's
-    probe, asked of the candidate only. On the Gateway API edge through the public host with the candidate's header
-    (only its judge route matches it: an HTTPRoute on the Gateway API edge, a canary Ingress on ingress-nginx);
-    otherwise at its own Service's in-cluster URL. Never through the gateway."""
+    """What judges a candidate version before it takes traffic: the same judged answers as the model's probe, asked
+    of the candidate only, at its own Service's in-cluster URL (the judge Job's, :func:`in_cluster_judge_args`).
+    Never through the edge (no candidate has a route there) nor the gateway (which calls the serving version); no
+    credential (Triton is asked directly, from a pod its NetworkPolicy admits by label). ``edge`` is unused: kept so
+    the signature stays the probe's."""
+    del edge
     probe = settings.probe
-    endpoint: pulumi.Input[str] = candidate.public_url or candidate.internal_url
-    auth = integration_probe_headers(settings, edge)
-    headers = pulumi.Output.from_input(auth if auth is not None else {}).apply(
-        lambda h: {**(h or {}), **candidate.headers}
-    )
     return IntegrationProbeArgs.from_specs(
-        endpoint,
+        candidate.internal_url,
         [model],
         image_digest=image_digest,
         serving_config=f"{model.to_json()}|judge|{candidate.version}",
@@ -630,10 +628,43 @@ def judge_probe_args(
         deadline_s=float(probe.timeout_s),
         latency_requests=probe.requests,
         bleu_threshold=float(probe.bleu_threshold),
-        header_env=integration_probe_header_env(settings),
-        headers=headers,
         encoder_probes=probe.encoders,
         failure_hint=failed_candidate_hint(settings.namespace, candidate),
+    )
+
+
+def in_cluster_judge_args(
+    settings: Settings,
+    target: ClusterTarget,
+    candidate: Candidate,
+    probe_args: IntegrationProbeArgs,
+    tools_image: pulumi.Input[str],
+) -> InClusterJudgeArgs:
+    """The candidate's judge Job (``components.serving.judge_job``): ``tritonft judge`` with ``probe_args``'s
+    settings (:func:`judge_probe_args`), in the tools image, its pods labelled ``candidate.judge_pods``."""
+    settings_json = pulumi.Output.from_input(probe_settings(probe_args)).apply(
+        lambda s: json.dumps(s, sort_keys=True, separators=(",", ":"))
+    )
+    job = pulumi.Output.all(namespace=target.namespace, image=tools_image, config=settings_json).apply(
+        lambda v: judge_job_manifest(
+            name=judge_job_name(candidate.service),
+            namespace=v["namespace"],
+            pod_labels=candidate.judge_pods,
+            image=v["image"],
+            probe_settings_json=v["config"],
+            cpu_node_selector=dict(target.cpu_node_selector),
+            gpu_node_selector=dict(target.gpu.node_selector),
+            deadline_s=probe_args.deadline_s,
+        )
+    )
+    return InClusterJudgeArgs(
+        namespace=target.namespace,
+        job=job,
+        candidate_service=candidate.service,
+        candidate_deployment=candidate.service,
+        failure_hint=probe_args.failure_hint,
+        kubeconfig=target.kubeconfig,
+        context=target.context,
     )
 
 
@@ -647,7 +678,8 @@ def failed_candidate_hint(namespace: str, candidate: Candidate) -> str:
         f"The candidate version {version} of {candidate.model} is left running beside the serving version, taking no "
         f"traffic (the serving version keeps all of it), so it can be looked at: "
         f"`kubectl -n {namespace} get deployment,pods,service -l {VERSION_LABEL}={version}`, "
-        f"`kubectl -n {namespace} logs deployment/{deployment} -c triton`. Its pods hold their GPUs until the next "
+        f"`kubectl -n {namespace} logs deployment/{deployment} -c triton`; the judge's whole report: "
+        f"`kubectl -n {namespace} logs job/{judge_job_name(deployment)}`. Its pods hold their GPUs until the next "
         "`pulumi up` removes it (a revert deletes it; a fix is judged as a new version and this one is deleted at "
         "the end of that up); `pulumi destroy` removes it too."
     )

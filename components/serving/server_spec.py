@@ -330,12 +330,14 @@ def network_policy_spec(
     gateway_pods: dict[str, str] | None = None,
     *,
     edge_pods: tuple[tuple[str, dict[str, str]], ...] = (),
+    judge_pods: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Only the edge's proxy pods (``edge_pods``: (namespace, labels), an exposed encoder's) and the user's
     ``client_namespaces`` reach 8000/8001, the stack's gateway pods (selected by ``gateway_pods``, same namespace)
     reach 8001, only Prometheus's pods (by their label, not the whole monitoring namespace) reach 8002. A model
     without an edge route (FasterTransformer, vLLM: ``components.common.edge.exposes_triton``) is reached by the
-    gateway's pods only, and Prometheus's on metrics.
+    gateway's pods only, and Prometheus's on metrics. A judged model's Triton also admits its judge's pods (selected
+    by ``judge_pods``, same namespace: ``components.serving.judge_job``) on 8000, where the judge asks a candidate.
 
     Egress is limited to cluster DNS: Triton reads its models from the mounted volume and calls nothing.
     """
@@ -354,6 +356,13 @@ def network_policy_spec(
             {
                 "from": [{"podSelector": {"matchLabels": dict(gateway_pods)}}],
                 "ports": [{"port": GRPC_PORT, "protocol": tcp}],
+            }
+        )
+    if judge_pods:
+        ingress.append(
+            {
+                "from": [{"podSelector": {"matchLabels": dict(judge_pods)}}],
+                "ports": [{"port": HTTP_PORT, "protocol": tcp}],
             }
         )
     ingress.append(

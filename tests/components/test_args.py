@@ -103,7 +103,8 @@ def test_a_fastertransformer_models_triton_gets_no_edge_route_of_any_kind(edge: 
     assert args.model_edge_args(settings, t5) is None
     assert args.ingress_args(settings, t5, None) is None
     assert f"{t5.name}.{settings.serving.ingress.host}" not in args.edge_hosts(settings)
-    assert not args.judged_before_the_switch(settings, t5)
+    # Still judged before it takes traffic: its judge asks the candidate from inside the cluster.
+    assert args.judged_before_the_switch(settings, t5)
 
 
 def test_on_a_users_own_gateway_routes_name_no_listener() -> None:
@@ -266,7 +267,7 @@ def test_a_model_exposed_on_the_edge_waits_out_the_edges_request_timeout_too() -
 
 
 def test_a_failed_judge_says_its_candidate_is_kept_how_to_see_it_and_what_removes_it() -> None:
-    candidate = Candidate("t5-small", "0a1b2c3d", "local-t5-small-0a1b2c3d", "http://x", judge_route=None)
+    candidate = Candidate("t5-small", "0a1b2c3d", "local-t5-small-0a1b2c3d", "http://x", judge_pods={})
 
     hint = args.failed_candidate_hint("triton-local", candidate)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -146,10 +147,15 @@ def test_a_larger_model_reconverts_it_and_leaves_the_platform_and_store_untouche
     assert report.harmful == () and _untouched(report) == [], report.text()
     rolled = {c.name for c in report.changes if c.rolls}
     assert not any("t5-3b" in name or "minilm" in name for name in rolled), report.text()
-    # gpt-j-6b's Triton (23.04) has no edge route, so no judge route either (issue 51, docs/security.md): it rolls in
-    # place and its probe judges it through the gateway after the roll; nothing is created or deleted.
-    assert _named(report, Action.CREATE) == _named(report, Action.DELETE) == set(), report.text()
-    assert f"{STACK}-gpt-j-6b-deployment" in rolled, report.text()
+    # gpt-j-6b surges (room for a candidate): the new version comes up beside the old one, judged in the cluster
+    # (no judge route: issue 51), then the old version's Deployment, candidate Service and judge are deleted.
+    created, deleted = _named(report, Action.CREATE), _named(report, Action.DELETE)
+    kinds = ("deployment", "candidate", "judge")
+    for kind in kinds:
+        versioned = re.compile(rf"{STACK}-gpt-j-6b-{kind}-[0-9a-f]{{8}}")
+        assert len([n for n in created if versioned.fullmatch(n)]) == 1, report.text()
+        assert len([n for n in deleted if versioned.fullmatch(n)]) == 1, report.text()
+    assert all("gpt-j-6b" in n for n in created | deleted), report.text()
 
 
 def test_a_changed_revision_replaces_that_models_job_and_brings_a_judged_new_version_of_its_server(
@@ -163,9 +169,10 @@ def test_a_changed_revision_replaces_that_models_job_and_brings_a_judged_new_ver
     assert report.harmful == () and _untouched(report) == [], report.text()
     touched = {c.name for c in report.changes if c.action is not Action.SAME}
     assert all(("t5-3b" in n) or n.startswith(f"{STACK}-gateway") for n in touched), report.text()
-    # t5-3b's Triton (23.04) has no route for a judge (issue 51): the new revision's server rolls in place.
-    deployment = next(c for c in report.changes if c.name == f"{STACK}-t5-3b-deployment")
-    assert deployment.rolls and _named(report, Action.CREATE) == set(), report.text()
+    # t5-3b surges (prod keeps a node for its surge pod): the new revision's server comes up beside the serving one.
+    versioned = re.compile(rf"{STACK}-t5-3b-deployment-[0-9a-f]{{8}}")
+    assert len([n for n in _named(report, Action.CREATE) if versioned.fullmatch(n)]) == 1, report.text()
+    assert len([n for n in _named(report, Action.DELETE) if versioned.fullmatch(n)]) == 1, report.text()
     probe = next(c for c in report.changes if c.name == f"{STACK}-t5-3b-probe")
     assert probe.action is Action.UPDATE and "trigger" in probe.changed
 

@@ -16,6 +16,7 @@ from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from tests.plans import StackPlans
 from tests.system.netpol import Pod, connects
 from tritonft.synth.manifests import SECRET_PLACEHOLDER, plain
+from tritonft.synth.plandiff import load_plan
 
 REPO = Path(__file__).resolve().parents[3]
 PLAN_NAMESPACE = "triton"
@@ -139,6 +140,34 @@ def test_in_prods_plan_no_pod_of_the_edge_or_of_monitoring_but_prometheus_reache
             ] == []
         assert connects(policies, prometheus, pod, METRICS_PORT, namespaces)
         assert not connects(policies, prometheus, pod, GRPC_PORT, namespaces)
+
+
+def _judge_jobs(plan: Path) -> list[dict[str, Any]]:
+    """The judge Jobs the plan's in-cluster judges create (their manifests are the judges' inputs)."""
+    return [r["inputs"]["job"] for r in load_plan(plan) if r["type"] == "pulumi-python:dynamic/tritonft:InClusterJudge"]
+
+
+def test_in_prods_plan_each_judges_pod_reaches_its_own_models_triton_on_http_and_nothing_else(prod: Path) -> None:
+    """Issue 51: a candidate is judged from inside the cluster; the judge's pods (an FT model's included) reach that
+    model's Triton on 8000 only: not another model's, not gRPC, not metrics."""
+    policies = _of(prod, "NetworkPolicy")
+    namespaces = _namespace_labels(prod)
+    triton = {
+        d["metadata"]["labels"]["app.kubernetes.io/instance"]: _template_pod(d) for d in _deployments(prod, "triton")
+    }
+    jobs = _judge_jobs(prod)
+    assert len(jobs) == len(triton) == 4
+    for job in jobs:
+        meta = job["metadata"]
+        judge = Pod.from_template(meta["name"], meta["namespace"], job["spec"]["template"])
+        own = meta["labels"]["app.kubernetes.io/instance"]
+        for instance, pod in triton.items():
+            reached = [p for p in (HTTP_PORT, GRPC_PORT, METRICS_PORT) if connects(policies, judge, pod, p, namespaces)]
+            assert reached == ([HTTP_PORT] if instance == own else []), (meta["name"], instance, reached)
+        spec = job["spec"]["template"]["spec"]
+        assert spec["automountServiceAccountToken"] is False
+        assert [c["command"] for c in spec["containers"]] == [["tritonft", "judge"]]
+        assert not any("secret" in str(c.get("env")).lower() for c in spec["containers"])
 
 
 def test_prods_triton_pods_run_without_model_control_and_with_the_unneeded_grpc_apis_restricted(prod: Path) -> None:
