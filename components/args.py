@@ -600,7 +600,7 @@ def judged_before_the_switch(settings: Settings, model: ModelSpec) -> bool:
     """Whether each new serving version of ``model`` is judged before its Services switch to it: whenever the probe
     runs. The judge asks the candidate from inside the cluster (:func:`in_cluster_judge_args`), so a model whose
     Triton has no route at the edge (FasterTransformer, vLLM: ``components.common.edge.exposes_triton``) keeps its
-    judged promotion (``docs/security.md``)."""
+    judged promotion (``docs/security/reach.md``)."""
     return settings.probe.enabled
 
 

@@ -17,7 +17,7 @@ What reaches the edge (and nothing else):
 A FasterTransformer model's Triton (23.04: CVE-2025-23310/23311 reachable through any of its HTTP endpoints, and
 a gRPC ``ModelInfer`` that names the Python-backend ``preprocessing`` model in its body) and a vLLM model's (a raw
 ``generate`` would bypass every limit the gateway applies) get no route of any protocol, no judge route either:
-the OpenAI gateway is their only door, and their NetworkPolicy admits only its pods (``docs/security.md``).
+the OpenAI gateway is their only door, and their NetworkPolicy admits only its pods (``docs/security/reach.md``).
 
 Every route carries :data:`AUTH_LABEL`; one ``SecurityPolicy`` selects them all (so the HTTP listener's ACME
 challenges and the HTTPS redirect stay open) and one ``BackendTrafficPolicy`` limits each client's request rate.

@@ -11,8 +11,8 @@ the whole report) beside the candidate to look at; it is owned by the candidate'
 revert, a fix judged as a new version, ``destroy``). A re-run of the same version's judge replaces the previous Job.
 
 Why a Job rather than the probe where ``pulumi up`` runs: no Triton of a generator, and no candidate, has a route at
-the edge (``docs/security.md``); the Job's pods are admitted by their label to their model's Triton on its HTTP port,
-and to nothing else. Import-safe: Pulumi pickles the provider by reference, so this module must not move while
+the edge (``docs/security/reach.md``); the Job's pods are admitted by their label to their model's Triton on its HTTP
+port, and to nothing else. Import-safe: Pulumi pickles the provider by reference, so this module must not move while
 stacks use it.
 """
 
@@ -121,6 +121,10 @@ def _replace_job(kube: Any, job: Mapping[str, Any], poll_s: float) -> None:
     kube.apply(job)
 
 
+def _delete_job(kube: Any, namespace: str, name: str) -> None:
+    kube.request("DELETE", kube.path("batch/v1", "Job", namespace, name), params={"propagationPolicy": "Background"})
+
+
 def judge(props: Mapping[str, Any]) -> dict[str, Any]:
     """Run the judge Job of ``props`` and return the outputs; raise :class:`ProbeFailedError` on a failed verdict."""
     kube = _kube(props.get("kubeconfig"), props.get("context"))
@@ -136,8 +140,7 @@ def judge(props: Mapping[str, Any]) -> dict[str, Any]:
         raise ProbeFailedError(
             f"judge of {props['candidate_service']} (Job {namespace}/{name}) failed:\n{outcome.message}{hint}"
         )
-    # Passed: the verdict is in the outputs; the Job has nothing left to show (a failed one stays, see above).
-    kube.request("DELETE", kube.path("batch/v1", "Job", namespace, name), params={"propagationPolicy": "Background"})
+    _delete_job(kube, namespace, name)  # passed: the verdict is in the outputs (a failed Job stays, see above)
     public = {k: v for k, v in props.items() if k != "kubeconfig"}
     return {**public, "ok": True, "verdict": outcome.message}
 

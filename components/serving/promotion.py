@@ -14,7 +14,7 @@ judge, so the switch of their selector waits for a passed judgement; the old ver
 declared, so ``pulumi up`` deletes them last, after every create and update succeeded (and never when one failed).
 The judge reaches the candidate only, from inside the cluster: a Job of the stack's namespace asks its candidate
 Service (``components.serving.judge_job``); never the user-facing Service, and never through the edge (no candidate
-and no generator's Triton has a route there: ``docs/security.md``).
+and no generator's Triton has a route there: ``docs/security/reach.md``).
 """
 
 from __future__ import annotations

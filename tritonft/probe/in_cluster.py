@@ -1,7 +1,7 @@
 """``tritonft judge``: the judge of a candidate version, run inside the cluster (the judge Job's command).
 
 A candidate version is judged before the user-facing Services switch to it. Its Triton has no route at the edge (a
-FasterTransformer model's 23.04 server, a vLLM model's raw ``generate``: ``docs/security.md``), so the judge runs
+FasterTransformer model's 23.04 server, a vLLM model's raw ``generate``: ``docs/security/reach.md``), so the judge runs
 where the candidate is reached: a Job in the stack's namespace whose pods the candidate's NetworkPolicy admits by
 their label (``components.serving.judge_job``). The Job runs this command with the same probe settings the
 in-process probe would get (:func:`config_from_props`: one reading of them for both), asks the candidate's own

@@ -108,8 +108,9 @@ def _triton_services_routed_by_ingresses(d: Deployed) -> set[str]:
 
 
 def test_no_pod_but_the_gateways_and_prometheus_on_metrics_reaches_an_ft_models_triton(deployed: Deployed) -> None:
-    """Issue 51's must-show: Triton 23.04 is reached by the gateway's pods (gRPC) and Prometheus's (metrics) only:
-    not the edge's proxies, not Grafana or another pod of monitoring, not another pod of the namespace."""
+    """Issue 51's must-show: Triton 23.04 is reached by the gateway's pods (gRPC), Prometheus's (metrics) and its own
+    judge's (HTTP, the next test) only: not the edge's proxies, not Grafana or another pod of monitoring, not another
+    pod of the namespace, not another model's judge."""
     ft_selectors = [
         o["spec"]["selector"]["matchLabels"]
         for o in deployed.plan_objects
@@ -131,7 +132,10 @@ def test_no_pod_but_the_gateways_and_prometheus_on_metrics_reaches_an_ft_models_
     ]
     prometheus = _peer("monitoring", {"app.kubernetes.io/name": "prometheus"})
     for pod in ft:
-        for source in strangers:
+        instance = pod.labels["app.kubernetes.io/instance"]
+        others_judges = [j for j in deployed.judges if j.labels["app.kubernetes.io/instance"] != instance]
+        assert others_judges
+        for source in [*strangers, *others_judges]:
             assert [p for p in TRITON_PORTS if connects(deployed.policies, source, pod, p, deployed.namespaces)] == []
         assert [p for p in TRITON_PORTS if connects(deployed.policies, prometheus, pod, p, deployed.namespaces)] == [
             METRICS_PORT
@@ -176,3 +180,26 @@ def test_the_gateway_is_reached_by_the_edges_proxies_and_prometheus_and_by_nothi
             assert not connects(deployed.policies, stranger, gateway, GATEWAY_PORT, deployed.namespaces)
         assert connects(deployed.policies, proxy, gateway, GATEWAY_PORT, deployed.namespaces)
         assert connects(deployed.policies, prometheus, gateway, GATEWAY_PORT, deployed.namespaces)
+
+
+def test_each_judges_pod_reaches_its_own_models_triton_on_http_only(deployed: Deployed) -> None:
+    """Issue 51: a candidate is judged from inside the cluster by a Job whose pods the candidate's NetworkPolicy admits
+    by label: on the HTTP port the judge asks, of its own model's Triton only (an FT model's included)."""
+    instance = "app.kubernetes.io/instance"
+    judged = sorted(j.labels[instance] for j in deployed.judges)
+    assert judged == sorted({t.labels[instance] for t in deployed.triton}), "one judge per model"
+    for judge in deployed.judges:
+        own = judge.labels["app.kubernetes.io/instance"]
+        for pod in deployed.triton:
+            reached = [p for p in TRITON_PORTS if connects(deployed.policies, judge, pod, p, deployed.namespaces)]
+            expected = [HTTP_PORT] if pod.labels["app.kubernetes.io/instance"] == own else []
+            assert reached == expected, (judge.name, pod.name, reached)
+        assert not any(
+            connects(deployed.policies, judge, g, GATEWAY_PORT, deployed.namespaces) for g in deployed.gateway
+        )
+
+
+def test_a_pod_labelled_as_a_judge_of_the_stack_in_another_namespace_reaches_no_triton_pod(deployed: Deployed) -> None:
+    (judge, *_) = deployed.judges
+    elsewhere = _peer("default", dict(judge.labels))
+    assert all(_reaches(deployed, elsewhere, p) == [] for p in TRITON_PORTS)
