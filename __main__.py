@@ -19,6 +19,7 @@ from components.platform.aws.platform import AwsPlatform
 from components.platform.cluster import ExistingCluster
 from components.platform.image import TritonImage
 from components.probe import IntegrationProbe
+from components.probe.in_cluster import InClusterJudge
 from components.serving.promotion import Candidate
 from components.serving.service import Judge, TritonService
 from components.settings.pulumi_config import settings_from_pulumi
@@ -68,12 +69,14 @@ release_digest = pulumi.Output.concat(images.server_image, "|", images.tools_ima
 
 
 def judge_for(model: ModelSpec) -> Judge:
-    """The probe that judges ``model``'s candidate version (``components.serving.promotion``)."""
+    """The in-cluster judge of ``model``'s candidate version (``components.serving.judge_job``): a Job asking the
+    candidate's own Service what the probe asks, its verdict read before the Services switch."""
 
-    def judge(candidate: Candidate, opts: pulumi.ResourceOptions) -> IntegrationProbe:
-        return IntegrationProbe(
+    def judge(candidate: Candidate, opts: pulumi.ResourceOptions) -> InClusterJudge:
+        probe = args.judge_probe_args(settings, candidate, model, release_digest, edge=edge)
+        return InClusterJudge(
             f"{name}-{model.name}-judge-{candidate.version}",
-            args.judge_probe_args(settings, candidate, model, release_digest, edge=edge),
+            args.in_cluster_judge_args(settings, target, candidate, probe, images.tools_image),
             opts,
         )
 
@@ -106,8 +109,8 @@ for model in settings.models:
         server_image=images.server_image_for(engine_for(model.family).name),
         htpasswd=htpasswd,
     )
-    if settings.probe.enabled:
-        # Judged promotion: each new serving version is probed directly before the Services switch to it.
+    if args.judged_before_the_switch(settings, model):
+        # Judged promotion: each new serving version is judged in the cluster before the Services switch to it.
         service_args = dataclasses.replace(service_args, judge=judge_for(model))
     service = TritonService(f"{name}-{model.name}", service_args)
     endpoints[model.name] = service.endpoint

@@ -14,6 +14,6 @@ Layers (an import may only point down this list):
   composes it, not ``__main__``; it imports nothing of the others);
 * :mod:`tritonft` (the runtime library) and its engines (:mod:`tritonft.engines`).
 
-``components.rollout_watch`` and ``components.probe`` hold Pulumi dynamic providers, which are pickled by
-reference into every stack's state: their module paths are part of that state and must not move.
+``components.rollout_watch``, ``components.probe`` and ``components.probe.in_cluster`` hold Pulumi dynamic providers,
+which are pickled by reference into every stack's state: their module paths are part of that state and must not move.
 """

@@ -18,6 +18,7 @@ from components.common.edge import (
     AcmeIssuer,
     EdgeArgs,
     GatewayRef,
+    exposes_triton,
     gateway_http01_solver,
     ingress_http01_solver,
     model_listener,
@@ -42,8 +43,10 @@ from components.platform.aws.platform import AwsPlatformArgs
 from components.platform.cluster import ExistingClusterArgs
 from components.platform.image import ImageBuild, TritonImageArgs
 from components.platform.signals import EdgeProbe
-from components.probe import IntegrationProbeArgs
+from components.probe import IntegrationProbeArgs, probe_settings
+from components.probe.in_cluster import InClusterJudgeArgs
 from components.serving.gemm_tuning import GemmTuning
+from components.serving.judge_job import judge_job_manifest, judge_job_name
 from components.serving.promotion import VERSION_LABEL, Candidate
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings.alerting import alert_routing
@@ -102,7 +105,7 @@ def edge_hosts(settings: Settings) -> dict[str, str]:
     ingress = settings.serving.ingress
     hosts = [
         *([ingress.host] if settings.serving.gateway.enabled else []),
-        *(model_host(settings, m) for m in settings.models),
+        *(model_host(settings, m) for m in exposed_models(settings)),
     ]
     if ingress.dns_zone:
         edge = f"Gateway {edge_gateway(settings).name}" if uses_gateway_api(settings) else "the Ingress controller"
@@ -320,9 +323,15 @@ def model_host(settings: Settings, model: ModelSpec) -> str:
     return f"{model.name}.{settings.serving.ingress.host}"
 
 
+def exposed_models(settings: Settings) -> tuple[ModelSpec, ...]:
+    """The models whose own Triton has a host at the edge (encoders only: ``components.common.edge.exposes_triton``);
+    every other model is reached through the OpenAI gateway only."""
+    return tuple(m for m in settings.models if exposes_triton(m))
+
+
 def ingress_args(settings: Settings, model: ModelSpec, htpasswd: pulumi.Input[str] | None) -> IngressArgs | None:
-    """The model's Ingress on the Ingress edge; None on the Gateway API edge."""
-    if settings.serving.ingress.edge != "ingress":
+    """The model's Ingress on the Ingress edge (an encoder only); None on the Gateway API edge."""
+    if settings.serving.ingress.edge != "ingress" or not exposes_triton(model):
         return None
     return exposure_args(settings, model_host(settings, model), htpasswd)
 
@@ -354,7 +363,8 @@ def edge_args(settings: Settings, host: str, listener: str) -> EdgeArgs:
 
 
 def model_edge_args(settings: Settings, model: ModelSpec) -> EdgeArgs | None:
-    if not uses_gateway_api(settings):
+    """The model's routes on the Gateway API edge: an encoder only (``components.common.edge.exposes_triton``)."""
+    if not uses_gateway_api(settings) or not exposes_triton(model):
         return None
     return edge_args(settings, model_host(settings, model), model_listener(model.name))
 
@@ -386,7 +396,7 @@ def edge_objects_args(settings: Settings, target: ClusterTarget) -> EdgeObjectsA
         target=target,
         gateway=gateway,
         base_host=ingress.host,
-        models=tuple(m.name for m in settings.models),
+        models=tuple(m.name for m in exposed_models(settings)),
         api=settings.serving.gateway.enabled,
         tls=ingress.tls,
         make_gateway=gateway_api and not ingress.gateway_name,
@@ -614,6 +624,14 @@ def image_pins(settings: Settings) -> str:
     )
 
 
+def judged_before_the_switch(settings: Settings, model: ModelSpec) -> bool:
+    """Whether each new serving version of ``model`` is judged before its Services switch to it: whenever the probe
+    runs. The judge asks the candidate from inside the cluster (:func:`in_cluster_judge_args`), so a model whose
+    Triton has no route at the edge (FasterTransformer, vLLM: ``components.common.edge.exposes_triton``) keeps its
+    judged promotion (``docs/security/reach.md``)."""
+    return settings.probe.enabled
+
+
 def judge_probe_args(
     settings: Settings,
     candidate: Candidate,
@@ -622,18 +640,15 @@ def judge_probe_args(
     *,
     edge: EdgeObjects | None = None,
 ) -> IntegrationProbeArgs:
-    """The probe that judges a candidate version before it takes traffic: the same judged answers as the model's
-    probe, asked of the candidate only. On the Gateway API edge through the public host with the candidate's header
-    (only its judge route matches it: an HTTPRoute on the Gateway API edge, a canary Ingress on ingress-nginx);
-    otherwise at its own Service's in-cluster URL. Never through the gateway."""
+    """What judges a candidate version before it takes traffic: the same judged answers as the model's probe, asked
+    of the candidate only, at its own Service's in-cluster URL (the judge Job's, :func:`in_cluster_judge_args`).
+    Never through the edge (no candidate has a route there) nor the gateway (which calls the serving version); no
+    credential (Triton is asked directly, from a pod its NetworkPolicy admits by label). ``edge`` is unused: kept so
+    the signature stays the probe's."""
+    del edge
     probe = settings.probe
-    endpoint: pulumi.Input[str] = candidate.public_url or candidate.internal_url
-    auth = integration_probe_headers(settings, edge)
-    headers = pulumi.Output.from_input(auth if auth is not None else {}).apply(
-        lambda h: {**(h or {}), **candidate.headers}
-    )
     return IntegrationProbeArgs.from_specs(
-        endpoint,
+        candidate.internal_url,
         [model],
         image_digest=image_digest,
         serving_config=f"{model.to_json()}|judge|{candidate.version}",
@@ -641,11 +656,44 @@ def judge_probe_args(
         deadline_s=float(probe.timeout_s),
         latency_requests=probe.requests,
         bleu_threshold=float(probe.bleu_threshold),
-        header_env=integration_probe_header_env(settings),
-        headers=headers,
         encoder_probes=probe.encoders,
         reference=True,
         failure_hint=failed_candidate_hint(settings.namespace, candidate),
+    )
+
+
+def in_cluster_judge_args(
+    settings: Settings,
+    target: ClusterTarget,
+    candidate: Candidate,
+    probe_args: IntegrationProbeArgs,
+    tools_image: pulumi.Input[str],
+) -> InClusterJudgeArgs:
+    """The candidate's judge Job (``components.serving.judge_job``): ``tritonft judge`` with ``probe_args``'s
+    settings (:func:`judge_probe_args`), in the tools image, its pods labelled ``candidate.judge_pods``."""
+    settings_json = pulumi.Output.from_input(probe_settings(probe_args)).apply(
+        lambda s: json.dumps(s, sort_keys=True, separators=(",", ":"))
+    )
+    job = pulumi.Output.all(namespace=target.namespace, image=tools_image, config=settings_json).apply(
+        lambda v: judge_job_manifest(
+            name=judge_job_name(candidate.service),
+            namespace=v["namespace"],
+            pod_labels=candidate.judge_pods,
+            image=v["image"],
+            probe_settings_json=v["config"],
+            cpu_node_selector=dict(target.cpu_node_selector),
+            gpu_node_selector=dict(target.gpu.node_selector),
+            deadline_s=probe_args.deadline_s,
+        )
+    )
+    return InClusterJudgeArgs(
+        namespace=target.namespace,
+        job=job,
+        candidate_service=candidate.service,
+        candidate_deployment=candidate.service,
+        failure_hint=probe_args.failure_hint,
+        kubeconfig=target.kubeconfig,
+        context=target.context,
     )
 
 
@@ -659,7 +707,8 @@ def failed_candidate_hint(namespace: str, candidate: Candidate) -> str:
         f"The candidate version {version} of {candidate.model} is left running beside the serving version, taking no "
         f"traffic (the serving version keeps all of it), so it can be looked at: "
         f"`kubectl -n {namespace} get deployment,pods,service -l {VERSION_LABEL}={version}`, "
-        f"`kubectl -n {namespace} logs deployment/{deployment} -c triton`. Its pods hold their GPUs until the next "
+        f"`kubectl -n {namespace} logs deployment/{deployment} -c triton`; the judge's whole report: "
+        f"`kubectl -n {namespace} logs job/{judge_job_name(deployment)}`. Its pods hold their GPUs until the next "
         "`pulumi up` removes it (a revert deletes it; a fix is judged as a new version and this one is deleted at "
         "the end of that up); `pulumi destroy` removes it too."
     )

@@ -30,6 +30,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "repo": ("tritonft.repo.command", "render and check a model's Triton repository (FT model, tokenizers, ensemble)"),
     "probe": ("tritonft.probe.cli", "check a deployed endpoint: health, contract, a judged inference, latency"),
+    "judge": (
+        "tritonft.probe.in_cluster",
+        "judge a candidate version from inside the cluster (the judge Job's command: the probe, its verdict kept by "
+        "Kubernetes)",
+    ),
     "bench": (
         "tritonft.bench.cli",
         "sweep a stack's load with AIPerf (OpenAI routes) and perf_analyzer (KServe V2): CSV, JSON, plots",

@@ -8,12 +8,16 @@ token) and per-client rate limits in a ``BackendTrafficPolicy``; it replaces ing
 What reaches the edge (and nothing else):
 
 * the OpenAI gateway, ``/v1`` on the stack's base host;
-* per model, on ``<model>.<host>``: only Triton's inference routes (KServe V2 health, metadata, config, ``infer``,
-  ``generate`` and ``generate_stream`` of that model; over gRPC the same methods of
+* per **encoder** (ONNX Runtime on a current Triton, :func:`exposes_triton`), on ``<model>.<host>``: only Triton's
+  inference routes (KServe V2 health, metadata, config and ``infer`` of that model; over gRPC the same methods of
   ``inference.GRPCInferenceService``). Triton's repository control, shared-memory registration, logging and trace
   settings and statistics never do: they are where Triton's known remote exploits start (shared-memory regions,
-  log and trace files), and no client of the stack needs them. The integration probe, which runs where ``pulumi up``
-  runs (outside the cluster), judges each model through these routes and through the OpenAI gateway.
+  log and trace files), and no client of the stack needs them.
+
+A FasterTransformer model's Triton (23.04: CVE-2025-23310/23311 reachable through any of its HTTP endpoints, and
+a gRPC ``ModelInfer`` that names the Python-backend ``preprocessing`` model in its body) and a vLLM model's (a raw
+``generate`` would bypass every limit the gateway applies) get no route of any protocol, no judge route either:
+the OpenAI gateway is their only door, and their NetworkPolicy admits only its pods (``docs/security/reach.md``).
 
 Every route carries :data:`AUTH_LABEL`; one ``SecurityPolicy`` selects them all (so the HTTP listener's ACME
 challenges and the HTTPS redirect stay open) and one ``BackendTrafficPolicy`` limits each client's request rate.
@@ -25,10 +29,12 @@ proxy and the OpenAI gateway) and strips the key before the request goes on.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.common.triton import GRPC_PORT, HTTP_PORT
+from components.common.workload import ENVOY_PROXY_PODS
+from tritonft.spec import ModelSpec
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
 GATEWAY_GROUP = "gateway.networking.k8s.io"
@@ -54,10 +60,17 @@ GRPC_METHODS = (
     "ModelMetadata",
     "ModelConfig",
     "ModelInfer",
-    "ModelStreamInfer",
 )
-"""The gRPC methods of Triton that reach the edge: health, metadata and inference; no repository, shared-memory,
-statistics, trace or logging method."""
+"""The gRPC methods of an encoder's Triton that reach the edge: health, metadata and inference; no stream (an
+encoder is not decoupled), repository, shared-memory, statistics, trace or logging method."""
+
+
+def exposes_triton(model: ModelSpec) -> bool:
+    """Whether ``model``'s own Triton gets routes at the edge: only an encoder (ONNX Runtime on the current Triton,
+    whose ``infer`` takes a bounded batch of token ids and generates nothing). Never a FasterTransformer model
+    (Triton 23.04, unpatchable) nor a vLLM model (its raw ``generate`` bypasses the gateway's limits on
+    ``max_tokens``, ``n`` and ``logprobs``): both are reached through the OpenAI gateway only."""
+    return model.family.is_encoder
 
 
 @dataclass(frozen=True)
@@ -88,8 +101,10 @@ class EdgeArgs:
     grpc: bool = True
     """Also a GRPCRoute for the model (only over TLS: HTTP/2 reaches the listener through ALPN)."""
     controller_namespace: str = "envoy-gateway-system"
-    """Namespace of the Envoy proxies (Envoy Gateway runs them beside its controller): the only one the
-    NetworkPolicy lets reach the backends."""
+    """Namespace of the Envoy proxies (Envoy Gateway runs them beside its controller)."""
+    controller_pods: dict[str, str] = field(default_factory=lambda: dict(ENVOY_PROXY_PODS))
+    """Labels of the Envoy proxy pods: the only pods of ``controller_namespace`` the NetworkPolicy lets reach an
+    exposed backend."""
 
     @property
     def grpc_exposed(self) -> bool:
@@ -146,6 +161,18 @@ def _parent_ref(args: EdgeArgs) -> dict[str, Any]:
     return ref
 
 
+HSTS = "max-age=31536000; includeSubDomains"
+"""``Strict-Transport-Security`` on every answer of a TLS host: a client that once reached it never falls back to
+plain HTTP (where the API key would travel in clear before the redirect)."""
+
+
+def _hsts_filters(args: EdgeArgs) -> list[dict[str, Any]]:
+    if not args.tls:
+        return []
+    header = {"name": "Strict-Transport-Security", "value": HSTS}
+    return [{"type": "ResponseHeaderModifier", "responseHeaderModifier": {"set": [header]}}]
+
+
 def _backend_refs(backends: Sequence[WeightedBackend], port: int) -> list[dict[str, Any]]:
     if not backends:
         raise ValueError("a route needs at least one backend")
@@ -153,7 +180,8 @@ def _backend_refs(backends: Sequence[WeightedBackend], port: int) -> list[dict[s
 
 
 def triton_paths(model: str) -> tuple[str, ...]:
-    """The KServe V2 paths of ``model`` that reach the edge (exact: nothing under them is implied)."""
+    """The KServe V2 paths of an encoder that reach the edge (exact: nothing under them is implied; no ``generate``:
+    an encoder generates nothing, and no generator's Triton has a route at all, :func:`exposes_triton`)."""
     m = f"/v2/models/{model}"
     return (
         "/v2",
@@ -163,8 +191,6 @@ def triton_paths(model: str) -> tuple[str, ...]:
         f"{m}/ready",
         f"{m}/config",
         f"{m}/infer",
-        f"{m}/generate",
-        f"{m}/generate_stream",
     )
 
 
@@ -182,6 +208,7 @@ def model_http_route_spec(args: EdgeArgs, model: str, backends: Sequence[Weighte
                 "matches": [{"path": {"type": "Exact", "value": p}} for p in triton_paths(model)],
                 "backendRefs": _backend_refs(backends, HTTP_PORT),
                 "timeouts": {"request": f"{args.request_timeout_seconds}s"},
+                **({"filters": _hsts_filters(args)} if args.tls else {}),
             }
         ],
     }
@@ -212,6 +239,7 @@ def api_http_route_spec(args: EdgeArgs, service: str, port: int, path: str) -> d
                 "matches": [{"path": {"type": "PathPrefix", "value": path}}],
                 "backendRefs": _backend_refs([WeightedBackend(service)], port),
                 "timeouts": {"request": f"{args.request_timeout_seconds}s"},
+                **({"filters": _hsts_filters(args)} if args.tls else {}),
             }
         ],
     }
@@ -309,11 +337,19 @@ def api_key_policy_spec(credentials_secret: str) -> dict[str, Any]:
     }
 
 
-def rate_limit_policy_spec(clients: Sequence[str], requests_per_minute: int) -> dict[str, Any]:
+def rate_limit_policy_spec(
+    clients: Sequence[str], requests_per_minute: int, request_timeout_seconds: int = 300
+) -> dict[str, Any]:
     """Each authenticated client at most ``requests_per_minute`` requests a minute (per Envoy replica: a local
-    limit needs no rate-limit service), told apart by :data:`CLIENT_HEADER`, which only the auth filter sets."""
+    limit needs no rate-limit service), told apart by :data:`CLIENT_HEADER`, which only the auth filter sets.
+
+    The same policy sets every labelled route's request timeout, GRPCRoutes included: Gateway API's GRPCRoute has
+    no ``timeouts`` field, and Envoy's 15 s default would cut a long call; Envoy Gateway applies
+    ``timeout.http.requestTimeout`` of a BackendTrafficPolicy to the GRPCRoutes it targets
+    (https://gateway.envoyproxy.io/latest/tasks/traffic/grpc-timeouts/)."""
     return {
         "targetSelectors": _selectors(),
+        "timeout": {"http": {"requestTimeout": f"{request_timeout_seconds}s"}},
         "rateLimit": {
             "type": "Local",
             "local": {

@@ -169,6 +169,8 @@ class EdgeObjectsArgs:
     """Changing it replaces every key (``apiKeyRotation``)."""
     requests_per_minute: int = 600
     """Per client (and Envoy replica)."""
+    request_timeout_seconds: int = 300
+    """Longest request on every route, a gRPC call included (``rate_limit_policy_spec``)."""
     issuer: AcmeIssuer | None = None
     """The ClusterIssuer the stack makes (a cluster it builds), answering challenges with ``issuer_solver``."""
     issuer_solver: dict[str, Any] = field(default_factory=dict)
@@ -223,7 +225,7 @@ class EdgeObjects(pulumi.ComponentResource):
                 "BackendTrafficPolicy",
                 ENVOY_GATEWAY_API,
                 object_meta(f"{base}-rate-limit", ns, meta_labels),
-                rate_limit_policy_spec(args.clients, args.requests_per_minute),
+                rate_limit_policy_spec(args.clients, args.requests_per_minute, args.request_timeout_seconds),
                 opts=crds,
             )
         if args.issuer is not None:

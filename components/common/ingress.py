@@ -11,8 +11,10 @@ required whenever ``secure`` is on.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+from components.common.workload import INGRESS_NGINX_PODS
 
 NGINX = "nginx.ingress.kubernetes.io"
 GRPC_SERVICE_PATH = "/inference.GRPCInferenceService"
@@ -45,7 +47,10 @@ class IngressArgs:
     """Also expose gRPC (8001) through the ingress. Needs TLS: ingress-nginx speaks HTTP/2 to clients only over
     TLS (ALPN), so without a TLS source gRPC stays in-cluster (or ``kubectl port-forward``)."""
     controller_namespace: str = "ingress-nginx"
-    """Namespace of the ingress controller pods: the only one the NetworkPolicy lets reach 8000/8001."""
+    """Namespace of the ingress controller pods."""
+    controller_pods: dict[str, str] = field(default_factory=lambda: dict(INGRESS_NGINX_PODS))
+    """Labels of the controller pods: the only pods of ``controller_namespace`` the NetworkPolicy lets reach
+    8000/8001 of an exposed model."""
     request_timeout_seconds: int = 300
     """Proxy read/send timeout: long generations must not be cut at nginx's 60 s default."""
     max_body_size: str = "16m"

@@ -102,6 +102,20 @@ def namespace_peer(namespace: str) -> dict[str, Any]:
     return {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}
 
 
+PROMETHEUS_PODS = {"app.kubernetes.io/name": "prometheus"}
+"""Labels of Prometheus's own pods (the prometheus-operator sets them on every Prometheus it runs): not Grafana,
+Alertmanager or anything else of the monitoring namespace."""
+ENVOY_PROXY_PODS = {"app.kubernetes.io/component": "proxy", "app.kubernetes.io/managed-by": "envoy-gateway"}
+"""Labels Envoy Gateway sets on the Envoy proxies of every Gateway it runs (not on its controller)."""
+INGRESS_NGINX_PODS = {"app.kubernetes.io/name": "ingress-nginx", "app.kubernetes.io/component": "controller"}
+"""Labels of ingress-nginx's controller pods (its chart's)."""
+
+
+def pods_peer(namespace: str, pod_labels: dict[str, str]) -> dict[str, Any]:
+    """A NetworkPolicy peer: the pods of ``namespace`` that carry ``pod_labels`` (never a whole namespace)."""
+    return {**namespace_peer(namespace), "podSelector": {"matchLabels": dict(pod_labels)}}
+
+
 def hpa_behavior(scale_down_window_seconds: int, scale_down_period_seconds: int = 300) -> dict[str, Any]:
     """Fast up (no window; +100 % or +2 pods a minute, whichever is more), slow down (1 pod per
     ``scale_down_period_seconds`` after the window). Scale-down waits because a removed replica costs a full cold

@@ -274,7 +274,7 @@ class Gateway(pulumi.ComponentResource):
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb", metadata=object_meta(base, ns, meta_labels), spec=as_input(pdb_spec(sel)), opts=child
         )
-        clients = tuple(e.controller_namespace for e in (args.ingress, args.edge) if e is not None)
+        clients = tuple((e.controller_namespace, e.controller_pods) for e in (args.ingress, args.edge) if e is not None)
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol",
             metadata=object_meta(base, ns, meta_labels),

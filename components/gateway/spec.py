@@ -22,12 +22,13 @@ from components.common.podsec import container_security_context, pod_security_co
 from components.common.triton import GRPC_PORT
 from components.common.workload import (
     ENDPOINTS_LAG_S,
+    PROMETHEUS_PODS,
     SCRAPE_INTERVAL,
     Drain,
     drain,
     hpa_behavior,
     http_probe,
-    namespace_peer,
+    pods_peer,
 )
 from components.settings.alerting import with_runbooks
 from tritonft.spec import EncoderTask, ModelSpec
@@ -255,13 +256,14 @@ def gateway_service_spec(pod_selector: dict[str, str]) -> dict[str, Any]:
 def gateway_network_policy_spec(
     pod_selector: dict[str, str],
     backends: Sequence[Backend],
-    client_namespaces: Sequence[str],
+    clients: Sequence[tuple[str, dict[str, str]]],
     prometheus_namespace: str,
 ) -> dict[str, Any]:
-    """In: the ingress controller's and Prometheus' namespaces, on the gateway port. Out: DNS, and each served
-    model's Triton pods on the gRPC port only."""
+    """In: the edge's proxy pods (``clients``: (namespace, pod labels)) and Prometheus's pods, by their labels (never
+    a whole namespace: the gateway trusts the client name the edge's proxies set), on the gateway port. Out: DNS,
+    and each served model's Triton pods on the gRPC port only."""
     tcp = "TCP"
-    sources = [namespace_peer(ns) for ns in (*client_namespaces, prometheus_namespace)]
+    sources = [pods_peer(ns, pods) for ns, pods in clients] + [pods_peer(prometheus_namespace, PROMETHEUS_PODS)]
     return {
         "podSelector": {"matchLabels": dict(pod_selector)},
         "policyTypes": ["Ingress", "Egress"],

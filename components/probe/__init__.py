@@ -32,6 +32,7 @@ from pulumi.dynamic import CheckFailure, CheckResult, CreateResult, DiffResult, 
 from tritonft.probe.contract import TextContract
 from tritonft.probe.endpoint import COMPARED_INPUTS, Protocol
 from tritonft.probe.expectations import DEFAULT_BLEU_THRESHOLD
+from tritonft.probe.in_cluster import config_from_props
 from tritonft.probe.report import ModelReport, ProbeReport
 from tritonft.probe.runner import DEFAULT_CALL_TIMEOUT_S, DEFAULT_LATENCY_REQUESTS, ModelTarget, ProbeConfig
 from tritonft.spec import ModelSpec
@@ -62,17 +63,8 @@ def probe_trigger(image_digest: str | None, model_revisions: Mapping[str, str], 
 
 
 def _config_from_props(props: Mapping[str, Any]) -> ProbeConfig:
-    return ProbeConfig(
-        url=str(props["endpoint"]),
-        models=tuple(ModelTarget.from_dict(m) for m in props["models"]),
-        protocol=Protocol(props["protocol"]) if props.get("protocol") else None,
-        deadline_s=float(props.get("deadline_s", DEFAULT_PROBE_DEADLINE_S)),
-        call_timeout_s=float(props.get("call_timeout_s", DEFAULT_CALL_TIMEOUT_S)),
-        latency_requests=int(props.get("latency_requests", DEFAULT_LATENCY_REQUESTS)),
-        bleu_threshold=float(props.get("bleu_threshold", DEFAULT_BLEU_THRESHOLD)),
-        headers=dict(props.get("headers") or {}),
-        gateway_url=str(props["gateway_url"]) if props.get("gateway_url") else None,
-    )
+    """The probe's settings from its inputs (the reading the in-cluster judge's Job makes of the same inputs)."""
+    return config_from_props(props)
 
 
 def _probe(props: Mapping[str, Any]) -> ProbeReport:
@@ -243,6 +235,22 @@ class IntegrationProbeArgs:
         )
 
 
+def probe_settings(args: IntegrationProbeArgs) -> dict[str, Any]:
+    """What the probe is asked to check, as its inputs carry it (read back by
+    :func:`tritonft.probe.in_cluster.config_from_props`): the in-process probe's and the in-cluster judge Job's
+    settings are this one mapping. No header: those are secret inputs of the probe only."""
+    return {
+        "endpoint": args.endpoint,
+        "protocol": str(args.protocol) if args.protocol else None,
+        "models": [m.to_dict() for m in args.models],
+        "deadline_s": args.deadline_s,
+        "call_timeout_s": args.call_timeout_s,
+        "latency_requests": args.latency_requests,
+        "bleu_threshold": args.bleu_threshold,
+        "gateway_url": args.gateway_url,
+    }
+
+
 class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="IntegrationProbe"):
     """Fails ``pulumi up`` unless every model answers correctly; exports what it saw.
 
@@ -269,16 +277,9 @@ class IntegrationProbe(pulumi.dynamic.Resource, module="tritonft", name="Integra
             config=args.serving_config,
         ).apply(lambda v: probe_trigger(v["image"], v["revisions"] or {}, v["config"]))
         props: dict[str, Any] = {
-            "endpoint": args.endpoint,
-            "protocol": str(args.protocol) if args.protocol else None,
-            "models": [m.to_dict() for m in args.models],
+            **probe_settings(args),
             "trigger": trigger,
-            "deadline_s": args.deadline_s,
-            "call_timeout_s": args.call_timeout_s,
-            "latency_requests": args.latency_requests,
-            "bleu_threshold": args.bleu_threshold,
             "header_env": dict(args.header_env),
-            "gateway_url": args.gateway_url,
             **({"failure_hint": args.failure_hint} if args.failure_hint else {}),
             **dict.fromkeys(OUTPUT_KEYS),
         }

@@ -12,9 +12,9 @@ the version in their Pulumi names too: a new version is a *new* resource beside 
 it. The user-facing Services select the pods of one version (:data:`VERSION_LABEL`) and depend on the new version's
 judge, so the switch of their selector waits for a passed judgement; the old version's resources are no longer
 declared, so ``pulumi up`` deletes them last, after every create and update succeeded (and never when one failed).
-The judge reaches the candidate only: through its own route on the edge (:func:`judge_http_route_spec`, matched
-on the :data:`CANDIDATE_HEADER` the judge sends) or its candidate Service in the cluster; never through the
-user-facing Service or route.
+The judge reaches the candidate only, from inside the cluster: a Job of the stack's namespace asks its candidate
+Service (``components.serving.judge_job``); never the user-facing Service, and never through the edge (no candidate
+and no generator's Triton has a route there: ``docs/security/reach.md``).
 """
 
 from __future__ import annotations
@@ -24,15 +24,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from components.common.edge import EdgeArgs, WeightedBackend, model_http_route_spec, triton_paths
-from components.common.ingress import NGINX
 from components.common.layout import DNS_LABEL_MAX, dns_label
 from components.settings.capacity import Rollout, fixed_rollout
 
 VERSION_LABEL = "triton-ft.io/version"
 """The pod label (and Service selector key) naming the serving version a pod runs."""
-CANDIDATE_HEADER = "x-tritonft-candidate"
-"""The header the judge sends (the version it judges): only the candidate's judge route matches it."""
 VERSION_LENGTH = 8
 
 
@@ -65,45 +61,10 @@ class Candidate:
     service: str
     """Its candidate Service (ClusterIP, ports 8000/8001/8002), which selects only this version's pods."""
     internal_url: Any
-    """``http://<candidate service>.<namespace>.svc:8000`` (a ``pulumi.Output`` in a program)."""
-    judge_route: str | None
-    """Its judge route: an HTTPRoute on the Gateway API edge, or a canary Ingress beside the model's Ingress (None
-    when the model is not exposed): requests carrying ``CANDIDATE_HEADER: <version>`` reach the candidate there."""
-    public_url: str | None = None
-    """The model's public HTTP base URL, where the judge route is matched (None when the model is not exposed: the
-    judge asks ``internal_url``)."""
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """What the judge sends with every request so the edge routes it to this candidate."""
-        return {CANDIDATE_HEADER: self.version}
-
-
-def judge_route_name(base: str, version: str) -> str:
-    """The judge HTTPRoute of a version: ``<base>-<version>-judge``."""
-    return f"{versioned_name(base, version)}-judge"
-
-
-def judge_http_route_spec(args: EdgeArgs, model: str, candidate_service: str, version: str) -> dict[str, Any]:
-    """The model's inference paths on its host, matched only with ``CANDIDATE_HEADER: <version>``, to the
-    candidate's Service: Gateway API gives a match with more header matches precedence over the user-facing route's
-    same path, so the judge's requests reach the candidate and no other request does."""
-    spec = model_http_route_spec(args, model, [WeightedBackend(candidate_service)])
-    header = {"type": "Exact", "name": CANDIDATE_HEADER, "value": version}
-    spec["rules"][0]["matches"] = [
-        {"path": {"type": "Exact", "value": p}, "headers": [header]} for p in triton_paths(model)
-    ]
-    return spec
-
-
-def judge_ingress_annotations(version: str) -> dict[str, str]:
-    """ingress-nginx's canary by header: the candidate's Ingress (same host and path as the model's) gets only the
-    requests whose ``CANDIDATE_HEADER`` is exactly ``version``; every other request goes to the model's Ingress."""
-    return {
-        f"{NGINX}/canary": "true",
-        f"{NGINX}/canary-by-header": CANDIDATE_HEADER,
-        f"{NGINX}/canary-by-header-value": version,
-    }
+    """``http://<candidate service>.<namespace>.svc:8000`` (a ``pulumi.Output`` in a program): what the judge asks."""
+    judge_pods: dict[str, str]
+    """The labels of the judge's pods (``components.serving.judge_job.judge_pod_labels``): the candidate's Triton
+    admits pods carrying them on its HTTP port, and no route at the edge leads to it."""
 
 
 def room_for_a_candidate(rollout: Rollout) -> bool:

@@ -12,7 +12,16 @@ from components.common.podsec import container_security_context, pod_security_co
 from components.common.sizing import ServerSizing, StartupBudget
 from components.common.target import GpuScheduling
 from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
-from components.common.workload import ENDPOINTS_LAG_S, SERVICE_DNS_TTL_S, Drain, drain, http_probe, namespace_peer
+from components.common.workload import (
+    ENDPOINTS_LAG_S,
+    PROMETHEUS_PODS,
+    SERVICE_DNS_TTL_S,
+    Drain,
+    drain,
+    http_probe,
+    namespace_peer,
+    pods_peer,
+)
 from components.settings.capacity import spread_affinity, zone_spread
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.gateway.triton import REFRESH_S
@@ -319,18 +328,26 @@ def network_policy_spec(
     client_namespaces: tuple[str, ...],
     prometheus_namespace: str,
     gateway_pods: dict[str, str] | None = None,
+    *,
+    edge_pods: tuple[tuple[str, dict[str, str]], ...] = (),
+    judge_pods: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Only ``client_namespaces`` (the ingress controller's) reach 8000/8001, the stack's gateway pods (selected by
-    ``gateway_pods``, same namespace) reach 8001, only Prometheus reaches 8002.
+    """Only the edge's proxy pods (``edge_pods``: (namespace, labels), an exposed encoder's) and the user's
+    ``client_namespaces`` reach 8000/8001, the stack's gateway pods (selected by ``gateway_pods``, same namespace)
+    reach 8001, only Prometheus's pods (by their label, not the whole monitoring namespace) reach 8002. A model
+    without an edge route (FasterTransformer, vLLM: ``components.common.edge.exposes_triton``) is reached by the
+    gateway's pods only, and Prometheus's on metrics. A judged model's Triton also admits its judge's pods (selected
+    by ``judge_pods``, same namespace: ``components.serving.judge_job``) on 8000, where the judge asks a candidate.
 
     Egress is limited to cluster DNS: Triton reads its models from the mounted volume and calls nothing.
     """
     tcp = "TCP"
     ingress: list[dict[str, Any]] = []
-    if client_namespaces:  # an empty `from` would admit every source, so no clients means no rule
+    peers = [pods_peer(ns, pods) for ns, pods in edge_pods] + [namespace_peer(ns) for ns in client_namespaces]
+    if peers:  # an empty `from` would admit every source, so no clients means no rule
         ingress.append(
             {
-                "from": [namespace_peer(ns) for ns in client_namespaces],
+                "from": peers,
                 "ports": [{"port": HTTP_PORT, "protocol": tcp}, {"port": GRPC_PORT, "protocol": tcp}],
             }
         )
@@ -341,7 +358,19 @@ def network_policy_spec(
                 "ports": [{"port": GRPC_PORT, "protocol": tcp}],
             }
         )
-    ingress.append({"from": [namespace_peer(prometheus_namespace)], "ports": [{"port": METRICS_PORT, "protocol": tcp}]})
+    if judge_pods:
+        ingress.append(
+            {
+                "from": [{"podSelector": {"matchLabels": dict(judge_pods)}}],
+                "ports": [{"port": HTTP_PORT, "protocol": tcp}],
+            }
+        )
+    ingress.append(
+        {
+            "from": [pods_peer(prometheus_namespace, PROMETHEUS_PODS)],
+            "ports": [{"port": METRICS_PORT, "protocol": tcp}],
+        }
+    )
     return {
         "podSelector": {"matchLabels": dict(selector_labels)},
         "policyTypes": ["Ingress", "Egress"],

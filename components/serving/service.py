@@ -22,7 +22,7 @@ from typing import Any, Literal
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.common.edge import GATEWAY_API, EdgeArgs, route_labels, validate_edge
+from components.common.edge import EdgeArgs, validate_edge
 from components.common.edge import endpoint_urls as edge_urls
 from components.common.exposure import basic_auth_secret, model_route_refs, model_routes
 from components.common.handoffs import ConvertedModel, ModelVolume
@@ -57,13 +57,16 @@ from components.serving.autoscaling import (
 )
 from components.serving.canary import PATCH_FORCE, Phase, route_backends
 from components.serving.gemm_tuning import GemmTuning, with_gemm_tuning
+from components.serving.judge_job import (
+    JUDGE_COMPONENT,
+    judge_network_policy_spec,
+    judge_pod_labels,
+    judge_selector,
+)
 from components.serving.monitoring import dashboard_json_for, rule_spec_for, service_monitor_spec
 from components.serving.promotion import (
     VERSION_LABEL,
     Candidate,
-    judge_http_route_spec,
-    judge_ingress_annotations,
-    judge_route_name,
     room_for_a_candidate,
     serving_version,
     version_selector,
@@ -419,13 +422,20 @@ class TritonService(pulumi.ComponentResource):
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-pdb", metadata=object_meta(base, ns, meta_labels), spec=as_input(pdb_spec(sel)), opts=child
         )
-        clients = tuple(e.controller_namespace for e in (args.ingress, args.edge) if e is not None)
+        edge_pods = tuple(
+            (e.controller_namespace, e.controller_pods) for e in (args.ingress, args.edge) if e is not None
+        )
         k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol",
             metadata=object_meta(base, ns, meta_labels),
             spec=as_input(
                 network_policy_spec(
-                    sel, clients + args.client_namespaces, args.prometheus_namespace, gateway_pods=args.gateway_pods
+                    sel,
+                    args.client_namespaces,
+                    args.prometheus_namespace,
+                    gateway_pods=args.gateway_pods,
+                    edge_pods=edge_pods,
+                    judge_pods=judge_selector(name) if candidate is not None else None,
                 )
             ),
             opts=child,
@@ -564,7 +574,7 @@ class TritonService(pulumi.ComponentResource):
         meta_labels: dict[str, str],
         depends_on: list[pulumi.Resource],
     ) -> Candidate:
-        """The version's own Service (and, on the Gateway API edge, its judge route): what its judge reaches."""
+        """The version's own Service, which its judge (a Job in the cluster) asks, and the judge's NetworkPolicy."""
         target = self._target
         ns = target.namespace
         versioned = versioned_name(base, version)
@@ -576,46 +586,21 @@ class TritonService(pulumi.ComponentResource):
             spec=as_input(service_spec(version_selector(selector("triton", name), version))),
             opts=opts,
         )
-        self._judge_via: list[pulumi.Resource] = [candidate_service]
-        route: str | None = None
-        public_url: str | None = None
-        if args.ingress is not None:
-            ing = args.ingress
-            route, public_url = judge_route_name(base, version), endpoint_urls(ing)[0]
-            self._judge_via.append(
-                k8s.networking.v1.Ingress(
-                    f"{name}-judge-http-{version}",
-                    metadata=object_meta(route, ns, version_labels, judge_ingress_annotations(version)),
-                    spec=as_input(
-                        ingress_spec(
-                            ing, target.ingress_class, versioned, grpc=False, tls_secret=tls_secret_name(ing, base)
-                        )
-                    ),
-                    opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[candidate_service])),
-                )
-            )
-        if args.edge is not None:
-            public_url = edge_urls(args.edge)[0]
-            route = judge_route_name(base, version)
-            self._judge_via.append(
-                k8s.apiextensions.CustomResource(
-                    f"{name}-judge-httproute-{version}",
-                    api_version=GATEWAY_API,
-                    kind="HTTPRoute",
-                    metadata=object_meta(route, ns, route_labels(args.edge, version_labels)),
-                    spec=judge_http_route_spec(args.edge, args.conversion.model.name, versioned, version),
-                    opts=pulumi.ResourceOptions.merge(
-                        opts, pulumi.ResourceOptions(depends_on=[*target.crd_installers, candidate_service])
-                    ),
-                )
-            )
+        # The judge's pods (a Job, components.serving.judge_job): they reach this model's Triton on 8000 and DNS,
+        # nothing else; the model's Triton admits them by label (network_policy_spec). No route at the edge.
+        judge_policy = k8s.networking.v1.NetworkPolicy(
+            f"{name}-judge-netpol",
+            metadata=object_meta(f"{base}-judge", ns, labels(JUDGE_COMPONENT, name, args.conversion.model.name)),
+            spec=as_input(judge_network_policy_spec(judge_selector(name), selector("triton", name))),
+            opts=pulumi.ResourceOptions(parent=self, provider=target.provider),
+        )
+        self._judge_via: list[pulumi.Resource] = [candidate_service, judge_policy]
         return Candidate(
             model=args.conversion.model.name,
             version=version,
             service=versioned,
             internal_url=ns.apply(lambda n: f"http://{versioned}.{n}.svc:{HTTP_PORT}"),
-            judge_route=route,
-            public_url=public_url,
+            judge_pods=judge_pod_labels(name, args.conversion.model.name, version),
         )
 
     def _ingresses(

@@ -435,6 +435,21 @@ def _auth_fits_edge(f: StackFacts) -> Iterable[Problem]:
             f"{f.auth} is an ingress-nginx annotation and does nothing on edge: gateway; use apiKey (keys the stack "
             "generates, sent as `Authorization: Bearer`) or set edge: ingress",
         )
+    # Issue 51: on another Ingress class (an ALB, Traefik, ...) ingress-nginx's auth annotations are ignored and
+    # every host would be served open, so such an edge is refused.
+    ingress_class = str(f.get("ingressClass") or INGRESS_NGINX_CLASS)
+    if f.edge == "ingress" and f.auth in ("basic", "oidc") and ingress_class != INGRESS_NGINX_CLASS:
+        yield (
+            "ingressClass",
+            f"{ingress_class!r} ignores ingress-nginx's {f.auth} annotations, so every host would be open: use "
+            "edge: gateway with ingressAuth: apiKey (Envoy Gateway on the cluster: existingAddons: [envoy-gateway]), "
+            f"or ingressClass: {INGRESS_NGINX_CLASS} (ingress-nginx)",
+        )
+
+
+INGRESS_NGINX_CLASS = "nginx"
+"""The only Ingress class whose controller enforces the stack's ``basic``/``oidc`` authentication (ingress-nginx's
+``auth-*`` annotations)."""
 
 
 @stack_rule(

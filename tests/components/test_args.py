@@ -11,7 +11,7 @@ from components import args
 from components.gateway import GatewayArgs
 from components.serving.promotion import Candidate
 from components.settings import load_settings
-from tests.components.fixtures import TOOLS_IMAGE, make_target
+from tests.components.fixtures import MINILM_CPU, TOOLS_IMAGE, make_target
 from tests.components.settings.test_validation import aws_stack, ingress_stack, kubernetes_stack
 from tritonft.synth.engine import RecordingMocks, run_program
 
@@ -80,25 +80,37 @@ def test_the_gateway_is_on_by_default_and_off_on_request() -> None:
 
 def test_the_gateway_is_exposed_on_the_base_host_with_the_models_tls_and_auth() -> None:
     settings = load(ingress_stack(ingressHost="triton.example.com", basicAuthSecretName="creds"))
-    model = args.ingress_args(settings, settings.models[0], None)
+    model = args.ingress_args(settings, MINILM_CPU, None)
     assert model is not None
     gateway = args.exposure_args(settings, settings.serving.ingress.host, None)
     assert gateway == dataclasses.replace(model, host="triton.example.com")
     assert gateway.basic_auth_secret == "creds"
 
 
-def test_on_the_gateway_edge_each_model_and_the_api_get_routes_on_their_own_listener() -> None:
+def test_on_the_gateway_edge_an_encoder_gets_routes_on_its_own_listener() -> None:
     settings = load(aws_stack(ingressHost="triton.example.com", dnsZone="example.com"))
-    model = args.model_edge_args(settings, settings.models[0])
-    assert args.ingress_args(settings, settings.models[0], None) is None
-    assert model is not None and model.host == "t5-small.triton.example.com"
-    assert (model.gateway.name, model.listener, model.api_key_auth) == ("test-edge", "https-m-t5-small", True)
+    model = args.model_edge_args(settings, MINILM_CPU)
+    assert args.ingress_args(settings, MINILM_CPU, None) is None
+    assert model is not None and model.host == "minilm.triton.example.com"
+    assert (model.gateway.name, model.listener, model.api_key_auth) == ("test-edge", "https-m-minilm", True)
+
+
+@pytest.mark.parametrize("edge", ["gateway", "ingress"])
+def test_a_fastertransformer_models_triton_gets_no_edge_route_of_any_kind(edge: str) -> None:
+    """Triton 23.04 is reached by the OpenAI gateway only (issue 51): no HTTPRoute, GRPCRoute, Ingress or host."""
+    settings = load(aws_stack() if edge == "gateway" else ingress_stack())
+    (t5,) = [m for m in settings.models if m.family.is_fastertransformer]
+    assert args.model_edge_args(settings, t5) is None
+    assert args.ingress_args(settings, t5, None) is None
+    assert f"{t5.name}.{settings.serving.ingress.host}" not in args.edge_hosts(settings)
+    # Still judged before it takes traffic: its judge asks the candidate from inside the cluster.
+    assert args.judged_before_the_switch(settings, t5)
 
 
 def test_on_a_users_own_gateway_routes_name_no_listener() -> None:
     values = ingress_stack(edge="gateway", gatewayName="shared", gatewayNamespace="edge", basicAuthSecretName=None)
     settings = load(values | {"ingressAuth": "apiKey", "existingAddons": ["envoy-gateway"]})
-    model = args.model_edge_args(settings, settings.models[0])
+    model = args.model_edge_args(settings, MINILM_CPU)
     assert model is not None
     assert (model.gateway.name, model.gateway.namespace, model.listener) == ("shared", "edge", None)
 
@@ -255,7 +267,7 @@ def test_a_model_exposed_on_the_edge_waits_out_the_edges_request_timeout_too() -
 
 
 def test_a_failed_judge_says_its_candidate_is_kept_how_to_see_it_and_what_removes_it() -> None:
-    candidate = Candidate("t5-small", "0a1b2c3d", "local-t5-small-0a1b2c3d", "http://x", judge_route=None)
+    candidate = Candidate("t5-small", "0a1b2c3d", "local-t5-small-0a1b2c3d", "http://x", judge_pods={})
 
     hint = args.failed_candidate_hint("triton-local", candidate)
 

@@ -4,7 +4,9 @@
 (``tests/system/controlplane/pulumi_engine.py``). kwok's pods have addresses but no server, so each version's pods
 stand for a real ``tritonserver`` on this machine: the stable version's serves the real all-MiniLM-L6-v2, a wrong
 candidate's a random-weight BERT under minilm's name, a right candidate's the real model again (its own process).
-The judge is the real probe provider, with the inputs the program gives it, asking the candidate's server.
+The judge is the real in-cluster judge provider, with the inputs the program gives it: its Job made and completed on
+this API server, its verdict the Job's container's command run here, asking the candidate's server
+(``tests/system/judge_command.py``).
 
 A loopback client sends one inference at a time, a new connection each, to the user-facing Service through
 ``ServiceProxy``: kube-proxy's part (a connection goes to one ready endpoint of the Service, round robin), read from
@@ -19,6 +21,7 @@ import itertools
 import json
 import re
 import socket
+import tempfile
 import threading
 import time
 import urllib.request
@@ -26,17 +29,22 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import pytest
 
-from components.probe import IntegrationProbeProvider, ProbeFailedError
-from components.serving.promotion import CANDIDATE_HEADER, VERSION_LABEL
+import components.probe.in_cluster as judge_module
+from components.probe import ProbeFailedError
+from components.probe.in_cluster import InClusterJudgeProvider, JudgeOutcome
+from components.serving.promotion import VERSION_LABEL
 from components.settings.stack_file import settings_from_stack_file
 from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import cpu_node_shape, gpu_node_shape
 from tests.system.controlplane.prod import copy_project
 from tests.system.controlplane.pulumi_engine import Engine, Resource, named, program, rollout_watch
 from tests.system.controlplane.server import ControlPlane
+from tests.system.judge_command import run_judge_container
 from tests.system.realtriton.conftest import (  # noqa: F401  (fixtures)
     EMBEDDER,
     ServeTriton,
@@ -60,7 +68,7 @@ INSTANCE = "local-minilm"
 REVISION = "1110a243fdf4706b3f48f1d95db1a4f5529b4d41"
 NEW_REVISION = "fedcba9876543210" * 2 + "fedcba98"
 WATCH = "pulumi-python:dynamic/tritonft:RolloutWatch"
-PROBE = "pulumi-python:dynamic/tritonft:IntegrationProbe"
+JUDGE = "pulumi-python:dynamic/tritonft:InClusterJudge"
 PAUSE_S = 0.05
 """Between two client requests: a steady, bounded load (one request in flight)."""
 
@@ -240,20 +248,32 @@ def stage(control_plane: ControlPlane, cluster: Cluster, plans: Plans) -> Stage:
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     servers: dict[str, LocalTriton] = {}
 
+    kubeconfig = str(control_plane.workdir / "kubeconfig")
+
     def judge(res: Resource, _old: Resource | None) -> None:
+        props = {**res.inputs, "namespace": ns, "kubeconfig": kubeconfig, "context": None, "poll_s": 0.2}
         if not res.name.startswith(f"{INSTANCE}-judge-"):
-            return  # t5-small (no real server for it here) and the probes after the switch
+            InClusterJudgeProvider().create(props)  # t5-small, qwen: no real server here; their Jobs still run
+            return
         version = res.name.rsplit("-", 1)[1]
         server = servers[version]
-        props = {**res.inputs, "endpoint": f"http://{server.http_url}", "headers": {CANDIDATE_HEADER: version}}
-        IntegrationProbeProvider().create(props)
+        real = judge_module._outcome
+
+        def container(kube: Any, namespace: str, name: str, deadline_s: float, poll_s: float) -> JudgeOutcome:
+            ran = real(kube, namespace, name, deadline_s, poll_s)  # the Job made, scheduled and completed here
+            assert ran.passed, ran.message
+            with tempfile.TemporaryDirectory() as tmp:  # what its container answers, asking the version's server
+                return run_judge_container(res.inputs["job"], f"http://{server.http_url}", Path(tmp))
+
+        with mock.patch.object(judge_module, "_outcome", container):
+            InClusterJudgeProvider().create(props)
 
     return Stage(
         Engine(
             cluster.kube,
             ns,
             PLAN_NAMESPACE,
-            {WATCH: rollout_watch(ns, str(control_plane.workdir / "kubeconfig")), PROBE: judge},
+            {WATCH: rollout_watch(ns, kubeconfig), JUDGE: judge},
         ),
         servers,
         cluster,

@@ -18,7 +18,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -153,13 +153,24 @@ class ProbeConfig:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     gateway_url: str | None = None
 
+    @property
+    def through_gateway_only(self) -> bool:
+        """No V2 endpoint (``url`` empty): the models' own Triton has no route from where the probe runs (a
+        FasterTransformer or vLLM model, ``components.common.edge.exposes_triton``), so each is judged through
+        the OpenAI gateway only, as its clients reach it."""
+        return not self.url
+
     def problems(self) -> list[tuple[str, str]]:
         """Every invalid setting as ``(field, reason)``; empty when the config can run."""
         found: list[tuple[str, str]] = []
-        try:
-            parse_endpoint(self.url, self.protocol)
-        except ValueError as exc:
-            found.append(("url", str(exc)))
+        if self.through_gateway_only:
+            if self.gateway_url is None:
+                found.append(("url", "give the model's V2 endpoint, or the gateway_url it is reached through"))
+        else:
+            try:
+                parse_endpoint(self.url, self.protocol)
+            except ValueError as exc:
+                found.append(("url", str(exc)))
         if not self.models:
             found.append(("models", "at least one model name is required"))
         names = [m.name for m in self.models]
@@ -727,6 +738,8 @@ def run_probe(
     problems = config.problems()
     if problems:
         raise ValueError("invalid probe settings: " + "; ".join(f"{k}: {why}" for k, why in problems))
+    if config.through_gateway_only:
+        return _probe_through_gateway(config, sleep, complete, embed)
     endpoint = parse_endpoint(config.url, config.protocol)
     deadline = Deadline(config.deadline_s)
     client = client_factory(endpoint, config.headers)
@@ -761,6 +774,50 @@ def run_probe(
         ok=ok,
         elapsed_s=round(deadline.elapsed(), 3),
         server={k: server[k] for k in ("name", "version", "extensions") if k in server},
+        checks=tuple(run.checks),
+        models=tuple(models),
+    )
+
+
+class _NoV2Client:
+    """The V2 client of a probe through the gateway only: never called (nothing asks Triton directly)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"a probe through the gateway only asked Triton directly ({name})")
+
+
+def _probe_through_gateway(
+    config: ProbeConfig, sleep: Callable[[float], None], complete: Complete, embed: Embed
+) -> ProbeReport:
+    """Each model's judged request through the OpenAI gateway (its wake first when it scales to zero): the only
+    path to a model whose Triton has no route from here. A classifier, which the gateway does not serve, is never
+    probed this way (its Triton keeps its own route)."""
+    assert config.gateway_url is not None
+    gateway_url = config.gateway_url
+    deadline = Deadline(config.deadline_s)
+    run = _Run(config, cast("V2Client", _NoV2Client()), deadline, sleep, complete, embed=embed)
+    models: list[ModelReport] = []
+    for target in config.models:
+        wake = run.wake(target, gateway_url) if wakes_through_gateway(target, config) else None
+        route, call, judge = run.gateway_question(target, gateway_url)
+        answers: list[Any] = []
+
+        def kept(timeout: float, call: Callable[[float], Any] = call, answers: list[Any] = answers) -> Any:
+            answers[:] = [call(timeout)]
+            return answers[0]
+
+        ok = run.judge_gateway(target, route, kept, judge)
+        samples = () if target.encoder is not None else (target.expected or samples_for(target.family))
+        prompt = samples[0].prompt if samples else None
+        answer = str(answers[0][0]) if samples and answers and answers[0] else None
+        status = ModelStatus.OK if ok else ModelStatus.GATEWAY_FAILED
+        models.append(dataclasses.replace(run.model_report(target, status, prompt, answer), wake=wake))
+    return ProbeReport(
+        endpoint=gateway_url,
+        protocol=str(Protocol.HTTP),
+        ok=all(c.ok for c in run.checks) and all(m.status is ModelStatus.OK for m in models),
+        elapsed_s=round(deadline.elapsed(), 3),
+        server={},
         checks=tuple(run.checks),
         models=tuple(models),
     )

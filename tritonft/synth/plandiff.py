@@ -155,6 +155,7 @@ IGNORED_INPUTS = frozenset({"__provider"})
 def _dynamic_rules() -> dict[str, Rule]:
     """The dynamic resources' own diffs (their providers compare only some inputs; no replacement)."""
     from tritonft.probe.endpoint import COMPARED_INPUTS as PROBE_INPUTS
+    from tritonft.probe.in_cluster import JUDGE_INPUTS
     from tritonft.rollout.verdict import COMPARED_INPUTS as WATCH_INPUTS
     from tritonft.rollout.verdict import PROMOTION_GATE_INPUTS, PROMOTION_HANDOVER_INPUTS
 
@@ -164,6 +165,9 @@ def _dynamic_rules() -> dict[str, Rule]:
         ),
         "pulumi-python:dynamic/tritonft:IntegrationProbe": Rule(
             (), "components/probe/__init__.py IntegrationProbeProvider.diff", compared=PROBE_INPUTS
+        ),
+        "pulumi-python:dynamic/tritonft:InClusterJudge": Rule(
+            (), "components/probe/in_cluster.py InClusterJudgeProvider.diff", compared=JUDGE_INPUTS
         ),
         "pulumi-python:dynamic/tritonft:PromotionGate": Rule(
             (), "components/serving/promotion_gate.py PromotionGateProvider.diff", compared=PROMOTION_GATE_INPUTS

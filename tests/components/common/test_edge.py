@@ -14,17 +14,21 @@ from components.common.edge import (
     AUTH_LABEL,
     CLIENT_HEADER,
     GRPC_METHODS,
+    HSTS,
     AcmeIssuer,
     EdgeArgs,
     GatewayRef,
     WeightedBackend,
     acme_issuer_spec,
+    api_http_route_spec,
     gateway_http01_solver,
     model_http_route_spec,
+    rate_limit_policy_spec,
     triton_paths,
     validate_edge,
 )
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
+from components.common.workload import ENVOY_PROXY_PODS
 from tests.components.fixtures import T5_SMALL, make_target, serve
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
@@ -72,7 +76,8 @@ def test_only_tritons_inference_paths_of_the_model_reach_the_edge(mocks: Recordi
     (rule,) = _served(mocks)["m-http"].inputs["spec"]["rules"]
     paths = {m["path"]["value"] for m in rule["matches"]}
     assert all(m["path"]["type"] == "Exact" for m in rule["matches"])
-    assert f"/v2/models/{T5_SMALL.name}/infer" in paths and f"/v2/models/{T5_SMALL.name}/generate_stream" in paths
+    assert f"/v2/models/{T5_SMALL.name}/infer" in paths
+    assert not any(p.endswith(("/generate", "/generate_stream")) for p in paths), "an exposed encoder generates nothing"
     for exploit_surface in ("/v2/repository", "/v2/systemsharedmemory", "/v2/cudasharedmemory", "/v2/logging"):
         assert not any(p.startswith(exploit_surface) for p in paths)
     assert not any(p.endswith(("/trace/setting", "/stats")) for p in paths)
@@ -98,6 +103,26 @@ def test_routes_go_to_the_models_service_ports(mocks: RecordingMocks) -> None:
 def test_a_long_generation_is_not_cut_at_envoys_15_second_default(mocks: RecordingMocks) -> None:
     rule = _served(mocks, replace(EDGE, request_timeout_seconds=900))["m-http"].inputs["spec"]["rules"][0]
     assert rule["timeouts"] == {"request": "900s"}
+
+
+def test_every_answer_of_a_tls_host_carries_hsts_and_a_plain_http_local_host_none() -> None:
+    for spec in (
+        model_http_route_spec(EDGE, "m", [WeightedBackend("m")]),
+        api_http_route_spec(EDGE, "gw", 8080, "/v1"),
+    ):
+        (rule,) = spec["rules"]
+        (hsts,) = rule["filters"]
+        assert hsts["type"] == "ResponseHeaderModifier"
+        assert hsts["responseHeaderModifier"]["set"] == [{"name": "Strict-Transport-Security", "value": HSTS}]
+    plain = model_http_route_spec(replace(EDGE, tls=False), "m", [WeightedBackend("m")])
+    assert "filters" not in plain["rules"][0]
+
+
+def test_every_labelled_route_grpc_included_gets_the_request_timeout_from_the_traffic_policy() -> None:
+    """GRPCRoute has no timeouts field: Envoy Gateway's BackendTrafficPolicy sets it (its grpc-timeouts task)."""
+    policy = rate_limit_policy_spec(["probe"], 600, 900)
+    assert policy["timeout"] == {"http": {"requestTimeout": "900s"}}
+    assert {s["kind"] for s in policy["targetSelectors"]} == {"HTTPRoute", "GRPCRoute"}
 
 
 def test_weighted_backends_split_the_traffic_for_a_canary() -> None:
@@ -129,12 +154,13 @@ def test_the_public_endpoints_are_the_edge_hosts(mocks: RecordingMocks) -> None:
     assert seen == [("https://m.example.com", "m.example.com:443")]
 
 
-def test_only_the_edge_proxies_namespace_reaches_tritons_ports(mocks: RecordingMocks) -> None:
+def test_only_the_edge_proxies_pods_reach_tritons_ports(mocks: RecordingMocks) -> None:
     run_program(lambda: serve("m", T5_SMALL, edge=EDGE))
     (policy,) = [p for p in mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy") if p.name == "m-netpol"]
     (serving,) = [r for r in policy.inputs["spec"]["ingress"] if {"port": 8000, "protocol": "TCP"} in r["ports"]]
-    sources = [p["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] for p in serving["from"]]
-    assert sources == ["envoy-gateway-system"]
+    (peer,) = serving["from"]
+    assert peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"] == "envoy-gateway-system"
+    assert peer["podSelector"]["matchLabels"] == ENVOY_PROXY_PODS
 
 
 def test_no_ingress_is_made_on_the_gateway_edge(mocks: RecordingMocks) -> None:

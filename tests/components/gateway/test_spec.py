@@ -205,7 +205,7 @@ def test_triton_accepts_the_gateway_pods_on_grpc_only(mocks):
 def test_without_a_gateway_triton_admits_no_pod_of_its_namespace(mocks):
     run_program(lambda: serve("t5", T5_SMALL, ingress=secure_ingress("t5.example.com")))
     rules = _named(mocks, NETPOL, "t5").inputs["spec"]["ingress"]
-    assert [p for r in rules for p in r["from"] if "podSelector" in p] == []
+    assert [p for r in rules for p in r["from"] if "namespaceSelector" not in p] == []
 
 
 def test_a_disruption_budget_and_a_service_monitor_come_with_it(mocks):

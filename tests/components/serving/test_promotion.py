@@ -11,10 +11,8 @@ import pulumi
 from components.common.edge import EdgeArgs, GatewayRef
 from components.common.layout import DNS_LABEL_MAX
 from components.serving.promotion import (
-    CANDIDATE_HEADER,
     VERSION_LABEL,
     Candidate,
-    judge_http_route_spec,
     room_for_a_candidate,
     serving_version,
     versioned_name,
@@ -26,6 +24,7 @@ from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
 SERVICE = "kubernetes:core/v1:Service"
 HTTPROUTE = "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute"
+NETPOL = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 JUDGE = "tests:judge:Judge"
 EDGE = EdgeArgs(gateway=GatewayRef("edge"), host="m.example.com", listener="https-m-m")
 
@@ -167,42 +166,62 @@ def test_the_user_facing_route_keeps_the_user_facing_service(mocks):
     assert [b["name"] for b in backends] == ["m"]
 
 
-def test_on_the_edge_the_judge_route_reaches_the_candidate_only_with_its_header(mocks):
+def test_no_edge_route_or_ingress_leads_to_a_candidate_on_either_edge(mocks):
+    """Issue 51: the judge asks the candidate from inside the cluster; nothing at the edge routes to it."""
     (candidate,) = _serve(mocks, edge=EDGE)
-    assert candidate.judge_route is not None
-    route = {r.inputs["metadata"]["name"]: r for r in mocks.of_type(HTTPROUTE)}[candidate.judge_route]
-    (rule,) = route.inputs["spec"]["rules"]
-    assert [b["name"] for b in rule["backendRefs"]] == [candidate.service]
-    for match in rule["matches"]:
-        assert match["headers"] == [{"type": "Exact", "name": CANDIDATE_HEADER, "value": candidate.version}]
-    assert candidate.headers == {CANDIDATE_HEADER: candidate.version}
-
-
-def test_the_judge_route_covers_every_path_of_the_user_facing_route():
-    judged = judge_http_route_spec(EDGE, "m", "m-0123abcd", "0123abcd")
-    paths = [m["path"]["value"] for m in judged["rules"][0]["matches"]]
-    assert paths == [p["path"]["value"] for p in _user_route_matches()]
-
-
-def _user_route_matches() -> list[dict[str, Any]]:
-    from components.common.edge import WeightedBackend, model_http_route_spec
-
-    return list(model_http_route_spec(EDGE, "m", [WeightedBackend("m")])["rules"][0]["matches"])
-
-
-def test_on_ingress_nginx_the_judge_reaches_the_candidate_through_a_canary_ingress_by_its_header(mocks):
-    (candidate,) = _serve(mocks, ingress=secure_ingress("m.example.com"))
-    ingresses = {i.inputs["metadata"]["name"]: i for i in mocks.of_type("kubernetes:networking.k8s.io/v1:Ingress")}
-    assert candidate.judge_route is not None and candidate.public_url == "https://m.example.com"
-    canary, main = ingresses[candidate.judge_route], ingresses["m-http"]
-    assert canary.inputs["metadata"]["annotations"] == {
-        "nginx.ingress.kubernetes.io/canary": "true",
-        "nginx.ingress.kubernetes.io/canary-by-header": CANDIDATE_HEADER,
-        "nginx.ingress.kubernetes.io/canary-by-header-value": candidate.version,
+    (on_ingress,) = _serve(mocks, ingress=secure_ingress("m.example.com"))
+    routes = [*mocks.of_type(HTTPROUTE), *mocks.of_type("kubernetes:gateway.networking.k8s.io/v1:GRPCRoute")]
+    backends = {b["name"] for r in routes for rule in r.inputs["spec"]["rules"] for b in rule["backendRefs"]}
+    ingresses = mocks.of_type("kubernetes:networking.k8s.io/v1:Ingress")
+    ingress_backends = {
+        p["backend"]["service"]["name"]
+        for i in ingresses
+        for rule in i.inputs["spec"]["rules"]
+        for p in rule["http"]["paths"]
     }
-    (rule,) = canary.inputs["spec"]["rules"]
-    (main_rule,) = main.inputs["spec"]["rules"]
-    assert rule["host"] == main_rule["host"]
-    assert [p["path"] for p in rule["http"]["paths"]] == [p["path"] for p in main_rule["http"]["paths"]]
-    assert {p["backend"]["service"]["name"] for p in rule["http"]["paths"]} == {candidate.service}
-    assert {p["backend"]["service"]["name"] for p in main_rule["http"]["paths"]} == {"m"}
+    assert backends == ingress_backends == {"m"}
+    assert candidate.service not in backends and on_ingress.service not in ingress_backends
+
+
+JUDGE_PODS = {"app.kubernetes.io/component": "judge", "app.kubernetes.io/instance": "m"}
+TRITON_PODS = {"app.kubernetes.io/component": "triton", "app.kubernetes.io/instance": "m"}
+
+
+def test_the_judge_asks_the_candidates_own_service_from_pods_labelled_as_its_judge(mocks):
+    (candidate,) = _serve(mocks, edge=EDGE)
+    assert _services(mocks)[candidate.service].inputs["spec"]["selector"] == {
+        **TRITON_PODS,
+        VERSION_LABEL: candidate.version,
+    }
+    assert candidate.judge_pods.items() >= {**JUDGE_PODS, VERSION_LABEL: candidate.version}.items()
+
+
+def test_the_judges_pods_reach_their_models_triton_on_http_and_dns_only_and_nothing_reaches_them(mocks):
+    _serve(mocks)
+    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
+    judge = policies["m-judge"]
+    assert judge["podSelector"] == {"matchLabels": JUDGE_PODS}
+    assert judge["ingress"] == []
+    dns, triton = judge["egress"]
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert triton == {
+        "to": [{"podSelector": {"matchLabels": TRITON_PODS}}],
+        "ports": [{"port": 8000, "protocol": "TCP"}],
+    }
+
+
+def test_the_models_triton_admits_its_judges_pods_by_label_on_http_only(mocks):
+    _serve(mocks)
+    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
+    rules = policies["m"]["ingress"]
+    judged = [r for r in rules if {"podSelector": {"matchLabels": JUDGE_PODS}} in r["from"]]
+    assert judged == [
+        {"from": [{"podSelector": {"matchLabels": JUDGE_PODS}}], "ports": [{"port": 8000, "protocol": "TCP"}]}
+    ]
+
+
+def test_a_model_that_rolls_in_place_admits_no_judge(mocks):
+    run_program(lambda: serve("m", T5_SMALL))
+    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
+    assert "m-judge" not in policies
+    assert all({"podSelector": {"matchLabels": JUDGE_PODS}} not in r["from"] for r in policies["m"]["ingress"])

@@ -463,3 +463,15 @@ def test_a_repo_far_from_every_catalog_id_still_asks_for_family_and_architecture
         "models[0].architecture: 'acme/t5-custom' is not in the catalog of known models; add `family` and an "
         "`architecture` block (dModel, numHeads, numLayers, dFf, vocabSize)"
     ]
+
+
+def test_an_ingress_class_that_ignores_ingress_nginxs_auth_annotations_is_refused_naming_the_fix() -> None:
+    """Issue 51: `ingressClass: alb` would serve every host with basic auth's annotations ignored (open)."""
+    (problem,) = problems_of(ingress_stack(ingressClass="alb"))
+    assert problem.startswith("ingressClass: 'alb' ignores ingress-nginx's basic annotations")
+    assert "edge: gateway with ingressAuth: apiKey" in problem
+
+
+def test_ingress_nginx_keeps_its_basic_auth_edge() -> None:
+    settings = load_settings(as_cli(ingress_stack(ingressClass="nginx")), project="triton-ft", stack="dev")
+    assert settings.serving.ingress.auth == "basic"

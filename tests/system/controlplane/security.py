@@ -7,19 +7,21 @@ from __future__ import annotations
 import contextlib
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.common.podsec import container_security_context, pod_security_context
 from tests.system.controlplane.fixtures import Cluster, remove_pods
-from tests.system.controlplane.plan import Plan
+from tests.system.controlplane.plan import Plan, retarget
 from tests.system.controlplane.prod import deploy
 from tests.system.controlplane.server import ControlPlane
 from tests.system.netpol import Pod
 from tritonft.kube import wait_for
+from tritonft.synth.plandiff import load_plan as load_resources
 
 TRITON = "app.kubernetes.io/component=triton"
 GATEWAY = "app.kubernetes.io/component=gateway"
+JUDGE_PODS = "app.kubernetes.io/component=judge"
 _made = itertools.count(1)
 
 
@@ -36,6 +38,18 @@ class Deployed:
     """A restricted-compliant pod of the stack's own namespace that is not the gateway."""
     outsider: Pod
     """A pod of the ``default`` namespace."""
+    judges: list[Pod] = field(default_factory=list)
+    """The pods of the plan's judge Jobs (a candidate's judge, ``components.serving.judge_job``), as the API server
+    admitted them: each Job of the plan's in-cluster judges applied as the judge's provider applies it."""
+
+
+JUDGE = "pulumi-python:dynamic/tritonft:InClusterJudge"
+
+
+def judge_jobs(plan: Plan, namespace: str) -> list[dict[str, Any]]:
+    """The judge Jobs of the plan's in-cluster judges (their manifests are the judges' inputs), in ``namespace``."""
+    jobs = [r["inputs"]["job"] for r in load_resources(plan.manifests.parent) if r["type"] == JUDGE]
+    return retarget(jobs, plan.settings.namespace, namespace)
 
 
 def restricted_pod(name: str, namespace: str, labels: dict[str, str]) -> dict[str, Any]:
@@ -63,6 +77,10 @@ def deployed_prod(control_plane: ControlPlane, prod_plan: Plan) -> Iterator[Depl
         n_gateway = settings.serving.gateway.replicas_min
         wait_for(f"{n_triton} Triton pods", lambda: len(cluster.pods(TRITON)) == n_triton, 90)
         wait_for(f"{n_gateway} gateway pods", lambda: len(cluster.pods(GATEWAY)) == n_gateway, 90)
+        jobs = judge_jobs(prod_plan, cluster.namespace)
+        for job in jobs:
+            kube.apply(job)
+        wait_for(f"{len(jobs)} judge pods", lambda: len(cluster.pods(JUDGE_PODS)) == len(jobs), 90)
         kube.apply(restricted_pod("intruder", cluster.namespace, {"app": "intruder"}))
         kube.apply(restricted_pod(f"{cluster.namespace}-outsider", "default", {"app": "outsider"}))
         yield Deployed(
@@ -77,6 +95,7 @@ def deployed_prod(control_plane: ControlPlane, prod_plan: Plan) -> Iterator[Depl
             gateway=[Pod.from_object(p) for p in cluster.pods(GATEWAY)],
             intruder=Pod.from_object(kube.get("v1", "Pod", "intruder", cluster.namespace)),
             outsider=Pod.from_object(kube.get("v1", "Pod", f"{cluster.namespace}-outsider", "default")),
+            judges=[Pod.from_object(p) for p in cluster.pods(JUDGE_PODS)],
         )
     finally:
         kube.delete("v1", "Pod", f"{cluster.namespace}-outsider", "default")

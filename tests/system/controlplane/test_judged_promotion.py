@@ -4,8 +4,9 @@ with the stable version still selected, a re-run converges, and ``destroy`` from
 
 The plans are ``tritonft synth``'s (the program under the mock engine); ``pulumi_engine`` applies them with the
 CLI's rules (dependency order, in-place updates, no deletes after a failure, deletes last, destroy in reverse
-order). The rollout watch is the real provider against this API server; the judge's verdict is the test's (the
-real judge's verdict on a real Triton serving wrong answers: ``tests/system/realtriton/test_judge.py``). The pods
+order). The rollout watch and the in-cluster judge are the real providers against this API server (the judge's Job
+created, scheduled and completed here); the candidate's answers are the test's, kwok's pods running no container
+(the real judge's command on a real Triton serving wrong answers: ``tests/system/realtriton/test_judge.py``). The pods
 are kwok's, their addresses and readiness the API server's: "receives a request through the Service" is judged
 here by what a Service can route to, its EndpointSlices, read continuously while ``up`` runs.
 """
@@ -23,8 +24,9 @@ from unittest import mock
 
 import pytest
 
-import components.probe as probe_module
-from components.probe import IntegrationProbeProvider, ProbeFailedError
+import components.probe.in_cluster as judge_module
+from components.probe import ProbeFailedError
+from components.probe.in_cluster import InClusterJudgeProvider
 from components.serving.promotion import VERSION_LABEL
 from components.settings.stack_file import settings_from_stack_file
 from tests.system.controlplane.fixtures import Cluster
@@ -48,7 +50,7 @@ STACK = "local"
 PLAN_NAMESPACE = "triton-local"
 INSTANCE = "local-t5-small"
 WATCH = "pulumi-python:dynamic/tritonft:RolloutWatch"
-PROBE = "pulumi-python:dynamic/tritonft:IntegrationProbe"
+JUDGE = "pulumi-python:dynamic/tritonft:InClusterJudge"
 NEW_REVISION = "0123456789abcdef" * 2 + "01234567"
 FIXED_REVISION = "fedcba9876543210" * 2 + "76543210"
 GATEWAY = "local-gateway"
@@ -97,7 +99,7 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> Plans:
 def wrong_answer(props: Mapping[str, Any]) -> ProbeReport:
     """The probe's report on a version that answers wrong."""
     return ProbeReport(
-        endpoint=str(props["endpoint"]),
+        endpoint=f"http://{props['candidate_service']}:8000",
         protocol="http",
         ok=False,
         elapsed_s=1.0,
@@ -107,21 +109,39 @@ def wrong_answer(props: Mapping[str, Any]) -> ProbeReport:
 
 
 class Judge:
-    """The judges' verdicts: a version listed in ``wrong`` answers wrong, and its judge (the real provider, with the
-    inputs the plan declares) fails as it would: with the report's failure and what the failed candidate leaves."""
+    """The judges, as the real provider runs them on this API server: each creates its judge Job (owned by the
+    candidate's Deployment, its pod placed by the scheduler and admitted by the API server) and reads its verdict.
+    kwok's pods run no container, so a Job completes without having asked anything; the candidate's answers are the
+    test's: a version listed in ``wrong`` answers wrong, and its judge fails as it would (the real judge's verdict on
+    a real Triton serving wrong answers, through the same command: ``tests/system/realtriton/test_judge.py``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, namespace: str, kubeconfig: str) -> None:
+        self.namespace, self.kubeconfig = namespace, kubeconfig
         self.wrong: set[str] = set()
         self.judged: list[str] = []
 
     def __call__(self, res: Resource, _old: Resource | None) -> None:
-        if "-judge-" not in res.name:
-            return  # the model's probe after the switch, through the user-facing endpoint
         version = res.name.rsplit("-", 1)[1]
         self.judged.append(version)
+        props = {
+            **res.inputs,
+            "namespace": self.namespace,
+            "kubeconfig": self.kubeconfig,
+            "context": None,
+            "poll_s": 0.2,
+        }
+        real = judge_module._outcome
+
+        def answers_wrong(kube: Any, namespace: str, name: str, deadline_s: float, poll_s: float) -> Any:
+            ran = real(kube, namespace, name, deadline_s, poll_s)
+            assert ran.passed, ran.message
+            return judge_module.JudgeOutcome(False, wrong_answer(props).failure_message())
+
         if version in self.wrong:
-            with mock.patch.object(probe_module, "_probe", wrong_answer):
-                IntegrationProbeProvider().create(dict(res.inputs))
+            with mock.patch.object(judge_module, "_outcome", answers_wrong):
+                InClusterJudgeProvider().create(props)
+        else:
+            InClusterJudgeProvider().create(props)
 
 
 @dataclass
@@ -142,9 +162,10 @@ def stack(control_plane: ControlPlane, cluster: Cluster) -> Stack:
         + [cpu_node_shape(settings, f"{ns}-cpu-{i}") for i in range(2)]
     )
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    judge = Judge()
-    watch = rollout_watch(ns, str(control_plane.workdir / "kubeconfig"))
-    engine = Engine(cluster.kube, ns, PLAN_NAMESPACE, {WATCH: watch, PROBE: judge})
+    kubeconfig = str(control_plane.workdir / "kubeconfig")
+    judge = Judge(ns, kubeconfig)
+    watch = rollout_watch(ns, kubeconfig)
+    engine = Engine(cluster.kube, ns, PLAN_NAMESPACE, {WATCH: watch, JUDGE: judge})
     return Stack(engine, judge, cluster)
 
 
@@ -357,6 +378,7 @@ def test_a_version_judged_right_is_promoted_and_the_old_one_removed_last(
     log = stack.engine.log
     judged = log.index(f"create {INSTANCE}-judge-{candidate}")
     assert judged < log.index(f"update {INSTANCE}-service") < log.index(f"delete {INSTANCE}-deployment-{stable}")
+    assert kube.items("batch/v1", "Job", ns, "app.kubernetes.io/component=judge") == [], "a passed judge's Job goes"
     promoted = pods_of(kube, ns, candidate)
     assert set(serving) | set(promoted) <= endpoints.seen
 
@@ -434,6 +456,14 @@ def test_a_failed_judgement_says_the_candidate_is_kept_how_to_see_it_and_that_th
     shown = labelled(kube, ns, candidate)
     assert {f"Deployment/{deployment}", f"Service/{deployment}"} <= shown, "the message's selector shows it"
     assert any(o.startswith(f"Pod/{deployment}-") for o in shown)
+    # The judge ran in the cluster: its Job is kept beside the candidate (its log holds the report), owned by it.
+    job = f"{deployment}-judge"
+    assert f"kubectl -n {PLAN_NAMESPACE} logs job/{job}" in message
+    (owner,) = kube.get("batch/v1", "Job", job, ns)["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"]) == ("Deployment", deployment)
+    (judge_pod,) = kube.items("v1", "Pod", ns, f"job-name={job}")
+    assert judge_pod["metadata"]["labels"]["app.kubernetes.io/component"] == "judge"
+    assert judge_pod["spec"]["nodeName"] in stack.cluster.nodes and "-cpu-" in judge_pod["spec"]["nodeName"]
 
 
 def test_after_a_failed_judgement_an_up_with_a_fix_promotes_it_and_leaves_nothing_of_the_failed_candidate(

@@ -107,33 +107,99 @@ def _triton_services_routed_by_ingresses(d: Deployed) -> set[str]:
     return ingress | routes
 
 
-def test_the_ingress_controller_reaches_triton_only_where_the_plan_routes_the_edge_to_it(deployed: Deployed) -> None:
-    """The integration probe's source in the cluster (it runs in ``pulumi up`` and calls each model through the
-    edge): allowed on HTTP and gRPC exactly to the Triton services an Ingress routes to, never on metrics."""
+def test_no_pod_but_the_gateways_and_prometheus_on_metrics_reaches_an_ft_models_triton(deployed: Deployed) -> None:
+    """Issue 51's must-show: Triton 23.04 is reached by the gateway's pods (gRPC), Prometheus's (metrics) and its own
+    judge's (HTTP, the next test) only: not the edge's proxies, not Grafana or another pod of monitoring, not another
+    pod of the namespace, not another model's judge."""
+    ft_selectors = [
+        o["spec"]["selector"]["matchLabels"]
+        for o in deployed.plan_objects
+        if o["kind"] == "Deployment"
+        and o["spec"]["template"]["metadata"]["labels"].get("app.kubernetes.io/component") == "triton"
+        and "/server-" not in o["spec"]["template"]["spec"]["containers"][0]["image"]
+    ]
+    ft = [t for t in deployed.triton if any(selector_matches({"matchLabels": s}, t.labels) for s in ft_selectors)]
+    assert ft
+    strangers = [
+        _peer(
+            "envoy-gateway-system",
+            {"app.kubernetes.io/component": "proxy", "app.kubernetes.io/managed-by": "envoy-gateway"},
+        ),
+        _peer("monitoring", {"app.kubernetes.io/name": "grafana"}),
+        _peer("monitoring", {"app.kubernetes.io/name": "alertmanager"}),
+        deployed.intruder,
+        deployed.outsider,
+    ]
+    prometheus = _peer("monitoring", {"app.kubernetes.io/name": "prometheus"})
+    for pod in ft:
+        instance = pod.labels["app.kubernetes.io/instance"]
+        others_judges = [j for j in deployed.judges if j.labels["app.kubernetes.io/instance"] != instance]
+        assert others_judges
+        for source in [*strangers, *others_judges]:
+            assert [p for p in TRITON_PORTS if connects(deployed.policies, source, pod, p, deployed.namespaces)] == []
+        assert [p for p in TRITON_PORTS if connects(deployed.policies, prometheus, pod, p, deployed.namespaces)] == [
+            METRICS_PORT
+        ]
+        assert any(
+            [p for p in TRITON_PORTS if connects(deployed.policies, g, pod, p, deployed.namespaces)] == [GRPC_PORT]
+            for g in deployed.gateway
+        )
+
+
+def test_the_edges_proxies_reach_triton_only_where_the_plan_routes_the_edge_to_it(deployed: Deployed) -> None:
+    """The edge's proxy pods (by their labels, not their namespace) reach HTTP and gRPC exactly of the Triton
+    services a route sends them to (an encoder's), never metrics."""
     routed = _triton_services_routed_by_ingresses(deployed)
-    edge_namespaces = {
-        peer["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
-        for p in deployed.policies
-        for rule in p["spec"].get("ingress", [])
-        for peer in rule.get("from", [])
-        if "namespaceSelector" in peer and "podSelector" not in peer
-    } - {"monitoring"}
-    assert bool(edge_namespaces) == bool(routed), "the edge is admitted exactly when it has routes to Triton"
+    proxy = _peer(
+        "envoy-gateway-system",
+        {"app.kubernetes.io/component": "proxy", "app.kubernetes.io/managed-by": "envoy-gateway"},
+    )
     instances = {t.labels["app.kubernetes.io/instance"] for t in deployed.triton}
-    for namespace in edge_namespaces:
-        controller = _peer(namespace, {"app.kubernetes.io/name": "ingress-nginx"})
-        for port in (HTTP_PORT, GRPC_PORT):
-            reached = {
-                t.labels["app.kubernetes.io/instance"]
-                for t in deployed.triton
-                if t.name in _reaches(deployed, controller, port)
-            }
-            assert reached == instances & routed
-        assert _reaches(deployed, controller, METRICS_PORT) == []
+    for port in (HTTP_PORT, GRPC_PORT):
+        reached = {
+            t.labels["app.kubernetes.io/instance"] for t in deployed.triton if t.name in _reaches(deployed, proxy, port)
+        }
+        assert reached == instances & routed
+    assert _reaches(deployed, proxy, METRICS_PORT) == []
+    other = _peer("envoy-gateway-system", {"control-plane": "envoy-gateway"})
+    assert all(_reaches(deployed, other, p) == [] for p in TRITON_PORTS)
 
 
-def test_the_gateway_is_reached_by_the_edge_and_prometheus_and_not_by_an_intruder(deployed: Deployed) -> None:
+def test_the_gateway_is_reached_by_the_edges_proxies_and_prometheus_and_by_nothing_else(deployed: Deployed) -> None:
+    proxy = _peer(
+        "envoy-gateway-system",
+        {"app.kubernetes.io/component": "proxy", "app.kubernetes.io/managed-by": "envoy-gateway"},
+    )
+    prometheus = _peer("monitoring", {"app.kubernetes.io/name": "prometheus"})
     for gateway in deployed.gateway:
-        assert not connects(deployed.policies, deployed.intruder, gateway, GATEWAY_PORT, deployed.namespaces)
-        assert not connects(deployed.policies, deployed.outsider, gateway, GATEWAY_PORT, deployed.namespaces)
-        assert connects(deployed.policies, _peer("monitoring"), gateway, GATEWAY_PORT, deployed.namespaces)
+        for stranger in (
+            deployed.intruder,
+            deployed.outsider,
+            _peer("monitoring", {"app.kubernetes.io/name": "grafana"}),
+        ):
+            assert not connects(deployed.policies, stranger, gateway, GATEWAY_PORT, deployed.namespaces)
+        assert connects(deployed.policies, proxy, gateway, GATEWAY_PORT, deployed.namespaces)
+        assert connects(deployed.policies, prometheus, gateway, GATEWAY_PORT, deployed.namespaces)
+
+
+def test_each_judges_pod_reaches_its_own_models_triton_on_http_only(deployed: Deployed) -> None:
+    """Issue 51: a candidate is judged from inside the cluster by a Job whose pods the candidate's NetworkPolicy admits
+    by label: on the HTTP port the judge asks, of its own model's Triton only (an FT model's included)."""
+    instance = "app.kubernetes.io/instance"
+    judged = sorted(j.labels[instance] for j in deployed.judges)
+    assert judged == sorted({t.labels[instance] for t in deployed.triton}), "one judge per model"
+    for judge in deployed.judges:
+        own = judge.labels["app.kubernetes.io/instance"]
+        for pod in deployed.triton:
+            reached = [p for p in TRITON_PORTS if connects(deployed.policies, judge, pod, p, deployed.namespaces)]
+            expected = [HTTP_PORT] if pod.labels["app.kubernetes.io/instance"] == own else []
+            assert reached == expected, (judge.name, pod.name, reached)
+        assert not any(
+            connects(deployed.policies, judge, g, GATEWAY_PORT, deployed.namespaces) for g in deployed.gateway
+        )
+
+
+def test_a_pod_labelled_as_a_judge_of_the_stack_in_another_namespace_reaches_no_triton_pod(deployed: Deployed) -> None:
+    (judge, *_) = deployed.judges
+    elsewhere = _peer("default", dict(judge.labels))
+    assert all(_reaches(deployed, elsewhere, p) == [] for p in TRITON_PORTS)

@@ -1,15 +1,19 @@
-"""The judge of a candidate version, as ``local``'s program declares it, run by its real provider against a real
-Triton serving the candidate: a new "revision" that answers wrong (a random-weight BERT served as ``minilm``: its
-vectors have another width) fails the ``up`` naming the wrong answer; the real all-MiniLM-L6-v2 passes. Each
-server's own request counters show the judge asked the candidate only, never the serving version.
+"""The judge of a candidate version, as ``local``'s program declares it, run against a real Triton serving the
+candidate: a new "revision" that answers wrong (a random-weight BERT served as ``minilm``: its vectors have another
+width) fails the ``up`` naming the wrong answer; the real all-MiniLM-L6-v2 passes. Each server's own request counters
+show the judge asked the candidate only, never the serving version.
 
-The candidate is reached at its own address here, as its candidate Service (or its judge route on the edge) is
-reached in a cluster: ``tests/system/controlplane/test_judged_promotion.py`` shows that the user-facing Services
-never select a candidate before its judge passed.
+The judge is a Job in the cluster (issue 51: no candidate has a route at the edge): its container's command and
+environment, as the plan declares them, run here with the candidate's server as the address its Service would give
+(``tests/system/judge_command.py``): its exit code and termination message are what the in-cluster judge reads of
+the Job.
+``tests/system/controlplane/test_judged_promotion.py`` shows the Job made, scheduled and read on the real API server,
+and that the user-facing Services never select a candidate before its judge passed.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.request
 from collections.abc import Callable
@@ -18,28 +22,29 @@ from typing import Any
 
 import pytest
 
-from components.probe import IntegrationProbeProvider, ProbeFailedError
-from components.serving.promotion import CANDIDATE_HEADER
+from components.probe.in_cluster import JudgeOutcome
 from tests.plans import StackPlans
+from tests.system.judge_command import run_judge_container
 from tests.system.realtriton.conftest import EMBEDDER, ServeTriton
 from tritonft.encoder.repo import EncoderServing, OnnxEngine, write_encoder_repository
 from tritonft.local_triton import LocalTriton, TritonRuntime
+from tritonft.probe.in_cluster import CONFIG_ENV
 from tritonft.synth.plandiff import load_plan as load_resources
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[3]
 JUDGE_PREFIX = "local-minilm-judge-"
-PROBE = "pulumi-python:dynamic/tritonft:IntegrationProbe"
+JUDGE = "pulumi-python:dynamic/tritonft:InClusterJudge"
 
 
 @pytest.fixture(scope="module")
 def judge_inputs(stack_plan: StackPlans) -> dict[str, Any]:
     """The inputs ``local``'s program gives the judge of minilm's serving version."""
     (judge,) = [
-        r for r in load_resources(stack_plan("local").out) if r["type"] == PROBE and r["name"].startswith(JUDGE_PREFIX)
+        r for r in load_resources(stack_plan("local").out) if r["type"] == JUDGE and r["name"].startswith(JUDGE_PREFIX)
     ]
-    return {**judge["inputs"], "_version": judge["name"].removeprefix(JUDGE_PREFIX)}
+    return dict(judge["inputs"])
 
 
 @pytest.fixture(scope="module")
@@ -66,42 +71,44 @@ def successes(server: LocalTriton) -> int:
     return int(found.group(1)) if found else 0
 
 
-def judge_props(inputs: dict[str, Any], candidate: LocalTriton) -> dict[str, Any]:
-    """The judge's inputs with the candidate's server as its endpoint (what its canary Ingress routes to)."""
-    version = inputs["_version"]
-    props = {k: v for k, v in inputs.items() if k != "_version"}
-    return {**props, "endpoint": f"http://{candidate.http_url}", "headers": {CANDIDATE_HEADER: version}}
+def verdict(inputs: dict[str, Any], candidate: LocalTriton, workdir: Path) -> JudgeOutcome:
+    """What the judge Job leaves (its exit code, its termination message) when its Service leads to ``candidate``."""
+    return run_judge_container(inputs["job"], f"http://{candidate.http_url}", workdir)
 
 
-def test_the_judge_asks_minilms_public_host_never_the_gateway(judge_inputs: dict[str, Any]) -> None:
-    # On ingress-nginx (local's edge) its header reaches the candidate's canary Ingress only.
-    assert judge_inputs["endpoint"] == "http://minilm.local.triton.local"
-    assert re.fullmatch(r"[0-9a-f]{8}", judge_inputs["_version"])
-    assert not judge_inputs.get("gateway_url"), "never through the gateway, which calls the serving version"
+def test_the_judge_job_asks_minilms_candidate_service_in_the_cluster_never_the_edge_or_the_gateway(
+    judge_inputs: dict[str, Any],
+) -> None:
+    (container,) = judge_inputs["job"]["spec"]["template"]["spec"]["containers"]
+    settings = json.loads(next(e["value"] for e in container["env"] if e["name"] == CONFIG_ENV))
+    service = judge_inputs["candidate_service"]
+    assert re.fullmatch(r"local-minilm-[0-9a-f]{8}", service)
+    assert settings["endpoint"] == f"http://{service}.triton-local.svc:8000"
+    assert not settings.get("gateway_url"), "never through the gateway, which calls the serving version"
+    assert "headers" not in settings, "no credential: Triton is asked directly"
 
 
 def test_a_candidate_that_answers_wrong_fails_up_naming_the_answer_and_the_stable_gets_no_request(
-    judge_inputs: dict[str, Any], wrong_candidate: LocalTriton, encoder_triton: LocalTriton
+    judge_inputs: dict[str, Any], wrong_candidate: LocalTriton, encoder_triton: LocalTriton, tmp_path: Path
 ) -> None:
     stable_before, candidate_before = successes(encoder_triton), successes(wrong_candidate)
 
-    with pytest.raises(ProbeFailedError) as failed:
-        IntegrationProbeProvider().create(judge_props(judge_inputs, wrong_candidate))
+    failed = verdict(judge_inputs, wrong_candidate, tmp_path)
 
-    message = str(failed.value)
-    assert message.startswith(f"integration probe of http://{wrong_candidate.http_url} failed:"), message
-    # Its answers are vectors of the random BERT's width, not all-MiniLM-L6-v2's 384.
-    assert re.search(rf"inference\[{EMBEDDER}\]: embeddings of shape \[\d+, 64\], expected \[\d+, 384\]", message), (
-        message
-    )
+    assert not failed.passed, "the Job fails (exit 1): its candidate is not promoted"
+    # Its answers are vectors of the random BERT's width, not all-MiniLM-L6-v2's 384: said in the termination message
+    # the in-cluster judge puts in the failed `up`'s message.
+    assert re.search(
+        rf"inference\[{EMBEDDER}\]: embeddings of shape \[\d+, 64\], expected \[\d+, 384\]", failed.message
+    ), failed.message
     assert successes(encoder_triton) == stable_before, "the serving version received no request"
     assert successes(wrong_candidate) > candidate_before, "the candidate was asked"
 
 
 def test_a_candidate_that_answers_right_passes_its_judge(
-    judge_inputs: dict[str, Any], encoder_triton: LocalTriton
+    judge_inputs: dict[str, Any], encoder_triton: LocalTriton, tmp_path: Path
 ) -> None:
-    done = IntegrationProbeProvider().create(judge_props(judge_inputs, encoder_triton))
+    passed = verdict(judge_inputs, encoder_triton, tmp_path)
 
-    assert done.outs is not None and done.outs["ok"] is True
-    assert done.outs["model_status"] == {EMBEDDER: "ok"}
+    assert passed.passed, passed.message
+    assert passed.message == f"passed: {EMBEDDER} ok"

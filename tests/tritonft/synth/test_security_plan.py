@@ -5,6 +5,7 @@ the build's credentials and cache. The same plan on the real API server: ``tests
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from components.common.triton import GRPC_PORT, HTTP_PORT, METRICS_PORT
 from tests.plans import StackPlans
 from tests.system.netpol import Pod, connects
 from tritonft.synth.manifests import SECRET_PLACEHOLDER, plain
+from tritonft.synth.plandiff import load_plan
 
 REPO = Path(__file__).resolve().parents[3]
 PLAN_NAMESPACE = "triton"
@@ -73,6 +75,99 @@ def test_in_prods_plan_only_the_gateways_pods_reach_triton_and_only_on_grpc(prod
             assert not connects(policies, intruder, pod, port, namespaces)
             assert not connects(policies, Pod("x", "default", {}), pod, port, namespaces)
             assert all(not connects(policies, other, pod, port, namespaces) for other in triton)
+
+
+def _served_family(plan: Path) -> dict[str, str]:
+    """Each Triton Service's model family (the conversion Jobs' specs say it), by the Service's name."""
+    families: dict[str, str] = {}
+    for cm in _of(plan, "ConfigMap"):
+        for text in (cm.get("data") or {}).values():
+            if '"family"' in text and '"name"' in text:
+                try:
+                    spec = json.loads(text)
+                except ValueError:
+                    continue
+                if isinstance(spec, dict) and "family" in spec and "name" in spec:
+                    families[spec["name"]] = spec["family"]
+    return families
+
+
+FASTERTRANSFORMER = {"t5", "gpt2", "gptj"}
+
+
+def test_prods_plan_holds_no_edge_route_of_any_kind_to_a_fastertransformer_models_triton(prod: Path) -> None:
+    """Issue 51: Triton 23.04 is reached by the gateway only: no HTTPRoute, GRPCRoute, judge route or Ingress has a
+    backend that is an FT model's Service (stable or candidate), and no listener serves an FT model's host."""
+    families = _served_family(prod)
+    ft_models = {name for name, family in families.items() if family in FASTERTRANSFORMER}
+    assert ft_models == {"t5-3b", "gpt-j-6b"}
+    services = {s["metadata"]["name"] for s in _of(prod, "Service")}
+    ft_services = {s for s in services if any(m in s for m in ft_models)}
+    assert ft_services, "the FT models' Services are in the plan"
+    routed = {
+        ref["name"]
+        for route in _of(prod, "HTTPRoute") + _of(prod, "GRPCRoute")
+        for rule in route["spec"].get("rules", [])
+        for ref in rule.get("backendRefs", [])
+    }
+    assert routed and not routed & ft_services, f"edge routes to FT's Triton: {sorted(routed & ft_services)}"
+    assert _of(prod, "Ingress") == []
+    hosts = {lst.get("hostname") for gw in _of(prod, "Gateway") for lst in gw["spec"]["listeners"]}
+    assert not any(h and h.split(".")[0] in ft_models for h in hosts)
+
+
+def test_in_prods_plan_no_pod_of_the_edge_or_of_monitoring_but_prometheus_reaches_an_ft_models_triton(
+    prod: Path,
+) -> None:
+    policies = _of(prod, "NetworkPolicy")
+    namespaces = _namespace_labels(prod)
+    ft = [
+        _template_pod(d)
+        for d in _deployments(prod, "triton")
+        if "/server-" not in d["spec"]["template"]["spec"]["containers"][0]["image"]
+    ]
+    assert len(ft) == 2
+    envoy = Pod("envoy", "envoy-gateway-system", {"app.kubernetes.io/component": "proxy"})
+    envoy_managed = Pod(
+        "envoy", "envoy-gateway-system", {**envoy.labels, "app.kubernetes.io/managed-by": "envoy-gateway"}
+    )
+    grafana = Pod("grafana", "monitoring", {"app.kubernetes.io/name": "grafana"})
+    prometheus = Pod("prometheus", "monitoring", {"app.kubernetes.io/name": "prometheus"})
+    for pod in ft:
+        for source in (envoy, envoy_managed, grafana):
+            assert [
+                p for p in (HTTP_PORT, GRPC_PORT, METRICS_PORT) if connects(policies, source, pod, p, namespaces)
+            ] == []
+        assert connects(policies, prometheus, pod, METRICS_PORT, namespaces)
+        assert not connects(policies, prometheus, pod, GRPC_PORT, namespaces)
+
+
+def _judge_jobs(plan: Path) -> list[dict[str, Any]]:
+    """The judge Jobs the plan's in-cluster judges create (their manifests are the judges' inputs)."""
+    return [r["inputs"]["job"] for r in load_plan(plan) if r["type"] == "pulumi-python:dynamic/tritonft:InClusterJudge"]
+
+
+def test_in_prods_plan_each_judges_pod_reaches_its_own_models_triton_on_http_and_nothing_else(prod: Path) -> None:
+    """Issue 51: a candidate is judged from inside the cluster; the judge's pods (an FT model's included) reach that
+    model's Triton on 8000 only: not another model's, not gRPC, not metrics."""
+    policies = _of(prod, "NetworkPolicy")
+    namespaces = _namespace_labels(prod)
+    triton = {
+        d["metadata"]["labels"]["app.kubernetes.io/instance"]: _template_pod(d) for d in _deployments(prod, "triton")
+    }
+    jobs = _judge_jobs(prod)
+    assert len(jobs) == len(triton) == 4
+    for job in jobs:
+        meta = job["metadata"]
+        judge = Pod.from_template(meta["name"], meta["namespace"], job["spec"]["template"])
+        own = meta["labels"]["app.kubernetes.io/instance"]
+        for instance, pod in triton.items():
+            reached = [p for p in (HTTP_PORT, GRPC_PORT, METRICS_PORT) if connects(policies, judge, pod, p, namespaces)]
+            assert reached == ([HTTP_PORT] if instance == own else []), (meta["name"], instance, reached)
+        spec = job["spec"]["template"]["spec"]
+        assert spec["automountServiceAccountToken"] is False
+        assert [c["command"] for c in spec["containers"]] == [["tritonft", "judge"]]
+        assert not any("secret" in str(c.get("env")).lower() for c in spec["containers"])
 
 
 def test_prods_triton_pods_run_without_model_control_and_with_the_unneeded_grpc_apis_restricted(prod: Path) -> None:

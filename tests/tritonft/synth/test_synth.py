@@ -227,4 +227,10 @@ def test_every_stack_serves_the_openai_gateway_on_its_base_host_unless_turned_of
     assert [n for n in names if "gateway" in n] == []
     (policy,) = [p for p in (tmp_path / "off" / "manifests").rglob("networkpolicy-local-t5-small.yaml")]
     rules = yaml.safe_load(policy.read_text())["spec"]["ingress"]
-    assert [peer for rule in rules for peer in rule["from"] if "podSelector" in peer] == []
+    # No gateway pods admitted; the one same-namespace peer left is the model's own judge (a promotion's Job).
+    judge = {
+        "podSelector": {
+            "matchLabels": {"app.kubernetes.io/component": "judge", "app.kubernetes.io/instance": "local-t5-small"}
+        }
+    }
+    assert [peer for rule in rules for peer in rule["from"] if "namespaceSelector" not in peer] == [judge]
