@@ -60,12 +60,14 @@ def test_promtool_accepts_every_rule_file_the_stack_renders(stack: str, stack_pl
     alerting = {name for name, kind in component.items() if kind in ("triton", "gateway")}
     assert {r["metadata"]["name"] for r in rules} == alerting
     assert bool(rules) == (stack in MONITORED), "staging and prod monitor their services, the others not"
-    # Triton: the ratio, 2 start-up records, 3 alerts; the gateway: its 5xx alert.
-    expected = {"triton": 6, "gateway": 1}
+    # Triton: the ratio, 2 start-up records, 3 alerts; a vLLM model's: the queue, its TTFT p95, 2 start-up records,
+    # 3 alerts; the gateway: its 5xx alert.
+    expected = {"triton": 6, "vllm": 7, "gateway": 1}
     for doc, path in zip(rules, rule_files(rules, tmp_path), strict=True):
         result = promtool("check", "rules", path, cwd=tmp_path)
         assert result.returncode == 0, result.stdout + result.stderr
-        count = expected[component[doc["metadata"]["name"]]]
+        kind = component[doc["metadata"]["name"]]
+        count = expected["vllm" if kind == "triton" and "vllm:" in str(doc["spec"]) else kind]
         assert f"SUCCESS: {count} rules found" in result.stdout, result.stdout
 
 
