@@ -495,6 +495,7 @@ def triton_service_args(
         max_replicas=max(serving.replicas_max, 1),
         ratio_target=quantity_value(serving.autoscaling.target_ratio),
         ttft_p95_target_s=quantity_value(serving.autoscaling.target_ttft),
+        waiting_target=quantity_value(serving.autoscaling.target_waiting),
         monitoring=serving.monitoring,
         alert_for=serving.alert_for,
         load_bandwidth=serving.load_bandwidth_mibps * MIB,

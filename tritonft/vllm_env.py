@@ -151,14 +151,20 @@ def ensure_environment(
 
 BACKEND_MODEL = ROOT / "tritonft" / "engines" / "vllm" / "triton_model.py"
 """The project's Python-based ``vllm`` backend, installed as ``<backend-directory>/vllm/model.py``."""
+SCHEDULER_GAUGES = ROOT / "images" / "triton-vllm" / "scheduler_gauges.py"
+"""The server image's patch that adds vLLM's scheduler gauges to a stat logger, installed beside the model file (as
+the image installs it beside NVIDIA's backend)."""
 
 
-def vllm_backend_directory(dist: ServerDist, python_version: str, model: Path = BACKEND_MODEL) -> Path:
+def vllm_backend_directory(
+    dist: ServerDist, python_version: str, model: Path = BACKEND_MODEL, gauges: Path = SCHEDULER_GAUGES
+) -> Path:
     """A ``--backend-directory`` with Triton's Python backend (``python/``) and the project's ``vllm/model.py``:
     a ``backend: "vllm"`` model then runs as a Python-based backend in the stub, as NGC's vLLM image runs
-    NVIDIA's (keyed by the model file's bytes, so an edit installs anew)."""
+    NVIDIA's, with the image's ``scheduler_gauges.py`` beside it (keyed by both files' bytes, so an edit installs
+    anew)."""
     python = backend_directory(dist, python_version)
-    key = _digest(str(python).encode(), model.read_bytes())
+    key = _digest(str(python).encode(), model.read_bytes(), gauges.read_bytes())
     folder = cache_root() / "triton-backends" / f"vllm-py{python_version}-{key}"
     marker = folder / ".complete"
     if marker.is_file():
@@ -169,6 +175,7 @@ def vllm_backend_directory(dist: ServerDist, python_version: str, model: Path = 
             shutil.copytree(python / "python", folder / "python", symlinks=True)
             (folder / "vllm").mkdir(parents=True)
             shutil.copy2(model, folder / "vllm" / "model.py")
+            shutil.copy2(gauges, folder / "vllm" / gauges.name)
             marker.write_text(f"{python}\n")
     return folder
 

@@ -31,19 +31,23 @@ def adapter_rule() -> dict[str, Any]:
 
 
 TTFT_P95_RECORD = "triton_ft:vllm_time_to_first_token_seconds:p95"
-"""Recording rule name of a vLLM model's autoscaling signal: each pod's time-to-first-token p95 over the last minute
+"""Recording rule name of each pod's time-to-first-token p95 over the last minute
 (from ``vllm:time_to_first_token_seconds``, the histogram Triton's vLLM backend reports with
 ``REPORT_CUSTOM_METRICS``), 0 for an idle pod."""
-TTFT_P95_METRIC = "triton_ft_vllm_ttft_p95_seconds"
+
+WAITING_RECORD = "triton_ft:vllm_requests_waiting:pod"
+"""Recording rule name of a vLLM model's autoscaling signal: each pod's requests waiting inside vLLM
+(``vllm:num_requests_waiting``, the scheduler gauge the server image adds to NVIDIA's backend)."""
+WAITING_METRIC = "triton_ft_vllm_requests_waiting"
 """The same series as the custom-metrics API serves it to a vLLM model's HPA."""
 
 
-def ttft_adapter_rule() -> dict[str, Any]:
-    """The prometheus-adapter ``rules.custom`` entry that serves :data:`TTFT_P95_RECORD` as :data:`TTFT_P95_METRIC`
+def waiting_adapter_rule() -> dict[str, Any]:
+    """The prometheus-adapter ``rules.custom`` entry that serves :data:`WAITING_RECORD` as :data:`WAITING_METRIC`
     (the HPA of a vLLM model; a stack without one has no such series and the rule serves nothing)."""
     return {
-        "seriesQuery": f'{TTFT_P95_RECORD}{{namespace!="",pod!=""}}',
+        "seriesQuery": f'{WAITING_RECORD}{{namespace!="",pod!=""}}',
         "resources": {"overrides": {"namespace": {"resource": "namespace"}, "pod": {"resource": "pod"}}},
-        "name": {"matches": f"^{TTFT_P95_RECORD}$", "as": TTFT_P95_METRIC},
+        "name": {"matches": f"^{WAITING_RECORD}$", "as": WAITING_METRIC},
         "metricsQuery": "max(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)",
     }

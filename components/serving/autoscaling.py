@@ -15,7 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from components.common.triton import RATIO_METRIC, RATIO_RECORD, TTFT_P95_METRIC, TTFT_P95_RECORD
+from components.common.triton import (
+    RATIO_METRIC,
+    RATIO_RECORD,
+    WAITING_METRIC,
+    WAITING_RECORD,
+)
 from components.common.workload import hpa_behavior
 from tritonft.spec import ModelSpec
 
@@ -161,6 +166,9 @@ def scaled_object_spec(
 
 DEFAULT_TTFT_P95_TARGET_S = 1.0
 """A vLLM model's default time-to-first-token p95 target per pod, seconds (an interactive chat's budget)."""
+DEFAULT_WAITING_TARGET = 2.0
+"""A vLLM model's default requests waiting inside vLLM per pod: a queue that short is drained within a step or two
+of a full batch, so time to first token stays near one prefill."""
 
 
 @dataclass(frozen=True)
@@ -191,19 +199,20 @@ def queue_ratio_signal(ratio_target: float) -> ScalingSignal:
     return ScalingSignal(RATIO_RECORD, RATIO_METRIC, ratio_target)
 
 
-def ttft_signal(ttft_p95_target_s: float) -> ScalingSignal:
-    """Each pod's time-to-first-token p95 (seconds) against ``ttft_p95_target_s``: a vLLM model's requests wait
-    inside vLLM, not in Triton's queue, and the wait shows as time to the first token. The HPA adds replicas in
-    proportion (p95 twice the target on average: twice the pods); an idle pod reads 0."""
-    if ttft_p95_target_s <= 0:
-        raise ValueError(f"ttft_p95_target_s must be positive (got {ttft_p95_target_s})")
-    return ScalingSignal(TTFT_P95_RECORD, TTFT_P95_METRIC, ttft_p95_target_s)
+def waiting_signal(waiting_target: float) -> ScalingSignal:
+    """Each pod's requests waiting inside vLLM (``vllm:num_requests_waiting``) against ``waiting_target``: the queue
+    itself, read at every scrape. Time to first token lags it (recorded only once a first token arrives), mistakes a
+    long prompt for load and saturates at its top bucket, so it is the SLO's alert, not the scaling signal. The HPA
+    adds replicas in proportion; an idle pod reads 0."""
+    if waiting_target <= 0:
+        raise ValueError(f"waiting_target must be positive (got {waiting_target})")
+    return ScalingSignal(WAITING_RECORD, WAITING_METRIC, waiting_target)
 
 
-def scaling_signal(spec: ModelSpec, *, ratio_target: float, ttft_p95_target_s: float) -> ScalingSignal:
-    """The signal the service serving ``spec`` scales on: time to first token for a vLLM model
+def scaling_signal(spec: ModelSpec, *, ratio_target: float, waiting_target: float) -> ScalingSignal:
+    """The signal the service serving ``spec`` scales on: the queue inside vLLM for a vLLM model
     (``spec.family.is_vllm``), else Triton's queue/compute ratio."""
-    return ttft_signal(ttft_p95_target_s) if spec.family.is_vllm else queue_ratio_signal(ratio_target)
+    return waiting_signal(waiting_target) if spec.family.is_vllm else queue_ratio_signal(ratio_target)
 
 
 def signal_hpa_spec(

@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from components.common.triton import RATIO_RECORD, TTFT_P95_RECORD
+from components.common.triton import RATIO_RECORD, TTFT_P95_RECORD, WAITING_RECORD
 from components.common.workload import SCRAPE_INTERVAL
 from components.settings.alerting import alert_for, with_runbooks
 from tritonft.spec import ModelSpec
@@ -312,7 +312,22 @@ VLLM_ITL = "vllm:time_per_output_token_seconds"
 VLLM_E2E = "vllm:e2e_request_latency_seconds"
 VLLM_PROMPT_TOKENS = "vllm:prompt_tokens_total"
 VLLM_GENERATION_TOKENS = "vllm:generation_tokens_total"
-VLLM_METRICS = (VLLM_TTFT, VLLM_ITL, VLLM_E2E, VLLM_PROMPT_TOKENS, VLLM_GENERATION_TOKENS)
+VLLM_WAITING = "vllm:num_requests_waiting"
+"""vLLM's scheduler gauge of the requests it queues (added to NVIDIA's backend by the server image:
+``images/triton-vllm/scheduler_gauges.py``; ``vllm:num_requests_running`` and ``vllm:kv_cache_usage_perc`` beside
+it)."""
+VLLM_RUNNING = "vllm:num_requests_running"
+VLLM_KV_USAGE = "vllm:kv_cache_usage_perc"
+VLLM_METRICS = (
+    VLLM_TTFT,
+    VLLM_ITL,
+    VLLM_E2E,
+    VLLM_PROMPT_TOKENS,
+    VLLM_GENERATION_TOKENS,
+    VLLM_WAITING,
+    VLLM_RUNNING,
+    VLLM_KV_USAGE,
+)
 """Every vLLM family the rules, the autoscaler and the dashboard read."""
 VLLM_ALERT_WINDOW = "5m"
 
@@ -335,6 +350,13 @@ def ttft_p95_expr(namespace: str, job: str) -> str:
     return f"({p95} >= 0)\nor {idle}"
 
 
+def waiting_expr(namespace: str, job: str) -> str:
+    """Each pod's requests waiting inside vLLM (the gauge as last scraped), the autoscaling signal of a vLLM
+    model."""
+    sel = series_selector(namespace, job)
+    return f"sum by ({RATIO_LABELS}) ({VLLM_WAITING}{{{sel}}})"
+
+
 def unanswered_ratio_expr(namespace: str, job: str, window: str = VLLM_ALERT_WINDOW) -> str:
     """Per model, the share of the requests Triton handed the vLLM model that the engine never finished: vLLM
     refused or failed them (``Error generating stream``) or the client cancelled them.
@@ -351,13 +373,6 @@ def unanswered_ratio_expr(namespace: str, job: str, window: str = VLLM_ALERT_WIN
     return f"({handed} - {finished})\n/ {handed}"
 
 
-def in_engine_expr(namespace: str, job: str, by: str = "pod") -> str:
-    """Mean number of requests inside vLLM (waiting or running) over the last minute, per ``by``: Little's law on
-    the finished requests' end-to-end seconds (``rate(..._sum)``), the queue gauge NVIDIA's backend does not report."""
-    sel = series_selector(namespace, job)
-    return f"sum by ({by}) (rate({VLLM_E2E}_sum{{{sel}}}[1m]))"
-
-
 def vllm_prometheus_rule_spec(
     namespace: str,
     job: str,
@@ -366,12 +381,14 @@ def vllm_prometheus_rule_spec(
     failure_ratio: float = 0.05,
     for_: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The rules of a service serving a vLLM model: its autoscaling signal (:data:`TTFT_P95_RECORD`, per pod), the
-    pods' start-up records and three alerts.
+    """The rules of a service serving a vLLM model: its autoscaling signal (:data:`WAITING_RECORD`, per pod), each
+    pod's time-to-first-token p95 (:data:`TTFT_P95_RECORD`, the dashboard's), the pods' start-up records and three
+    alerts.
 
     * ``TritonInferenceFailures``: requests Triton itself refuses (as for every model);
     * ``VllmTimeToFirstTokenHigh``: the service's time-to-first-token p95 (5-minute window, all pods) stays above
-      ``ttft_p95_target_s``, the autoscaling target, for 10 min (max replicas reached or no GPU node available);
+      ``ttft_p95_target_s``, the SLO, for 10 min (max replicas reached, no GPU node available, or a queue target
+      too loose for the SLO);
     * ``VllmEngineErrors``: more than ``failure_ratio`` of the requests handed to vLLM end unanswered
       (:func:`unanswered_ratio_expr`) for 10 min.
 
@@ -390,7 +407,10 @@ def vllm_prometheus_rule_spec(
             {
                 "name": f"{job}.triton-ft.rules",
                 "interval": "15s",
-                "rules": [{"record": TTFT_P95_RECORD, "expr": ttft_p95_expr(namespace, job)}],
+                "rules": [
+                    {"record": WAITING_RECORD, "expr": waiting_expr(namespace, job)},
+                    {"record": TTFT_P95_RECORD, "expr": ttft_p95_expr(namespace, job)},
+                ],
             },
             startup,
             {
@@ -406,9 +426,10 @@ def vllm_prometheus_rule_spec(
                             "summary": f"{job}: time to first token p95 is "
                             f'{{{{ $value | printf "%.2f" }}}} s (target {ttft_p95_target_s:g} s)',
                             "description": f"The time-to-first-token p95 of service {job} (5-minute window) stayed "
-                            f"above the autoscaling target of {ttft_p95_target_s:g} s for "
-                            f"{durations['VllmTimeToFirstTokenHigh']}: the autoscaler is at its maximum or no GPU "
-                            "node is available.",
+                            f"above the objective of {ttft_p95_target_s:g} s for "
+                            f"{durations['VllmTimeToFirstTokenHigh']}: the autoscaler is at its maximum, no GPU "
+                            "node is available, or its queue target (autoscaleTargetWaitingRequests) is too loose "
+                            "for the objective.",
                         },
                     },
                     {
@@ -432,7 +453,9 @@ def vllm_prometheus_rule_spec(
     return with_runbooks(spec)
 
 
-def vllm_dashboard(namespace: str, job: str, title: str, ttft_p95_target_s: float) -> dict[str, Any]:
+def vllm_dashboard(
+    namespace: str, job: str, title: str, ttft_p95_target_s: float, waiting_target: float = 2.0
+) -> dict[str, Any]:
     """:func:`dashboard` for a vLLM model: Triton's request counts, start-up, replicas and GPUs, with vLLM's
     latencies (time to first token against the target, inter-token, end-to-end), tokens/s, requests inside the
     engine and unanswered requests instead of the queue/compute panels."""
@@ -448,7 +471,7 @@ def vllm_dashboard(namespace: str, job: str, title: str, ttft_p95_target_s: floa
 
     new: list[tuple[str, str, list[tuple[str, str]]]] = [
         (
-            "Time to first token (autoscaling signal: p95 per pod)",
+            "Time to first token (SLO: p95 per pod)",
             "s",
             [
                 *quantiles(VLLM_TTFT),
@@ -466,7 +489,16 @@ def vllm_dashboard(namespace: str, job: str, title: str, ttft_p95_target_s: floa
                 (f"sum by (pod) (rate({VLLM_GENERATION_TOKENS}{{{sel}}}[1m]))", "{{pod}} generated"),
             ],
         ),
-        ("Requests inside vLLM (mean, Little's law)", "none", [(in_engine_expr(namespace, job), "{{pod}}")]),
+        (
+            "Requests in vLLM (autoscaling signal: waiting per pod)",
+            "none",
+            [
+                (f"{WAITING_RECORD}{{{sel}}}", "{{pod}} waiting"),
+                (f"sum by (pod) ({VLLM_RUNNING}{{{sel}}})", "{{pod}} running"),
+                (f"vector({waiting_target:g})", "target"),
+            ],
+        ),
+        ("KV-cache usage", "percentunit", [(f"max by (pod) ({VLLM_KV_USAGE}{{{sel}}})", "{{pod}}")]),
         (
             "Requests unanswered by vLLM (errors, cancellations)",
             "percentunit",
@@ -503,9 +535,11 @@ def rule_spec_for(
     return prometheus_rule_spec(namespace, job, ratio_target, max_pending, ensembles=ensembles, for_=for_)
 
 
-def dashboard_json_for(spec: ModelSpec, namespace: str, job: str, title: str, ttft_p95_target_s: float) -> str:
+def dashboard_json_for(
+    spec: ModelSpec, namespace: str, job: str, title: str, ttft_p95_target_s: float, *, waiting_target: float = 2.0
+) -> str:
     """The dashboard JSON of the service serving ``spec`` (:func:`vllm_dashboard` for a vLLM model)."""
     if not spec.family.is_vllm:
         return dashboard_json(namespace, job, title)
-    board = vllm_dashboard(namespace, job, title, ttft_p95_target_s)
+    board = vllm_dashboard(namespace, job, title, ttft_p95_target_s, waiting_target)
     return json.dumps(board, indent=1, sort_keys=True, ensure_ascii=False)

@@ -24,6 +24,7 @@ from components.common.workload import (
 )
 from components.settings.capacity import spread_affinity, zone_spread
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
+from tritonft.engines.vllm.health import readiness_probe
 from tritonft.gateway.triton import REFRESH_S
 from tritonft.spec import ModelSpec
 
@@ -196,7 +197,9 @@ def server_pod_spec(
 
     * startupProbe on ``/v2/health/ready`` for ``budget`` (the model's load time), after which
     * livenessProbe on ``/v2/health/live`` restarts a hung server and readinessProbe on ``/v2/health/ready``
-      takes an unready one out of the Service; neither can kill a pod that is still loading (server#7014);
+      takes an unready one out of the Service; neither can kill a pod that is still loading (server#7014); a vLLM
+      model's readinessProbe generates one token instead (``tritonft.engines.vllm.health``: a dead or hung engine
+      leaves Triton's readiness true);
     * a ``preStop`` drain and a grace period that covers it (:func:`triton_drain`): a rollout or a scale-in fails
       no request;
     * with ``pod_selector`` (the model's pods), its replicas spread over nodes and zones
@@ -239,7 +242,7 @@ def server_pod_spec(
         "resources": {"requests": requests, "limits": limits},
         "startupProbe": http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
         "livenessProbe": http_probe(LIVE_PATH, 10, 3),
-        "readinessProbe": http_probe(READY_PATH, 5, 3),
+        "readinessProbe": readiness_probe(model.name) if model.family.is_vllm else http_probe(READY_PATH, 5, 3),
         "lifecycle": leaving.lifecycle(),
         "securityContext": container_security_context(),
         "volumeMounts": [

@@ -45,11 +45,12 @@ from components.common.sizing import (
     startup_budget,
 )
 from components.common.target import ClusterTarget
-from components.common.triton import GRPC_PORT, HTTP_PORT, adapter_rule, ttft_adapter_rule
+from components.common.triton import GRPC_PORT, HTTP_PORT, adapter_rule, waiting_adapter_rule
 from components.common.workload import deployment_spec, pdb_spec
 from components.rollout_watch import RolloutWatch, RolloutWatchArgs, spec_hash
 from components.serving.autoscaling import (
     DEFAULT_TTFT_P95_TARGET_S,
+    DEFAULT_WAITING_TARGET,
     GatewayDemand,
     scaled_object_spec,
     scaling_signal,
@@ -133,8 +134,11 @@ class TritonServiceArgs:
     ratio_target: float = 1.0
     """Target queue time / compute time per pod (NVIDIA tutorial: 1.0; 1.5-3.5 for large TP models)."""
     ttft_p95_target_s: float = DEFAULT_TTFT_P95_TARGET_S
-    """A vLLM model's target: time-to-first-token p95 per pod, seconds (what it scales on instead of the ratio:
-    ``components.serving.autoscaling.scaling_signal``); its ``VllmTimeToFirstTokenHigh`` alert's threshold."""
+    """A vLLM model's time-to-first-token p95 objective, seconds: its ``VllmTimeToFirstTokenHigh`` alert's
+    threshold and its dashboard's line."""
+    waiting_target: float = DEFAULT_WAITING_TARGET
+    """A vLLM model's autoscaling target: requests waiting inside vLLM per pod (what it scales on instead of the
+    ratio: ``components.serving.autoscaling.scaling_signal``)."""
     keda_prometheus_url: str = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
     """Prometheus the KEDA triggers query."""
     keda_requests_per_replica: float = 20.0
@@ -214,6 +218,8 @@ def _validate(args: TritonServiceArgs) -> list[str]:
         problems.append(f"ratio_target must be positive (got {args.ratio_target})")
     if args.ttft_p95_target_s <= 0:
         problems.append(f"ttft_p95_target_s must be positive (got {args.ttft_p95_target_s})")
+    if args.waiting_target <= 0:
+        problems.append(f"waiting_target must be positive (got {args.waiting_target})")
     addons = args.target.addons
     if args.monitoring and "prometheus-operator" not in addons:
         problems.append("monitoring is on but the cluster has no 'prometheus-operator' add-on (ServiceMonitor CRD)")
@@ -475,7 +481,7 @@ class TritonService(pulumi.ComponentResource):
                 child=child,
                 max_pending=4 * model.batching.max_batch_size,
             )
-        signal = scaling_signal(model, ratio_target=args.ratio_target, ttft_p95_target_s=args.ttft_p95_target_s)
+        signal = scaling_signal(model, ratio_target=args.ratio_target, waiting_target=args.waiting_target)
         scaler: pulumi.Resource | None = None
         if args.autoscaler == "hpa":
             scaler = k8s.autoscaling.v2.HorizontalPodAutoscaler(
@@ -543,7 +549,7 @@ class TritonService(pulumi.ComponentResource):
         )
         self.endpoint = pulumi.Output.from_input(http_url)
         self.grpc_endpoint = pulumi.Output.from_input(grpc_url)
-        served_rule = ttft_adapter_rule() if model.family.is_vllm else adapter_rule()
+        served_rule = waiting_adapter_rule() if model.family.is_vllm else adapter_rule()
         self.adapter_rules = pulumi.Output.from_input(json.dumps({"custom": [served_rule]}, sort_keys=True))
         self.startup_budget_seconds = pulumi.Output.from_input(budget.seconds)
         self.gemm_tuning: pulumi.Output[dict[str, str]] = rollout_watch.gemm_tuning
@@ -697,7 +703,14 @@ class TritonService(pulumi.ComponentResource):
             ),
             data=ns.apply(
                 lambda n: {
-                    f"{base}.json": dashboard_json_for(model, n, base, f"Triton: {base} ({n})", args.ttft_p95_target_s)
+                    f"{base}.json": dashboard_json_for(
+                        model,
+                        n,
+                        base,
+                        f"Triton: {base} ({n})",
+                        args.ttft_p95_target_s,
+                        waiting_target=args.waiting_target,
+                    )
                 }
             ),
             opts=child,

@@ -457,6 +457,7 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
             scale_down_stabilization_s=top.get("scaleDownStabilizationSeconds"),
             scale_to_zero=f.scale_to_zero,
             target_ttft=top.get("autoscaleTargetTtftSeconds", "1"),
+            target_waiting=top.get("autoscaleTargetWaitingRequests", "2"),
         ),
         monitoring=f.monitoring,
         alert_for=dict(top.get("alertFor", {})),

@@ -143,7 +143,7 @@ class IngressSettings:
 
 @dataclass(frozen=True)
 class AutoscalingSettings:
-    """HPA (or KEDA) on Triton's queue:compute ratio, or a vLLM model's time-to-first-token p95."""
+    """HPA (or KEDA) on Triton's queue:compute ratio, or the requests waiting inside a vLLM model's engine."""
 
     enabled: bool
     target_ratio: str
@@ -151,7 +151,9 @@ class AutoscalingSettings:
     """None = computed from the model's startup budget."""
     scale_to_zero: bool
     target_ttft: str = "1"
-    """A vLLM model's time-to-first-token p95 target per pod, seconds (a Kubernetes quantity)."""
+    """A vLLM model's time-to-first-token p95 objective, seconds (a Kubernetes quantity): its alert's threshold."""
+    target_waiting: str = "2"
+    """A vLLM model's autoscaling target: requests waiting inside vLLM per pod (a Kubernetes quantity)."""
 
 
 @dataclass(frozen=True)

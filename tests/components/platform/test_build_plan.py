@@ -31,7 +31,7 @@ def test_the_plan_builds_the_server_tools_and_every_other_engines_server_image()
 
 def test_the_bases_left_a_tag_are_listed_once_each() -> None:
     refs = unpinned_base_refs(REPO_ROOT)
-    assert "nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3" in refs
+    assert "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3" in refs
     assert "nvcr.io/nvidia/tritonserver:23.04-py3" in refs
     assert len(refs) == len(set(refs)) and all("@sha256:" not in ref for ref in refs)
 
@@ -42,13 +42,13 @@ def test_with_base_digests_every_build_pins_its_bases_and_refuses_an_unpinned_on
         args = entry["buildArgs"]
         assert args[REQUIRE_PINNED_BASE] == "true", entry["name"]
     vllm = next(p for p in plan if p["name"] == "server-vllm")
-    assert vllm["buildArgs"]["BASE_IMAGE"] == f"nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3@{DIGEST}"
+    assert vllm["buildArgs"]["BASE_IMAGE"] == f"nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3@{DIGEST}"
 
 
 def test_a_base_the_digests_leave_a_tag_alone_stops_the_plan_naming_it() -> None:
     digests = pins_for_every_base()
-    del digests["nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3"]
-    with pytest.raises(UserError, match=r"server-vllm .*25\.12-vllm-python-py3, which the base digests do not pin"):
+    del digests["nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3"]
+    with pytest.raises(UserError, match=r"server-vllm .*26\.08-vllm-python-py3, which the base digests do not pin"):
         build_plan(REPO_ROOT, base_digests=digests)
 
 

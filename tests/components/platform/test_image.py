@@ -180,20 +180,20 @@ def test_vllm_models_get_ngcs_vllm_release_as_their_own_server_image(mocks: Reco
     assert sorted(images) == ["img-server", "img-server-vllm", "img-tools"]
     vllm = images["img-server-vllm"]
     assert vllm["dockerfile"]["location"].endswith("images/triton-vllm/Dockerfile")
-    assert vllm["buildArgs"] == {"TRITON_VERSION": "25.12"}
-    assert re.match(r"^.*/triton-ft/server-vllm:vllm-25\.12-[0-9a-f]{20}$", vllm["tags"][0])
+    assert vllm["buildArgs"] == {"TRITON_VERSION": "26.08"}
+    assert re.match(r"^.*/triton-ft/server-vllm:vllm-26\.08-[0-9a-f]{20}$", vllm["tags"][0])
     assert built["images"].engine_images.keys() == {"vllm"}
 
 
 def test_an_engines_prebuilt_server_image_must_be_pinned_by_digest(mocks: RecordingMocks) -> None:
-    with pytest.raises(UserError, match=r"images\.engineImages\.vllm: 'nvcr\.io/nvidia/tritonserver:25\.12-vllm"):
+    with pytest.raises(UserError, match=r"images\.engineImages\.vllm: 'nvcr\.io/nvidia/tritonserver:26\.08-vllm"):
         build_platform_and_images(
-            engines=("vllm",), engine_prebuilt={"vllm": "nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3"}
+            engines=("vllm",), engine_prebuilt={"vllm": "nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3"}
         )
 
 
 def test_an_engines_prebuilt_server_image_pinned_by_digest_is_not_built(mocks: RecordingMocks) -> None:
-    ref = f"nvcr.io/nvidia/tritonserver:25.12-vllm-python-py3@{DIGEST}"
+    ref = f"nvcr.io/nvidia/tritonserver:26.08-vllm-python-py3@{DIGEST}"
     build_platform_and_images(engines=("vllm",), engine_prebuilt={"vllm": ref})
     assert sorted(r.name for r in mocks.of_type(IMAGE)) == ["img-server", "img-tools"]
 

@@ -7,12 +7,12 @@ import json
 import re
 from typing import Any
 
-from components.common.triton import RATIO_RECORD, TTFT_P95_RECORD
+from components.common.triton import RATIO_RECORD, TTFT_P95_RECORD, WAITING_RECORD
 from components.serving import monitoring
 from components.serving.monitoring import VLLM_METRICS, rule_spec_for, vllm_dashboard, vllm_prometheus_rule_spec
 from tests.components.fixtures import NAMESPACE, T5_SMALL, serve
 from tests.tritonft.engines.vllm.test_engine import LLAMA_8B
-from tritonft.engines.vllm.contract import METRICS
+from tritonft.engines.vllm.contract import METRICS, SCHEDULER_GAUGES
 from tritonft.synth.engine import RecordingMocks, run_program
 
 PROMETHEUS_RULE = "kubernetes:monitoring.coreos.com/v1:PrometheusRule"
@@ -31,9 +31,10 @@ def _served(mocks: RecordingMocks) -> tuple[dict[str, Any], dict[str, Any]]:
     return dict(rule.inputs["spec"]), json.loads(text)
 
 
-def test_a_vllm_service_records_the_ttft_signal_and_alerts_on_ttft_and_engine_errors(mocks):
+def test_a_vllm_service_records_the_queue_signal_and_ttft_and_alerts_on_ttft_and_engine_errors(mocks):
     spec, _ = _served(mocks)
     assert set(_rules(spec)) == {
+        WAITING_RECORD,
         TTFT_P95_RECORD,
         monitoring.STARTUP_SCHEDULED_RECORD,
         monitoring.STARTUP_READY_RECORD,
@@ -44,7 +45,7 @@ def test_a_vllm_service_records_the_ttft_signal_and_alerts_on_ttft_and_engine_er
     assert RATIO_RECORD not in json.dumps(spec), "the queue/compute ratio says nothing of a decoupled vLLM model"
 
 
-def test_the_ttft_alert_fires_above_the_autoscaling_target() -> None:
+def test_the_ttft_alert_fires_above_the_objective() -> None:
     rules = _rules(vllm_prometheus_rule_spec("triton", "m", 0.75))
     assert rules["VllmTimeToFirstTokenHigh"]["expr"].endswith(" > 0.75")
     assert "vllm:time_to_first_token_seconds_bucket" in rules["VllmTimeToFirstTokenHigh"]["expr"]
@@ -71,13 +72,13 @@ def test_every_vllm_metric_the_rules_and_dashboard_read_is_one_the_backend_repor
     spec, board = _served(mocks)
     read = _queried_families(json.dumps(spec) + json.dumps(board))
     assert read == set(VLLM_METRICS)
-    assert read <= {name for name, _ in METRICS}
+    assert read <= {name for name, _ in METRICS + SCHEDULER_GAUGES}
 
 
 def test_the_vllm_dashboard_shows_ttft_against_the_target_and_vllms_latencies(mocks):
     _, board = _served(mocks)
     by_title = {p["title"]: p for p in board["panels"]}
-    ttft = by_title["Time to first token (autoscaling signal: p95 per pod)"]
+    ttft = by_title["Time to first token (SLO: p95 per pod)"]
     exprs = [t["expr"] for t in ttft["targets"]]
     assert "vector(1)" in exprs
     assert f'{TTFT_P95_RECORD}{{namespace="{NAMESPACE}",job="m"}}' in exprs
@@ -85,6 +86,8 @@ def test_the_vllm_dashboard_shows_ttft_against_the_target_and_vllms_latencies(mo
         "vllm:time_per_output_token_seconds_bucket" in t["expr"] for t in by_title["Inter-token latency"]["targets"]
     )
     assert "Queue / compute ratio (autoscaling signal)" not in by_title
+    queue = [t["expr"] for t in by_title["Requests in vLLM (autoscaling signal: waiting per pod)"]["targets"]]
+    assert queue[0] == f'{WAITING_RECORD}{{namespace="{NAMESPACE}",job="m"}}' and "vector(2)" in queue
     assert len({p["id"] for p in board["panels"]}) == len(board["panels"])
 
 

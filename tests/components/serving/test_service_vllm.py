@@ -92,3 +92,12 @@ def test_the_store_is_mounted_read_only_where_model_json_names_the_files(mocks):
     container = _triton(mocks)
     (mount,) = [m for m in container["volumeMounts"] if m["name"] == "store"]
     assert mount == {"name": "store", "mountPath": "/models", "readOnly": True}
+
+
+def test_the_pod_is_ready_only_while_its_engine_generates_a_token(mocks):
+    from tritonft.engines.vllm import health
+
+    probe = _triton(mocks)["readinessProbe"]
+    assert probe["exec"]["command"] == ["python3", "-c", health.SCRIPT, "http://127.0.0.1:8000", "llama", "19"]
+    assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 3)
+    assert health.UNREADY_WITHIN_S == 50

@@ -360,7 +360,7 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         (),
         "models[0].vllm: weights per GPU (14.19 GiB at bfloat16, TP 1) plus the KV cache of one 32768-token request "
         "(1.75 GiB) exceed gpuMemoryUtilization 0.6 of the GPU's 24 GiB (14.40 GiB; vllm "
-        "v1/core/kv_cache_utils.py:1104-1137); raise tensorParallel or gpuMemoryUtilization, or lower maxModelLen",
+        "v1/core/kv_cache_utils.py:854-880); raise tensorParallel or gpuMemoryUtilization, or lower maxModelLen",
     ),
     "tp-divides-heads": (
         kubernetes_stack(gpusPerNode=8, models=[dict(GPT2, tensorParallel=8)]),

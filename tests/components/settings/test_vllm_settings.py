@@ -188,7 +188,7 @@ def test_tensor_parallel_must_divide_the_kv_heads() -> None:
     entry = CUSTOM | {"tensorParallel": 8}
     assert problems_of(kubernetes_stack(gpusPerNode=8, models=[entry])) == [
         "models[0].tensorParallel: 8 and the model's 12 KV heads: one must divide the other "
-        "(vllm model_executor/models/llama.py:147-155)"
+        "(vllm model_executor/models/llama.py:140-153)"
     ]
 
 
@@ -196,7 +196,7 @@ def test_max_model_len_beyond_the_positions_is_refused() -> None:
     entry = QWEN7B | {"vllm": {"maxModelLen": 40000}}
     assert problems_of(kubernetes_stack(models=[entry])) == [
         "models[0].vllm.maxModelLen: 40000 exceeds the model's 32768 positions (RoPE scaling included; vllm "
-        "config/model.py:2639-2665); lower it or drop it to use the model's own"
+        "config/model.py:2355-2380); lower it or drop it to use the model's own"
     ]
 
 
@@ -217,7 +217,7 @@ def test_bfloat16_is_refused_on_a_gpu_without_it() -> None:
     tiny = QWEN7B | {"hfRepo": "Qwen/Qwen2.5-0.5B-Instruct", "vllm": {"dtype": "bfloat16"}}
     assert problems_of(kubernetes_stack(gpuType="T4", cudaArchs=["75"], models=[tiny])) == [
         "models[0].vllm.dtype: bfloat16 needs a GPU of compute capability 8.0 or more, this node's is 7.5 (vllm "
-        "platforms/cuda.py:637-656); set vllm.dtype: float16"
+        "platforms/cuda.py:234-236); set vllm.dtype: float16"
     ]
 
 
@@ -242,7 +242,7 @@ def test_tensor_parallel_beyond_the_nodes_gpus_is_refused() -> None:
     ("block", "message"),
     [
         ({"gpuMemoryUtilization": 0}, "models[0].vllm.gpuMemoryUtilization: 0.0 must be in (0, 1]"),
-        ({"maxNumSeqs": 0}, "models[0].vllm.maxNumSeqs: 0 must be at least 1 (vllm config/scheduler.py:62)"),
+        ({"maxNumSeqs": 0}, "models[0].vllm.maxNumSeqs: 0 must be at least 1 (vllm config/scheduler.py:63)"),
         ({"dtype": "fp8"}, "models[0].vllm.dtype: 'fp8' is not one of vLLM's dtypes"),
         ({"maxModelLen": "long"}, "models[0].vllm.maxModelLen: must be an integer, got 'long'"),
         ({"maxModelLenn": 4096}, "models[0].vllm.maxModelLenn: unknown key; did you mean `maxModelLen`?"),

@@ -209,8 +209,8 @@ def test_a_prompt_longer_than_the_max_model_len_is_refused_in_vllms_words(vllm_t
     status, answer = generate(vllm_triton, NAMES[0], greedy_body("hello " * 400))
     assert status == 400
     assert answer["error"].startswith(
-        f"Error generating stream: This model's maximum context length is {MAX_MODEL_LEN} tokens. However, your "
-        "prompt contains at least "
+        f"Error generating stream: This model's maximum context length is {MAX_MODEL_LEN} tokens. However, you "
+        "requested 0 output tokens and your prompt contains at least "
     )
 
 
@@ -281,3 +281,77 @@ def test_the_vllm_metrics_count_the_tokens_of_each_answer(vllm_triton: LocalTrit
         ("vllm:e2e_request_latency_seconds_count", 1),
     ):
         assert metric(after, name, model) - metric(before, name, model) == grown, name
+
+
+def test_the_scheduler_gauges_move_with_load_and_settle_after_it(vllm_triton: LocalTriton) -> None:
+    """More requests than ``max_num_seqs`` (16 here) at once: vLLM runs 16 and queues the rest, which
+    ``vllm:num_requests_running`` / ``vllm:num_requests_waiting`` / ``vllm:kv_cache_usage_perc`` show while they run,
+    and all three are back to 0 once every answer is in (the autoscaler's queue signal, by vLLM's names)."""
+    import threading
+
+    model = NAMES[0]
+    requests = vllm_server.OPTIONS.max_num_seqs + 8
+    body = greedy_body("the load", max_tokens=MAX_MODEL_LEN - 16, ignore_eos=True)
+    statuses: list[int] = []
+
+    def one() -> None:
+        statuses.append(generate(vllm_triton, model, body)[0])
+
+    def scrape() -> str:
+        with urllib.request.urlopen(vllm_triton.metrics_url, timeout=30) as answer:
+            return str(answer.read().decode())
+
+    workers = [threading.Thread(target=one) for _ in range(requests)]
+    for worker in workers:
+        worker.start()
+    seen: dict[str, float] = {"vllm:num_requests_running": 0.0, "vllm:num_requests_waiting": 0.0}
+    seen["vllm:kv_cache_usage_perc"] = 0.0
+    while any(worker.is_alive() for worker in workers):
+        text = scrape()
+        seen = {name: max(value, metric(text, name, model)) for name, value in seen.items()}
+    for worker in workers:
+        worker.join()
+    assert statuses == [200] * requests
+    assert seen["vllm:num_requests_running"] == vllm_server.OPTIONS.max_num_seqs
+    assert seen["vllm:num_requests_waiting"] >= 1
+    assert 0 < seen["vllm:kv_cache_usage_perc"] <= 1
+    settled = scrape()
+    assert [metric(settled, name, model) for name in seen] == [0.0, 0.0, 0.0]
+
+
+def _stub_pids(model: str) -> list[int]:
+    """The Python-backend stubs serving ``model`` (its engine runs in the stub's process here)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if args[0].endswith(b"triton_python_backend_stub") and args[1].endswith(f"/{model}/1/model.py".encode()):
+            found.append(int(proc.name))
+    return found
+
+
+def test_the_readiness_probe_fails_once_the_engine_process_is_killed(vllm_triton: LocalTriton) -> None:
+    """The pod's readinessProbe command (``tritonft.engines.vllm.health``) run as the kubelet runs it: it passes
+    while the engine generates, and fails (exit != 0, within its timeout) once the engine's process is killed,
+    while Triton's own ``/v2/health/ready`` still answers ready."""
+    import os
+    import signal
+    import subprocess
+
+    from tritonft.engines.vllm import health
+
+    model = vllm_server.VICTIM  # left loaded with its engine dead: Triton cannot unload a model whose stub died
+    base = f"http://{vllm_triton.http_url}/v2/repository/models/{model}"
+    command = health.generate_command(model, url=f"http://{vllm_triton.http_url}")
+    urllib.request.urlopen(urllib.request.Request(f"{base}/load", data=b""), timeout=600).close()
+    healthy = subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
+    assert healthy.returncode == 0, healthy.stderr
+    (stub,) = _stub_pids(model)
+    os.kill(stub, signal.SIGKILL)
+    wait_for("the engine's process gone", lambda: stub not in _stub_pids(model), 30)
+    assert server_ready(vllm_triton)  # what the default probe, /v2/health/ready, still says
+    dead = subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
+    assert dead.returncode != 0
+    assert dead.stderr.startswith(f"no token from {model}: ")

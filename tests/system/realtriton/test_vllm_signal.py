@@ -5,8 +5,9 @@ reporting NVIDIA's metric families).
 The service is rendered under the mock engine for a Llama-family spec (its ServiceMonitor gives the scrape target's
 labels; its PrometheusRule is the one :func:`vllm_prometheus_rule_spec` gives, checked); the rules Prometheus loads
 are the same function's with a target this machine's CPU crosses under load (:data:`TARGET_S`) and every ``for:``
-shortened to seconds. The HPA reads the signal through the prometheus-adapter rule the platform installs, KEDA
-through its trigger's query. Tests run in file order on one server: idle, under load, after, then refused requests.
+shortened to seconds. The HPA reads the queue signal (requests waiting inside vLLM) through the prometheus-adapter
+rule the platform installs, KEDA through its trigger's query; time to first token is the SLO's alert. Tests
+run in file order on one server: idle, under load, after, then refused requests.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from typing import Any
 import pytest
 import yaml
 
-from components.common.triton import TTFT_P95_RECORD, ttft_adapter_rule
+from components.common.triton import TTFT_P95_RECORD, WAITING_RECORD, waiting_adapter_rule
 from components.serving.autoscaling import (
     DEFAULT_TTFT_P95_TARGET_S,
+    DEFAULT_WAITING_TARGET,
     scaled_object_spec,
     signal_hpa_spec,
-    ttft_signal,
+    waiting_signal,
 )
 from components.serving.monitoring import VLLM_METRICS, vllm_dashboard, vllm_prometheus_rule_spec
 from tests.components.fixtures import serve
@@ -56,6 +58,9 @@ TARGET_S = 0.25
 of :data:`LOAD_TOKENS` tokens on 16 sequences (``max_num_seqs``) most requests wait whole answers in vLLM."""
 LOAD_CONCURRENCY = 48
 LOAD_TOKENS = 64
+WAITING_TARGET = DEFAULT_WAITING_TARGET
+"""Requests waiting inside vLLM per pod the test service scales at (the default): idle reads 0; under the load 48
+streams on 16 sequences keep about 32 waiting."""
 ALERT_FOR = {"TritonInferenceFailures": "4s", "VllmTimeToFirstTokenHigh": "4s", "VllmEngineErrors": "4s"}
 
 
@@ -116,16 +121,16 @@ def prometheus(
         server.stop()
 
 
-def signal_of(prometheus: LocalPrometheus, labels: dict[str, str]) -> dict[str, float]:
-    samples = prometheus.query(f'{TTFT_P95_RECORD}{{namespace="{labels["namespace"]}",job="{labels["job"]}"}}')
+def signal_of(prometheus: LocalPrometheus, labels: dict[str, str], record: str = TTFT_P95_RECORD) -> dict[str, float]:
+    samples = prometheus.query(f'{record}{{namespace="{labels["namespace"]}",job="{labels["job"]}"}}')
     return {s["metric"]["pod"]: float(s["value"][1]) for s in samples}
 
 
 def hpa_reading(prometheus: LocalPrometheus, labels: dict[str, str]) -> tuple[float | None, float]:
     """What prometheus-adapter serves the HPA for the pod (the platform's rule), and the HPA's target."""
-    hpa = signal_hpa_spec(ttft_signal(TARGET_S), "m", 1, 4, 600)
+    hpa = signal_hpa_spec(waiting_signal(WAITING_TARGET), "m", 1, 4, 600)
     (metric,) = hpa["metrics"]
-    rule = AdapterRule(ttft_adapter_rule())
+    rule = AdapterRule(waiting_adapter_rule())
     served = rule.discover(prometheus)
     series = served.get(metric["pods"]["metric"]["name"])
     if series is None:
@@ -147,7 +152,7 @@ def keda_reading(prometheus: LocalPrometheus, labels: dict[str, str]) -> tuple[f
         ratio_target=1.0,
         requests_per_replica=20,
         scale_down_window_seconds=600,
-        signal=ttft_signal(TARGET_S),
+        signal=waiting_signal(WAITING_TARGET),
     )
     (trigger,) = spec["triggers"]
     samples = prometheus.query(trigger["metadata"]["query"])
@@ -191,6 +196,12 @@ def test_idle_the_ttft_signal_is_recorded_for_the_pod_and_is_zero(
     prometheus: LocalPrometheus, labels: dict[str, str]
 ) -> None:
     assert wait_for("the TTFT p95 record", lambda: signal_of(prometheus, labels), 90) == {POD: 0.0}
+
+
+def test_idle_the_queue_signal_is_recorded_for_the_pod_and_is_zero(
+    prometheus: LocalPrometheus, labels: dict[str, str]
+) -> None:
+    assert wait_for("the waiting record", lambda: signal_of(prometheus, labels, WAITING_RECORD), 90) == {POD: 0.0}
 
 
 def test_idle_the_hpa_and_keda_read_zero(prometheus: LocalPrometheus, labels: dict[str, str]) -> None:
@@ -239,6 +250,16 @@ def loaded(
 class TestUnderLoad:
     def test_the_ttft_signal_rises_above_its_target(self, loaded: tuple[dict[str, float], Load]) -> None:
         high, _ = loaded
+        assert set(high) == {POD}
+
+    def test_the_queue_signal_rises_above_its_target(
+        self, loaded: tuple[dict[str, float], Load], prometheus: LocalPrometheus, labels: dict[str, str]
+    ) -> None:
+        high = wait_for(
+            f"the waiting record above {WAITING_TARGET}",
+            lambda: {p: v for p, v in signal_of(prometheus, labels, WAITING_RECORD).items() if v > WAITING_TARGET},
+            120,
+        )
         assert set(high) == {POD}
 
     def test_the_hpa_reads_it_above_its_target_through_prometheus_adapter(

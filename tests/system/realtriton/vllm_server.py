@@ -30,6 +30,9 @@ BROKEN = "broken-llama"
 """The Llama with its ``model.safetensors`` cut in half (a download cut short): loading it fails in vLLM's words."""
 LATE = "late-llama"
 """A copy of the Llama, loaded only when a test asks: a model that is still loading."""
+VICTIM = "victim-llama"
+"""A copy of the Llama whose engine a test kills (loaded only by that test; a model whose stub died is never unloaded:
+Triton waits on the dead stub)."""
 
 
 def write_checkpoints(root: Path) -> dict[str, Path]:
@@ -40,7 +43,9 @@ def write_checkpoints(root: Path) -> dict[str, Path]:
     (broken / "model.safetensors").write_bytes(weights[: len(weights) // 2])
     late = root / LATE
     shutil.copytree(made[LLAMA], late)
-    return {**made, BROKEN: broken, LATE: late}
+    victim = root / VICTIM
+    shutil.copytree(made[LLAMA], victim)
+    return {**made, BROKEN: broken, LATE: late, VICTIM: victim}
 
 
 def server(checkpoints: dict[str, Path], work: Path) -> LocalTriton:

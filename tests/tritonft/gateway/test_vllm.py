@@ -327,8 +327,22 @@ def test_the_stream_chunks_of_a_vllm_answer_conform() -> None:
             "contains at least 257 input tokens, which exceeds this limit even without any output tokens.",
             257,
         ),
+        (  # vLLM 0.27's renderer (NVIDIA's r26.08 image: the deployed one), the prompt's tokens counted
+            "Error generating stream: This model's maximum context length is 256 tokens. However, you requested 0 "
+            "output tokens and your prompt contains at least 257 input tokens, for a total of at least 257 tokens. "
+            "Please reduce the length of the input prompt or the number of requested output tokens. "
+            "(parameter=input_tokens, value=257)",
+            257,
+        ),
+        (  # vLLM 0.27's renderer, a text longer than the context's tokens can spell
+            "Error generating stream: This model's maximum context length is 256 tokens. However, you requested 16 "
+            "output tokens and your prompt contains 9000 characters (more than 4800 characters, which is the upper "
+            "bound for 240 input tokens). Please reduce the length of the input prompt or the number of requested "
+            "output tokens.",
+            241,
+        ),
     ],
-    ids=["0.11", "exactly-the-context", "0.32-renderer"],
+    ids=["0.11", "exactly-the-context", "0.32-renderer", "0.27-renderer-tokens", "0.27-renderer-characters"],
 )
 def test_a_prompt_over_the_context_is_context_length_exceeded_in_openais_words(message: str, prompt: int) -> None:
     error = engine_error(message, 60)

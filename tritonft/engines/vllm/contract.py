@@ -101,6 +101,15 @@ METRICS = (
 (``src/utils/metrics.py:37-82``, ``TritonMetrics``), labelled ``model`` and ``version`` (``src/model.py:368-371``),
 fed from vLLM's per-step ``IterationStats`` (``src/utils/metrics.py:229-288``). No gauge: requests running or
 waiting and KV-cache usage are not reported at this commit (``record`` ignores ``scheduler_stats``)."""
+SCHEDULER_GAUGES = (
+    ("vllm:num_requests_running", "GAUGE"),
+    ("vllm:num_requests_waiting", "GAUGE"),
+    ("vllm:kv_cache_usage_perc", "GAUGE"),
+)
+"""What the stack adds to NVIDIA's :data:`METRICS`: vLLM's scheduler gauges, by vLLM's own names (vLLM 0.27.1
+``v1/metrics/loggers.py:494-566``), set from ``scheduler_stats`` after every engine step. The autoscaler scales on
+``vllm:num_requests_waiting`` (the queue inside vLLM); the Gateway API Inference Extension's endpoint picker reads
+the same three names."""
 METRIC_BUCKETS = {
     "vllm:time_to_first_token_seconds": (
         0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,

@@ -10,7 +10,7 @@ from tritonft.engines.base import ConvertOutcome, ConvertRequest, RenderedReposi
 from tritonft.engines.vllm.repository import repository_files, write_repository
 from tritonft.engines.vllm.rules import DTYPE_BYTES, Checkpoint, VllmOptions, read_checkpoint
 from tritonft.engines.vllm.rules import problems as rule_problems
-from tritonft.engines.vllm.versions import SERVER_DOCKERFILE, TRITON_VERSION
+from tritonft.engines.vllm.versions import SCHEDULER_GAUGES, SERVER_DOCKERFILE, TRITON_VERSION
 from tritonft.engines.vllm.weights import weights_problems
 from tritonft.errors import UserError
 from tritonft.spec import Architecture, Family, ModelSpec, VllmSpec
@@ -131,7 +131,7 @@ class Vllm:
     name = "vllm"
     families = frozenset({Family.LLAMA})
     model_types = MODEL_TYPES
-    server_image = ServerImage.of_release(SERVER_DOCKERFILE, TRITON_VERSION)
+    server_image = ServerImage.of_release(SERVER_DOCKERFILE, TRITON_VERSION, SCHEDULER_GAUGES)
 
     def convert(self, request: ConvertRequest) -> ConvertOutcome:
         raise UserError(

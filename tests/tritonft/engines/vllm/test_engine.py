@@ -102,7 +102,7 @@ def test_the_server_image_is_ngcs_vllm_release() -> None:
     dockerfile = (Path(__file__).parents[4] / image.dockerfile).read_text()
     assert "ARG BASE_IMAGE=nvcr.io/nvidia/tritonserver:${TRITON_VERSION}-vllm-python-py3" in dockerfile
     assert "FROM ${BASE_IMAGE}" in dockerfile
-    assert image.build_args == {"TRITON_VERSION": "25.12"}
+    assert image.build_args == {"TRITON_VERSION": "26.08"}
 
 
 def test_the_download_job_fetches_what_vllm_loads_from_a_llama_3_repository() -> None:

@@ -10,6 +10,7 @@ from typing import Any
 from tritonft.engines.vllm import contract
 
 MODEL_FILE = Path(contract.__file__).with_name("triton_model.py")
+GAUGES_FILE = Path(contract.__file__).parents[3] / "images" / "triton-vllm" / "scheduler_gauges.py"
 
 
 def _constants() -> dict[str, Any]:
@@ -22,9 +23,17 @@ def _constants() -> dict[str, Any]:
     }  # fmt: skip
 
 
-def test_the_backend_reports_exactly_nvidias_families_with_their_kinds() -> None:
+def test_the_backend_reports_nvidias_families_and_vllms_scheduler_gauges() -> None:
     families = _constants()["METRIC_FAMILIES"]
     assert tuple((name, kind) for name, kind, _ in families) == contract.METRICS
+
+
+def test_the_image_patch_adds_vllms_scheduler_gauges_by_their_names() -> None:
+    tree = ast.parse(GAUGES_FILE.read_text())
+    (gauges,) = [
+        n.value for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "GAUGES"
+    ]
+    assert tuple((name, "GAUGE") for name, _, _ in ast.literal_eval(gauges)) == contract.SCHEDULER_GAUGES
 
 
 def test_the_backends_histograms_have_nvidias_buckets() -> None:

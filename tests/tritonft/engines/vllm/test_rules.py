@@ -1,4 +1,4 @@
-"""The vLLM engine's up-front rules: what vLLM 0.32.0 would refuse at start-up, refused before any resource."""
+"""The vLLM engine's up-front rules: what vLLM 0.27.1 would refuse at start-up, refused before any resource."""
 
 from __future__ import annotations
 
@@ -72,6 +72,15 @@ def test_linear_rope_scaling_multiplies_the_positions() -> None:
     assert derived_max_len(scaled) == 8192
 
 
+def test_yarn_scales_the_original_positions() -> None:
+    yarn = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+    assert derived_max_len({**LLAMA_3_1_8B, "max_position_embeddings": 65536, "rope_scaling": yarn}) == 131072
+
+
+def test_the_smallest_position_key_is_the_length() -> None:
+    assert derived_max_len({**LLAMA_3_1_8B, "rope_scaling": None, "seq_len": 4096}) == 4096
+
+
 def test_the_tokenizers_model_max_length_caps_the_positions() -> None:
     assert derived_max_len(LLAMA_3_1_8B, {"model_max_length": 8192}) == 8192
 
@@ -91,7 +100,7 @@ def test_tp_and_kv_heads_must_divide_one_another() -> None:
     found = problems(VllmOptions(tensor_parallel_size=4, max_model_len=4096), odd, A10G)
     assert found == [
         "vllm.tensorParallelSize: 4 and the model's 6 KV heads: one must divide the other "
-        "(vllm model_executor/models/llama.py:147-155)"
+        "(vllm model_executor/models/llama.py:140-153)"
     ]
 
 
@@ -104,19 +113,19 @@ def test_max_model_len_beyond_the_positions_is_refused() -> None:
     found = problems(VllmOptions(max_model_len=200_000), llama(), None)
     assert found == [
         "vllm.maxModelLen: 200000 exceeds the model's 131072 positions (RoPE scaling included; vllm "
-        "config/model.py:2639-2665); lower it or drop it to use the model's own"
+        "config/model.py:2355-2380); lower it or drop it to use the model's own"
     ]
 
 
 @pytest.mark.parametrize("fraction", [0.0, 1.5, -0.1])
 def test_gpu_memory_utilization_must_be_a_fraction(fraction: float) -> None:
     found = problems(VllmOptions(gpu_memory_utilization=fraction, max_model_len=4096), llama(), None)
-    assert found == [f"vllm.gpuMemoryUtilization: {fraction} must be in (0, 1] (vllm config/cache.py:102)"]
+    assert found == [f"vllm.gpuMemoryUtilization: {fraction} must be in (0, 1] (vllm config/cache.py:68)"]
 
 
 def test_max_num_seqs_must_be_positive() -> None:
     found = problems(VllmOptions(max_num_seqs=0, max_model_len=4096), llama(), None)
-    assert found == ["vllm.maxNumSeqs: 0 must be at least 1 (vllm config/scheduler.py:62)"]
+    assert found == ["vllm.maxNumSeqs: 0 must be at least 1 (vllm config/scheduler.py:63)"]
 
 
 def test_an_unknown_dtype_is_refused_with_vllms_list() -> None:
