@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Probe a deployed stack from outside the cluster, through its edge as a client would: every model asked for a
-# correct answer on its public endpoint and, with a gateway, through the OpenAI API.
+# correct answer on its public endpoint (an encoder's) and, with a gateway, through the OpenAI API (a
+# FasterTransformer or vLLM model, whose Triton has no route at the edge, there only).
 #   probe-stack.sh STACK
 # Reads the outputs the stack exports (`models`, `endpoints`, `openaiBaseUrl`: .github/scripts/probe_targets.py)
 # and, when the edge checks API keys, the probe's own key (`apiKeys.probe`, a secret output: masked in the log, given
@@ -30,9 +31,14 @@ elif [ -n "${TRITONFT_PROBE_AUTHORIZATION:-}" ]; then
   headers=(--header-from-env Authorization=TRITONFT_PROBE_AUTHORIZATION)
 fi
 while IFS=$'\t' read -r model url spec gateway; do
-  gateway_args=()
+  gateway_args=() url_args=()
   [ "$gateway" = - ] || gateway_args=(--gateway "$gateway")
-  echo "probing $model at $url${gateway_args[*]:+ and through the gateway at $gateway}"
+  if [ "$url" = - ]; then # no route of its own at the edge (FasterTransformer, vLLM): the gateway alone
+    echo "probing $model through the gateway at $gateway"
+  else
+    url_args=(--url "$url")
+    echo "probing $model at $url${gateway_args[*]:+ and through the gateway at $gateway}"
+  fi
   # shellcheck disable=SC2086  # PROBE_ARGS is a list of extra arguments
-  tritonft probe --url "$url" --spec "$spec" "${headers[@]}" "${gateway_args[@]}" ${PROBE_ARGS:-}
+  tritonft probe "${url_args[@]}" --spec "$spec" "${headers[@]}" "${gateway_args[@]}" ${PROBE_ARGS:-}
 done < "$work/targets.tsv"

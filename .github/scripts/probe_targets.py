@@ -5,8 +5,9 @@
 Reads the outputs (`pulumi stack output --json`): `models`, `endpoints` (model -> its public URL) and, when the stack
 has a gateway, `openaiBaseUrl`; writes each model's spec (`SPEC_DIR/<model>.json`, from the checked-out stack file,
 so the probe judges each model by its family and its rendered contract) and prints one line per model:
-`<model> TAB <endpoint> TAB <spec file> TAB <gateway base URL or ->`. A missing output or a model without an
-endpoint stops it with the output's name (exit 1).
+`<model> TAB <endpoint or -> TAB <spec file> TAB <gateway base URL or ->`. A model without an endpoint of its own
+(a FasterTransformer or vLLM model: its Triton has no route at the edge) is judged through the gateway alone; a
+missing output, or such a model without a gateway, stops it with the output's name (exit 1).
 """
 
 from __future__ import annotations
@@ -24,16 +25,19 @@ class MissingOutputError(Exception):
 
 
 def probe_targets(outputs: dict[str, Any], specs: dict[str, str]) -> list[tuple[str, str, str, str | None]]:
-    """(model, endpoint, spec JSON, gateway URL) of every model ``outputs`` lists; ``specs`` by model name."""
+    """(model, endpoint or "", spec JSON, gateway URL) of every model ``outputs`` lists; ``specs`` by model name."""
     for key in ("models", "endpoints"):
         if key not in outputs:
             raise MissingOutputError(f"the stack exports no `{key}` output (it has: {', '.join(sorted(outputs))})")
     gateway = outputs.get("openaiBaseUrl") or None
     targets: list[tuple[str, str, str, str | None]] = []
     for model in outputs["models"]:
-        url = (outputs["endpoints"] or {}).get(model)
-        if not url:
-            raise MissingOutputError(f"`endpoints` has no URL for model {model}: it is not reachable from outside")
+        url = (outputs["endpoints"] or {}).get(model) or ""
+        if not url and gateway is None:
+            raise MissingOutputError(
+                f"`endpoints` has no URL for model {model} and the stack exports no `openaiBaseUrl`: it is not "
+                "reachable from outside"
+            )
         if model not in specs:
             raise MissingOutputError(f"model {model} of the outputs is not in the checked-out stack file")
         targets.append((model, str(url), specs[model], gateway))
@@ -62,7 +66,7 @@ def main(argv: list[str]) -> int:
     for model, url, spec, gateway in targets:
         path = spec_dir / f"{model}.json"
         path.write_text(spec)
-        print(f"{model}\t{url}\t{path}\t{gateway or '-'}")
+        print(f"{model}\t{url or '-'}\t{path}\t{gateway or '-'}")
     return 0
 
 

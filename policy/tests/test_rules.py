@@ -137,7 +137,7 @@ def test_unknown_image_during_preview_raises_the_sdk_unknown_error() -> None:
 
 def test_environment_config_schema_only_on_environment_rules() -> None:
     with_schema = sorted(p.name for p in POLICIES if p.config_schema is not None)
-    assert with_schema == ["ingress-tls-outside-local", "prod-model-storage-protected"]
+    assert with_schema == ["edge-routes-authenticated", "ingress-tls-outside-local", "prod-model-storage-protected"]
     schema = POLICY_BY_NAME["ingress-tls-outside-local"].config_schema
     assert schema is not None
     assert schema.properties["environment"]["enum"] == ["local", "dev", "staging", "prod", "review"]

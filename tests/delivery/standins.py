@@ -315,13 +315,15 @@ def tritonft(argv: list[str]) -> int:
     authorization = os.environ.get(headers.get("Authorization", ""), "")
     if authorization not in issued:
         return _fail(f"probe: {url}: HTTP 401 Unauthorized (the edge requires an API key)")
-    if not url or not url.startswith("https://"):
-        return _fail(f"probe: {url!r} is not an endpoint of the stack")
+    gateway = _option(argv, "--gateway")
+    target = url or gateway  # without --url: a model judged through the OpenAI gateway alone
+    if not target or not target.startswith("https://"):
+        return _fail(f"probe: {target!r} is not an endpoint of the stack")
     from tritonft.spec import ModelSpec
 
     models = [ModelSpec.from_json(Path(s).read_text()).name for s in specs]
     probes: list[dict[str, Any]] = _load("probes.json", [])
-    probes.append({"url": url, "models": models, "gateway": _option(argv, "--gateway")})
+    probes.append({"url": url, "models": models, "gateway": gateway})
     _save("probes.json", probes)
     return 0
 

@@ -162,9 +162,15 @@ def test_probe_targets_name_an_output_the_stack_does_not_export() -> None:
         targets.probe_targets({k: v for k, v in OUTPUTS.items() if k != "endpoints"}, SPECS)
 
 
-def test_a_model_without_a_public_endpoint_is_an_error_not_a_skip() -> None:
-    outputs = {**OUTPUTS, "endpoints": {"t5-small": "https://t5-small.example.com", "gpt2": None}}
-    with pytest.raises(targets.MissingOutputError, match="`endpoints` has no URL for model gpt2"):
+def test_a_model_without_a_public_endpoint_is_probed_through_the_gateway_alone() -> None:
+    """A FasterTransformer or vLLM model's Triton has no route at the edge: its clients reach it through ``/v1``."""
+    outputs = {**OUTPUTS, "endpoints": {"t5-small": "https://t5-small.example.com"}}
+    assert targets.probe_targets(outputs, SPECS)[1] == ("gpt2", "", SPECS["gpt2"], "https://triton.example.com/v1")
+
+
+def test_a_model_reachable_neither_way_is_an_error_not_a_skip() -> None:
+    outputs = {"models": ["t5-small", "gpt2"], "endpoints": {"t5-small": "https://t5-small.example.com"}}
+    with pytest.raises(targets.MissingOutputError, match="`endpoints` has no URL for model gpt2 and the stack"):
         targets.probe_targets(outputs, SPECS)
 
 

@@ -113,9 +113,18 @@ def test_the_probe_asks_every_model_through_the_edge_with_the_stacks_key(
 ) -> None:
     rehearsal, _ = push
     outputs = rehearsal.read("outputs.json")[stage]["outputs"]
-    probed = [p for p in rehearsal.read("probes.json") if p["url"] in outputs["endpoints"].values()]
+    endpoints, gateway = outputs["endpoints"], outputs["openaiBaseUrl"]
+    probed = [
+        p
+        for p in rehearsal.read("probes.json")
+        if p["url"] in endpoints.values() or (p["url"] is None and p["gateway"] == gateway)
+    ]
     assert sorted(m for p in probed for m in p["models"]) == sorted(outputs["models"])
-    assert {p["gateway"] for p in probed} == {outputs["openaiBaseUrl"]}
+    assert {p["gateway"] for p in probed} == {gateway}
+    # a model with a route of its own (an encoder) at it, the others (FT, vLLM) through the gateway alone
+    assert all(
+        p["url"] == endpoints.get(m) or (p["url"] is None and m not in endpoints) for p in probed for m in p["models"]
+    )
 
 
 def test_prods_up_completes_and_is_probed(push: tuple[Rehearsal, StepFailedError | None]) -> None:

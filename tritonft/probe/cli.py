@@ -33,12 +33,20 @@ from tritonft.spec import Family
 CLI_DEADLINE_S = 120.0
 
 
-def add_target_arguments(parser: argparse.ArgumentParser) -> None:
-    """Endpoint, protocol and tensor-contract flags shared with ``tritonft bench``."""
+def add_target_arguments(parser: argparse.ArgumentParser, *, gateway_only: bool = False) -> None:
+    """Endpoint, protocol and tensor-contract flags shared with ``tritonft bench``; with ``gateway_only`` (the
+    probe's) ``--url`` may be left out for a model reached through the OpenAI gateway alone."""
     parser.add_argument(
         "--url",
-        required=True,
-        help="endpoint: http(s)://host[:port][/prefix], grpc(s)://host[:port] or host[:port]",
+        required=not gateway_only,
+        default="",
+        help="endpoint: http(s)://host[:port][/prefix], grpc(s)://host[:port] or host[:port]"
+        + (
+            "; left out: the models are judged through --gateway only (a FasterTransformer or vLLM model's Triton "
+            "has no route at the edge)"
+            if gateway_only
+            else ""
+        ),
     )
     parser.add_argument(
         "--protocol",
@@ -77,7 +85,7 @@ def headers_from_env(specs: list[str]) -> dict[str, str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_target_arguments(parser)
+    add_target_arguments(parser, gateway_only=True)
     parser.add_argument(
         "--model", action="append", default=[], metavar="NAME", help="served model name; repeat to check several"
     )

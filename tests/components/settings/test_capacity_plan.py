@@ -27,7 +27,13 @@ T5_3B_TP4 = {
 
 
 def two_model_stack(**overrides: Any) -> dict[str, Any]:
-    return aws_stack(models=[dict(T5_3B_TP4), dict(GPTJ)], replicasMin=2, replicasMax=2, **overrides)
+    return aws_stack(
+        models=[dict(T5_3B_TP4), dict(GPTJ)],
+        replicasMin=2,
+        replicasMax=2,
+        systemInstanceType="r6i.2xlarge",  # gpt-j-6b's judge reference Job: ~30 GiB (reference-job-fits-cpu-node)
+        **overrides,
+    )
 
 
 def test_a_stack_whose_replicas_min_cannot_fit_is_refused_naming_the_keys_and_numbers() -> None:
@@ -63,7 +69,10 @@ def prod_deployments(prod_plan: Path) -> dict[str, dict[str, Any]]:
 
 def test_the_node_autoscaler_never_drains_a_node_under_a_running_conversion(prod_plan: Path) -> None:
     jobs = [yaml.safe_load(p.read_text()) for p in prod_plan.rglob("job-*.yaml")]
-    assert len(jobs) == 4, "one conversion (or download) Job per served model (t5-3b, gpt-j-6b, minilm, llama-3-1-8b)"
+    assert len(jobs) == 6, (
+        "one conversion (or download) Job per served model (t5-3b, gpt-j-6b, minilm, llama-3-1-8b) and a judge "
+        "reference Job per FasterTransformer generator (t5-3b, gpt-j-6b)"
+    )
     for job in jobs:
         annotations = job["spec"]["template"]["metadata"]["annotations"]
         assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
