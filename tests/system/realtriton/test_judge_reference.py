@@ -19,6 +19,7 @@ Each wrong model is served with the right model's reference (its reference Job's
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,7 +31,6 @@ import pytest
 import yaml
 
 from components.probe import IntegrationProbeProvider, ProbeFailedError
-from components.serving.promotion import CANDIDATE_HEADER
 from tests.plans import StackPlans
 from tests.system.realtriton.conftest import ServeTriton
 from tests.system.realtriton.repos import render_with_cli
@@ -38,6 +38,7 @@ from tests.tritonft.convert.models import Model
 from tests.tritonft.reference.checkpoints import GPT2_TEST_DIMS, VARIANTS, Variant, word_tokenizer
 from tritonft.cli import main
 from tritonft.local_triton import LocalTriton, TritonRuntime
+from tritonft.probe.in_cluster import CONFIG_ENV
 from tritonft.probe.judge_reference import REFERENCE_FILE, JudgeReference
 from tritonft.spec import Family, ModelSpec
 from tritonft.synth.plandiff import load_plan as load_resources
@@ -45,6 +46,7 @@ from tritonft.synth.plandiff import load_plan as load_resources
 pytestmark = pytest.mark.slow
 
 PROBE = "pulumi-python:dynamic/tritonft:IntegrationProbe"
+JUDGE = "pulumi-python:dynamic/tritonft:InClusterJudge"
 PLANNED: dict[Family, tuple[str, str]] = {
     Family.T5: ("dev", "t5-small"),
     Family.GPT2: ("dev", "gpt2"),
@@ -109,17 +111,27 @@ class Planned:
     """The serving version the judge judges (its resource's name ends with it; a probe: its name)."""
 
 
+def judge_settings(inputs: dict[str, Any]) -> dict[str, Any]:
+    """What the in-cluster judge Job is told to check (its container's settings: the probe's own inputs)."""
+    (container,) = inputs["job"]["spec"]["template"]["spec"]["containers"]
+    return dict(json.loads(next(e["value"] for e in container["env"] if e["name"] == CONFIG_ENV)))
+
+
 @pytest.fixture(scope="module")
 def planned(stack_plan: StackPlans) -> dict[Family, Planned]:
     found = {}
     for family, (stack, model) in PLANNED.items():
         out = stack_plan(stack).out
-        probes = {r["name"]: r for r in load_resources(out) if r["type"] == PROBE}
-        judges = [name for name in probes if name.startswith(f"{stack}-{model}-judge-")]
-        # A model with room for a candidate is judged before it takes traffic; one without rolls in place and its probe
-        # judges it after (the settings' warning says which): either way the same judgement, declared by the program.
-        name = judges[0] if judges else f"{stack}-{model}-probe"
-        inputs = {k: v for k, v in probes[name]["inputs"].items() if k != "gateway_url"}
+        resources = load_resources(out)
+        probes = {r["name"]: dict(r["inputs"]) for r in resources if r["type"] == PROBE}
+        judges = {r["name"]: judge_settings(r["inputs"]) for r in resources if r["type"] == JUDGE}
+        judged = [name for name in judges if name.startswith(f"{stack}-{model}-judge-")]
+        # A model with room for a candidate is judged before it takes traffic, by its in-cluster judge Job; one without
+        # rolls in place and its probe judges it after (the settings' warning says which): either way the same
+        # judgement, declared by the program.
+        name = judged[0] if judged else f"{stack}-{model}-probe"
+        chosen = judges[name] if judged else probes[name]
+        inputs = {k: v for k, v in chosen.items() if k not in ("gateway_url", "headers")}
         specs = [
             ModelSpec.from_json(yaml.safe_load(m.read_text())["data"]["spec.json"])
             for m in out.glob("manifests/*/configmap-*-spec.yaml")
@@ -211,11 +223,10 @@ def served(
 
 
 def judge(plan: Planned, server: LocalTriton) -> dict[str, Any]:
-    """The judge's inputs with ``server`` as the candidate it asks (what its judge route reaches)."""
-    props = {k: v for k, v in plan.inputs.items() if k != "headers"}
-    grpc = props.get("protocol") == "grpc"
+    """The judge's inputs with ``server`` as the candidate it asks (what its candidate's Service leads to)."""
+    grpc = plan.inputs.get("protocol") == "grpc"
     endpoint = f"grpc://{server.grpc_url}" if grpc else f"http://{server.http_url}"
-    return {**props, "endpoint": endpoint, "headers": {CANDIDATE_HEADER: plan.version}}
+    return {**plan.inputs, "endpoint": endpoint}
 
 
 FAMILIES = list(PLANNED)
