@@ -31,6 +31,10 @@ from components.rollout_watch import _kube
 from tritonft.probe.in_cluster import JUDGE_INPUTS
 
 DEFAULT_POLL_S = 2.0
+REPLACE_WAIT_S = 120.0
+"""How long a judge waits for a previous run's Job of its name to be deleted before it creates its own."""
+VERDICT_GRACE_S = 60.0
+"""How long past its Job's ``activeDeadlineSeconds`` a judge waits for the Job's verdict (the controller's marking)."""
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,7 @@ def _replace_job(kube: Any, job: Mapping[str, Any], poll_s: float) -> None:
             raise
         return False
 
-    wait_for(f"the previous judge Job {namespace}/{name} to be gone", gone, 120, poll_s)
+    wait_for(f"the previous judge Job {namespace}/{name} to be gone", gone, REPLACE_WAIT_S, poll_s)
     kube.apply(job)
 
 
@@ -134,7 +138,7 @@ def judge(props: Mapping[str, Any]) -> dict[str, Any]:
     deployment = kube.get("apps/v1", "Deployment", str(props["candidate_deployment"]), namespace)
     name = str(job["metadata"]["name"])
     _replace_job(kube, owned_by(job, deployment), poll_s)
-    outcome = _outcome(kube, namespace, name, float(job["spec"]["activeDeadlineSeconds"]) + 60.0, poll_s)
+    outcome = _outcome(kube, namespace, name, float(job["spec"]["activeDeadlineSeconds"]) + VERDICT_GRACE_S, poll_s)
     if not outcome.passed:
         hint = f"\n{props['failure_hint']}" if props.get("failure_hint") else ""
         raise ProbeFailedError(

@@ -68,7 +68,8 @@ def judge_job_manifest(
     gpu_node_selector: dict[str, str],
     deadline_s: float,
 ) -> dict[str, Any]:
-    """The judge's Job: one pod, never retried (a verdict is not retried into a pass), on a CPU node, hardened,
+    """The judge's Job: one pod, never retried on a verdict (a verdict is not retried into a pass; a disrupted pod is
+    run again), on a CPU node, hardened,
     without a service-account token; bounded by the probe's deadline plus :data:`JOB_START_S`."""
     container = {
         "name": JUDGE_COMPONENT,
@@ -88,9 +89,18 @@ def judge_job_manifest(
         "metadata": {"name": name, "namespace": namespace, "labels": dict(pod_labels)},
         "spec": {
             "backoffLimit": 0,
+            # An evicted or preempted pod (a node drained by the autoscaler, a serving pod preempting it) is a
+            # disruption, not a verdict: it is run again instead of failing the Job (and `up`) for no model reason.
+            "podFailurePolicy": {
+                "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]
+            },
             "activeDeadlineSeconds": math.ceil(deadline_s) + JOB_START_S,
             "template": {
-                "metadata": {"labels": dict(pod_labels)},
+                "metadata": {
+                    "labels": dict(pod_labels),
+                    # The node autoscaler never drains a node under a running judge (as under a conversion Job).
+                    "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"},
+                },
                 "spec": {
                     "restartPolicy": "Never",
                     "automountServiceAccountToken": False,

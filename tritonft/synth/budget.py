@@ -2,7 +2,8 @@
 dependencies.
 
 Each resource may hold ``up`` for its ``customTimeouts.create`` (the cluster, node groups, charts, conversion Jobs)
-or, for the rollout watch and the probe, its ``deadline_s``; a resource starts when everything it depends on is
+or, for the rollout watch and the probe, its ``deadline_s`` (an in-cluster judge: its Job's deadline and its own
+waits around it); a resource starts when everything it depends on is
 done (depending on a component waits for all of its children). The bound is what a CI job running ``up`` must
 allow: a runner killed before it leaves the stack locked (``docs/day2.md``: ``pulumi cancel``).
 """
@@ -25,14 +26,24 @@ def minutes(duration: str) -> float:
     return int(match["h"] or 0) * 60 + int(match["m"] or 0) + int(match["s"] or 0) / 60
 
 
+JUDGE_JOB_OVERHEAD_S = 120 + 60
+"""What an in-cluster judge (``components.probe.in_cluster``) waits beyond its Job's ``activeDeadlineSeconds``: up to
+120 s for a previous run's Job to be deleted, and 60 s past the deadline for the Job's verdict."""
+
+
 def wait_minutes(resource: Mapping[str, Any]) -> float:
     """The longest one resource can hold ``up`` on its own."""
     timeouts = (resource.get("options") or {}).get("customTimeouts") or {}
     if "create" in timeouts:
         return minutes(str(timeouts["create"]))
-    deadline = (resource.get("inputs") or {}).get("deadline_s")
-    if str(resource.get("type", "")).startswith("pulumi-python:dynamic/") and deadline is not None:
-        return float(deadline) / 60
+    if not str(resource.get("type", "")).startswith("pulumi-python:dynamic/"):
+        return 0.0
+    inputs = resource.get("inputs") or {}
+    if inputs.get("deadline_s") is not None:
+        return float(inputs["deadline_s"]) / 60
+    job_deadline = ((inputs.get("job") or {}).get("spec") or {}).get("activeDeadlineSeconds")
+    if job_deadline is not None:  # an in-cluster judge: its Job's deadline, and its own waits around it
+        return (float(job_deadline) + JUDGE_JOB_OVERHEAD_S) / 60
     return 0.0
 
 

@@ -32,6 +32,18 @@ def test_a_dynamic_resources_deadline_is_its_wait() -> None:
     assert wait_minutes(res("w", deadline_s=1800)) == 30.0
 
 
+def test_an_in_cluster_judges_wait_is_its_jobs_deadline_and_its_own_waits_around_it() -> None:
+    """Its Job's ``activeDeadlineSeconds``, up to 120 s deleting a previous run's Job, 60 s for the verdict."""
+    judge = {
+        "urn": "j",
+        "type": "pulumi-python:dynamic/tritonft:InClusterJudge",
+        "name": "j",
+        "options": {},
+        "inputs": {"job": {"spec": {"activeDeadlineSeconds": 1920}}},
+    }
+    assert wait_minutes(judge) == 35.0
+
+
 def test_waits_add_up_along_a_chain_and_the_longest_branch_wins() -> None:
     plan = [
         res("cluster", create="30m"),
