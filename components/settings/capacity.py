@@ -418,6 +418,13 @@ def cpu_replica_floor(model: ModelSpec) -> tuple[int, int]:
     return instances + 1, CPU_SERVER_MIN_MEMORY + instances * ORT_LOAD_COPIES * model.weight_bytes
 
 
+def _unknown_node(node_type: str, whether: str) -> str:
+    return (
+        f"systemInstanceType: the size of a {node_type} node is not known to the stack (it knows the c, m and r "
+        f"families, 5th generation on), so whether {whether} is not checked before `up`"
+    )
+
+
 def cpu_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tuple[list[str], list[str]]:
     """Whether one replica of every ``device: cpu`` model fits an aws stack's system node (problems, warnings).
     An existing cluster's CPU nodes are not the stack's to know: nothing is checked there."""
@@ -428,10 +435,7 @@ def cpu_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tu
     node = cpu_node(node_type)
     if node is None:
         names = ", ".join(m.name for _, m in on_cpu)
-        return [], [
-            f"systemInstanceType: the size of a {node_type} node is not known to the stack (it knows the c, m and r "
-            f"families, 5th generation on), so whether {names} fit(s) it on device cpu is not checked before `up`"
-        ]
+        return [], [_unknown_node(node_type, f"{names} fit(s) it on device cpu")]
     problems = []
     for i, m in on_cpu:
         cpus, memory = cpu_replica_floor(m)
@@ -459,11 +463,7 @@ def reference_job_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSp
     node = cpu_node(node_type)
     if node is None:
         names = ", ".join(m.name for _, m in generators)
-        return [], [
-            f"systemInstanceType: the size of a {node_type} node is not known to the stack (it knows the c, m and r "
-            f"families, 5th generation on), so whether the judge reference Jobs of {names} fit it is not checked "
-            "before `up`"
-        ]
+        return [], [_unknown_node(node_type, f"the judge reference Jobs of {names} fit it")]
     room = node.allocatable_memory - DAEMONSET_MEMORY_MIB * MIB
     problems = []
     for i, m in generators:
