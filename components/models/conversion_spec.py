@@ -253,7 +253,7 @@ def writable_dirs(paths: ModelPaths) -> tuple[str, ...]:
     ``checkpoints/<model>`` and ``repositories/<model>`` (``hf/<model>`` for a vLLM model), and a FasterTransformer
     generator's ``references/<model>`` (its reference Job writes the judge's reference there). Another model's
     files, its ``model.py`` included, are out of the Job's reach."""
-    parents = (posixpath.dirname(paths.checkpoint_dir), posixpath.dirname(paths.repository_dir))
+    parents: tuple[str, ...] = (posixpath.dirname(paths.checkpoint_dir), posixpath.dirname(paths.repository_dir))
     if paths.judge_reference:  # references/<model>/<key>/judge-reference.json: its reference Job writes <model>
         parents += (posixpath.dirname(posixpath.dirname(paths.judge_reference)),)
     return tuple(p.removeprefix(f"{STORE_MOUNT}/") for p in parents)

@@ -11,6 +11,7 @@ from components.common import sizing
 from components.common.sizing import GIB, MIB
 from tests.components.fixtures import GPTJ_6B, MINILM_CPU, MINILM_GPU, T5_SMALL
 from tritonft import reference_memory
+from tritonft.reference_memory import largest_tensor_bytes, reference_memory_bytes
 from tritonft.spec import Batching, Family, WeightDType
 
 
@@ -68,7 +69,7 @@ def test_shm_is_one_gib_plus_256_mib_per_extra_gpu():
 
 def test_server_memory_request_accounts_for_shm():
     s = sizing.server_sizing(GPTJ_6B)
-    expected = sizing.SERVER_BASE_MEMORY + sizing.shm_bytes(GPTJ_6B) + 2 * sizing.largest_tensor_bytes(GPTJ_6B)
+    expected = sizing.SERVER_BASE_MEMORY + sizing.shm_bytes(GPTJ_6B) + 2 * largest_tensor_bytes(GPTJ_6B)
     assert s.memory_request == f"{math.ceil(expected / MIB)}Mi"
     assert s.memory_limit == s.memory_request
     assert s.shm_size == f"{sizing.shm_bytes(GPTJ_6B) // MIB}Mi"
@@ -81,14 +82,14 @@ def test_server_gpus_are_tp_times_pp():
 
 def test_job_memory_is_base_plus_four_copies_of_the_largest_tensor():
     largest = GPTJ_6B.architecture.vocab_size * GPTJ_6B.architecture.d_model * 4
-    assert sizing.largest_tensor_bytes(GPTJ_6B) == largest
+    assert largest_tensor_bytes(GPTJ_6B) == largest
     assert sizing.job_sizing(GPTJ_6B).memory_request == f"{math.ceil((GIB + 4 * largest) / MIB)}Mi"
 
 
 def test_the_reference_job_holds_every_weight_at_fp32_and_their_fp32_conversion():
     job = sizing.judge_reference_job_sizing(GPTJ_6B)
-    assert job.memory_request == job.memory_limit == f"{math.ceil(sizing.reference_memory_bytes(GPTJ_6B) / MIB)}Mi"
-    assert sizing.reference_memory_bytes(GPTJ_6B) >= GPTJ_6B.parameters * 4 * reference_memory.WEIGHT_FACTOR
+    assert job.memory_request == job.memory_limit == f"{math.ceil(reference_memory_bytes(GPTJ_6B) / MIB)}Mi"
+    assert reference_memory_bytes(GPTJ_6B) >= GPTJ_6B.parameters * 4 * reference_memory.WEIGHT_FACTOR
     scratch = sizing.download_bytes(GPTJ_6B) * 1.2 + GPTJ_6B.parameters * 4
     assert int(job.scratch_size.removesuffix("Gi")) * GIB >= scratch
     assert job.cpu_request == str(sizing.JUDGE_REFERENCE_CPU)
@@ -183,20 +184,20 @@ def test_the_progress_deadline_adds_the_replaced_pod_s_drain():
 
 def test_a_model_whose_reference_fits_the_cap_gets_the_generation_check_and_its_memory():
     job = sizing.job_sizing(T5_SMALL)
-    assert sizing.reference_memory_bytes(T5_SMALL) <= sizing.REFERENCE_MEMORY_CAP
+    assert reference_memory_bytes(T5_SMALL) <= sizing.REFERENCE_MEMORY_CAP
     assert job.verify_generation
-    assert job.memory_request == f"{math.ceil(sizing.reference_memory_bytes(T5_SMALL) / MIB)}Mi"
+    assert job.memory_request == f"{math.ceil(reference_memory_bytes(T5_SMALL) / MIB)}Mi"
 
 
 def test_a_model_too_large_for_the_reference_is_converted_without_the_check():
     job = sizing.job_sizing(GPTJ_6B)
-    assert sizing.reference_memory_bytes(GPTJ_6B) > sizing.REFERENCE_MEMORY_CAP
+    assert reference_memory_bytes(GPTJ_6B) > sizing.REFERENCE_MEMORY_CAP
     assert not job.verify_generation
 
 
 def test_turning_the_check_off_keeps_the_streaming_converters_memory_and_deadline():
     off = sizing.job_sizing(T5_SMALL, verify_generation=False)
-    largest = sizing.largest_tensor_bytes(T5_SMALL)
+    largest = largest_tensor_bytes(T5_SMALL)
     assert not off.verify_generation
     assert off.memory_request == f"{math.ceil((GIB + 4 * largest) / MIB)}Mi"
     on = sizing.job_sizing(T5_SMALL)
