@@ -47,7 +47,9 @@ def test_every_pod_of_the_plan_was_admitted_under_restricted(deployed: Deployed,
         by_component[component] = by_component.get(component, 0) + 1
     assert by_component["triton"] == settings.serving.replicas_min * len(settings.models)
     assert by_component["gateway"] == settings.serving.gateway.replicas_min
-    assert by_component["conversion"] == len(settings.models)
+    generators = [m for m in settings.models if m.family.is_fastertransformer]
+    # a conversion (or download) Job per model, and a judge reference Job per FasterTransformer generator
+    assert by_component["conversion"] == len(settings.models) + len(generators)
     assert any(pod["spec"].get("initContainers") for pod in pods), "a Triton pod with the GEMM tuning step"
 
 

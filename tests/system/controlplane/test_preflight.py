@@ -231,7 +231,8 @@ def test_an_aws_stack_with_its_gpu_node_group_at_zero_passes_on_a_cluster_withou
     # EKS at rest with gpuNodesMin 0: cluster-autoscaler adds the GPU nodes when the Triton pods ask for them.
     project = write_project(tmp_path, control_plane, cluster)
     models = [dict(T5_3B, tensorParallel=4), dict(GPTJ)]
-    stack = aws_stack(models=models, gpuNodesMin=0, gpuNodesMax=2)
+    # r6i.2xlarge: gpt-j-6b's judge reference Job holds ~30 GiB (rule reference-job-fits-cpu-node)
+    stack = aws_stack(models=models, gpuNodesMin=0, gpuNodesMax=2, systemInstanceType="r6i.2xlarge")
     (project / "stacks/Pulumi.cp.yaml").write_text(
         yaml.safe_dump({"config": {f"triton-ft:{k}": v for k, v in stack.items()}})
     )
