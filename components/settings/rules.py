@@ -437,8 +437,15 @@ def _auth_fits_edge(f: StackFacts) -> Iterable[Problem]:
         )
     # Issue 51: on another Ingress class (an ALB, Traefik, ...) ingress-nginx's auth annotations are ignored and
     # every host would be served open, so such an edge is refused.
+    # A stack that installs ingress-nginx itself names that controller's class, whatever the name.
     ingress_class = str(f.get("ingressClass") or INGRESS_NGINX_CLASS)
-    if f.edge == "ingress" and f.auth in ("basic", "oidc") and ingress_class != INGRESS_NGINX_CLASS:
+    installs_nginx = "ingress-nginx" in (f.get("addons") or ())
+    if (
+        f.edge == "ingress"
+        and f.auth in ("basic", "oidc")
+        and ingress_class != INGRESS_NGINX_CLASS
+        and not installs_nginx
+    ):
         yield (
             "ingressClass",
             f"{ingress_class!r} ignores ingress-nginx's {f.auth} annotations, so every host would be open: use "

@@ -300,7 +300,7 @@ def test_probe_helper_reads_stack_outputs_and_calls_tritonft_probe() -> None:
     script = (REPO / ".github/scripts/probe-stack.sh").read_text()
     assert "pulumi stack output --stack" in script
     assert "--json" in script
-    assert 'tritonft probe --url "$url" --spec "$spec" "${headers[@]}"' in script
+    assert 'tritonft probe "${url_args[@]}" --spec "$spec" "${headers[@]}"' in script
 
 
 def test_review_stack_comes_up_on_the_label_and_goes_away_on_close() -> None:

@@ -167,7 +167,14 @@ def judged_stack(**overrides: Any) -> dict[str, Any]:
     addons = ["kube-prometheus-stack", "prometheus-adapter", "envoy-gateway", "cert-manager"]
     models = [dict(T5_3B_TP4), dict(GPTJ)]
     return aws_stack(
-        models=models, replicasMin=1, replicasMax=2, gpuNodesMin=2, gpuNodesDesired=2, addons=addons, **overrides
+        models=models,
+        replicasMin=1,
+        replicasMax=2,
+        gpuNodesMin=2,
+        gpuNodesDesired=2,
+        addons=addons,
+        systemInstanceType="r6i.2xlarge",  # gpt-j-6b's judge reference Job (reference-job-fits-cpu-node)
+        **overrides,
     )
 
 
