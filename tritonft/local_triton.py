@@ -62,12 +62,21 @@ IMAGE_PYTHON = "3.10"
 
 RETRYABLE_START_FAILURES = ("Address already in use", "boost::interprocess::lock_exception")
 """Start-up failures a fresh start gets past: a port taken between choosing and binding it, and 2.33.0's Python
-backend aborting while it loads its stubs on a starved CPU (``boost::interprocess::lock_exception``, most likely
-Boost's interprocess mutex timing out on a stub that got no CPU; seen on up to half the starts of a
-20-model repository on this 2-core machine under other sessions' load, also with ``--model-load-thread-count=1``;
-never on 2.51.0)."""
+backend aborting while it loads its stubs on a starved CPU (see :data:`START_AUTOGROUP_NICE`)."""
 START_ATTEMPTS = 5
 """Starts tried before a retryable failure is reported."""
+START_RETRY_PAUSE_S = 5.0
+"""Seconds before the second start, doubled before each next one: a burst of load elsewhere passes."""
+START_AUTOGROUP_NICE = -10
+"""The scheduling weight of a starting 2.33.0 server's session (Linux autogroup nice), back to 0 once it is ready.
+
+2.33.0's Python backend gives each stub one second to answer its health handshake while the instance loads; a stub
+that misses it fails the instance, and the server then aborts on the dead stub's shared-memory mutex
+(``boost::interprocess::lock_exception``). The server runs in a session of its own (its process group is stopped as
+one), and Linux shares the CPU equally between sessions whatever their processes' nice: with ten busy sessions beside
+it on this 2-core machine every start of the staging t5-3b repository aborted (5 of 5), and every start passed
+(4 of 4) with its session at -10 for the seconds it loads. Raising the weight needs CAP_SYS_NICE; without it the
+start still runs, at the equal share (:data:`START_ATTEMPTS` retries stay)."""
 
 
 class TritonError(RuntimeError):
@@ -91,6 +100,8 @@ class ServerRelease:
     (``python_backend_stubs/<version>/``), the models' interpreter picks."""
     metrics_address: bool
     """Whether it has ``--metrics-address`` (2.33.0 has not: its metrics listen on every address)."""
+    starts_with_priority: bool = False
+    """Whether its start runs at :data:`START_AUTOGROUP_NICE` (2.33.0's one-second stub handshake)."""
 
 
 NEWEST_SERVER = ServerRelease(
@@ -108,6 +119,7 @@ FT_IMAGE_SERVER = ServerRelease(
     requirements=ROOT / "tools" / "triton-2.33-models-requirements.txt",
     stub_python="3.8",
     metrics_address=False,
+    starts_with_priority=True,
 )
 RELEASES = {release.version: release for release in (NEWEST_SERVER, FT_IMAGE_SERVER)}
 """The releases by version."""
@@ -344,6 +356,16 @@ def prepare_runtime(
     return TritonRuntime(dist, backend_directory(dist, version), stub_env, libs)
 
 
+def set_session_weight(pid: int, nice: int) -> bool:
+    """Set the Linux autogroup nice of ``pid``'s session; ``False`` where the kernel or the rights refuse it (no
+    autogroup, no CAP_SYS_NICE, the process gone)."""
+    try:
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
+    except OSError:
+        return False
+    return True
+
+
 def free_port(host: str = HOST) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -446,14 +468,30 @@ class LocalTriton:
                     start_new_session=True,
                 )
             try:
-                self._wait_ready()
+                with self._start_priority():
+                    self._wait_ready()
                 return
             except TritonError:
                 log_text = self.log_text()
                 self.stop()
                 if any(sign in log_text for sign in RETRYABLE_START_FAILURES) and attempt < START_ATTEMPTS - 1:
+                    time.sleep(START_RETRY_PAUSE_S * 2**attempt)
                     continue
                 raise
+
+    @contextlib.contextmanager
+    def _start_priority(self) -> Iterator[None]:
+        """The server's session at :data:`START_AUTOGROUP_NICE` while it loads, when its release needs it."""
+        assert self.process is not None
+        if not self.runtime.dist.release.starts_with_priority:
+            yield
+            return
+        raised = set_session_weight(self.process.pid, START_AUTOGROUP_NICE)
+        try:
+            yield
+        finally:
+            if raised:
+                set_session_weight(self.process.pid, 0)
 
     def _wait_ready(self) -> None:
         assert self.process is not None

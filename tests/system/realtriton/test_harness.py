@@ -17,7 +17,16 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from tests.system.realtriton.repos import stack_specs
-from tritonft.local_triton import FT_IMAGE_SERVER, REQUIREMENTS, LocalTriton, TritonError, TritonRuntime, find_python
+from tritonft.local_triton import (
+    FT_IMAGE_SERVER,
+    REQUIREMENTS,
+    START_AUTOGROUP_NICE,
+    LocalTriton,
+    TritonError,
+    TritonRuntime,
+    find_python,
+    set_session_weight,
+)
 from tritonft.repo.naming import RepoNames
 
 pytestmark = pytest.mark.slow
@@ -103,6 +112,32 @@ def test_the_ft_servers_models_run_on_python_3_8_with_the_requirements_resolved_
 def test_the_ft_server_is_tritonserver_2_33_0(dev_triton: LocalTriton) -> None:
     with urllib.request.urlopen(f"http://{dev_triton.http_url}/v2", timeout=5) as answer:
         assert json.loads(answer.read())["version"] == "2.33.0"
+
+
+class WatchedStart(LocalTriton):
+    """A server whose session weight is read as its wait for readiness begins and once it is ready."""
+
+    while_loading = once_ready = ""
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        self.while_loading = Path(f"/proc/{self.process.pid}/autogroup").read_text()
+        super()._wait_ready()
+
+    def start(self) -> None:
+        super().start()
+        self.once_ready = Path(f"/proc/{self.pid}/autogroup").read_text()
+
+
+def test_the_ft_server_loads_at_a_raised_session_weight_then_shares_the_cpu_equally(
+    triton_runtime: TritonRuntime, dev_repository: Path, tmp_path: Path
+) -> None:
+    if not set_session_weight(os.getpid(), int(Path("/proc/self/autogroup").read_text().split()[-1])):
+        pytest.skip("this kernel or user cannot set a session's scheduling weight (autogroup, CAP_SYS_NICE)")
+    server = WatchedStart(triton_runtime, dev_repository, log_path=tmp_path / "tritonserver.log")
+    with server:
+        assert server.while_loading.split()[-1] == str(START_AUTOGROUP_NICE)
+        assert server.once_ready.split()[-1] == "0"
 
 
 def group_members(group: int) -> list[int]:
