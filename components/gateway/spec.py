@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from components.common.layout import selector
+from components.common.netpol import dns_egress
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.triton import GRPC_PORT
 from components.common.workload import (
@@ -269,15 +270,7 @@ def gateway_network_policy_spec(
         "policyTypes": ["Ingress", "Egress"],
         "ingress": [{"from": sources, "ports": [{"port": GATEWAY_PORT, "protocol": tcp}]}],
         "egress": [
-            {
-                "to": [
-                    {
-                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-                    }
-                ],
-                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": tcp}],
-            },
+            dns_egress(),
             {
                 "to": [{"podSelector": {"matchLabels": dict(b.pods)}} for b in backends],
                 "ports": [{"port": GRPC_PORT, "protocol": tcp}],

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.common.layout import STORE_MOUNT, ModelPaths
+from components.common.netpol import dns_egress
 from components.common.placement import away_from_gpu_nodes
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.sizing import JobSizing
@@ -400,15 +401,7 @@ def conversion_network_policy_spec(selector_labels: dict[str, str]) -> dict[str,
         "policyTypes": ["Ingress", "Egress"],
         "ingress": [],
         "egress": [
-            {
-                "to": [
-                    {
-                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-                    }
-                ],
-                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
-            },
+            dns_egress(),
             {
                 "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [CLOUD_METADATA_CIDR]}}],
                 "ports": [{"port": 443, "protocol": "TCP"}],

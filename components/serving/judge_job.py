@@ -24,6 +24,7 @@ import math
 from typing import Any
 
 from components.common.layout import labels, selector
+from components.common.netpol import dns_egress
 from components.common.placement import away_from_gpu_nodes
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.triton import HTTP_PORT
@@ -125,15 +126,7 @@ def judge_network_policy_spec(judge_pods: dict[str, str], triton_pods: dict[str,
         "policyTypes": ["Ingress", "Egress"],
         "ingress": [],
         "egress": [
-            {
-                "to": [
-                    {
-                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-                    }
-                ],
-                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": tcp}],
-            },
+            dns_egress(),
             {
                 "to": [{"podSelector": {"matchLabels": dict(triton_pods)}}],
                 "ports": [{"port": HTTP_PORT, "protocol": tcp}],

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.common.layout import STORE_MOUNT
+from components.common.netpol import dns_egress
 from components.common.placement import away_from_gpu_nodes
 from components.common.podsec import container_security_context, pod_security_context
 from components.common.sizing import ServerSizing, StartupBudget
@@ -378,15 +379,5 @@ def network_policy_spec(
         "podSelector": {"matchLabels": dict(selector_labels)},
         "policyTypes": ["Ingress", "Egress"],
         "ingress": ingress,
-        "egress": [
-            {
-                "to": [
-                    {
-                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
-                        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
-                    }
-                ],
-                "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
-            }
-        ],
+        "egress": [dns_egress()],
     }
