@@ -54,9 +54,11 @@ FT_STEP_NAME_FILE = "ft-step-name.txt"
 """Beside the models in the served repository (Triton ignores plain files there)."""
 GPU_METRIC_PREFIX = "nv_gpu_"
 """Dashboard queries on GPU metrics parse but return nothing here: the CPU server exports no GPU metrics."""
-LOAD_CONCURRENCY = 200
+LOAD_CONCURRENCY = 320
 """Well above what the stand-in step takes at once (max batch 32), and enough that more than the rule's
-4 x max batch (128) requests wait in the pod."""
+4 x max batch (128) requests wait in the pod with a margin: the requests in flight that are not queued in the FT step
+(its batch, the pre- and post-processing, the client's turnaround) grow with the machine's load, and at 200 a fresh run
+beside five other lanes measured a mean of 135 queued, too close to 128 to hold the alert above it."""
 
 
 @pytest.fixture(scope="module")
