@@ -283,6 +283,8 @@ class GatewayView:
         time.sleep(1.0)
         self._stop.set()
         self._thread.join()
+        # A read takes several API calls: on a loaded machine the last one may have begun before `up`'s last step.
+        self.seen.append(self.read())
 
 
 def pods_of(kube: Kube, namespace: str, version: str) -> dict[str, str]:
