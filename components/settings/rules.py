@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from components.settings import eks, kube
+from components.settings import chart_facts, eks, kube
 from components.settings.alerting import routing_problems
 from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
 from components.settings.capacity import (
@@ -187,6 +187,51 @@ def _eks_version_offered(f: StackFacts) -> Iterable[Problem]:
     support = f.get("eksSupport", eks.DEFAULT_SUPPORT)
     for message in eks.version_problems(f.get("kubernetesVersion"), eks.today(), support):
         yield "kubernetesVersion", message.split(": ", 1)[1]
+
+
+def _bounded_charts_doc() -> str:
+    """The pinned charts whose bounds leave out some minor EKS offers (those the rule below can refuse)."""
+    bounded = [
+        f"{f.chart} {f.version}: {chart_facts.minors_text(f)}"
+        for f in chart_facts.PINNED.values()
+        if not all(chart_facts.supports(f, minor) for minor in eks.EKS_VERSIONS)
+    ]
+    return "; ".join(bounded)
+
+
+@stack_rule(
+    "charts-made-for-the-minor",
+    ("kubernetesVersion", "eksSupport", "addons"),
+    "aws: every pinned chart the stack installs (its `addons`, what they bring, and the platform's own) is made for "
+    f"`kubernetesVersion`, as the chart's own files state ({_bounded_charts_doc()}; "
+    "`components/settings/chart_facts.py`).",
+)
+def _charts_made_for_the_minor(f: StackFacts) -> Iterable[Problem]:
+    if f.platform != "aws":
+        return
+    minor = f.get("kubernetesVersion")
+    charts = chart_facts.installed_charts(f.get("addons", []))
+    support = f.get("eksSupport", eks.DEFAULT_SUPPORT)
+    offered = [m for m in eks.EKS_VERSIONS if not eks.version_problems(m, eks.today(), support)]
+    fits = [m for m in offered if all(chart_facts.supports(facts, m) for _, facts in charts)]
+    use = f"set kubernetesVersion to {_either(fits)}" if fits else "no minor EKS offers suits every chart it installs"
+    for addon, facts in charts:
+        if chart_facts.supports(facts, minor):
+            continue
+        source = f", per {facts.bounds_from}" if facts.bounds_from else ""
+        drop = "" if addon is None else f", or remove {addon} from addons"
+        if addon is not None and addon != facts.chart:
+            drop += f" (it brings {facts.chart})"
+        yield (
+            "kubernetesVersion",
+            f"{minor} is not a minor the pinned {facts.chart} chart {facts.version} is made for "
+            f"({chart_facts.minors_text(facts)}{source}); {use}{drop}",
+        )
+
+
+def _either(items: Sequence[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
 
 @stack_rule("subnets-in-two-zones", ("subnetIds",), "`subnetIds` lists at least 2 subnets (EKS needs 2 zones).")

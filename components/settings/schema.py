@@ -822,9 +822,9 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "kubernetesVersion",
         "string",
-        "EKS Kubernetes version: one EKS still offers and this stack pins a cluster-autoscaler for (1.32-1.36); "
-        "the settings warn 90 days before its standard support ends and while it is in extended support (6x the "
-        "control plane's price).",
+        "EKS Kubernetes version: one EKS still offers and this stack pins a cluster-autoscaler for (1.32-1.36), and "
+        "that every pinned chart the stack installs is made for; the settings warn 90 days before its standard "
+        "support ends and while it is in extended support (6x the control plane's price).",
         default=DEFAULT_KUBERNETES_VERSION,
         scope="aws",
         format="k8s-version",

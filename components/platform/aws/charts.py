@@ -72,6 +72,7 @@ PROMETHEUS_ADAPTER = ChartPin(
     "monitoring",
     "prometheus-adapter",
 )
+"""The custom metrics API the HPAs read (app v0.12.0, the adapter's last release: every newer chart runs it too)."""
 CLUSTER_AUTOSCALER = ChartPin(
     "cluster-autoscaler",
     "9.59.0",
@@ -81,7 +82,9 @@ CLUSTER_AUTOSCALER = ChartPin(
 )
 """Node autoscaler of ``platform: aws`` (``components/platform/aws/autoscaler.py``): the chart of the default
 Kubernetes minor (1.35, app 1.35.0); ``autoscaler.chart_pin`` picks the chart and image of the cluster's minor."""
-KEDA = ChartPin("keda", "2.16.0", "https://kedacore.github.io/charts", "keda", "keda")
+KEDA = ChartPin("keda", "2.20.2", "https://kedacore.github.io/charts", "keda", "keda")
+"""KEDA v2.20.2, tested on Kubernetes 1.33-1.35 (KEDA's compatibility table; 2.16.0, the previous pin, on 1.29-1.31
+only): the settings refuse it on another minor (``components/settings/chart_facts.py``)."""
 METRICS_SERVER = ChartPin(
     "metrics-server", "3.13.1", "https://kubernetes-sigs.github.io/metrics-server/", "metrics-server", "metrics-server"
 )
@@ -97,14 +100,15 @@ BLACKBOX_EXPORTER = ChartPin(
 implied by kube-prometheus-stack on a stack with an edge, not listed in ``addons``."""
 AWS_FOR_FLUENT_BIT = ChartPin(
     "aws-for-fluent-bit",
-    "0.2.1",
+    "0.2.0",
     "https://aws.github.io/eks-charts",
     "logging",
     "aws-for-fluent-bit",
     pod_security="privileged",  # tails the kubelet's log files on the node (hostPath /var/log)
 )
-"""Ships the stack's and the edge's container logs to CloudWatch Logs (app 3.4.16; ``components/platform/aws/logs.py``):
-in ``staging`` and ``prod``, not listed in ``addons``."""
+"""Ships the stack's and the edge's container logs to CloudWatch Logs (app 3.2.1; ``components/platform/aws/logs.py``):
+in ``staging`` and ``prod``, not listed in ``addons``. 0.2.0 is the newest release of the chart repository (0.2.1, the
+previous pin, was never released: ``components/settings/chart_facts.py``)."""
 DCGM_EXPORTER = ChartPin(
     "dcgm-exporter",
     "4.1.1",

@@ -11,6 +11,7 @@ from components.settings.load import load_settings
 from components.settings.rules import MODEL_RULES, PLAN_RULES, STACK_RULES
 from components.settings.schema import schema_path
 from tests.components.settings.test_validation import (
+    AWS_ADDONS,
     GPT2,
     GPTJ,
     LLAMA8B,
@@ -453,6 +454,12 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "kubernetesVersion: '1.29' is not a version this stack supports on EKS; use one of 1.32, 1.33, 1.34, 1.35, "
         "1.36",
     ),
+    "charts-made-for-the-minor": (
+        aws_stack(kubernetesVersion="1.32", eksSupport="extended"),
+        (),
+        "kubernetesVersion: 1.32 is not a minor the pinned cert-manager chart v1.21.1 is made for (1.33 to 1.36, per "
+        "its end-to-end tests); set kubernetesVersion to 1.33, 1.34, 1.35 or 1.36, or remove cert-manager from addons",
+    ),
     "gpu-capacity": (
         aws_stack(
             gpuInstanceType="g5.xlarge", gpuNodesMin=1, gpuNodesDesired=1, gpuNodesMax=2, replicasMin=3, replicasMax=3
@@ -543,6 +550,21 @@ def bound_key(path: str) -> set[str]:
     if entry:
         return {f"models[].{entry.group(1)}"} & RULE_KEYS_ALL or {"models"}
     return {path.split("[", 1)[0]}
+
+
+def test_keda_on_a_minor_its_compatibility_table_leaves_out_is_refused_naming_the_minors_that_fit() -> None:
+    """KEDA 2.20 is tested on 1.33-1.35; 1.36 is offered by EKS and made for by cert-manager. Under eksSupport
+    standard on the settings' date, 1.33 is in extended support: the minors that fit are 1.34 and 1.35."""
+    problems = problems_of(aws_stack(kubernetesVersion="1.36", addons=[*AWS_ADDONS, "keda"]), ())
+    assert problems == [
+        "kubernetesVersion: 1.36 is not a minor the pinned keda chart 2.20.2 is made for (1.33 to 1.35, per KEDA's "
+        "compatibility table); set kubernetesVersion to 1.34 or 1.35, or remove keda from addons"
+    ]
+
+
+def test_keda_on_the_default_minor_is_accepted() -> None:
+    settings = load_settings(as_cli(aws_stack(addons=[*AWS_ADDONS, "keda"])), project="triton-ft", stack="test")
+    assert "keda" in settings.cluster.addons
 
 
 def test_the_issuer_the_stack_derives_from_acme_email_needs_cert_manager_too() -> None:

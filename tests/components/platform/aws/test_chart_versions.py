@@ -1,4 +1,4 @@
-"""Every add-on chart of the plans at a release whose own files (``components/platform/aws/chart_facts.py``) say it is
+"""Every add-on chart of the plans at a release whose own files (``components/settings/chart_facts.py``) say it is
 made for the cluster's Kubernetes minor, and every image the stack relies on elsewhere at the chart's tag: a pin bumped
 without reading its chart, or a cluster minor a chart is not made for, fails here."""
 
@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from components.platform.aws import charts as pins
-from components.platform.aws.chart_facts import CHART_FACTS, supports
+from components.settings.chart_facts import ADDON_CHARTS, CHART_FACTS, PINNED, PLATFORM_CHARTS, supports
+from components.settings.eks import DEFAULT_KUBERNETES_VERSION
+from components.settings.schema import ADDONS
 from tests.components.platform.aws.test_eks_plan_checks import BUILT, charts
 from tests.plans import StackPlans
 
@@ -18,11 +20,6 @@ REPO = Path(__file__).resolve().parents[4]
 NOT_READ = {
     "ingress-nginx": "the Ingress edge's controller, not in a built stack's plan (edge: gateway)",
     "gateway-helm": "Envoy Gateway: its Gateway API release is checked against its go.mod (GATEWAY_API_VERSION)",
-    "prometheus-adapter": "not yet read",
-    "keda": "not yet read",
-    "prometheus-blackbox-exporter": "not yet read (added with issue 51's platform signals)",
-    "aws-for-fluent-bit": "not yet read (added with issue 51's log shipping)",
-    "dcgm-exporter": "not yet read (added with issue 51's GPU signals; its pinned version is unconfirmed)",
     "cluster-autoscaler": "its own table, one release per minor (autoscaler.RELEASES, test_eks_plan_checks)",
 }
 """Pinned charts without facts here, each with its reason."""
@@ -73,3 +70,30 @@ def test_the_plan_runs_the_charts_own_alertmanager(stack_plan: StackPlans) -> No
 @pytest.mark.parametrize(("minor", "made_for"), [("1.32", False), ("1.33", True), ("1.36", True), ("1.37", False)])
 def test_cert_managers_range_is_the_minors_its_tests_run_on(minor: str, made_for: bool) -> None:
     assert supports(CHART_FACTS[("cert-manager", pins.CERT_MANAGER.version)], minor) is made_for
+
+
+def test_every_read_chart_is_made_for_the_default_minor() -> None:
+    """A stack that states no ``kubernetesVersion`` installs any of them (KEDA 2.16, tested on 1.29-1.31, was not)."""
+    for facts in PINNED.values():
+        assert supports(facts, DEFAULT_KUBERNETES_VERSION), (
+            f"{facts.chart} {facts.version} is made for {facts.min_kubernetes}..{facts.max_kubernetes}"
+        )
+
+
+def test_the_settings_judge_each_chart_at_the_release_the_platform_pins() -> None:
+    pinned = {pin.release: pin.version for pin in all_pins() if pin.release not in NOT_READ}
+    assert {chart: facts.version for chart, facts in PINNED.items()} == pinned
+
+
+def test_every_read_chart_is_judged_with_the_addon_that_brings_it_or_on_every_aws_stack() -> None:
+    """So that the settings' rule `charts-made-for-the-minor` sees each chart the platform may install."""
+    brought = [chart for own in ADDON_CHARTS.values() for chart in own]
+    assert sorted([*brought, *PLATFORM_CHARTS]) == sorted(PINNED)
+    assert set(ADDON_CHARTS) <= set(ADDONS)
+    for addon, installed in ADDON_CHARTS.items():
+        assert installed[0] == addon, f"{addon}'s own chart (its release is named as the add-on) comes first"
+
+
+@pytest.mark.parametrize(("minor", "made_for"), [("1.32", False), ("1.33", True), ("1.35", True), ("1.36", False)])
+def test_kedas_range_is_its_compatibility_tables(minor: str, made_for: bool) -> None:
+    assert supports(CHART_FACTS[("keda", pins.KEDA.version)], minor) is made_for

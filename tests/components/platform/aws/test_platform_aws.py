@@ -223,7 +223,7 @@ def test_addon_flags_choose_the_charts_and_feed_the_crd_installers(mocks: Record
     assert installed == {
         "nvidia-device-plugin": "0.20.0",
         "cert-manager": "v1.21.1",
-        "keda": "2.16.0",
+        "keda": "2.20.2",
         "cluster-autoscaler": charts.CLUSTER_AUTOSCALER.version,
     }
 
