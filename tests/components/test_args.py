@@ -270,7 +270,8 @@ def vllm_settings(**vllm: object) -> Settings:
     from tests.components.settings.test_validation import QWEN7B, T5_SMALL
 
     qwen = dict(QWEN7B, vllm={"maxModelLen": 16384, **vllm})
-    return load(kubernetes_stack(models=[dict(T5_SMALL), qwen], gatewayDeadlineSeconds=60))
+    settings: Settings = load(kubernetes_stack(models=[dict(T5_SMALL), qwen], gatewayDeadlineSeconds=60))
+    return settings
 
 
 def test_a_vllm_models_pods_drain_for_its_longest_answer_at_the_stated_pace() -> None:
