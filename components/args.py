@@ -30,7 +30,7 @@ from components.common.layout import dns_label
 from components.common.sizing import MIB
 from components.common.target import ClusterTarget, GpuScheduling
 from components.gateway import GatewayArgs, GatewayBackend
-from components.gateway.spec import gateway_selector
+from components.gateway.spec import gateway_selector, longest_deadline_seconds, model_deadline_seconds
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
 from components.platform.aws.addons import AddonFlags
@@ -61,7 +61,7 @@ from components.settings.capacity import (
     surging_models,
 )
 from components.settings.catalog import hub_token_needed
-from components.settings.gpus import GIB
+from components.settings.gpus import AWS_GPU_INSTANCES, GIB
 from components.settings.load import AWS_EFS_STORAGE_CLASS
 from components.settings.model import Settings
 from tritonft.convert.writer import CONVERTER_VERSION
@@ -349,7 +349,27 @@ def edge_gateway(settings: Settings) -> GatewayRef:
     return GatewayRef(f"{settings.stack}-edge")
 
 
-def edge_args(settings: Settings, host: str, listener: str) -> EdgeArgs:
+PROXY_TIMEOUT_S = 300
+"""The request timeout of the proxies in front of the models and the gateway (Envoy's routes, ingress-nginx's
+``proxy-read-timeout``), at the least: Envoy's own default, 15 s, would cut any long generation."""
+PROXY_MARGIN_S = 10
+"""How much longer than the gateway's longest deadline the proxies in front of it wait: the gateway ends an
+overlong request itself (a 504 in OpenAI's error shape, or an error event in a stream), never the proxy's cut."""
+
+
+def api_timeout_seconds(settings: Settings) -> int:
+    """The request timeout of the routes to the gateway (the ``/v1`` HTTPRoute or Ingress) and of the edge's
+    policy over every route (``rate_limit_policy_spec``: GRPCRoutes have no timeout of their own): at least
+    :data:`PROXY_TIMEOUT_S`, and :data:`PROXY_MARGIN_S` over the longest deadline the gateway gives a model
+    (a vLLM model's: ``gatewayDeadlineSeconds`` + its context x ``vllm.timePerOutputTokenSeconds``), so a full-length
+    answer is cut by no proxy."""
+    if not settings.serving.gateway.enabled:
+        return PROXY_TIMEOUT_S
+    longest = longest_deadline_seconds(settings.models, settings.serving.gateway.deadline_s)
+    return max(PROXY_TIMEOUT_S, longest + PROXY_MARGIN_S)
+
+
+def edge_args(settings: Settings, host: str, listener: str, request_timeout_seconds: int = PROXY_TIMEOUT_S) -> EdgeArgs:
     """One host on the Gateway API edge; on the cluster's own Gateway the route attaches to whichever listener
     accepts its host (the stack does not know that Gateway's listener names)."""
     ingress = settings.serving.ingress
@@ -359,6 +379,7 @@ def edge_args(settings: Settings, host: str, listener: str) -> EdgeArgs:
         listener=None if ingress.gateway_name or not ingress.tls else listener,
         tls=ingress.tls,
         api_key_auth=ingress.auth == "apiKey",
+        request_timeout_seconds=request_timeout_seconds,
     )
 
 
@@ -406,17 +427,24 @@ def edge_objects_args(settings: Settings, target: ClusterTarget) -> EdgeObjectsA
         clients=api_clients(settings),
         rotation=ingress.api_key_rotation,
         requests_per_minute=ingress.rate_limit_per_minute,
+        request_timeout_seconds=api_timeout_seconds(settings),
         issuer=issuer,
         issuer_solver=solver,
     )
 
 
-def exposure_args(settings: Settings, host: str, htpasswd: pulumi.Input[str] | None) -> IngressArgs:
+def exposure_args(
+    settings: Settings,
+    host: str,
+    htpasswd: pulumi.Input[str] | None,
+    request_timeout_seconds: int = PROXY_TIMEOUT_S,
+) -> IngressArgs:
     """The stack's TLS and authentication on ``host`` (the same for every model and the gateway)."""
     ingress = settings.serving.ingress
     basic = ingress.auth == "basic"
     return IngressArgs(
         host=host,
+        request_timeout_seconds=request_timeout_seconds,
         secure=ingress.tls,
         cluster_issuer=ingress.tls_issuer,
         tls_secret=None if ingress.tls_issuer or not ingress.tls else ingress.tls_secret_name,
@@ -502,9 +530,10 @@ def triton_service_args(
         scale_down_window_seconds=serving.autoscaling.scale_down_stabilization_s,
         gpus_per_node=None if conversion.model.on_cpu else settings.cluster.gpu_node.gpus,
         node_type=settings.cluster.gpu_node.name,
+        gpu_node_cpus=None if conversion.model.on_cpu else gpu_node_cpus(settings),
         rollout=rollout(settings, conversion.model),
         longest_request_seconds=longest_request_seconds(
-            settings, tuple(e.request_timeout_seconds for e in (ingress, edge) if e is not None)
+            settings, conversion.model, tuple(e.request_timeout_seconds for e in (ingress, edge) if e is not None)
         ),
         node_growth=NodeGrowth(autoscaler=False) if conversion.model.on_cpu else node_growth(settings),
         gemm_tuning=gemm_tuning(settings),
@@ -514,13 +543,26 @@ def triton_service_args(
     )
 
 
-def longest_request_seconds(settings: Settings, edge_timeouts: tuple[int, ...]) -> int:
-    """The longest a request to a model's Triton may take: the gateway's deadline (its calls, the probe's through
-    it) and the request timeouts of the edge routes that expose the model directly (``edge_timeouts``: a client
-    calling ``/v2`` is cut only there). What each Triton pod's drain waits for; 60 s (the gateway's default
-    deadline) when neither bounds it."""
-    gateway = (settings.serving.gateway.deadline_s,) if settings.serving.gateway.enabled else ()
-    return max((*gateway, *edge_timeouts), default=60)
+def gpu_node_cpus(settings: Settings) -> int | None:
+    """The most CPUs a GPU node of the stack may have, a vLLM engine's CPU limit
+    (``components.common.sizing.vllm_cpu_limit``): its type's, or a larger fallback type's (``g5.24xlarge`` beside
+    ``g5.12xlarge``: 96); None when the node's CPUs are not known (an existing cluster without ``gpuNodeCpus``)."""
+    node = settings.cluster.gpu_node
+    if node.vcpus is None:
+        return None
+    aws_cluster = settings.cluster.aws
+    fallbacks = aws_cluster.gpu_fallback_instance_types if aws_cluster is not None else ()
+    return max([node.vcpus, *(AWS_GPU_INSTANCES[t].vcpus or 0 for t in fallbacks if t in AWS_GPU_INSTANCES)])
+
+
+def longest_request_seconds(settings: Settings, model: ModelSpec, edge_timeouts: tuple[int, ...]) -> int:
+    """The longest a request to ``model``'s Triton may take: the gateway's deadline for the model (its calls, the
+    probe's through it; a vLLM model's covers its longest answer) and the request timeouts of the edge routes that
+    expose the model directly (``edge_timeouts``: a client calling ``/v2`` is cut only there). What each Triton
+    pod's drain waits for; 60 s (the gateway's default deadline) when neither bounds it."""
+    gateway = settings.serving.gateway
+    deadline = (model_deadline_seconds(model, gateway.deadline_s),) if gateway.enabled else ()
+    return max((*deadline, *edge_timeouts), default=60)
 
 
 def gemm_tuning(settings: Settings) -> GemmTuning:
@@ -556,8 +598,10 @@ def gateway_args(
         store=store,
         ingress=None
         if uses_gateway_api(settings)
-        else exposure_args(settings, settings.serving.ingress.host, htpasswd),
-        edge=edge_args(settings, settings.serving.ingress.host, API_LISTENER) if uses_gateway_api(settings) else None,
+        else exposure_args(settings, settings.serving.ingress.host, htpasswd, api_timeout_seconds(settings)),
+        edge=edge_args(settings, settings.serving.ingress.host, API_LISTENER, api_timeout_seconds(settings))
+        if uses_gateway_api(settings)
+        else None,
         min_replicas=gateway.replicas_min,
         max_replicas=gateway.replicas_max,
         cpu=gateway.cpu,

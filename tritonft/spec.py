@@ -133,6 +133,12 @@ class EncoderSpec:
         return found
 
 
+DEFAULT_TIME_PER_OUTPUT_TOKEN_S = 0.05
+"""20 tokens/s per stream: what an 8B model's decode step takes at most on an A10G at vLLM's full batch (each step
+reads the 16 GB of weights once, 27 ms at 600 GB/s, plus the batch's KV cache, at most the ~5 GiB left for it: 9 ms),
+with room to spare."""
+
+
 @dataclass(frozen=True)
 class VllmSpec:
     """How a Llama-family model (``family: llama``) is served by vLLM; required there, absent elsewhere.
@@ -153,6 +159,11 @@ class VllmSpec:
     max_num_seqs: int = 64
     dtype: str = "auto"
     enable_prefix_caching: bool = True
+    time_per_output_token_s: float = DEFAULT_TIME_PER_OUTPUT_TOKEN_S
+    """The slowest a stream may generate (seconds per token, under the engine's full batch): the gateway gives a
+    request for this model its ``--deadline`` plus the model's context times this
+    (:func:`tritonft.gateway.config.request_deadline_s`), so an answer as long as the context is not cut. Not an
+    engine argument: the repository does not depend on it (:meth:`ModelSpec.repository_json`)."""
 
 
 class Device(StrEnum):
@@ -352,6 +363,11 @@ class ModelSpec:
             found.append("pipeline_parallel: vLLM models are split by tensor_parallel only (set it to 1)")
         if self.int8_mode:
             found.append("int8_mode: a FasterTransformer option, not for a vLLM model")
+        if self.vllm is not None and not self.vllm.time_per_output_token_s > 0:
+            found.append(
+                f"vllm.time_per_output_token_s: {self.vllm.time_per_output_token_s!r} must be a positive number of "
+                f"seconds (default {DEFAULT_TIME_PER_OUTPUT_TOKEN_S:g})"
+            )
         return found
 
     @property
@@ -420,6 +436,16 @@ class ModelSpec:
             del plain["vllm"]
         if self.device == Device.GPU:
             del plain["device"]
+        return json.dumps(plain, sort_keys=True, separators=(",", ":"))
+
+    def repository_json(self) -> str:
+        """:meth:`to_json` without what only the gateway reads (a vLLM model's ``time_per_output_token_s``, its
+        requests' deadline): what the rendered repository and the serving version depend on, so a changed deadline
+        re-renders no repository and starts no judged rollout."""
+        if self.vllm is None:
+            return self.to_json()
+        plain = json.loads(self.to_json())
+        del plain["vllm"]["time_per_output_token_s"]
         return json.dumps(plain, sort_keys=True, separators=(",", ":"))
 
     @classmethod

@@ -40,9 +40,14 @@ def dns_label(text: str, max_len: int = DNS_LABEL_MAX) -> str:
 
 
 def repository_key(model: ModelSpec, converter_version: str) -> str:
-    """Content key of the rendered repository: the conversion key plus the whole spec (batching, lengths, ...)."""
-    material = f"{model.conversion_key(converter_version)}\n{model.to_json()}\n{converter_version}"
+    """Content key of the rendered repository: the conversion key plus the whole spec (batching, lengths, ...) but
+    what only the gateway reads (:meth:`tritonft.spec.ModelSpec.repository_json`)."""
+    material = f"{model.conversion_key(converter_version)}\n{model.repository_json()}\n{converter_version}"
     return hashlib.sha256(material.encode()).hexdigest()[:10]
+
+
+COMPILE_CACHE = "compile-cache"
+"""The store's directory of the vLLM models' compile caches (``<model>/<revision>`` inside)."""
 
 
 @dataclass(frozen=True)
@@ -56,12 +61,20 @@ class ModelPaths:
     judge_reference: str = ""
     """The judge's reference of the revision (a FasterTransformer generator's; empty otherwise), written by its
     reference Job: ``/models/references/<model>/<reference key>/judge-reference.json``."""
+    compile_cache: str = ""
+    """A vLLM model's compile cache (empty otherwise): ``/models/compile-cache/<model>/<revision>``, vLLM's
+    ``VLLM_CACHE_ROOT`` in its Triton pods (mounted writable by ``subPath``), made by its Job."""
 
     @property
     def checkpoint_subpath(self) -> str:
         """:attr:`checkpoint_dir` relative to the store's root: the ``subPath`` a pod mounts it by (a vLLM model's
         ``hf/<model>/<revision>``)."""
         return self.checkpoint_dir.removeprefix(f"{STORE_MOUNT}/")
+
+    @property
+    def compile_cache_subpath(self) -> str:
+        """:attr:`compile_cache` relative to the store's root (the Triton pods' ``subPath``)."""
+        return self.compile_cache.removeprefix(f"{STORE_MOUNT}/")
 
     @property
     def ft_checkpoint(self) -> str:
@@ -73,7 +86,7 @@ def model_paths(model: ModelSpec, converter_version: str) -> ModelPaths:
     """Store layout: ``/models/checkpoints/<model>/<conversion key>`` and
     ``/models/repositories/<model>/<repository key>``; a vLLM model's checkpoint is its Hugging Face files as
     downloaded, at ``/models/hf/<model>/<revision>`` (the path its ``model.json`` names: the engine's
-    ``model_path``)."""
+    ``model_path``), and its compile cache at ``/models/compile-cache/<model>/<revision>``."""
     ckey = model.conversion_key(converter_version)
     rkey = repository_key(model, converter_version)
     base = dns_label(model.name)
@@ -82,6 +95,7 @@ def model_paths(model: ModelSpec, converter_version: str) -> ModelPaths:
         return ModelPaths(
             checkpoint_dir=vllm_model_path(model, STORE_MOUNT),
             repository_dir=f"{STORE_MOUNT}/repositories/{base}/{rkey}",
+            compile_cache=f"{STORE_MOUNT}/{COMPILE_CACHE}/{base}/{model.revision}",
         )
     reference = ""
     if model.family.is_fastertransformer:

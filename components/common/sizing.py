@@ -366,7 +366,7 @@ def cpu_server_sizing(model: ModelSpec) -> ServerSizing:
     )
 
 
-def server_sizing(model: ModelSpec) -> ServerSizing:
+def server_sizing(model: ModelSpec, node_cpus: int | None = None) -> ServerSizing:
     """Resources of a Triton pod serving ``model`` (on CPU nodes: :func:`cpu_server_sizing`).
 
     * GPUs = TP x PP (one replica of the model; ft-format.md §6);
@@ -378,11 +378,13 @@ def server_sizing(model: ModelSpec) -> ServerSizing:
 
     An encoder on a GPU takes one GPU, like a one-GPU generator, and the same host-memory rule (ONNX Runtime's
     TensorRT accelerator stages the weights in host memory as FT does).
+
+    ``node_cpus``: the GPU node's CPUs, a vLLM engine's CPU limit (:func:`vllm_server_sizing`); None: not known.
     """
     if model.on_cpu:
         return cpu_server_sizing(model)
     if model.family.is_vllm:
-        return vllm_server_sizing(model)
+        return vllm_server_sizing(model, node_cpus)
     shm = shm_bytes(model)
     memory = SERVER_BASE_MEMORY + shm + 2 * largest_tensor_bytes(model)
     cpu = 2 + model.gpus
@@ -403,11 +405,31 @@ VLLM_WORKER_MEMORY = 4 * GIB
 safetensors it maps while loading its shard (``load_format: safetensors`` reads through the page cache, charged to
 the pod as it is touched) and the pinned buffers of the sampler and the scheduler's outputs."""
 VLLM_TMP = 4 * GIB
-"""``/tmp`` of a vLLM pod (``HOME=/tmp``): vLLM's ``~/.cache/vllm`` holds torch.compile's artifacts and the CUDA-graph
-capture's cache of each shape it compiles (hundreds of MiB per model; the root filesystem is read-only)."""
+"""``/tmp`` of a vLLM pod (``HOME=/tmp``): what the engine's libraries cache under ``HOME`` (the root filesystem is
+read-only); torch.compile's artifacts and the kernels it builds (hundreds of MiB per model) are in vLLM's cache root
+on the store instead (``components.serving.server_spec.compile_cache_volume``), kept across the pod's restarts."""
 
 
-def vllm_server_sizing(model: ModelSpec) -> ServerSizing:
+def vllm_cpu_limit(request: int, node_cpus: int | None) -> int:
+    """The vLLM server container's CPU limit: the GPU node's CPUs (never below the ``request``), else, the node not
+    known, twice the request.
+
+    A CPU limit is a CFS quota per 100 ms period over every thread of the container: once they have used
+    ``limit`` x 100 ms of CPU in a period, all of them wait for the next one, the engine's busy scheduler loop
+    included, and each such stall adds up to the rest of the period to the step in flight (time to first token, time
+    per token). The container runs several busy processes at once (tritonserver's HTTP/gRPC threads, the backend's
+    front with the tokenizer, vLLM's engine core, a worker per GPU), so a burst (a batch of long prompts tokenized
+    while the engine steps) can spend a quota of twice the request within a period. At the node's CPUs the quota is
+    never below what the container can use at once (it cannot run on more cores than the node has): CFS never
+    throttles it, while the policy's rule that every container has a limit holds without an exception. The
+    request (2 + 1 per GPU) is what the scheduler reserves and what CFS's shares guarantee under contention.
+    """
+    if node_cpus is None:
+        return 2 * request
+    return max(node_cpus, request)
+
+
+def vllm_server_sizing(model: ModelSpec, node_cpus: int | None = None) -> ServerSizing:
     """Resources of a Triton pod serving a Llama-family model through the vLLM backend.
 
     * GPUs = TP (``tensorParallel``: vLLM's ``tensor_parallel_size``);
@@ -415,8 +437,10 @@ def vllm_server_sizing(model: ModelSpec) -> ServerSizing:
       with ``--shm-size=1G``; + 256 MiB per GPU beyond the first for vLLM's workers' message queue and NCCL);
     * memory request = limit = 3 GiB (tritonserver, the Python backend stub, the engine's front process) + /dev/shm +
       :data:`VLLM_WORKER_MEMORY` per GPU (one worker process per rank);
-    * CPU request = 2 + 1 per GPU (the engine's scheduler and tokenizer, one feeder per rank); limit = 2 x request;
-    * ephemeral storage = 2 GiB + :data:`VLLM_TMP` (vLLM's compile cache in ``/tmp``).
+    * CPU request = 2 + 1 per GPU (the engine's scheduler and tokenizer, one feeder per rank); limit = the GPU
+      node's CPUs (``node_cpus``; :func:`vllm_cpu_limit`: no CFS throttling of the engine), twice the request when
+      the node is not known;
+    * ephemeral storage = 2 GiB + :data:`VLLM_TMP` (``/tmp``; the compile cache is on the store).
     """
     shm = shm_bytes(model)
     memory = SERVER_BASE_MEMORY + shm + VLLM_WORKER_MEMORY * model.gpus
@@ -425,7 +449,7 @@ def vllm_server_sizing(model: ModelSpec) -> ServerSizing:
     return ServerSizing(
         gpus=model.gpus,
         cpu_request=str(cpu),
-        cpu_limit=str(2 * cpu),
+        cpu_limit=str(vllm_cpu_limit(cpu, node_cpus)),
         memory_request=quantity_mi(memory),
         memory_limit=quantity_mi(memory),
         shm_size=quantity_mi(shm),

@@ -57,6 +57,7 @@ from components.gateway.spec import (
     gateway_selector,
     gateway_service_monitor_spec,
     gateway_service_spec,
+    longest_deadline_seconds,
     specs_data,
     specs_digest,
 )
@@ -111,7 +112,8 @@ class GatewayArgs:
     memory: str = "512Mi"
     """Memory request and limit of each pod."""
     deadline_seconds: int = 60
-    """Longest a request may take (``tritonft gateway --deadline``); at most the ingress' proxy timeout."""
+    """The base of each model's deadline (``tritonft gateway --deadline``; a vLLM model's adds its longest answer:
+    :func:`components.gateway.spec.model_deadline_seconds`); the longest of them at most the proxy's timeout."""
     coalesce: bool = True
     """Merge concurrent same-parameter completions into one Triton call (``tritonft gateway --coalesce``)."""
     monitoring: bool = False
@@ -148,22 +150,23 @@ def validate_gateway(args: GatewayArgs) -> list[str]:
         problems.append(f"max_replicas ({args.max_replicas}) must be >= min_replicas ({args.min_replicas})")
     if args.deadline_seconds < 1:
         problems.append(f"deadline_seconds must be at least 1 (got {args.deadline_seconds})")
+    longest = longest_deadline_seconds([b.model for b in served_backends(args.backends)], args.deadline_seconds)
+    for proxy, timeout in (
+        ("the ingress timeout", args.ingress.request_timeout_seconds if args.ingress is not None else None),
+        ("the edge's request timeout", args.edge.request_timeout_seconds if args.edge is not None else None),
+    ):
+        if timeout is not None and longest > timeout:
+            problems.append(
+                f"the longest deadline of a model's requests ({longest} s: deadline_seconds {args.deadline_seconds}"
+                f" plus a vLLM model's longest answer) is longer than {proxy} ({timeout} s): the proxy would cut "
+                "requests first; lower deadline_seconds or raise the proxy's timeout"
+            )
     if args.ingress is not None:
         problems += validate_ingress(args.ingress)
-        if args.deadline_seconds > args.ingress.request_timeout_seconds:
-            problems.append(
-                f"deadline_seconds ({args.deadline_seconds}) is longer than the ingress timeout "
-                f"({args.ingress.request_timeout_seconds} s): the proxy would cut requests first; lower it"
-            )
     if args.edge is not None:
         problems += validate_edge(args.edge)
         if args.ingress is not None:
             problems.append("ingress and edge: expose /v1 through an Ingress or a Gateway API route, not both")
-        if args.deadline_seconds > args.edge.request_timeout_seconds:
-            problems.append(
-                f"deadline_seconds ({args.deadline_seconds}) is longer than the edge's request timeout "
-                f"({args.edge.request_timeout_seconds} s): the proxy would cut requests first; lower it"
-            )
     if args.monitoring and "prometheus-operator" not in args.target.addons:
         problems.append("monitoring is on but the cluster has no 'prometheus-operator' add-on (ServiceMonitor CRD)")
     return problems

@@ -12,6 +12,7 @@ Prometheus (``/metrics``) on its one port and lets it reach only DNS and the Tri
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -32,6 +33,7 @@ from components.common.workload import (
     pods_peer,
 )
 from components.settings.alerting import with_runbooks
+from tritonft.gateway.config import request_deadline_s
 from tritonft.spec import EncoderTask, ModelSpec
 
 GATEWAY_PORT = 8080
@@ -55,11 +57,24 @@ GATEWAY_EXIT_S = 5
 """uvicorn's exit after SIGTERM once idle (it closes its idle keep-alive connections)."""
 
 
-def gateway_drain(deadline_seconds: int) -> Drain:
+def gateway_drain(longest_request_seconds: int) -> Drain:
     """The gateway pod's drain: its ``preStop`` sleeps until the edge's proxies have dropped it (they watch the
-    Service's endpoints: no DNS in between) and its longest request (``--deadline``) has ended; the grace period
-    is longer than both, so a rollout or a scale-in of the gateway cuts no completion, streamed or not."""
-    return drain(ENDPOINTS_LAG_S, deadline_seconds, GATEWAY_EXIT_S)
+    Service's endpoints: no DNS in between) and its longest request (the longest of its models' deadlines,
+    :func:`longest_deadline_seconds`) has ended; the grace period is longer than both, so a rollout or a scale-in of
+    the gateway cuts no completion, streamed or not."""
+    return drain(ENDPOINTS_LAG_S, longest_request_seconds, GATEWAY_EXIT_S)
+
+
+def model_deadline_seconds(model: ModelSpec, base_seconds: int) -> int:
+    """The gateway's deadline for a request to ``model`` when it runs with ``--deadline base_seconds``, in whole
+    seconds rounded up (:func:`tritonft.gateway.config.request_deadline_s`: a vLLM model's adds its longest answer):
+    what its Triton pods' drain waits for, and what every proxy in front of the gateway must allow."""
+    return math.ceil(request_deadline_s(model, float(base_seconds)))
+
+
+def longest_deadline_seconds(models: Sequence[ModelSpec], base_seconds: int) -> int:
+    """The longest deadline of a request the gateway serving ``models`` may hold (``base_seconds`` without any)."""
+    return max((model_deadline_seconds(m, base_seconds) for m in models), default=base_seconds)
 
 
 class Route(StrEnum):
@@ -112,6 +127,7 @@ class GatewayPod:
     memory: str
     """Memory request and limit (Kubernetes quantity)."""
     deadline_seconds: int
+    """``--deadline``: the base of every model's deadline (:func:`model_deadline_seconds`)."""
     node_selector: dict[str, str]
     coalesce: bool = True
     """Merge concurrent same-parameter completions into one Triton call (``--coalesce``/``--no-coalesce``)."""
@@ -177,7 +193,7 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
     process answers), so a Triton outage takes the gateway out of the Service but never restarts it. It leaves
     through :func:`gateway_drain`.
     """
-    leaving = gateway_drain(pod.deadline_seconds)
+    leaving = gateway_drain(longest_deadline_seconds([b.model for b in backends], pod.deadline_seconds))
     resources = {"cpu": pod.cpu, "memory": pod.memory}
     checkpoints = [b for b in backends if b.checkpoint_subpath is not None]
     if checkpoints and pod.store_claim is None:

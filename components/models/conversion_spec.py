@@ -179,6 +179,7 @@ a temporary name and renames it into place: the conversion Job never reads half 
 VLLM_SCRIPT = """\
 set -eu
 publish() { touch "$1/MARKER" && rm -rf "$2" && mv "$1" "$2"; }
+mkdir -p "$COMPILE_CACHE_DIR"
 if [ -f "$REPOSITORY_DIR/MARKER" ]; then
   echo "triton-ft: $REPOSITORY_DIR is complete; nothing to do"
   exit 0
@@ -200,7 +201,9 @@ tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial
 publish "$partial" "$REPOSITORY_DIR"
 echo "triton-ft: done"
 """.replace("MARKER", COMPLETE_MARKER)
-"""A vLLM model's Job (``ENGINE=vllm``): download -> repo, each skipped when its output is already complete.
+"""A vLLM model's Job (``ENGINE=vllm``): download -> repo, each skipped when its output is already complete; first
+it makes the model's compile cache directory (``COMPILE_CACHE_DIR``), owned by the workloads' user, which its Triton
+pods mount writable by ``subPath`` (a directory the kubelet made for a missing ``subPath`` could be root's).
 
 No conversion: ``tritonft download`` (pinned revision, every file hashed and each LFS weight compared with the sha256
 the Hub published, the token of a gated repo read from the mounted Secret through ``HF_TOKEN_PATH``) writes the
@@ -251,10 +254,12 @@ class ConversionPod:
 def writable_dirs(paths: ModelPaths) -> tuple[str, ...]:
     """The store's directories one model's Job writes in: the parents of its checkpoint and repository (each
     output is written beside its target as ``.partial-<pod>`` and renamed into place), e.g.
-    ``checkpoints/<model>`` and ``repositories/<model>`` (``hf/<model>`` for a vLLM model), and a FasterTransformer
-    generator's ``references/<model>`` (its reference Job writes the judge's reference there). Another model's
-    files, its ``model.py`` included, are out of the Job's reach."""
+    ``checkpoints/<model>`` and ``repositories/<model>`` (``hf/<model>`` and ``compile-cache/<model>`` for a vLLM
+    model), and a FasterTransformer generator's ``references/<model>`` (its reference Job writes the judge's
+    reference there). Another model's files, its ``model.py`` included, are out of the Job's reach."""
     parents: tuple[str, ...] = (posixpath.dirname(paths.checkpoint_dir), posixpath.dirname(paths.repository_dir))
+    if paths.compile_cache:  # compile-cache/<model>: the Job makes <revision> in it for the Triton pods
+        parents += (posixpath.dirname(paths.compile_cache),)
     if paths.judge_reference:  # references/<model>/<key>/judge-reference.json: its reference Job writes <model>
         parents += (posixpath.dirname(posixpath.dirname(paths.judge_reference)),)
     return tuple(p.removeprefix(f"{STORE_MOUNT}/") for p in parents)
@@ -306,6 +311,8 @@ def script_env(
         "TMPDIR": "/tmp",
         "HF_HUB_DISABLE_TELEMETRY": "1",
     }
+    if paths.compile_cache:  # a vLLM model's (VLLM_SCRIPT makes it)
+        values["COMPILE_CACHE_DIR"] = paths.compile_cache
     if encoder is not None:
         values |= {
             "TASK": str(encoder.task),

@@ -25,6 +25,7 @@ from components.common.workload import (
 )
 from components.settings.capacity import spread_affinity, zone_spread
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
+from tritonft.engines.vllm import health
 from tritonft.engines.vllm.health import readiness_probe
 from tritonft.gateway.triton import REFRESH_S
 from tritonft.spec import ModelSpec
@@ -54,15 +55,26 @@ TRITON_EXIT_S = 30
 """Triton's own exit after SIGTERM (``--exit-timeout-secs``' default; idle after the drain, it unloads its models)."""
 
 
-def triton_drain(longest_request_seconds: int) -> Drain:
+def triton_drain(longest_request_seconds: int, *, vllm: bool = False) -> Drain:
     """The Triton pod's drain: its ``preStop`` sleeps until no client can still pick it and the longest request
-    already sent (``longest_request_seconds``) has ended, so SIGTERM finds it idle.
+    already sent (``longest_request_seconds``) has ended, so SIGTERM finds it idle. A vLLM model's pod waits only as
+    long as its engine has requests (:func:`vllm_lifecycle`: its longest request, many minutes, is the bound, not
+    what every pod waits); its grace period allows the check's overrun.
 
     Triton needs it: on SIGTERM it refuses new work to every model at once ("Server is stopping, scheduler for model
     has stopped accepting new inference requests"), so an ensemble between two steps, or a stream between two
     responses, fails (``tests/system/realtriton/test_drain.py``). Under ``mpirun`` (a model on several GPUs) SIGTERM
     goes to ``mpirun``, PID 1, which kills its child soon after: the hook runs before either sees a signal."""
-    return drain(TRITON_PROPAGATION_S, longest_request_seconds, TRITON_EXIT_S)
+    overrun = health.DRAIN_OVERRUN_S if vllm else 0
+    return drain(TRITON_PROPAGATION_S + overrun, longest_request_seconds, TRITON_EXIT_S)
+
+
+def vllm_lifecycle(model: ModelSpec, longest_request_seconds: int) -> dict[str, Any]:
+    """A vLLM model's Triton container's ``lifecycle``: its ``preStop`` waits out the propagation, then until the
+    engine has nothing running or waiting for the model (or the longest request has passed)
+    (:data:`tritonft.engines.vllm.health.DRAIN_SCRIPT`)."""
+    command = health.drain_command(model.name, TRITON_PROPAGATION_S, longest_request_seconds)
+    return {"preStop": {"exec": {"command": command}}}
 
 
 def release_tuple(release: str) -> tuple[int, int]:
@@ -170,6 +182,32 @@ class ServerPod:
     """Triton exports its request-latency summaries (:data:`LATENCY_SUMMARY_FLAG`: the canary phase's p95)."""
     priority_class: str | None = None
     """The stack's serving PriorityClass (``components.common.priority``); None: the cluster's default priority."""
+    compile_cache: str = ""
+    """A vLLM model's compile cache on the store (``ModelPaths.compile_cache``, made by its Job): mounted writable
+    by ``subPath`` as vLLM's ``VLLM_CACHE_ROOT`` (:func:`compile_cache_volume`); empty: none (the other engines)."""
+
+
+COMPILE_CACHE_VOLUME = "compile-cache"
+"""The pod's second volume of the store's claim, not read-only: only the model's compile cache is mounted from it."""
+COMPILE_CACHE_ENV = "VLLM_CACHE_ROOT"
+"""vLLM 0.27.1 keeps torch.compile's artifacts under ``$VLLM_CACHE_ROOT/torch_compile_cache/<hash>`` (``envs.py:684``,
+``compilation/backends.py:1068``: the hash covers vLLM's config, the environment, the traced code and the
+compiler) and sends Inductor's and Triton's caches there too (``compilation/compiler_interface.py:476-480``:
+``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``); where the root lies is not part of the hash (``envs.py:2144``)."""
+
+
+def compile_cache_volume(model: ModelSpec, pod: ServerPod) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(env, volumeMount, volume) putting a vLLM model's compile cache on the store: a restarted or added pod finds
+    what an earlier one compiled (torch.compile and the kernels take minutes at each start otherwise). Only the
+    model's own ``compile-cache/<model>/<revision>`` is writable: the rest of the store stays read-only."""
+    if not (model.family.is_vllm and pod.compile_cache):
+        raise ValueError(f"model {model.name!r}: only a vLLM model with its compile cache directory has one")
+    subpath = pod.compile_cache.removeprefix(f"{STORE_MOUNT}/")
+    return (
+        {"name": COMPILE_CACHE_ENV, "value": pod.compile_cache},
+        {"name": COMPILE_CACHE_VOLUME, "mountPath": pod.compile_cache, "subPath": subpath},
+        {"name": COMPILE_CACHE_VOLUME, "persistentVolumeClaim": {"claimName": pod.claim_name}},
+    )
 
 
 def placement(model: ModelSpec, pod: ServerPod) -> dict[str, Any]:
@@ -206,7 +244,7 @@ def server_pod_spec(
     * with ``pod_selector`` (the model's pods), its replicas spread over nodes and zones
       (``components.settings.capacity.spread_affinity``, ``zone_spread``).
     """
-    leaving = triton_drain(pod.longest_request_seconds)
+    leaving = triton_drain(pod.longest_request_seconds, vllm=model.family.is_vllm)
     gpus = {pod.gpu.resource_name: str(sizing.gpus)} if sizing.gpus else {}
     requests = {
         "cpu": sizing.cpu_request,
@@ -224,8 +262,10 @@ def server_pod_spec(
         {"name": "HOME", "value": "/tmp"},
         {"name": ADMIN_KEY_ENV, "valueFrom": {"fieldRef": {"fieldPath": "metadata.uid"}}},
     ]
+    cache = compile_cache_volume(model, pod) if model.family.is_vllm and pod.compile_cache else None
     if model.family.is_vllm:
         env += [dict(e) for e in VLLM_ENV]
+        env += [cache[0]] if cache is not None else []
     elif not model.family.is_encoder:
         # FTB's default: GROUP is safe; PARALLEL is faster but may hang (FTB README).
         env.append({"name": "NCCL_LAUNCH_MODE", "value": "GROUP"})
@@ -244,12 +284,15 @@ def server_pod_spec(
         "startupProbe": http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
         "livenessProbe": http_probe(LIVE_PATH, 10, 3),
         "readinessProbe": readiness_probe(model.name) if model.family.is_vllm else http_probe(READY_PATH, 5, 3),
-        "lifecycle": leaving.lifecycle(),
+        "lifecycle": vllm_lifecycle(model, pod.longest_request_seconds)
+        if model.family.is_vllm
+        else leaving.lifecycle(),
         "securityContext": container_security_context(),
         "volumeMounts": [
             {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True},
             {"name": "shm", "mountPath": "/dev/shm"},
             {"name": "tmp", "mountPath": "/tmp"},
+            *([cache[1]] if cache is not None else []),
         ],
     }
     spec: dict[str, Any] = {
@@ -265,6 +308,7 @@ def server_pod_spec(
             # Counted in the memory request (server_sizing): a memory emptyDir is charged to the pod.
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": sizing.shm_size}},
             {"name": "tmp", "emptyDir": {"sizeLimit": sizing.tmp_size}},
+            *([cache[2]] if cache is not None else []),
         ],
     }
     if affinity is not None:  # GPU packing (pod affinity); a CPU model's node affinity is kept beside it

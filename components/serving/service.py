@@ -165,6 +165,9 @@ class TritonServiceArgs:
     """GPUs of one GPU node: part-node pods then pack together (``components.settings.capacity``); None = no packing."""
     node_type: str = "GPU"
     """Name of the GPU node type, for the placement annotation."""
+    gpu_node_cpus: int | None = None
+    """CPUs of one GPU node: a vLLM model's CPU limit (``components.common.sizing.vllm_cpu_limit``); None: not
+    known (or a model on CPU nodes)."""
     rollout: Rollout = field(default_factory=fixed_rollout)
     """Surge or replace one at a time, decided from the GPU capacity (``components.settings.capacity.rollout_for``)."""
     longest_request_seconds: int = 60
@@ -316,7 +319,7 @@ class TritonService(pulumi.ComponentResource):
             placement[PLACEMENT_ANNOTATION] = placement_note(model.gpus, args.gpus_per_node, args.node_type)
         child = pulumi.ResourceOptions(parent=self, provider=target.provider)
 
-        sizing = server_sizing(model)
+        sizing = server_sizing(model, args.gpu_node_cpus)
         budget = startup_budget(model, load_bandwidth=args.load_bandwidth)
         pod = ServerPod(
             image=args.image,
@@ -327,9 +330,10 @@ class TritonService(pulumi.ComponentResource):
             longest_request_seconds=args.longest_request_seconds,
             latency_summaries=canary is not None,
             priority_class=target.priority.serving if target.priority else None,
+            compile_cache=args.conversion.paths.compile_cache,
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
-        drain_seconds = triton_drain(pod.longest_request_seconds).termination_grace_seconds
+        drain_seconds = triton_drain(pod.longest_request_seconds, vllm=model.family.is_vllm).termination_grace_seconds
         # Nothing to wait for from a GPU node autoscaler when the model takes no GPU.
         growth = NodeGrowth(autoscaler=False) if model.on_cpu else args.node_growth
         replicas = args.min_replicas if args.autoscaler == "none" else None

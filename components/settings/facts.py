@@ -72,8 +72,9 @@ class ModelFacts:
         catalog = self.vllm_catalog
         base = catalog.facts if catalog is not None and "architecture" not in self.present else VllmSpec()
         stated = {VLLM_FIELDS[k][0]: v for k, v in self.get("vllm", {}).items() if k in VLLM_FIELDS}
-        if "gpu_memory_utilization" in stated:
-            stated["gpu_memory_utilization"] = float(stated["gpu_memory_utilization"])
+        for number in ("gpu_memory_utilization", "time_per_output_token_s"):  # 1 and 1.0 are the same JSON number
+            if number in stated:
+                stated[number] = float(stated[number])
         return dataclasses.replace(base, **stated)
 
     @property

@@ -45,14 +45,28 @@ class GpuNodeType:
     name: str
     gpu: GpuModel
     gpus: int
+    vcpus: int | None = None
+    """The node's CPUs (an EC2 type's vCPUs; an existing cluster's ``gpuNodeCpus``); None: not known. A vLLM
+    engine's CPU limit (``components.common.sizing.vllm_server_sizing``)."""
 
     @property
     def total_memory_bytes(self) -> int:
         return self.gpu.memory_gib * GIB * self.gpus
 
 
+def ec2_vcpus(size: str) -> int:
+    """The vCPUs of an EC2 size of the GPU families here: 4 per ``xlarge`` (``12xlarge`` = 48; p3.2xlarge = 8,
+    p5.48xlarge = 192), ``metal`` (g4dn's) 96."""
+    if size == "metal":
+        return 96
+    return 4 * int(size.removesuffix("xlarge") or 1)
+
+
 def _family(prefix: str, gpu: str, counts: dict[str, int]) -> dict[str, GpuNodeType]:
-    return {f"{prefix}.{size}": GpuNodeType(f"{prefix}.{size}", GPU_MODELS[gpu], n) for size, n in counts.items()}
+    return {
+        f"{prefix}.{size}": GpuNodeType(f"{prefix}.{size}", GPU_MODELS[gpu], n, ec2_vcpus(size))
+        for size, n in counts.items()
+    }
 
 
 _SINGLE = {"xlarge": 1, "2xlarge": 1, "4xlarge": 1, "8xlarge": 1, "16xlarge": 1}
@@ -70,7 +84,7 @@ AWS_GPU_INSTANCES: dict[str, GpuNodeType] = {
     **_family("p5e", "H200", {"48xlarge": 8}),
     **_family("p5en", "H200", {"48xlarge": 8}),
 }
-"""AWS GPU instance types we size against (GPU model, GPUs per instance)."""
+"""AWS GPU instance types we size against (GPU model, GPUs and vCPUs per instance)."""
 
 WEIGHT_BUDGET_FRACTION = 0.8
 """Share of each GPU's memory the weights may take; the rest is KV cache, activations and the CUDA context."""

@@ -177,8 +177,10 @@ def load_settings(
 
 def _gpu_node(top: _Reader, platform: str | None) -> GpuNodeType | None:
     """The GPU node shape, or None when the keys that name it are missing or invalid."""
-    if platform == "kubernetes" and not top.invalid & {"gpuType", "gpusPerNode"} and top.get("gpuType"):
-        return GpuNodeType("existing", GPU_MODELS[top.get("gpuType")], top.get("gpusPerNode", 1))
+    if platform == "kubernetes" and not top.invalid & {"gpuType", "gpusPerNode", "gpuNodeCpus"} and top.get("gpuType"):
+        return GpuNodeType(
+            "existing", GPU_MODELS[top.get("gpuType")], top.get("gpusPerNode", 1), top.get("gpuNodeCpus")
+        )
     if platform == "aws" and "gpuInstanceType" not in top.invalid and top.get("gpuInstanceType"):
         return AWS_GPU_INSTANCES[top.get("gpuInstanceType")]
     return None

@@ -281,8 +281,12 @@ VLLM_FIELDS: dict[str, tuple[str, str]] = {
     "numKvHeads": ("num_kv_heads", "integer"),
     "qkvBias": ("qkv_bias", "boolean"),
     "checkpointDtype": ("checkpoint_dtype", "string"),
+    "timePerOutputTokenSeconds": ("time_per_output_token_s", "number"),
 }
-"""The keys of a model entry's ``vllm`` block: vLLM's engine arguments (camel-cased) and the checkpoint facts."""
+"""The keys of a model entry's ``vllm`` block: vLLM's engine arguments (camel-cased), the checkpoint facts and the
+slowest pace its answers are given time for (the gateway's deadline)."""
+MAX_TIME_PER_OUTPUT_TOKEN_S = 10.0
+"""``vllm.timePerOutputTokenSeconds`` above this is a unit slip (milliseconds written as seconds)."""
 VLLM_CHECKPOINT_DTYPES = ("float16", "bfloat16", "float32")
 """``config.json`` ``torch_dtype`` values a checkpoint is published in."""
 
@@ -310,6 +314,10 @@ def _vllm_block(value: Any) -> list[tuple[str, str]]:
             problems.append((f".{key}", f"must be {'a' if kind != 'integer' else 'an'} {kind}, got {item!r}"))
         elif key == "dtype" and item not in DTYPES:
             problems.append((f".{key}", f"{item!r} is not one of vLLM's dtypes: {', '.join(DTYPES)}"))
+        elif key == "timePerOutputTokenSeconds" and not 0 < item <= MAX_TIME_PER_OUTPUT_TOKEN_S:
+            problems.append(
+                (f".{key}", f"{item!r} must be in (0, {MAX_TIME_PER_OUTPUT_TOKEN_S:g}] seconds per generated token")
+            )
         elif key == "checkpointDtype" and item not in VLLM_CHECKPOINT_DTYPES:
             problems.append((f".{key}", f"{item!r} is not one of {', '.join(VLLM_CHECKPOINT_DTYPES)}"))
         elif key == "architecture" and item not in ARCHITECTURES:
@@ -755,6 +763,17 @@ STACK_KNOBS: tuple[Knob, ...] = (
         default=1,
         minimum=1,
         maximum=16,
+    ),
+    Knob(
+        "gpuNodeCpus",
+        "integer",
+        "CPUs of each GPU node of the existing cluster: a vLLM model's server container gets them as its CPU limit "
+        "(its request stays 2 + 1 per GPU), so CFS never throttles the engine's loop below what the node has "
+        "(on aws: the instance type's vCPUs).",
+        scope="kubernetes",
+        default_doc="unset: a vLLM server's CPU limit is twice its request, which CFS may throttle under bursts",
+        minimum=1,
+        maximum=1024,
     ),
     Knob(
         "gpuNodes",
@@ -1472,7 +1491,9 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "gatewayDeadlineSeconds",
         "integer",
-        "Longest a request through the gateway may take before it answers 504 (at most the ingress timeout).",
+        "Longest a request through the gateway may take before it answers 504; a vLLM model's requests get this "
+        "plus their longest answer (its context x `vllm.timePerOutputTokenSeconds`), and the proxies in front of "
+        "the gateway allow the longest of them.",
         default=60,
         minimum=1,
         maximum=300,
@@ -1703,7 +1724,10 @@ MODEL_KNOBS: tuple[Knob, ...] = (
         "`enablePrefixCaching` (default true); the tensor-parallel size is the entry's `tensorParallel`. "
         "Checkpoint (from the catalog for a known `hfRepo`, else from its `config.json`): `architecture` "
         "(`architectures[0]`, e.g. LlamaForCausalLM), `numKvHeads` (`num_key_value_heads`), `qkvBias`, "
-        "`checkpointDtype` (`torch_dtype`).",
+        "`checkpointDtype` (`torch_dtype`). Deadline: `timePerOutputTokenSeconds` (default 0.05), the slowest pace "
+        "an answer is given time for: the gateway's deadline for the model's requests is `gatewayDeadlineSeconds` + "
+        "its context (`maxModelLen`) x this, and the proxies in front of the gateway and the model's pods' drain "
+        "follow it.",
         format="vllm-block",
         default_doc="the engine defaults above; the catalog's checkpoint facts",
     ),

@@ -122,6 +122,7 @@ def serve(
     judge: Judge | None = None,
     rollout: Rollout | None = None,
     canary: CanarySettings | None = None,
+    gpu_node_cpus: int | None = None,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -160,6 +161,7 @@ def serve(
             judge=judge,
             rollout=rollout or fixed_rollout(),
             canary=canary,
+            gpu_node_cpus=gpu_node_cpus,
         ),
     )
 

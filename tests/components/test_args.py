@@ -10,7 +10,7 @@ import pytest
 from components import args
 from components.gateway import GatewayArgs
 from components.serving.promotion import Candidate
-from components.settings import load_settings
+from components.settings import Settings, load_settings
 from tests.components.fixtures import MINILM_CPU, TOOLS_IMAGE, make_target
 from tests.components.settings.test_validation import aws_stack, ingress_stack, kubernetes_stack
 from tritonft.synth.engine import RecordingMocks, run_program
@@ -258,12 +258,37 @@ def test_each_model_runs_the_triton_release_of_its_engines_image() -> None:
 
 def test_a_models_longest_request_is_the_gateways_deadline_when_only_the_gateway_calls_it() -> None:
     settings = load(kubernetes_stack(gatewayDeadlineSeconds=90))
-    assert args.longest_request_seconds(settings, ()) == 90
+    assert args.longest_request_seconds(settings, settings.models[0], ()) == 90
 
 
 def test_a_model_exposed_on_the_edge_waits_out_the_edges_request_timeout_too() -> None:
     settings = load(kubernetes_stack(gatewayDeadlineSeconds=90))
-    assert args.longest_request_seconds(settings, (300,)) == 300
+    assert args.longest_request_seconds(settings, settings.models[0], (300,)) == 300
+
+
+def vllm_settings(**vllm: object) -> Settings:
+    from tests.components.settings.test_validation import QWEN7B, T5_SMALL
+
+    qwen = dict(QWEN7B, vllm={"maxModelLen": 16384, **vllm})
+    settings: Settings = load(kubernetes_stack(models=[dict(T5_SMALL), qwen], gatewayDeadlineSeconds=60))
+    return settings
+
+
+def test_a_vllm_models_pods_drain_for_its_longest_answer_at_the_stated_pace() -> None:
+    settings = vllm_settings(timePerOutputTokenSeconds=0.05)
+    t5, qwen = settings.models
+    # 60 s + 16384 tokens x 0.05 s = 879.2 s, rounded up; the FasterTransformer model keeps the gateway's 60 s
+    assert args.longest_request_seconds(settings, qwen, ()) == 880
+    assert args.longest_request_seconds(settings, t5, ()) == 60
+
+
+def test_the_proxies_in_front_of_the_gateway_outlast_its_longest_deadline() -> None:
+    assert args.api_timeout_seconds(vllm_settings(timePerOutputTokenSeconds=0.05)) == 880 + args.PROXY_MARGIN_S
+    assert args.api_timeout_seconds(vllm_settings(timePerOutputTokenSeconds=0.1)) == 1699 + args.PROXY_MARGIN_S
+
+
+def test_without_a_long_deadline_the_proxies_keep_their_five_minutes() -> None:
+    assert args.api_timeout_seconds(load(kubernetes_stack(gatewayDeadlineSeconds=90))) == args.PROXY_TIMEOUT_S == 300
 
 
 def test_a_failed_judge_says_its_candidate_is_kept_how_to_see_it_and_what_removes_it() -> None:
@@ -275,3 +300,13 @@ def test_a_failed_judge_says_its_candidate_is_kept_how_to_see_it_and_what_remove
     assert "`kubectl -n triton-local get deployment,pods,service -l triton-ft.io/version=0a1b2c3d`" in hint
     assert "`kubectl -n triton-local logs deployment/local-t5-small-0a1b2c3d -c triton`" in hint
     assert "the next `pulumi up` removes it" in hint and "`pulumi destroy` removes it too" in hint
+
+
+def test_a_vllm_engines_cpu_limit_is_the_largest_gpu_node_it_may_land_on() -> None:
+    assert args.gpu_node_cpus(load(aws_stack())) == 48  # g5.12xlarge
+    assert args.gpu_node_cpus(load(aws_stack(gpuFallbackInstanceTypes=["g5.24xlarge"]))) == 96
+
+
+def test_an_existing_clusters_gpu_node_cpus_are_what_it_states() -> None:
+    assert args.gpu_node_cpus(load(kubernetes_stack(gpuNodeCpus=32))) == 32
+    assert args.gpu_node_cpus(load(kubernetes_stack())) is None

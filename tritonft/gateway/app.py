@@ -37,7 +37,7 @@ from tritonft.gateway.mapping import (
 )
 from tritonft.gateway.metrics import GatewayMetrics
 from tritonft.gateway.streaming import Chunks, primed
-from tritonft.gateway.triton import Triton
+from tritonft.gateway.triton import CLOSE_GRACE_S, Triton
 
 GET = frozenset({"GET", "HEAD"})
 POST = frozenset({"POST"})
@@ -64,7 +64,9 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
     def client(model: str) -> Triton:
         url = config.url_of(model)
         if url not in clients:
-            clients[url] = triton or Triton(url)
+            # A pod that left DNS (draining, unready) keeps its calls until the longest of them may have ended.
+            longest = max(config.deadline_of(name) for name in config.names if config.url_of(name) == url)
+            clients[url] = triton or Triton(url, close_grace_s=max(CLOSE_GRACE_S, longest))
         return clients[url]
 
     @asynccontextmanager
@@ -90,7 +92,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         started = time.monotonic()
         first = True
         try:
-            async with aclosing(client(req.model.name).stream(req, prompt, config.deadline_s)) as responses:
+            async with aclosing(client(req.model.name).stream(req, prompt, req.model.deadline_s)) as responses:
                 async for whole in responses:
                     if first:
                         metrics.triton_first_response(req.model.name, time.monotonic() - started)
@@ -107,7 +109,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
 
     async def prompt_tokens(model: ServedModel, prompt: str) -> int:
         """``prompt``'s token count from the model's tokenizer (a streaming ensemble does not return it)."""
-        return await client(model.name).prompt_tokens(model.preprocessing, prompt, config.deadline_s)
+        return await client(model.name).prompt_tokens(model.preprocessing, prompt, model.deadline_s)
 
     def generated(model: ServedModel, whole: Beam, prompt: str, prompt_count: int) -> Beam:
         """A streamed response (the whole sequence so far) as the completion it holds: text and token count."""
@@ -130,7 +132,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
 
     async def send(req: EnsembleRequest, prompts: tuple[str, ...], deadline: float) -> list[Row]:
         metrics.triton_called(req.model.name, len(prompts))
-        return await client(req.model.name).generate_rows(req, prompts, deadline, config.deadline_s)
+        return await client(req.model.name).generate_rows(req, prompts, deadline, req.model.deadline_s)
 
     coalescer = Coalescer(send, config.deadline_s, config.calls_in_flight, enabled=config.coalesce)
 
@@ -186,7 +188,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                 row = (
                     await answer(
                         replace(req, prompts=(prompt,), n=1),
-                        time.monotonic() + config.deadline_s,
+                        time.monotonic() + req.model.deadline_s,
                     )
                 )[0]
                 rows.append(row)
@@ -201,7 +203,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         """A vLLM model's completion or chat (:mod:`tritonft.gateway.vllm`)."""
         req = vllm.vllm_request(body, model, chat=chat)
         timings = (metrics.triton_first_response, metrics.triton_waited)
-        engine = vllm.Engine(client(model.name), config.deadline_s, *timings)
+        engine = vllm.Engine(client(model.name), model.deadline_s, *timings)
 
         def answered(error: ApiError) -> ApiError:
             return client_error(error, model.name, config.scales_to_zero)
@@ -213,9 +215,9 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                 events = await primed(chunks.opening(), stream, answered)
                 return StreamingResponse(events, media_type="text/event-stream")
             metrics.triton_called(model.name, len(req.prompts))
-            answers = await asyncio.wait_for(vllm.answers(engine, req), config.deadline_s)
+            answers = await asyncio.wait_for(vllm.answers(engine, req), model.deadline_s)
         except TimeoutError as exc:
-            raise deadline_expired(config.deadline_s) from exc
+            raise deadline_expired(model.deadline_s) from exc
         except ApiError as exc:
             error = answered(exc)
             if error is exc:
@@ -243,7 +245,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                 chunks = Chunks(rid, created, model.name, chat, req.include_usage)
                 events = await primed(chunks.opening(), pieces(req, chunks), answered)
                 return StreamingResponse(events, media_type="text/event-stream")
-            rows = await answer(req, time.monotonic() + config.deadline_s)
+            rows = await answer(req, time.monotonic() + model.deadline_s)
         except ApiError as exc:
             error = answered(exc)
             if error is exc:

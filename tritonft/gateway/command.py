@@ -55,7 +55,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a model whose Triton may have no replica (KEDA scale to zero; repeat): it does not make the gateway "
         "unready, and a request for it meanwhile gets 503 with Retry-After (the request is what wakes it)",
     )
-    parser.add_argument("--deadline", type=float, default=60.0, help="seconds a request may take (default 60)")
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=60.0,
+        help="seconds a request may take (default 60); a vLLM model's requests get this plus its context times its "
+        "spec's vllm.time_per_output_token_s (the longest answer it may generate)",
+    )
     parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
     parser.add_argument(
         "--coalesce",
@@ -83,7 +89,7 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
         raise UserError("--deadline, --max-body-bytes and --calls-in-flight must be positive")
     specs = [option_file.read_spec("--spec", path) for path in args.spec]
     configs = tokenizer_configs(getattr(args, "tokenizer_config", []), {s.name: s.family.is_vllm for s in specs})
-    models = [ServedModel.from_spec(spec, configs.get(spec.name, "")) for spec in specs]
+    models = [ServedModel.from_spec(spec, configs.get(spec.name, ""), args.deadline) for spec in specs]
     embedders = [embedding_model(value) for value in args.embedding_model]
     names = [m.name for m in models] + [m.name for m in embedders]
     if len(set(names)) != len(names):

@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from tritonft.gateway.embeddings import EmbeddingModel
 from tritonft.spec import Family, ModelSpec
 
+DEFAULT_DEADLINE_S = 60.0
+"""``tritonft gateway --deadline``'s default: the base of every model's deadline (:func:`request_deadline_s`)."""
 MAX_BEAMS = 8
 """Largest ``n`` (beam width) the gateway forwards; FT's beam search is built for small widths."""
 
@@ -30,6 +32,9 @@ class ServedModel:
     """A vLLM model's context (the engine's ``max_model_len``: ``vllm.maxModelLen``, else the model's positions),
     which prompt and answer share; 0 for the FasterTransformer models, bounded by ``max_input_len`` /
     ``max_output_len`` instead."""
+    deadline_s: float = DEFAULT_DEADLINE_S
+    """Longest a request for this model may take end to end before the client gets a 504
+    (:func:`request_deadline_s`)."""
 
     @property
     def vllm(self) -> bool:
@@ -53,7 +58,10 @@ class ServedModel:
         return self.family in (Family.GPT2, Family.GPTJ) or (self.vllm and bool(self.tokenizer_config))
 
     @classmethod
-    def from_spec(cls, spec: ModelSpec, tokenizer_config: str = "") -> ServedModel:
+    def from_spec(
+        cls, spec: ModelSpec, tokenizer_config: str = "", base_deadline_s: float = DEFAULT_DEADLINE_S
+    ) -> ServedModel:
+        """``spec`` as served, its requests' deadline from ``base_deadline_s`` (``--deadline``)."""
         return cls(
             spec.name,
             spec.family,
@@ -63,7 +71,18 @@ class ServedModel:
             spec.batching.max_batch_size,
             tokenizer_config,
             context_len(spec),
+            request_deadline_s(spec, base_deadline_s),
         )
+
+
+def request_deadline_s(spec: ModelSpec, base_s: float) -> float:
+    """How long a request for ``spec`` may take through the gateway: ``base_s`` (``--deadline``: the wait for the
+    engine and the prompt's prefill, and all of a FasterTransformer model's few tokens), plus for a vLLM model the
+    longest answer it may generate at its slowest stated pace: its context (a chat without ``max_tokens`` may run to
+    the end of it) times ``vllm.time_per_output_token_s``. Llama 3.1 8B at 16384 tokens and 0.05 s: 60 + 819.2 s."""
+    if spec.vllm is None or not spec.family.is_vllm:
+        return base_s
+    return base_s + context_len(spec) * spec.vllm.time_per_output_token_s
 
 
 def context_len(spec: ModelSpec) -> int:
@@ -81,8 +100,9 @@ class GatewayConfig:
     """``HOST:PORT`` of Triton's gRPC endpoint ("" when every model has a route)."""
     models: tuple[ServedModel, ...]
     max_body_bytes: int = 1 << 20
-    deadline_s: float = 60.0
-    """Longest a request may take end to end before the client gets a 504."""
+    deadline_s: float = DEFAULT_DEADLINE_S
+    """The base of each model's deadline (``--deadline``; :attr:`ServedModel.deadline_s`), and the whole deadline of
+    an embedding request."""
     routes: dict[str, str] = field(default_factory=dict)
     """Model name -> ``HOST:PORT`` of the Triton serving it, where that is not ``triton_url`` (a deployed stack
     runs one Triton Deployment per model)."""
@@ -101,6 +121,11 @@ class GatewayConfig:
 
     def model(self, name: str) -> ServedModel | None:
         return next((m for m in self.models if m.name == name), None)
+
+    def deadline_of(self, name: str) -> float:
+        """The deadline of a request for model ``name`` (an embedding model's: the base)."""
+        model = self.model(name)
+        return model.deadline_s if model is not None else self.deadline_s
 
     def url_of(self, name: str) -> str:
         """The gRPC endpoint of the Triton that serves model ``name``."""

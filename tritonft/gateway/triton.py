@@ -207,7 +207,8 @@ REFRESH_S = 5.0
 """How often the gateway asks DNS again for a Triton service's addresses: a pod the autoscaler adds gets traffic
 within this long; one that leaves gets no new call once DNS has dropped it (it is not ready)."""
 CLOSE_GRACE_S = 120.0
-"""How long a dropped address's channel keeps its calls in flight before it is closed (> the longest deadline)."""
+"""How long a dropped address's channel keeps its calls in flight before it is closed, at the least: the gateway
+gives each Triton its models' longest deadline when that is longer (a vLLM model's answer may take many minutes)."""
 
 Resolver = Callable[[], Coroutine[Any, Any, list[str]]]
 """Returns the ``HOST:PORT`` targets a Triton URL stands for now."""
@@ -253,11 +254,21 @@ class Triton:
     The URL's host is resolved again every :data:`REFRESH_S` (a headless Service's name: one address per ready pod),
     with one gRPC channel per address (grpc multiplexes each pod's calls over one HTTP/2 connection); each call goes
     to the next address in turn. A call that cannot reach its pod (``UNAVAILABLE``: refused, reset, the pod went
-    away) is sent once more to the next pod and DNS is asked again at once. ``resolve`` replaces DNS (tests).
+    away) is sent once more to the next pod and DNS is asked again at once. ``resolve`` replaces DNS (tests). A
+    dropped address's channel is closed once its calls have ended, or after ``close_grace_s`` (at least the longest
+    deadline of a call to it: a draining pod's streams are not cut).
     """
 
-    def __init__(self, url: str, *, resolve: Resolver | None = None, refresh_s: float = REFRESH_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        resolve: Resolver | None = None,
+        refresh_s: float = REFRESH_S,
+        close_grace_s: float = CLOSE_GRACE_S,
+    ) -> None:
         self.url = url
+        self._close_grace_s = close_grace_s
         self._resolve = resolve or dns_resolver(url)
         self._refresh_s = refresh_s
         self._channels: dict[str, tuple[Any, Any]] = {}
@@ -296,7 +307,7 @@ class Triton:
             self._channels[target] = self._open(target)
         for target in closed:
             channel, _ = self._channels.pop(target)
-            task = asyncio.ensure_future(channel.close(grace=CLOSE_GRACE_S))
+            task = asyncio.ensure_future(channel.close(grace=self._close_grace_s))
             self._closing.add(task)
             task.add_done_callback(self._closing.discard)
 

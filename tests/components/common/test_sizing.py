@@ -270,3 +270,15 @@ def test_the_stacks_default_load_bandwidth_is_no_faster_than_the_network_volume_
 
     (knob,) = [k for k in STACK_KNOBS if k.key == "loadBandwidthMiBps"]
     assert knob.default * sizing.MIB <= sizing.LOAD_BANDWIDTH, "a faster assumption lets the startup probe kill a load"
+
+
+def test_a_vllm_engines_cpu_limit_is_its_nodes_cpus() -> None:
+    assert sizing.vllm_cpu_limit(3, 48) == 48
+
+
+def test_a_vllm_engines_cpu_limit_is_never_below_its_request() -> None:
+    assert sizing.vllm_cpu_limit(10, 8) == 10
+
+
+def test_a_vllm_engine_on_a_node_not_known_keeps_twice_its_request() -> None:
+    assert sizing.vllm_cpu_limit(3, None) == 6

@@ -70,6 +70,10 @@ def _store(tmp_path: Path, spec: ModelSpec) -> tuple[Path, Path]:
     return Path(str(root) + paths.checkpoint_dir), Path(str(root) + paths.repository_dir)
 
 
+def _compile_cache(tmp_path: Path, spec: ModelSpec) -> Path:
+    return Path(str(tmp_path / "store") + model_paths(spec, VERSION).compile_cache)
+
+
 def _run(tmp_path: Path, checkpoint: Path, spec: ModelSpec) -> subprocess.CompletedProcess[str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
@@ -83,6 +87,7 @@ def _run(tmp_path: Path, checkpoint: Path, spec: ModelSpec) -> subprocess.Comple
     env |= {
         "CHECKPOINT_DIR": str(ckpt),
         "REPOSITORY_DIR": str(repo),
+        "COMPILE_CACHE_DIR": str(_compile_cache(tmp_path, spec)),
         "SPEC_PATH": str(spec_file),
         "SCRATCH": str(tmp_path / "scratch"),
         "HOME": str(tmp_path / "scratch"),
@@ -141,6 +146,25 @@ def test_a_rerun_skips_what_is_complete(tmp_path: Path, checkpoint: Path, spec: 
     proc = _run(tmp_path, checkpoint, spec)
     assert proc.returncode == 0 and "is complete; nothing to do" in proc.stdout
     assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "repo"], "nothing ran again"
+
+
+def test_the_job_makes_the_models_compile_cache_directory_for_its_triton_pods(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    assert _run(tmp_path, checkpoint, spec).returncode == 0
+    cache = _compile_cache(tmp_path, spec)
+    assert cache.is_dir() and not any(cache.iterdir())
+    assert model_paths(spec, VERSION).compile_cache == "/models/compile-cache/tiny-llama/" + "1" * 40
+
+
+def test_a_rerun_after_a_complete_repository_still_makes_the_compile_cache_directory(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    # A stack deployed before the cache existed: its Job is replaced (new environment) and finds the repository done.
+    assert _run(tmp_path, checkpoint, spec).returncode == 0
+    _compile_cache(tmp_path, spec).rmdir()
+    proc = _run(tmp_path, checkpoint, spec)
+    assert "nothing to do" in proc.stdout and _compile_cache(tmp_path, spec).is_dir()
 
 
 def refused(tmp_path: Path, checkpoint: Path, spec: ModelSpec) -> str:

@@ -41,3 +41,16 @@ def test_a_model_under_mpirun_drains_before_mpirun_gets_sigterm(mocks: Recording
 def test_a_longest_request_under_a_second_is_refused_naming_it(mocks: RecordingMocks) -> None:
     with pytest.raises(UserError, match="longest_request_seconds must be at least 1"):
         served_deployment(mocks, T5_SMALL, longest_request_seconds=0)
+
+
+def test_a_vllm_pod_waits_for_its_engine_to_be_idle_bounded_by_its_longest_request(mocks: RecordingMocks) -> None:
+    from components.serving.server_spec import TRITON_PROPAGATION_S
+    from tests.components.serving.test_service_vllm import LLAMA
+    from tritonft.engines.vllm import health
+    from tritonft.engines.vllm.versions import TRITON_VERSION as VLLM_RELEASE
+
+    deployment = served_deployment(mocks, LLAMA, longest_request_seconds=880, triton_release=VLLM_RELEASE)
+    command = triton_container(deployment)["lifecycle"]["preStop"]["exec"]["command"]
+    assert command == health.drain_command("llama", TRITON_PROPAGATION_S, 880)
+    grace = pod_spec(deployment)["terminationGracePeriodSeconds"]
+    assert grace > TRITON_PROPAGATION_S + 880 + health.DRAIN_OVERRUN_S + TRITON_EXIT_S

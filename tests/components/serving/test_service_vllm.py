@@ -64,11 +64,52 @@ def test_shm_and_memory_are_sized_per_gpu(mocks):
     assert memory == f"{3 * 1024 + 1280 + 2 * 4 * 1024}Mi"  # server + shm + one 4 GiB worker per GPU
 
 
-def test_tmp_holds_vllms_compile_cache(mocks):
+def test_tmp_holds_what_the_engines_libraries_cache_under_home(mocks):
     run = served_deployment(mocks, LLAMA, triton_release=VLLM_RELEASE)
     (tmp,) = [v for v in pod_spec(run)["volumes"] if v["name"] == "tmp"]
     assert tmp["emptyDir"] == {"sizeLimit": "4Gi"}
     assert triton_container(run)["resources"]["limits"]["ephemeral-storage"] == "6Gi"
+
+
+def test_the_engines_cpu_limit_is_the_gpu_nodes_cpus_and_its_request_what_it_needs(mocks):
+    resources = _triton(mocks, gpu_node_cpus=48)["resources"]  # a g5.12xlarge
+    assert (resources["requests"]["cpu"], resources["limits"]["cpu"]) == ("3", "48")
+
+
+def test_without_the_nodes_cpus_the_engines_cpu_limit_is_twice_its_request(mocks):
+    resources = _triton(mocks)["resources"]
+    assert (resources["requests"]["cpu"], resources["limits"]["cpu"]) == ("3", "6")
+
+
+def test_vllms_compile_cache_is_the_models_own_directory_on_the_store(mocks):
+    from components.common.layout import model_paths
+    from tests.components.fixtures import CONVERTER
+
+    run = served_deployment(mocks, LLAMA, triton_release=VLLM_RELEASE)
+    cache = model_paths(LLAMA, CONVERTER).compile_cache
+    assert cache == f"/models/compile-cache/llama/{LLAMA.revision}"
+    container = triton_container(run)
+    assert {"name": "VLLM_CACHE_ROOT", "value": cache} in container["env"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "compile-cache"]
+    assert mount == {"name": "compile-cache", "mountPath": cache, "subPath": cache.removeprefix("/models/")}
+    (volume,) = [v for v in pod_spec(run)["volumes"] if v["name"] == "compile-cache"]
+    assert volume == {"name": "compile-cache", "persistentVolumeClaim": {"claimName": "m-store-models"}}
+
+
+def test_only_the_compile_cache_is_writable_the_store_stays_read_only(mocks):
+    container = triton_container(served_deployment(mocks, LLAMA, triton_release=VLLM_RELEASE))
+    writable = [
+        m for m in container["volumeMounts"] if m["name"] in ("store", "compile-cache") and not m.get("readOnly")
+    ]
+    assert [m["subPath"] for m in writable] == [f"compile-cache/llama/{LLAMA.revision}"]
+
+
+def test_a_fastertransformer_model_gets_no_compile_cache(mocks):
+    from tests.components.fixtures import T5_SMALL
+
+    container = triton_container(served_deployment(mocks, T5_SMALL))
+    assert all(m["name"] != "compile-cache" for m in container["volumeMounts"])
+    assert all(e["name"] != "VLLM_CACHE_ROOT" for e in container["env"])
 
 
 def test_the_startup_budget_reads_the_published_weights_and_adds_the_engines_start(mocks):
@@ -94,10 +135,19 @@ def test_the_store_is_mounted_read_only_where_model_json_names_the_files(mocks):
     assert mount == {"name": "store", "mountPath": "/models", "readOnly": True}
 
 
-def test_the_pod_is_ready_only_while_its_engine_generates_a_token(mocks):
+def test_the_pod_is_ready_only_while_its_engine_makes_progress(mocks):
     from tritonft.engines.vllm import health
 
     probe = _triton(mocks)["readinessProbe"]
-    assert probe["exec"]["command"] == ["python3", "-c", health.SCRIPT, "http://127.0.0.1:8000", "llama", "19"]
+    assert probe["exec"]["command"] == [
+        "python3",
+        "-c",
+        health.SCRIPT,
+        "http://127.0.0.1:8000",
+        "http://127.0.0.1:8002/metrics",
+        "llama",
+        "19",
+        "/tmp/tritonft-readiness-llama",
+    ]
     assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 3)
     assert health.UNREADY_WITHIN_S == 50

@@ -27,6 +27,7 @@ SAMPLES: dict[str, Any] = {
     "kubeconfig": "/home/ops/.kube/config",
     "kubeContext": "kind-gpu",
     "gpuNodes": 2,
+    "gpuNodeCpus": 16,
     "gpuNodeDiskGiB": 200,
     "storageSizeGiB": 40,
     "protectStorage": True,

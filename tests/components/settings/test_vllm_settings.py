@@ -247,11 +247,19 @@ def test_tensor_parallel_beyond_the_nodes_gpus_is_refused() -> None:
         ({"maxModelLen": "long"}, "models[0].vllm.maxModelLen: must be an integer, got 'long'"),
         ({"maxModelLenn": 4096}, "models[0].vllm.maxModelLenn: unknown key; did you mean `maxModelLen`?"),
         ({"architecture": "GPT2LMHeadModel"}, "models[0].vllm.architecture: 'GPT2LMHeadModel' is not an architecture"),
+        ({"timePerOutputTokenSeconds": 0}, "models[0].vllm.timePerOutputTokenSeconds: 0 must be in (0, 10] seconds"),
+        ({"timePerOutputTokenSeconds": 50}, "models[0].vllm.timePerOutputTokenSeconds: 50 must be in (0, 10] seconds"),
     ],
 )
 def test_each_bad_vllm_value_is_refused_naming_its_key(block: dict[str, Any], message: str) -> None:
     (problem,) = problems_of(kubernetes_stack(models=[QWEN7B | {"vllm": block}]))
     assert problem.startswith(message)
+
+
+def test_the_stated_pace_reaches_the_gateways_spec_of_the_model() -> None:
+    settings = load(kubernetes_stack(models=[QWEN7B | {"vllm": {"timePerOutputTokenSeconds": 1}}]))
+    (qwen,) = settings.models
+    assert qwen.vllm.time_per_output_token_s == 1.0 and isinstance(qwen.vllm.time_per_output_token_s, float)
 
 
 def test_fastertransformer_keys_are_refused_with_what_to_write_instead() -> None:

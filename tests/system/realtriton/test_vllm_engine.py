@@ -332,7 +332,7 @@ def _stub_pids(model: str) -> list[int]:
     return found
 
 
-def test_the_readiness_probe_fails_once_the_engine_process_is_killed(vllm_triton: LocalTriton) -> None:
+def test_the_readiness_probe_fails_once_the_engine_process_is_killed(vllm_triton: LocalTriton, tmp_path: Path) -> None:
     """The pod's readinessProbe command (``tritonft.engines.vllm.health``) run as the kubelet runs it: it passes
     while the engine generates, and fails (exit != 0, within its timeout) once the engine's process is killed,
     while Triton's own ``/v2/health/ready`` still answers ready."""
@@ -344,7 +344,12 @@ def test_the_readiness_probe_fails_once_the_engine_process_is_killed(vllm_triton
 
     model = vllm_server.VICTIM  # left loaded with its engine dead: Triton cannot unload a model whose stub died
     base = f"http://{vllm_triton.http_url}/v2/repository/models/{model}"
-    command = health.generate_command(model, url=f"http://{vllm_triton.http_url}")
+    command = health.generate_command(
+        model,
+        url=f"http://{vllm_triton.http_url}",
+        metrics_url=vllm_triton.metrics_url,
+        state=str(tmp_path / "readiness"),
+    )
     urllib.request.urlopen(urllib.request.Request(f"{base}/load", data=b""), timeout=600).close()
     healthy = subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
     assert healthy.returncode == 0, healthy.stderr

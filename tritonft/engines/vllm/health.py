@@ -1,12 +1,24 @@
-"""A vLLM pod's readiness: one generated token within a timeout, not Triton's ``/v2/health/ready`` (pure).
+"""A vLLM pod's readiness: its engine makes progress, judged without queueing behind its load (pure).
 
 Triton's readiness stays true when vLLM's engine is dead or hung: NVIDIA's backend checks the engine only with
 ``ENABLE_VLLM_HEALTH_CHECK``, only when a request arrives, and answers by unloading the model, which
 ``--model-control-mode=none`` (the stack's) refuses (``vllm_backend`` ``src/model.py:438-440``, ``:604-626``). So the
-pod's readinessProbe asks the model itself for one token through Triton's HTTP ``generate`` (the server's own loopback,
-the inference API no restriction covers): a dead engine answers an error and a hung one nothing within
-:data:`TIMEOUT_S`, and after :data:`FAILURES` such answers the kubelet marks the pod unready; its Endpoints drop it
-and the gateway, resolving the pods' headless Service, stops sending to it (``tritonft.gateway.triton``).
+pod's readinessProbe asks the engine itself, in one of two ways, chosen by what Triton's ``/metrics`` says of the
+model (vLLM's scheduler gauges, which the server image adds: ``images/triton-vllm/scheduler_gauges.py``):
+
+- **busy** (requests running or waiting): ready while the engine's token counters (``vllm:prompt_tokens_total`` +
+  ``vllm:generation_tokens_total``) have moved since the previous probe (their last value is kept in a file under
+  ``/tmp``). A token request would queue behind the load instead: past :data:`TIMEOUT_S` of time to first token under
+  overload, every pod of the model would go unready at once and the gateway would have nowhere to send (the
+  cascade a one-token probe alone has). A dead engine's counters stop (its gauges keep their last values), as do a
+  hung one's: three probes without progress and the pod is unready.
+- **idle** (nothing running or waiting, or no gauges): one token through Triton's HTTP ``generate`` (the server's
+  own loopback, the inference API no restriction covers), which nothing queues ahead of: a dead engine answers an
+  error and a hung one nothing within :data:`TIMEOUT_S`.
+
+After :data:`FAILURES` failed probes the kubelet marks the pod unready; its Endpoints drop it and the gateway,
+resolving the pods' headless Service, stops sending to it (``tritonft.gateway.triton``). Liveness stays Triton's
+``/v2/health/live``: a busy engine is never restarted for being slow.
 """
 
 from __future__ import annotations
@@ -16,34 +28,92 @@ from typing import Any
 PERIOD_S = 10
 """How often the kubelet asks."""
 TIMEOUT_S = 20
-"""How long one token may take: above any time to first token the SLO accepts (``VllmTTFTSLO``), so a loaded but
-working engine stays ready; a hung one fails."""
+"""How long one probe may take: the idle probe's token (nothing queued ahead of it) or the metrics' scrape."""
 FAILURES = 3
-"""Consecutive failures before the pod is unready (one slow answer does not take a pod out)."""
+"""Consecutive failures before the pod is unready (one slow answer, or one step longer than a period, does not take a
+pod out)."""
 UNREADY_WITHIN_S = FAILURES * PERIOD_S + TIMEOUT_S
 """The longest a dead or hung engine's pod stays ready: three periods and the last probe's timeout (50 s)."""
+HTTP_URL = "http://127.0.0.1:8000"
+"""Triton's HTTP endpoint in the pod (``generate``)."""
+METRICS_URL = "http://127.0.0.1:8002/metrics"
+"""Triton's metrics endpoint in the pod (vLLM's families, ``REPORT_CUSTOM_METRICS``)."""
+STATE_DIR = "/tmp"
+"""Where the probe keeps the counters' last value (the pod's ``/tmp``, an emptyDir: gone with the pod)."""
 
 SCRIPT = """\
-import json, sys, urllib.request
-url, model, timeout = sys.argv[1], sys.argv[2], float(sys.argv[3])
-body = {"text_input": "ready", "sampling_parameters": json.dumps({"max_tokens": 1}), "exclude_input_in_output": True}
-request = urllib.request.Request(
-    f"{url}/v2/models/{model}/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
-)
+import json, os, sys, urllib.request
+url, metrics_url, model, timeout, state = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+label = 'model="%s"' % model
+
+def families():
+    try:
+        with urllib.request.urlopen(metrics_url, timeout=timeout) as answer:
+            text = answer.read().decode()
+    except Exception as exc:
+        sys.exit(f"no metrics from Triton for {model}: {exc}")
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("#") or label not in line:
+            continue
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        try:
+            found[name] = found.get(name, 0.0) + float(line.rsplit(" ", 1)[1])
+        except (IndexError, ValueError):
+            continue
+    return found
+
+def token():
+    sampling = json.dumps({"max_tokens": 1})
+    body = {"text_input": "ready", "sampling_parameters": sampling, "exclude_input_in_output": True}
+    request = urllib.request.Request(
+        f"{url}/v2/models/{model}/generate", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            text = json.load(answer).get("text_output")
+    except Exception as exc:
+        sys.exit(f"no token from {model}: {exc}")
+    if not isinstance(text, str):
+        sys.exit(f"{model} answered no text_output")
+
+seen = families()
+progress = seen.get("vllm:prompt_tokens_total", 0.0) + seen.get("vllm:generation_tokens_total", 0.0)
+queued = seen.get("vllm:num_requests_running", 0.0) + seen.get("vllm:num_requests_waiting", 0.0)
 try:
-    with urllib.request.urlopen(request, timeout=timeout) as answer:
-        text = json.load(answer).get("text_output")
-except Exception as exc:
-    sys.exit(f"no token from {model}: {exc}")
-sys.exit(0 if isinstance(text, str) else f"{model} answered no text_output")
+    with open(state) as kept:
+        before = float(kept.read())
+except (OSError, ValueError):
+    before = None
+with open(state + ".new", "w") as keeping:
+    keeping.write(repr(progress))
+os.replace(state + ".new", state)
+if queued > 0:
+    if before is not None and progress == before:  # less: the counters restarted with the server
+        sys.exit(f"{model}: {queued:g} requests running or waiting and no token since the last probe")
+    sys.exit(0)
+token()
 """
-"""The probe: exits 0 when ``model`` generated a token at ``url`` within ``timeout`` s, else non-zero naming why.
-Standard library only (the image's ``python3``)."""
+"""The probe: exits 0 when ``model``'s engine made progress since the last probe while it had requests, or, idle,
+generated a token at ``url`` within ``timeout`` s; else non-zero naming why. Standard library only (the image's
+``python3``)."""
 
 
-def generate_command(model: str, url: str = "http://127.0.0.1:8000", timeout_s: float = TIMEOUT_S - 1) -> list[str]:
+def state_file(model: str) -> str:
+    """Where the probe of ``model`` keeps the counters' last value."""
+    return f"{STATE_DIR}/tritonft-readiness-{model}"
+
+
+def generate_command(
+    model: str,
+    url: str = HTTP_URL,
+    timeout_s: float = TIMEOUT_S - 1,
+    *,
+    metrics_url: str = METRICS_URL,
+    state: str | None = None,
+) -> list[str]:
     """The probe's command for ``model`` (its client timeout one second under the kubelet's)."""
-    return ["python3", "-c", SCRIPT, url, model, f"{timeout_s:g}"]
+    return ["python3", "-c", SCRIPT, url, metrics_url, model, f"{timeout_s:g}", state or state_file(model)]
 
 
 def readiness_probe(model: str) -> dict[str, Any]:
@@ -54,3 +124,68 @@ def readiness_probe(model: str) -> dict[str, Any]:
         "timeoutSeconds": TIMEOUT_S,
         "failureThreshold": FAILURES,
     }
+
+
+IDLE_GRACE_S = 2
+"""After the engine has nothing running or waiting: time for Triton to send the last responses it holds."""
+DRAIN_POLL_S = 2
+DRAIN_OVERRUN_S = 5 + IDLE_GRACE_S
+"""How far the drain may run past its bound: a last read of the metrics (5 s timeout), then the idle grace."""
+
+DRAIN_SCRIPT = """\
+import sys, time, urllib.request
+metrics_url, model, propagation, longest = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+grace, poll = float(sys.argv[5]), float(sys.argv[6])
+label = 'model="%s"' % model
+time.sleep(propagation)
+end = time.monotonic() + longest
+
+def queued():
+    try:
+        with urllib.request.urlopen(metrics_url, timeout=5) as answer:
+            text = answer.read().decode()
+    except Exception:
+        return None
+    found = None
+    for line in text.splitlines():
+        if line.split("{", 1)[0] in ("vllm:num_requests_running", "vllm:num_requests_waiting") and label in line:
+            try:
+                found = (found or 0.0) + float(line.rsplit(" ", 1)[1])
+            except (IndexError, ValueError):
+                return None
+    return found
+
+while time.monotonic() < end:
+    if queued() == 0:
+        time.sleep(grace)
+        break
+    time.sleep(max(min(poll, end - time.monotonic()), 0))
+"""
+"""A vLLM pod's ``preStop``: wait until no client can still pick the pod (``propagation`` s), then until the engine has
+nothing running or waiting for ``model`` (vLLM's scheduler gauges on Triton's ``/metrics``) and ``grace`` s more, or
+until ``longest`` s (its longest request) have passed, whichever comes first. Without the gauges (or the metrics) it
+waits the whole ``longest``, as a plain ``sleep`` would. A long stream's deadline (many minutes) is then the bound, not
+what every replaced or scaled-in pod waits: an idle pod leaves within seconds of the propagation and frees its GPU."""
+
+
+def drain_command(
+    model: str,
+    propagation_s: float,
+    longest_s: float,
+    *,
+    metrics_url: str = METRICS_URL,
+    idle_grace_s: float = IDLE_GRACE_S,
+    poll_s: float = DRAIN_POLL_S,
+) -> list[str]:
+    """The ``preStop`` command of ``model``'s Triton container (:data:`DRAIN_SCRIPT`)."""
+    return [
+        "python3",
+        "-c",
+        DRAIN_SCRIPT,
+        metrics_url,
+        model,
+        f"{propagation_s:g}",
+        f"{longest_s:g}",
+        f"{idle_grace_s:g}",
+        f"{poll_s:g}",
+    ]

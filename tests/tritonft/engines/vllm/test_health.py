@@ -1,0 +1,199 @@
+"""The vLLM pod's readinessProbe command, run as the kubelet runs it, against a stand-in for the pod's Triton: its
+``/metrics`` (vLLM's families, as NVIDIA's backend and the image's gauges name them) and its HTTP ``generate``.
+
+Busy, the probe reads the engine's progress and sends no token (a token would queue behind the load: past the
+probe's timeout every pod would go unready at once); idle, it asks one token. The real engine's side (the probe
+passes, the engine's process is killed, it fails) is ``tests/system/realtriton/test_vllm_engine.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from tests.threaded_server import serving
+from tritonft.engines.vllm import health
+
+MODEL = "llama"
+
+
+@dataclass
+class StandInTriton:
+    """What the pod's Triton answers: vLLM's families for :data:`MODEL` (and another model's, to be ignored), and
+    one token from ``generate`` unless the engine is dead."""
+
+    running: float = 0
+    waiting: float = 0
+    prompt_tokens: float = 0
+    generation_tokens: float = 0
+    gauges: bool = True
+    engine_dead: bool = False
+    tokens_asked: list[str] = field(default_factory=list)
+
+    def metrics(self) -> str:
+        labels = f'model="{MODEL}",version="1"'
+        other = 'model="llama-2",version="1"'
+        lines = [
+            "# HELP vllm:prompt_tokens_total Number of prefill tokens processed.",
+            "# TYPE vllm:prompt_tokens_total counter",
+            f"vllm:prompt_tokens_total{{{labels}}} {self.prompt_tokens}",
+            f"vllm:prompt_tokens_total{{{other}}} 999",
+            f"vllm:generation_tokens_total{{{labels}}} {self.generation_tokens}",
+            f"vllm:generation_tokens_total{{{other}}} 999",
+            f'vllm:time_to_first_token_seconds_bucket{{{labels},le="1.0"}} 4',
+        ]
+        if self.gauges:
+            lines += [
+                f"vllm:num_requests_running{{{labels}}} {self.running}",
+                f"vllm:num_requests_waiting{{{labels}}} {self.waiting}",
+                f"vllm:num_requests_running{{{other}}} 7",
+            ]
+        return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def triton() -> Iterator[tuple[StandInTriton, str]]:
+    state = StandInTriton()
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *_: object) -> None:
+            return None
+
+        def do_GET(self) -> None:  # http.server's name
+            body = state.metrics().encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self) -> None:  # http.server's name
+            self.rfile.read(int(self.headers["Content-Length"]))
+            state.tokens_asked.append(self.path)
+            status, answer = (
+                (500, {"error": "Error generating stream: EngineCore encountered an issue."})
+                if state.engine_dead
+                else (200, {"model_name": MODEL, "text_output": " the"})
+            )
+            body = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with serving(server):
+        yield state, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def probe(url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    command = health.generate_command(
+        MODEL, url=url, timeout_s=5, metrics_url=f"{url}/metrics", state=str(tmp_path / "readiness")
+    )
+    return subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
+
+
+def test_an_idle_engine_is_ready_when_it_generates_a_token(triton: tuple[StandInTriton, str], tmp_path: Path) -> None:
+    state, url = triton
+    assert probe(url, tmp_path).returncode == 0
+    assert state.tokens_asked == [f"/v2/models/{MODEL}/generate"]
+
+
+def test_an_idle_dead_engine_is_not_ready(triton: tuple[StandInTriton, str], tmp_path: Path) -> None:
+    state, url = triton
+    state.engine_dead = True
+    failed = probe(url, tmp_path)
+    assert failed.returncode != 0
+    assert failed.stderr.startswith(f"no token from {MODEL}: ")
+
+
+def test_a_busy_engine_that_makes_progress_is_ready_without_a_token_queued_behind_its_load(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    state, url = triton
+    state.running, state.waiting = 64, 40  # overloaded: a token would wait behind 104 requests
+    for step in range(3):
+        state.generation_tokens += 64
+        state.prompt_tokens += 512 * (step % 2)
+        assert probe(url, tmp_path).returncode == 0
+    assert state.tokens_asked == []
+
+
+def test_a_busy_engine_without_progress_since_the_last_probe_is_not_ready(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    state, url = triton
+    state.running, state.generation_tokens = 3, 1000  # a dead engine's gauges keep their last values
+    assert probe(url, tmp_path).returncode == 0  # the first look has nothing to compare with
+    stuck = probe(url, tmp_path)
+    assert stuck.returncode != 0
+    assert stuck.stderr.strip() == f"{MODEL}: 3 requests running or waiting and no token since the last probe"
+    assert state.tokens_asked == []
+
+
+def test_counters_that_restarted_with_the_server_count_as_progress(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    state, url = triton
+    state.running, state.generation_tokens = 3, 1000
+    assert probe(url, tmp_path).returncode == 0
+    state.generation_tokens = 12
+    assert probe(url, tmp_path).returncode == 0
+
+
+def test_another_models_load_is_not_this_ones(triton: tuple[StandInTriton, str], tmp_path: Path) -> None:
+    state, url = triton  # llama-2 has 7 running; this model none: idle, asked a token
+    assert probe(url, tmp_path).returncode == 0
+    assert state.tokens_asked == [f"/v2/models/{MODEL}/generate"]
+
+
+def test_without_the_scheduler_gauges_the_engine_is_asked_a_token(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    state, url = triton
+    state.gauges = False
+    assert probe(url, tmp_path).returncode == 0
+    assert len(state.tokens_asked) == 1
+
+
+def test_without_triton_metrics_the_pod_is_not_ready(tmp_path: Path) -> None:
+    from tritonft.local_triton import free_port
+
+    failed = probe(f"http://127.0.0.1:{free_port()}", tmp_path)
+    assert failed.returncode != 0
+    assert failed.stderr.startswith(f"no metrics from Triton for {MODEL}: ")
+
+
+def drain(url: str, longest_s: float) -> tuple[subprocess.Popen[str], list[str]]:
+    command = health.drain_command(MODEL, 0, longest_s, metrics_url=f"{url}/metrics", idle_grace_s=0, poll_s=0.05)
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), command
+
+
+def test_a_draining_pod_leaves_once_its_engine_has_nothing_left_not_after_the_longest_request(
+    triton: tuple[StandInTriton, str],
+) -> None:
+    import time
+
+    state, url = triton
+    state.running, state.waiting = 2, 1
+    process, _ = drain(url, longest_s=60)
+    time.sleep(0.3)
+    assert process.poll() is None, "it left while requests were running"
+    state.running, state.waiting = 0, 0
+    assert process.wait(timeout=20) == 0  # long before the 60 s bound
+
+
+def test_without_the_gauges_a_draining_pod_waits_its_longest_request(triton: tuple[StandInTriton, str]) -> None:
+    import time
+
+    state, url = triton
+    state.gauges = False
+    started = time.monotonic()
+    process, _ = drain(url, longest_s=0.5)
+    assert process.wait(timeout=20) == 0
+    assert time.monotonic() - started >= 0.5
