@@ -202,13 +202,13 @@ def test_in_devs_plan_the_gpt2_without_room_rolls_in_place_and_is_judged_against
     (target,) = settings["models"]
     assert (target["name"], target["reference"]) == ("gpt2", True)
     assert "rolled in place" in judge["inputs"]["failure_hint"]
-    waits_for = {(by_urn[u]["type"].rsplit(":", 1)[-1], by_urn[u]["name"]) for u in judge["dependsOn"]}
+    waits_for = {(by_urn[u]["type"].rsplit(":", 1)[-1], by_urn[u]["name"]) for u in judge["options"]["dependsOn"]}
     assert ("RolloutWatch", "dev-gpt2-rollout") in waits_for
     assert ("Service", "dev-gpt2-service") in waits_for
     (specs,) = [
         r for r in resources if r["type"] == "kubernetes:core/v1:ConfigMap" and r["name"] == "dev-gateway-specs"
     ]
-    assert judge["urn"] in specs["dependsOn"], "the gateway's configuration waits for the in-place judge"
+    assert judge["urn"] in specs["options"]["dependsOn"], "the gateway's configuration waits for the in-place judge"
 
 
 def test_in_devs_plan_the_in_place_judges_pod_reaches_its_models_serving_pods_on_http_only(dev: Path) -> None:
