@@ -69,8 +69,9 @@ release_digest = pulumi.Output.concat(images.server_image, "|", images.tools_ima
 
 
 def judge_for(model: ModelSpec) -> Judge:
-    """The in-cluster judge of ``model``'s candidate version (``components.serving.judge_job``): a Job asking the
-    candidate's own Service what the probe asks, its verdict read before the Services switch."""
+    """The in-cluster judge of ``model``'s new version (``components.serving.judge_job``): a Job asking what the probe
+    asks of the candidate's own Service, its verdict read before the Services switch; or, for a version that rolled in
+    place (no room for a candidate), of the user-facing Service right after the roll."""
 
     def judge(candidate: Candidate, opts: pulumi.ResourceOptions) -> InClusterJudge:
         probe = args.judge_probe_args(settings, candidate, model, release_digest, edge=edge)
@@ -110,7 +111,8 @@ for model in settings.models:
         htpasswd=htpasswd,
     )
     if args.judged_before_the_switch(settings, model):
-        # Judged promotion: each new serving version is judged in the cluster before the Services switch to it.
+        # Judged promotion: each new serving version is judged in the cluster before the Services switch to it
+        # (without room for a candidate: right after it rolled in place, failing `up` before the gateway moves).
         service_args = dataclasses.replace(service_args, judge=judge_for(model))
     service = TritonService(f"{name}-{model.name}", service_args)
     endpoints[model.name] = service.endpoint

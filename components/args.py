@@ -670,10 +670,12 @@ def image_pins(settings: Settings) -> str:
 
 
 def judged_before_the_switch(settings: Settings, model: ModelSpec) -> bool:
-    """Whether each new serving version of ``model`` is judged before its Services switch to it: whenever the probe
-    runs. The judge asks the candidate from inside the cluster (:func:`in_cluster_judge_args`), so a model whose
-    Triton has no route at the edge (FasterTransformer, vLLM: ``components.common.edge.exposes_triton``) keeps its
-    judged promotion (``docs/security/reach.md``)."""
+    """Whether each new serving version of ``model`` is judged in the cluster: whenever the probe runs. Before its
+    Services switch to it when it has room for a candidate, else right after it rolled in place
+    (``components.serving.promotion.judged_after_its_roll``). The judge asks the version from inside the cluster
+    (:func:`in_cluster_judge_args`), so a model whose Triton has no route at the edge (FasterTransformer, vLLM:
+    ``components.common.edge.exposes_triton``) is judged against its reference all the same
+    (``docs/security/reach.md``)."""
     return settings.probe.enabled
 
 
@@ -685,8 +687,9 @@ def judge_probe_args(
     *,
     edge: EdgeObjects | None = None,
 ) -> IntegrationProbeArgs:
-    """What judges a candidate version before it takes traffic: the same judged answers as the model's probe, asked
-    of the candidate only, at its own Service's in-cluster URL (the judge Job's, :func:`in_cluster_judge_args`).
+    """What judges a candidate version before it takes traffic (or a version right after it rolled in place): the
+    same judged answers as the model's probe, asked of the version only, at its Service's in-cluster URL (the judge
+    Job's, :func:`in_cluster_judge_args`): a candidate's own Service, an in-place version's user-facing one.
     Never through the edge (no candidate has a route there) nor the gateway (which calls the serving version); no
     credential (Triton is asked directly, from a pod its NetworkPolicy admits by label). ``edge`` is unused: kept so
     the signature stays the probe's."""
@@ -703,7 +706,9 @@ def judge_probe_args(
         bleu_threshold=float(probe.bleu_threshold),
         encoder_probes=probe.encoders,
         reference=True,
-        failure_hint=failed_candidate_hint(settings.namespace, candidate),
+        failure_hint=(failed_in_place_hint if candidate.in_place else failed_candidate_hint)(
+            settings.namespace, candidate
+        ),
     )
 
 
@@ -737,6 +742,7 @@ def in_cluster_judge_args(
         candidate_service=candidate.service,
         candidate_deployment=candidate.service,
         failure_hint=probe_args.failure_hint,
+        rolled=candidate.rolled if candidate.in_place else None,
         kubeconfig=target.kubeconfig,
         context=target.context,
     )
@@ -756,6 +762,28 @@ def failed_candidate_hint(namespace: str, candidate: Candidate) -> str:
         f"`kubectl -n {namespace} logs job/{judge_job_name(deployment)}`. Its pods hold their GPUs until the next "
         "`pulumi up` removes it (a revert deletes it; a fix is judged as a new version and this one is deleted at "
         "the end of that up); `pulumi destroy` removes it too."
+    )
+
+
+def failed_in_place_hint(namespace: str, judged: Candidate) -> str:
+    """What a failed judgement of a version that rolled in place leaves, said with the failure: the version serves
+    (every pod of the model runs it: the roll replaced the previous version's pods, and no candidate was possible),
+    ``up`` stops there, and the way back is the stack's previous settings. Why it is not rolled back or scaled away
+    by the failed ``up``: either would leave the live Deployment differing from the state Pulumi just recorded (a
+    rerun without a revert would then judge the previous pods and pass while the stack declares the failed
+    version), and scaling it away turns wrong answers into no answers, with the evidence gone."""
+    version, deployment = judged.version, judged.service
+    return (
+        f"Version {version} of {judged.model} rolled in place (no room for a candidate beside its serving version: "
+        "the settings warned, rule judged-before-traffic) and SERVES NOW: every pod of the model runs it. `up` "
+        "stops here: the gateway keeps its previous configuration, the probe and the stack's outputs are not "
+        "updated, and a pipeline promoting this change to the next environment stops. Nothing rolls it back by "
+        "itself. Roll back: revert the change in the stack's settings (the stack file's previous commit; `pulumi "
+        "stack history` lists the update that deployed it) and run `pulumi up`: the previous version rolls in place "
+        "(its files are still in the store under their key) and is judged the same way. Look at it: "
+        f"`kubectl -n {namespace} logs deployment/{deployment} -c triton`; the judge's whole report: "
+        f"`kubectl -n {namespace} logs job/{judge_job_name(deployment)}`. Room for one more pod of the model "
+        "(gpuNodesMax; gpuNodes on an existing cluster) makes each change a candidate judged before it takes traffic."
     )
 
 

@@ -77,6 +77,7 @@ def wait(props: dict[str, Any]) -> dict[str, Any]:
     return {
         **outs,
         "ready_replicas": int(status.get("readyReplicas", 0)),
+        "generation": int(deployment["metadata"].get("generation", 0)),
         "gemm_tuning": tuning_summary(pods),
         "startup": startup_report(kube, config.namespace, config.deployment),
     }
@@ -138,6 +139,9 @@ class RolloutWatch(pulumi.dynamic.Resource, module="tritonft", name="RolloutWatc
 
     ready_replicas: pulumi.Output[int]
     """Replicas ready when the rollout finished."""
+    generation: pulumi.Output[int]
+    """The Deployment's ``metadata.generation`` when the rollout finished: a new value each time the watch saw a new
+    rollout (a new version, a revert to an older one), which re-runs the judge of a version that rolled in place."""
     gemm_tuning: pulumi.Output[dict[str, str]]
     """Pod -> what its GEMM tuning step did (``tuned: ...``, ``cached: ...``, ``fallback: ...``)."""
     startup: pulumi.Output[dict[str, dict[str, Any]]]
@@ -156,6 +160,7 @@ class RolloutWatch(pulumi.dynamic.Resource, module="tritonft", name="RolloutWatc
             "grace_s": args.grace_s,
             "context": args.context,
             "ready_replicas": None,
+            "generation": None,
             "gemm_tuning": None,
             "startup": None,
         }

@@ -6,8 +6,10 @@ Reads the outputs (`pulumi stack output --json`): `models`, `endpoints` (model -
 has a gateway, `openaiBaseUrl`; writes each model's spec (`SPEC_DIR/<model>.json`, from the checked-out stack file,
 so the probe judges each model by its family and its rendered contract) and prints one line per model:
 `<model> TAB <endpoint or -> TAB <spec file> TAB <gateway base URL or ->`. A model without an endpoint of its own
-(a FasterTransformer or vLLM model: its Triton has no route at the edge) is judged through the gateway alone; a
-missing output, or such a model without a gateway, stops it with the output's name (exit 1).
+(a FasterTransformer or vLLM model: its Triton has no route at the edge) is judged through the gateway alone, by its
+family's rule (the reference of its weights cannot be read there: `up` judged it against that in the cluster, by its
+judge Job, before it took traffic or right after it rolled in place); a missing output, or such a model without a
+gateway, stops it with the output's name (exit 1).
 """
 
 from __future__ import annotations

@@ -79,6 +79,8 @@ class ServedModel(Protocol):
     @property
     def switched(self) -> tuple[pulumi.Resource, ...]:
         """The user-facing Services, whose selector names the version the program declares: done once that version
-        serves (after its judge and promotion gate passed, for a judged promotion). The gateway's specs, chat
-        templates and mounted checkpoints wait for them, so they always describe the version users are sent to."""
+        serves (after its judge and promotion gate passed, for a judged promotion); for a version that rolled in place,
+        also its judge. The gateway's specs, chat templates and mounted checkpoints wait for them, so they describe the
+        version users are sent to once it is judged right (a failed in-place version: the previous one's, until a
+        revert or a fix passes)."""
         ...

@@ -202,7 +202,8 @@ class Gateway(pulumi.ComponentResource):
 
         # What the gateway says of each model (its spec, limits, chat template, mounted checkpoint) follows the
         # version the user-facing Services select: it changes only once they switched, after the new version's judge
-        # and promotion gate passed (and never after a failed judgement: `up` stops before).
+        # and promotion gate passed (and never after a failed judgement: `up` stops before). A version that rolled in
+        # place (no room for a candidate) reaches it only once its judge passed, right after the roll.
         switched = [r for b in served for r in b.service.switched]
         config_map = k8s.core.v1.ConfigMap(
             f"{name}-specs",

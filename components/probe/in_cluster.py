@@ -180,6 +180,9 @@ class InClusterJudgeArgs:
     """The candidate's Deployment: the Job's owner."""
     failure_hint: str | None = None
     """Said after the failed checks (what the failed candidate leaves, and how to look at it)."""
+    rolled: pulumi.Input[int] | None = None
+    """A version judged in place: the rollout it judges (its rollout watch's ``generation``), so that another roll
+    of the same version (a revert to it) is judged again; None for a candidate (a new version is a new judge)."""
     kubeconfig: pulumi.Input[str] | None = None
     """Path or content, as given to the stack's Kubernetes provider (None: ``$KUBECONFIG``)."""
     context: str | None = None
@@ -202,6 +205,7 @@ class InClusterJudge(pulumi.dynamic.Resource, module="tritonft", name="InCluster
             "ok": None,
             "verdict": None,
             **({"failure_hint": args.failure_hint} if args.failure_hint else {}),
+            **({"rolled": args.rolled} if args.rolled is not None else {}),
         }
         if args.kubeconfig is not None:
             props["kubeconfig"] = pulumi.Output.secret(args.kubeconfig)

@@ -15,6 +15,12 @@ declared, so ``pulumi up`` deletes them last, after every create and update succ
 The judge reaches the candidate only, from inside the cluster: a Job of the stack's namespace asks its candidate
 Service (``components.serving.judge_job``); never the user-facing Service, and never through the edge (no candidate
 and no generator's Triton has a route there: ``docs/security/reach.md``).
+
+A model *without room* for a candidate (:func:`room_for_a_candidate`) rolls in place under its old names, each new
+pod taking traffic once ready; the same judge Job then asks its user-facing Service right after its rollout watch
+passed (:func:`judged_after_its_roll`), so a wrong version fails ``up`` at once: before the gateway's configuration,
+the probe and the stack's outputs, and before anything promotes the change further. It keeps serving until it is
+rolled back (``docs/rollout/judged-rollouts.md``, "A model without room for a candidate").
 """
 
 from __future__ import annotations
@@ -53,7 +59,8 @@ def version_selector(selector: dict[str, str], version: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A serving version before it takes traffic: what its judge needs to reach it."""
+    """A serving version before it takes traffic (or, ``in_place``, right after it rolled in place): what its judge
+    needs to reach it."""
 
     model: str
     """The model's name (the Triton model the probe asks)."""
@@ -65,6 +72,12 @@ class Candidate:
     judge_pods: dict[str, str]
     """The labels of the judge's pods (``components.serving.judge_job.judge_pod_labels``): the candidate's Triton
     admits pods carrying them on its HTTP port, and no route at the edge leads to it."""
+    in_place: bool = False
+    """The version rolled in place (no room for a candidate): ``service`` is the model's user-facing Service and
+    ``version`` names what its Deployment now serves; it already takes traffic when its judge asks it."""
+    rolled: Any = None
+    """In place: the rollout it is judged after (its rollout watch's ``generation``, a ``pulumi.Output`` in a
+    program): a revert to this version is another rollout, judged again."""
 
 
 def room_for_a_candidate(rollout: Rollout) -> bool:
@@ -72,5 +85,13 @@ def room_for_a_candidate(rollout: Rollout) -> bool:
     pod that the GPU nodes at ``replicasMax`` hold), or the cluster's size is unknown (an existing cluster: if the
     candidate cannot be placed, the rollout watch fails ``up`` with the scheduler's reason and the serving version
     keeps its traffic). When the capacity facts show no room for one more pod, the version rolls in place one pod
-    at a time as before, and the probe judges it after the roll."""
+    at a time as before, and is judged right after the roll (:func:`judged_after_its_roll`)."""
     return rollout.max_surge >= 1 or rollout == fixed_rollout()
+
+
+def judged_after_its_roll(rollout: Rollout, min_replicas: int) -> bool:
+    """Whether a model's judge asks it in the cluster right after an in-place roll: when it has no room for a
+    candidate and keeps at least one pod to ask. A model that scales to zero (``min_replicas`` 0) may have none
+    after its roll, and the judge's requests to Triton are no demand that wakes it: it is judged after ``up`` by
+    the probe, which wakes it through the gateway."""
+    return not room_for_a_candidate(rollout) and min_replicas >= 1

@@ -9,7 +9,9 @@ resources (routes, ServiceMonitor, PrometheusRule, ScaledObject) are created onl
 the resources that install their CRDs (pulumi-kubernetes#1712, #3176). The Deployment waits for the model's
 conversion Job; ``up`` then waits for its rollout through a ``RolloutWatch`` (the startup budget computed from the
 model's size, or much less when the scheduler shows the pods can never get their GPUs) instead of the Kubernetes
-provider's await.
+provider's await. With a judge, a new serving version is judged in the cluster: as a candidate beside the serving one
+before the Services switch (``components.serving.promotion``), or, without room for a candidate, right after it
+rolled in place.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ from components.serving.monitoring import dashboard_json_for, rule_spec_for, ser
 from components.serving.promotion import (
     VERSION_LABEL,
     Candidate,
+    judged_after_its_roll,
     room_for_a_candidate,
     serving_version,
     version_selector,
@@ -102,8 +105,9 @@ from tritonft.rollout.verdict import NodeGrowth
 
 Autoscaler = Literal["hpa", "keda", "none"]
 Judge = Callable[[Candidate, pulumi.ResourceOptions], pulumi.Resource]
-"""Builds the resource that judges a candidate version (the integration probe, given by the composition: a stage
-never imports another); its create must fail when the candidate answers wrong."""
+"""Builds the resource that judges a serving version (the in-cluster judge, given by the composition: a stage never
+imports another): a candidate before it takes traffic, or a version that rolled in place right after its roll
+(``Candidate.in_place``); its create must fail when the version answers wrong."""
 
 
 @dataclass(frozen=True)
@@ -189,8 +193,9 @@ class TritonServiceArgs:
     """What the server image is built from, as plain text (the stack's ``image`` settings): part of the serving
     version (``components.serving.promotion``), so a new server image is judged before it takes traffic."""
     judge: Judge | None = None
-    """Judges each new serving version before the user-facing Services switch to it (None: the switch waits for
-    its rollout only)."""
+    """Judges each new serving version before the user-facing Services switch to it; a model without room for a
+    candidate (``rollout``) rolls in place and is judged right after its roll, before the gateway's configuration
+    moves (``components.serving.promotion.judged_after_its_roll``). None: nothing judges it."""
     canary: CanarySettings | None = None
     """The weighted phase after a judged version (``components.serving.canary``; needs ``edge``): its routes' weights,
     duration and thresholds. None or not enabled: a judged version takes the traffic at once (with as many ready
@@ -270,11 +275,15 @@ class TritonService(pulumi.ComponentResource):
     (no judge, or no room for a candidate beside the serving version)."""
     candidate: Candidate | None
     """What the version's judge reaches (its own Service, its judge route); None when the model rolls in place."""
+    judged_in_place: Candidate | None
+    """What the judge of a version that rolled in place asks (the user-facing Service, right after the roll); None
+    when the model has a candidate, no judge, or scales to zero."""
     rollout_watch: RolloutWatch
     """Done when the Deployment has rolled out (for ``depends_on`` of the integration probe)."""
     switched: tuple[pulumi.Resource, ...]
     """The user-facing Services (``<model>``, ``<model>-pods``): done when they select the declared version, which
-    for a judged promotion is after its judge and gate passed (what the gateway's configuration waits for)."""
+    for a judged promotion is after its judge and gate passed; for a version judged in place, also its judge (what
+    the gateway's configuration waits for)."""
     pod_selector: dict[str, str]
     """Selector labels of the Triton pods (the gateway's NetworkPolicy lets it reach these)."""
     scales_to_zero: bool
@@ -298,12 +307,11 @@ class TritonService(pulumi.ComponentResource):
         ns = target.namespace
         sel = selector("triton", name)
         # What the model serves has a version: a new one comes up beside the serving one under its own names
-        # (components.serving.promotion) and the Services below switch to it once it is judged.
-        version = (
-            serving_version(repository_dir, args.image_pins, args.triton_release)
-            if args.judge is not None and room_for_a_candidate(args.rollout)
-            else None
-        )
+        # (components.serving.promotion) and the Services below switch to it once it is judged. Without room for
+        # it, the version rolls in place and is judged right after its roll.
+        served_version = serving_version(repository_dir, args.image_pins, args.triton_release)
+        version = served_version if args.judge is not None and room_for_a_candidate(args.rollout) else None
+        in_place = args.judge is not None and judged_after_its_roll(args.rollout, args.min_replicas)
         versioned = versioned_name(base, version) if version else base
         serving_sel = version_selector(sel, version) if version else sel
         version_labels = {VERSION_LABEL: version} if version else {}
@@ -382,6 +390,21 @@ class TritonService(pulumi.ComponentResource):
         candidate: Candidate | None = None
         gate_args: PromotionGateArgs | None = None
         switch = child
+        # No room for a candidate: the version rolls in place and serves once ready. Its judge (below, after the
+        # Services) asks the user-facing Service once every pod runs it, with a candidate's Job, settings and reach.
+        judged_in_place = (
+            Candidate(
+                model=model.name,
+                version=served_version,
+                service=base,
+                internal_url=ns.apply(lambda n: f"http://{base}.{n}.svc:{HTTP_PORT}"),
+                judge_pods=judge_pod_labels(name, model.name, served_version),
+                in_place=True,
+                rolled=rollout_watch.generation,
+            )
+            if in_place
+            else None
+        )
         if version is not None and args.judge is not None:
             candidate = self._candidate(
                 name=name, base=base, version=version, args=args, meta_labels=meta_labels, depends_on=[deployment]
@@ -435,7 +458,7 @@ class TritonService(pulumi.ComponentResource):
         edge_pods = tuple(
             (e.controller_namespace, e.controller_pods) for e in (args.ingress, args.edge) if e is not None
         )
-        k8s.networking.v1.NetworkPolicy(
+        triton_policy = k8s.networking.v1.NetworkPolicy(
             f"{name}-netpol",
             metadata=object_meta(base, ns, meta_labels),
             spec=as_input(
@@ -445,11 +468,19 @@ class TritonService(pulumi.ComponentResource):
                     args.prometheus_namespace,
                     gateway_pods=args.gateway_pods,
                     edge_pods=edge_pods,
-                    judge_pods=judge_selector(name) if candidate is not None else None,
+                    judge_pods=judge_selector(name) if candidate is not None or judged_in_place is not None else None,
                 )
             ),
             opts=child,
         )
+        in_place_judge: list[pulumi.Resource] = []
+        if judged_in_place is not None and args.judge is not None:
+            # After the rollout watch: every pod of the model runs the version; the Service and both policies exist.
+            judge_policy = self._judge_policy(name=name, base=base, args=args)
+            after_the_roll = [rollout_watch, service, triton_policy, judge_policy]
+            in_place_judge.append(
+                args.judge(judged_in_place, pulumi.ResourceOptions(parent=self, depends_on=after_the_roll))
+            )
 
         ingress_names = self._ingresses(
             name=name, base=base, args=args, meta_labels=meta_labels, child=child, depends_on=[service]
@@ -535,9 +566,11 @@ class TritonService(pulumi.ComponentResource):
 
         self.deployment = deployment
         self.rollout_watch = rollout_watch
-        self.switched = (service, pods_service)
+        # The gateway's configuration waits for these: a version judged in place reaches it only once judged right.
+        self.switched = (service, pods_service, *in_place_judge)
         self.version = version
         self.candidate = candidate
+        self.judged_in_place = judged_in_place
         self.deployment_name = pulumi.Output.from_input(versioned)
         self.service_name = pulumi.Output.from_input(base)
         self.internal_url = ns.apply(lambda n: f"http://{base}.{n}.svc:{HTTP_PORT}")
@@ -596,14 +629,7 @@ class TritonService(pulumi.ComponentResource):
             spec=as_input(service_spec(version_selector(selector("triton", name), version))),
             opts=opts,
         )
-        # The judge's pods (a Job, components.serving.judge_job): they reach this model's Triton on 8000 and DNS,
-        # nothing else; the model's Triton admits them by label (network_policy_spec). No route at the edge.
-        judge_policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-judge-netpol",
-            metadata=object_meta(f"{base}-judge", ns, labels(JUDGE_COMPONENT, name, args.conversion.model.name)),
-            spec=as_input(judge_network_policy_spec(judge_selector(name), selector("triton", name))),
-            opts=pulumi.ResourceOptions(parent=self, provider=target.provider),
-        )
+        judge_policy = self._judge_policy(name=name, base=base, args=args)
         self._judge_via: list[pulumi.Resource] = [candidate_service, judge_policy]
         return Candidate(
             model=args.conversion.model.name,
@@ -611,6 +637,20 @@ class TritonService(pulumi.ComponentResource):
             service=versioned,
             internal_url=ns.apply(lambda n: f"http://{versioned}.{n}.svc:{HTTP_PORT}"),
             judge_pods=judge_pod_labels(name, args.conversion.model.name, version),
+        )
+
+    def _judge_policy(self, *, name: str, base: str, args: TritonServiceArgs) -> k8s.networking.v1.NetworkPolicy:
+        """The judge's pods (a Job, ``components.serving.judge_job``), a candidate's or an in-place version's: they
+        reach this model's Triton on 8000 and DNS, nothing else; the model's Triton admits them by label
+        (``network_policy_spec``). No route at the edge."""
+        target = self._target
+        return k8s.networking.v1.NetworkPolicy(
+            f"{name}-judge-netpol",
+            metadata=object_meta(
+                f"{base}-judge", target.namespace, labels(JUDGE_COMPONENT, name, args.conversion.model.name)
+            ),
+            spec=as_input(judge_network_policy_spec(judge_selector(name), selector("triton", name))),
+            opts=pulumi.ResourceOptions(parent=self, provider=target.provider),
         )
 
     def _ingresses(

@@ -1079,7 +1079,8 @@ def _capacity(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
 
 def _judged_after_traffic(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
     """A GPU model whose rollout cannot surge has no room for a candidate: a change to what it serves rolls in place,
-    and the probe judges it only after its new pods took traffic. Warned with the ``gpuNodesMax`` that gives it room."""
+    and its judge Job asks it only after its new pods took traffic (a wrong version fails ``up`` while it serves).
+    Warned with the ``gpuNodesMax`` that gives it room."""
     pool = capacity_pool(settings.cluster)
     if not settings.probe.enabled or pool is None:
         return [], []  # no judge; or an existing cluster of unstated size: the candidate is tried (the watch says)
@@ -1096,8 +1097,9 @@ def _judged_after_traffic(settings: Settings) -> tuple[Sequence[str], Sequence[s
         warnings.append(
             f"{key}: models[{i}] {m.name!r} has no room for a candidate beside its serving version (one more "
             f"pod of {m.gpus} GPU(s) at replicasMax does not fit {pool.reachable_nodes} node(s)): a change to what it "
-            "serves rolls in place one pod at a time, each new pod taking traffic once ready, and the probe judges "
-            f"it only after the roll; {key} {needed} gives it room to be judged before it takes traffic"
+            "serves rolls in place one pod at a time, each new pod taking traffic once ready, and is judged only "
+            f"after the roll (a wrong version fails `up` while it serves); {key} {needed} gives it room to be judged "
+            "before it takes traffic"
         )
     return [], warnings
 
@@ -1190,8 +1192,9 @@ PLAN_RULES: tuple[PlanRule, ...] = (
         ("gpuNodesMax", "gpuNodes", "replicasMax", "probe", "models"),
         "aws, and kubernetes with `gpuNodes`: warns about each GPU model that has no room for a candidate beside its "
         "serving version at `replicasMax` (its rollout cannot surge): a change to what it serves rolls in place and "
-        "is judged by the probe only after it took traffic; the warning names the `gpuNodesMax` (`gpuNodes`) that "
-        "would give it room.",
+        "is judged (by its judge Job, in the cluster, against its reference) only after it took traffic, so a wrong "
+        "version fails `up` while it serves; the warning names the `gpuNodesMax` (`gpuNodes`) that would give it "
+        "room.",
         _judged_after_traffic,
     ),
     PlanRule(

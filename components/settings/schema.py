@@ -781,8 +781,8 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "GPU nodes of the existing cluster this stack may use, each with `gpusPerNode` GPUs. Stated, the stack "
         "plans on them as an aws stack does on its node group: the models' pods must fit them (`gpu-capacity`), and "
         "a model without room beside its serving version for one more pod rolls in place and is judged only after "
-        "the roll, said before `up` (`judged-before-traffic`). A judged change needs one more pod's GPUs per model "
-        "while its candidate is judged.",
+        "the roll (a wrong version fails `up` while it serves), said before `up` (`judged-before-traffic`). A change "
+        "judged before traffic needs one more pod's GPUs per model while its candidate is judged.",
         scope="kubernetes",
         default_doc="unset: the cluster's size is not known; every change is judged beside the serving version, and "
         "`up` fails with the scheduler's reason when its candidate finds no free GPU",

@@ -310,3 +310,27 @@ def test_a_vllm_engines_cpu_limit_is_the_largest_gpu_node_it_may_land_on() -> No
 def test_an_existing_clusters_gpu_node_cpus_are_what_it_states() -> None:
     assert args.gpu_node_cpus(load(kubernetes_stack(gpuNodeCpus=32))) == 32
     assert args.gpu_node_cpus(load(kubernetes_stack())) is None
+
+
+def test_a_failed_judge_of_a_version_that_rolled_in_place_says_it_serves_and_how_to_roll_back() -> None:
+    judged = Candidate("gpt2", "0a1b2c3d", "dev-gpt2", "http://x", judge_pods={}, in_place=True)
+
+    hint = args.failed_in_place_hint("triton", judged)
+
+    assert hint.startswith("Version 0a1b2c3d of gpt2 rolled in place (no room for a candidate")
+    assert "SERVES NOW: every pod of the model runs it" in hint
+    assert "a pipeline promoting this change to the next environment stops" in hint
+    assert "revert the change in the stack's settings" in hint and "`pulumi stack history`" in hint
+    assert "`kubectl -n triton logs job/dev-gpt2-judge`" in hint
+
+
+def test_the_judge_of_a_version_that_rolled_in_place_carries_the_in_place_hint() -> None:
+    settings = load(kubernetes_stack())
+    model = settings.models[0]
+    judged = Candidate(model.name, "0a1b2c3d", f"test-{model.name}", "http://x", judge_pods={}, in_place=True)
+
+    probe = args.judge_probe_args(settings, judged, model, "sha256:abc")
+
+    assert probe.failure_hint == args.failed_in_place_hint(settings.namespace, judged)
+    (target,) = probe.models
+    assert probe.endpoint == "http://x" and target.reference == model.family.is_fastertransformer

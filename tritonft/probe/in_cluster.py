@@ -36,9 +36,10 @@ TERMINATION_LOG = "/dev/termination-log"
 MESSAGE_LIMIT = 4096
 """Kubernetes keeps at most 4096 bytes of a container's termination message."""
 DEFAULT_DEADLINE_S = 900.0
-JUDGE_INPUTS = ("namespace", "job", "candidate_deployment")
+JUDGE_INPUTS = ("namespace", "job", "candidate_deployment", "rolled")
 """The in-cluster judge's inputs whose change re-runs it (``components.probe.in_cluster``): a new Job (the probe's
-settings, the tools image) or another candidate."""
+settings, the tools image), another candidate, or (a version that rolled in place) another rollout of its
+Deployment."""
 
 
 def config_from_props(props: Mapping[str, Any]) -> ProbeConfig:

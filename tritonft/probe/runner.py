@@ -791,7 +791,10 @@ def _probe_through_gateway(
 ) -> ProbeReport:
     """Each model's judged request through the OpenAI gateway (its wake first when it scales to zero): the only
     path to a model whose Triton has no route from here. A classifier, which the gateway does not serve, is never
-    probed this way (its Triton keeps its own route)."""
+    probed this way (its Triton keeps its own route). The served ensemble's configuration, and with it the judge's
+    reference, cannot be read here: a FasterTransformer generator is judged by its family's rule (BLEU, a non-empty
+    continuation). In a stack its reference judgement was made in the cluster by its judge Job, before the switch
+    or right after an in-place roll (``docs/judge.md``)."""
     assert config.gateway_url is not None
     gateway_url = config.gateway_url
     deadline = Deadline(config.deadline_s)

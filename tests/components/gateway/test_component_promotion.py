@@ -1,8 +1,9 @@
 """The Gateway follows the version the user-facing Services select: its specs ConfigMap (limits, the chat models)
 and its Deployment (the mounted checkpoint, hence the chat template) wait for each model's Services, which wait for
 a new version's judge and promotion gate. So a new version's spec or template reaches no user before its judge and
-gate passed, and after a failed judgement `up` stops before the gateway changes (asserted on the captured options;
-on the real control plane: ``tests/system/controlplane/test_judged_promotion.py``)."""
+gate passed, and after a failed judgement `up` stops before the gateway changes; a version that rolled in place (no
+room for a candidate) reaches the gateway only after its judge (asserted on the captured options; on the real control
+plane: ``tests/system/controlplane/test_judged_promotion.py``, ``test_judged_in_place.py``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from components.gateway.spec import gateway_selector
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
 from components.serving.promotion import Candidate
+from components.settings.capacity import Rollout
 from tests.components.fixtures import CONVERTER, T5_SMALL, TOOLS_IMAGE, make_target, serve
 from tests.components.serving.test_service_vllm import LLAMA
 from tritonft.engines.vllm.versions import TRITON_VERSION as VLLM_RELEASE
@@ -84,3 +86,20 @@ def test_the_services_the_gateway_waits_for_wait_for_each_new_versions_judge_and
         model = service.inputs["metadata"]["name"].removesuffix("-pods")
         assert len(_waits_for(service, mocks, JUDGE)) == 1, model
         assert len(_waits_for(service, mocks, GATE)) == 1, model
+
+
+def _in_place_stack() -> None:
+    """A judged T5 without room for a candidate (it rolls in place) behind the gateway."""
+    target = make_target()
+    no_room = Rollout(0, 1, "no free node for a surge pod at replicasMax: replace one pod at a time")
+    t5 = serve("t5", T5_SMALL, target=target, gateway_pods=gateway_selector(GATEWAY), judge=_judge, rollout=no_room)
+    Gateway(GATEWAY, GatewayArgs(target=target, image=TOOLS_IMAGE, backends=(GatewayBackend(T5_SMALL, t5),)))
+
+
+def test_the_gateways_specs_and_pods_wait_for_the_judge_of_a_version_that_rolled_in_place(mocks):
+    """Issue 49: a failed in-place judgement stops `up` before the gateway is given the new version's spec."""
+    run_program(_in_place_stack)
+    (judge,) = mocks.of_type(JUDGE)
+    assert _waits_for(_named(mocks, SERVICE, "t5"), mocks, JUDGE) == set(), "in place: the Services do not wait"
+    for what, res in _gateway_objects(mocks).items():
+        assert judge.urn in res.depends_on, what

@@ -1,5 +1,6 @@
 """Judged promotion: each serving version has its own Deployment and candidate Service, is judged, and only then do
-the user-facing Services select it (asserted on the captured resource inputs and options)."""
+the user-facing Services select it; a model without room for a candidate rolls in place and is judged right after its
+roll (asserted on the captured resource inputs and options)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from components.common.layout import DNS_LABEL_MAX
 from components.serving.promotion import (
     VERSION_LABEL,
     Candidate,
+    judged_after_its_roll,
     room_for_a_candidate,
     serving_version,
     versioned_name,
 )
+from components.serving.service import TritonService
 from components.settings.capacity import Rollout, fixed_rollout
-from tests.components.fixtures import DEPLOYMENT, GPTJ_6B, T5_SMALL, secure_ingress, serve
+from tests.components.fixtures import DEPLOYMENT, GPTJ_6B, NAMESPACE, T5_SMALL, secure_ingress, serve
 from tritonft.spec import ModelSpec
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
@@ -29,12 +32,14 @@ JUDGE = "tests:judge:Judge"
 EDGE = EdgeArgs(gateway=GatewayRef("edge"), host="m.example.com", listener="https-m-m")
 
 
-def _judge(seen: list[Candidate]) -> Any:
+def _judge(seen: list[Candidate], made: list[pulumi.Resource] | None = None) -> Any:
     def judge(candidate: Candidate, opts: pulumi.ResourceOptions) -> pulumi.Resource:
         seen.append(candidate)
-        return pulumi.CustomResource(
-            JUDGE, f"judge-{candidate.version}", {"service": candidate.service, "version": candidate.version}, opts
-        )
+        inputs = {"service": candidate.service, "version": candidate.version, "url": candidate.internal_url}
+        resource = pulumi.CustomResource(JUDGE, f"judge-{candidate.version}", inputs, opts)
+        if made is not None:
+            made.append(resource)
+        return resource
 
     return judge
 
@@ -139,11 +144,69 @@ def test_without_a_judge_the_model_rolls_in_place_under_its_old_names(mocks):
     assert VERSION_LABEL not in _services(mocks)["m"].inputs["spec"]["selector"]
 
 
-def test_without_room_for_a_candidate_the_model_rolls_in_place_and_nothing_is_judged_before(mocks):
-    no_room = Rollout(0, 1, "no free node for a surge pod at replicasMax: replace one pod at a time")
-    assert _serve(mocks, rollout=no_room) == []
-    assert _deployment(mocks).inputs["metadata"]["name"] == "m"
+NO_ROOM = Rollout(0, 1, "no free node for a surge pod at replicasMax: replace one pod at a time")
+
+
+def test_without_room_for_a_candidate_the_model_rolls_in_place_under_its_old_names(mocks):
+    (judged,) = _serve(mocks, rollout=NO_ROOM)
+    deployment = _deployment(mocks)
+    assert (deployment.name, deployment.inputs["metadata"]["name"]) == ("m-deployment", "m")
+    assert deployment.inputs["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    assert VERSION_LABEL not in _services(mocks)["m"].inputs["spec"]["selector"]
+    assert judged.in_place and set(_services(mocks)) == {"m", "m-pods"}, "no candidate Service"
+
+
+def test_a_version_that_rolled_in_place_is_judged_after_its_rollout_watch_at_the_user_facing_service(mocks):
+    (judged,) = _serve(mocks, rollout=NO_ROOM)
+    (judge,) = mocks.of_type(JUDGE)
+    assert judge.inputs["service"] == judged.service == "m"
+    assert judge.inputs["url"] == f"http://m.{NAMESPACE}.svc:8000"
+    assert _urn(mocks, "pulumi-python:dynamic/tritonft:RolloutWatch") in judge.depends_on
+    assert _services(mocks)["m"].urn in judge.depends_on
+    policies = {p.inputs["metadata"]["name"]: p.urn for p in mocks.of_type(NETPOL)}
+    assert {policies["m-judge"], policies["m"]} <= set(judge.depends_on), "both policies exist before its Job runs"
+
+
+def test_a_version_judged_in_place_is_the_serving_version_of_what_the_deployment_serves(mocks):
+    (first,) = _serve(mocks, rollout=NO_ROOM, image_pins="triton 24.05")
+    deployment = _deployment(mocks).urn
+    mocks.resources.clear()
+    (second,) = _serve(mocks, replace(T5_SMALL, revision="f" * 40), rollout=NO_ROOM, image_pins="triton 24.05")
+    mocks.resources.clear()
+    (third,) = _serve(mocks, rollout=NO_ROOM, image_pins="triton 24.08")
+    assert len({first.version, second.version, third.version}) == 3, "a new revision or image is judged again"
+    assert _deployment(mocks).urn == deployment, "the same Deployment rolls in place"
+    assert first.judge_pods.items() >= {**JUDGE_PODS, VERSION_LABEL: first.version}.items()
+
+
+def test_the_gateways_configuration_waits_for_the_judge_of_a_version_that_rolled_in_place(mocks):
+    seen: list[Candidate] = []
+    made: list[pulumi.Resource] = []
+    services: list[TritonService] = []
+    run_program(lambda: services.append(serve("m", T5_SMALL, judge=_judge(seen, made), rollout=NO_ROOM)))
+    (service,), (judge,) = services, made
+    assert judge in service.switched
+    assert service.judged_in_place is not None and service.candidate is None
+
+
+def test_a_version_judged_in_place_follows_its_rollout_watch_so_a_revert_to_it_is_judged_again(mocks):
+    seen: list[Candidate] = []
+    services: list[TritonService] = []
+    run_program(lambda: services.append(serve("m", T5_SMALL, judge=_judge(seen), rollout=NO_ROOM)))
+    (service,), (judged,) = services, seen
+    assert judged.rolled is service.rollout_watch.generation
+
+
+def test_a_model_without_a_judge_is_not_judged_in_place(mocks):
+    run_program(lambda: serve("m", T5_SMALL, rollout=NO_ROOM))
     assert mocks.of_type(JUDGE) == []
+
+
+def test_only_a_model_without_room_that_keeps_a_pod_is_judged_right_after_its_roll():
+    assert judged_after_its_roll(NO_ROOM, min_replicas=1)
+    assert not judged_after_its_roll(NO_ROOM, min_replicas=0), "asleep at zero: the probe wakes and judges it"
+    assert not judged_after_its_roll(Rollout(1, 0, "a surge pod fits"), min_replicas=1), "judged as a candidate"
+    assert not judged_after_its_roll(fixed_rollout(), min_replicas=1), "an unknown cluster: judged as a candidate"
 
 
 def test_a_surge_pod_with_room_or_an_unknown_cluster_leaves_room_for_a_candidate():
@@ -220,8 +283,33 @@ def test_the_models_triton_admits_its_judges_pods_by_label_on_http_only(mocks):
     ]
 
 
-def test_a_model_that_rolls_in_place_admits_no_judge(mocks):
+def test_a_model_without_a_judge_admits_none(mocks):
     run_program(lambda: serve("m", T5_SMALL))
     policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
     assert "m-judge" not in policies
     assert all({"podSelector": {"matchLabels": JUDGE_PODS}} not in r["from"] for r in policies["m"]["ingress"])
+
+
+def test_the_in_place_judges_pods_reach_the_serving_pods_on_http_and_dns_only(mocks):
+    _serve(mocks, rollout=NO_ROOM)
+    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
+    judge = policies["m-judge"]
+    assert judge["podSelector"] == {"matchLabels": JUDGE_PODS}
+    assert judge["ingress"] == []
+    dns, triton = judge["egress"]
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert triton == {
+        "to": [{"podSelector": {"matchLabels": TRITON_PODS}}],
+        "ports": [{"port": 8000, "protocol": "TCP"}],
+    }
+    pod_labels = _deployment(mocks).inputs["spec"]["template"]["metadata"]["labels"]
+    assert pod_labels.items() >= TRITON_PODS.items(), "the serving pods are the ones it reaches"
+
+
+def test_the_serving_pods_of_a_model_judged_in_place_admit_its_judge_on_http_only(mocks):
+    _serve(mocks, rollout=NO_ROOM)
+    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
+    judged = [r for r in policies["m"]["ingress"] if {"podSelector": {"matchLabels": JUDGE_PODS}} in r["from"]]
+    assert judged == [
+        {"from": [{"podSelector": {"matchLabels": JUDGE_PODS}}], "ports": [{"port": 8000, "protocol": "TCP"}]}
+    ]

@@ -183,7 +183,10 @@ def test_a_model_without_room_for_a_candidate_is_warned_that_it_is_judged_after_
 
     (warning,) = settings.warnings
     assert warning.startswith("gpuNodesMax: models[0] 't5-3b' has no room for a candidate beside its serving version")
-    assert "the probe judges it only after the roll; gpuNodesMax 4 gives it room" in warning
+    assert (
+        "is judged only after the roll (a wrong version fails `up` while it serves); gpuNodesMax 4 gives it room"
+        in (warning)
+    )
     assert rollout(settings, settings.models[0]).max_surge == 0, "it rolls in place, as the warning says"
     assert rollout(settings, settings.models[1]).max_surge == 1, "gpt-j-6b surges: it is judged first, unwarned"
 
@@ -226,7 +229,9 @@ def test_a_lab_of_only_the_two_serving_gpus_is_told_before_up_that_changes_roll_
         "gpuNodes: models[0] 't5-small'",
         "gpuNodes: models[2] 'qwen-0-5b'",
     ]
-    assert all("the probe judges it only after the roll" in w for w in settings.warnings)
+    assert all(
+        "is judged only after the roll (a wrong version fails `up` while it serves)" in w for w in settings.warnings
+    )
     assert "gpuNodes 4 gives it room" in settings.warnings[1]
     assert all(rollout(settings, m).max_surge == 0 for m in settings.models if not m.on_cpu)
 

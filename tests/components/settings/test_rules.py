@@ -503,8 +503,8 @@ WARNING_CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         (),
         "gpuNodesMax: models[0] 'gpt2' has no room for a candidate beside its serving version (one more pod of 4 "
         "GPU(s) at replicasMax does not fit 1 node(s)): a change to what it serves rolls in place one pod at a time, "
-        "each new pod taking traffic once ready, and the probe judges it only after the roll; gpuNodesMax 2 gives it "
-        "room to be judged before it takes traffic",
+        "each new pod taking traffic once ready, and is judged only after the roll (a wrong version fails `up` while "
+        "it serves); gpuNodesMax 2 gives it room to be judged before it takes traffic",
     ),
 }
 RULE_KEYS = (

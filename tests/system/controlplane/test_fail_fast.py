@@ -76,6 +76,8 @@ def test_the_wait_ends_when_the_deployment_has_rolled_out(
     assert done.id == f"{cluster.namespace}/{prod_plan.deployment('prod-t5-3b')}"
     assert done.outs is not None
     assert done.outs["ready_replicas"] == prod_plan.settings.serving.replicas_min
+    live = cluster.kube.get("apps/v1", "Deployment", prod_plan.deployment("prod-t5-3b"), cluster.namespace)
+    assert done.outs["generation"] == live["metadata"]["generation"] >= 1, "what an in-place judge follows"
     assert "kubeconfig" not in done.outs, "credentials never reach the state"
 
 

@@ -14,10 +14,15 @@ reference of FasterTransformer's step (``--engine reference``) under the plan's 
 * a checkpoint converted at the wrong dtype (bf16 files that ``config.ini`` calls fp16, as FT then reads them).
 
 Each wrong model is served with the right model's reference (its reference Job's, for the revision it claims).
+
+``dev``'s gpt2 has no room for a candidate: it rolls in place, and its judge Job asks the model's user-facing Service
+right after the roll (issue 49). Its Job's container, as the plan declares it, is also run here against the served
+gpt2 (``tests/system/judge_command.py``): its exit code and termination message are the verdict ``up`` reads.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 import re
@@ -32,6 +37,7 @@ import yaml
 
 from components.probe import IntegrationProbeProvider, ProbeFailedError
 from tests.plans import StackPlans
+from tests.system.judge_command import run_judge_container
 from tests.system.realtriton.conftest import ServeTriton
 from tests.system.realtriton.repos import render_with_cli
 from tests.tritonft.convert.models import Model
@@ -45,7 +51,6 @@ from tritonft.synth.plandiff import load_plan as load_resources
 
 pytestmark = pytest.mark.slow
 
-PROBE = "pulumi-python:dynamic/tritonft:IntegrationProbe"
 JUDGE = "pulumi-python:dynamic/tritonft:InClusterJudge"
 PLANNED: dict[Family, tuple[str, str]] = {
     Family.T5: ("dev", "t5-small"),
@@ -106,9 +111,12 @@ class Planned:
 
     family: Family
     inputs: dict[str, Any]
+    """What its judge Job is told to check (the probe's settings)."""
+    judge: dict[str, Any]
+    """The in-cluster judge's own inputs (its Job's manifest, the candidate it asks, its failure hint)."""
     spec: ModelSpec
     version: str
-    """The serving version the judge judges (its resource's name ends with it; a probe: its name)."""
+    """The serving version the judge judges (its resource's name ends with it)."""
 
 
 def judge_settings(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -123,14 +131,11 @@ def planned(stack_plan: StackPlans) -> dict[Family, Planned]:
     for family, (stack, model) in PLANNED.items():
         out = stack_plan(stack).out
         resources = load_resources(out)
-        probes = {r["name"]: dict(r["inputs"]) for r in resources if r["type"] == PROBE}
-        judges = {r["name"]: judge_settings(r["inputs"]) for r in resources if r["type"] == JUDGE}
-        judged = [name for name in judges if name.startswith(f"{stack}-{model}-judge-")]
-        # A model with room for a candidate is judged before it takes traffic, by its in-cluster judge Job; one without
-        # rolls in place and its probe judges it after (the settings' warning says which): either way the same
-        # judgement, declared by the program.
-        name = judged[0] if judged else f"{stack}-{model}-probe"
-        chosen = judges[name] if judged else probes[name]
+        judges = {r["name"]: dict(r["inputs"]) for r in resources if r["type"] == JUDGE}
+        # A model with room for a candidate is judged before it takes traffic, one without (dev's gpt2) right after
+        # it rolled in place: by the same in-cluster judge Job, declared by the program.
+        (name,) = [name for name in judges if name.startswith(f"{stack}-{model}-judge-")]
+        chosen = judge_settings(judges[name])
         inputs = {k: v for k, v in chosen.items() if k not in ("gateway_url", "headers")}
         specs = [
             ModelSpec.from_json(yaml.safe_load(m.read_text())["data"]["spec.json"])
@@ -138,7 +143,7 @@ def planned(stack_plan: StackPlans) -> dict[Family, Planned]:
         ]
         (spec,) = [s for s in specs if s.name == model]
         version = name.removeprefix(f"{stack}-{model}-judge-")
-        found[family] = Planned(family, inputs, spec, version)
+        found[family] = Planned(family, inputs, judges[name], spec, version)
     return found
 
 
@@ -281,3 +286,52 @@ def test_a_wrong_model_fails_its_judge_naming_the_prompt_and_both_answers(
         rf"the answer to {re.escape(repr(first.prompt))} is not the reference's: served '([^']*)'", message
     )
     assert said is not None and said.group(1) != first.answer[: len(said.group(1))], message
+
+
+def test_devs_gpt2_rolls_in_place_and_is_judged_at_its_user_facing_service(planned: dict[Family, Planned]) -> None:
+    plan = planned[Family.GPT2]
+    assert plan.judge["candidate_service"] == plan.judge["candidate_deployment"] == "dev-gpt2"
+    assert plan.inputs["endpoint"] == "http://dev-gpt2.triton.svc:8000"
+    assert "rolled in place" in plan.judge["failure_hint"]
+
+
+def test_the_in_place_gpt2s_judge_job_passes_the_right_model(
+    planned: dict[Family, Planned], served: Callable[[str], LocalTriton], tmp_path: Path
+) -> None:
+    plan = planned[Family.GPT2]
+
+    verdict = run_judge_container(plan.judge["job"], f"http://{served('right').http_url}", tmp_path)
+
+    assert verdict.passed, verdict.message
+    assert verdict.message == "passed: gpt2 ok"
+
+
+@pytest.mark.parametrize("kind", ["random-weights", "another-seed"])
+def test_the_in_place_gpt2s_judge_job_fails_a_wrong_model_naming_the_prompt_and_both_answers(
+    planned: dict[Family, Planned],
+    originals: Checkpoints,
+    served: Callable[[str], LocalTriton],
+    tmp_path: Path,
+    kind: str,
+) -> None:
+    plan = planned[Family.GPT2]
+    reference = JudgeReference.from_json(originals.reference[Family.GPT2].read_text())
+
+    verdict = run_judge_container(plan.judge["job"], f"http://{served(kind).http_url}", tmp_path)
+
+    assert not verdict.passed, "the Job fails (exit 1): `up` fails with the version serving"
+    message = verdict.message
+    assert "inference[gpt2]" in message and "differ from the reference of the original weights" in message, message
+    named = [p for p in reference.prompts if f"the answer to {p.prompt!r} is not the reference's: served " in message]
+    assert named, message
+    prompt = named[0]
+    said = message.split(f"the answer to {prompt.prompt!r} is not the reference's: served ", 1)[1]
+    served_repr, _, rest = said.partition(", reference ")
+    assert rest.startswith(repr(shortened(prompt.answer))), message
+    served_answer = ast.literal_eval(served_repr)
+    assert not served_answer.startswith(prompt.answer), message
+
+
+def shortened(text: str, limit: int = 160) -> str:
+    """An answer as a failed judgement quotes it (cut at 160 characters)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."

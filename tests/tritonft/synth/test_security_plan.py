@@ -170,6 +170,60 @@ def test_in_prods_plan_each_judges_pod_reaches_its_own_models_triton_on_http_and
         assert not any("secret" in str(c.get("env")).lower() for c in spec["containers"])
 
 
+@pytest.fixture(scope="module")
+def dev(stack_plan: StackPlans) -> Path:
+    return stack_plan("dev").out
+
+
+def _dev_gpt2_judge(dev: Path) -> dict[str, Any]:
+    (judge,) = [
+        r
+        for r in load_plan(dev)
+        if r["type"] == "pulumi-python:dynamic/tritonft:InClusterJudge" and r["name"].startswith("dev-gpt2-judge-")
+    ]
+    return judge
+
+
+def test_in_devs_plan_the_gpt2_without_room_rolls_in_place_and_is_judged_against_its_reference_after_its_watch(
+    dev: Path,
+) -> None:
+    """Issue 49: dev's gpt2 has no room for a candidate (the settings warn); its version rolls in place and the same
+    judge Job a candidate gets asks its user-facing Service, with the reference, once its rollout watch passed."""
+    resources = load_plan(dev)
+    by_urn = {r["urn"]: r for r in resources}
+    judge = _dev_gpt2_judge(dev)
+    (deployment,) = [d for d in _deployments(dev, "triton") if d["metadata"]["name"] == "dev-gpt2"]
+    assert deployment["spec"]["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}
+    assert judge["inputs"]["candidate_service"] == judge["inputs"]["candidate_deployment"] == "dev-gpt2"
+    job = judge["inputs"]["job"]
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    settings = json.loads(next(e["value"] for e in container["env"] if e["name"] == "TRITONFT_JUDGE_CONFIG"))
+    assert settings["endpoint"] == f"http://dev-gpt2.{PLAN_NAMESPACE}.svc:8000"
+    (target,) = settings["models"]
+    assert (target["name"], target["reference"]) == ("gpt2", True)
+    assert "rolled in place" in judge["inputs"]["failure_hint"]
+    waits_for = {(by_urn[u]["type"].rsplit(":", 1)[-1], by_urn[u]["name"]) for u in judge["options"]["dependsOn"]}
+    assert ("RolloutWatch", "dev-gpt2-rollout") in waits_for
+    assert ("Service", "dev-gpt2-service") in waits_for
+    (specs,) = [
+        r for r in resources if r["type"] == "kubernetes:core/v1:ConfigMap" and r["name"] == "dev-gateway-specs"
+    ]
+    assert judge["urn"] in specs["options"]["dependsOn"], "the gateway's configuration waits for the in-place judge"
+
+
+def test_in_devs_plan_the_in_place_judges_pod_reaches_its_models_serving_pods_on_http_only(dev: Path) -> None:
+    policies = _of(dev, "NetworkPolicy")
+    namespaces = _namespace_labels(dev)
+    job = _dev_gpt2_judge(dev)["inputs"]["job"]
+    meta = job["metadata"]
+    judge = Pod.from_template(meta["name"], meta["namespace"], job["spec"]["template"])
+    for deployment in _deployments(dev, "triton"):
+        pod = _template_pod(deployment)
+        reached = [p for p in (HTTP_PORT, GRPC_PORT, METRICS_PORT) if connects(policies, judge, pod, p, namespaces)]
+        own = deployment["metadata"]["name"] == "dev-gpt2"
+        assert reached == ([HTTP_PORT] if own else []), (deployment["metadata"]["name"], reached)
+
+
 def test_prods_triton_pods_run_without_model_control_and_with_the_unneeded_grpc_apis_restricted(prod: Path) -> None:
     for deployment in _deployments(prod, "triton"):
         (container,) = deployment["spec"]["template"]["spec"]["containers"]
