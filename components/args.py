@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from datetime import date
 
 import pulumi
 import pulumi_aws as aws
@@ -49,7 +50,9 @@ from components.serving.gemm_tuning import GemmTuning
 from components.serving.judge_job import judge_job_manifest, judge_job_name
 from components.serving.promotion import VERSION_LABEL, Candidate
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
+from components.settings import eks
 from components.settings.alerting import alert_routing
+from components.settings.api_keys import ApiKey, client_keys, live_keys
 from components.settings.capacity import (
     ModelShape,
     Rollout,
@@ -374,6 +377,12 @@ def api_clients(settings: Settings) -> tuple[str, ...]:
     return (PROBE_CLIENT, *settings.serving.ingress.api_clients)
 
 
+def edge_keys(settings: Settings, on: date) -> tuple[ApiKey, ...]:
+    """The keys the edge accepts ``on`` a day: each client's (``apiKeys``, or its ``default``), less the expired."""
+    ingress = settings.serving.ingress
+    return live_keys(client_keys(api_clients(settings), ingress.api_keys), on)
+
+
 def acme_issuer(settings: Settings) -> AcmeIssuer | None:
     """The ClusterIssuer the stack makes: on a cluster it builds, with ``acmeEmail``, TLS on and an issuer name."""
     ingress = settings.serving.ingress
@@ -403,9 +412,10 @@ def edge_objects_args(settings: Settings, target: ClusterTarget) -> EdgeObjectsA
         cluster_issuer=ingress.tls_issuer,
         load_balancer_annotations=dict(NLB_ANNOTATIONS) if settings.cluster.platform == "aws" else {},
         api_key_auth=gateway_api and ingress.auth == "apiKey",
-        clients=api_clients(settings),
+        keys=edge_keys(settings, eks.today()),
         rotation=ingress.api_key_rotation,
         requests_per_minute=ingress.rate_limit_per_minute,
+        max_concurrent_requests=ingress.max_concurrent_requests,
         issuer=issuer,
         issuer_solver=solver,
     )

@@ -19,11 +19,19 @@ a gRPC ``ModelInfer`` that names the Python-backend ``preprocessing`` model in i
 ``generate`` would bypass every limit the gateway applies) get no route of any protocol, no judge route either:
 the OpenAI gateway is their only door, and their NetworkPolicy admits only its pods (``docs/security/reach.md``).
 
-Every route carries :data:`AUTH_LABEL`; one ``SecurityPolicy`` selects them all (so the HTTP listener's ACME
-challenges and the HTTPS redirect stay open) and one ``BackendTrafficPolicy`` limits each client's request rate.
-The API keys live in one Secret: each data key a client's name, its value that client's key (Envoy Gateway's
-``apiKeyAuth`` format); Envoy forwards the authenticated client's name in :data:`CLIENT_HEADER` (logged by the
-proxy and the OpenAI gateway) and strips the key before the request goes on.
+Closed by default: on the Gateway the stack makes, the API-key ``SecurityPolicy`` and the ``BackendTrafficPolicy``
+(rate limit, concurrency cap, timeout) target the **Gateway itself**, so every route attached to it, one made later
+by hand included, asks for a key. Only routes that carry :data:`AUTH_LABEL` = :data:`AUTH_PUBLIC` are exempted, by a
+second ``SecurityPolicy`` that selects them and asks nothing (Envoy Gateway applies the most specific policy: a
+route's own wins over its Gateway's): the HTTPS redirect (it reaches no backend) and cert-manager's HTTP-01
+challenge routes (labelled through the solver's ``labels``). A route that reaches a backend never carries that
+label (the policy pack's ``edge-routes-authenticated`` refuses it). On a cluster's own Gateway (``gatewayName``),
+which other routes share and which may live in another namespace, the policies select the stack's routes by
+:data:`AUTH_LABEL` = :data:`AUTH_API_KEY` instead, and the policy pack refuses a route without it.
+
+The API keys live in one Secret: each data key a key id (the client's name, or ``<client>.<key>`` for another key of
+that client, :func:`key_id`), its value that key (Envoy Gateway's ``apiKeyAuth`` format); Envoy forwards the key id
+in :data:`CLIENT_HEADER` (logged by the proxy and the OpenAI gateway) and strips the key before the request goes on.
 """
 
 from __future__ import annotations
@@ -43,8 +51,11 @@ ENVOY_GATEWAY_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
 GATEWAY_CLASS = "envoy-gateway"
 """The GatewayClass the stack registers for Envoy Gateway on a cluster it builds."""
 AUTH_LABEL = "triton-ft.io/edge-auth"
-"""Label of every route the stack's API-key ``SecurityPolicy`` protects."""
+"""Label of every route of the stack: :data:`AUTH_API_KEY` (asks for a key) or :data:`AUTH_PUBLIC` (exempted)."""
 AUTH_API_KEY = "api-key"
+AUTH_PUBLIC = "public"
+"""Exempted from the API key on the stack's Gateway: only routes that reach no backend of the stack (the HTTPS
+redirect) and cert-manager's ACME HTTP-01 challenge routes."""
 CLIENT_HEADER = "x-tritonft-client"
 """Header Envoy sets to the authenticated client's name (from the credentials Secret's data key)."""
 AUTHORIZATION = "authorization"
@@ -145,6 +156,10 @@ def endpoint_urls(args: EdgeArgs) -> tuple[str, str | None]:
     """(HTTP base URL, gRPC target ``host:443`` or None) as clients outside the cluster see them."""
     http = f"{'https' if args.tls else 'http'}://{args.host}"
     return http, (f"{args.host}:443" if args.grpc_exposed else None)
+
+
+REDIRECT_LABELS = {AUTH_LABEL: AUTH_PUBLIC}
+"""The HTTPS redirect's route is exempted from the key (it reaches no backend)."""
 
 
 def route_labels(args: EdgeArgs, base: dict[str, str]) -> dict[str, str]:
@@ -306,7 +321,8 @@ def gateway_annotations(cluster_issuer: str | None) -> dict[str, str]:
 
 def https_redirect_route_spec(gateway: GatewayRef) -> dict[str, Any]:
     """Plain HTTP on the Gateway answers with a redirect to HTTPS; cert-manager's challenge routes (exact paths)
-    are more specific and win."""
+    are more specific and win. It reaches no backend, so it is labelled :data:`AUTH_PUBLIC`
+    (:data:`REDIRECT_LABELS`): a client that tries ``http://`` gets the redirect, not a 401."""
     parent = _parent_ref(EdgeArgs(gateway=gateway, host="-.-", listener=HTTP_LISTENER))
     return {
         "parentRefs": [parent],
@@ -316,18 +332,26 @@ def https_redirect_route_spec(gateway: GatewayRef) -> dict[str, Any]:
     }
 
 
-def _selectors() -> list[dict[str, Any]]:
-    return [
-        {"group": GATEWAY_GROUP, "kind": kind, "matchLabels": {AUTH_LABEL: AUTH_API_KEY}}
-        for kind in ("HTTPRoute", "GRPCRoute")
-    ]
+def _selectors(kinds: Sequence[str], value: str) -> list[dict[str, Any]]:
+    return [{"group": GATEWAY_GROUP, "kind": kind, "matchLabels": {AUTH_LABEL: value}} for kind in kinds]
 
 
-def api_key_policy_spec(credentials_secret: str) -> dict[str, Any]:
-    """Envoy Gateway's API-key authentication on every labelled route: the key from ``Authorization: Bearer``,
-    checked against the Secret's values; the client's name forwarded in :data:`CLIENT_HEADER`, the key stripped."""
+def policy_targets(gateway: GatewayRef | None) -> dict[str, Any]:
+    """Where the stack's API-key and traffic policies attach. ``gateway``: the Gateway the stack makes (in the
+    policies' namespace), targeted whole, so every route on it is covered, one made later included (closed by
+    default). None: a cluster's own Gateway, which the stack may not cover whole: the routes labelled
+    :data:`AUTH_API_KEY`."""
+    if gateway is not None:
+        return {"targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": gateway.name}]}
+    return {"targetSelectors": _selectors(("HTTPRoute", "GRPCRoute"), AUTH_API_KEY)}
+
+
+def api_key_policy_spec(credentials_secret: str, gateway: GatewayRef | None) -> dict[str, Any]:
+    """Envoy Gateway's API-key authentication on every route of the stack's Gateway (or every labelled route of a
+    cluster's own, :func:`policy_targets`): the key from ``Authorization: Bearer``, checked against the Secret's
+    values; the key's id forwarded in :data:`CLIENT_HEADER`, the key stripped."""
     return {
-        "targetSelectors": _selectors(),
+        **policy_targets(gateway),
         "apiKeyAuth": {
             "credentialRefs": [{"group": "", "kind": "Secret", "name": credentials_secret}],
             "extractFrom": [{"headers": [AUTHORIZATION]}],
@@ -337,28 +361,49 @@ def api_key_policy_spec(credentials_secret: str) -> dict[str, Any]:
     }
 
 
-def rate_limit_policy_spec(
-    clients: Sequence[str], requests_per_minute: int, request_timeout_seconds: int = 300
-) -> dict[str, Any]:
-    """Each authenticated client at most ``requests_per_minute`` requests a minute (per Envoy replica: a local
-    limit needs no rate-limit service), told apart by :data:`CLIENT_HEADER`, which only the auth filter sets.
+def public_routes_policy_spec() -> dict[str, Any]:
+    """The one exemption from the Gateway's API key: a ``SecurityPolicy`` that asks nothing, on the HTTPRoutes
+    labelled :data:`AUTH_PUBLIC` (the HTTPS redirect, cert-manager's challenge routes). Envoy Gateway applies a
+    route's own policy instead of its Gateway's (the most specific scope wins), so these routes, and only these, are
+    served without a key."""
+    return {"targetSelectors": _selectors(("HTTPRoute",), AUTH_PUBLIC)}
 
-    The same policy sets every labelled route's request timeout, GRPCRoutes included: Gateway API's GRPCRoute has
-    no ``timeouts`` field, and Envoy's 15 s default would cut a long call; Envoy Gateway applies
+
+def rate_limit_policy_spec(
+    requests_per_minute: int,
+    max_concurrent_requests: int,
+    gateway: GatewayRef | None,
+    request_timeout_seconds: int = 300,
+) -> dict[str, Any]:
+    """Each API key at most ``requests_per_minute`` requests a minute (per Envoy replica: a local limit needs no
+    rate-limit service): one rule whose bucket is per distinct :data:`CLIENT_HEADER` value, which only the auth filter
+    sets, so every key, one added later included, is limited without a rule of its own. Envoy Gateway's local
+    limit keeps a bucket per route (its ``shared`` buckets are for the global limit only).
+
+    At most ``max_concurrent_requests`` requests reach one backend at once from one proxy replica, as many again
+    wait, and beyond that Envoy answers 503 at once (its circuit breaker: ``maxConnections`` for HTTP/1.1,
+    ``maxParallelRequests`` for HTTP/2 and gRPC, ``maxPendingRequests`` the wait): a flood of long streams cannot pile
+    up on the gateway or Triton.
+
+    The same policy sets every route's request timeout, GRPCRoutes included: Gateway API's GRPCRoute has no
+    ``timeouts`` field, and Envoy's 15 s default would cut a long call; Envoy Gateway applies
     ``timeout.http.requestTimeout`` of a BackendTrafficPolicy to the GRPCRoutes it targets
     (https://gateway.envoyproxy.io/latest/tasks/traffic/grpc-timeouts/)."""
     return {
-        "targetSelectors": _selectors(),
+        **policy_targets(gateway),
         "timeout": {"http": {"requestTimeout": f"{request_timeout_seconds}s"}},
+        "circuitBreaker": {
+            "maxConnections": max_concurrent_requests,
+            "maxParallelRequests": max_concurrent_requests,
+            "maxPendingRequests": max_concurrent_requests,
+        },
         "rateLimit": {
-            "type": "Local",
             "local": {
                 "rules": [
                     {
-                        "clientSelectors": [{"headers": [{"name": CLIENT_HEADER, "type": "Exact", "value": c}]}],
+                        "clientSelectors": [{"headers": [{"name": CLIENT_HEADER, "type": "Distinct"}]}],
                         "limit": {"requests": requests_per_minute, "unit": "Minute"},
                     }
-                    for c in clients
                 ]
             },
         },
@@ -424,11 +469,13 @@ def acme_issuer_spec(issuer: AcmeIssuer, solver: dict[str, Any]) -> dict[str, An
 
 
 def gateway_http01_solver(gateway: GatewayRef) -> dict[str, Any]:
-    """HTTP-01 answered on the Gateway's plain HTTP listener (cert-manager adds a route per challenge)."""
+    """HTTP-01 answered on the Gateway's plain HTTP listener: cert-manager adds a route per challenge (the exact path
+    ``/.well-known/acme-challenge/<token>`` to its solver pod), labelled :data:`AUTH_PUBLIC` so that the ACME server
+    reaches it without a key (:func:`public_routes_policy_spec`)."""
     ref: dict[str, Any] = {"kind": "Gateway", "name": gateway.name, "sectionName": HTTP_LISTENER}
     if gateway.namespace:
         ref["namespace"] = gateway.namespace
-    return {"http01": {"gatewayHTTPRoute": {"parentRefs": [ref]}}}
+    return {"http01": {"gatewayHTTPRoute": {"parentRefs": [ref], "labels": {AUTH_LABEL: AUTH_PUBLIC}}}}
 
 
 def ingress_http01_solver(ingress_class: str) -> dict[str, Any]:
