@@ -416,6 +416,7 @@ def edge_objects_args(settings: Settings, target: ClusterTarget) -> EdgeObjectsA
         rotation=ingress.api_key_rotation,
         requests_per_minute=ingress.rate_limit_per_minute,
         max_concurrent_requests=ingress.max_concurrent_requests,
+        monitoring=settings.serving.monitoring,
         issuer=issuer,
         issuer_solver=solver,
     )

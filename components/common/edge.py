@@ -38,10 +38,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, time
 from typing import Any
 
 from components.common.triton import GRPC_PORT, HTTP_PORT
 from components.common.workload import ENVOY_PROXY_PODS
+from components.settings.alerting import with_runbooks
+from components.settings.api_keys import EXPIRY_WARNING_DAYS, ApiKey
 from tritonft.spec import ModelSpec
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
@@ -408,6 +411,50 @@ def rate_limit_policy_spec(
             },
         },
     }
+
+
+def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WARNING_DAYS) -> dict[str, Any] | None:
+    """Alerts for the keys the edge accepts that carry an ``expires`` day (None when none does): ``ApiKeyExpiringSoon``
+    from ``warn_days`` before it (hand the client its next key), ``ApiKeyExpired`` from the day itself: Envoy still
+    accepts the key until a ``pulumi up`` leaves it out of the Secret, and this rule, rendered by that ``up`` with
+    the live keys only, goes with it. Both read only the clock, so they fire with no ``up`` and no traffic."""
+    rules: list[dict[str, Any]] = []
+    for key in keys:
+        if key.expires is None:
+            continue
+        at = int(datetime.combine(key.expires, time(), UTC).timestamp())
+        labels = {"severity": "warning", "service": "edge", "api_key": key.id, "expires": key.expires.isoformat()}
+        rules += [
+            {
+                "alert": "ApiKeyExpiringSoon",
+                "expr": f"vector(time()) >= {at - warn_days * 86400}",
+                "for": "0m",
+                "labels": labels,
+                "annotations": {
+                    "summary": f"API key {key.id} expires on {key.expires.isoformat()}",
+                    "description": (
+                        f"The edge refuses API key {key.id} from {key.expires.isoformat()} (apiKeys): give the client "
+                        "its next key now, beside this one."
+                    ),
+                },
+            },
+            {
+                "alert": "ApiKeyExpired",
+                "expr": f"vector(time()) >= {at}",
+                "for": "0m",
+                "labels": labels,
+                "annotations": {
+                    "summary": f"API key {key.id} expired on {key.expires.isoformat()} but is still accepted",
+                    "description": (
+                        f"API key {key.id} expired on {key.expires.isoformat()}; Envoy accepts it until a `pulumi up` "
+                        "of the stack leaves it out of the edge's Secret: run one."
+                    ),
+                },
+            },
+        ]
+    if not rules:
+        return None
+    return with_runbooks({"groups": [{"name": "triton-ft.edge.api-keys", "rules": rules}]})
 
 
 def envoy_proxy_spec(service_annotations: dict[str, str]) -> dict[str, Any]:

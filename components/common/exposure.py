@@ -24,6 +24,7 @@ from components.common.edge import (
     WeightedBackend,
     acme_issuer_spec,
     api_http_route_spec,
+    api_key_expiry_rule_spec,
     api_key_policy_spec,
     envoy_proxy_spec,
     gateway_annotations,
@@ -174,6 +175,9 @@ class EdgeObjectsArgs:
     """Per key (and Envoy replica, and route)."""
     max_concurrent_requests: int = 256
     """Per backend and Envoy replica (``maxConcurrentRequests``)."""
+    monitoring: bool = False
+    """The Prometheus operator runs: the keys' expiry alerts (``api_key_expiry_rule_spec``) are made."""
+    monitoring_labels: dict[str, str] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
     request_timeout_seconds: int = 300
     """Longest request on every route, a gRPC call included (``rate_limit_policy_spec``)."""
     issuer: AcmeIssuer | None = None
@@ -236,6 +240,16 @@ class EdgeObjects(pulumi.ComponentResource):
                 api_key_policy_spec(self.credentials_secret, own_gateway),
                 opts=pulumi.ResourceOptions.merge(crds, pulumi.ResourceOptions(depends_on=[secret])),
             )
+            expiry = api_key_expiry_rule_spec(args.keys)
+            if args.monitoring and expiry is not None:
+                custom_resource(
+                    f"{name}-api-key-expiry",
+                    "PrometheusRule",
+                    "monitoring.coreos.com/v1",
+                    object_meta(f"{base}-api-key-expiry", ns, {**meta_labels, **args.monitoring_labels}),
+                    expiry,
+                    opts=crds,
+                )
             if own_gateway is not None:
                 custom_resource(
                     f"{name}-public",
