@@ -30,8 +30,9 @@ which other routes share and which may live in another namespace, the policies s
 :data:`AUTH_LABEL` = :data:`AUTH_API_KEY` instead, and the policy pack refuses a route without it.
 
 The API keys live in one Secret: each data key a key id (the client's name, or ``<client>.<key>`` for another key of
-that client, :func:`key_id`), its value that key (Envoy Gateway's ``apiKeyAuth`` format); Envoy forwards the key id
-in :data:`CLIENT_HEADER` (logged by the proxy and the OpenAI gateway) and strips the key before the request goes on.
+that client: ``components.settings.api_keys.key_id``), its value that key (Envoy Gateway's ``apiKeyAuth`` format);
+Envoy forwards the key id in :data:`CLIENT_HEADER` (logged by the proxy and the OpenAI gateway) and strips the key
+before the request goes on.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ AUTH_PUBLIC = "public"
 """Exempted from the API key on the stack's Gateway: only routes that reach no backend of the stack (the HTTPS
 redirect) and cert-manager's ACME HTTP-01 challenge routes."""
 CLIENT_HEADER = "x-tritonft-client"
-"""Header Envoy sets to the authenticated client's name (from the credentials Secret's data key)."""
+"""Header Envoy sets to the accepted key's id (the Secret's data key: ``<client>`` or ``<client>.<key>``)."""
 AUTHORIZATION = "authorization"
 """Where the key is read: OpenAI clients send ``Authorization: Bearer <key>``; Envoy drops the ``Bearer `` prefix."""
 HTTP_LISTENER = "http"
@@ -166,7 +167,9 @@ REDIRECT_LABELS = {AUTH_LABEL: AUTH_PUBLIC}
 
 
 def route_labels(args: EdgeArgs, base: dict[str, str]) -> dict[str, str]:
-    """The route's labels: the component's, plus :data:`AUTH_LABEL` when the API-key policy protects it."""
+    """The route's labels: the component's, plus :data:`AUTH_LABEL` = :data:`AUTH_API_KEY` when the stack asks for
+    keys (the policies select routes by it on a cluster's own Gateway; the policy pack asks it of every route that
+    reaches a backend)."""
     return {**base, **({AUTH_LABEL: AUTH_API_KEY} if args.api_key_auth else {})}
 
 
