@@ -37,6 +37,7 @@ before the request goes on.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time
@@ -215,8 +216,22 @@ def triton_paths(model: str) -> tuple[str, ...]:
     )
 
 
+def triton_path_pattern(model: str) -> str:
+    """One RE2 pattern that matches exactly :func:`triton_paths` of ``model`` (Envoy matches a route's regular
+    expression against the whole path). One match, so one Envoy route and one rate-limit bucket per key for the
+    model's host, where seven exact matches made seven."""
+    name = re.escape(model)
+    return rf"(/v2(/health/(live|ready))?|/v2/models/{name}(/(ready|config|infer))?)"
+
+
+def grpc_method_pattern() -> tuple[str, str]:
+    """(service, method) RE2 patterns matching exactly :data:`GRPC_METHODS` of :data:`GRPC_SERVICE` (Envoy Gateway
+    matches ``/<service>/<method>`` against the whole path): one match, one Envoy route, one bucket per key."""
+    return re.escape(GRPC_SERVICE), f"({'|'.join(GRPC_METHODS)})"
+
+
 def model_http_route_spec(args: EdgeArgs, model: str, backends: Sequence[WeightedBackend]) -> dict[str, Any]:
-    """Triton's inference routes of ``model`` on its host, to its Service's HTTP port.
+    """Triton's inference routes of ``model`` on its host (:func:`triton_path_pattern`), to its Service's HTTP port.
 
     Streams (``generate_stream`` events) go out as Triton writes them: Envoy does not buffer a response body, so
     nothing needs switching off, unlike ingress-nginx's ``proxy-buffering``; nor does it cap a request body.
@@ -226,7 +241,7 @@ def model_http_route_spec(args: EdgeArgs, model: str, backends: Sequence[Weighte
         "hostnames": [args.host],
         "rules": [
             {
-                "matches": [{"path": {"type": "Exact", "value": p}} for p in triton_paths(model)],
+                "matches": [{"path": {"type": "RegularExpression", "value": triton_path_pattern(model)}}],
                 "backendRefs": _backend_refs(backends, HTTP_PORT),
                 "timeouts": {"request": f"{args.request_timeout_seconds}s"},
                 **({"filters": _hsts_filters(args)} if args.tls else {}),
@@ -236,14 +251,15 @@ def model_http_route_spec(args: EdgeArgs, model: str, backends: Sequence[Weighte
 
 
 def model_grpc_route_spec(args: EdgeArgs, backends: Sequence[WeightedBackend]) -> dict[str, Any]:
-    """The inference methods of Triton's gRPC service on the model's host, to its Service's gRPC port (Envoy
-    balances per request, not per connection)."""
+    """The inference methods of Triton's gRPC service on the model's host (:func:`grpc_method_pattern`), to its
+    Service's gRPC port (Envoy balances per request, not per connection)."""
+    service, method = grpc_method_pattern()
     return {
         "parentRefs": [_parent_ref(args)],
         "hostnames": [args.host],
         "rules": [
             {
-                "matches": [{"method": {"type": "Exact", "service": GRPC_SERVICE, "method": m}} for m in GRPC_METHODS],
+                "matches": [{"method": {"type": "RegularExpression", "service": service, "method": method}}],
                 "backendRefs": _backend_refs(backends, GRPC_PORT),
             }
         ],

@@ -3,6 +3,7 @@ credentials Secret, the API-key and rate-limit policies, the stack's Gateway, it
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -74,25 +75,55 @@ def test_a_model_gets_an_http_route_and_a_grpc_route_on_its_host_and_listener(mo
         assert (parent["kind"], parent["name"], parent["sectionName"]) == ("Gateway", "test-edge", "https-m-m")
 
 
+EXPLOIT_PATHS = (
+    "/v2/repository/index",
+    "/v2/repository/models/t5-small/load",
+    "/v2/systemsharedmemory/region/r/register",
+    "/v2/cudasharedmemory/status",
+    "/v2/logging",
+    "/v2/trace/setting",
+    "/v2/models/t5-small/stats",
+    "/v2/models/t5-small/trace/setting",
+    "/v2/models/t5-small/generate",
+    "/v2/models/t5-small/generate_stream",
+    "/v2/models/other/infer",
+    "/v2/models/t5-small/infer/x",
+    "/v2/health",
+    "/v2/",
+)
+
+
 def test_only_tritons_inference_paths_of_the_model_reach_the_edge(mocks: RecordingMocks) -> None:
+    """One regular-expression match (Envoy matches it against the whole path, as Python's ``fullmatch``)."""
     (rule,) = _served(mocks)["m-http"].inputs["spec"]["rules"]
-    paths = {m["path"]["value"] for m in rule["matches"]}
-    assert all(m["path"]["type"] == "Exact" for m in rule["matches"])
-    assert f"/v2/models/{T5_SMALL.name}/infer" in paths
-    assert not any(p.endswith(("/generate", "/generate_stream")) for p in paths), "an exposed encoder generates nothing"
-    for exploit_surface in ("/v2/repository", "/v2/systemsharedmemory", "/v2/cudasharedmemory", "/v2/logging"):
-        assert not any(p.startswith(exploit_surface) for p in paths)
-    assert not any(p.endswith(("/trace/setting", "/stats")) for p in paths)
+    ((match),) = rule["matches"]
+    assert match["path"]["type"] == "RegularExpression"
+    pattern = match["path"]["value"]
+    assert all(re.fullmatch(pattern, p) for p in triton_paths(T5_SMALL.name))
+    assert f"/v2/models/{T5_SMALL.name}/infer" in triton_paths(T5_SMALL.name)
+    reached = [p for p in EXPLOIT_PATHS if re.fullmatch(pattern, p)]
+    assert reached == [], "repository, shared memory, logging, trace, statistics, generate, other models: no route"
 
 
 def test_only_the_inference_methods_of_the_grpc_service_reach_the_edge(mocks: RecordingMocks) -> None:
+    """Envoy Gateway matches ``/<service>/<method>`` against the whole gRPC path."""
     (rule,) = _served(mocks)["m-grpc"].inputs["spec"]["rules"]
-    methods = {m["method"]["method"] for m in rule["matches"]}
-    assert methods == set(GRPC_METHODS)
-    assert {"RepositoryModelLoad", "SystemSharedMemoryRegister", "CudaSharedMemoryRegister", "LogSettings"}.isdisjoint(
-        methods
-    )
-    assert {m["method"]["service"] for m in rule["matches"]} == {"inference.GRPCInferenceService"}
+    ((match),) = rule["matches"]
+    assert match["method"]["type"] == "RegularExpression"
+    path = f"/{match['method']['service']}/{match['method']['method']}"
+    routed = {m for m in GRPC_METHODS if re.fullmatch(path, f"/inference.GRPCInferenceService/{m}")}
+    assert routed == set(GRPC_METHODS)
+    for refused in (
+        "RepositoryModelLoad",
+        "SystemSharedMemoryRegister",
+        "CudaSharedMemoryRegister",
+        "LogSettings",
+        "ModelStreamInfer",
+        "ModelStatistics",
+        "TraceSetting",
+    ):
+        assert not re.fullmatch(path, f"/inference.GRPCInferenceService/{refused}"), refused
+    assert not re.fullmatch(path, "/inferenceXGRPCInferenceService/ModelInfer"), "the service's dot is literal"
 
 
 def test_routes_go_to_the_models_service_ports(mocks: RecordingMocks) -> None:
