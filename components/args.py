@@ -151,8 +151,11 @@ def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:
     )
 
 
-def addon_flags(addons: frozenset[str], *, metrics_server: bool = False) -> AddonFlags:
-    """The add-ons the stack lists, plus metrics-server when a feature needs it (``metrics_server``)."""
+def addon_flags(
+    addons: frozenset[str], *, metrics_server: bool = False, rate_limit_redis: str | None = None
+) -> AddonFlags:
+    """The add-ons the stack lists, plus metrics-server when a feature needs it (``metrics_server``), and the Redis
+    of the edge's global rate limit (``rateLimitRedis``)."""
     return AddonFlags(
         envoy_gateway="envoy-gateway" in addons,
         ingress_nginx="ingress-nginx" in addons,
@@ -162,6 +165,7 @@ def addon_flags(addons: frozenset[str], *, metrics_server: bool = False) -> Addo
         keda="keda" in addons,
         metrics_server=metrics_server,
         dcgm_exporter="kube-prometheus-stack" in addons,
+        rate_limit_redis=rate_limit_redis,
     )
 
 
@@ -208,7 +212,11 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
             ),
         ),
         model_weights_gib=round(largest_model_gib, 1),
-        addons=addon_flags(cluster.addons, metrics_server=gateway_autoscales(settings)),
+        addons=addon_flags(
+            cluster.addons,
+            metrics_server=gateway_autoscales(settings),
+            rate_limit_redis=settings.serving.ingress.rate_limit_redis,
+        ),
         dns=edge_dns(settings),
         ingress_class=cluster.ingress_class,
         storage_class_name=cluster.storage_class or AWS_EFS_STORAGE_CLASS,
@@ -416,6 +424,7 @@ def edge_objects_args(settings: Settings, target: ClusterTarget) -> EdgeObjectsA
         rotation=ingress.api_key_rotation,
         requests_per_minute=ingress.rate_limit_per_minute,
         max_concurrent_requests=ingress.max_concurrent_requests,
+        global_rate_limit=ingress.rate_limit_redis is not None,
         monitoring=settings.serving.monitoring,
         issuer=issuer,
         issuer_solver=solver,

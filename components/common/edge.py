@@ -396,11 +396,15 @@ def rate_limit_policy_spec(
     max_concurrent_requests: int,
     gateway: GatewayRef | None,
     request_timeout_seconds: int = 300,
+    *,
+    shared: bool = False,
 ) -> dict[str, Any]:
-    """Each API key at most ``requests_per_minute`` requests a minute (per Envoy replica: a local limit needs no
-    rate-limit service): one rule whose bucket is per distinct :data:`CLIENT_HEADER` value, which only the auth filter
-    sets, so every key, one added later included, is limited without a rule of its own. Envoy Gateway's local
-    limit keeps a bucket per route (its ``shared`` buckets are for the global limit only).
+    """Each API key at most ``requests_per_minute`` requests a minute: one rule whose bucket is per distinct
+    :data:`CLIENT_HEADER` value, which only the auth filter sets, so every key, one added later included, is limited
+    without a rule of its own. By default a local limit (no rate-limit service), whose buckets Envoy Gateway keeps
+    per route and proxy replica. ``shared`` (Envoy Gateway's rate-limit service runs, ``rateLimitRedis``): its
+    global limit with ``shared: true``, one bucket per key for every route the policy covers (the whole Gateway)
+    and every replica, counted in Redis.
 
     At most ``max_concurrent_requests`` requests reach one backend at once from one proxy replica, as many again
     wait, and beyond that Envoy answers 503 at once (its circuit breaker: ``maxConnections`` for HTTP/1.1,
@@ -411,6 +415,11 @@ def rate_limit_policy_spec(
     ``timeouts`` field, and Envoy's 15 s default would cut a long call; Envoy Gateway applies
     ``timeout.http.requestTimeout`` of a BackendTrafficPolicy to the GRPCRoutes it targets
     (https://gateway.envoyproxy.io/latest/tasks/traffic/grpc-timeouts/)."""
+    rule: dict[str, Any] = {
+        "clientSelectors": [{"headers": [{"name": CLIENT_HEADER, "type": "Distinct"}]}],
+        "limit": {"requests": requests_per_minute, "unit": "Minute"},
+        **({"shared": True} if shared else {}),
+    }
     return {
         **policy_targets(gateway),
         "timeout": {"http": {"requestTimeout": f"{request_timeout_seconds}s"}},
@@ -419,16 +428,7 @@ def rate_limit_policy_spec(
             "maxParallelRequests": max_concurrent_requests,
             "maxPendingRequests": max_concurrent_requests,
         },
-        "rateLimit": {
-            "local": {
-                "rules": [
-                    {
-                        "clientSelectors": [{"headers": [{"name": CLIENT_HEADER, "type": "Distinct"}]}],
-                        "limit": {"requests": requests_per_minute, "unit": "Minute"},
-                    }
-                ]
-            },
-        },
+        "rateLimit": {"global" if shared else "local": {"rules": [rule]}},
     }
 
 

@@ -175,6 +175,8 @@ class EdgeObjectsArgs:
     """Per key (and Envoy replica, and route)."""
     max_concurrent_requests: int = 256
     """Per backend and Envoy replica (``maxConcurrentRequests``)."""
+    global_rate_limit: bool = False
+    """Envoy Gateway runs its rate-limit service (``rateLimitRedis``): one bucket per key for the whole stack."""
     monitoring: bool = False
     """The Prometheus operator runs: the keys' expiry alerts (``api_key_expiry_rule_spec``) are made."""
     monitoring_labels: dict[str, str] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
@@ -265,7 +267,11 @@ class EdgeObjects(pulumi.ComponentResource):
                 ENVOY_GATEWAY_API,
                 object_meta(f"{base}-rate-limit", ns, meta_labels),
                 rate_limit_policy_spec(
-                    args.requests_per_minute, args.max_concurrent_requests, own_gateway, args.request_timeout_seconds
+                    args.requests_per_minute,
+                    args.max_concurrent_requests,
+                    own_gateway,
+                    args.request_timeout_seconds,
+                    shared=args.global_rate_limit,
                 ),
                 opts=crds,
             )

@@ -451,6 +451,7 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
             api_key_rotation=top.get("apiKeyRotation", 0),
             rate_limit_per_minute=top.get("rateLimitPerMinute", 600),
             max_concurrent_requests=top.get("maxConcurrentRequests", 256),
+            rate_limit_redis=top.get("rateLimitRedis"),
             acme_email=top.get("acmeEmail"),
             dns_zone=top.get("dnsZone"),
         ),

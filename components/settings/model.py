@@ -139,6 +139,8 @@ class IngressSettings:
     api_key_rotation: int = 0
     rate_limit_per_minute: int = 600
     max_concurrent_requests: int = 256
+    rate_limit_redis: str | None = None
+    """``rateLimitRedis``: Envoy Gateway's global rate limit keeps its counters there (one bucket per key and stack)."""
     dns_zone: str | None = None
     """On aws: the Route53 hosted zone external-dns writes the edge's records into."""
     acme_email: str | None = None

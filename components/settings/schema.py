@@ -106,6 +106,13 @@ def _email(value: str) -> list[str]:
     return [] if _EMAIL.match(value) else ["is not an e-mail address like ops@example.com"]
 
 
+def _host_port(value: str) -> list[str]:
+    host, _, port = value.rpartition(":")
+    if not host or kube.ingress_host(host) or not port.isdigit() or not 0 < int(port) < 65536:
+        return ["is not `<DNS name>:<port>`; e.g. `edge-limits.abc123.cache.amazonaws.com:6379`"]
+    return []
+
+
 def _vpc_cidr(value: str) -> list[str]:
     try:
         network = ipaddress.IPv4Network(value, strict=True)
@@ -419,6 +426,7 @@ FORMATS: dict[str, Format] = {
     ),
     "hf-repo": Format("Hugging Face repo id", _strings(_hf_repo), "org/name/extra", "org/name"),
     "email": Format("e-mail address", _strings(_email), "ops at example", "ops@example.com"),
+    "host-port": Format("DNS name and port", _strings(_host_port), "redis", "edge-limits.example.com:6379"),
     "digest-ref": Format(
         "image pinned by digest",
         _strings(_regex(_DIGEST_REF, "pinned by digest; use `repo@sha256:<64 hex>` (tags can move under you)")),
@@ -1249,6 +1257,17 @@ STACK_KNOBS: tuple[Knob, ...] = (
         default=600,
         minimum=1,
         maximum=1000000,
+    ),
+    Knob(
+        "rateLimitRedis",
+        "string",
+        "A Redis (`<host>:<port>`, e.g. an ElastiCache endpoint the cluster reaches) where Envoy Gateway's rate-limit "
+        "service keeps the edge's counters: each API key then has one bucket of `rateLimitPerMinute` for the whole "
+        "stack, shared by every route and proxy replica (Envoy Gateway's global limit; a Redis that does not answer "
+        "lets requests through). Unset: a bucket per route and proxy replica.",
+        default_doc="unset: local buckets",
+        format="host-port",
+        scope="aws",
     ),
     Knob(
         "maxConcurrentRequests",

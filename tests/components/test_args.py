@@ -9,6 +9,7 @@ import pytest
 
 from components import args
 from components.gateway import GatewayArgs
+from components.platform.aws import charts
 from components.serving.promotion import Candidate
 from components.settings import load_settings
 from tests.components.fixtures import MINILM_CPU, TOOLS_IMAGE, make_target
@@ -275,3 +276,23 @@ def test_a_failed_judge_says_its_candidate_is_kept_how_to_see_it_and_what_remove
     assert "`kubectl -n triton-local get deployment,pods,service -l triton-ft.io/version=0a1b2c3d`" in hint
     assert "`kubectl -n triton-local logs deployment/local-t5-small-0a1b2c3d -c triton`" in hint
     assert "the next `pulumi up` removes it" in hint and "`pulumi destroy` removes it too" in hint
+
+
+def test_a_rate_limit_redis_turns_on_envoy_gateways_rate_limit_service_and_the_shared_buckets() -> None:
+    settings = load(aws_stack(rateLimitRedis="limits.example.com:6379"))
+    flags = args.aws_platform_args(settings).addons
+    assert flags.rate_limit_redis == "limits.example.com:6379"
+    assert charts.envoy_gateway_values(flags.rate_limit_redis) == {
+        "config": {
+            "envoyGateway": {"rateLimit": {"backend": {"type": "Redis", "redis": {"url": "limits.example.com:6379"}}}}
+        }
+    }
+    edge = args.edge_objects_args(settings, make_target())
+    assert edge is not None and edge.global_rate_limit
+
+
+def test_without_a_rate_limit_redis_the_chart_keeps_its_defaults_and_the_buckets_are_local() -> None:
+    settings = load(aws_stack())
+    assert charts.envoy_gateway_values(args.aws_platform_args(settings).addons.rate_limit_redis) == {}
+    edge = args.edge_objects_args(settings, make_target())
+    assert edge is not None and not edge.global_rate_limit

@@ -316,6 +316,18 @@ def test_one_rate_limit_rule_gives_every_key_its_own_bucket(mocks: RecordingMock
     assert rule["limit"] == {"requests": 120, "unit": "Minute"}
 
 
+def test_with_the_rate_limit_service_a_keys_bucket_is_shared_by_every_route_and_replica(mocks: RecordingMocks) -> None:
+    """Envoy Gateway's global limit with ``shared: true`` on the Gateway-wide policy: one bucket per key per stack."""
+    _edge_objects(mocks, global_rate_limit=True, requests_per_minute=120)
+    (policy,) = _of_kind(mocks, "BackendTrafficPolicy").values()
+    limits = policy.inputs["spec"]["rateLimit"]
+    assert "local" not in limits
+    (rule,) = limits["global"]["rules"]
+    assert rule["shared"] is True
+    assert rule["clientSelectors"] == [{"headers": [{"name": CLIENT_HEADER, "type": "Distinct"}]}]
+    assert policy.inputs["spec"]["targetRefs"][0]["kind"] == "Gateway"
+
+
 def test_concurrent_requests_to_a_backend_are_capped_over_http1_and_http2(mocks: RecordingMocks) -> None:
     _edge_objects(mocks, max_concurrent_requests=64)
     (policy,) = _of_kind(mocks, "BackendTrafficPolicy").values()

@@ -452,6 +452,12 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         (),
         "apiKeys.batch: 'batch' is not in apiClients (webapp): add it there, or remove it here",
     ),
+    "global-rate-limit-needs-api-keys": (
+        aws_stack(rateLimitRedis="limits.example.com:6379", addons=["cert-manager"]),
+        (),
+        "rateLimitRedis: Envoy Gateway's rate-limit service reads it: add envoy-gateway to addons, or remove "
+        "rateLimitRedis",
+    ),
     "eks-version-offered": (
         aws_stack(kubernetesVersion="1.29"),
         (),
