@@ -525,23 +525,15 @@ def _api_keys_clients(f: StackFacts) -> Iterable[Problem]:
 
 @stack_rule(
     "global-rate-limit-needs-api-keys",
-    ("rateLimitRedis", "edge", "ingressAuth", "addons"),
-    "`rateLimitRedis` counts each API key's requests: it needs `edge: gateway` with `ingressAuth: apiKey` and the "
-    "`envoy-gateway` add-on (whose rate-limit service it configures).",
+    ("rateLimitRedis", "edge", "ingressAuth"),
+    "`rateLimitRedis` counts each API key's requests: it needs `edge: gateway` with `ingressAuth: apiKey`.",
 )
 def _global_rate_limit(f: StackFacts) -> Iterable[Problem]:
-    if not f.get("rateLimitRedis"):
-        return
-    if f.edge != "gateway" or f.auth != "apiKey":
+    if f.get("rateLimitRedis") and (f.edge != "gateway" or f.auth != "apiKey"):
         yield (
             "rateLimitRedis",
             "the global limit counts the requests of each API key: it needs edge: gateway with ingressAuth: apiKey; "
             "remove rateLimitRedis, or use that edge",
-        )
-    elif "envoy-gateway" not in f.get("addons", []):
-        yield (
-            "rateLimitRedis",
-            "Envoy Gateway's rate-limit service reads it: add envoy-gateway to addons, or remove rateLimitRedis",
         )
 
 

@@ -453,10 +453,10 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "apiKeys.batch: 'batch' is not in apiClients (webapp): add it there, or remove it here",
     ),
     "global-rate-limit-needs-api-keys": (
-        aws_stack(rateLimitRedis="limits.example.com:6379", addons=["cert-manager"]),
-        (),
-        "rateLimitRedis: Envoy Gateway's rate-limit service reads it: add envoy-gateway to addons, or remove "
-        "rateLimitRedis",
+        aws_ingress_stack(rateLimitRedis="limits.example.com:6379"),
+        SECRET_HTPASSWD,
+        "rateLimitRedis: the global limit counts the requests of each API key: it needs edge: gateway with "
+        "ingressAuth: apiKey; remove rateLimitRedis, or use that edge",
     ),
     "eks-version-offered": (
         aws_stack(kubernetesVersion="1.29"),
