@@ -21,9 +21,10 @@ EXPIRING = ApiKey("webapp", "default", date(1970, 1, 15))
 """promtool evaluates from the epoch: this key's warning is due at once, its expiry at 14 days."""
 
 
-def _unit_test(eval_time: str, alert: str, firing: bool) -> dict[str, Any]:
-    labels = {"severity": "warning", "service": "edge", "api_key": "webapp", "expires": "1970-01-15"}
-    expected = [{"exp_labels": labels}] if firing else []
+def _unit_test(spec: dict[str, Any], eval_time: str, alert: str, firing: bool) -> dict[str, Any]:
+    """A promtool case: ``alert`` of webapp's key fires (with the labels and annotations it is rendered with) or not."""
+    (rule,) = [r for r in spec["groups"][0]["rules"] if r["alert"] == alert and r["labels"]["api_key"] == "webapp"]
+    expected = [{"exp_labels": rule["labels"], "exp_annotations": rule["annotations"]}] if firing else []
     return {
         "interval": "1d",
         "input_series": [],
@@ -36,14 +37,22 @@ def test_the_warning_fires_two_weeks_ahead_and_the_expiry_on_the_day(tmp_path: P
     assert spec is not None
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
     tests = [
-        _unit_test("0m", "ApiKeyExpiringSoon", True),
-        _unit_test("13d", "ApiKeyExpired", False),
-        _unit_test("14d", "ApiKeyExpired", True),
+        _unit_test(spec, "0m", "ApiKeyExpiringSoon", True),
+        _unit_test(spec, "13d", "ApiKeyExpired", False),
+        _unit_test(spec, "14d", "ApiKeyExpired", True),
     ]
     suite = {"rule_files": ["rules.yaml"], "evaluation_interval": "1m", "tests": tests}
     (tmp_path / "test.yaml").write_text(yaml.safe_dump(suite, sort_keys=False))
     result = promtool("test", "rules", "test.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_each_alert_names_the_key_and_its_day_and_links_its_runbook() -> None:
+    spec = api_key_expiry_rule_spec([EXPIRING])
+    assert spec is not None
+    for rule in spec["groups"][0]["rules"]:
+        assert (rule["labels"]["api_key"], rule["labels"]["expires"]) == ("webapp", "1970-01-15")
+        assert rule["annotations"]["runbook_url"].endswith("#" + rule["alert"].lower())
 
 
 def test_keys_without_an_expiry_get_no_alert() -> None:
