@@ -8,10 +8,12 @@ import json
 import pytest
 
 from components import args
+from components.common.exposure import EdgeObjectsArgs
 from components.gateway import GatewayArgs
 from components.platform.aws import charts
 from components.serving.promotion import Candidate
 from components.settings import load_settings
+from components.settings.model import Settings
 from tests.components.fixtures import MINILM_CPU, TOOLS_IMAGE, make_target
 from tests.components.settings.test_validation import aws_stack, ingress_stack, kubernetes_stack
 from tritonft.synth.engine import RecordingMocks, run_program
@@ -278,21 +280,30 @@ def test_a_failed_judge_says_its_candidate_is_kept_how_to_see_it_and_what_remove
     assert "the next `pulumi up` removes it" in hint and "`pulumi destroy` removes it too" in hint
 
 
-def test_a_rate_limit_redis_turns_on_envoy_gateways_rate_limit_service_and_the_shared_buckets() -> None:
+def _edge_objects_args(settings: Settings) -> EdgeObjectsArgs:
+    made: list[EdgeObjectsArgs | None] = []
+    run_program(lambda: made.append(args.edge_objects_args(settings, make_target())))
+    (edge,) = made
+    assert edge is not None
+    return edge
+
+
+def test_a_rate_limit_redis_turns_on_envoy_gateways_rate_limit_service_and_the_shared_buckets(
+    mocks: RecordingMocks,
+) -> None:
     settings = load(aws_stack(rateLimitRedis="limits.example.com:6379"))
     flags = args.aws_platform_args(settings).addons
     assert flags.rate_limit_redis == "limits.example.com:6379"
+    backend = {"type": "Redis", "redis": {"url": "limits.example.com:6379"}}
     assert charts.envoy_gateway_values(flags.rate_limit_redis) == {
-        "config": {
-            "envoyGateway": {"rateLimit": {"backend": {"type": "Redis", "redis": {"url": "limits.example.com:6379"}}}}
-        }
+        "config": {"envoyGateway": {"rateLimit": {"backend": backend}}}
     }
-    edge = args.edge_objects_args(settings, make_target())
-    assert edge is not None and edge.global_rate_limit
+    assert _edge_objects_args(settings).global_rate_limit
 
 
-def test_without_a_rate_limit_redis_the_chart_keeps_its_defaults_and_the_buckets_are_local() -> None:
+def test_without_a_rate_limit_redis_the_chart_keeps_its_defaults_and_the_buckets_are_local(
+    mocks: RecordingMocks,
+) -> None:
     settings = load(aws_stack())
     assert charts.envoy_gateway_values(args.aws_platform_args(settings).addons.rate_limit_redis) == {}
-    edge = args.edge_objects_args(settings, make_target())
-    assert edge is not None and not edge.global_rate_limit
+    assert not _edge_objects_args(settings).global_rate_limit
