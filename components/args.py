@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Sequence
+from datetime import date
 
 import pulumi
 import pulumi_aws as aws
@@ -49,7 +50,9 @@ from components.serving.gemm_tuning import GemmTuning
 from components.serving.judge_job import judge_job_manifest, judge_job_name
 from components.serving.promotion import VERSION_LABEL, Candidate
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
+from components.settings import eks
 from components.settings.alerting import alert_routing
+from components.settings.api_keys import ApiKey, client_keys, live_keys
 from components.settings.capacity import (
     ModelShape,
     Rollout,
@@ -148,8 +151,11 @@ def existing_cluster_args(settings: Settings) -> ExistingClusterArgs:
     )
 
 
-def addon_flags(addons: frozenset[str], *, metrics_server: bool = False) -> AddonFlags:
-    """The add-ons the stack lists, plus metrics-server when a feature needs it (``metrics_server``)."""
+def addon_flags(
+    addons: frozenset[str], *, metrics_server: bool = False, rate_limit_redis: str | None = None
+) -> AddonFlags:
+    """The add-ons the stack lists, plus metrics-server when a feature needs it (``metrics_server``), and the Redis
+    of the edge's global rate limit (``rateLimitRedis``)."""
     return AddonFlags(
         envoy_gateway="envoy-gateway" in addons,
         ingress_nginx="ingress-nginx" in addons,
@@ -159,6 +165,7 @@ def addon_flags(addons: frozenset[str], *, metrics_server: bool = False) -> Addo
         keda="keda" in addons,
         metrics_server=metrics_server,
         dcgm_exporter="kube-prometheus-stack" in addons,
+        rate_limit_redis=rate_limit_redis,
     )
 
 
@@ -205,7 +212,11 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
             ),
         ),
         model_weights_gib=round(largest_model_gib, 1),
-        addons=addon_flags(cluster.addons, metrics_server=gateway_autoscales(settings)),
+        addons=addon_flags(
+            cluster.addons,
+            metrics_server=gateway_autoscales(settings),
+            rate_limit_redis=settings.serving.ingress.rate_limit_redis,
+        ),
         dns=edge_dns(settings),
         ingress_class=cluster.ingress_class,
         storage_class_name=cluster.storage_class or AWS_EFS_STORAGE_CLASS,
@@ -395,6 +406,12 @@ def api_clients(settings: Settings) -> tuple[str, ...]:
     return (PROBE_CLIENT, *settings.serving.ingress.api_clients)
 
 
+def edge_keys(settings: Settings, on: date) -> tuple[ApiKey, ...]:
+    """The keys the edge accepts ``on`` a day: each client's (``apiKeys``, or its ``default``), less the expired."""
+    ingress = settings.serving.ingress
+    return live_keys(client_keys(api_clients(settings), ingress.api_keys), on)
+
+
 def acme_issuer(settings: Settings) -> AcmeIssuer | None:
     """The ClusterIssuer the stack makes: on a cluster it builds, with ``acmeEmail``, TLS on and an issuer name."""
     ingress = settings.serving.ingress
@@ -424,10 +441,13 @@ def edge_objects_args(settings: Settings, target: ClusterTarget) -> EdgeObjectsA
         cluster_issuer=ingress.tls_issuer,
         load_balancer_annotations=dict(NLB_ANNOTATIONS) if settings.cluster.platform == "aws" else {},
         api_key_auth=gateway_api and ingress.auth == "apiKey",
-        clients=api_clients(settings),
+        keys=edge_keys(settings, eks.today()),
         rotation=ingress.api_key_rotation,
         requests_per_minute=ingress.rate_limit_per_minute,
         request_timeout_seconds=api_timeout_seconds(settings),
+        max_concurrent_requests=ingress.max_concurrent_requests,
+        global_rate_limit=ingress.rate_limit_redis is not None,
+        monitoring=settings.serving.monitoring,
         issuer=issuer,
         issuer_solver=solver,
     )

@@ -267,12 +267,18 @@ ROUTE_TYPES = frozenset(
 )
 EDGE_AUTH_LABEL = "triton-ft.io/edge-auth"
 EDGE_AUTH_API_KEY = "api-key"
-"""The label Envoy Gateway's API-key SecurityPolicy selects routes by (``components.common.edge.AUTH_LABEL``)."""
+"""The label every route of the stack carries (``components.common.edge.AUTH_LABEL``): the API-key SecurityPolicy
+selects routes by it on a cluster's own Gateway; on the stack's own it attaches to the Gateway itself."""
+EDGE_AUTH_PUBLIC = "public"
+"""The label's value the exemption policy selects (``components.common.edge.AUTH_PUBLIC``): the route asks no key."""
+SECURITY_POLICY = "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy"
+CREDENTIALS = ("apiKeyAuth", "basicAuth", "jwt", "oidc", "extAuth")
+"""The SecurityPolicy fields that ask a client for a credential."""
 
 
 def check_edge_routes_authenticated(resource: Resource) -> list[str]:
     """A Gateway API route that sends traffic to a backend, outside ``local``, carries the label the API-key policy
-    selects: a route made without it would be served unauthenticated (the policy attaches by label)."""
+    selects (on a cluster's own Gateway the policy attaches by it), and so never the exemption's value."""
     if resource.type not in ROUTE_TYPES or resource.environment == "local":
         return []
     spec = _mapping(resource.props.get("spec"))
@@ -285,6 +291,34 @@ def check_edge_routes_authenticated(resource: Resource) -> list[str]:
         f"route reaches a backend without the label {EDGE_AUTH_LABEL}={EDGE_AUTH_API_KEY} in environment "
         f"'{resource.environment}': no API key would be asked of its clients"
     ]
+
+
+def check_edge_exemptions_by_label(resource: Resource) -> list[str]:
+    """Outside ``local``, a SecurityPolicy that asks no credential (it would replace the Gateway's API key on what it
+    targets: the most specific policy wins) targets nothing but routes labelled as exempted, and only by that
+    label: never a Gateway, a listener or a route by name. With ``edge-routes-authenticated`` (no route that reaches
+    a backend carries that label), no route of the plan that reaches a backend is served without a key."""
+    if resource.type != SECURITY_POLICY or resource.environment == "local":
+        return []
+    spec = _mapping(resource.props.get("spec"))
+    if any(spec.get(field) is not None for field in CREDENTIALS):
+        return []
+    problems: list[str] = []
+    if spec.get("targetRef") is not None or _items(spec.get("targetRefs")):
+        problems.append(
+            "a SecurityPolicy that asks no credential targets by name (targetRef/targetRefs): it would serve its "
+            "targets without a key; select only routes labelled "
+            f"{EDGE_AUTH_LABEL}={EDGE_AUTH_PUBLIC} with targetSelectors"
+        )
+    for selector in (_mapping(s) for s in _items(spec.get("targetSelectors"))):
+        if _mapping(selector.get("matchLabels")).get(EDGE_AUTH_LABEL) != EDGE_AUTH_PUBLIC or selector.get(
+            "matchExpressions"
+        ):
+            problems.append(
+                f"a SecurityPolicy that asks no credential selects {selector.get('kind')} other than by "
+                f"{EDGE_AUTH_LABEL}={EDGE_AUTH_PUBLIC}: it would serve them without a key"
+            )
+    return problems
 
 
 # --- secrets in env --------------------------------------------------------------------------------------------
@@ -388,10 +422,19 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "edge-routes-authenticated",
-        "Every Gateway API route outside the local environment that reaches a backend is selected by the API-key "
-        "policy (its label triton-ft.io/edge-auth=api-key).",
+        "Every Gateway API route outside the local environment that reaches a backend carries the API-key policy's "
+        "label triton-ft.io/edge-auth=api-key (never the exemption's, public).",
         "Create routes with components.common.edge.route_labels (ingressAuth: apiKey), never a bare route.",
         check_edge_routes_authenticated,
+        uses_environment=True,
+    ),
+    Rule(
+        "edge-exemptions-by-label",
+        "Outside the local environment, a SecurityPolicy that asks no credential selects only routes labelled "
+        "triton-ft.io/edge-auth=public, by that label: never a Gateway, a listener or a route by name.",
+        "Exempt a route that reaches no backend by labelling it (components.common.edge.REDIRECT_LABELS); "
+        "never add a credential-less SecurityPolicy of your own.",
+        check_edge_exemptions_by_label,
         uses_environment=True,
     ),
     Rule(

@@ -20,14 +20,17 @@ import importlib
 import json
 import sys
 from collections.abc import Callable, Iterable, Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any
 
+from components.common.edge import api_key_expiry_rule_spec
 from components.gateway.spec import gateway_rule_spec
 from components.platform.signals import platform_rule_spec
 from components.serving.monitoring import prometheus_rule_spec, vllm_prometheus_rule_spec
 from components.settings import docs as settings_docs
 from components.settings.alerting import ALERT_FOR
+from components.settings.api_keys import ApiKey
 from components.settings.catalog import KNOWN_ENCODERS, KNOWN_MODELS, KNOWN_VLLM
 from components.settings.schema import MODEL_KNOBS, STACK_KNOBS, Knob
 from stackcli.cli import COMMANDS
@@ -169,6 +172,10 @@ def rendered_alerts() -> list[tuple[str, dict[str, Any]]]:
         (
             "platform (aws, with kube-prometheus-stack)",
             platform_rule_spec("NAMESPACE", cert_manager=True, envoy=True, blackbox=True, gpus=True),
+        ),
+        (
+            "edge (an API key with `expires`, with monitoring)",
+            api_key_expiry_rule_spec([ApiKey("CLIENT", "KEY", date(2030, 1, 1))]) or {"groups": []},
         ),
     ]
     seen: dict[str, tuple[str, dict[str, Any]]] = {}

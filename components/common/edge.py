@@ -19,21 +19,34 @@ a gRPC ``ModelInfer`` that names the Python-backend ``preprocessing`` model in i
 ``generate`` would bypass every limit the gateway applies) get no route of any protocol, no judge route either:
 the OpenAI gateway is their only door, and their NetworkPolicy admits only its pods (``docs/security/reach.md``).
 
-Every route carries :data:`AUTH_LABEL`; one ``SecurityPolicy`` selects them all (so the HTTP listener's ACME
-challenges and the HTTPS redirect stay open) and one ``BackendTrafficPolicy`` limits each client's request rate.
-The API keys live in one Secret: each data key a client's name, its value that client's key (Envoy Gateway's
-``apiKeyAuth`` format); Envoy forwards the authenticated client's name in :data:`CLIENT_HEADER` (logged by the
-proxy and the OpenAI gateway) and strips the key before the request goes on.
+Closed by default: on the Gateway the stack makes, the API-key ``SecurityPolicy`` and the ``BackendTrafficPolicy``
+(rate limit, concurrency cap, timeout) target the **Gateway itself**, so every route attached to it, one made later
+by hand included, asks for a key. Only routes that carry :data:`AUTH_LABEL` = :data:`AUTH_PUBLIC` are exempted, by a
+second ``SecurityPolicy`` that selects them and asks nothing (Envoy Gateway applies the most specific policy: a
+route's own wins over its Gateway's): the HTTPS redirect (it reaches no backend) and cert-manager's HTTP-01
+challenge routes (labelled through the solver's ``labels``). A route that reaches a backend never carries that
+label (the policy pack's ``edge-routes-authenticated`` refuses it). On a cluster's own Gateway (``gatewayName``),
+which other routes share and which may live in another namespace, the policies select the stack's routes by
+:data:`AUTH_LABEL` = :data:`AUTH_API_KEY` instead, and the policy pack refuses a route without it.
+
+The API keys live in one Secret: each data key a key id (the client's name, or ``<client>.<key>`` for another key of
+that client: ``components.settings.api_keys.key_id``), its value that key (Envoy Gateway's ``apiKeyAuth`` format);
+Envoy forwards the key id in :data:`CLIENT_HEADER` (logged by the proxy and the OpenAI gateway) and strips the key
+before the request goes on.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, time
 from typing import Any
 
 from components.common.triton import GRPC_PORT, HTTP_PORT
 from components.common.workload import ENVOY_PROXY_PODS
+from components.settings.alerting import with_runbooks
+from components.settings.api_keys import EXPIRY_WARNING_DAYS, ApiKey
 from tritonft.spec import ModelSpec
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
@@ -43,10 +56,13 @@ ENVOY_GATEWAY_CONTROLLER = "gateway.envoyproxy.io/gatewayclass-controller"
 GATEWAY_CLASS = "envoy-gateway"
 """The GatewayClass the stack registers for Envoy Gateway on a cluster it builds."""
 AUTH_LABEL = "triton-ft.io/edge-auth"
-"""Label of every route the stack's API-key ``SecurityPolicy`` protects."""
+"""Label of every route of the stack: :data:`AUTH_API_KEY` (asks for a key) or :data:`AUTH_PUBLIC` (exempted)."""
 AUTH_API_KEY = "api-key"
+AUTH_PUBLIC = "public"
+"""Exempted from the API key on the stack's Gateway: only routes that reach no backend of the stack (the HTTPS
+redirect) and cert-manager's ACME HTTP-01 challenge routes."""
 CLIENT_HEADER = "x-tritonft-client"
-"""Header Envoy sets to the authenticated client's name (from the credentials Secret's data key)."""
+"""Header Envoy sets to the accepted key's id (the Secret's data key: ``<client>`` or ``<client>.<key>``)."""
 AUTHORIZATION = "authorization"
 """Where the key is read: OpenAI clients send ``Authorization: Bearer <key>``; Envoy drops the ``Bearer `` prefix."""
 HTTP_LISTENER = "http"
@@ -147,8 +163,14 @@ def endpoint_urls(args: EdgeArgs) -> tuple[str, str | None]:
     return http, (f"{args.host}:443" if args.grpc_exposed else None)
 
 
+REDIRECT_LABELS = {AUTH_LABEL: AUTH_PUBLIC}
+"""The HTTPS redirect's route is exempted from the key (it reaches no backend)."""
+
+
 def route_labels(args: EdgeArgs, base: dict[str, str]) -> dict[str, str]:
-    """The route's labels: the component's, plus :data:`AUTH_LABEL` when the API-key policy protects it."""
+    """The route's labels: the component's, plus :data:`AUTH_LABEL` = :data:`AUTH_API_KEY` when the stack asks for
+    keys (the policies select routes by it on a cluster's own Gateway; the policy pack asks it of every route that
+    reaches a backend)."""
     return {**base, **({AUTH_LABEL: AUTH_API_KEY} if args.api_key_auth else {})}
 
 
@@ -194,8 +216,22 @@ def triton_paths(model: str) -> tuple[str, ...]:
     )
 
 
+def triton_path_pattern(model: str) -> str:
+    """One RE2 pattern that matches exactly :func:`triton_paths` of ``model`` (Envoy matches a route's regular
+    expression against the whole path). One match, so one Envoy route and one rate-limit bucket per key for the
+    model's host, where seven exact matches made seven."""
+    name = re.escape(model)
+    return rf"(/v2(/health/(live|ready))?|/v2/models/{name}(/(ready|config|infer))?)"
+
+
+def grpc_method_pattern() -> tuple[str, str]:
+    """(service, method) RE2 patterns matching exactly :data:`GRPC_METHODS` of :data:`GRPC_SERVICE` (Envoy Gateway
+    matches ``/<service>/<method>`` against the whole path): one match, one Envoy route, one bucket per key."""
+    return re.escape(GRPC_SERVICE), f"({'|'.join(GRPC_METHODS)})"
+
+
 def model_http_route_spec(args: EdgeArgs, model: str, backends: Sequence[WeightedBackend]) -> dict[str, Any]:
-    """Triton's inference routes of ``model`` on its host, to its Service's HTTP port.
+    """Triton's inference routes of ``model`` on its host (:func:`triton_path_pattern`), to its Service's HTTP port.
 
     Streams (``generate_stream`` events) go out as Triton writes them: Envoy does not buffer a response body, so
     nothing needs switching off, unlike ingress-nginx's ``proxy-buffering``; nor does it cap a request body.
@@ -205,7 +241,7 @@ def model_http_route_spec(args: EdgeArgs, model: str, backends: Sequence[Weighte
         "hostnames": [args.host],
         "rules": [
             {
-                "matches": [{"path": {"type": "Exact", "value": p}} for p in triton_paths(model)],
+                "matches": [{"path": {"type": "RegularExpression", "value": triton_path_pattern(model)}}],
                 "backendRefs": _backend_refs(backends, HTTP_PORT),
                 "timeouts": {"request": f"{args.request_timeout_seconds}s"},
                 **({"filters": _hsts_filters(args)} if args.tls else {}),
@@ -215,14 +251,15 @@ def model_http_route_spec(args: EdgeArgs, model: str, backends: Sequence[Weighte
 
 
 def model_grpc_route_spec(args: EdgeArgs, backends: Sequence[WeightedBackend]) -> dict[str, Any]:
-    """The inference methods of Triton's gRPC service on the model's host, to its Service's gRPC port (Envoy
-    balances per request, not per connection)."""
+    """The inference methods of Triton's gRPC service on the model's host (:func:`grpc_method_pattern`), to its
+    Service's gRPC port (Envoy balances per request, not per connection)."""
+    service, method = grpc_method_pattern()
     return {
         "parentRefs": [_parent_ref(args)],
         "hostnames": [args.host],
         "rules": [
             {
-                "matches": [{"method": {"type": "Exact", "service": GRPC_SERVICE, "method": m}} for m in GRPC_METHODS],
+                "matches": [{"method": {"type": "RegularExpression", "service": service, "method": method}}],
                 "backendRefs": _backend_refs(backends, GRPC_PORT),
             }
         ],
@@ -306,7 +343,8 @@ def gateway_annotations(cluster_issuer: str | None) -> dict[str, str]:
 
 def https_redirect_route_spec(gateway: GatewayRef) -> dict[str, Any]:
     """Plain HTTP on the Gateway answers with a redirect to HTTPS; cert-manager's challenge routes (exact paths)
-    are more specific and win."""
+    are more specific and win. It reaches no backend, so it is labelled :data:`AUTH_PUBLIC`
+    (:data:`REDIRECT_LABELS`): a client that tries ``http://`` gets the redirect, not a 401."""
     parent = _parent_ref(EdgeArgs(gateway=gateway, host="-.-", listener=HTTP_LISTENER))
     return {
         "parentRefs": [parent],
@@ -316,18 +354,26 @@ def https_redirect_route_spec(gateway: GatewayRef) -> dict[str, Any]:
     }
 
 
-def _selectors() -> list[dict[str, Any]]:
-    return [
-        {"group": GATEWAY_GROUP, "kind": kind, "matchLabels": {AUTH_LABEL: AUTH_API_KEY}}
-        for kind in ("HTTPRoute", "GRPCRoute")
-    ]
+def _selectors(kinds: Sequence[str], value: str) -> list[dict[str, Any]]:
+    return [{"group": GATEWAY_GROUP, "kind": kind, "matchLabels": {AUTH_LABEL: value}} for kind in kinds]
 
 
-def api_key_policy_spec(credentials_secret: str) -> dict[str, Any]:
-    """Envoy Gateway's API-key authentication on every labelled route: the key from ``Authorization: Bearer``,
-    checked against the Secret's values; the client's name forwarded in :data:`CLIENT_HEADER`, the key stripped."""
+def policy_targets(gateway: GatewayRef | None) -> dict[str, Any]:
+    """Where the stack's API-key and traffic policies attach. ``gateway``: the Gateway the stack makes (in the
+    policies' namespace), targeted whole, so every route on it is covered, one made later included (closed by
+    default). None: a cluster's own Gateway, which the stack may not cover whole: the routes labelled
+    :data:`AUTH_API_KEY`."""
+    if gateway is not None:
+        return {"targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": gateway.name}]}
+    return {"targetSelectors": _selectors(("HTTPRoute", "GRPCRoute"), AUTH_API_KEY)}
+
+
+def api_key_policy_spec(credentials_secret: str, gateway: GatewayRef | None) -> dict[str, Any]:
+    """Envoy Gateway's API-key authentication on every route of the stack's Gateway (or every labelled route of a
+    cluster's own, :func:`policy_targets`): the key from ``Authorization: Bearer``, checked against the Secret's
+    values; the key's id forwarded in :data:`CLIENT_HEADER`, the key stripped."""
     return {
-        "targetSelectors": _selectors(),
+        **policy_targets(gateway),
         "apiKeyAuth": {
             "credentialRefs": [{"group": "", "kind": "Secret", "name": credentials_secret}],
             "extractFrom": [{"headers": [AUTHORIZATION]}],
@@ -337,32 +383,97 @@ def api_key_policy_spec(credentials_secret: str) -> dict[str, Any]:
     }
 
 
-def rate_limit_policy_spec(
-    clients: Sequence[str], requests_per_minute: int, request_timeout_seconds: int = 300
-) -> dict[str, Any]:
-    """Each authenticated client at most ``requests_per_minute`` requests a minute (per Envoy replica: a local
-    limit needs no rate-limit service), told apart by :data:`CLIENT_HEADER`, which only the auth filter sets.
+def public_routes_policy_spec() -> dict[str, Any]:
+    """The one exemption from the Gateway's API key: a ``SecurityPolicy`` that asks nothing, on the HTTPRoutes
+    labelled :data:`AUTH_PUBLIC` (the HTTPS redirect, cert-manager's challenge routes). Envoy Gateway applies a
+    route's own policy instead of its Gateway's (the most specific scope wins), so these routes, and only these, are
+    served without a key."""
+    return {"targetSelectors": _selectors(("HTTPRoute",), AUTH_PUBLIC)}
 
-    The same policy sets every labelled route's request timeout, GRPCRoutes included: Gateway API's GRPCRoute has
-    no ``timeouts`` field, and Envoy's 15 s default would cut a long call; Envoy Gateway applies
+
+def rate_limit_policy_spec(
+    requests_per_minute: int,
+    max_concurrent_requests: int,
+    gateway: GatewayRef | None,
+    request_timeout_seconds: int = 300,
+    *,
+    shared: bool = False,
+) -> dict[str, Any]:
+    """Each API key at most ``requests_per_minute`` requests a minute: one rule whose bucket is per distinct
+    :data:`CLIENT_HEADER` value, which only the auth filter sets, so every key, one added later included, is limited
+    without a rule of its own. By default a local limit (no rate-limit service), whose buckets Envoy Gateway keeps
+    per route and proxy replica. ``shared`` (Envoy Gateway's rate-limit service runs, ``rateLimitRedis``): its
+    global limit with ``shared: true``, one bucket per key for every route the policy covers (the whole Gateway)
+    and every replica, counted in Redis.
+
+    At most ``max_concurrent_requests`` requests reach one backend at once from one proxy replica, as many again
+    wait, and beyond that Envoy answers 503 at once (its circuit breaker: ``maxConnections`` for HTTP/1.1,
+    ``maxParallelRequests`` for HTTP/2 and gRPC, ``maxPendingRequests`` the wait): a flood of long streams cannot pile
+    up on the gateway or Triton.
+
+    The same policy sets every route's request timeout, GRPCRoutes included: Gateway API's GRPCRoute has no
+    ``timeouts`` field, and Envoy's 15 s default would cut a long call; Envoy Gateway applies
     ``timeout.http.requestTimeout`` of a BackendTrafficPolicy to the GRPCRoutes it targets
     (https://gateway.envoyproxy.io/latest/tasks/traffic/grpc-timeouts/)."""
-    return {
-        "targetSelectors": _selectors(),
-        "timeout": {"http": {"requestTimeout": f"{request_timeout_seconds}s"}},
-        "rateLimit": {
-            "type": "Local",
-            "local": {
-                "rules": [
-                    {
-                        "clientSelectors": [{"headers": [{"name": CLIENT_HEADER, "type": "Exact", "value": c}]}],
-                        "limit": {"requests": requests_per_minute, "unit": "Minute"},
-                    }
-                    for c in clients
-                ]
-            },
-        },
+    rule: dict[str, Any] = {
+        "clientSelectors": [{"headers": [{"name": CLIENT_HEADER, "type": "Distinct"}]}],
+        "limit": {"requests": requests_per_minute, "unit": "Minute"},
+        **({"shared": True} if shared else {}),
     }
+    return {
+        **policy_targets(gateway),
+        "timeout": {"http": {"requestTimeout": f"{request_timeout_seconds}s"}},
+        "circuitBreaker": {
+            "maxConnections": max_concurrent_requests,
+            "maxParallelRequests": max_concurrent_requests,
+            "maxPendingRequests": max_concurrent_requests,
+        },
+        "rateLimit": {"global" if shared else "local": {"rules": [rule]}},
+    }
+
+
+def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WARNING_DAYS) -> dict[str, Any] | None:
+    """Alerts for the keys the edge accepts that carry an ``expires`` day (None when none does): ``ApiKeyExpiringSoon``
+    from ``warn_days`` before it (hand the client its next key), ``ApiKeyExpired`` from the day itself: Envoy still
+    accepts the key until a ``pulumi up`` leaves it out of the Secret, and this rule, rendered by that ``up`` with
+    the live keys only, goes with it. Both read only the clock, so they fire with no ``up`` and no traffic."""
+    rules: list[dict[str, Any]] = []
+    for key in keys:
+        if key.expires is None:
+            continue
+        at = int(datetime.combine(key.expires, time(), UTC).timestamp())
+        labels = {"severity": "warning", "service": "edge", "api_key": key.id, "expires": key.expires.isoformat()}
+        rules += [
+            {
+                "alert": "ApiKeyExpiringSoon",
+                "expr": f"vector(time()) >= {at - warn_days * 86400}",
+                "for": "0m",
+                "labels": labels,
+                "annotations": {
+                    "summary": f"API key {key.id} expires on {key.expires.isoformat()}",
+                    "description": (
+                        f"The edge refuses API key {key.id} from {key.expires.isoformat()} (apiKeys): give the client "
+                        "its next key now, beside this one."
+                    ),
+                },
+            },
+            {
+                "alert": "ApiKeyExpired",
+                "expr": f"vector(time()) >= {at}",
+                "for": "0m",
+                "labels": labels,
+                "annotations": {
+                    "summary": f"API key {key.id} expired on {key.expires.isoformat()} but is still accepted",
+                    "description": (
+                        f"API key {key.id} expired on {key.expires.isoformat()}; Envoy accepts it until a `pulumi up` "
+                        "of the stack leaves it out of the edge's Secret: run one."
+                    ),
+                },
+            },
+        ]
+    if not rules:
+        return None
+    return with_runbooks({"groups": [{"name": "triton-ft.edge.api-keys", "rules": rules}]})
 
 
 def envoy_proxy_spec(service_annotations: dict[str, str]) -> dict[str, Any]:
@@ -424,11 +535,13 @@ def acme_issuer_spec(issuer: AcmeIssuer, solver: dict[str, Any]) -> dict[str, An
 
 
 def gateway_http01_solver(gateway: GatewayRef) -> dict[str, Any]:
-    """HTTP-01 answered on the Gateway's plain HTTP listener (cert-manager adds a route per challenge)."""
+    """HTTP-01 answered on the Gateway's plain HTTP listener: cert-manager adds a route per challenge (the exact path
+    ``/.well-known/acme-challenge/<token>`` to its solver pod), labelled :data:`AUTH_PUBLIC` so that the ACME server
+    reaches it without a key (:func:`public_routes_policy_spec`)."""
     ref: dict[str, Any] = {"kind": "Gateway", "name": gateway.name, "sectionName": HTTP_LISTENER}
     if gateway.namespace:
         ref["namespace"] = gateway.namespace
-    return {"http01": {"gatewayHTTPRoute": {"parentRefs": [ref]}}}
+    return {"http01": {"gatewayHTTPRoute": {"parentRefs": [ref], "labels": {AUTH_LABEL: AUTH_PUBLIC}}}}
 
 
 def ingress_http01_solver(ingress_class: str) -> dict[str, Any]:

@@ -17,12 +17,14 @@ import pulumi_random
 from components.common.edge import (
     ENVOY_GATEWAY_API,
     GATEWAY_API,
+    REDIRECT_LABELS,
     AcmeIssuer,
     EdgeArgs,
     GatewayRef,
     WeightedBackend,
     acme_issuer_spec,
     api_http_route_spec,
+    api_key_expiry_rule_spec,
     api_key_policy_spec,
     envoy_proxy_spec,
     gateway_annotations,
@@ -31,6 +33,7 @@ from components.common.edge import (
     https_redirect_route_spec,
     model_grpc_route_spec,
     model_http_route_spec,
+    public_routes_policy_spec,
     rate_limit_policy_spec,
     route_labels,
 )
@@ -38,6 +41,7 @@ from components.common.edge_availability import with_proxy_availability
 from components.common.ingress import BASIC_AUTH_KEY, IngressArgs
 from components.common.layout import SKIP_AWAIT, dns_label, labels, object_meta
 from components.common.target import ClusterTarget
+from components.settings.api_keys import DEFAULT_KEY, ApiKey
 
 PROBE_CLIENT = "probe"
 """The integration probe's own API key."""
@@ -163,12 +167,19 @@ class EdgeObjectsArgs:
     load_balancer_annotations: dict[str, str] = field(default_factory=dict)
     """Annotations of the proxies' LoadBalancer Service (a Gateway made here)."""
     api_key_auth: bool = True
-    clients: tuple[str, ...] = (PROBE_CLIENT,)
-    """One API key per client (the probe's among them)."""
+    keys: tuple[ApiKey, ...] = (ApiKey(PROBE_CLIENT),)
+    """The keys the edge accepts (the probe's ``default`` among them; expired ones already left out)."""
     rotation: int = 0
     """Changing it replaces every key (``apiKeyRotation``)."""
     requests_per_minute: int = 600
-    """Per client (and Envoy replica)."""
+    """Per key (and Envoy replica, and route)."""
+    max_concurrent_requests: int = 256
+    """Per backend and Envoy replica (``maxConcurrentRequests``)."""
+    global_rate_limit: bool = False
+    """Envoy Gateway runs its rate-limit service (``rateLimitRedis``): one bucket per key for the whole stack."""
+    monitoring: bool = False
+    """The Prometheus operator runs: the keys' expiry alerts (``api_key_expiry_rule_spec``) are made."""
+    monitoring_labels: dict[str, str] = field(default_factory=lambda: {"release": "kube-prometheus-stack"})
     request_timeout_seconds: int = 300
     """Longest request on every route, a gRPC call included (``rate_limit_policy_spec``)."""
     issuer: AcmeIssuer | None = None
@@ -176,13 +187,22 @@ class EdgeObjectsArgs:
     issuer_solver: dict[str, Any] = field(default_factory=dict)
 
 
+def key_resource_name(name: str, key: ApiKey) -> str:
+    """The key's ``RandomPassword``: a client's ``default`` keeps the name it had before ``apiKeys`` existed (so an
+    upgrade replaces no key); another key is ``...-<client>.<key>-random`` (a dot: no two keys share a name)."""
+    if key.name == DEFAULT_KEY:
+        return f"{name}-apikey-{key.client}-random"
+    return f"{name}-apikey-{key.client}.{key.name}-random"
+
+
 class EdgeObjects(pulumi.ComponentResource):
     """The stack's edge: its API keys (generated, secret, stable across ``up``s, rotated when ``rotation``
-    changes), the credentials Secret, the API-key and rate-limit policies, and on a cluster the stack builds, its
-    Gateway, the proxies' configuration, the HTTPS redirect and the ClusterIssuer of the certificates."""
+    changes), the credentials Secret, the API-key and traffic policies (on the stack's own Gateway, attached to the
+    Gateway, with the public routes' exemption), and on a cluster the stack builds, its Gateway, the proxies'
+    configuration, the HTTPS redirect and the ClusterIssuer of the certificates."""
 
     api_keys: pulumi.Output[dict[str, str]]
-    """Client name -> API key (a secret output)."""
+    """Key id (``<client>`` or ``<client>.<key>``) -> API key (a secret output)."""
     credentials_secret: str
 
     def __init__(self, name: str, args: EdgeObjectsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -195,16 +215,18 @@ class EdgeObjects(pulumi.ComponentResource):
         base = dns_label(name)
         self.credentials_secret = f"{base}-api-keys"
         keys: dict[str, pulumi.Output[str]] = {}
+        # The stack's own Gateway is covered whole (closed by default); a cluster's own, by the routes' label.
+        own_gateway = args.gateway if args.make_gateway else None
         if args.api_key_auth:
-            for client in args.clients:
+            for api_key in args.keys:
                 key = pulumi_random.RandomPassword(
-                    f"{name}-apikey-{client}-random",
+                    key_resource_name(name, api_key),
                     length=API_KEY_LENGTH,
                     special=False,
                     keepers={"rotation": str(args.rotation)},
                     opts=pulumi.ResourceOptions(parent=self),
                 )
-                keys[client] = key.result.apply(lambda r: API_KEY_PREFIX + r)
+                keys[api_key.id] = key.result.apply(lambda r: API_KEY_PREFIX + r)
             secret = k8s.core.v1.Secret(
                 f"{name}-api-keys",
                 metadata=object_meta(self.credentials_secret, ns, meta_labels),
@@ -217,15 +239,40 @@ class EdgeObjects(pulumi.ComponentResource):
                 "SecurityPolicy",
                 ENVOY_GATEWAY_API,
                 object_meta(f"{base}-api-keys", ns, meta_labels),
-                api_key_policy_spec(self.credentials_secret),
+                api_key_policy_spec(self.credentials_secret, own_gateway),
                 opts=pulumi.ResourceOptions.merge(crds, pulumi.ResourceOptions(depends_on=[secret])),
             )
+            expiry = api_key_expiry_rule_spec(args.keys)
+            if args.monitoring and expiry is not None:
+                custom_resource(
+                    f"{name}-api-key-expiry",
+                    "PrometheusRule",
+                    "monitoring.coreos.com/v1",
+                    object_meta(f"{base}-api-key-expiry", ns, {**meta_labels, **args.monitoring_labels}),
+                    expiry,
+                    opts=crds,
+                )
+            if own_gateway is not None:
+                custom_resource(
+                    f"{name}-public",
+                    "SecurityPolicy",
+                    ENVOY_GATEWAY_API,
+                    object_meta(f"{base}-public-routes", ns, meta_labels),
+                    public_routes_policy_spec(),
+                    opts=crds,
+                )
             custom_resource(
                 f"{name}-rate-limit",
                 "BackendTrafficPolicy",
                 ENVOY_GATEWAY_API,
                 object_meta(f"{base}-rate-limit", ns, meta_labels),
-                rate_limit_policy_spec(args.clients, args.requests_per_minute, args.request_timeout_seconds),
+                rate_limit_policy_spec(
+                    args.requests_per_minute,
+                    args.max_concurrent_requests,
+                    own_gateway,
+                    args.request_timeout_seconds,
+                    shared=args.global_rate_limit,
+                ),
                 opts=crds,
             )
         if args.issuer is not None:
@@ -268,7 +315,7 @@ class EdgeObjects(pulumi.ComponentResource):
                     f"{name}-https-redirect",
                     "HTTPRoute",
                     GATEWAY_API,
-                    object_meta(f"{base}-https-redirect", ns, meta_labels),
+                    object_meta(f"{base}-https-redirect", ns, {**meta_labels, **REDIRECT_LABELS}),
                     https_redirect_route_spec(args.gateway),
                     opts=crds,
                 )
@@ -281,5 +328,5 @@ class EdgeObjects(pulumi.ComponentResource):
         return pulumi.Output.secret(resolved)
 
     def authorization(self, client: str) -> pulumi.Output[str]:
-        """The ``Authorization`` header ``client`` sends (a secret)."""
+        """The ``Authorization`` header ``client`` sends with its ``default`` key (a secret)."""
         return pulumi.Output.secret(self.api_keys.apply(lambda keys: f"Bearer {keys[client]}"))

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.settings import api_keys
 from components.settings.alerting import SECRETS_DIR, inline_credentials
 from components.settings.catalog import KNOWN_ENCODERS, KNOWN_MODELS
 from components.settings.facts import ModelFacts, StackFacts
@@ -448,8 +449,11 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
             gateway_name=top.get("gatewayName"),
             gateway_namespace=top.get("gatewayNamespace"),
             api_clients=tuple(top.get("apiClients", [])),
+            api_keys=api_keys.parse(top.get("apiKeys", {})),
             api_key_rotation=top.get("apiKeyRotation", 0),
             rate_limit_per_minute=top.get("rateLimitPerMinute", 600),
+            max_concurrent_requests=top.get("maxConcurrentRequests", 256),
+            rate_limit_redis=top.get("rateLimitRedis"),
             acme_email=top.get("acmeEmail"),
             dns_zone=top.get("dnsZone"),
         ),

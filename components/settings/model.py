@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from components.settings.api_keys import KeySpec
 from components.settings.gpus import GpuNodeType
 from tritonft.spec import ModelSpec
 
@@ -133,8 +134,13 @@ class IngressSettings:
     """Namespace of ``gateway_name``; None = the stack's."""
     api_clients: tuple[str, ...] = ()
     """Clients with an API key of their own (the probe's is always made)."""
+    api_keys: Mapping[str, tuple[KeySpec, ...]] = field(default_factory=dict)
+    """``apiKeys``: the keys of the clients that hold more (or other) than their ``default`` key."""
     api_key_rotation: int = 0
     rate_limit_per_minute: int = 600
+    max_concurrent_requests: int = 256
+    rate_limit_redis: str | None = None
+    """``rateLimitRedis``: Envoy Gateway's global rate limit keeps its counters there (one bucket per key and stack)."""
     dns_zone: str | None = None
     """On aws: the Route53 hosted zone external-dns writes the edge's records into."""
     acme_email: str | None = None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from components.settings import chart_facts, eks, kube
+from components.settings import api_keys, chart_facts, eks, kube
 from components.settings.alerting import routing_problems
 from components.settings.built_cluster_rules import BUILT_CLUSTER_RULES
 from components.settings.capacity import (
@@ -557,6 +557,29 @@ def _api_clients(f: StackFacts) -> Iterable[Problem]:
         elif client in seen:
             yield f"apiClients[{i}]", f"{client!r} is listed twice; each client once"
         seen.add(client)
+
+
+@stack_rule(
+    "api-keys-name-clients",
+    ("apiKeys", "apiClients"),
+    "`apiKeys` names only clients of `apiClients` (never `probe`, whose key `apiKeyRotation` replaces).",
+)
+def _api_keys_clients(f: StackFacts) -> Iterable[Problem]:
+    return api_keys.client_problems(f.get("apiKeys", {}), tuple(f.get("apiClients", [])), "probe")
+
+
+@stack_rule(
+    "global-rate-limit-needs-api-keys",
+    ("rateLimitRedis", "edge", "ingressAuth"),
+    "`rateLimitRedis` counts each API key's requests: it needs `edge: gateway` with `ingressAuth: apiKey`.",
+)
+def _global_rate_limit(f: StackFacts) -> Iterable[Problem]:
+    if f.get("rateLimitRedis") and (f.edge != "gateway" or f.auth != "apiKey"):
+        yield (
+            "rateLimitRedis",
+            "the global limit counts the requests of each API key: it needs edge: gateway with ingressAuth: apiKey; "
+            "remove rateLimitRedis, or use that edge",
+        )
 
 
 @stack_rule(
@@ -1157,7 +1180,21 @@ def _eks_warnings(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
     return problems, warnings
 
 
+def _api_key_expiry(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
+    """Warnings about API keys that expired (this update drops them) or expire soon, and clients left keyless."""
+    ingress = settings.serving.ingress
+    keys = api_keys.client_keys(ingress.api_clients, ingress.api_keys)
+    return [], api_keys.expiry_warnings(keys, ingress.api_keys, eks.today())
+
+
 PLAN_RULES: tuple[PlanRule, ...] = (
+    PlanRule(
+        "api-key-expiry",
+        ("apiKeys", "apiClients"),
+        f"warns about each key of `apiKeys` whose `expires` day has come (the update leaves it out of the edge's "
+        f"Secret: 401) or comes within {api_keys.EXPIRY_WARNING_DAYS} days, and about a client left with no key.",
+        _api_key_expiry,
+    ),
     PlanRule(
         "eks-warnings",
         ("kubernetesVersion", "apiEndpoint", "apiPublicAccessCidrs", "alertReceivers", "alertRouting", "addons"),

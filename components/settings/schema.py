@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from components.settings import aws_names, kube
+from components.settings import api_keys, aws_names, kube
 from components.settings.alerting import ALERT_FOR, ROUTES, credential_file_problems, duration_problem
 from components.settings.eks import DEFAULT_KUBERNETES_VERSION, LOG_RETENTION_DAYS, NAT_MODES
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
@@ -104,6 +104,13 @@ _EMAIL = re.compile(r"^[^@\s]+@[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)+$")
 
 def _email(value: str) -> list[str]:
     return [] if _EMAIL.match(value) else ["is not an e-mail address like ops@example.com"]
+
+
+def _host_port(value: str) -> list[str]:
+    host, _, port = value.rpartition(":")
+    if not host or kube.ingress_host(host) or not port.isdigit() or not 0 < int(port) < 65536:
+        return ["is not `<DNS name>:<port>`; e.g. `edge-limits.abc123.cache.amazonaws.com:6379`"]
+    return []
 
 
 def _vpc_cidr(value: str) -> list[str]:
@@ -400,6 +407,12 @@ FORMATS: dict[str, Format] = {
     "label-map": Format(
         "label keys (qualified names) -> label values", _label_map, {"bad key!": "x"}, {"example.com/pool": "gpu"}
     ),
+    "api-keys": Format(
+        "client -> its keys, each `{name, expires?}` (DNS-label names, `YYYY-MM-DD` dates)",
+        api_keys.format_problems,
+        {"webapp": [{"name": "Bad_Name"}]},
+        {"webapp": [{"name": "default", "expires": "2027-01-31"}, {"name": "k2"}]},
+    ),
     "alert-durations": Format(
         "alert name -> Prometheus duration",
         _alert_durations,
@@ -421,6 +434,7 @@ FORMATS: dict[str, Format] = {
     ),
     "hf-repo": Format("Hugging Face repo id", _strings(_hf_repo), "org/name/extra", "org/name"),
     "email": Format("e-mail address", _strings(_email), "ops at example", "ops@example.com"),
+    "host-port": Format("DNS name and port", _strings(_host_port), "redis", "edge-limits.example.com:6379"),
     "digest-ref": Format(
         "image pinned by digest",
         _strings(_regex(_DIGEST_REF, "pinned by digest; use `repo@sha256:<64 hex>` (tags can move under you)")),
@@ -1235,9 +1249,22 @@ STACK_KNOBS: tuple[Knob, ...] = (
         format="dns-label",
     ),
     Knob(
+        "apiKeys",
+        "object",
+        "The keys each client of `apiClients` holds, when not just its first (`default`): by client, a list of "
+        "`{name, expires}`. A listed client holds exactly these: add a key beside the old one (both work: the "
+        "overlap), leave one out to revoke it alone; `expires: YYYY-MM-DD` (UTC) is the first day the key is "
+        "refused (each `up` from then on drops it; plans warn 14 days ahead). A key's id, in the Secret, the "
+        "`apiKeys` output and the access log's `client=`, is `<client>` for `default`, else `<client>.<name>` "
+        "(docs/security/api-keys.md).",
+        default_doc="none: each client holds one key, `default`, that never expires",
+        format="api-keys",
+    ),
+    Knob(
         "apiKeyRotation",
         "integer",
-        "Change it (e.g. add one) to replace every API key on the next `up`.",
+        "Change it (e.g. add one) to replace every API key on the next `up`, the probe's included (no overlap: for "
+        "one client's key with an overlap, use `apiKeys`).",
         default=0,
         minimum=0,
         maximum=1000000,
@@ -1245,10 +1272,31 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "rateLimitPerMinute",
         "integer",
-        "Requests a minute each API client may send (per Envoy replica), beyond which the edge answers 429.",
+        "Requests a minute each API key may send (per Envoy replica and per route), beyond which the edge answers 429.",
         default=600,
         minimum=1,
         maximum=1000000,
+    ),
+    Knob(
+        "rateLimitRedis",
+        "string",
+        "A Redis (`<host>:<port>`, e.g. an ElastiCache endpoint the cluster reaches) where Envoy Gateway's rate-limit "
+        "service keeps the edge's counters: each API key then has one bucket of `rateLimitPerMinute` for the whole "
+        "stack, shared by every route and proxy replica (Envoy Gateway's global limit; a Redis that does not answer "
+        "lets requests through). Unset: a bucket per route and proxy replica.",
+        default_doc="unset: local buckets",
+        format="host-port",
+        scope="aws",
+    ),
+    Knob(
+        "maxConcurrentRequests",
+        "integer",
+        "Requests the edge's proxies send to one backend (the OpenAI gateway, an encoder's Triton) at once, per proxy "
+        "replica; as many again wait, beyond that the edge answers 503 at once (Envoy's circuit breaker). For every "
+        "client together: Envoy Gateway has no per-client concurrency limit.",
+        default=256,
+        minimum=1,
+        maximum=100000,
     ),
     Knob("ingressTls", "boolean", "Serve the edge over TLS.", default_doc="false in `local`, else true"),
     Knob(
@@ -1747,14 +1795,14 @@ ARCHITECTURE_FIELDS = {
 }
 ARCHITECTURE_REQUIRED = ("dModel", "numHeads", "numLayers", "dFf", "vocabSize")
 
-_PATH = re.compile(r"^(?P<key>\w+)(\[\d+\])?(\.(?P<sub>\w+)(\[\d+\])?(\.(?P<field>\w+))?)?$")
+_PATH = re.compile(r"^(?P<key>\w+)(\[\d+\])?(\.(?P<sub>[\w-]+)(\[\d+\])?(\.(?P<field>\w+))?)?$")
 
 
 def schema_path(path: str) -> bool:
     """Whether ``path`` (as a message names it) is a stack key, an item of one, or a model-entry key path.
 
     ``vpcCidr``, ``subnetIds[1]``, ``models[2].maxInputLen``, ``models[0].architecture.dModel``,
-    ``models[1].probeSimilar[0].anchor`` are; internal names
+    ``models[1].probeSimilar[0].anchor``, ``apiKeys.webapp[0].expires`` are; internal names
     such as ``network.vpcCidr`` are not.
     """
     match = _PATH.match(path)
@@ -1765,6 +1813,8 @@ def schema_path(path: str) -> bool:
         return False
     if sub is None:
         return fieldname is None
+    if key == "apiKeys":  # by client name: its list of keys, one key, or a field of one
+        return fieldname is None or fieldname in api_keys.KEY_FIELDS
     if key != "models" or sub not in {k.key for k in MODEL_KNOBS}:
         return False
     if sub == "probeSimilar":

@@ -134,6 +134,14 @@ def http_route(labels: dict[str, str]) -> Typed:
     }
 
 
+def security_policy(**spec: Any) -> Typed:
+    """An Envoy Gateway SecurityPolicy with ``spec``."""
+    return "kubernetes:gateway.envoyproxy.io/v1alpha1:SecurityPolicy", {
+        "metadata": {"name": "policy", "namespace": "triton"},
+        "spec": dict(spec),
+    }
+
+
 def hpa(version: str = "v2", behavior: dict[str, Any] | None = None) -> Typed:
     spec: dict[str, Any] = {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "triton"},

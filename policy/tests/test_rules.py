@@ -31,6 +31,7 @@ from policy.tests.builders import (
     pod_spec,
     pvc,
     secret_env,
+    security_policy,
     workload,
 )
 
@@ -81,6 +82,19 @@ CASES: dict[str, tuple[Typed, Typed, dict[str, Any]]] = {
         http_route({"app.kubernetes.io/name": "triton-ft"}),
         {"stack": "prod"},
     ),
+    "edge-exemptions-by-label": (
+        security_policy(
+            targetSelectors=[
+                {
+                    "group": "gateway.networking.k8s.io",
+                    "kind": "HTTPRoute",
+                    "matchLabels": {"triton-ft.io/edge-auth": "public"},
+                }
+            ]
+        ),
+        security_policy(targetRefs=[{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "name": "api"}]),
+        {"stack": "prod"},
+    ),
 }
 
 
@@ -128,6 +142,17 @@ def test_review_stack_ingress_needs_tls() -> None:
     assert len(validate("ingress-tls-outside-local", ingress(["pr-7.example.com"], None), stack="pr-7")) == 1
 
 
+def test_a_security_policy_that_asks_a_key_may_target_the_gateway_by_name() -> None:
+    gateway = [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "edge"}]
+    typed = security_policy(targetRefs=gateway, apiKeyAuth={"credentialRefs": [{"name": "keys"}]})
+    assert validate("edge-exemptions-by-label", typed, stack="prod") == []
+
+
+def test_a_credential_less_policy_selecting_routes_by_another_label_is_reported() -> None:
+    selector = {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "matchLabels": {"app": "api"}}
+    assert len(validate("edge-exemptions-by-label", security_policy(targetSelectors=[selector]), stack="prod")) == 1
+
+
 def test_unknown_image_during_preview_raises_the_sdk_unknown_error() -> None:
     """The analyzer turns this exception into "can't be known during preview" instead of a false verdict."""
     typed = workload("Deployment", pod_spec(container(image=UNKNOWN_STRING_VALUE)))
@@ -137,7 +162,12 @@ def test_unknown_image_during_preview_raises_the_sdk_unknown_error() -> None:
 
 def test_environment_config_schema_only_on_environment_rules() -> None:
     with_schema = sorted(p.name for p in POLICIES if p.config_schema is not None)
-    assert with_schema == ["edge-routes-authenticated", "ingress-tls-outside-local", "prod-model-storage-protected"]
+    assert with_schema == [
+        "edge-exemptions-by-label",
+        "edge-routes-authenticated",
+        "ingress-tls-outside-local",
+        "prod-model-storage-protected",
+    ]
     schema = POLICY_BY_NAME["ingress-tls-outside-local"].config_schema
     assert schema is not None
     assert schema.properties["environment"]["enum"] == ["local", "dev", "staging", "prod", "review"]

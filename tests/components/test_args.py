@@ -8,7 +8,9 @@ import json
 import pytest
 
 from components import args
+from components.common.exposure import EdgeObjectsArgs
 from components.gateway import GatewayArgs
+from components.platform.aws import charts
 from components.serving.promotion import Candidate
 from components.settings import Settings, load_settings
 from tests.components.fixtures import MINILM_CPU, TOOLS_IMAGE, make_target
@@ -334,3 +336,32 @@ def test_the_judge_of_a_version_that_rolled_in_place_carries_the_in_place_hint()
     assert probe.failure_hint == args.failed_in_place_hint(settings.namespace, judged)
     (target,) = probe.models
     assert probe.endpoint == "http://x" and target.reference == model.family.is_fastertransformer
+
+
+def _edge_objects_args(settings: Settings) -> EdgeObjectsArgs:
+    made: list[EdgeObjectsArgs | None] = []
+    run_program(lambda: made.append(args.edge_objects_args(settings, make_target())))
+    (edge,) = made
+    assert edge is not None
+    return edge
+
+
+def test_a_rate_limit_redis_turns_on_envoy_gateways_rate_limit_service_and_the_shared_buckets(
+    mocks: RecordingMocks,
+) -> None:
+    settings = load(aws_stack(rateLimitRedis="limits.example.com:6379"))
+    flags = args.aws_platform_args(settings).addons
+    assert flags.rate_limit_redis == "limits.example.com:6379"
+    backend = {"type": "Redis", "redis": {"url": "limits.example.com:6379"}}
+    assert charts.envoy_gateway_values(flags.rate_limit_redis) == {
+        "config": {"envoyGateway": {"rateLimit": {"backend": backend}}}
+    }
+    assert _edge_objects_args(settings).global_rate_limit
+
+
+def test_without_a_rate_limit_redis_the_chart_keeps_its_defaults_and_the_buckets_are_local(
+    mocks: RecordingMocks,
+) -> None:
+    settings = load(aws_stack())
+    assert charts.envoy_gateway_values(args.aws_platform_args(settings).addons.rate_limit_redis) == {}
+    assert not _edge_objects_args(settings).global_rate_limit

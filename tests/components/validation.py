@@ -69,8 +69,8 @@ CR_REQUIRED: dict[tuple[str, str], list[tuple[str, type | tuple[type, ...]]]] = 
     ("gateway.networking.k8s.io/v1", "Gateway"): [("spec.gatewayClassName", str), ("spec.listeners", list)],
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): [("spec.parentRefs", list), ("spec.rules", list)],
     ("gateway.networking.k8s.io/v1", "GRPCRoute"): [("spec.parentRefs", list), ("spec.rules", list)],
-    ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy"): [("spec.apiKeyAuth.credentialRefs", list)],
-    ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"): [("spec.rateLimit.local.rules", list)],
+    ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy"): [("spec", dict)],
+    ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"): [("spec.rateLimit", dict)],
     ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy"): [("spec.provider.type", str)],
 }
 """Fields each CRD's schema requires or our components depend on. The Gateway API and Envoy Gateway objects are
@@ -99,6 +99,16 @@ def check_custom_resource(body: dict[str, Any]) -> list[str]:
             for rule in group.get("rules", []):
                 if ("record" in rule) == ("alert" in rule) or not isinstance(rule.get("expr"), str):
                     problems.append(f"rule {rule} needs exactly one of record/alert and a string expr")
+    if key[1] == "SecurityPolicy":
+        # The CRD's own rule: something targeted; an API-key policy names the Secret of its keys.
+        if not (spec.get("targetRefs") or spec.get("targetRef") or spec.get("targetSelectors")):
+            problems.append("a SecurityPolicy needs targetRefs or targetSelectors")
+        if "apiKeyAuth" in spec and (p := _require(body, "spec.apiKeyAuth.credentialRefs", list)) is not None:
+            problems.append(p)
+    if key[1] == "BackendTrafficPolicy":
+        limits = spec.get("rateLimit", {})
+        if not any(isinstance(limits.get(scope, {}).get("rules"), list) for scope in ("local", "global")):
+            problems.append("rateLimit needs local.rules or global.rules")
     if key[1] == "ServiceMonitor":
         for endpoint in spec.get("endpoints", []):
             if not isinstance(endpoint.get("port"), str):

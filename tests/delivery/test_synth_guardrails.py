@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from components.common.edge import AUTH_API_KEY, AUTH_LABEL, api_key_policy_spec
-from policy.checks import EDGE_AUTH_API_KEY, EDGE_AUTH_LABEL
+from components.common.edge import AUTH_API_KEY, AUTH_LABEL, AUTH_PUBLIC, api_key_policy_spec
+from policy.checks import EDGE_AUTH_API_KEY, EDGE_AUTH_LABEL, EDGE_AUTH_PUBLIC
 from policy.synth_check import check_synth_output, main
 from policy.tests.builders import (
     SCALE_DOWN_SLOWLY,
@@ -147,6 +147,29 @@ def test_a_route_without_the_api_key_label_in_a_prod_plan_fails_the_check(prod_p
     assert [(f.rule, f.source) for f in findings] == [("edge-routes-authenticated", str(route.relative_to(plan)))]
 
 
+def test_an_exemption_policy_retargeted_at_the_gateway_in_a_prod_plan_fails_the_check(
+    prod_plan: Path, tmp_path: Path
+) -> None:
+    """The one credential-less SecurityPolicy of the plan exempts the routes labelled public; pointed at the Gateway
+    (or a route by name) it would open every route it covers, and the guardrail refuses it."""
+    plan = copy_plan(prod_plan, tmp_path)
+    policies = [
+        p
+        for p in sorted((plan / "manifests").rglob("securitypolicy-*.yaml"))
+        if "apiKeyAuth" not in yaml.safe_load(p.read_text())["spec"]
+    ]
+    assert len(policies) == 1, "prod exempts its public routes with one policy"
+    (exemption,) = policies
+
+    def at_the_gateway(body: dict[str, Any]) -> None:
+        del body["spec"]["targetSelectors"]
+        body["spec"]["targetRefs"] = [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "prod-edge"}]
+
+    mutate_manifest(exemption, at_the_gateway)
+    findings = check_synth_output(plan)
+    assert [(f.rule, f.source) for f in findings] == [("edge-exemptions-by-label", str(exemption.relative_to(plan)))]
+
+
 @pytest.mark.parametrize("rule", sorted(BREAKS))
 def test_breaking_a_synthesized_manifest_fails_the_check_with_that_rule(serving_plan: Path, rule: str) -> None:
     relative, breaks = BREAKS[rule]
@@ -213,7 +236,7 @@ def test_command_line_exit_status_follows_the_findings(serving_plan: Path, capsy
     assert main([str(serving_plan)]) == 1
     out = capsys.readouterr()
     assert "[ingress-tls-outside-local] Ingress triton/triton" in out.out
-    assert "1 violation(s) of 8 rules" in out.err
+    assert "1 violation(s) of 9 rules" in out.err
 
 
 def test_command_line_reports_a_missing_plan_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -231,10 +254,10 @@ def test_module_runs_as_a_script_from_the_repository_root(serving_plan: Path) ->
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.strip().endswith("0 violation(s) of 8 rules")
+    assert proc.stderr.strip().endswith("0 violation(s) of 9 rules")
 
 
-def test_the_guardrail_reads_the_label_the_api_key_policy_selects() -> None:
-    assert (EDGE_AUTH_LABEL, EDGE_AUTH_API_KEY) == (AUTH_LABEL, AUTH_API_KEY)
-    selectors = api_key_policy_spec("keys")["targetSelectors"]
+def test_the_guardrail_reads_the_labels_the_edge_policies_select() -> None:
+    assert (EDGE_AUTH_LABEL, EDGE_AUTH_API_KEY, EDGE_AUTH_PUBLIC) == (AUTH_LABEL, AUTH_API_KEY, AUTH_PUBLIC)
+    selectors = api_key_policy_spec("keys", None)["targetSelectors"]  # on a cluster's own Gateway
     assert all(s["matchLabels"] == {EDGE_AUTH_LABEL: EDGE_AUTH_API_KEY} for s in selectors)

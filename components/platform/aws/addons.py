@@ -38,6 +38,8 @@ class AddonFlags:
     """metrics-server (the resource metrics API): implied by the gateway's CPU HPA, not listed in ``addons``."""
     dcgm_exporter: bool = False
     """NVIDIA's dcgm-exporter on the GPU nodes (GPU Xid errors): implied by ``kube_prometheus_stack``."""
+    rate_limit_redis: str | None = None
+    """``host:port`` of the Redis Envoy Gateway's rate-limit service uses (the edge's global limit); None: none."""
 
     def problems(self) -> list[str]:
         if self.prometheus_adapter and not self.kube_prometheus_stack:
@@ -198,7 +200,7 @@ def install_addons(
         eg, _ = install_chart(
             f"{name}-envoy-gateway",
             charts.ENVOY_GATEWAY,
-            charts.envoy_gateway_values(),
+            charts.envoy_gateway_values(flags.rate_limit_redis),
             provider=provider,
             parent=parent,
             depends_on=after_prometheus,

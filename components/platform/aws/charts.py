@@ -204,9 +204,14 @@ NLB_ANNOTATIONS = {
 """An internet-facing NLB in front of the edge's proxies (in-tree AWS cloud provider, no extra controller)."""
 
 
-def envoy_gateway_values() -> dict[str, Any]:
-    """The chart's defaults: the controller in its namespace; the proxies' shape is the stack's ``EnvoyProxy``."""
-    return {}
+def envoy_gateway_values(rate_limit_redis: str | None = None) -> dict[str, Any]:
+    """The chart's defaults: the controller in its namespace; the proxies' shape is the stack's ``EnvoyProxy``.
+    With ``rate_limit_redis`` (``host:port``), Envoy Gateway also runs its rate-limit service on that Redis, which the
+    edge's global limit needs (``rateLimitRedis``); Helm merges ``config.envoyGateway`` into the chart's own."""
+    if not rate_limit_redis:
+        return {}
+    backend = {"type": "Redis", "redis": {"url": rate_limit_redis}}
+    return {"config": {"envoyGateway": {"rateLimit": {"backend": backend}}}}
 
 
 EKS_UNSCRAPABLE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")

@@ -3,6 +3,7 @@ credentials Secret, the API-key and rate-limit policies, the stack's Gateway, it
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from typing import Any
 
@@ -12,6 +13,7 @@ from pulumi.runtime.rpc import _special_secret_sig, _special_sig_key
 
 from components.common.edge import (
     AUTH_LABEL,
+    AUTH_PUBLIC,
     CLIENT_HEADER,
     GRPC_METHODS,
     HSTS,
@@ -29,6 +31,7 @@ from components.common.edge import (
 )
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
 from components.common.workload import ENVOY_PROXY_PODS
+from components.settings.api_keys import ApiKey
 from tests.components.fixtures import T5_SMALL, make_target, serve
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
@@ -72,25 +75,55 @@ def test_a_model_gets_an_http_route_and_a_grpc_route_on_its_host_and_listener(mo
         assert (parent["kind"], parent["name"], parent["sectionName"]) == ("Gateway", "test-edge", "https-m-m")
 
 
+EXPLOIT_PATHS = (
+    "/v2/repository/index",
+    "/v2/repository/models/t5-small/load",
+    "/v2/systemsharedmemory/region/r/register",
+    "/v2/cudasharedmemory/status",
+    "/v2/logging",
+    "/v2/trace/setting",
+    "/v2/models/t5-small/stats",
+    "/v2/models/t5-small/trace/setting",
+    "/v2/models/t5-small/generate",
+    "/v2/models/t5-small/generate_stream",
+    "/v2/models/other/infer",
+    "/v2/models/t5-small/infer/x",
+    "/v2/health",
+    "/v2/",
+)
+
+
 def test_only_tritons_inference_paths_of_the_model_reach_the_edge(mocks: RecordingMocks) -> None:
+    """One regular-expression match (Envoy matches it against the whole path, as Python's ``fullmatch``)."""
     (rule,) = _served(mocks)["m-http"].inputs["spec"]["rules"]
-    paths = {m["path"]["value"] for m in rule["matches"]}
-    assert all(m["path"]["type"] == "Exact" for m in rule["matches"])
-    assert f"/v2/models/{T5_SMALL.name}/infer" in paths
-    assert not any(p.endswith(("/generate", "/generate_stream")) for p in paths), "an exposed encoder generates nothing"
-    for exploit_surface in ("/v2/repository", "/v2/systemsharedmemory", "/v2/cudasharedmemory", "/v2/logging"):
-        assert not any(p.startswith(exploit_surface) for p in paths)
-    assert not any(p.endswith(("/trace/setting", "/stats")) for p in paths)
+    ((match),) = rule["matches"]
+    assert match["path"]["type"] == "RegularExpression"
+    pattern = match["path"]["value"]
+    assert all(re.fullmatch(pattern, p) for p in triton_paths(T5_SMALL.name))
+    assert f"/v2/models/{T5_SMALL.name}/infer" in triton_paths(T5_SMALL.name)
+    reached = [p for p in EXPLOIT_PATHS if re.fullmatch(pattern, p)]
+    assert reached == [], "repository, shared memory, logging, trace, statistics, generate, other models: no route"
 
 
 def test_only_the_inference_methods_of_the_grpc_service_reach_the_edge(mocks: RecordingMocks) -> None:
+    """Envoy Gateway matches ``/<service>/<method>`` against the whole gRPC path."""
     (rule,) = _served(mocks)["m-grpc"].inputs["spec"]["rules"]
-    methods = {m["method"]["method"] for m in rule["matches"]}
-    assert methods == set(GRPC_METHODS)
-    assert {"RepositoryModelLoad", "SystemSharedMemoryRegister", "CudaSharedMemoryRegister", "LogSettings"}.isdisjoint(
-        methods
-    )
-    assert {m["method"]["service"] for m in rule["matches"]} == {"inference.GRPCInferenceService"}
+    ((match),) = rule["matches"]
+    assert match["method"]["type"] == "RegularExpression"
+    path = f"/{match['method']['service']}/{match['method']['method']}"
+    routed = {m for m in GRPC_METHODS if re.fullmatch(path, f"/inference.GRPCInferenceService/{m}")}
+    assert routed == set(GRPC_METHODS)
+    for refused in (
+        "RepositoryModelLoad",
+        "SystemSharedMemoryRegister",
+        "CudaSharedMemoryRegister",
+        "LogSettings",
+        "ModelStreamInfer",
+        "ModelStatistics",
+        "TraceSetting",
+    ):
+        assert not re.fullmatch(path, f"/inference.GRPCInferenceService/{refused}"), refused
+    assert not re.fullmatch(path, "/inferenceXGRPCInferenceService/ModelInfer"), "the service's dot is literal"
 
 
 def test_routes_go_to_the_models_service_ports(mocks: RecordingMocks) -> None:
@@ -118,11 +151,14 @@ def test_every_answer_of_a_tls_host_carries_hsts_and_a_plain_http_local_host_non
     assert "filters" not in plain["rules"][0]
 
 
-def test_every_labelled_route_grpc_included_gets_the_request_timeout_from_the_traffic_policy() -> None:
-    """GRPCRoute has no timeouts field: Envoy Gateway's BackendTrafficPolicy sets it (its grpc-timeouts task)."""
-    policy = rate_limit_policy_spec(["probe"], 600, 900)
+def test_every_route_grpc_included_gets_the_request_timeout_from_the_traffic_policy() -> None:
+    """GRPCRoute has no timeouts field: Envoy Gateway's BackendTrafficPolicy sets it (its grpc-timeouts task); on the
+    stack's Gateway the policy covers every route of it, on a cluster's own every labelled route of both kinds."""
+    policy = rate_limit_policy_spec(600, 256, GATEWAY, 900)
     assert policy["timeout"] == {"http": {"requestTimeout": "900s"}}
-    assert {s["kind"] for s in policy["targetSelectors"]} == {"HTTPRoute", "GRPCRoute"}
+    assert policy["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "test-edge"}]
+    on_theirs = rate_limit_policy_spec(600, 256, None, 900)
+    assert {s["kind"] for s in on_theirs["targetSelectors"]} == {"HTTPRoute", "GRPCRoute"}
 
 
 def test_weighted_backends_split_the_traffic_for_a_canary() -> None:
@@ -193,7 +229,7 @@ def test_the_exact_paths_are_the_models_own() -> None:
 
 
 def test_every_client_gets_a_generated_key_the_probes_included(mocks: RecordingMocks) -> None:
-    made = _edge_objects(mocks, clients=(PROBE_CLIENT, "webapp"))
+    made = _edge_objects(mocks, keys=(ApiKey(PROBE_CLIENT), ApiKey("webapp")))
     assert set(made["keys"]) == {"probe", "webapp"}
     assert made["keys"]["probe"] != made["keys"]["webapp"]
     passwords = mocks.of_type("random:index/randomPassword:RandomPassword")
@@ -210,7 +246,7 @@ def test_a_rotation_replaces_every_key_and_nothing_else_does(mocks: RecordingMoc
 def test_the_keys_are_a_secret_output_and_the_credentials_secret_is_envoy_gateways_format(
     mocks: RecordingMocks,
 ) -> None:
-    made = _edge_objects(mocks, clients=(PROBE_CLIENT, "webapp"))
+    made = _edge_objects(mocks, keys=(ApiKey(PROBE_CLIENT), ApiKey("webapp")))
     (secret,) = mocks.of_type("kubernetes:core/v1:Secret")
     data = secret.inputs["stringData"]
     assert data[_special_sig_key] == _special_secret_sig, "the whole map travels as a Pulumi secret"
@@ -219,24 +255,100 @@ def test_the_keys_are_a_secret_output_and_the_credentials_secret_is_envoy_gatewa
     assert secret.inputs["type"] == "Opaque"
 
 
-def test_one_security_policy_checks_the_bearer_key_on_every_labelled_route(mocks: RecordingMocks) -> None:
+def _api_key_policy(mocks: RecordingMocks) -> Registered:
+    (policy,) = [p for p in _of_kind(mocks, "SecurityPolicy").values() if "apiKeyAuth" in p.inputs["spec"]]
+    return policy
+
+
+def test_the_security_policy_checks_the_bearer_key_and_forwards_the_key_id(mocks: RecordingMocks) -> None:
     _edge_objects(mocks)
-    (policy,) = _of_kind(mocks, "SecurityPolicy").values()
-    auth = policy.inputs["spec"]["apiKeyAuth"]
+    auth = _api_key_policy(mocks).inputs["spec"]["apiKeyAuth"]
     assert auth["credentialRefs"] == [{"group": "", "kind": "Secret", "name": "test-edge-api-keys"}]
     assert auth["extractFrom"] == [{"headers": ["authorization"]}]
     assert (auth["forwardClientIDHeader"], auth["sanitize"]) == (CLIENT_HEADER, True)
-    kinds = {s["kind"] for s in policy.inputs["spec"]["targetSelectors"]}
-    assert kinds == {"HTTPRoute", "GRPCRoute"}
-    assert all(s["matchLabels"] == {AUTH_LABEL: "api-key"} for s in policy.inputs["spec"]["targetSelectors"])
 
 
-def test_each_client_is_rate_limited_on_its_own(mocks: RecordingMocks) -> None:
-    _edge_objects(mocks, clients=(PROBE_CLIENT, "webapp"), requests_per_minute=120)
+def test_on_the_stacks_gateway_the_key_is_asked_of_every_route_a_new_one_included(mocks: RecordingMocks) -> None:
+    """Closed by default (issue 51): the policy targets the Gateway, not routes by label."""
+    _edge_objects(mocks)
+    spec = _api_key_policy(mocks).inputs["spec"]
+    assert spec["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "test-edge"}]
+    assert "targetSelectors" not in spec
+    (traffic,) = _of_kind(mocks, "BackendTrafficPolicy").values()
+    assert traffic.inputs["spec"]["targetRefs"] == spec["targetRefs"]
+
+
+def test_only_routes_labelled_public_are_exempted_by_a_policy_that_asks_nothing(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks)
+    (public,) = [p for p in _of_kind(mocks, "SecurityPolicy").values() if "apiKeyAuth" not in p.inputs["spec"]]
+    assert public.inputs["spec"] == {
+        "targetSelectors": [
+            {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "matchLabels": {AUTH_LABEL: AUTH_PUBLIC}}
+        ]
+    }
+
+
+def test_the_https_redirect_and_the_acme_challenges_are_the_public_routes(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks)
+    routes = _of_kind(mocks, "HTTPRoute")
+    assert routes["test-edge-https-redirect"].inputs["metadata"]["labels"][AUTH_LABEL] == AUTH_PUBLIC
+    assert not any("backendRefs" in r for r in routes["test-edge-https-redirect"].inputs["spec"]["rules"])
+    challenge = gateway_http01_solver(GATEWAY)["http01"]["gatewayHTTPRoute"]
+    assert challenge["labels"] == {AUTH_LABEL: AUTH_PUBLIC}, "cert-manager labels each challenge route so"
+
+
+def test_on_a_clusters_own_gateway_the_policies_select_the_stacks_labelled_routes(mocks: RecordingMocks) -> None:
+    """The stack may not cover another's Gateway whole (other routes share it; it may be in another namespace)."""
+    _edge_objects(mocks, make_gateway=False)
+    spec = _api_key_policy(mocks).inputs["spec"]
+    assert "targetRefs" not in spec
+    assert {s["kind"] for s in spec["targetSelectors"]} == {"HTTPRoute", "GRPCRoute"}
+    assert all(s["matchLabels"] == {AUTH_LABEL: "api-key"} for s in spec["targetSelectors"])
+    assert len(_of_kind(mocks, "SecurityPolicy")) == 1, "no exemption policy on a Gateway the stack does not make"
+
+
+def test_one_rate_limit_rule_gives_every_key_its_own_bucket(mocks: RecordingMocks) -> None:
+    """One rule whatever the number of keys (Envoy Gateway allows 16 local rules), a key added later included."""
+    _edge_objects(mocks, keys=(ApiKey(PROBE_CLIENT), ApiKey("webapp")), requests_per_minute=120)
     (policy,) = _of_kind(mocks, "BackendTrafficPolicy").values()
-    rules = policy.inputs["spec"]["rateLimit"]["local"]["rules"]
-    assert [r["clientSelectors"][0]["headers"][0]["value"] for r in rules] == ["probe", "webapp"]
-    assert all(r["limit"] == {"requests": 120, "unit": "Minute"} for r in rules)
+    (rule,) = policy.inputs["spec"]["rateLimit"]["local"]["rules"]
+    assert rule["clientSelectors"] == [{"headers": [{"name": CLIENT_HEADER, "type": "Distinct"}]}]
+    assert rule["limit"] == {"requests": 120, "unit": "Minute"}
+
+
+def test_with_the_rate_limit_service_a_keys_bucket_is_shared_by_every_route_and_replica(mocks: RecordingMocks) -> None:
+    """Envoy Gateway's global limit with ``shared: true`` on the Gateway-wide policy: one bucket per key per stack."""
+    _edge_objects(mocks, global_rate_limit=True, requests_per_minute=120)
+    (policy,) = _of_kind(mocks, "BackendTrafficPolicy").values()
+    limits = policy.inputs["spec"]["rateLimit"]
+    assert "local" not in limits
+    (rule,) = limits["global"]["rules"]
+    assert rule["shared"] is True
+    assert rule["clientSelectors"] == [{"headers": [{"name": CLIENT_HEADER, "type": "Distinct"}]}]
+    assert policy.inputs["spec"]["targetRefs"][0]["kind"] == "Gateway"
+
+
+def test_concurrent_requests_to_a_backend_are_capped_over_http1_and_http2(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks, max_concurrent_requests=64)
+    (policy,) = _of_kind(mocks, "BackendTrafficPolicy").values()
+    assert policy.inputs["spec"]["circuitBreaker"] == {
+        "maxConnections": 64,
+        "maxParallelRequests": 64,
+        "maxPendingRequests": 64,
+    }
+
+
+def test_a_clients_second_key_has_its_own_id_and_its_default_key_keeps_its_resource(mocks: RecordingMocks) -> None:
+    """Adding a key (the overlap of a rotation) replaces none: the default key's RandomPassword keeps its name."""
+    made = _edge_objects(mocks, keys=(ApiKey(PROBE_CLIENT), ApiKey("webapp"), ApiKey("webapp", "k2")))
+    assert set(made["keys"]) == {"probe", "webapp", "webapp.k2"}
+    assert made["keys"]["webapp"] != made["keys"]["webapp.k2"]
+    names = {p.name for p in mocks.of_type("random:index/randomPassword:RandomPassword")}
+    assert names == {
+        "test-edge-apikey-probe-random",
+        "test-edge-apikey-webapp-random",
+        "test-edge-apikey-webapp.k2-random",
+    }
 
 
 def test_the_stacks_gateway_has_one_https_listener_per_host_with_its_own_certificate(mocks: RecordingMocks) -> None:

@@ -448,6 +448,17 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         "models[0].maxInputLen: 1000 + maxOutputLen 128 = 1128 tokens exceeds the model's 1024 positions; lower "
         "maxInputLen or maxOutputLen so they sum to at most 1024",
     ),
+    "api-keys-name-clients": (
+        aws_stack(apiClients=["webapp"], apiKeys={"batch": [{"name": "k2"}]}),
+        (),
+        "apiKeys.batch: 'batch' is not in apiClients (webapp): add it there, or remove it here",
+    ),
+    "global-rate-limit-needs-api-keys": (
+        aws_ingress_stack(rateLimitRedis="limits.example.com:6379"),
+        SECRET_HTPASSWD,
+        "rateLimitRedis: the global limit counts the requests of each API key: it needs edge: gateway with "
+        "ingressAuth: apiKey; remove rateLimitRedis, or use that edge",
+    ),
     "eks-version-offered": (
         aws_stack(kubernetesVersion="1.29"),
         (),
@@ -486,6 +497,14 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
 }
 # warning-only rule id -> (stack, secret keys, one warning the stack loads with)
 WARNING_CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
+    "api-key-expiry": (
+        aws_stack(
+            apiClients=["webapp"], apiKeys={"webapp": [{"name": "default", "expires": "2020-01-01"}, {"name": "k2"}]}
+        ),
+        (),
+        "apiKeys.webapp[0].expires: key 'webapp' expired on 2020-01-01; this update removes it from the edge (its "
+        "requests get 401): remove it from the stack file",
+    ),
     "eks-warnings": (
         aws_stack(kubernetesVersion="1.33", eksSupport="extended"),
         (),
@@ -545,11 +564,12 @@ def test_rule_refuses_its_case_with_the_message_a_user_gets(rule_id: str) -> Non
 
 
 def bound_key(path: str) -> set[str]:
-    """``models[1].architecture.numHeads`` -> {``models[].architecture``, ``models``}; ``subnetIds[0]`` -> itself."""
+    """``models[1].architecture.numHeads`` -> {``models[].architecture``, ``models``}; ``subnetIds[0]`` ->
+    ``subnetIds``; ``apiKeys.webapp[0].expires`` -> ``apiKeys`` (a stack key holds no dot)."""
     entry = re.match(r"^models\[\d+\]\.(\w+)", path)
     if entry:
         return {f"models[].{entry.group(1)}"} & RULE_KEYS_ALL or {"models"}
-    return {path.split("[", 1)[0]}
+    return {re.split(r"[\[.]", path, maxsplit=1)[0]}
 
 
 def test_keda_on_a_minor_its_compatibility_table_leaves_out_is_refused_naming_the_minors_that_fit() -> None:

@@ -14,6 +14,7 @@ import pytest
 
 from components.common.edge import CLIENT_HEADER, GatewayRef
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
+from components.settings.api_keys import ApiKey
 from tests.components.fixtures import make_target
 from tests.system.controlplane.edge_standin import NGINX, echo_backend, get, nginx, nginx_conf
 from tests.system.controlplane.fixtures import Cluster
@@ -39,13 +40,15 @@ def planned_edge(mocks: RecordingMocks) -> tuple[dict[str, Any], dict[str, Any],
             base_host="triton.example.com",
             models=("t5",),
             api=True,
-            clients=(PROBE_CLIENT, "webapp"),
+            keys=(ApiKey(PROBE_CLIENT), ApiKey("webapp"), ApiKey("webapp", "k2")),
         )
         return EdgeObjects("test-edge", args).api_keys.apply(exported.update)
 
     run_program(build)
     (secret,) = mocks.of_type("kubernetes:core/v1:Secret")
-    (policy,) = [r for r in mocks.resources if r.inputs.get("kind") == "SecurityPolicy"]
+    (policy,) = [
+        r for r in mocks.resources if r.inputs.get("kind") == "SecurityPolicy" and "apiKeyAuth" in r.inputs["spec"]
+    ]
     return copy.deepcopy(secret.inputs), copy.deepcopy(policy.inputs), exported
 
 
@@ -111,3 +114,11 @@ def test_a_client_cannot_claim_another_clients_name(served_edge: Any) -> None:
     port, keys = served_edge
     status, seen = get(port, {"Authorization": f"Bearer {keys['webapp']}", CLIENT_HEADER: "probe"})
     assert status == 200 and seen[CLIENT_HEADER] == "webapp"
+
+
+def test_a_clients_new_key_works_beside_its_old_one_and_names_itself(served_edge: Any) -> None:
+    """The overlap of a rotation (``apiKeys``): both of webapp's keys authenticate, the new one as ``webapp.k2``."""
+    port, keys = served_edge
+    assert get(port, {"Authorization": f"Bearer {keys['webapp']}"})[1][CLIENT_HEADER] == "webapp"
+    status, seen = get(port, {"Authorization": f"Bearer {keys['webapp.k2']}"})
+    assert status == 200 and seen[CLIENT_HEADER] == "webapp.k2"

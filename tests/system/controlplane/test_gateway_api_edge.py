@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from components.common.edge import exposes_triton
+from components.common.edge import GatewayRef, exposes_triton, rate_limit_policy_spec
 from components.settings.stack_file import settings_from_stack_file
 from tests.plans import StackPlans, deploy_secrets
 from tests.system.controlplane.fixtures import Cluster
@@ -82,3 +82,18 @@ def test_the_proxies_disruption_budget_and_spread_are_fields_envoy_gateway_knows
     assert stored["envoyPDB"] == {"minAvailable": 1}
     spread = stored["envoyDeployment"]["pod"]["topologySpreadConstraints"]
     assert {c["topologyKey"] for c in spread} == {"kubernetes.io/hostname", "topology.kubernetes.io/zone"}
+
+
+def test_the_shared_global_rate_limit_is_a_policy_envoy_gateway_accepts(
+    cluster: Cluster, stack_plan: StackPlans
+) -> None:
+    """``rateLimitRedis``'s variant (no stack file sets it): prod's traffic policy with the global, shared rule."""
+    objs = edge_objects(stack_plan("prod"), cluster.namespace)
+    cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
+    install_crds(cluster.kube, (), REAL_CRD_GROUPS)
+    (policy,) = [copy.deepcopy(o) for o in objs if o["kind"] == "BackendTrafficPolicy"]
+    gateway = GatewayRef(policy["spec"]["targetRefs"][0]["name"])
+    policy["spec"]["rateLimit"] = rate_limit_policy_spec(600, 256, gateway, shared=True)["rateLimit"]
+    stored = cluster.kube.apply(policy, dry_run=True)
+    (rule,) = stored["spec"]["rateLimit"]["global"]["rules"]
+    assert rule["shared"] is True and rule["clientSelectors"][0]["headers"][0]["type"] == "Distinct"

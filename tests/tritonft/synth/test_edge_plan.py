@@ -61,8 +61,10 @@ def test_every_object_a_route_listener_or_policy_refers_to_is_in_the_plan(plans:
     listeners = [lst for lst in gateway["spec"]["listeners"] if lst["protocol"] == "HTTPS"]
     assert all(lst["tls"]["certificateRefs"] for lst in listeners), "cert-manager writes them from that issuer"
     secrets = named(objs, "Secret")
-    for policy in (o for o in objs if o["kind"] == "SecurityPolicy"):
+    for policy in (o for o in objs if o["kind"] == "SecurityPolicy" and "apiKeyAuth" in o["spec"]):
         assert {r["name"] for r in policy["spec"]["apiKeyAuth"]["credentialRefs"]} <= secrets
+    for policy in (o for o in objs if o["kind"] in ("SecurityPolicy", "BackendTrafficPolicy")):
+        assert {t["name"] for t in policy["spec"].get("targetRefs", [])} <= gateways
     # The one kind of Secret a stack names instead of making: a model's `hfTokenSecret` (its token, created by hand).
     secrets |= set(settings_from_stack_file(REPO, stack, deploy_secrets(stack)).token_secrets.values())
     for pod_spec in (o["spec"]["template"]["spec"] for o in objs if o["kind"] in ("Deployment", "Job")):
