@@ -49,6 +49,20 @@ def drain(propagation_s: float, longest_request_s: float, exit_s: float = 0) -> 
     return Drain(pre_stop, pre_stop + math.ceil(exit_s) + 5)
 
 
+def drain_in_process(propagation_s: float, longest_request_s: float, exit_s: float = 0) -> Drain:
+    """The drain of a pod whose server finishes its requests itself after SIGTERM (it stops accepting, lets every
+    request under way end, then exits): the ``preStop`` hook sleeps only until no client can still pick the pod
+    (``propagation_s``), and the grace period covers that, the longest request (``longest_request_s``) and the exit
+    (``exit_s``) with 5 s of slack. A pod with nothing under way leaves right after the hook, not after the longest
+    request a client could have sent."""
+    if propagation_s < 0 or longest_request_s <= 0 or exit_s < 0:
+        raise ValueError(
+            f"drain: propagation ({propagation_s}) and exit ({exit_s}) must be >= 0, the longest request "
+            f"({longest_request_s}) > 0 seconds"
+        )
+    return Drain(math.ceil(propagation_s), math.ceil(propagation_s + longest_request_s) + math.ceil(exit_s) + 5)
+
+
 def http_probe(path: str, period: int, failures: int, timeout: int = 5) -> dict[str, Any]:
     """An HTTP GET probe on the container port named ``http``."""
     return {

@@ -27,7 +27,7 @@ from components.common.workload import (
     PROMETHEUS_PODS,
     SCRAPE_INTERVAL,
     Drain,
-    drain,
+    drain_in_process,
     hpa_behavior,
     http_probe,
     pods_peer,
@@ -59,10 +59,11 @@ GATEWAY_EXIT_S = 5
 
 def gateway_drain(longest_request_seconds: int) -> Drain:
     """The gateway pod's drain: its ``preStop`` sleeps until the edge's proxies have dropped it (they watch the
-    Service's endpoints: no DNS in between) and its longest request (the longest of its models' deadlines,
-    :func:`longest_deadline_seconds`) has ended; the grace period is longer than both, so a rollout or a scale-in of
-    the gateway cuts no completion, streamed or not."""
-    return drain(ENDPOINTS_LAG_S, longest_request_seconds, GATEWAY_EXIT_S)
+    Service's endpoints: no DNS in between); then SIGTERM, and uvicorn stops accepting, lets every request under way
+    end (streams included) and exits. The grace period covers its longest request (the longest of its models'
+    deadlines, :func:`longest_deadline_seconds`: 880 s for prod's Llama), so a rollout or a scale-in of the gateway
+    cuts no completion, and a gateway pod with nothing under way leaves seconds after its removal."""
+    return drain_in_process(ENDPOINTS_LAG_S, longest_request_seconds, GATEWAY_EXIT_S)
 
 
 def model_deadline_seconds(model: ModelSpec, base_seconds: int) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from components.common.workload import ENDPOINTS_LAG_S
 from tests.plans import StackPlans
 from tritonft.spec import DEFAULT_TIME_PER_OUTPUT_TOKEN_S, ModelSpec
 from tritonft.synth.engine import Registered
@@ -73,9 +74,13 @@ def test_the_v1_route_and_the_edges_policy_outlast_llamas_deadline(prod: SynthRe
 
 def test_the_gateway_pods_drain_for_llamas_longest_answer(prod: SynthResult) -> None:
     (deployment,) = _deployments(prod, "gateway")
-    assert _pre_stop(deployment) > LLAMA_DEADLINE_S
     template: dict[str, Any] = deployment.inputs["spec"]["template"]["spec"]
-    assert template["terminationGracePeriodSeconds"] > _pre_stop(deployment)
+    assert template["terminationGracePeriodSeconds"] > _pre_stop(deployment) + LLAMA_DEADLINE_S
+
+
+def test_the_gateway_pods_pre_stop_waits_for_the_edge_only_and_uvicorn_drains_its_requests(prod: SynthResult) -> None:
+    (deployment,) = _deployments(prod, "gateway")
+    assert _pre_stop(deployment) == ENDPOINTS_LAG_S
 
 
 def test_llamas_triton_pods_drain_for_its_deadline_at_most_and_t5s_keep_the_base(prod: SynthResult) -> None:

@@ -11,6 +11,7 @@ tokens at 20 ms each (0.6 s) for a long answer of a 16k-token model.
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -77,8 +78,9 @@ def engine() -> Iterator[str]:
 
 
 @contextmanager
-def gateway(model: ServedModel, triton_url: str) -> Iterator[str]:
-    """The gateway app serving ``model`` on a free loopback port; yields its base URL."""
+def gateway_server(model: ServedModel, triton_url: str) -> Iterator[tuple[str, uvicorn.Server, threading.Thread]]:
+    """The gateway app serving ``model`` on a free loopback port, as ``tritonft gateway`` runs it (uvicorn); yields
+    its base URL, the server and the thread it runs in."""
     config = GatewayConfig(triton_url, (model,), deadline_s=BASE_DEADLINE_S)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(build_app(config), host="127.0.0.1", port=port, log_level="error"))
@@ -89,10 +91,17 @@ def gateway(model: ServedModel, triton_url: str) -> Iterator[str]:
         assert time.monotonic() - started < 30, "the gateway did not start"
         time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", server, thread
     finally:
         server.should_exit = True
         thread.join(30)
+
+
+@contextmanager
+def gateway(model: ServedModel, triton_url: str) -> Iterator[str]:
+    """The gateway app serving ``model`` on a free loopback port; yields its base URL."""
+    with gateway_server(model, triton_url) as (url, _, _):
+        yield url
 
 
 def spec(time_per_output_token_s: float) -> ModelSpec:
@@ -142,3 +151,26 @@ def test_a_stream_past_its_models_deadline_is_still_cut() -> None:
     texts = [c["text"] for e in events for c in e.get("choices", ())]
     assert len(texts) < TOKENS
     assert events[-1]["error"]["code"] == "timeout"
+
+
+def test_sigterm_lets_a_stream_under_way_end_whole_then_the_gateway_exits() -> None:
+    """The gateway pod's drain (``components.gateway.spec.gateway_drain``) sends SIGTERM seconds after the pod left
+    the endpoints, not after the longest answer: uvicorn's own handler must let the request under way finish."""
+    model = ServedModel.from_spec(spec(0.05), base_deadline_s=BASE_DEADLINE_S)
+    body = {"model": model.name, "prompt": "p", "max_tokens": TOKENS, "temperature": 0, "stream": True}
+    with (
+        engine() as triton,
+        gateway_server(model, triton) as (url, server, thread),
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", f"{url}/v1/completions", json=body) as answer,
+    ):
+        lines = answer.iter_lines()
+        first = next(line for line in lines if line.startswith("data: "))
+        server.handle_exit(signal.SIGTERM, None)  # what the kubelet's SIGTERM runs in `tritonft gateway`
+        rest = [line for line in lines if line.startswith("data: ") and line != "data: [DONE]"]
+        thread.join(30)
+        assert not thread.is_alive(), "the gateway exited once its last request ended"
+    events = [json.loads(line.removeprefix("data: ")) for line in [first, *rest]]
+    texts = [c["text"] for e in events for c in e.get("choices", ())]
+    assert "".join(texts) == "".join(f" t{n}" for n in range(TOKENS))
+    assert events[-1]["choices"][0]["finish_reason"] == "length"
