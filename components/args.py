@@ -31,7 +31,7 @@ from components.common.layout import dns_label
 from components.common.sizing import MIB
 from components.common.target import ClusterTarget, GpuScheduling
 from components.gateway import GatewayArgs, GatewayBackend
-from components.gateway.spec import gateway_selector, longest_deadline_seconds, model_deadline_seconds
+from components.gateway.spec import gateway_drain, gateway_selector, longest_deadline_seconds, model_deadline_seconds
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
 from components.platform.aws.addons import AddonFlags
@@ -49,6 +49,7 @@ from components.probe.in_cluster import InClusterJudgeArgs
 from components.serving.gemm_tuning import GemmTuning
 from components.serving.judge_job import judge_job_manifest, judge_job_name
 from components.serving.promotion import VERSION_LABEL, Candidate
+from components.serving.server_spec import triton_drain
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
 from components.settings import eks
 from components.settings.alerting import alert_routing
@@ -212,6 +213,7 @@ def aws_platform_args(settings: Settings) -> AwsPlatformArgs:
             ),
         ),
         model_weights_gib=round(largest_model_gib, 1),
+        longest_pod_grace_seconds=longest_pod_grace_seconds(settings),
         addons=addon_flags(
             cluster.addons,
             metrics_server=gateway_autoscales(settings),
@@ -583,6 +585,23 @@ def longest_request_seconds(settings: Settings, model: ModelSpec, edge_timeouts:
     gateway = settings.serving.gateway
     deadline = (model_deadline_seconds(model, gateway.deadline_s),) if gateway.enabled else ()
     return max((*deadline, *edge_timeouts), default=60)
+
+
+def longest_pod_grace_seconds(settings: Settings) -> int:
+    """The longest grace period a pod of the stack asks (a Triton pod's drain, with every request timeout in front of
+    it counted as if it exposed the model; the gateway's drain): at most what the pods take, never less."""
+    timeouts = (api_timeout_seconds(settings),)
+    tritons = [
+        triton_drain(longest_request_seconds(settings, m, timeouts), vllm=m.family.is_vllm).termination_grace_seconds
+        for m in settings.models
+    ]
+    gateway = settings.serving.gateway
+    gateways = (
+        [gateway_drain(longest_deadline_seconds(settings.models, gateway.deadline_s)).termination_grace_seconds]
+        if gateway.enabled
+        else []
+    )
+    return max([*tritons, *gateways], default=0)
 
 
 def gemm_tuning(settings: Settings) -> GemmTuning:

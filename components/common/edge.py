@@ -476,9 +476,11 @@ def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WAR
     return with_runbooks({"groups": [{"name": "triton-ft.edge.api-keys", "rules": rules}]})
 
 
-def envoy_proxy_spec(service_annotations: dict[str, str]) -> dict[str, Any]:
-    """The proxy fleet of the stack's Gateway: two replicas behind an internet-facing NLB, and an access log line per
-    request naming the authenticated client (never a header that carries a key)."""
+def envoy_proxy_spec(service_annotations: dict[str, str], drain_timeout_seconds: int) -> dict[str, Any]:
+    """The proxy fleet of the stack's Gateway: two replicas behind an internet-facing NLB, an access log line per
+    request naming the authenticated client (never a header that carries a key), and a drain as long as the longest
+    request the edge allows (``drain_timeout_seconds``: the routes' request timeout), so a proxy pod replaced by an
+    Envoy Gateway upgrade or a node drain lets its streams end (Envoy Gateway's default drain is 60 s)."""
     log_format = (
         '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% '
         f"%RESPONSE_FLAGS% client=%REQ({CLIENT_HEADER.upper()})% host=%REQ(:AUTHORITY)% "
@@ -492,6 +494,7 @@ def envoy_proxy_spec(service_annotations: dict[str, str]) -> dict[str, Any]:
                 "envoyService": {"type": "LoadBalancer", "annotations": dict(service_annotations)},
             },
         },
+        "shutdown": {"drainTimeout": f"{drain_timeout_seconds}s"},
         "telemetry": {
             "accessLog": {
                 "settings": [

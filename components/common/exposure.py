@@ -293,7 +293,9 @@ class EdgeObjects(pulumi.ComponentResource):
                 object_meta(proxy, ns, meta_labels),
                 pulumi.Output.from_input(ns).apply(
                     lambda namespace: with_proxy_availability(
-                        envoy_proxy_spec(args.load_balancer_annotations), args.gateway.name, namespace
+                        envoy_proxy_spec(args.load_balancer_annotations, args.request_timeout_seconds),
+                        args.gateway.name,
+                        namespace,
                     )
                 ),
                 opts=crds,

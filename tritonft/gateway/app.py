@@ -203,7 +203,8 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         """A vLLM model's completion or chat (:mod:`tritonft.gateway.vllm`)."""
         req = vllm.vllm_request(body, model, chat=chat)
         timings = (metrics.triton_first_response, metrics.triton_waited)
-        engine = vllm.Engine(client(model.name), model.deadline_s, *timings)
+        deadline_s = model.deadline_s if req.stream else config.unstreamed_deadline_of(model)
+        engine = vllm.Engine(client(model.name), deadline_s, *timings)
 
         def answered(error: ApiError) -> ApiError:
             return client_error(error, model.name, config.scales_to_zero)
@@ -215,10 +216,12 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                 events = await primed(chunks.opening(), stream, answered)
                 return StreamingResponse(events, media_type="text/event-stream")
             metrics.triton_called(model.name, len(req.prompts))
-            answers = await asyncio.wait_for(vllm.answers(engine, req), model.deadline_s)
+            answers = await asyncio.wait_for(vllm.answers(engine, req), deadline_s)
         except TimeoutError as exc:
-            raise deadline_expired(model.deadline_s) from exc
+            raise deadline_expired(deadline_s, stream_for_longer=deadline_s < model.deadline_s) from exc
         except ApiError as exc:
+            if exc.code == "timeout" and deadline_s < model.deadline_s:
+                raise deadline_expired(deadline_s, stream_for_longer=True) from exc
             error = answered(exc)
             if error is exc:
                 raise
@@ -245,7 +248,7 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
                 chunks = Chunks(rid, created, model.name, chat, req.include_usage)
                 events = await primed(chunks.opening(), pieces(req, chunks), answered)
                 return StreamingResponse(events, media_type="text/event-stream")
-            rows = await answer(req, time.monotonic() + model.deadline_s)
+            rows = await answer(req, time.monotonic() + config.unstreamed_deadline_of(model))
         except ApiError as exc:
             error = answered(exc)
             if error is exc:

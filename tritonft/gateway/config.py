@@ -9,6 +9,10 @@ from tritonft.spec import Family, ModelSpec
 
 DEFAULT_DEADLINE_S = 60.0
 """``tritonft gateway --deadline``'s default: the base of every model's deadline (:func:`request_deadline_s`)."""
+UNSTREAMED_DEADLINE_MAX_S = 290.0
+"""Longest an unstreamed completion may take, whatever its model's deadline: it sends no byte until it is whole, and
+the proxies in front end a response idle that long (Envoy's stream idle timeout, 300 s by default; AWS's NLB drops a
+TCP flow idle for 350 s). An answer that needs longer is streamed (its bytes keep the connection busy)."""
 MAX_BEAMS = 8
 """Largest ``n`` (beam width) the gateway forwards; FT's beam search is built for small widths."""
 
@@ -115,6 +119,12 @@ class GatewayConfig:
     """Calls per model and parameter set sent at once before further requests wait to be merged."""
     embedders: tuple[EmbeddingModel, ...] = ()
     """Encoder ensembles served under ``/v1/embeddings`` (``tritonft.gateway.embeddings``)."""
+    unstreamed_deadline_max_s: float = UNSTREAMED_DEADLINE_MAX_S
+    """The cap on an unstreamed completion's deadline (:data:`UNSTREAMED_DEADLINE_MAX_S`)."""
+
+    def unstreamed_deadline_of(self, model: ServedModel) -> float:
+        """The deadline of an unstreamed completion of ``model``: its own, at most :attr:`unstreamed_deadline_max_s`."""
+        return min(model.deadline_s, self.unstreamed_deadline_max_s)
 
     def embedder(self, name: str) -> EmbeddingModel | None:
         return next((m for m in self.embedders if m.name == name), None)

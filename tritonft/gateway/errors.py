@@ -61,8 +61,16 @@ def client_error(error: ApiError, model: str, scales_to_zero: frozenset[str]) ->
     return error
 
 
-def deadline_expired(deadline_s: float) -> ApiError:
-    return ApiError(504, f"the model did not answer within the {deadline_s:g} s deadline", "timeout", None, "timeout")
+def deadline_expired(deadline_s: float, *, stream_for_longer: bool = False) -> ApiError:
+    """The 504 of a request past its deadline; ``stream_for_longer`` when an unstreamed answer hit the cap that only
+    streaming lifts (``tritonft.gateway.config.UNSTREAMED_DEADLINE_MAX_S``)."""
+    message = f"the model did not answer within the {deadline_s:g} s deadline"
+    if stream_for_longer:
+        message += (
+            f"; an unstreamed answer may take at most {deadline_s:g} s (the proxies in front end a response that "
+            "sends nothing for longer): ask with `stream: true` for a longer answer"
+        )
+    return ApiError(504, message, "timeout", None, "timeout")
 
 
 def from_triton(status: str, message: str, deadline_s: float) -> ApiError:

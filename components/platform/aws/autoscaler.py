@@ -125,14 +125,27 @@ def autoscaler_policy(cluster_name: str, node_group_arns: Sequence[str]) -> str:
     )
 
 
-def autoscaler_values(cluster_name: str, region: str, role_arn: str, kubernetes_version: str) -> dict[str, Any]:
+CA_GRACEFUL_TERMINATION_S = 600
+"""cluster-autoscaler's own ``max-graceful-termination-sec`` default: how long it lets a pod of a node it drains
+terminate before it kills it."""
+
+
+def autoscaler_values(
+    cluster_name: str,
+    region: str,
+    role_arn: str,
+    kubernetes_version: str,
+    longest_pod_grace_seconds: int = CA_GRACEFUL_TERMINATION_S,
+) -> dict[str, Any]:
     """cluster-autoscaler on the system nodes, scaling the groups EKS tagged as this cluster's.
 
     * scale-up: a pending pod (a Triton pod short of GPUs) makes it raise the smallest fitting group
       (``least-waste``), at once (``new-pod-scale-up-delay`` 0);
     * scale-down: a GPU node without Triton pods for ``SCALE_DOWN_UNNEEDED`` is drained and removed, never below
       ``gpuNodesMin``; ``skip-nodes-with-local-storage`` is off because Triton pods carry emptyDirs (``/dev/shm``)
-      and a node holding them would otherwise never be removed.
+      and a node holding them would otherwise never be removed; a drained pod gets its whole grace period
+      (``max-graceful-termination-sec``: the stack's longest, ``longest_pod_grace_seconds``, at least the default
+      600 s), so a node removed under a Triton pod still streaming a long vLLM answer (prod: ~15 min) does not cut it.
     """
     return {
         "cloudProvider": "aws",
@@ -159,6 +172,7 @@ def autoscaler_values(cluster_name: str, region: str, role_arn: str, kubernetes_
             "scale-down-delay-after-add": SCALE_DOWN_UNNEEDED,
             "scale-down-utilization-threshold": 0.5,
             "skip-nodes-with-local-storage": False,
+            "max-graceful-termination-sec": max(CA_GRACEFUL_TERMINATION_S, longest_pod_grace_seconds),
         },
         "nodeSelector": {POOL_LABEL: SYSTEM_POOL},
         "priorityClassName": "system-cluster-critical",
@@ -171,6 +185,7 @@ def install_node_autoscaler(
     cluster_name: str,
     region: str,
     kubernetes_version: str,
+    longest_pod_grace_seconds: int,
     node_groups: Sequence[aws.eks.NodeGroup],
     oidc_provider_arn: pulumi.Input[str],
     oidc_provider_url: pulumi.Input[str],
@@ -193,7 +208,9 @@ def install_node_autoscaler(
         provider=aws_provider,
         parent=parent,
     )
-    values = role.arn.apply(lambda arn: autoscaler_values(cluster_name, region, arn, kubernetes_version))
+    values = role.arn.apply(
+        lambda arn: autoscaler_values(cluster_name, region, arn, kubernetes_version, longest_pod_grace_seconds)
+    )
     chart, _ = install_chart(
         f"{name}-cluster-autoscaler",
         pin,

@@ -74,6 +74,9 @@ class AwsPlatformArgs:
     conversion_scratch_gib: float = 60.0
     """Local scratch on CPU nodes for a Hugging Face checkpoint during conversion (sizes system node disks)."""
     addons: AddonFlags = field(default_factory=AddonFlags)
+    longest_pod_grace_seconds: int = 600
+    """The longest ``terminationGracePeriodSeconds`` of the stack's pods (a vLLM model's Triton or the gateway, whose
+    drains cover its longest answer): how long the node autoscaler lets a pod of a node it removes terminate."""
     dns: EdgeDns | None = None
     """Route53 records for the edge's hosts through external-dns (the zone is looked up); None = no DNS."""
     ingress_class: str = "nginx"
@@ -318,6 +321,7 @@ class AwsPlatform(pulumi.ComponentResource):
                 cluster_name=cluster_name,
                 region=args.region,
                 kubernetes_version=args.kubernetes_version,
+                longest_pod_grace_seconds=args.longest_pod_grace_seconds,
                 node_groups=in_cluster,
                 oidc_provider_arn=cluster.oidc_provider_arn,
                 oidc_provider_url=cluster.oidc_provider_url,

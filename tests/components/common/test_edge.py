@@ -373,6 +373,12 @@ def test_the_proxies_log_the_authenticated_client_never_the_key(mocks: Recording
     assert "AUTHORIZATION" not in text.upper()
 
 
+def test_the_proxies_drain_as_long_as_the_longest_request_the_edge_allows(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks, request_timeout_seconds=890)
+    (proxy,) = _of_kind(mocks, "EnvoyProxy").values()
+    assert proxy.inputs["spec"]["shutdown"] == {"drainTimeout": "890s"}
+
+
 def test_on_the_users_own_gateway_nothing_but_keys_and_policies_is_made(mocks: RecordingMocks) -> None:
     _edge_objects(mocks, make_gateway=False)
     kinds = {r.inputs.get("kind") for r in mocks.resources if r.inputs.get("kind")}

@@ -29,7 +29,7 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 from tests.tritonft.engines.vllm.test_engine import LLAMA_8B
 from tests.tritonft.gateway.test_vllm import response
 from tritonft.gateway.app import build_app
-from tritonft.gateway.config import GatewayConfig, ServedModel, request_deadline_s
+from tritonft.gateway.config import UNSTREAMED_DEADLINE_MAX_S, GatewayConfig, ServedModel, request_deadline_s
 from tritonft.local_triton import free_port
 from tritonft.spec import ModelSpec
 
@@ -78,10 +78,12 @@ def engine() -> Iterator[str]:
 
 
 @contextmanager
-def gateway_server(model: ServedModel, triton_url: str) -> Iterator[tuple[str, uvicorn.Server, threading.Thread]]:
+def gateway_server(
+    model: ServedModel, triton_url: str, unstreamed_cap_s: float = UNSTREAMED_DEADLINE_MAX_S
+) -> Iterator[tuple[str, uvicorn.Server, threading.Thread]]:
     """The gateway app serving ``model`` on a free loopback port, as ``tritonft gateway`` runs it (uvicorn); yields
     its base URL, the server and the thread it runs in."""
-    config = GatewayConfig(triton_url, (model,), deadline_s=BASE_DEADLINE_S)
+    config = GatewayConfig(triton_url, (model,), deadline_s=BASE_DEADLINE_S, unstreamed_deadline_max_s=unstreamed_cap_s)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(build_app(config), host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -98,9 +100,9 @@ def gateway_server(model: ServedModel, triton_url: str) -> Iterator[tuple[str, u
 
 
 @contextmanager
-def gateway(model: ServedModel, triton_url: str) -> Iterator[str]:
+def gateway(model: ServedModel, triton_url: str, unstreamed_cap_s: float = UNSTREAMED_DEADLINE_MAX_S) -> Iterator[str]:
     """The gateway app serving ``model`` on a free loopback port; yields its base URL."""
-    with gateway_server(model, triton_url) as (url, _, _):
+    with gateway_server(model, triton_url, unstreamed_cap_s) as (url, _, _):
         yield url
 
 
@@ -174,3 +176,32 @@ def test_sigterm_lets_a_stream_under_way_end_whole_then_the_gateway_exits() -> N
     texts = [c["text"] for e in events for c in e.get("choices", ())]
     assert "".join(texts) == "".join(f" t{n}" for n in range(TOKENS))
     assert events[-1]["choices"][0]["finish_reason"] == "length"
+
+
+UNSTREAMED_CAP_S = 0.3
+"""The cap on an unstreamed answer, scaled down (290 s in a stack: under the 300 s the proxies in front let a
+response send nothing): half the stand-in's 0.6 s answer."""
+
+
+def test_an_unstreamed_answer_past_the_unstreamed_cap_is_a_504_that_says_to_stream_it() -> None:
+    model = ServedModel.from_spec(spec(0.05), base_deadline_s=BASE_DEADLINE_S)  # its own deadline: 3.4 s
+    body = {"model": model.name, "prompt": "p", "max_tokens": TOKENS, "temperature": 0}
+    with engine() as triton, gateway(model, triton, UNSTREAMED_CAP_S) as url:
+        answer = httpx.post(f"{url}/v1/completions", json=body, timeout=30)
+    assert answer.status_code == 504, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "timeout" and "`stream: true`" in error["message"]
+
+
+def test_the_same_answer_streamed_is_not_held_to_the_unstreamed_cap() -> None:
+    model = ServedModel.from_spec(spec(0.05), base_deadline_s=BASE_DEADLINE_S)
+    body = {"model": model.name, "prompt": "p", "max_tokens": TOKENS, "temperature": 0, "stream": True}
+    with (
+        engine() as triton,
+        gateway(model, triton, UNSTREAMED_CAP_S) as url,
+        httpx.Client(timeout=30) as client,
+        client.stream("POST", f"{url}/v1/completions", json=body) as answer,
+    ):
+        lines = [line for line in answer.iter_lines() if line.startswith("data: ") and line != "data: [DONE]"]
+    texts = [c["text"] for e in map(json.loads, (line.removeprefix("data: ") for line in lines)) for c in e["choices"]]
+    assert "".join(texts) == "".join(f" t{n}" for n in range(TOKENS))

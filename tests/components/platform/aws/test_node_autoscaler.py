@@ -103,3 +103,9 @@ def test_a_kubernetes_version_without_a_pinned_autoscaler_is_refused() -> None:
     with pytest.raises(UserError) as info:
         build_platform(kubernetes_version="1.29")
     assert any(p.startswith("kubernetesVersion: '1.29' has no pinned cluster-autoscaler") for p in info.value.problems)
+
+
+def test_a_drained_pod_gets_at_least_the_autoscalers_default_grace(mocks: RecordingMocks) -> None:
+    build_platform()
+    (chart,) = _autoscaler(mocks)
+    assert chart.inputs["values"]["extraArgs"]["max-graceful-termination-sec"] == 600

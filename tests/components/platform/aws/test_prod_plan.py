@@ -182,3 +182,15 @@ def test_prod_closes_the_restricted_apis_over_http_too_on_the_encoders_current_t
     assert http_restricted("minilm")
     assert http_restricted("llama-3-1-8b")
     assert not http_restricted("t5-3b"), "Triton 23.04 has no --http-restricted-api (the NetworkPolicy closes HTTP)"
+
+
+def test_the_node_autoscaler_lets_a_drained_pod_take_its_whole_grace_period(prod: SynthResult) -> None:
+    (chart,) = [r for r in _of_type(prod, "kubernetes:helm.sh/v4:Chart") if r.inputs["chart"] == "cluster-autoscaler"]
+    graces = [
+        int(r.inputs["spec"]["template"]["spec"]["terminationGracePeriodSeconds"])
+        for r in _of_type(prod, "kubernetes:apps/v1:Deployment")
+        if "terminationGracePeriodSeconds" in r.inputs.get("spec", {}).get("template", {}).get("spec", {})
+    ]
+    longest = max(graces)
+    assert longest > 600, "prod's Llama drains longer than cluster-autoscaler's default (600 s)"
+    assert chart.inputs["values"]["extraArgs"]["max-graceful-termination-sec"] >= longest
