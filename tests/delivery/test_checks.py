@@ -42,7 +42,7 @@ def run(rule: str, typed: Typed, **kwargs: Any) -> list[str]:
 
 def test_rule_names_are_unique_and_pulumi_compatible() -> None:
     names = [r.name for r in RULES]
-    assert len(set(names)) == len(names) == 8
+    assert len(set(names)) == len(names) == 9
     assert all(n.replace("-", "").isalnum() and n.islower() for n in names)
 
 
