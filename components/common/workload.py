@@ -31,6 +31,14 @@ class Drain:
         return {"preStop": {"exec": {"command": ["sleep", str(self.pre_stop_seconds)]}}}
 
 
+def _check_drain(propagation_s: float, longest_request_s: float, exit_s: float) -> None:
+    if propagation_s < 0 or longest_request_s <= 0 or exit_s < 0:
+        raise ValueError(
+            f"drain: propagation ({propagation_s}) and exit ({exit_s}) must be >= 0, the longest request "
+            f"({longest_request_s}) > 0 seconds"
+        )
+
+
 def drain(propagation_s: float, longest_request_s: float, exit_s: float = 0) -> Drain:
     """The drain of a pod whose removal from its Service reaches every client within ``propagation_s`` and whose
     longest request lasts ``longest_request_s``; the process needs ``exit_s`` after SIGTERM.
@@ -40,11 +48,7 @@ def drain(propagation_s: float, longest_request_s: float, exit_s: float = 0) -> 
     request it picked has ended (``longest_request_s``): SIGTERM then finds the server idle. Whole seconds, rounded
     up; the grace period adds ``exit_s`` and 5 s of slack (the kubelet kills the container at its end).
     """
-    if propagation_s < 0 or longest_request_s <= 0 or exit_s < 0:
-        raise ValueError(
-            f"drain: propagation ({propagation_s}) and exit ({exit_s}) must be >= 0, the longest request "
-            f"({longest_request_s}) > 0 seconds"
-        )
+    _check_drain(propagation_s, longest_request_s, exit_s)
     pre_stop = math.ceil(propagation_s + longest_request_s)
     return Drain(pre_stop, pre_stop + math.ceil(exit_s) + 5)
 
@@ -55,11 +59,7 @@ def drain_in_process(propagation_s: float, longest_request_s: float, exit_s: flo
     (``propagation_s``), and the grace period covers that, the longest request (``longest_request_s``) and the exit
     (``exit_s``) with 5 s of slack. A pod with nothing under way leaves right after the hook, not after the longest
     request a client could have sent."""
-    if propagation_s < 0 or longest_request_s <= 0 or exit_s < 0:
-        raise ValueError(
-            f"drain: propagation ({propagation_s}) and exit ({exit_s}) must be >= 0, the longest request "
-            f"({longest_request_s}) > 0 seconds"
-        )
+    _check_drain(propagation_s, longest_request_s, exit_s)
     return Drain(math.ceil(propagation_s), math.ceil(propagation_s + longest_request_s) + math.ceil(exit_s) + 5)
 
 

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import pulumi
+import pytest
 
 from components.common.edge import EdgeArgs, GatewayRef
 from components.common.layout import DNS_LABEL_MAX
@@ -259,39 +260,14 @@ def test_the_judge_asks_the_candidates_own_service_from_pods_labelled_as_its_jud
     assert candidate.judge_pods.items() >= {**JUDGE_PODS, VERSION_LABEL: candidate.version}.items()
 
 
-def test_the_judges_pods_reach_their_models_triton_on_http_and_dns_only_and_nothing_reaches_them(mocks):
-    _serve(mocks)
-    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
-    judge = policies["m-judge"]
-    assert judge["podSelector"] == {"matchLabels": JUDGE_PODS}
-    assert judge["ingress"] == []
-    dns, triton = judge["egress"]
-    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
-    assert triton == {
-        "to": [{"podSelector": {"matchLabels": TRITON_PODS}}],
-        "ports": [{"port": 8000, "protocol": "TCP"}],
-    }
+JUDGED = pytest.mark.parametrize(
+    "rollout", [None, NO_ROOM], ids=["candidate beside the serving version", "rolled in place"]
+)
 
 
-def test_the_models_triton_admits_its_judges_pods_by_label_on_http_only(mocks):
-    _serve(mocks)
-    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
-    rules = policies["m"]["ingress"]
-    judged = [r for r in rules if {"podSelector": {"matchLabels": JUDGE_PODS}} in r["from"]]
-    assert judged == [
-        {"from": [{"podSelector": {"matchLabels": JUDGE_PODS}}], "ports": [{"port": 8000, "protocol": "TCP"}]}
-    ]
-
-
-def test_a_model_without_a_judge_admits_none(mocks):
-    run_program(lambda: serve("m", T5_SMALL))
-    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
-    assert "m-judge" not in policies
-    assert all({"podSelector": {"matchLabels": JUDGE_PODS}} not in r["from"] for r in policies["m"]["ingress"])
-
-
-def test_the_in_place_judges_pods_reach_the_serving_pods_on_http_and_dns_only(mocks):
-    _serve(mocks, rollout=NO_ROOM)
+@JUDGED
+def test_the_judges_pods_reach_their_models_triton_on_http_and_dns_only_and_nothing_reaches_them(mocks, rollout):
+    _serve(mocks, **({"rollout": rollout} if rollout else {}))
     policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
     judge = policies["m-judge"]
     assert judge["podSelector"] == {"matchLabels": JUDGE_PODS}
@@ -303,13 +279,21 @@ def test_the_in_place_judges_pods_reach_the_serving_pods_on_http_and_dns_only(mo
         "ports": [{"port": 8000, "protocol": "TCP"}],
     }
     pod_labels = _deployment(mocks).inputs["spec"]["template"]["metadata"]["labels"]
-    assert pod_labels.items() >= TRITON_PODS.items(), "the serving pods are the ones it reaches"
+    assert pod_labels.items() >= TRITON_PODS.items(), "the judged pods are the ones it reaches"
 
 
-def test_the_serving_pods_of_a_model_judged_in_place_admit_its_judge_on_http_only(mocks):
-    _serve(mocks, rollout=NO_ROOM)
+@JUDGED
+def test_the_models_triton_admits_its_judges_pods_by_label_on_http_only(mocks, rollout):
+    _serve(mocks, **({"rollout": rollout} if rollout else {}))
     policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
     judged = [r for r in policies["m"]["ingress"] if {"podSelector": {"matchLabels": JUDGE_PODS}} in r["from"]]
     assert judged == [
         {"from": [{"podSelector": {"matchLabels": JUDGE_PODS}}], "ports": [{"port": 8000, "protocol": "TCP"}]}
     ]
+
+
+def test_a_model_without_a_judge_admits_none(mocks):
+    run_program(lambda: serve("m", T5_SMALL))
+    policies = {p.inputs["metadata"]["name"]: p.inputs["spec"] for p in mocks.of_type(NETPOL)}
+    assert "m-judge" not in policies
+    assert all({"podSelector": {"matchLabels": JUDGE_PODS}} not in r["from"] for r in policies["m"]["ingress"])
