@@ -13,17 +13,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.probe import ProbeFailedError
-from components.settings.stack_file import settings_from_stack_file
 from tests.system.controlplane.fixtures import Cluster
-from tests.system.controlplane.plan import cpu_node_shape, gpu_node_shape
 from tests.system.controlplane.prod import copy_project
-from tests.system.controlplane.pulumi_engine import Engine, Resource, named, program, rollout_watch
+from tests.system.controlplane.pulumi_engine import Resource, named, program
 from tests.system.controlplane.server import ControlPlane
 from tests.system.controlplane.test_judged_promotion import (
     GATEWAY,
@@ -33,8 +30,8 @@ from tests.system.controlplane.test_judged_promotion import (
     PLAN_NAMESPACE,
     STABLE_REVISION,
     STACK,
-    WATCH,
-    Judge,
+    Stack,
+    local_stack,
 )
 from tritonft.synth.run import synthesize
 
@@ -69,27 +66,10 @@ def plans(tmp_path_factory: pytest.TempPathFactory) -> Plans:
     return Plans(program(tmp / "stable"), program(tmp / "changed"))
 
 
-@dataclass
-class Stack:
-    engine: Engine
-    judge: Judge
-    cluster: Cluster
-
-
 @pytest.fixture
 def stack(control_plane: ControlPlane, cluster: Cluster) -> Stack:
-    settings = settings_from_stack_file(Path(__file__).resolve().parents[3], STACK)
-    ns = cluster.namespace
-    # No room for a candidate: one GPU node per serving GPU model, and CPU nodes for the encoder and the Jobs.
-    cluster.add_nodes(
-        [gpu_node_shape(settings, f"{ns}-gpu-{i}") for i in range(2)]
-        + [cpu_node_shape(settings, f"{ns}-cpu-{i}") for i in range(2)]
-    )
-    cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
-    kubeconfig = str(control_plane.workdir / "kubeconfig")
-    judge = Judge(ns, kubeconfig)
-    engine = Engine(cluster.kube, ns, PLAN_NAMESPACE, {WATCH: rollout_watch(ns, kubeconfig), JUDGE: judge})
-    return Stack(engine, judge, cluster)
+    # No room for a candidate: one GPU node per serving GPU model.
+    return local_stack(control_plane, cluster, gpu_nodes=2)
 
 
 def t5_revision_the_gateway_is_given(stack: Stack) -> str:

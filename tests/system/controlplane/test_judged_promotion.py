@@ -151,22 +151,26 @@ class Stack:
     cluster: Cluster
 
 
-@pytest.fixture
-def stack(control_plane: ControlPlane, cluster: Cluster) -> Stack:
+def local_stack(control_plane: ControlPlane, cluster: Cluster, gpu_nodes: int) -> Stack:
+    """The local stack's engine on ``gpu_nodes`` one-GPU nodes and two CPU nodes (the encoder, the Jobs), its rollout
+    watches and judges run by their real providers."""
     settings = settings_from_stack_file(Path(__file__).resolve().parents[3], STACK)
     ns = cluster.namespace
-    # Room for a candidate beside the serving version: local's two GPU models on a one-GPU node each and one for the
-    # candidate, and CPU nodes for the encoder.
     cluster.add_nodes(
-        [gpu_node_shape(settings, f"{ns}-gpu-{i}") for i in range(3)]
+        [gpu_node_shape(settings, f"{ns}-gpu-{i}") for i in range(gpu_nodes)]
         + [cpu_node_shape(settings, f"{ns}-cpu-{i}") for i in range(2)]
     )
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
     kubeconfig = str(control_plane.workdir / "kubeconfig")
     judge = Judge(ns, kubeconfig)
-    watch = rollout_watch(ns, kubeconfig)
-    engine = Engine(cluster.kube, ns, PLAN_NAMESPACE, {WATCH: watch, JUDGE: judge})
+    engine = Engine(cluster.kube, ns, PLAN_NAMESPACE, {WATCH: rollout_watch(ns, kubeconfig), JUDGE: judge})
     return Stack(engine, judge, cluster)
+
+
+@pytest.fixture
+def stack(control_plane: ControlPlane, cluster: Cluster) -> Stack:
+    # Room for a candidate beside the serving version: local's two GPU models on a node each, one for the candidate.
+    return local_stack(control_plane, cluster, gpu_nodes=3)
 
 
 class Endpoints:
