@@ -356,9 +356,30 @@ def prepare_runtime(
     return TritonRuntime(dist, backend_directory(dist, version), stub_env, libs)
 
 
+def session_weight(pid: int) -> int | None:
+    """The Linux autogroup nice of ``pid``'s session; None where autogroup does not schedule it.
+
+    The kernel prints nothing for a process whose CPU cgroup is not the root one (a container's, a systemd unit's):
+    there the cgroup shares the CPU, not the session, and a session's weight changes nothing. None too without
+    autogroup in the kernel, or once the process is gone."""
+    try:
+        return autogroup_nice(Path(f"/proc/{pid}/autogroup").read_text())
+    except OSError:
+        return None
+
+
+def autogroup_nice(shown: str) -> int | None:
+    """The nice in a ``/proc/<pid>/autogroup`` text (``/autogroup-1811 nice -10``); None for the empty text the kernel
+    prints where autogroup does not schedule the process."""
+    fields = shown.split()
+    return int(fields[-1]) if fields else None
+
+
 def set_session_weight(pid: int, nice: int) -> bool:
-    """Set the Linux autogroup nice of ``pid``'s session; ``False`` where the kernel or the rights refuse it (no
-    autogroup, no CAP_SYS_NICE, the process gone)."""
+    """Set the Linux autogroup nice of ``pid``'s session; ``False`` where it would change nothing or is refused
+    (see :func:`session_weight`; no CAP_SYS_NICE)."""
+    if session_weight(pid) is None:
+        return False
     try:
         Path(f"/proc/{pid}/autogroup").write_text(str(nice))
     except OSError:
