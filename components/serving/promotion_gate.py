@@ -478,6 +478,7 @@ def run_handover(kube: Any, config: GateConfig, *, step_deadline_s: float) -> di
             candidate_ready=candidate_ready,
             stable_replicas=stable_replicas,
         )
+        changed = step.stable < stable_replicas or step.candidate > candidate_replicas
         if step.stable < stable_replicas:
             _shrink_stable(
                 kube,
@@ -504,7 +505,9 @@ def run_handover(kube: Any, config: GateConfig, *, step_deadline_s: float) -> di
                     "on), or revert the change"
                 )
             time.sleep(POLL_S)
-        steps += 1
+        if not changed:  # the Deployment's status lags the endpoints the last step waited for: read it again
+            time.sleep(POLL_S)
+        steps += changed
 
 
 def _listed_ready(kube: Any, namespace: str, services: tuple[str, ...], deployment: str) -> int:
