@@ -146,7 +146,21 @@ def context_files(context: Path, patterns: Sequence[IgnorePattern]) -> tuple[str
             if entry.is_dir(follow_symlinks=False):
                 if not excluded(path, patterns) or any(_may_reinclude_below(parts, p) for p in exceptions):
                     walk(Path(entry.path), parts)
-            elif not excluded(path, patterns):
+            elif excluded(path, patterns):
+                continue
+            elif entry.is_symlink() and entry.is_dir():
+                raise UserError(
+                    f"images: '{path}' in the build context '{context}' is a symlink to a directory, which the "
+                    "docker-build provider cannot hash (it reads it as a file: 'is a directory'); replace it with "
+                    "the directory, or leave it out with the ignore file"
+                )
+            elif entry.is_symlink() and not os.path.exists(entry.path):
+                raise UserError(
+                    f"images: '{path}' in the build context '{context}' is a symlink to nothing; the docker-build "
+                    "provider's walk silently stops at it and hashes none of the files after it in its folder (its "
+                    "rebuild decision would miss their changes): remove it, or leave it out with the ignore file"
+                )
+            else:
                 files.append(path)
 
     walk(context, ())

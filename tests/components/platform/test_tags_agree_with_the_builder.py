@@ -22,6 +22,7 @@ import pytest
 from components.platform.build_context import build_view, context_tag
 from components.platform.image import SERVER_CONTEXT, SERVER_DOCKERFILE, TOOLS_CONTEXT, TOOLS_DOCKERFILE
 from tests.components.platform.aws.helpers import REPO_ROOT
+from tritonft.errors import UserError
 
 HELPER = Path(__file__).parent / "contexthash"
 ProviderView = Callable[[Path, Path], tuple[str, list[str]]]
@@ -98,6 +99,7 @@ EDITS: dict[str, tuple[Callable[[Path], object], bool]] = {
     "lock change": (lambda r: _append(r / "uv.lock", "\n"), True),
     "Dockerfile edit": (lambda r: _append(r / TOOLS_DOCKERFILE, "# x\n"), True),
     "ignore file now sends README": (lambda r: _append(r / (TOOLS_DOCKERFILE + ".dockerignore"), "!README.md\n"), True),
+    "symlink to a sent file": (lambda r: (r / "model_repo" / "alias").symlink_to("../uv.lock"), True),
 }
 """Edits to the tools image's context, and whether the image must be rebuilt for them."""
 
@@ -117,3 +119,27 @@ def test_the_tag_changes_exactly_when_the_provider_would_rebuild(
     provider_after, tag_after = both()
     assert (provider_after != provider_before) is rebuilds, edit
     assert (tag_after != tag_before) is rebuilds, edit
+
+
+def test_a_symlink_to_a_directory_fails_the_provider_and_is_refused_naming_it(
+    provider_view: ProviderView, tmp_path: Path
+) -> None:
+    dockerfile = _tools_copy(tmp_path)
+    (tmp_path / "model_repo" / "linked").symlink_to("../tritonft", target_is_directory=True)
+    with pytest.raises(subprocess.CalledProcessError) as provider:
+        provider_view(tmp_path, dockerfile)
+    assert "is a directory" in provider.value.stderr
+    with pytest.raises(UserError, match=r"'model_repo/linked' in the build context .* is a symlink to a directory"):
+        build_view(tmp_path, dockerfile)
+
+
+def test_a_dangling_symlink_hides_the_rest_of_its_folder_from_the_provider_and_is_refused_naming_it(
+    provider_view: ProviderView, tmp_path: Path
+) -> None:
+    dockerfile = _tools_copy(tmp_path)
+    sent = provider_view(tmp_path, dockerfile)[1]
+    (tmp_path / "model_repo" / "gone").symlink_to("nowhere")
+    assert "model_repo/gpt2/ensemble/config.pbtxt" not in provider_view(tmp_path, dockerfile)[1]
+    assert "model_repo/gpt2/ensemble/config.pbtxt" in sent
+    with pytest.raises(UserError, match=r"'model_repo/gone' in the build context .* is a symlink to nothing"):
+        build_view(tmp_path, dockerfile)
