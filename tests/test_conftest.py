@@ -19,6 +19,7 @@ from tests import conftest
 from tests.system import conftest as system_conftest
 from tests.system import test_chat_templates
 from tests.system.controlplane import server as control_plane_server
+from tests.system.realtriton import conftest as realtriton_conftest
 from tests.system.realtriton import test_vllm_engine, test_vllm_signal
 from tests.tritonft import test_quantity
 from tritonft import vllm_env
@@ -213,3 +214,40 @@ def test_the_wait_runs_before_pytest_timeout_starts_a_tests_timer() -> None:
     manager.register(pytest_timeout, "timeout")
     order = [impl.plugin_name for impl in manager.hook.pytest_runtest_protocol.get_hookimpls()]
     assert order.index("timeout") < order.index("system-conftest")
+
+
+class MarkedItem:
+    """The part of a collected test that the realtriton conftest's collection hook and pytest-timeout read."""
+
+    def __init__(self, fixturenames: list[str], *markers: pytest.MarkDecorator) -> None:
+        self.fixturenames = fixturenames
+        self.own_markers = [m.mark for m in markers]
+        self.config = SimpleNamespace(
+            getini={"timeout": "300"}.__getitem__,
+            _env_timeout=300.0,
+            _env_timeout_method="signal",
+            _env_timeout_func_only=False,
+            _env_timeout_disable_debugger_detection=False,
+        )
+
+    def get_closest_marker(self, name: str) -> pytest.Mark | None:
+        return next((m for m in reversed(self.own_markers) if m.name == name), None)
+
+    def add_marker(self, marker: pytest.MarkDecorator) -> None:
+        self.own_markers.append(marker.mark)
+
+
+def timeout_settings(item: MarkedItem) -> tuple[float, bool]:
+    realtriton_conftest.pytest_collection_modifyitems(cast(list[pytest.Item], [item]))
+    settings = pytest_timeout._get_item_settings(item)
+    return settings.timeout, settings.func_only
+
+
+def test_a_test_meeting_the_shared_vllm_server_times_its_call_only_not_the_servers_start() -> None:
+    """The first of them starts the server in its setup (minutes on a fresh machine; its ready timeout bounds it)."""
+    assert timeout_settings(MarkedItem(["vllm_triton", "tmp_path"])) == (300.0, True)
+    assert timeout_settings(MarkedItem(["vllm_triton"], pytest.mark.timeout(600))) == (600.0, True)
+
+
+def test_other_tests_keep_their_setup_inside_the_time_limit() -> None:
+    assert timeout_settings(MarkedItem(["dev_triton"])) == (300.0, False)

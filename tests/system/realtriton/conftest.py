@@ -195,6 +195,21 @@ def probe_triton(
     return keep_for_fixture(request, serve_triton(repository))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that meets the shared vLLM server (:func:`vllm_triton`) keeps its time limit for its own call only:
+    the first of them starts the server in its setup, which the server's own ready timeout bounds
+    (``tritonft.engines.vllm.local.READY_TIMEOUT_S``, 900 s: each model's stub imports vLLM, minutes on a loaded
+    fresh machine); a fresh run lost every vLLM test to the 300 s limit of the one that happened to start it."""
+    for item in items:
+        if "vllm_triton" not in getattr(item, "fixturenames", ()):
+            continue
+        marker = item.get_closest_marker("timeout")
+        seconds = item.config.getini("timeout")
+        if marker is not None:
+            seconds = marker.kwargs.get("timeout", marker.args[0] if marker.args else seconds)
+        item.add_marker(pytest.mark.timeout(float(seconds), func_only=True))
+
+
 @pytest.fixture(scope="session")
 def vllm_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """The checkpoints of the shared vLLM server (:mod:`tests.system.realtriton.vllm_server`)."""
