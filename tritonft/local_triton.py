@@ -499,6 +499,9 @@ class LocalTriton:
                     time.sleep(START_RETRY_PAUSE_S * 2**attempt)
                     continue
                 raise
+            except BaseException:  # a test's timeout or an interrupt while it loads: no server outlives its start
+                self.stop()
+                raise
 
     @contextlib.contextmanager
     def _start_priority(self) -> Iterator[None]:

@@ -143,6 +143,31 @@ def test_the_ft_server_loads_at_a_raised_session_weight_then_shares_the_cpu_equa
         assert server.once_ready == 0
 
 
+class Interrupted(BaseException):
+    """What pytest-timeout raises in a test whose time runs out (an ``OutcomeException``: not an ``Exception``)."""
+
+
+class InterruptedStart(LocalTriton):
+    """A server whose wait for readiness is interrupted once its process group runs."""
+
+    group = 0
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        self.group = self.process.pid
+        raise Interrupted
+
+
+def test_a_start_interrupted_while_the_server_loads_leaves_no_process_behind(
+    triton_runtime: TritonRuntime, dev_repository: Path, tmp_path: Path
+) -> None:
+    server = InterruptedStart(triton_runtime, dev_repository, log_path=tmp_path / "tritonserver.log")
+    with pytest.raises(Interrupted):
+        server.start()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(server.group, 0)
+
+
 def group_members(group: int) -> list[int]:
     members = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
