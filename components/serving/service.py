@@ -37,7 +37,15 @@ from components.common.ingress import (
     tls_secret_name,
     validate_ingress,
 )
-from components.common.layout import SKIP_AWAIT, as_input, dns_label, labels, object_meta, selector
+from components.common.layout import (
+    SKIP_AWAIT,
+    as_input,
+    compile_cache_root,
+    dns_label,
+    labels,
+    object_meta,
+    selector,
+)
 from components.common.sizing import (
     LOAD_BANDWIDTH,
     progress_deadline_seconds,
@@ -339,6 +347,11 @@ class TritonService(pulumi.ComponentResource):
             latency_summaries=canary is not None,
             priority_class=target.priority.serving if target.priority else None,
             compile_cache=args.conversion.paths.compile_cache,
+            compile_cache_root=pulumi.Output.from_input(args.image).apply(
+                lambda ref: compile_cache_root(args.conversion.paths.compile_cache, ref)
+            )
+            if args.conversion.paths.compile_cache
+            else None,
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
         drain_seconds = triton_drain(pod.longest_request_seconds, vllm=model.family.is_vllm).termination_grace_seconds

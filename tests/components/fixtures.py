@@ -123,6 +123,7 @@ def serve(
     rollout: Rollout | None = None,
     canary: CanarySettings | None = None,
     gpu_node_cpus: int | None = None,
+    image: str = SERVER_IMAGE,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -144,7 +145,7 @@ def serve(
             target=target,
             conversion=conversion,
             store=store,
-            image=SERVER_IMAGE,
+            image=image,
             ingress=ingress,
             edge=edge,
             autoscaler=autoscaler,
