@@ -178,6 +178,10 @@ class ServerPod:
     longest_request_seconds: int = 60
     """The longest a request to this Triton may take (the gateway's ``--deadline``, the edge's request timeout):
     what the pod's drain waits for (:func:`triton_drain`)."""
+    engine_stall_seconds: int = 60
+    """How long a vLLM engine with work may produce no token before its container is restarted: the model's
+    first-token deadline (``gatewayDeadlineSeconds``, a request's wait for the engine and its prompt's prefill;
+    :func:`tritonft.engines.vllm.health.liveness_probe`). Not used by the other engines."""
     latency_summaries: bool = False
     """Triton exports its request-latency summaries (:data:`LATENCY_SUMMARY_FLAG`: the canary phase's p95)."""
     priority_class: str | None = None
@@ -249,8 +253,9 @@ def server_pod_spec(
     * startupProbe on ``/v2/health/ready`` for ``budget`` (the model's load time), after which
     * livenessProbe on ``/v2/health/live`` restarts a hung server and readinessProbe on ``/v2/health/ready``
       takes an unready one out of the Service; neither can kill a pod that is still loading (server#7014); a vLLM
-      model's readinessProbe generates one token instead (``tritonft.engines.vllm.health``: a dead or hung engine
-      leaves Triton's readiness true);
+      model's probes ask the engine itself instead (``tritonft.engines.vllm.health``: a dead or hung engine leaves
+      Triton's health true): readiness within 50 s, liveness (a restart) once it has made no progress for
+      ``pod.engine_stall_seconds`` while it has work, or answered no token that many seconds while idle;
     * a ``preStop`` drain and a grace period that covers it (:func:`triton_drain`): a rollout or a scale-in fails
       no request;
     * with ``pod_selector`` (the model's pods), its replicas spread over nodes and zones
@@ -294,7 +299,9 @@ def server_pod_spec(
         ],
         "resources": {"requests": requests, "limits": limits},
         "startupProbe": http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
-        "livenessProbe": http_probe(LIVE_PATH, 10, 3),
+        "livenessProbe": health.liveness_probe(model.name, pod.engine_stall_seconds)
+        if model.family.is_vllm
+        else http_probe(LIVE_PATH, 10, 3),
         "readinessProbe": readiness_probe(model.name) if model.family.is_vllm else http_probe(READY_PATH, 5, 3),
         "lifecycle": vllm_lifecycle(model, pod.longest_request_seconds)
         if model.family.is_vllm

@@ -186,6 +186,9 @@ class TritonServiceArgs:
     """The longest a request to this Triton may take: the gateway's ``--deadline``, and the edge's request timeout
     when the model is exposed directly. Each pod's drain waits it out before Triton is stopped
     (``components.serving.server_spec.triton_drain``)."""
+    engine_stall_seconds: int = 60
+    """A vLLM model's first-token deadline (the gateway's base ``--deadline``): its engine, with work and no token
+    for that long, is restarted by its livenessProbe (``components.serving.server_spec.ServerPod``)."""
     gateway_pods: dict[str, str] | None = None
     """Selector labels of the stack's OpenAI gateway pods, which the NetworkPolicy lets call gRPC (8001)."""
     gateway_job: str | None = None
@@ -230,6 +233,8 @@ def _validate(args: TritonServiceArgs) -> list[str]:
         problems.append(f"triton_release: {exc}")
     if args.longest_request_seconds < 1:
         problems.append(f"longest_request_seconds must be at least 1 (got {args.longest_request_seconds})")
+    if args.engine_stall_seconds < 1:
+        problems.append(f"engine_stall_seconds must be at least 1 (got {args.engine_stall_seconds})")
     if args.ratio_target <= 0:
         problems.append(f"ratio_target must be positive (got {args.ratio_target})")
     if args.ttft_p95_target_s <= 0:
@@ -344,6 +349,7 @@ class TritonService(pulumi.ComponentResource):
             cpu_node_selector=dict(target.cpu_node_selector),
             triton_release=args.triton_release,
             longest_request_seconds=args.longest_request_seconds,
+            engine_stall_seconds=args.engine_stall_seconds,
             latency_summaries=canary is not None,
             priority_class=target.priority.serving if target.priority else None,
             compile_cache=args.conversion.paths.compile_cache,

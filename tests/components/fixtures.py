@@ -124,6 +124,7 @@ def serve(
     canary: CanarySettings | None = None,
     gpu_node_cpus: int | None = None,
     image: str = SERVER_IMAGE,
+    engine_stall_seconds: int = 60,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -158,6 +159,7 @@ def serve(
             gpus_per_node=gpus_per_node,
             triton_release=triton_release,
             longest_request_seconds=longest_request_seconds,
+            engine_stall_seconds=engine_stall_seconds,
             image_pins=image_pins,
             judge=judge,
             rollout=rollout or fixed_rollout(),

@@ -174,3 +174,30 @@ def test_the_pod_is_ready_only_while_its_engine_makes_progress(mocks):
     ]
     assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 3)
     assert health.UNREADY_WITHIN_S == 50
+
+
+def test_the_engine_is_restarted_once_it_has_made_no_progress_for_its_first_token_deadline(mocks):
+    """Liveness asks the engine as readiness does, on its own reading, and fails only after the model's
+    first-token deadline (the gateway's base deadline) in periods: 120 s -> 12 probes 10 s apart."""
+    from tritonft.engines.vllm import health
+
+    probe = _triton(mocks, engine_stall_seconds=120)["livenessProbe"]
+    assert probe["exec"]["command"] == [
+        "python3",
+        "-c",
+        health.SCRIPT,
+        "http://127.0.0.1:8000",
+        "http://127.0.0.1:8002/metrics",
+        "llama",
+        "19",
+        "/tmp/tritonft-liveness-llama",
+    ]
+    assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 12)
+
+
+def test_a_fastertransformer_servers_liveness_stays_tritons_own(mocks):
+    from tests.components.fixtures import T5_SMALL
+
+    container = triton_container(served_deployment(mocks, T5_SMALL, engine_stall_seconds=120))
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert container["livenessProbe"]["failureThreshold"] == 3
