@@ -22,6 +22,11 @@ STORE_MOUNT = "/models"
 MANAGED_BY = "triton-ft"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 """Annotation: the Kubernetes provider applies the object without waiting for it to become ready."""
+SERVICE_ANNOTATIONS = {SKIP_AWAIT: "true"}
+"""Every Service of the stack's own pods: applied without the provider's await, which waits (10 minutes, then fails
+``up``) for endpoints that target ready pods. A model's pods are ready only after its Job and its start-up budget
+(often longer), a candidate's after its own start, the gateway's after every model: what waits for them is the
+rollout watch, the judge and the gateway Deployment's own await (``tritonft.synth.budget`` counts each)."""
 DNS_LABEL_MAX = 63
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")

@@ -38,6 +38,7 @@ from components.common.ingress import (
     validate_ingress,
 )
 from components.common.layout import (
+    SERVICE_ANNOTATIONS,
     SKIP_AWAIT,
     as_input,
     compile_cache_root,
@@ -461,13 +462,13 @@ class TritonService(pulumi.ComponentResource):
             )
         service = k8s.core.v1.Service(
             f"{name}-service",
-            metadata=object_meta(base, ns, meta_labels),
+            metadata=object_meta(base, ns, meta_labels, SERVICE_ANNOTATIONS),
             spec=as_input(service_spec(serving_sel)),
             opts=switch,
         )
         pods_service = k8s.core.v1.Service(
             f"{name}-pods-service",
-            metadata=object_meta(pods_service_name(base), ns, meta_labels),
+            metadata=object_meta(pods_service_name(base), ns, meta_labels, SERVICE_ANNOTATIONS),
             spec=as_input(pods_service_spec(serving_sel)),
             opts=switch,
         )
@@ -644,7 +645,7 @@ class TritonService(pulumi.ComponentResource):
         opts = pulumi.ResourceOptions(parent=self, provider=target.provider, depends_on=depends_on)
         candidate_service = k8s.core.v1.Service(
             f"{name}-candidate-{version}",
-            metadata=object_meta(versioned, ns, version_labels),
+            metadata=object_meta(versioned, ns, version_labels, SERVICE_ANNOTATIONS),
             spec=as_input(service_spec(version_selector(selector("triton", name), version))),
             opts=opts,
         )
