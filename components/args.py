@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Sequence
 from datetime import date
 
@@ -557,6 +558,7 @@ def triton_service_args(
         longest_request_seconds=longest_request_seconds(
             settings, conversion.model, tuple(e.request_timeout_seconds for e in (ingress, edge) if e is not None)
         ),
+        engine_stall_seconds=math.ceil(serving.gateway.deadline_s),
         node_growth=NodeGrowth(autoscaler=False) if conversion.model.on_cpu else node_growth(settings),
         gemm_tuning=gemm_tuning(settings),
         gateway_pods=gateway_selector(gateway_name(settings)) if settings.serving.gateway.enabled else None,

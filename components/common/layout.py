@@ -22,6 +22,11 @@ STORE_MOUNT = "/models"
 MANAGED_BY = "triton-ft"
 SKIP_AWAIT = "pulumi.com/skipAwait"
 """Annotation: the Kubernetes provider applies the object without waiting for it to become ready."""
+SERVICE_ANNOTATIONS = {SKIP_AWAIT: "true"}
+"""Every Service of the stack's own pods: applied without the provider's await, which waits (10 minutes, then fails
+``up``) for endpoints that target ready pods. A model's pods are ready only after its Job and its start-up budget
+(often longer), a candidate's after its own start, the gateway's after every model: what waits for them is the
+rollout watch, the judge and the gateway Deployment's own await (``tritonft.synth.budget`` counts each)."""
 DNS_LABEL_MAX = 63
 
 _NOT_DNS = re.compile(r"[^a-z0-9-]+")
@@ -47,7 +52,31 @@ def repository_key(model: ModelSpec, converter_version: str) -> str:
 
 
 COMPILE_CACHE = "compile-cache"
-"""The store's directory of the vLLM models' compile caches (``<model>/<revision>`` inside)."""
+"""The store's directory of the vLLM models' compile caches (``<model>/<revision>/<server image>`` inside)."""
+
+_DIGEST = re.compile(r"@sha256:(?P<hex>[0-9a-f]{64})$")
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+
+def image_identity(ref: str) -> str:
+    """A server image's identity as one path segment: ``sha256-<hex>`` when ``ref`` is pinned by digest
+    (``repo[:tag]@sha256:<hex>``, what every workload of the stack runs), else its tag (``repo:tag``; ``latest``
+    when it names none). Refused when neither yields a plain segment."""
+    if digest := _DIGEST.search(ref):
+        return f"sha256-{digest['hex']}"
+    last = ref.rsplit("/", 1)[-1]
+    tag = last.rsplit(":", 1)[1] if ":" in last else "latest"
+    if not _TAG.match(tag):
+        raise ValueError(f"image {ref!r} has neither a sha256 digest nor a tag to name its compile cache by")
+    return tag
+
+
+def compile_cache_root(revision_dir: str, image_ref: str) -> str:
+    """vLLM's ``VLLM_CACHE_ROOT`` in a pod running ``image_ref``: a directory of the server image inside the model's
+    revision directory (``ModelPaths.compile_cache``, the one its pods mount writable). A new server image (another
+    vLLM, torch or Triton) starts its own empty cache instead of reading what another build compiled; vLLM makes
+    the directory (``os.makedirs`` of its cache paths), the revision directory being the pods' own."""
+    return f"{revision_dir}/{image_identity(image_ref)}"
 
 
 @dataclass(frozen=True)
@@ -62,8 +91,9 @@ class ModelPaths:
     """The judge's reference of the revision (a FasterTransformer generator's; empty otherwise), written by its
     reference Job: ``/models/references/<model>/<reference key>/judge-reference.json``."""
     compile_cache: str = ""
-    """A vLLM model's compile cache (empty otherwise): ``/models/compile-cache/<model>/<revision>``, vLLM's
-    ``VLLM_CACHE_ROOT`` in its Triton pods (mounted writable by ``subPath``), made by its Job."""
+    """A vLLM model's compile cache directory (empty otherwise): ``/models/compile-cache/<model>/<revision>``, made
+    by its Job and mounted writable by ``subPath`` in its Triton pods, whose ``VLLM_CACHE_ROOT`` is the server
+    image's directory inside it (:func:`compile_cache_root`)."""
 
     @property
     def checkpoint_subpath(self) -> str:

@@ -41,7 +41,7 @@ from components.common.ingress import (
     tls_secret_name,
     validate_ingress,
 )
-from components.common.layout import as_input, dns_label, labels, object_meta
+from components.common.layout import SERVICE_ANNOTATIONS, as_input, dns_label, labels, object_meta
 from components.common.target import ClusterTarget
 from components.common.workload import deployment_spec, pdb_spec
 from components.gateway.spec import (
@@ -271,7 +271,7 @@ class Gateway(pulumi.ComponentResource):
         )
         service = k8s.core.v1.Service(
             f"{name}-service",
-            metadata=object_meta(base, ns, meta_labels),
+            metadata=object_meta(base, ns, meta_labels, SERVICE_ANNOTATIONS),
             spec=as_input(gateway_service_spec(sel)),
             opts=child,
         )

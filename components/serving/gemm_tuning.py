@@ -36,7 +36,8 @@ WORKDIR = "/var/run/triton-ft"
 WORKDIR_VOLUME = "ft-workdir"
 STORE_RW_VOLUME = "store-cache"
 """The model-store claim mounted read-write, in the init container only (Triton mounts it read-only), and there only
-its GEMM cache directory (:data:`CACHE_SUBPATH`): the weights and the repositories stay read-only to the tuning."""
+its model's own GEMM cache directory (:meth:`GemmTuning.cache_directory`, by ``subPath``): the weights, the
+repositories and the other models' tuned configs (the rest of :data:`CACHE_SUBPATH`) stay read-only to the tuning."""
 CACHE_SUBPATH = "gemm"
 """The store's GEMM cache tree (``tritonft.engines.fastertransformer.gemm.cache_dir``), relative to the claim."""
 STORE_VOLUME = "store"
@@ -83,7 +84,7 @@ def gemm_tuning_container(
     cache_root = f"{STORE_MOUNT}/{CACHE_SUBPATH}"
     cache_directory = tuning.cache_directory(model)
     if not cache_directory.startswith(f"{cache_root}/"):
-        raise ValueError(f"GEMM cache directory {cache_directory} is outside {cache_root}, the only writable path")
+        raise ValueError(f"GEMM cache directory {cache_directory} is outside {cache_root}, the GEMM cache tree")
     env = script_env(
         model,
         cache_directory=cache_directory,
@@ -102,7 +103,13 @@ def gemm_tuning_container(
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
             {"name": STORE_VOLUME, "mountPath": STORE_MOUNT, "readOnly": True},
-            {"name": claim_volume, "mountPath": cache_root, "subPath": CACHE_SUBPATH},
+            # Only this model's key directory is writable (the kubelet makes it when missing, as it made `gemm`);
+            # the script writes `<GPU product>/gemm_config.in` inside it and nothing beside it.
+            {
+                "name": claim_volume,
+                "mountPath": cache_directory,
+                "subPath": cache_directory.removeprefix(f"{STORE_MOUNT}/"),
+            },
             {"name": WORKDIR_VOLUME, "mountPath": WORKDIR},
             {"name": "tmp", "mountPath": "/tmp"},
         ],

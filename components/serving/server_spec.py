@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.common.layout import STORE_MOUNT
+from components.common.layout import STORE_MOUNT, compile_cache_root
 from components.common.netpol import dns_egress
 from components.common.placement import away_from_gpu_nodes
 from components.common.podsec import container_security_context, pod_security_context
@@ -178,13 +178,21 @@ class ServerPod:
     longest_request_seconds: int = 60
     """The longest a request to this Triton may take (the gateway's ``--deadline``, the edge's request timeout):
     what the pod's drain waits for (:func:`triton_drain`)."""
+    engine_stall_seconds: int = 60
+    """How long a vLLM engine with work may produce no token before its container is restarted: the model's
+    first-token deadline (``gatewayDeadlineSeconds``, a request's wait for the engine and its prompt's prefill;
+    :func:`tritonft.engines.vllm.health.liveness_probe`). Not used by the other engines."""
     latency_summaries: bool = False
     """Triton exports its request-latency summaries (:data:`LATENCY_SUMMARY_FLAG`: the canary phase's p95)."""
     priority_class: str | None = None
     """The stack's serving PriorityClass (``components.common.priority``); None: the cluster's default priority."""
     compile_cache: str = ""
-    """A vLLM model's compile cache on the store (``ModelPaths.compile_cache``, made by its Job): mounted writable
-    by ``subPath`` as vLLM's ``VLLM_CACHE_ROOT`` (:func:`compile_cache_volume`); empty: none (the other engines)."""
+    """A vLLM model's compile cache directory on the store (``ModelPaths.compile_cache``, made by its Job): mounted
+    writable by ``subPath`` (:func:`compile_cache_volume`); empty: none (the other engines)."""
+    compile_cache_root: Any = None
+    """vLLM's ``VLLM_CACHE_ROOT`` (a str or a Pulumi Output of one): the server image's directory inside
+    :attr:`compile_cache` (``components.common.layout.compile_cache_root`` of the image's reference). None: derived
+    from :attr:`image`, which must then be a plain reference."""
 
 
 COMPILE_CACHE_VOLUME = "compile-cache"
@@ -193,18 +201,26 @@ COMPILE_CACHE_ENV = "VLLM_CACHE_ROOT"
 """vLLM 0.27.1 keeps torch.compile's artifacts under ``$VLLM_CACHE_ROOT/torch_compile_cache/<hash>`` (``envs.py:684``,
 ``compilation/backends.py:1068``: the hash covers vLLM's config, the environment, the traced code and the
 compiler) and sends Inductor's and Triton's caches there too (``compilation/compiler_interface.py:476-480``:
-``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``); where the root lies is not part of the hash (``envs.py:2144``)."""
+``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``); where the root lies is not part of the hash (``envs.py:2144``).
+The root is per server image (:func:`components.common.layout.compile_cache_root`): Inductor's and Triton's kernel
+caches are not all keyed by the library versions that wrote them, so another image never reads them."""
 
 
 def compile_cache_volume(model: ModelSpec, pod: ServerPod) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """(env, volumeMount, volume) putting a vLLM model's compile cache on the store: a restarted or added pod finds
-    what an earlier one compiled (torch.compile and the kernels take minutes at each start otherwise). Only the
-    model's own ``compile-cache/<model>/<revision>`` is writable: the rest of the store stays read-only."""
+    what an earlier one of the same server image compiled (torch.compile and the kernels take minutes at each start
+    otherwise). Only the model's own ``compile-cache/<model>/<revision>`` is writable (the rest of the store stays
+    read-only); ``VLLM_CACHE_ROOT`` is the server image's directory in it, which vLLM makes."""
     if not (model.family.is_vllm and pod.compile_cache):
         raise ValueError(f"model {model.name!r}: only a vLLM model with its compile cache directory has one")
     subpath = pod.compile_cache.removeprefix(f"{STORE_MOUNT}/")
+    root = pod.compile_cache_root
+    if root is None:
+        if not isinstance(pod.image, str):
+            raise ValueError(f"model {model.name!r}: give compile_cache_root when the image is not a plain reference")
+        root = compile_cache_root(pod.compile_cache, pod.image)
     return (
-        {"name": COMPILE_CACHE_ENV, "value": pod.compile_cache},
+        {"name": COMPILE_CACHE_ENV, "value": root},
         {"name": COMPILE_CACHE_VOLUME, "mountPath": pod.compile_cache, "subPath": subpath},
         {"name": COMPILE_CACHE_VOLUME, "persistentVolumeClaim": {"claimName": pod.claim_name}},
     )
@@ -237,8 +253,9 @@ def server_pod_spec(
     * startupProbe on ``/v2/health/ready`` for ``budget`` (the model's load time), after which
     * livenessProbe on ``/v2/health/live`` restarts a hung server and readinessProbe on ``/v2/health/ready``
       takes an unready one out of the Service; neither can kill a pod that is still loading (server#7014); a vLLM
-      model's readinessProbe generates one token instead (``tritonft.engines.vllm.health``: a dead or hung engine
-      leaves Triton's readiness true);
+      model's probes ask the engine itself instead (``tritonft.engines.vllm.health``: a dead or hung engine leaves
+      Triton's health true): readiness within 50 s, liveness (a restart) once it has made no progress for
+      ``pod.engine_stall_seconds`` while it has work, or answered no token that many seconds while idle;
     * a ``preStop`` drain and a grace period that covers it (:func:`triton_drain`): a rollout or a scale-in fails
       no request;
     * with ``pod_selector`` (the model's pods), its replicas spread over nodes and zones
@@ -282,7 +299,9 @@ def server_pod_spec(
         ],
         "resources": {"requests": requests, "limits": limits},
         "startupProbe": http_probe(READY_PATH, budget.period_seconds, budget.failure_threshold),
-        "livenessProbe": http_probe(LIVE_PATH, 10, 3),
+        "livenessProbe": health.liveness_probe(model.name, pod.engine_stall_seconds)
+        if model.family.is_vllm
+        else http_probe(LIVE_PATH, 10, 3),
         "readinessProbe": readiness_probe(model.name) if model.family.is_vllm else http_probe(READY_PATH, 5, 3),
         "lifecycle": vllm_lifecycle(model, pod.longest_request_seconds)
         if model.family.is_vllm

@@ -37,7 +37,16 @@ from components.common.ingress import (
     tls_secret_name,
     validate_ingress,
 )
-from components.common.layout import SKIP_AWAIT, as_input, dns_label, labels, object_meta, selector
+from components.common.layout import (
+    SERVICE_ANNOTATIONS,
+    SKIP_AWAIT,
+    as_input,
+    compile_cache_root,
+    dns_label,
+    labels,
+    object_meta,
+    selector,
+)
 from components.common.sizing import (
     LOAD_BANDWIDTH,
     progress_deadline_seconds,
@@ -178,6 +187,9 @@ class TritonServiceArgs:
     """The longest a request to this Triton may take: the gateway's ``--deadline``, and the edge's request timeout
     when the model is exposed directly. Each pod's drain waits it out before Triton is stopped
     (``components.serving.server_spec.triton_drain``)."""
+    engine_stall_seconds: int = 60
+    """A vLLM model's first-token deadline (the gateway's base ``--deadline``): its engine, with work and no token
+    for that long, is restarted by its livenessProbe (``components.serving.server_spec.ServerPod``)."""
     gateway_pods: dict[str, str] | None = None
     """Selector labels of the stack's OpenAI gateway pods, which the NetworkPolicy lets call gRPC (8001)."""
     gateway_job: str | None = None
@@ -222,6 +234,8 @@ def _validate(args: TritonServiceArgs) -> list[str]:
         problems.append(f"triton_release: {exc}")
     if args.longest_request_seconds < 1:
         problems.append(f"longest_request_seconds must be at least 1 (got {args.longest_request_seconds})")
+    if args.engine_stall_seconds < 1:
+        problems.append(f"engine_stall_seconds must be at least 1 (got {args.engine_stall_seconds})")
     if args.ratio_target <= 0:
         problems.append(f"ratio_target must be positive (got {args.ratio_target})")
     if args.ttft_p95_target_s <= 0:
@@ -336,9 +350,15 @@ class TritonService(pulumi.ComponentResource):
             cpu_node_selector=dict(target.cpu_node_selector),
             triton_release=args.triton_release,
             longest_request_seconds=args.longest_request_seconds,
+            engine_stall_seconds=args.engine_stall_seconds,
             latency_summaries=canary is not None,
             priority_class=target.priority.serving if target.priority else None,
             compile_cache=args.conversion.paths.compile_cache,
+            compile_cache_root=pulumi.Output.from_input(args.image).apply(
+                lambda ref: compile_cache_root(args.conversion.paths.compile_cache, ref)
+            )
+            if args.conversion.paths.compile_cache
+            else None,
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
         drain_seconds = triton_drain(pod.longest_request_seconds, vllm=model.family.is_vllm).termination_grace_seconds
@@ -442,13 +462,13 @@ class TritonService(pulumi.ComponentResource):
             )
         service = k8s.core.v1.Service(
             f"{name}-service",
-            metadata=object_meta(base, ns, meta_labels),
+            metadata=object_meta(base, ns, meta_labels, SERVICE_ANNOTATIONS),
             spec=as_input(service_spec(serving_sel)),
             opts=switch,
         )
         pods_service = k8s.core.v1.Service(
             f"{name}-pods-service",
-            metadata=object_meta(pods_service_name(base), ns, meta_labels),
+            metadata=object_meta(pods_service_name(base), ns, meta_labels, SERVICE_ANNOTATIONS),
             spec=as_input(pods_service_spec(serving_sel)),
             opts=switch,
         )
@@ -625,7 +645,7 @@ class TritonService(pulumi.ComponentResource):
         opts = pulumi.ResourceOptions(parent=self, provider=target.provider, depends_on=depends_on)
         candidate_service = k8s.core.v1.Service(
             f"{name}-candidate-{version}",
-            metadata=object_meta(versioned, ns, version_labels),
+            metadata=object_meta(versioned, ns, version_labels, SERVICE_ANNOTATIONS),
             spec=as_input(service_spec(version_selector(selector("triton", name), version))),
             opts=opts,
         )

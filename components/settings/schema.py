@@ -1541,7 +1541,9 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "integer",
         "Longest a request through the gateway may take before it answers 504; a vLLM model's requests get this "
         "plus their longest answer (its context x `vllm.timePerOutputTokenSeconds`), and the proxies in front of "
-        "the gateway allow the longest of them.",
+        "the gateway allow the longest of them. It is also a vLLM model's first-token deadline: its engine, with "
+        "requests and no token for this long (in 10-second probes, at least 40 s), is restarted by the pod's "
+        "livenessProbe.",
         default=60,
         minimum=1,
         maximum=300,

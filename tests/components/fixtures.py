@@ -123,6 +123,8 @@ def serve(
     rollout: Rollout | None = None,
     canary: CanarySettings | None = None,
     gpu_node_cpus: int | None = None,
+    image: str = SERVER_IMAGE,
+    engine_stall_seconds: int = 60,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -144,7 +146,7 @@ def serve(
             target=target,
             conversion=conversion,
             store=store,
-            image=SERVER_IMAGE,
+            image=image,
             ingress=ingress,
             edge=edge,
             autoscaler=autoscaler,
@@ -157,6 +159,7 @@ def serve(
             gpus_per_node=gpus_per_node,
             triton_release=triton_release,
             longest_request_seconds=longest_request_seconds,
+            engine_stall_seconds=engine_stall_seconds,
             image_pins=image_pins,
             judge=judge,
             rollout=rollout or fixed_rollout(),

@@ -1,9 +1,11 @@
 """How long ``pulumi up`` of a synthesized plan may take at most: the longest chain of waits along its
 dependencies.
 
-Each resource may hold ``up`` for its ``customTimeouts.create`` (the cluster, node groups, charts, conversion Jobs)
-or, for the rollout watch and the probe, its ``deadline_s`` (an in-cluster judge: its Job's deadline and its own
-waits around it); a resource starts when everything it depends on is
+Each resource may hold ``up`` for its ``customTimeouts.create`` (the cluster, node groups, charts, conversion Jobs),
+for the Kubernetes provider's own await of a kind it waits for when neither
+``customTimeouts`` nor ``pulumi.com/skipAwait`` says otherwise (:data:`PROVIDER_AWAIT_MINUTES`: a Deployment's
+rollout, a Service's endpoints, 10 minutes each) or, for the rollout watch and the probe, its ``deadline_s`` (an
+in-cluster judge: its Job's deadline and its own waits around it); a resource starts when everything it depends on is
 done (depending on a component waits for all of its children). The bound is what a CI job running ``up`` must
 allow: a runner killed before it leaves the stack locked (``docs/day2.md``: ``pulumi cancel``).
 """
@@ -31,11 +33,45 @@ JUDGE_JOB_OVERHEAD_S = 120 + 60
 120 s for a previous run's Job to be deleted, and 60 s past the deadline for the Job's verdict."""
 
 
+PROVIDER_AWAIT_MINUTES: dict[str, float] = {
+    "kubernetes:apps/v1:Deployment": 10,
+    "kubernetes:apps/v1:StatefulSet": 10,
+    "kubernetes:batch/v1:Job": 10,
+    "kubernetes:core/v1:Pod": 10,
+    "kubernetes:core/v1:Service": 10,
+    "kubernetes:networking.k8s.io/v1:Ingress": 10,
+}
+"""What the Kubernetes provider waits for a kind it awaits, by default (pulumi-kubernetes ``provider/pkg/await``:
+``DefaultDeploymentTimeoutMins``, ``DefaultStatefulSetTimeoutMins``, ``DefaultJobTimeoutMins``,
+``DefaultPodTimeoutMins``, ``DefaultServiceTimeoutMins``, ``DefaultIngressTimeoutMins``, all 10; each kind's API page:
+"If the Deployment has not reached a Ready state after 10 minutes, it will time out"). A Service waits for endpoints
+that target pods, unless it is headless or an ExternalName (``service.go`` ``shouldWaitForPods``)."""
+SKIP_AWAIT = "pulumi.com/skipAwait"
+
+
+def provider_await_minutes(resource: Mapping[str, Any]) -> float:
+    """How long the Kubernetes provider awaits ``resource`` on its own: its kind's default, 0 for a kind it does
+    not await, an object annotated ``pulumi.com/skipAwait: "true"``, or a Service that waits for no pod."""
+    default = PROVIDER_AWAIT_MINUTES.get(str(resource.get("type", "")), 0.0)
+    inputs = resource.get("inputs") or {}
+    annotations = (inputs.get("metadata") or {}).get("annotations") or {}
+    if not default or str(annotations.get(SKIP_AWAIT, "")).lower() == "true":
+        return 0.0
+    spec = inputs.get("spec") or {}
+    if resource.get("type") == "kubernetes:core/v1:Service" and (
+        spec.get("clusterIP") == "None" or spec.get("type") == "ExternalName"
+    ):
+        return 0.0
+    return default
+
+
 def wait_minutes(resource: Mapping[str, Any]) -> float:
     """The longest one resource can hold ``up`` on its own."""
     timeouts = (resource.get("options") or {}).get("customTimeouts") or {}
     if "create" in timeouts:
         return minutes(str(timeouts["create"]))
+    if str(resource.get("type", "")).startswith("kubernetes:"):
+        return provider_await_minutes(resource)
     if not str(resource.get("type", "")).startswith("pulumi-python:dynamic/"):
         return 0.0
     inputs = resource.get("inputs") or {}

@@ -84,8 +84,19 @@ def test_the_tuning_sees_the_store_read_only_but_for_its_cache_directory():
     mounts = {m["mountPath"]: m for m in init["volumeMounts"]}
     assert mounts[STORE_MOUNT] == {"name": "store", "mountPath": STORE_MOUNT, "readOnly": True}
     writable = [m for m in init["volumeMounts"] if m["name"] == STORE_RW_VOLUME]
-    assert writable == [{"name": STORE_RW_VOLUME, "mountPath": f"{STORE_MOUNT}/gemm", "subPath": "gemm"}]
-    assert env(init)["CACHE_DIR"].startswith(writable[0]["mountPath"] + "/")
+    cache = env(init)["CACHE_DIR"]
+    assert writable == [{"name": STORE_RW_VOLUME, "mountPath": cache, "subPath": cache.removeprefix(f"{STORE_MOUNT}/")}]
+
+
+def test_the_tuning_can_write_only_its_models_cache_directory_not_the_shared_gemm_tree():
+    """Another model's tuned config (another key under ``gemm/``) is out of reach: only the key directory is
+    mounted writable, and the script writes ``<GPU product>/gemm_config.in`` inside it."""
+    init, _ = containers(pod())
+    (writable,) = [m for m in init["volumeMounts"] if m["name"] == STORE_RW_VOLUME]
+    other = env(containers(pod(T5_SMALL))[0])["CACHE_DIR"]
+    assert writable["subPath"].startswith("gemm/") and writable["subPath"].count("/") == 2
+    assert not other.startswith(writable["mountPath"] + "/") and other != writable["mountPath"]
+    assert f"{STORE_MOUNT}/gemm" not in {m["mountPath"] for m in init["volumeMounts"]}
 
 
 def test_the_init_container_runs_the_models_own_tuner_commands():

@@ -89,11 +89,34 @@ def test_vllms_compile_cache_is_the_models_own_directory_on_the_store(mocks):
     cache = model_paths(LLAMA, CONVERTER).compile_cache
     assert cache == f"/models/compile-cache/llama/{LLAMA.revision}"
     container = triton_container(run)
-    assert {"name": "VLLM_CACHE_ROOT", "value": cache} in container["env"]
+    assert {"name": "VLLM_CACHE_ROOT", "value": f"{cache}/sha256-{'b' * 64}"} in container["env"]
     (mount,) = [m for m in container["volumeMounts"] if m["name"] == "compile-cache"]
     assert mount == {"name": "compile-cache", "mountPath": cache, "subPath": cache.removeprefix("/models/")}
     (volume,) = [v for v in pod_spec(run)["volumes"] if v["name"] == "compile-cache"]
     assert volume == {"name": "compile-cache", "persistentVolumeClaim": {"claimName": "m-store-models"}}
+
+
+def test_each_server_image_compiles_into_its_own_directory_of_the_models_mounted_cache(mocks):
+    """Another vLLM or torch (a new image) never reads what another build compiled: ``VLLM_CACHE_ROOT`` is the image's
+    directory, by digest, inside the revision's directory, which stays the one mounted (the one the Job makes)."""
+    from tests.components.fixtures import DEPLOYMENT, SERVER_IMAGE, containers, serve
+    from tritonft.synth.engine import run_program
+
+    other = SERVER_IMAGE.replace("b" * 64, "c" * 64)
+    run_program(
+        lambda: [
+            serve(name, LLAMA, triton_release=VLLM_RELEASE, image=image)
+            for name, image in (("old", SERVER_IMAGE), ("new", other))
+        ]
+    )
+    caches = []
+    for deployment in mocks.of_type(DEPLOYMENT):
+        (container,) = containers(deployment)
+        (mount,) = [m for m in container["volumeMounts"] if m["name"] == "compile-cache"]
+        caches.append((mount["mountPath"], {e["name"]: e.get("value") for e in container["env"]}["VLLM_CACHE_ROOT"]))
+    (mount, _), (other_mount, _) = caches
+    assert mount == other_mount == f"/models/compile-cache/llama/{LLAMA.revision}"
+    assert sorted(root for _, root in caches) == [f"{mount}/sha256-{'b' * 64}", f"{mount}/sha256-{'c' * 64}"]
 
 
 def test_only_the_compile_cache_is_writable_the_store_stays_read_only(mocks):
@@ -151,3 +174,30 @@ def test_the_pod_is_ready_only_while_its_engine_makes_progress(mocks):
     ]
     assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 3)
     assert health.UNREADY_WITHIN_S == 50
+
+
+def test_the_engine_is_restarted_once_it_has_made_no_progress_for_its_first_token_deadline(mocks):
+    """Liveness asks the engine as readiness does, on its own reading, and fails only after the model's
+    first-token deadline (the gateway's base deadline) in periods: 120 s -> 12 probes 10 s apart."""
+    from tritonft.engines.vllm import health
+
+    probe = _triton(mocks, engine_stall_seconds=120)["livenessProbe"]
+    assert probe["exec"]["command"] == [
+        "python3",
+        "-c",
+        health.SCRIPT,
+        "http://127.0.0.1:8000",
+        "http://127.0.0.1:8002/metrics",
+        "llama",
+        "19",
+        "/tmp/tritonft-liveness-llama",
+    ]
+    assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 12)
+
+
+def test_a_fastertransformer_servers_liveness_stays_tritons_own(mocks):
+    from tests.components.fixtures import T5_SMALL
+
+    container = triton_container(served_deployment(mocks, T5_SMALL, engine_stall_seconds=120))
+    assert container["livenessProbe"]["httpGet"]["path"] == "/v2/health/live"
+    assert container["livenessProbe"]["failureThreshold"] == 3

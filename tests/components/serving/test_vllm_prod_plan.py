@@ -1,5 +1,6 @@
 """prod's plan for Llama 3.1 8B: the engine's CPU limit is the largest GPU node's CPUs (no CFS throttling), its
-compile cache is its own directory on the store (the pods' only writable one), which its download Job makes."""
+compile cache is its own directory on the store (the pods' only writable one), which its download Job makes, and
+inside it the server image's own (by digest)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def test_llamas_engine_may_use_every_cpu_of_the_largest_gpu_node_and_reserves_th
 def test_llamas_pods_compile_into_its_own_directory_of_the_store(prod: SynthResult) -> None:
     for pod in _pods(prod, "Deployment", LLAMA):
         container = _triton(pod)
-        assert {"name": "VLLM_CACHE_ROOT", "value": CACHE} in container["env"]
+        digest = container["image"].rsplit("@sha256:", 1)[1]
+        assert {"name": "VLLM_CACHE_ROOT", "value": f"{CACHE}/sha256-{digest}"} in container["env"]
         writable = [m for m in container["volumeMounts"] if m["name"] in ("store", "compile-cache")]
         assert [(m["mountPath"], m.get("subPath"), m.get("readOnly", False)) for m in writable] == [
             ("/models", None, True),
@@ -56,3 +58,10 @@ def test_llamas_download_job_makes_the_cache_directory_and_may_write_only_its_mo
     assert {"name": "COMPILE_CACHE_DIR", "value": CACHE} in container["env"]
     subpaths = [m["subPath"] for m in container["volumeMounts"] if m["name"] == "store" and "subPath" in m]
     assert subpaths == [f"hf/{LLAMA}", f"repositories/{LLAMA}", f"compile-cache/{LLAMA}"]
+
+
+def test_llamas_engine_is_restarted_after_a_minute_without_progress_the_gateways_deadline(prod: SynthResult) -> None:
+    for pod in _pods(prod, "Deployment", LLAMA):
+        probe = _triton(pod)["livenessProbe"]
+        assert probe["exec"]["command"][-1] == f"/tmp/tritonft-liveness-{LLAMA}"
+        assert (probe["periodSeconds"], probe["failureThreshold"]) == (10, 6)  # gatewayDeadlineSeconds 60

@@ -62,3 +62,47 @@ def test_depending_on_a_component_waits_for_its_children() -> None:
         res("after", create="10m", depends=["comp"]),
     ]
     assert up_budget_minutes(plan) == 60
+
+
+def k8s(typ: str, *, annotations: dict[str, str] | None = None, spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    metadata: dict[str, Any] = {"name": "x", **({"annotations": annotations} if annotations else {})}
+    return {
+        "urn": "x",
+        "type": f"kubernetes:{typ}",
+        "name": "x",
+        "options": {},
+        "inputs": {"metadata": metadata, "spec": spec or {}},
+    }
+
+
+def test_a_deployment_without_custom_timeouts_holds_up_for_the_providers_ten_minute_await() -> None:
+    assert wait_minutes(k8s("apps/v1:Deployment")) == 10.0
+
+
+def test_a_deployment_applied_without_the_providers_await_holds_up_for_nothing_itself() -> None:
+    assert wait_minutes(k8s("apps/v1:Deployment", annotations={"pulumi.com/skipAwait": "true"})) == 0.0
+
+
+def test_custom_timeouts_replace_the_providers_default_await() -> None:
+    deployment = {**k8s("apps/v1:Deployment"), "options": {"customTimeouts": {"create": "25m"}}}
+    assert wait_minutes(deployment) == 25.0
+
+
+def test_a_service_waits_ten_minutes_for_its_pods_unless_headless_or_applied_without_the_await() -> None:
+    assert wait_minutes(k8s("core/v1:Service", spec={"selector": {"app": "x"}})) == 10.0
+    assert wait_minutes(k8s("core/v1:Service", spec={"clusterIP": "None"})) == 0.0
+    assert wait_minutes(k8s("core/v1:Service", spec={"type": "ExternalName"})) == 0.0
+    assert wait_minutes(k8s("core/v1:Service", annotations={"pulumi.com/skipAwait": "true"})) == 0.0
+
+
+def test_kinds_the_provider_does_not_await_hold_up_for_nothing() -> None:
+    assert wait_minutes(k8s("core/v1:ConfigMap")) == wait_minutes(k8s("networking.k8s.io/v1:NetworkPolicy")) == 0.0
+
+
+def test_a_deployments_own_await_adds_to_the_chain_after_what_it_depends_on() -> None:
+    plan = [
+        res("watch", deadline_s=600),
+        {**k8s("apps/v1:Deployment"), "urn": "gw", "options": {"dependsOn": ["watch"]}},
+    ]
+    plan.append(res("probe", deadline_s=1800, depends=["gw"]))
+    assert up_budget_minutes(plan) == 10 + 10 + 30

@@ -265,14 +265,19 @@ def test_prods_grafana_login_is_a_generated_secret_masked_in_the_plan(prod: Path
     assert "prom-operator" not in text and '"existingSecret": "grafana-admin"' in text
 
 
-def test_prods_gemm_tuning_writes_only_the_stores_gemm_cache(prod: Path) -> None:
+def test_prods_gemm_tuning_writes_only_its_models_gemm_cache_directory(prod: Path) -> None:
     tuned = [d for d in _deployments(prod, "triton") if d["spec"]["template"]["spec"].get("initContainers")]
     assert len(tuned) == 2, "t5-3b and gpt-j-6b tune, the encoder does not"
+    caches = set()
     for deployment in tuned:
         (init,) = deployment["spec"]["template"]["spec"]["initContainers"]
+        cache = {e["name"]: e.get("value") for e in init["env"]}["CACHE_DIR"]
         store = [m for m in init["volumeMounts"] if m["mountPath"].startswith("/models")]
         writable = [m for m in store if not m.get("readOnly")]
-        assert writable == [{"mountPath": "/models/gemm", "name": "store-cache", "subPath": "gemm"}]
+        assert writable == [{"mountPath": cache, "name": "store-cache", "subPath": cache.removeprefix("/models/")}]
+        assert cache.startswith("/models/gemm/") and cache.count("/") == 4  # gemm/<shape>/<key>, not the tree
+        caches.add(cache)
+    assert len(caches) == 2
 
 
 def test_prods_builds_log_in_with_a_masked_password_and_use_no_build_cache(prod: Path) -> None:

@@ -17,12 +17,21 @@ model (vLLM's scheduler gauges, which the server image adds: ``images/triton-vll
   error and a hung one nothing within :data:`TIMEOUT_S`.
 
 After :data:`FAILURES` failed probes the kubelet marks the pod unready; its Endpoints drop it and the gateway,
-resolving the pods' headless Service, stops sending to it (``tritonft.gateway.triton``). Liveness stays Triton's
-``/v2/health/live``: a busy engine is never restarted for being slow.
+resolving the pods' headless Service, stops sending to it (``tritonft.gateway.triton``).
+
+The livenessProbe runs the same check on its own reading (:func:`liveness_probe`), so that an engine that stays dead
+or hung is restarted, not only taken out of traffic: after :func:`liveness_failures` failed probes in a row (no token
+for the engine's allowed stall while it has work, or that many one-token requests unanswered while idle) the kubelet
+restarts the container. The allowed stall is the model's first-token deadline (the gateway's ``--deadline``, which
+covers a request's wait for the engine and its prompt's prefill): an engine with work that produces no token at all
+for that long fails every request it holds anyway, while a busy engine produces tokens at every step and is never
+restarted for being slow. It is always longer than readiness's window, so a stalled pod leaves traffic first. The
+startupProbe covers the model's load: neither probe runs before it has passed.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 PERIOD_S = 10
@@ -99,9 +108,10 @@ generated a token at ``url`` within ``timeout`` s; else non-zero naming why. Sta
 ``python3``)."""
 
 
-def state_file(model: str) -> str:
-    """Where the probe of ``model`` keeps the counters' last value."""
-    return f"{STATE_DIR}/tritonft-readiness-{model}"
+def state_file(model: str, probe: str = "readiness") -> str:
+    """Where ``probe`` (``readiness`` or ``liveness``) of ``model`` keeps the counters' last value: each its own, so
+    one probe's reading never shortens the other's window."""
+    return f"{STATE_DIR}/tritonft-{probe}-{model}"
 
 
 def generate_command(
@@ -123,6 +133,33 @@ def readiness_probe(model: str) -> dict[str, Any]:
         "periodSeconds": PERIOD_S,
         "timeoutSeconds": TIMEOUT_S,
         "failureThreshold": FAILURES,
+    }
+
+
+def liveness_failures(stall_s: float) -> int:
+    """Failed liveness probes in a row before the kubelet restarts the engine's container: the allowed stall
+    (``stall_s``, the model's first-token deadline) in whole periods, and always more than readiness's
+    :data:`FAILURES` (a stalled pod is taken out of traffic before it is restarted). 60 s: 6."""
+    if stall_s <= 0:
+        raise ValueError(f"the engine's allowed stall must be positive (got {stall_s})")
+    return max(math.ceil(stall_s / PERIOD_S), FAILURES + 1)
+
+
+def restarted_within_s(stall_s: float) -> int:
+    """The longest a dead or hung engine's container runs on: :func:`liveness_failures` probes, each up to its
+    timeout apart (an unanswered token takes the whole :data:`TIMEOUT_S`), after the period that found the last
+    progress. 60 s: 6 x 20 + 10 = 130 s."""
+    return liveness_failures(stall_s) * max(PERIOD_S, TIMEOUT_S) + PERIOD_S
+
+
+def liveness_probe(model: str, stall_s: float) -> dict[str, Any]:
+    """The Triton container's livenessProbe for a vLLM model: the readiness check on its own reading
+    (:func:`state_file` ``liveness``), failing :func:`liveness_failures` times in a row before a restart."""
+    return {
+        "exec": {"command": generate_command(model, state=state_file(model, "liveness"))},
+        "periodSeconds": PERIOD_S,
+        "timeoutSeconds": TIMEOUT_S,
+        "failureThreshold": liveness_failures(stall_s),
     }
 
 

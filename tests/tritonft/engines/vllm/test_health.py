@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -167,6 +168,56 @@ def test_without_triton_metrics_the_pod_is_not_ready(tmp_path: Path) -> None:
     failed = probe(f"http://127.0.0.1:{free_port()}", tmp_path)
     assert failed.returncode != 0
     assert failed.stderr.startswith(f"no metrics from Triton for {MODEL}: ")
+
+
+def as_kubelet_runs(probe: dict[str, Any], url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``probe``'s command against the stand-in, its state file kept under ``tmp_path`` by the same name."""
+    state = probe["exec"]["command"][-1]
+    command = health.generate_command(
+        MODEL, url=url, timeout_s=5, metrics_url=f"{url}/metrics", state=str(tmp_path / state.rsplit("/", 1)[1])
+    )
+    return subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
+
+
+def liveness(url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return as_kubelet_runs(health.liveness_probe(MODEL, 60), url, tmp_path)
+
+
+def readiness(url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    return as_kubelet_runs(health.readiness_probe(MODEL), url, tmp_path)
+
+
+def test_liveness_judges_progress_since_its_own_last_look_not_readinesss(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    """Readiness probes every period too: had the two one reading, a readiness probe just after the engine's last
+    token would leave liveness comparing equal counters, and a working engine would be restarted."""
+    state, url = triton
+    state.running, state.generation_tokens = 3, 1000
+    assert liveness(url, tmp_path).returncode == 0  # first look
+    state.generation_tokens += 64
+    assert readiness(url, tmp_path).returncode == 0  # readiness reads the new count first
+    assert liveness(url, tmp_path).returncode == 0, "the engine generated 64 tokens since liveness last looked"
+    stuck = liveness(url, tmp_path)
+    assert stuck.returncode != 0
+    assert "no token since the last probe" in stuck.stderr
+
+
+def test_liveness_restarts_an_engine_stalled_for_the_first_token_deadline_in_whole_periods() -> None:
+    assert (health.liveness_failures(60), health.liveness_failures(61), health.liveness_failures(300)) == (6, 7, 30)
+    probe = health.liveness_probe(MODEL, 60)
+    assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 6)
+    assert health.restarted_within_s(60) == 6 * 20 + 10
+
+
+def test_liveness_always_outlasts_readiness_so_a_stalled_pod_leaves_traffic_first() -> None:
+    assert health.liveness_failures(1) == health.liveness_failures(30) == health.FAILURES + 1
+    assert health.liveness_failures(1) * health.PERIOD_S > health.FAILURES * health.PERIOD_S
+
+
+def test_an_engine_without_an_allowed_stall_is_refused() -> None:
+    with pytest.raises(ValueError, match="allowed stall must be positive"):
+        health.liveness_failures(0)
 
 
 def drain(url: str, longest_s: float) -> tuple[subprocess.Popen[str], list[str]]:
