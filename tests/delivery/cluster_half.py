@@ -7,10 +7,11 @@ One stage after the other on one control plane, each as the cluster its own `up`
 * **node groups** (the stand-in for EKS): the stack's ``gpuNodesDesired`` GPU nodes and ``systemNodesMin`` system
   nodes, shaped as its node groups (labels, GPU taint, GPUs per node: :mod:`tests.system.controlplane.plan`) and
   labelled with the stage; the earlier stages' nodes are cordoned (each stage is a cluster of its own);
-* **the objects**, retargeted into the stage's namespace and applied by the Pulumi CLI's rules
-  (:class:`tests.system.controlplane.pulumi_engine.Engine`: dependency order, server-side apply, Jobs awaited), with
-  the CRDs of the charts the stack installs (the real Gateway API and Envoy Gateway ones, stubs for the others:
-  :func:`tests.system.controlplane.plan.install_crds`); charts and AWS resources are not applied;
+* **the objects**, retargeted into the stage's namespace (its cluster-scoped ones, a StorageClass or a
+  PriorityClass, replacing any of the same name another stage left: :func:`remove`) and applied by the Pulumi CLI's
+  rules (:class:`tests.system.controlplane.pulumi_engine.Engine`: dependency order, server-side apply, Jobs
+  awaited), with the CRDs of the charts the stack installs (the real Gateway API and Envoy Gateway ones, stubs for
+  the others: :func:`tests.system.controlplane.plan.install_crds`); charts and AWS resources are not applied;
 * **what a node would refuse that kwok does not**: every object a workload's pods reference (Secret, ConfigMap,
   ServiceAccount, claim, PriorityClass) is created by the stack, checked by ``tritonft preflight`` or already on the
   API server before anything is applied (`up` would hang on it), and is on the server after; every image of the
@@ -24,6 +25,7 @@ What the stage left is recorded in ``$REHEARSAL_STATE/cluster.json`` for the tes
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -236,6 +238,29 @@ def cordon_other_stages(kube: Kube, name: str) -> None:
 _CORDON = {"spec": {"unschedulable": True}}
 
 
+def cluster_scoped(manifests: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """(apiVersion, kind, name) of the cluster-scoped objects among ``manifests`` (no namespace; namespaces and CRDs
+    aside: they are shared by every stage on this control plane)."""
+    return [
+        (str(m["apiVersion"]), str(m["kind"]), str(m["metadata"]["name"]))
+        for m in manifests
+        if not m["metadata"].get("namespace") and m["kind"] not in ("Namespace", "CustomResourceDefinition")
+    ]
+
+
+def remove(kube: Kube, objects: Iterable[tuple[str, str, str]]) -> None:
+    """Delete cluster-scoped objects and wait until they are gone (another stage's, or another test's, of the same
+    name: each stage is a cluster of its own, and a StorageClass's parameters, for one, cannot change in place)."""
+    for api_version, kind, name in objects:
+        kube.delete(api_version, kind, name)
+        gone = functools.partial(absent, kube, api_version, kind, name)
+        wait_for(f"{kind} {name} to be gone", gone, 30)
+
+
+def absent(kube: Kube, api_version: str, kind: str, name: str) -> bool:
+    return not exists(kube, api_version, kind, name, None)
+
+
 def preflight_named(settings: Settings, namespace: str) -> set[tuple[str, str | None, str]]:
     """The objects ``tritonft preflight`` checks exist before `up` (an existing Secret a model's Job mounts)."""
     from components.cluster_needs import needs_of
@@ -259,7 +284,7 @@ def up_on_cluster(
     create_nodes(kube, stage_nodes(settings, prefix, stage))
     resources: list[Resource] = program(plan_dir)
     engine = Engine(kube, namespace, settings.namespace, dynamic={})
-    record: dict[str, Any] = {"namespace": namespace, "applied": [], "placement": {}}
+    record: dict[str, Any] = {"namespace": namespace, "applied": [], "placement": {}, "cluster_scoped": []}
     manifests = [engine.manifest(r) for r in resources if r.applied]
     namespaces = {engine.manifest(r)["metadata"]["name"] for r in resources if r.type == NAMESPACE}
     known = {identity(m) for m in manifests} | preflight_named(settings, namespace)
@@ -267,6 +292,8 @@ def up_on_cluster(
     problems = missing_references(manifests, known, on_server(kube))  # before anything: `up` would hang on them
     if problems:
         return problems, record
+    record["cluster_scoped"] = cluster_scoped(manifests)
+    remove(kube, record["cluster_scoped"])
     try:
         for res in resources:  # the namespaces first (the engine leaves them to its caller)
             if res.type == NAMESPACE:

@@ -127,6 +127,9 @@ class Rehearsal:
         with ``prefix`` (its stage namespaces ``<prefix>-<stage>``, its nodes)."""
         self.env["REHEARSAL_KUBECONFIG"] = str(kubeconfig)
         self.env["REHEARSAL_CLUSTER"] = prefix
+        go = shutil.which("go")  # the real CRDs' modules: scripts/setup/gateway_api.sh (cached after its first run)
+        if go is not None:
+            self.env["PATH"] += f":{Path(go).parent}"
 
     def edit(self, path: str, old: str, new: str) -> None:
         """Change the runner's copy of ``path`` (a blocker reintroduced); ``old`` must be there."""
