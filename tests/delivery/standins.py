@@ -316,7 +316,7 @@ def _up_on_cluster(plan: Path, stage: str) -> list[str]:
         ours=os.environ["REHEARSAL_IMAGE_REGISTRY"],
     )
     clusters: dict[str, Any] = _load("cluster.json", {})
-    clusters[stage] = {**record, "problems": problems}
+    clusters[stage] = {**record, "problems": problems, "order": len(clusters)}
     _save("cluster.json", clusters)
     return problems
 
