@@ -117,6 +117,50 @@ PLATFORM_CHARTS: tuple[str, ...] = ("nvidia-device-plugin", "metrics-server", "e
 Fluent Bit when a feature of the stack needs them): judged on every ``aws`` stack."""
 
 
+@dataclass(frozen=True)
+class AutoscalerRelease:
+    """cluster-autoscaler for one Kubernetes minor: the chart whose ``appVersion`` is of that minor (its RBAC is
+    what that release reads: CA 1.35 turns DRA on and waits for ``resource.k8s.io`` informers, which only charts
+    from 9.54.0 allow) and the image, the newest patch of the same minor."""
+
+    chart: str
+    app_version: str
+    """The chart's ``appVersion`` (its Chart.yaml)."""
+    image: str
+
+
+AUTOSCALER_RELEASES: dict[str, AutoscalerRelease] = {
+    "1.32": AutoscalerRelease("9.46.6", "1.32.0", "v1.32.5"),
+    "1.33": AutoscalerRelease("9.51.0", "1.33.0", "v1.33.5"),
+    "1.34": AutoscalerRelease("9.53.0", "1.34.2", "v1.34.4"),
+    "1.35": AutoscalerRelease("9.59.0", "1.35.0", "v1.35.1"),
+}
+"""Per Kubernetes minor, cluster-autoscaler's chart and image (its compatibility rule: CA's minor is the cluster's),
+installed by ``components/platform/aws/autoscaler.py`` whenever a node group may grow. Charts: the newest
+``cluster-autoscaler-chart-*`` tag of kubernetes/autoscaler whose Chart.yaml ``appVersion`` is of that minor (read
+from the repository's history at 2026-08-22: 9.46.6 -> 1.32.0, 9.51.0 -> 1.33.0, 9.53.0 -> 1.34.2, 9.59.0 -> 1.35.0;
+no chart of app 1.36 yet). Images: the newest patch promoted to registry.k8s.io (kubernetes/k8s.io#8815 for 1.32.5;
+#9676, 2026-07-02, for 1.33.5, 1.34.4, 1.35.1 and v1.36.0, which has no chart yet, so the settings refuse 1.36 with
+node groups that may grow until one is released: rule ``charts-made-for-the-minor``)."""
+
+
+def autoscaler_release(kubernetes_version: str) -> AutoscalerRelease | None:
+    """The cluster-autoscaler release for a Kubernetes ``major.minor`` (a patch is ignored); None when none is
+    pinned."""
+    return AUTOSCALER_RELEASES.get(".".join(kubernetes_version.split(".")[:2]))
+
+
+def minors_span(minors: Iterable[str]) -> str:
+    """The lowest and highest of ``minors``, in words: ``1.32 to 1.35``."""
+    ordered = sorted(minors, key=minor_tuple)
+    return f"{ordered[0]} to {ordered[-1]}"
+
+
+def autoscaler_minors_text() -> str:
+    """The minors a cluster-autoscaler is pinned for, in words: ``1.32 to 1.35``."""
+    return minors_span(AUTOSCALER_RELEASES)
+
+
 def minor_tuple(minor: str) -> tuple[int, int]:
     major, rest = minor.split(".", 1)
     return int(major), int(rest.split(".", 1)[0])

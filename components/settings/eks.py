@@ -31,13 +31,13 @@ EKS_VERSIONS: dict[str, EksVersion] = {
 release calendar" (1.32-1.34), endoflife.date/amazon-eks (1.35) and a third-party EKS 1.36 upgrade write-up of
 2026-08-16 (1.36: on EKS 2026-06-02, standard support to 2027-08-02; AWS's own page for it was not in reach).
 Standard support lasts 14 months after the EKS release, extended support 12 more at $0.60 instead of $0.10 per
-cluster hour. A version missing here has
-no pinned cluster-autoscaler (``components/platform/aws/autoscaler.py``) and is refused."""
+cluster hour. A version missing here is refused; one offered here but without a pinned cluster-autoscaler
+(``components/settings/chart_facts.py``) is refused when a node group may grow (rule ``charts-made-for-the-minor``)."""
 
 DEFAULT_KUBERNETES_VERSION = "1.35"
 """In standard support until 2027-03-27 with a cluster-autoscaler release of its own (v1.35.1); 1.36 is newer
-(standard support to 2027-08-02) and supported, the default moves to it once the pinned charts are
-proven on it."""
+(standard support to 2027-08-02) but has no cluster-autoscaler chart yet, so it is accepted only with fixed-size node
+groups; the default moves to it once a chart of app 1.36 is pinned and the charts are proven on it."""
 
 EXTENDED_SUPPORT_WARNING_DAYS = 90
 """Warn this long before a version leaves standard support (an upgrade takes planning)."""

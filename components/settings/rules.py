@@ -177,9 +177,8 @@ def _existing_vpc(f: StackFacts) -> Iterable[Problem]:
 @stack_rule(
     "eks-version-offered",
     ("kubernetesVersion", "eksSupport"),
-    "aws: `kubernetesVersion` is one EKS still offers (standard or extended support) with a pinned "
-    "cluster-autoscaler (`components/settings/eks.py`, judged on today's date); one in extended support only with "
-    "`eksSupport: extended`.",
+    "aws: `kubernetesVersion` is one EKS still offers (standard or extended support: `components/settings/eks.py`, "
+    "judged on today's date); one in extended support only with `eksSupport: extended`.",
 )
 def _eks_version_offered(f: StackFacts) -> Iterable[Problem]:
     if f.platform != "aws":
@@ -199,12 +198,24 @@ def _bounded_charts_doc() -> str:
     return "; ".join(bounded)
 
 
+def _growing_node_groups(f: StackFacts) -> list[str]:
+    """The node groups of an ``aws`` stack that may grow (cluster-autoscaler is installed for them), as
+    ``systemNodesMin 1 < systemNodesMax 3``."""
+    groups = [
+        ("systemNodesMin", f.get("systemNodesMin", 1), "systemNodesMax", f.get("systemNodesMax", 3)),
+        ("gpuNodesMin", f.get("gpuNodesMin", 0), "gpuNodesMax", f.get("gpuNodesMax", 2)),
+    ]
+    return [f"{lo_key} {lo} < {hi_key} {hi}" for lo_key, lo, hi_key, hi in groups if hi > lo]
+
+
 @stack_rule(
     "charts-made-for-the-minor",
-    ("kubernetesVersion", "eksSupport", "addons"),
+    ("kubernetesVersion", "eksSupport", "addons", "systemNodesMin", "systemNodesMax", "gpuNodesMin", "gpuNodesMax"),
     "aws: every pinned chart the stack installs (its `addons`, what they bring, and the platform's own) is made for "
     f"`kubernetesVersion`, as the chart's own files state ({_bounded_charts_doc()}; "
-    "`components/settings/chart_facts.py`).",
+    "`components/settings/chart_facts.py`); when a node group may grow (a `*NodesMax` above its `*NodesMin`), "
+    "cluster-autoscaler has a release of that minor pinned (its minor must be the cluster's: "
+    f"{chart_facts.autoscaler_minors_text()}).",
 )
 def _charts_made_for_the_minor(f: StackFacts) -> Iterable[Problem]:
     if f.platform != "aws":
@@ -212,9 +223,23 @@ def _charts_made_for_the_minor(f: StackFacts) -> Iterable[Problem]:
     minor = f.get("kubernetesVersion")
     charts = chart_facts.installed_charts(f.get("addons", []))
     support = f.get("eksSupport", eks.DEFAULT_SUPPORT)
+    growing = _growing_node_groups(f)
     offered = [m for m in eks.EKS_VERSIONS if not eks.version_problems(m, eks.today(), support)]
-    fits = [m for m in offered if all(chart_facts.supports(facts, m) for _, facts in charts)]
+    fits = [
+        m
+        for m in offered
+        if all(chart_facts.supports(facts, m) for _, facts in charts)
+        and (not growing or chart_facts.autoscaler_release(m) is not None)
+    ]
     use = f"set kubernetesVersion to {_either(fits)}" if fits else "no minor EKS offers suits every chart it installs"
+    if growing and minor in eks.EKS_VERSIONS and chart_facts.autoscaler_release(minor) is None:
+        yield (
+            "kubernetesVersion",
+            f"{minor} has no cluster-autoscaler release pinned (its minor must be the cluster's; pinned for "
+            f"{chart_facts.autoscaler_minors_text()}), and this stack's node groups may grow "
+            f"({', '.join(growing)}), which is cluster-autoscaler's job; {use}, or make every node group fixed-size "
+            "(each *NodesMax equal to its *NodesMin)",
+        )
     for addon, facts in charts:
         if chart_facts.supports(facts, minor):
             continue

@@ -19,7 +19,8 @@ from typing import Any, Literal
 
 from components.settings import api_keys, aws_names, kube
 from components.settings.alerting import ALERT_FOR, ROUTES, credential_file_problems, duration_problem
-from components.settings.eks import DEFAULT_KUBERNETES_VERSION, LOG_RETENTION_DAYS, NAT_MODES
+from components.settings.chart_facts import autoscaler_minors_text, minors_span
+from components.settings.eks import DEFAULT_KUBERNETES_VERSION, EKS_VERSIONS, LOG_RETENTION_DAYS, NAT_MODES
 from components.settings.gpus import AWS_GPU_INSTANCES, GPU_MODELS
 from tritonft.engines import ENGINES, FASTERTRANSFORMER
 from tritonft.engines.fastertransformer.versions import DEFAULT_CUDA_ARCHS, FT_BACKEND_COMMIT, FT_COMMIT, TRITON_VERSION
@@ -855,9 +856,10 @@ STACK_KNOBS: tuple[Knob, ...] = (
     Knob(
         "kubernetesVersion",
         "string",
-        "EKS Kubernetes version: one EKS still offers and this stack pins a cluster-autoscaler for (1.32-1.36), and "
-        "that every pinned chart the stack installs is made for; the settings warn 90 days before its standard "
-        "support ends and while it is in extended support (6x the control plane's price).",
+        f"EKS Kubernetes version: one EKS still offers ({minors_span(EKS_VERSIONS)}) that every pinned chart the "
+        "stack installs is made for and, when a node group may grow (a `*NodesMax` above its `*NodesMin`), that "
+        f"this stack pins a cluster-autoscaler for ({autoscaler_minors_text()}); the settings warn 90 days "
+        "before its standard support ends and while it is in extended support (6x the control plane's price).",
         default=DEFAULT_KUBERNETES_VERSION,
         scope="aws",
         format="k8s-version",

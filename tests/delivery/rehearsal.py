@@ -8,7 +8,9 @@ workflow's expressions (``needs.*.outputs``, ``steps.*.outputs``, ``vars``, ``se
 runner folder and the project's environment; ``configure-aws-credentials`` opens a stand-in AWS session of its
 ``role-duration-seconds`` (the action's default: one hour) that the stand-in `up` holds against the stack's longest
 `up`; ``pulumi/actions`` with ``command: up`` is the stand-in `pulumi up` (the stack's plan, synthesized with the
-config the job's steps set; the policy pack; the builds the plan would run; what would hang or expire).
+config the job's steps set; the policy pack; the builds the plan would run; what would hang or expire). Given a
+cluster (:meth:`Rehearsal.on_cluster`: the test control plane), the stand-in `up` also applies the stage's Kubernetes
+objects to its real API server and waits for the real scheduler (:mod:`tests.delivery.cluster_half`).
 """
 
 from __future__ import annotations
@@ -115,9 +117,19 @@ class Rehearsal:
             "GITHUB_RUN_ID": "4242",
             "GITHUB_RUN_ATTEMPT": "1",
             "CI": "true",
+            "REHEARSAL_IMAGE_REGISTRY": VARS["IMAGE_REGISTRY"],
         }
         self.jobs: dict[str, JobRun] = {}
         self.log: list[str] = []
+
+    def on_cluster(self, kubeconfig: Path, prefix: str) -> None:
+        """Each `up` applies its stage's Kubernetes half to the API server of ``kubeconfig``, under names starting
+        with ``prefix`` (its stage namespaces ``<prefix>-<stage>``, its nodes)."""
+        self.env["REHEARSAL_KUBECONFIG"] = str(kubeconfig)
+        self.env["REHEARSAL_CLUSTER"] = prefix
+        go = shutil.which("go")  # the real CRDs' modules: scripts/setup/gateway_api.sh (cached after its first run)
+        if go is not None:
+            self.env["PATH"] += f":{Path(go).parent}"
 
     def edit(self, path: str, old: str, new: str) -> None:
         """Change the runner's copy of ``path`` (a blocker reintroduced); ``old`` must be there."""

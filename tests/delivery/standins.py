@@ -115,8 +115,9 @@ def docker(argv: list[str]) -> int:
         if tag in registry:
             return _fail(f"tag invalid: The image tag '{tag}' already exists and cannot be overwritten (IMMUTABLE)")
     digest = "sha256:" + hashlib.sha256(json.dumps([dockerfile, sorted(args.items())]).encode()).hexdigest()
-    for tag in tags:
-        registry[tag] = digest
+    if "--push" in flags:  # without it the image stays in the builder: no registry (nor node) ever sees it
+        for tag in tags:
+            registry[tag] = digest
     builds.append({"dockerfile": dockerfile, "context": context, "args": args, "flags": flags, "digest": digest})
     if "--metadata-file" in flags:
         Path(flags["--metadata-file"][0]).write_text(json.dumps({"containerimage.digest": digest}))
@@ -173,26 +174,52 @@ def pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return [template] if manifest.get("kind") in POD_KINDS and template else []
 
 
-def secret_refs(pod: dict[str, Any]) -> set[str]:
-    """The Secrets a pod cannot start without (a non-optional volume, env or envFrom reference, a pull secret)."""
-    refs = {
-        v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v and not v["secret"].get("optional")
-    }
+def pod_references(pod: dict[str, Any]) -> set[tuple[str, str]]:
+    """(kind, name) of each object a pod cannot start without: the Secrets and ConfigMaps of its non-optional
+    volumes (projected ones too), env and envFrom references and pull secrets (the kubelet waits for them in
+    ContainerCreating), its claims (the scheduler leaves it Pending), its ServiceAccount and PriorityClass (the API
+    server refuses the pod)."""
+    refs: set[tuple[str, str]] = {("ServiceAccount", pod.get("serviceAccountName") or "default")}
+    if pod.get("priorityClassName"):
+        refs.add(("PriorityClass", pod["priorityClassName"]))
+    refs |= {("Secret", s["name"]) for s in pod.get("imagePullSecrets", [])}
     for volume in pod.get("volumes", []):
+        if "secret" in volume and not volume["secret"].get("optional"):
+            refs.add(("Secret", volume["secret"]["secretName"]))
+        if "configMap" in volume and not volume["configMap"].get("optional"):
+            refs.add(("ConfigMap", volume["configMap"]["name"]))
+        if "persistentVolumeClaim" in volume:
+            refs.add(("PersistentVolumeClaim", volume["persistentVolumeClaim"]["claimName"]))
         for source in (volume.get("projected") or {}).get("sources", []):
-            if "secret" in source and not source["secret"].get("optional"):
-                refs.add(source["secret"]["name"])
+            for key, kind in (("secret", "Secret"), ("configMap", "ConfigMap")):
+                if key in source and not source[key].get("optional"):
+                    refs.add((kind, source[key]["name"]))
     for container in [*pod.get("initContainers", []), *pod.get("containers", [])]:
         for env in container.get("env", []):
-            ref = (env.get("valueFrom") or {}).get("secretKeyRef")
-            if ref and not ref.get("optional"):
-                refs.add(ref["name"])
+            for key, kind in (("secretKeyRef", "Secret"), ("configMapKeyRef", "ConfigMap")):
+                ref = (env.get("valueFrom") or {}).get(key)
+                if ref and not ref.get("optional"):
+                    refs.add((kind, ref["name"]))
         for source in container.get("envFrom", []):
-            ref = source.get("secretRef")
-            if ref and not ref.get("optional"):
-                refs.add(ref["name"])
-    refs |= {s["name"] for s in pod.get("imagePullSecrets", [])}
+            for key, kind in (("secretRef", "Secret"), ("configMapRef", "ConfigMap")):
+                ref = source.get(key)
+                if ref and not ref.get("optional"):
+                    refs.add((kind, ref["name"]))
     return refs
+
+
+def secret_refs(pod: dict[str, Any]) -> set[str]:
+    """The Secrets a pod cannot start without (a non-optional volume, env or envFrom reference, a pull secret)."""
+    return {name for kind, name in pod_references(pod) if kind == "Secret"}
+
+
+def image_resolves(image: str, registry: dict[str, str]) -> bool:
+    """Whether the stand-in registry (tag -> digest) holds ``image`` (``repository@sha256:...`` or
+    ``repository:tag``), as the kubelet's pull would need."""
+    repository, _, digest = image.partition("@")
+    if digest:
+        return any(tag.rsplit(":", 1)[0] == repository and held == digest for tag, held in registry.items())
+    return image in registry
 
 
 def plan_problems(plan: Path, session_seconds: int) -> list[str]:
@@ -248,8 +275,13 @@ def _up(argv: list[str]) -> int:
         argv_build = ["buildx", "build", "--file", inputs["dockerfile"]["location"]]
         for key, value in inputs.get("buildArgs", {}).items():
             argv_build += ["--build-arg", f"{key}={value}"]
-        if docker([*argv_build, "--tag", f"{inputs['tags'][0]}", inputs["context"]["location"]]) != 0:
+        push = ["--push"] if inputs.get("push") else []
+        if docker([*argv_build, *push, "--tag", f"{inputs['tags'][0]}", inputs["context"]["location"]]) != 0:
             return _fail(f"error: docker-build:index:Image {build['name']}: the build inside `up` failed")
+    if os.environ.get("REHEARSAL_KUBECONFIG"):
+        problems = _up_on_cluster(plan, short)
+        if problems:
+            return _fail("\n".join(f"error: {p}" for p in problems))
     session = int(os.environ.get("REHEARSAL_AWS_SESSION_SECONDS", "0"))
     problems = plan_problems(plan, session)
     if problems:
@@ -263,6 +295,30 @@ def _up(argv: list[str]) -> int:
     _save("outputs.json", stacks)
     print(f"stand-in up {stack}: {len(resources)} resources")
     return 0
+
+
+def _up_on_cluster(plan: Path, stage: str) -> list[str]:
+    """The Kubernetes half on the rehearsal's control plane (:mod:`tests.delivery.cluster_half`), recorded in
+    ``cluster.json``."""
+    from components.settings.stack_file import settings_from_stack_file
+    from tests.delivery.cluster_half import up_on_cluster
+    from tritonft.kube import from_kubeconfig
+
+    kube = from_kubeconfig(os.environ["REHEARSAL_KUBECONFIG"])
+    settings = settings_from_stack_file(Path.cwd(), stage)
+    problems, record = up_on_cluster(
+        kube,
+        plan,
+        settings,
+        stage=stage,
+        prefix=os.environ["REHEARSAL_CLUSTER"],
+        registry=_load("registry.json", {}),
+        ours=os.environ["REHEARSAL_IMAGE_REGISTRY"],
+    )
+    clusters: dict[str, Any] = _load("cluster.json", {})
+    clusters[stage] = {**record, "problems": problems, "order": len(clusters)}
+    _save("cluster.json", clusters)
+    return problems
 
 
 def _output(argv: list[str]) -> int:

@@ -4,10 +4,23 @@ build plan -> promotion (build-images.sh) -> stack-config.sh -> `up` -> probe-st
 a cloud (:mod:`tests.delivery.standins`: the registry and BuildKit, the AWS session, the Pulumi engine as the
 synthesized plan, the edge). Each blocker the first review found is reintroduced below and must stop the chain.
 
-What this cannot rehearse: the real builds (the FT compile, NGC's pulls, their time and disk), ECR and IAM (the
-roles' MaxSessionDuration, the repositories' existence), the EKS API and the cluster's own behaviour (node groups,
-add-ons, certificates from Let's Encrypt and the probe's trust in them: issue 50 part B), the model downloads and
-answers (the real Triton tests do those), GitHub's own scheduling (environments' approvals, concurrency).
+The Kubernetes half runs for real in ``tests/system/controlplane/test_delivery_rehearsal.py``: there each stage's
+stand-in `up` also applies its objects to the test control plane's real API server (validation, admission, the real
+Gateway API and Envoy Gateway CRDs) in the CLI's dependency order, the real scheduler places its replicas on kwok
+nodes shaped like its node groups, and what a kubelet would wait on (a referenced object, an image's pull) is
+checked against the server and the stand-in registry (:mod:`tests.delivery.cluster_half`).
+
+What this cannot rehearse: the real builds (the FT compile, NGC's pulls, their time and disk); ECR and IAM (the
+roles' MaxSessionDuration, the repositories' existence); the EKS API and AWS's side of the cluster (VPC, EFS, the
+managed add-ons, node groups rolling; the node groups are kwok nodes of the stack's shape at `gpuNodesDesired` and
+`systemNodesMin`, with no cluster-autoscaler and no capacity shortage); the Helm charts the stack installs (not
+applied: cert-manager's, kube-prometheus-stack's and KEDA's CRDs are stubs that accept any spec, so those objects
+meet no schema; nothing a chart runs: Envoy, cert-manager issuing from Let's Encrypt and the probe's trust in it,
+Alertmanager and prod's out-of-band Secret `alerting`); a kubelet (kwok runs no container: volumes, pulls and probes
+are judged from the pod's spec, a Job's pod completes at once, so a download's time and a model's answers are not
+seen: the real Triton tests do those); the program's dynamic resources (rollout watches, promotion gates, in-`up`
+probes and judges: the judged-promotion tests on the control plane run those); GitHub's own scheduling
+(environments' approvals, concurrency).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import pulumi
@@ -29,34 +29,14 @@ from components.platform.aws import charts
 from components.platform.aws.addons import install_chart
 from components.platform.aws.iam import irsa_role
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
+from components.settings.chart_facts import AUTOSCALER_RELEASES, AutoscalerRelease, autoscaler_release
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
 
 
-@dataclass(frozen=True)
-class AutoscalerRelease:
-    """cluster-autoscaler for one Kubernetes minor: the chart whose ``appVersion`` is of that minor (its RBAC is
-    what that release reads: CA 1.35 turns DRA on and waits for ``resource.k8s.io`` informers, which only charts
-    from 9.54.0 allow) and the image, the newest patch of the same minor."""
-
-    chart: str
-    app_version: str
-    """The chart's ``appVersion`` (its Chart.yaml)."""
-    image: str
-
-
-RELEASES: dict[str, AutoscalerRelease] = {
-    "1.32": AutoscalerRelease("9.46.6", "1.32.0", "v1.32.5"),
-    "1.33": AutoscalerRelease("9.51.0", "1.33.0", "v1.33.5"),
-    "1.34": AutoscalerRelease("9.53.0", "1.34.2", "v1.34.4"),
-    "1.35": AutoscalerRelease("9.59.0", "1.35.0", "v1.35.1"),
-}
-"""Per Kubernetes minor, cluster-autoscaler's chart and image (its compatibility rule: CA's minor is the cluster's).
-Charts: the newest ``cluster-autoscaler-chart-*`` tag of kubernetes/autoscaler whose Chart.yaml ``appVersion`` is of
-that minor (read from the repository's history at 2026-08-22: 9.46.6 -> 1.32.0, 9.51.0 -> 1.33.0, 9.53.0 -> 1.34.2,
-9.59.0 -> 1.35.0; no chart of app 1.36 yet). Images: the newest patch promoted to registry.k8s.io
-(kubernetes/k8s.io#8815 for 1.32.5; #9676, 2026-07-02, for 1.33.5, 1.34.4, 1.35.1 and v1.36.0, which has no chart
-yet, so 1.36 with node autoscaling is refused until one is released)."""
+RELEASES: dict[str, AutoscalerRelease] = AUTOSCALER_RELEASES
+"""Per Kubernetes minor, cluster-autoscaler's chart and image (read facts: ``components/settings/chart_facts.py``,
+where the settings refuse a minor without one when a node group may grow)."""
 IMAGE_TAGS = {minor: release.image for minor, release in RELEASES.items()}
 SCALE_DOWN_UNNEEDED = "10m"
 """A GPU node idle this long (no Triton pod) is removed; shorter than a model's cold start would thrash."""
@@ -64,7 +44,7 @@ SCALE_DOWN_UNNEEDED = "10m"
 
 def release_for(kubernetes_version: str) -> AutoscalerRelease | None:
     """The cluster-autoscaler release for a Kubernetes ``major.minor``; None when we pin none for it."""
-    return RELEASES.get(".".join(kubernetes_version.split(".")[:2]))
+    return autoscaler_release(kubernetes_version)
 
 
 def image_tag(kubernetes_version: str) -> str | None:

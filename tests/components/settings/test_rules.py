@@ -469,7 +469,7 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         aws_stack(kubernetesVersion="1.32", eksSupport="extended"),
         (),
         "kubernetesVersion: 1.32 is not a minor the pinned cert-manager chart v1.21.1 is made for (1.33 to 1.36, per "
-        "its end-to-end tests); set kubernetesVersion to 1.33, 1.34, 1.35 or 1.36, or remove cert-manager from addons",
+        "its end-to-end tests); set kubernetesVersion to 1.33, 1.34 or 1.35, or remove cert-manager from addons",
     ),
     "gpu-capacity": (
         aws_stack(
@@ -572,14 +572,36 @@ def bound_key(path: str) -> set[str]:
     return {re.split(r"[\[.]", path, maxsplit=1)[0]}
 
 
+FIXED_SIZE_GROUPS = {"systemNodesMin": 2, "systemNodesMax": 2, "gpuNodesMin": 1, "gpuNodesDesired": 1, "gpuNodesMax": 1}
+"""Node groups that never grow: no cluster-autoscaler is installed."""
+
+
 def test_keda_on_a_minor_its_compatibility_table_leaves_out_is_refused_naming_the_minors_that_fit() -> None:
     """KEDA 2.20 is tested on 1.33-1.35; 1.36 is offered by EKS and made for by cert-manager. Under eksSupport
     standard on the settings' date, 1.33 is in extended support: the minors that fit are 1.34 and 1.35."""
-    problems = problems_of(aws_stack(kubernetesVersion="1.36", addons=[*AWS_ADDONS, "keda"]), ())
+    problems = problems_of(aws_stack(kubernetesVersion="1.36", addons=[*AWS_ADDONS, "keda"], **FIXED_SIZE_GROUPS), ())
     assert problems == [
         "kubernetesVersion: 1.36 is not a minor the pinned keda chart 2.20.2 is made for (1.33 to 1.35, per KEDA's "
         "compatibility table); set kubernetesVersion to 1.34 or 1.35, or remove keda from addons"
     ]
+
+
+def test_a_minor_without_a_pinned_cluster_autoscaler_is_refused_when_a_node_group_may_grow() -> None:
+    """EKS offers 1.36 and every default chart is made for it, but no cluster-autoscaler chart of app 1.36 exists:
+    refused by the settings, before the platform would refuse it inside `up`."""
+    problems = problems_of(aws_stack(kubernetesVersion="1.36", gpuNodesMin=1, gpuNodesMax=2), ())
+    assert problems == [
+        "kubernetesVersion: 1.36 has no cluster-autoscaler release pinned (its minor must be the cluster's; pinned for "
+        "1.32 to 1.35), and this stack's node groups may grow (systemNodesMin 1 < systemNodesMax 3, gpuNodesMin 1 < "
+        "gpuNodesMax 2), which is cluster-autoscaler's job; set kubernetesVersion to 1.34 or 1.35, or make every node "
+        "group fixed-size (each *NodesMax equal to its *NodesMin)"
+    ]
+
+
+def test_a_minor_without_a_pinned_cluster_autoscaler_is_accepted_with_fixed_size_node_groups() -> None:
+    stack = aws_stack(kubernetesVersion="1.36", **FIXED_SIZE_GROUPS)
+    settings = load_settings(as_cli(stack), project="triton-ft", stack="test")
+    assert settings.cluster.aws is not None and settings.cluster.aws.kubernetes_version == "1.36"
 
 
 def test_keda_on_the_default_minor_is_accepted() -> None:
