@@ -161,6 +161,12 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         (),
         "apiClients[1]: 'probe' is the integration probe's own key (always made); name the client otherwise",
     ),
+    "api-keys-need-the-api-key-edge": (
+        ingress_stack(apiClients=["webapp"]),
+        (),
+        "apiClients: no API key is made or checked with edge: ingress (clients get in with basic credentials, not a "
+        "key): remove apiClients, or set edge: gateway with ingressAuth: apiKey",
+    ),
     "gateway-edge-on-existing-cluster": (
         ingress_stack(edge="gateway", ingressAuth="apiKey", basicAuthSecretName=None, existingAddons=["envoy-gateway"]),
         (),
