@@ -121,6 +121,9 @@ class GatewayConfig:
     """Encoder ensembles served under ``/v1/embeddings`` (``tritonft.gateway.embeddings``)."""
     unstreamed_deadline_max_s: float = UNSTREAMED_DEADLINE_MAX_S
     """The cap on an unstreamed completion's deadline (:data:`UNSTREAMED_DEADLINE_MAX_S`)."""
+    max_in_flight_per_client: int = 0
+    """Requests one API client (``x-tritonft-client``) may have in flight at once here; beyond, 429
+    (:mod:`tritonft.gateway.limits`). 0 = no limit."""
 
     def unstreamed_deadline_of(self, model: ServedModel) -> float:
         """The deadline of an unstreamed completion of ``model``: its own, at most :attr:`unstreamed_deadline_max_s`."""
