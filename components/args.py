@@ -31,7 +31,13 @@ from components.common.layout import dns_label
 from components.common.sizing import MIB
 from components.common.target import ClusterTarget, GpuScheduling
 from components.gateway import GatewayArgs, GatewayBackend
-from components.gateway.spec import gateway_drain, gateway_selector, longest_deadline_seconds, model_deadline_seconds
+from components.gateway.spec import (
+    gateway_drain,
+    gateway_selector,
+    in_flight_per_client,
+    longest_deadline_seconds,
+    model_deadline_seconds,
+)
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
 from components.platform.aws.addons import AddonFlags
@@ -647,6 +653,11 @@ def gateway_args(
         memory=gateway.memory,
         deadline_seconds=gateway.deadline_s,
         coalesce=gateway.coalesce,
+        max_in_flight_per_client=in_flight_per_client(
+            gateway.max_in_flight_per_client, settings.serving.ingress.max_concurrent_requests, gateway.replicas_max
+        )
+        if uses_gateway_api(settings) and settings.serving.ingress.auth == "apiKey"
+        else 0,
         monitoring=settings.serving.monitoring,
     )
 

@@ -116,6 +116,8 @@ class GatewayArgs:
     :func:`components.gateway.spec.model_deadline_seconds`); the longest of them at most the proxy's timeout."""
     coalesce: bool = True
     """Merge concurrent same-parameter completions into one Triton call (``tritonft gateway --coalesce``)."""
+    max_in_flight_per_client: int = 0
+    """Each API client's requests in flight per pod (``maxConcurrentPerClient``); 0 = no limit (no API keys)."""
     monitoring: bool = False
     """Create a ServiceMonitor for ``/metrics`` (needs the prometheus-operator CRDs)."""
     prometheus_namespace: str = "monitoring"
@@ -218,6 +220,7 @@ class Gateway(pulumi.ComponentResource):
             memory=args.memory,
             deadline_seconds=args.deadline_seconds,
             coalesce=args.coalesce,
+            max_in_flight_per_client=args.max_in_flight_per_client,
             node_selector=dict(target.cpu_node_selector),
             store_claim=args.store.k8s_name if args.store is not None else None,
             priority_class=target.priority.serving if target.priority else None,

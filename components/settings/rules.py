@@ -570,16 +570,17 @@ def _api_keys_clients(f: StackFacts) -> Iterable[Problem]:
 
 @stack_rule(
     "api-keys-need-the-api-key-edge",
-    ("apiClients", "apiKeys", *AUTH_KEYS),
-    "`apiClients` / `apiKeys` only with `edge: gateway` and `ingressAuth: apiKey`: Envoy Gateway checks the keys; "
-    "on any other edge or authentication nothing does.",
+    ("apiClients", "apiKeys", "maxConcurrentPerClient", *AUTH_KEYS),
+    "`apiClients` / `apiKeys` / `maxConcurrentPerClient` only with `edge: gateway` and `ingressAuth: apiKey`: "
+    "Envoy Gateway checks the keys (and names the client the gateway counts); on any other edge or authentication "
+    "nothing does.",
 )
 def _api_keys_need_edge(f: StackFacts) -> Iterable[Problem]:
     if f.edge == "gateway" and f.auth == "apiKey":
         return
     now = f"edge: {f.edge}" if f.edge != "gateway" else f"ingressAuth: {f.auth}"
     door = "anyone gets in" if f.auth == "none" else f"clients get in with {f.auth} credentials"
-    for key in ("apiClients", "apiKeys"):
+    for key in ("apiClients", "apiKeys", "maxConcurrentPerClient"):
         if f.get(key):
             yield (
                 key,

@@ -136,6 +136,29 @@ def test_gateway_knobs_reach_the_gateway_args(mocks: RecordingMocks) -> None:
     assert gateway.ingress is not None and gateway.ingress.host == settings.serving.ingress.host
 
 
+def _gateway_args(settings: Settings) -> GatewayArgs:
+    made: list[GatewayArgs] = []
+    run_program(
+        lambda: made.append(
+            args.gateway_args(settings, target=make_target(), backends=(), tools_image=TOOLS_IMAGE, htpasswd=None)
+        )
+    )
+    return made[0]
+
+
+def test_the_gateway_caps_each_api_client_from_the_edges_cap_by_default(mocks: RecordingMocks) -> None:
+    settings = load(aws_stack(maxConcurrentRequests=200, gatewayReplicasMax=5))
+    assert _gateway_args(settings).max_in_flight_per_client == 200 // (2 * 5)
+
+
+def test_the_per_client_cap_stated_reaches_the_gateway(mocks: RecordingMocks) -> None:
+    assert _gateway_args(load(aws_stack(maxConcurrentPerClient=7))).max_in_flight_per_client == 7
+
+
+def test_a_gateway_behind_no_api_keys_counts_no_client(mocks: RecordingMocks) -> None:
+    assert _gateway_args(load(ingress_stack())).max_in_flight_per_client == 0
+
+
 def test_gemm_tuning_is_off_in_local_and_on_elsewhere_by_default() -> None:
     assert args.gemm_tuning(load(kubernetes_stack())).enabled is False, "kubernetes_stack is environment local"
     assert args.gemm_tuning(load(kubernetes_stack(environment="dev", ingressAuth="none", ingressTls=False))).enabled
