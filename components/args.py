@@ -634,8 +634,10 @@ def gateway_args(
     htpasswd: pulumi.Input[str] | None,
     store: ModelVolume | None = None,
 ) -> GatewayArgs:
-    """``/v1`` on the stack's base host (each model keeps ``<model>.<host>``), same TLS and auth."""
+    """``/v1`` on the stack's base host (each model keeps ``<model>.<host>``), same TLS and auth; behind API keys,
+    each client's cap and each key's expiry day, which the gateway applies too."""
     gateway = settings.serving.gateway
+    keyed = uses_gateway_api(settings) and settings.serving.ingress.auth == "apiKey"
     return GatewayArgs(
         target=target,
         image=tools_image,
@@ -656,8 +658,11 @@ def gateway_args(
         max_in_flight_per_client=in_flight_per_client(
             gateway.max_in_flight_per_client, settings.serving.ingress.max_concurrent_requests, gateway.replicas_max
         )
-        if uses_gateway_api(settings) and settings.serving.ingress.auth == "apiKey"
+        if keyed
         else 0,
+        key_expiries=tuple((k.id, k.expires) for k in edge_keys(settings, eks.today()) if k.expires is not None)
+        if keyed
+        else (),
         monitoring=settings.serving.monitoring,
     )
 

@@ -519,8 +519,9 @@ def rate_limit_policy_spec(
 
 def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WARNING_DAYS) -> dict[str, Any] | None:
     """Alerts for the keys the edge accepts that carry an ``expires`` day (None when none does): ``ApiKeyExpiringSoon``
-    from ``warn_days`` before it (hand the client its next key), ``ApiKeyExpired`` from the day itself: Envoy still
-    accepts the key until a ``pulumi up`` leaves it out of the Secret, and this rule, rendered by that ``up`` with
+    from ``warn_days`` before it (hand the client its next key), ``ApiKeyExpired`` from the day itself: the OpenAI
+    gateway refuses the key from that day (``tritonft gateway --api-key-expires``), but Envoy still accepts it on an
+    encoder's own routes until a ``pulumi up`` leaves it out of the Secret, and this rule, rendered by that ``up`` with
     the live keys only, goes with it. Both read only the clock, so they fire with no ``up`` and no traffic."""
     rules: list[dict[str, Any]] = []
     for key in keys:
@@ -548,10 +549,11 @@ def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WAR
                 "for": "0m",
                 "labels": labels,
                 "annotations": {
-                    "summary": f"API key {key.id} expired on {key.expires.isoformat()} but is still accepted",
+                    "summary": f"API key {key.id} expired on {key.expires.isoformat()} but the edge still accepts it",
                     "description": (
-                        f"API key {key.id} expired on {key.expires.isoformat()}; Envoy accepts it until a `pulumi up` "
-                        "of the stack leaves it out of the edge's Secret: run one."
+                        f"API key {key.id} expired on {key.expires.isoformat()}; the OpenAI gateway refuses it (401), "
+                        "but Envoy accepts it on an encoder's own routes until a `pulumi up` of the stack leaves it "
+                        "out of the edge's Secret: run one."
                     ),
                 },
             },

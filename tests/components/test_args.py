@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import date
 
 import pytest
 
@@ -153,6 +154,12 @@ def test_the_gateway_caps_each_api_client_from_the_edges_cap_by_default(mocks: R
 
 def test_the_per_client_cap_stated_reaches_the_gateway(mocks: RecordingMocks) -> None:
     assert _gateway_args(load(aws_stack(maxConcurrentPerClient=7))).max_in_flight_per_client == 7
+
+
+def test_the_gateway_is_given_each_live_keys_expiry_day(mocks: RecordingMocks) -> None:
+    keys = {"webapp": [{"name": "default", "expires": "2999-01-01"}, {"name": "k2"}]}
+    settings = load(aws_stack(apiClients=["webapp"], apiKeys=keys))
+    assert _gateway_args(settings).key_expiries == (("webapp", date(2999, 1, 1)),)
 
 
 def test_a_gateway_behind_no_api_keys_counts_no_client(mocks: RecordingMocks) -> None:

@@ -339,4 +339,6 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         "/health/ready": Route(GET, ready),
         "/metrics": Route(GET, get_metrics),
     }
-    return App(routes, Lifespan(lifespan), observe, ClientSlots(config.max_in_flight_per_client))
+    return App(
+        routes, Lifespan(lifespan), observe, ClientSlots(config.max_in_flight_per_client), expiries=config.key_expiries
+    )

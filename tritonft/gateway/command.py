@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -79,6 +80,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "merged (default 2)",
     )
     parser.add_argument(
+        "--api-key-expires",
+        action="append",
+        default=[],
+        metavar="KEY_ID=YYYY-MM-DD",
+        help="an API key (its id, as the edge names it in x-tritonft-client) answered 401 from that day (UTC) on "
+        "(repeat)",
+    )
+    parser.add_argument(
         "--max-in-flight-per-client",
         type=int,
         default=0,
@@ -120,8 +129,23 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
         args.coalesce,
         args.calls_in_flight,
         tuple(embedders),
+        key_expiries=key_expiries(getattr(args, "api_key_expires", [])),
         max_in_flight_per_client=in_flight,
     )
+
+
+def key_expiries(values: list[str]) -> dict[str, date]:
+    """``--api-key-expires KEY_ID=YYYY-MM-DD`` values by key id."""
+    out: dict[str, date] = {}
+    for value in values:
+        key_id, _, day = value.partition("=")
+        try:
+            out[key_id] = date.fromisoformat(day)
+        except ValueError:
+            raise UserError(f"--api-key-expires {value!r}: give KEY_ID=YYYY-MM-DD") from None
+        if not key_id:
+            raise UserError(f"--api-key-expires {value!r}: give KEY_ID=YYYY-MM-DD")
+    return out
 
 
 def tokenizer_configs(values: list[str], served: dict[str, bool]) -> dict[str, str]:

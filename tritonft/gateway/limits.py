@@ -16,7 +16,9 @@ probe or judge must not be refused because a client is busy, and without keys th
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import date
 
 from tritonft.gateway.errors import ApiError
 
@@ -78,3 +80,22 @@ class ClientSlots:
             self.in_flight[client] = left
         else:
             self.in_flight.pop(client, None)
+
+
+def expired_on(key_id: str, expiries: Mapping[str, date], today: date) -> date | None:
+    """The ``expires`` day of the key ``key_id`` when ``today`` is that day or later, else None (a key without a day,
+    or no key: a request that did not pass the API-key edge)."""
+    day = expiries.get(key_id) if key_id else None
+    return day if day is not None and today >= day else None
+
+
+def key_expired(key_id: str, day: date) -> ApiError:
+    """The 401 of a key used on or after its ``expires`` day, in OpenAI's error shape."""
+    return ApiError(
+        401,
+        f"API key {key_id!r} expired on {day.isoformat()} (apiKeys): use the client's next key (pulumi stack output "
+        "apiKeys --show-secrets)",
+        "invalid_request_error",
+        None,
+        "invalid_api_key",
+    )

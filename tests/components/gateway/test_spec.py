@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from datetime import date
 from typing import Any
 
 import pytest
@@ -116,6 +117,11 @@ def test_the_coalesce_knob_off_runs_the_gateway_with_no_coalesce(mocks):
 def test_the_per_client_cap_reaches_the_container_as_its_flag(mocks):
     command = _container(_run(mocks, max_in_flight_per_client=32))["command"]
     assert _flag_values(command, "--max-in-flight-per-client") == ["32"]
+
+
+def test_each_keys_expiry_day_reaches_the_container_as_a_flag(mocks):
+    command = _container(_run(mocks, key_expiries=(("webapp", date(2026, 12, 31)),)))["command"]
+    assert _flag_values(command, "--api-key-expires") == ["webapp=2026-12-31"]
 
 
 def test_without_a_per_client_cap_the_container_gets_no_flag(mocks):

@@ -1,5 +1,6 @@
 """Each API client's requests in flight at a gateway replica, capped (``--max-in-flight-per-client``, the stack's
-``maxConcurrentPerClient``): the real gateway app under uvicorn, in front of a stand-in vLLM engine on real gRPC
+``maxConcurrentPerClient``), and each API key refused from its ``expires`` day (``--api-key-expires``): the real
+gateway app under uvicorn, in front of a stand-in vLLM engine on real gRPC
 that sends a stream's first token at once and its last only when the test lets it, so a stream holds its slot for
 as long as the test needs (as a long generation holds one of the edge's for up to 880 s)."""
 
@@ -11,6 +12,7 @@ from collections.abc import Generator, Iterator
 from concurrent import futures
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
@@ -21,9 +23,11 @@ from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests.tritonft.gateway.test_deadlines import spec
 from tests.tritonft.gateway.test_vllm import response
+from tritonft.errors import UserError
 from tritonft.gateway.app import build_app
+from tritonft.gateway.command import key_expiries
 from tritonft.gateway.config import GatewayConfig, ServedModel
-from tritonft.gateway.limits import ClientSlots, admits, client_of
+from tritonft.gateway.limits import ClientSlots, admits, client_of, expired_on
 from tritonft.local_triton import free_port
 
 LIMIT = 2
@@ -58,7 +62,7 @@ class HeldEngine(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore
 
 
 @contextmanager
-def served(limit: int = LIMIT) -> Iterator[tuple[str, HeldEngine]]:
+def served(limit: int = LIMIT, expiries: dict[str, date] | None = None) -> Iterator[tuple[str, HeldEngine]]:
     """The stand-in engine and the gateway in front of it with ``--max-in-flight-per-client limit``; yields the
     gateway's base URL and the engine (set its ``release`` to end the streams)."""
     held = HeldEngine()
@@ -66,7 +70,7 @@ def served(limit: int = LIMIT) -> Iterator[tuple[str, HeldEngine]]:
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(held, engine)
     triton = f"127.0.0.1:{engine.add_insecure_port('127.0.0.1:0')}"
     engine.start()
-    config = GatewayConfig(triton, (MODEL,), max_in_flight_per_client=limit)
+    config = GatewayConfig(triton, (MODEL,), key_expiries=expiries or {}, max_in_flight_per_client=limit)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(build_app(config), host="127.0.0.1", port=port, log_level="error"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -202,3 +206,33 @@ def test_the_slots_forget_a_client_with_nothing_in_flight() -> None:
     slots = ClientSlots(2)
     slots.give(slots.take("webapp"))
     assert slots.in_flight == {}
+
+
+TODAY = datetime.now(UTC).date()
+
+
+def test_a_key_on_its_expiry_day_is_answered_401_naming_the_key_and_the_day() -> None:
+    with served(expiries={"webapp": TODAY}) as (url, _):
+        refused = post(url, "webapp")
+    assert refused.status_code == 401
+    error = refused.json()["error"]
+    assert error["code"] == "invalid_api_key"
+    assert f"API key 'webapp' expired on {TODAY.isoformat()}" in error["message"]
+
+
+def test_the_clients_other_key_and_a_key_before_its_day_are_served() -> None:
+    with served(expiries={"webapp": TODAY, "batch": TODAY + timedelta(days=1)}) as (url, _):
+        assert stream_status(url, "webapp.k2") == 200
+        assert stream_status(url, "batch") == 200
+
+
+@pytest.mark.parametrize(("days", "refused"), [(-1, True), (0, True), (1, False)])
+def test_a_key_is_refused_from_its_day_on(days: int, refused: bool) -> None:
+    day = TODAY + timedelta(days=days)
+    assert (expired_on("webapp", {"webapp": day}, TODAY) == day) is refused
+
+
+def test_the_expiry_flag_is_read_by_key_id() -> None:
+    assert key_expiries(["webapp.k2=2026-12-31"]) == {"webapp.k2": date(2026, 12, 31)}
+    with pytest.raises(UserError, match="KEY_ID=YYYY-MM-DD"):
+        key_expiries(["webapp=31/12/2026"])
