@@ -403,7 +403,7 @@ ACME_CHALLENGE_PREFIX = "/.well-known/acme-challenge/"
 ACME_SOLVER_SERVICE_PREFIX = "cm-acme-http-solver-"
 """cert-manager's solver Service of a challenge: ``generateName`` ``cm-acme-http-solver-``, port
 :data:`ACME_SOLVER_PORT` (``pkg/issuer/acme/http``: the route it makes has one exact path, the challenge's token, to
-that Service)."""
+that Service, named with the challenge's namespace, the route's own)."""
 ACME_SOLVER_PORT = 8089
 PUBLIC_ROUTE_MESSAGE = (
     f"an HTTPRoute labelled {AUTH_LABEL}={AUTH_PUBLIC} is served without an API key, so only the HTTPS redirect (no "
@@ -418,7 +418,8 @@ _REDIRECT_RULE = (
     " && (!has(r.filters) || r.filters.all(f, f.type == 'RequestRedirect')))"
 )
 _SOLVER_BACKEND = (
-    "((!has(b.group) || b.group == '') && (!has(b.kind) || b.kind == 'Service') && !has(b.namespace)"
+    "((!has(b.group) || b.group == '') && (!has(b.kind) || b.kind == 'Service')"
+    " && (!has(b.namespace) || b.namespace == object.metadata.namespace)"
     f" && b.name.startsWith('{ACME_SOLVER_SERVICE_PREFIX}') && has(b.port) && b.port == {ACME_SOLVER_PORT}"
     " && (!has(b.filters) || size(b.filters) == 0))"
 )

@@ -56,8 +56,9 @@ def labelled(route: Objects, value: str) -> Objects:
 
 
 def solver_route(namespace: str, gateway: str, path: str = f"{ACME_CHALLENGE_PREFIX}tok3n") -> Objects:
-    """The route cert-manager's HTTP-01 solver makes for a challenge (``pkg/issuer/acme/http/httproute.go``): the
-    issuer's solver labels, one exact path to the challenge's solver Service."""
+    """The route cert-manager's HTTP-01 solver makes for a challenge (``pkg/issuer/acme/http/httproute.go``,
+    ``generateHTTPRouteSpec``): the issuer's solver labels, one exact path to the challenge's solver Service, named
+    with its namespace."""
     return {
         "apiVersion": "gateway.networking.k8s.io/v1",
         "kind": "HTTPRoute",
@@ -77,6 +78,7 @@ def solver_route(namespace: str, gateway: str, path: str = f"{ACME_CHALLENGE_PRE
                             "group": "",
                             "kind": "Service",
                             "name": f"{ACME_SOLVER_SERVICE_PREFIX}x7k2p",
+                            "namespace": namespace,
                             "port": ACME_SOLVER_PORT,
                             "weight": 1,
                         }
@@ -156,17 +158,27 @@ def forged(objs: list[Objects], namespace: str) -> dict[str, Objects]:
     (redirect,) = [o for o in objs if o["kind"] == "HTTPRoute" and o["metadata"]["name"].endswith("https-redirect")]
     mirror = copy.deepcopy(redirect)
     triton = triton_route(objs)["spec"]["rules"][0]["backendRefs"][0]
-    mirror["spec"]["rules"][0]["filters"].append(
+    mirror["spec"]["rules"][0]["filters"] = [  # no backendRefs still, but a copy of each request to Triton
         {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": triton["name"], "port": triton["port"]}}}
-    )
+    ]
     whole_host = solver_route(namespace, gateway)
     whole_host["spec"]["rules"][0]["matches"] = [{"path": {"type": "PathPrefix", "value": "/"}}]
     other_port = solver_route(namespace, gateway)
     other_port["spec"]["rules"][0]["backendRefs"][0]["port"] = 8000
-    return {"redirect-that-mirrors": mirror, "solver-on-every-path": whole_host, "solver-on-another-port": other_port}
+    elsewhere = solver_route(namespace, gateway)
+    elsewhere["spec"]["rules"][0]["backendRefs"][0]["namespace"] = "kube-system"
+    return {
+        "no-backend-but-a-mirror": mirror,
+        "solver-on-every-path": whole_host,
+        "solver-on-another-port": other_port,
+        "solver-in-another-namespace": elsewhere,
+    }
 
 
-@pytest.mark.parametrize("shape", ["redirect-that-mirrors", "solver-on-every-path", "solver-on-another-port"])
+@pytest.mark.parametrize(
+    "shape",
+    ["no-backend-but-a-mirror", "solver-on-every-path", "solver-on-another-port", "solver-in-another-namespace"],
+)
 def test_a_public_route_that_reaches_further_than_the_stack_means_is_refused(
     cluster: Cluster, guarded: list[Objects], shape: str
 ) -> None:
