@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from concurrent import futures
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -52,7 +52,7 @@ class HeldEngine(service_pb2_grpc.GRPCInferenceServiceServicer):  # type: ignore
 
     @staticmethod
     def _token(text: str, *, last: bool) -> Any:
-        outputs = {
+        outputs: dict[str, tuple[str, list[Any]]] = {
             "text_output": ("BYTES", [text]),
             "finish_reason": ("BYTES", ["length" if last else "None"]),
             "num_input_tokens": ("UINT32", [1]),
@@ -97,10 +97,14 @@ class Stream:
     would close the connection, and the gateway would end the stream)."""
 
     answer: httpx.Response
-    chunks: Generator[bytes, None, None]
+    chunks: Iterator[bytes]
 
     def finish(self) -> bytes:
         return b"".join(self.chunks)
+
+
+held_open: list[Iterator[bytes]] = []
+"""The streams :func:`open_streams` holds open: an iterator no one refers to is closed, and its connection with it."""
 
 
 def open_streams(stack: ExitStack, url: str, key_ids: list[str | None]) -> list[Stream]:
@@ -112,7 +116,8 @@ def open_streams(stack: ExitStack, url: str, key_ids: list[str | None]) -> list[
         answer = stack.enter_context(client.stream("POST", f"{url}/v1/completions", json=BODY, headers=headers))
         assert answer.status_code == 200, answer.read()
         chunks = answer.iter_raw()
-        stack.callback(chunks.close)  # kept (so open) until the stack closes, whether the test keeps it or not
+        stack.callback(held_open.remove, chunks)  # open until the stack closes, whether the test keeps it or not
+        held_open.append(chunks)
         assert next(chunks).startswith(b"data: "), "the first event, the model's first token"
         streams.append(Stream(answer, chunks))
     return streams
