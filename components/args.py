@@ -32,7 +32,13 @@ from components.common.layout import dns_label
 from components.common.sizing import MIB
 from components.common.target import ClusterTarget, GpuScheduling
 from components.gateway import GatewayArgs, GatewayBackend
-from components.gateway.spec import gateway_drain, gateway_selector, longest_deadline_seconds, model_deadline_seconds
+from components.gateway.spec import (
+    gateway_drain,
+    gateway_selector,
+    in_flight_per_client,
+    longest_deadline_seconds,
+    model_deadline_seconds,
+)
 from components.models.conversion import ModelConversion, ModelConversionArgs
 from components.models.store import ModelStore, ModelStoreArgs
 from components.platform.aws.addons import AddonFlags
@@ -630,8 +636,10 @@ def gateway_args(
     htpasswd: pulumi.Input[str] | None,
     store: ModelVolume | None = None,
 ) -> GatewayArgs:
-    """``/v1`` on the stack's base host (each model keeps ``<model>.<host>``), same TLS and auth."""
+    """``/v1`` on the stack's base host (each model keeps ``<model>.<host>``), same TLS and auth; behind API keys,
+    each client's cap and each key's expiry day, which the gateway applies too."""
     gateway = settings.serving.gateway
+    keyed = uses_gateway_api(settings) and settings.serving.ingress.auth == "apiKey"
     return GatewayArgs(
         target=target,
         image=tools_image,
@@ -649,6 +657,14 @@ def gateway_args(
         memory=gateway.memory,
         deadline_seconds=gateway.deadline_s,
         coalesce=gateway.coalesce,
+        max_in_flight_per_client=in_flight_per_client(
+            gateway.max_in_flight_per_client, settings.serving.ingress.max_concurrent_requests, gateway.replicas_max
+        )
+        if keyed
+        else 0,
+        key_expiries=tuple((k.id, k.expires) for k in edge_keys(settings, eks.today()) if k.expires is not None)
+        if keyed
+        else (),
         monitoring=settings.serving.monitoring,
     )
 

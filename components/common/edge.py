@@ -25,7 +25,10 @@ by hand included, asks for a key. Only routes that carry :data:`AUTH_LABEL` = :d
 second ``SecurityPolicy`` that selects them and asks nothing (Envoy Gateway applies the most specific policy: a
 route's own wins over its Gateway's): the HTTPS redirect (it reaches no backend) and cert-manager's HTTP-01
 challenge routes (labelled through the solver's ``labels``). A route that reaches a backend never carries that
-label (the policy pack's ``edge-routes-authenticated`` refuses it). On a cluster's own Gateway (``gatewayName``),
+label (the policy pack's ``edge-routes-authenticated`` refuses it), and the cluster refuses it too: a
+``ValidatingAdmissionPolicy`` (:func:`public_route_admission_policy_spec`) bound to the stack's namespace admits the
+label only on the redirect's and cert-manager's solver's shapes, so whoever may write routes there cannot publish a
+backend without a key. On a cluster's own Gateway (``gatewayName``),
 which other routes share and which may live in another namespace, the policies select the stack's routes by
 :data:`AUTH_LABEL` = :data:`AUTH_API_KEY` instead, and the policy pack refuses a route without it.
 
@@ -391,6 +394,89 @@ def public_routes_policy_spec() -> dict[str, Any]:
     return {"targetSelectors": _selectors(("HTTPRoute",), AUTH_PUBLIC)}
 
 
+# -- the exemption held in the cluster: who may carry the public label ---------------------------------------------
+
+ADMISSION_API = "admissionregistration.k8s.io/v1"
+"""ValidatingAdmissionPolicy and its binding: GA since Kubernetes 1.30 (the API server evaluates the CEL itself, no
+webhook to run)."""
+ACME_CHALLENGE_PREFIX = "/.well-known/acme-challenge/"
+ACME_SOLVER_SERVICE_PREFIX = "cm-acme-http-solver-"
+"""cert-manager's solver Service of a challenge: ``generateName`` ``cm-acme-http-solver-``, port
+:data:`ACME_SOLVER_PORT` (``pkg/issuer/acme/http``: the route it makes has one exact path, the challenge's token, to
+that Service, named with the challenge's namespace, the route's own)."""
+ACME_SOLVER_PORT = 8089
+PUBLIC_ROUTE_MESSAGE = (
+    f"an HTTPRoute labelled {AUTH_LABEL}={AUTH_PUBLIC} is served without an API key, so only the HTTPS redirect (no "
+    f"backendRefs, RequestRedirect filters only) and cert-manager's ACME HTTP-01 solver routes (Exact "
+    f"{ACME_CHALLENGE_PREFIX}<token> paths to a {ACME_SOLVER_SERVICE_PREFIX}* Service on port {ACME_SOLVER_PORT}, "
+    f"no filters) may carry it: label this route {AUTH_LABEL}={AUTH_API_KEY} (clients send their key)"
+)
+"""What the API server answers a route that carries :data:`AUTH_PUBLIC` and is neither (issue 51)."""
+
+_REDIRECT_RULE = (
+    "((!has(r.backendRefs) || size(r.backendRefs) == 0)"
+    " && (!has(r.filters) || r.filters.all(f, f.type == 'RequestRedirect')))"
+)
+_SOLVER_BACKEND = (
+    "((!has(b.group) || b.group == '') && (!has(b.kind) || b.kind == 'Service')"
+    " && (!has(b.namespace) || b.namespace == object.metadata.namespace)"
+    f" && b.name.startsWith('{ACME_SOLVER_SERVICE_PREFIX}') && has(b.port) && b.port == {ACME_SOLVER_PORT}"
+    " && (!has(b.filters) || size(b.filters) == 0))"
+)
+_SOLVER_MATCH = f"(has(m.path) && m.path.type == 'Exact' && m.path.value.startsWith('{ACME_CHALLENGE_PREFIX}'))"
+_SOLVER_RULE = (
+    "(has(r.backendRefs) && size(r.backendRefs) > 0 && r.backendRefs.all(b, "
+    + _SOLVER_BACKEND
+    + ") && (!has(r.filters) || size(r.filters) == 0) && has(r.matches) && size(r.matches) > 0 && r.matches.all(m, "
+    + _SOLVER_MATCH
+    + "))"
+)
+PUBLIC_ROUTE_EXPRESSION = f"!has(object.spec.rules) || object.spec.rules.all(r, {_REDIRECT_RULE} || {_SOLVER_RULE})"
+"""Every rule of the route is the redirect's (reaches no backend: no ``backendRefs``, no filter but
+``RequestRedirect``, so no mirror and no extension) or a solver's (only exact challenge paths, only solver Services
+of the route's namespace on the solver's port, no filter that could rewrite or mirror)."""
+PUBLIC_LABEL_CONDITION = (
+    f"has(object.metadata.labels) && '{AUTH_LABEL}' in object.metadata.labels"
+    f" && object.metadata.labels['{AUTH_LABEL}'] == '{AUTH_PUBLIC}'"
+)
+
+
+def public_route_admission_policy_spec() -> dict[str, Any]:
+    """A ``ValidatingAdmissionPolicy`` that refuses an HTTPRoute labelled :data:`AUTH_PUBLIC` unless it is one the
+    stack intends (:data:`PUBLIC_ROUTE_EXPRESSION`): the exemption (:func:`public_routes_policy_spec`) selects by
+    label, and anyone who may create or label HTTPRoutes in the namespace could otherwise publish a backend without
+    a key; the policy pack sees only Pulumi's plan. CREATE and UPDATE alike, on the object as it would be stored:
+    the label added later to a route, or a backend added later to a labelled one, is refused too. ``Fail``: a route
+    the API server cannot judge is refused."""
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": [GATEWAY_GROUP],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["httproutes"],
+                }
+            ]
+        },
+        "matchConditions": [{"name": "labelled-public", "expression": PUBLIC_LABEL_CONDITION}],
+        "validations": [
+            {"expression": PUBLIC_ROUTE_EXPRESSION, "message": PUBLIC_ROUTE_MESSAGE, "reason": "Forbidden"}
+        ],
+    }
+
+
+def public_route_admission_binding_spec(policy: str, namespace: str) -> dict[str, Any]:
+    """The policy denies (not only warns or audits) in the stack's namespace: the one whose routes the Gateway admits
+    and the exemption's ``SecurityPolicy`` selects."""
+    return {
+        "policyName": policy,
+        "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}},
+    }
+
+
 def rate_limit_policy_spec(
     requests_per_minute: int,
     max_concurrent_requests: int,
@@ -434,8 +520,9 @@ def rate_limit_policy_spec(
 
 def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WARNING_DAYS) -> dict[str, Any] | None:
     """Alerts for the keys the edge accepts that carry an ``expires`` day (None when none does): ``ApiKeyExpiringSoon``
-    from ``warn_days`` before it (hand the client its next key), ``ApiKeyExpired`` from the day itself: Envoy still
-    accepts the key until a ``pulumi up`` leaves it out of the Secret, and this rule, rendered by that ``up`` with
+    from ``warn_days`` before it (hand the client its next key), ``ApiKeyExpired`` from the day itself: the OpenAI
+    gateway refuses the key from that day (``tritonft gateway --api-key-expires``), but Envoy still accepts it on an
+    encoder's own routes until a ``pulumi up`` leaves it out of the Secret, and this rule, rendered by that ``up`` with
     the live keys only, goes with it. Both read only the clock, so they fire with no ``up`` and no traffic."""
     rules: list[dict[str, Any]] = []
     for key in keys:
@@ -463,10 +550,11 @@ def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WAR
                 "for": "0m",
                 "labels": labels,
                 "annotations": {
-                    "summary": f"API key {key.id} expired on {key.expires.isoformat()} but is still accepted",
+                    "summary": f"API key {key.id} expired on {key.expires.isoformat()} but the edge still accepts it",
                     "description": (
-                        f"API key {key.id} expired on {key.expires.isoformat()}; Envoy accepts it until a `pulumi up` "
-                        "of the stack leaves it out of the edge's Secret: run one."
+                        f"API key {key.id} expired on {key.expires.isoformat()}; the OpenAI gateway refuses it (401), "
+                        "but Envoy accepts it on an encoder's own routes until a `pulumi up` of the stack leaves it "
+                        "out of the edge's Secret: run one."
                     ),
                 },
             },

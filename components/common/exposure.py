@@ -33,13 +33,15 @@ from components.common.edge import (
     https_redirect_route_spec,
     model_grpc_route_spec,
     model_http_route_spec,
+    public_route_admission_binding_spec,
+    public_route_admission_policy_spec,
     public_routes_policy_spec,
     rate_limit_policy_spec,
     route_labels,
 )
 from components.common.edge_availability import with_proxy_availability
 from components.common.ingress import BASIC_AUTH_KEY, IngressArgs
-from components.common.layout import SKIP_AWAIT, dns_label, labels, object_meta
+from components.common.layout import SKIP_AWAIT, as_input, dns_label, labels, object_meta
 from components.common.target import ClusterTarget
 from components.settings.api_keys import DEFAULT_KEY, ApiKey
 
@@ -261,6 +263,7 @@ class EdgeObjects(pulumi.ComponentResource):
                     public_routes_policy_spec(),
                     opts=crds,
                 )
+                self._public_route_admission(name, base, ns, meta_labels, child)
             custom_resource(
                 f"{name}-rate-limit",
                 "BackendTrafficPolicy",
@@ -323,6 +326,29 @@ class EdgeObjects(pulumi.ComponentResource):
                 )
         self.api_keys = self._secret_keys(keys)
         self.register_outputs({"api_keys": self.api_keys})
+
+    @staticmethod
+    def _public_route_admission(
+        name: str, base: str, namespace: Any, meta_labels: dict[str, str], opts: pulumi.ResourceOptions
+    ) -> None:
+        """The cluster holds the exemption to the routes the stack intends (``public_route_admission_policy_spec``):
+        a ValidatingAdmissionPolicy (cluster-scoped, named for the stack) bound to the stack's namespace."""
+        policy = f"{base}-public-routes"
+        made = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{name}-public-routes-admission",
+            metadata={"name": policy, "labels": meta_labels},
+            spec=as_input(public_route_admission_policy_spec()),
+            opts=opts,
+        )
+        binding: Any = pulumi.Output.from_input(namespace).apply(
+            lambda ns: public_route_admission_binding_spec(policy, ns)
+        )
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{name}-public-routes-admission-binding",
+            metadata={"name": policy, "labels": meta_labels},
+            spec=binding,
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[made])),
+        )
 
     @staticmethod
     def _secret_keys(keys: dict[str, pulumi.Output[str]]) -> pulumi.Output[dict[str, str]]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any, cast
 
 import pulumi
@@ -116,6 +117,11 @@ class GatewayArgs:
     :func:`components.gateway.spec.model_deadline_seconds`); the longest of them at most the proxy's timeout."""
     coalesce: bool = True
     """Merge concurrent same-parameter completions into one Triton call (``tritonft gateway --coalesce``)."""
+    max_in_flight_per_client: int = 0
+    """Each API client's requests in flight per pod (``maxConcurrentPerClient``); 0 = no limit (no API keys)."""
+    key_expiries: tuple[tuple[str, date], ...] = ()
+    """(key id, ``expires``) of each API key the edge accepts that has a day: the gateway refuses it from that day
+    on, without waiting for the ``up`` that drops it from the edge's Secret."""
     monitoring: bool = False
     """Create a ServiceMonitor for ``/metrics`` (needs the prometheus-operator CRDs)."""
     prometheus_namespace: str = "monitoring"
@@ -218,6 +224,8 @@ class Gateway(pulumi.ComponentResource):
             memory=args.memory,
             deadline_seconds=args.deadline_seconds,
             coalesce=args.coalesce,
+            max_in_flight_per_client=args.max_in_flight_per_client,
+            key_expiries=args.key_expiries,
             node_selector=dict(target.cpu_node_selector),
             store_claim=args.store.k8s_name if args.store is not None else None,
             priority_class=target.priority.serving if target.priority else None,

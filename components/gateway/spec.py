@@ -15,6 +15,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from enum import StrEnum
 from typing import Any
 
@@ -132,6 +133,10 @@ class GatewayPod:
     node_selector: dict[str, str]
     coalesce: bool = True
     """Merge concurrent same-parameter completions into one Triton call (``--coalesce``/``--no-coalesce``)."""
+    max_in_flight_per_client: int = 0
+    """``--max-in-flight-per-client``: each API client's requests in flight per pod; 0 = no limit."""
+    key_expiries: tuple[tuple[str, date], ...] = ()
+    """``--api-key-expires``: (key id, first day refused) of each API key with an ``expires`` day."""
     store_claim: str | None = None
     """The model store's PersistentVolumeClaim, mounted read-only when a backend names a ``checkpoint_subpath``."""
     priority_class: str | None = None
@@ -164,12 +169,33 @@ def tokenizer_config_args(model_name: str, checkpoint_dir: str) -> list[str]:
     return ["--tokenizer-config", f"{model_name}={checkpoint_dir.rstrip('/')}/{TOKENIZER_CONFIG}"]
 
 
-def gateway_command(backends: Sequence[Backend], deadline_seconds: int, coalesce: bool = True) -> list[str]:
+def in_flight_per_client(stated: int | None, max_concurrent_requests: int, gateway_replicas_max: int) -> int:
+    """Requests one API client may have in flight at each gateway replica (``maxConcurrentPerClient``): as stated,
+    else derived from the edge's cap so that at the gateway's most replicas one client holds at most half of one
+    proxy replica's ``max_concurrent_requests`` slots (a client on one connection reaches one proxy), at least 1."""
+    if stated is not None:
+        return stated
+    return max(1, max_concurrent_requests // (2 * gateway_replicas_max))
+
+
+def gateway_command(
+    backends: Sequence[Backend],
+    deadline_seconds: int,
+    coalesce: bool = True,
+    max_in_flight_per_client: int = 0,
+    key_expiries: Sequence[tuple[str, date]] = (),
+) -> list[str]:
     """``python -m tritonft gateway`` with one Triton route per model, and a spec per generator or an
     ``--embedding-model NAME:MAX_BATCH`` per embedding model (``MAX_BATCH``: its ensemble's ``max_batch_size``).
-    ``backends`` are the served ones (:func:`gateway_route` not None)."""
+    ``backends`` are the served ones (:func:`gateway_route` not None). ``max_in_flight_per_client`` > 0: each API
+    client's cap (``--max-in-flight-per-client``, :mod:`tritonft.gateway.limits`); ``key_expiries``: (key id, first
+    day refused) of each API key with an ``expires`` day (``--api-key-expires``)."""
     command = ["python", "-m", "tritonft", "gateway", "--port", str(GATEWAY_PORT)]
     command += ["--deadline", str(deadline_seconds), "--coalesce" if coalesce else "--no-coalesce"]
+    if max_in_flight_per_client > 0:
+        command += ["--max-in-flight-per-client", str(max_in_flight_per_client)]
+    for key_id, day in key_expiries:
+        command += ["--api-key-expires", f"{key_id}={day.isoformat()}"]
     for backend in backends:
         route = gateway_route(backend.model)
         if route is None:
@@ -215,7 +241,9 @@ def gateway_pod_spec(backends: Sequence[Backend], pod: GatewayPod, pod_selector:
         "name": "gateway",
         "image": pod.image,
         "imagePullPolicy": "Always",
-        "command": gateway_command(backends, pod.deadline_seconds, pod.coalesce),
+        "command": gateway_command(
+            backends, pod.deadline_seconds, pod.coalesce, pod.max_in_flight_per_client, pod.key_expiries
+        ),
         "env": [{"name": "HOME", "value": "/tmp"}, {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
         "ports": [{"name": "http", "containerPort": GATEWAY_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(resources), "limits": dict(resources)},

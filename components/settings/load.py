@@ -487,5 +487,6 @@ def _serving(f: StackFacts, top: _Reader, namespace: str) -> ServingSettings:
             memory=top.get("gatewayMemory", "512Mi"),
             deadline_s=top.get("gatewayDeadlineSeconds", 60),
             coalesce=top.get("gatewayCoalesce", True),
+            max_in_flight_per_client=top.get("maxConcurrentPerClient"),
         ),
     )

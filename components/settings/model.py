@@ -174,6 +174,9 @@ class GatewaySettings:
     deadline_s: int
     coalesce: bool = True
     """Merge concurrent same-parameter completions into one Triton call (``tritonft gateway --coalesce``)."""
+    max_in_flight_per_client: int | None = None
+    """``maxConcurrentPerClient``; None = derived from the edge's cap (``components.gateway.spec
+    .in_flight_per_client``)."""
 
 
 @dataclass(frozen=True)

@@ -594,6 +594,27 @@ def _api_keys_clients(f: StackFacts) -> Iterable[Problem]:
 
 
 @stack_rule(
+    "api-keys-need-the-api-key-edge",
+    ("apiClients", "apiKeys", "maxConcurrentPerClient", *AUTH_KEYS),
+    "`apiClients` / `apiKeys` / `maxConcurrentPerClient` only with `edge: gateway` and `ingressAuth: apiKey`: "
+    "Envoy Gateway checks the keys (and names the client the gateway counts); on any other edge or authentication "
+    "nothing does.",
+)
+def _api_keys_need_edge(f: StackFacts) -> Iterable[Problem]:
+    if f.edge == "gateway" and f.auth == "apiKey":
+        return
+    now = f"edge: {f.edge}" if f.edge != "gateway" else f"ingressAuth: {f.auth}"
+    door = "anyone gets in" if f.auth == "none" else f"clients get in with {f.auth} credentials"
+    for key in ("apiClients", "apiKeys", "maxConcurrentPerClient"):
+        if f.get(key):
+            yield (
+                key,
+                f"no API key is made or checked with {now} ({door}, not a key): remove {key}, or set edge: gateway "
+                "with ingressAuth: apiKey",
+            )
+
+
+@stack_rule(
     "global-rate-limit-needs-api-keys",
     ("rateLimitRedis", "edge", "ingressAuth"),
     "`rateLimitRedis` counts each API key's requests: it needs `edge: gateway` with `ingressAuth: apiKey`.",

@@ -1300,6 +1300,19 @@ STACK_KNOBS: tuple[Knob, ...] = (
         minimum=1,
         maximum=100000,
     ),
+    Knob(
+        "maxConcurrentPerClient",
+        "integer",
+        "Requests one API client (its keys together) may have in flight at once at each OpenAI gateway replica, "
+        "streams included; one more is answered 429 with `Retry-After` and an error naming this key "
+        "(`maxConcurrentRequests` is for every client together). Requests that did not pass the API-key edge "
+        "(in-cluster callers) are not counted. Only with `edge: gateway` and `ingressAuth: apiKey`; not for an "
+        "encoder's own routes, which reach Triton without the gateway.",
+        default_doc="`maxConcurrentRequests` / (2 x `gatewayReplicasMax`), at least 1 (256 / 8 = 32): even at the "
+        "gateway's most replicas, one client holds at most half of a proxy's slots",
+        minimum=1,
+        maximum=100000,
+    ),
     Knob("ingressTls", "boolean", "Serve the edge over TLS.", default_doc="false in `local`, else true"),
     Knob(
         "dnsZone",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import date
 
 import pytest
 
@@ -134,6 +135,35 @@ def test_gateway_knobs_reach_the_gateway_args(mocks: RecordingMocks) -> None:
     assert gateway.coalesce is False
     assert gateway.image == TOOLS_IMAGE
     assert gateway.ingress is not None and gateway.ingress.host == settings.serving.ingress.host
+
+
+def _gateway_args(settings: Settings) -> GatewayArgs:
+    made: list[GatewayArgs] = []
+    run_program(
+        lambda: made.append(
+            args.gateway_args(settings, target=make_target(), backends=(), tools_image=TOOLS_IMAGE, htpasswd=None)
+        )
+    )
+    return made[0]
+
+
+def test_the_gateway_caps_each_api_client_from_the_edges_cap_by_default(mocks: RecordingMocks) -> None:
+    settings = load(aws_stack(maxConcurrentRequests=200, gatewayReplicasMax=5))
+    assert _gateway_args(settings).max_in_flight_per_client == 200 // (2 * 5)
+
+
+def test_the_per_client_cap_stated_reaches_the_gateway(mocks: RecordingMocks) -> None:
+    assert _gateway_args(load(aws_stack(maxConcurrentPerClient=7))).max_in_flight_per_client == 7
+
+
+def test_the_gateway_is_given_each_live_keys_expiry_day(mocks: RecordingMocks) -> None:
+    keys = {"webapp": [{"name": "default", "expires": "2999-01-01"}, {"name": "k2"}]}
+    settings = load(aws_stack(apiClients=["webapp"], apiKeys=keys))
+    assert _gateway_args(settings).key_expiries == (("webapp", date(2999, 1, 1)),)
+
+
+def test_a_gateway_behind_no_api_keys_counts_no_client(mocks: RecordingMocks) -> None:
+    assert _gateway_args(load(ingress_stack())).max_in_flight_per_client == 0
 
 
 def test_gemm_tuning_is_off_in_local_and_on_elsewhere_by_default() -> None:

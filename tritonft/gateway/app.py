@@ -22,6 +22,7 @@ from tritonft.gateway.coalesce import Coalescer
 from tritonft.gateway.config import GatewayConfig, ServedModel
 from tritonft.gateway.errors import ApiError, client_error, deadline_expired, unknown_model
 from tritonft.gateway.health import readiness
+from tritonft.gateway.limits import ClientSlots
 from tritonft.gateway.mapping import (
     Beam,
     EnsembleRequest,
@@ -330,12 +331,14 @@ def build_app(config: GatewayConfig, triton: Triton | None = None, access_log: A
         )
 
     routes = {
-        "/v1/completions": Route(POST, post_completions, "completions"),
-        "/v1/chat/completions": Route(POST, post_chat, "chat"),
-        "/v1/embeddings": Route(POST, post_embeddings, "embeddings"),
+        "/v1/completions": Route(POST, post_completions, "completions", per_client=True),
+        "/v1/chat/completions": Route(POST, post_chat, "chat", per_client=True),
+        "/v1/embeddings": Route(POST, post_embeddings, "embeddings", per_client=True),
         "/v1/models": Route(GET, get_models, "models"),
         "/health/live": Route(GET, live),
         "/health/ready": Route(GET, ready),
         "/metrics": Route(GET, get_metrics),
     }
-    return App(routes, Lifespan(lifespan), observe)
+    return App(
+        routes, Lifespan(lifespan), observe, ClientSlots(config.max_in_flight_per_client), expiries=config.key_expiries
+    )

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any
 
 import orjson
 from starlette.responses import Response
 
 from tritonft.gateway.errors import ApiError
+from tritonft.gateway.limits import ClientSlots, expired_on, key_expired
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -120,6 +122,9 @@ class Route:
     handler: Handler
     observed: str | None = None
     """The ``route`` label of its metrics and access-log line; ``None`` (health, metrics) records nothing."""
+    per_client: bool = False
+    """Counted in its client's requests in flight (:class:`~tritonft.gateway.limits.ClientSlots`): the inference
+    routes, whose answers (streams) hold a slot of the edge for their whole length."""
 
 
 @dataclass
@@ -154,12 +159,28 @@ Observer = Callable[[Call, str, int, float], None]
 
 class App:
     """The ASGI application: ``routes`` by exact path; an :class:`ApiError` from a handler is answered in the OpenAI
-    error shape, anything else as a 500 of the same shape (and logged with its traceback)."""
+    error shape, anything else as a 500 of the same shape (and logged with its traceback). A request of a
+    ``per_client`` route counts in ``slots`` from before its handler runs until its answer has gone out (or the
+    client left), and is answered 429 instead when its client is at the limit; one whose API key is in ``expiries``
+    is answered 401 from that key's day on."""
 
-    def __init__(self, routes: dict[str, Route], lifespan: Lifespan, observe: Observer) -> None:
+    def __init__(
+        self,
+        routes: dict[str, Route],
+        lifespan: Lifespan,
+        observe: Observer,
+        slots: ClientSlots | None = None,
+        *,
+        expiries: Mapping[str, date] | None = None,
+        today: Callable[[], date] = lambda: datetime.now(UTC).date(),
+    ) -> None:
         self.routes = routes
         self.lifespan = lifespan
         self.observe = observe
+        self.slots = slots or ClientSlots(0)
+        self.expiries = dict(expiries or {})
+        """Key id -> its ``expires`` day: a request with that key is answered 401 from that day (UTC) on."""
+        self.today = today
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -170,19 +191,29 @@ class App:
         call = Call(scope, receive)
         started = time.monotonic()
         route = self.routes.get(call.path)
+        held: str | None = None
         try:
-            if route is None:
-                routes = ", ".join(sorted(self.routes))
-                raise ApiError(404, f"there is nothing at {call.path}; the routes are {routes}", code="not_found")
-            if call.method not in route.methods:
-                allowed = ", ".join(sorted(route.methods))
-                raise ApiError(405, f"{call.path} accepts {allowed}, not {call.method}", code="method_not_allowed")
-            response = await route.handler(call)
-        except ApiError as exc:
-            response = error_response(exc)
-        except Exception:
-            LOG.exception("%s %s failed", call.method, call.path)
-            response = error_response(ApiError(500, "the gateway failed; see its log", "server_error"))
-        await response(scope, receive, send)
+            try:
+                if route is None:
+                    routes = ", ".join(sorted(self.routes))
+                    raise ApiError(404, f"there is nothing at {call.path}; the routes are {routes}", code="not_found")
+                if call.method not in route.methods:
+                    allowed = ", ".join(sorted(route.methods))
+                    raise ApiError(405, f"{call.path} accepts {allowed}, not {call.method}", code="method_not_allowed")
+                if route.per_client:
+                    key_id = call.api_client
+                    day = expired_on(key_id, self.expiries, self.today()) if self.expiries else None
+                    if day is not None:
+                        raise key_expired(key_id, day)
+                    held = self.slots.take(key_id)
+                response = await route.handler(call)
+            except ApiError as exc:
+                response = error_response(exc)
+            except Exception:
+                LOG.exception("%s %s failed", call.method, call.path)
+                response = error_response(ApiError(500, "the gateway failed; see its log", "server_error"))
+            await response(scope, receive, send)
+        finally:
+            self.slots.give(held)
         if route is not None and route.observed is not None:
             self.observe(call, route.observed, response.status_code, time.monotonic() - started)

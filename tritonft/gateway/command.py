@@ -6,6 +6,7 @@ import argparse
 import json
 import logging
 import sys
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -78,6 +79,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --coalesce: calls per model and parameter set sent at once before further requests wait to be "
         "merged (default 2)",
     )
+    parser.add_argument(
+        "--api-key-expires",
+        action="append",
+        default=[],
+        metavar="KEY_ID=YYYY-MM-DD",
+        help="an API key (its id, as the edge names it in x-tritonft-client) answered 401 from that day (UTC) on "
+        "(repeat)",
+    )
+    parser.add_argument(
+        "--max-in-flight-per-client",
+        type=int,
+        default=0,
+        metavar="N",
+        help="requests one API client (the x-tritonft-client the edge sets from its key) may have in flight at once "
+        "here, streams included; one more is answered 429 with Retry-After. Requests without the header are not "
+        "counted (default 0: no limit)",
+    )
 
 
 def load_config(args: argparse.Namespace) -> GatewayConfig:
@@ -87,6 +105,9 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
         raise UserError("--spec / --embedding-model: give at least one model to serve")
     if args.deadline <= 0 or args.max_body_bytes <= 0 or args.calls_in_flight <= 0:
         raise UserError("--deadline, --max-body-bytes and --calls-in-flight must be positive")
+    in_flight = getattr(args, "max_in_flight_per_client", 0)
+    if in_flight < 0:
+        raise UserError(f"--max-in-flight-per-client {in_flight}: give 0 (no limit) or a positive number")
     specs = [option_file.read_spec("--spec", path) for path in args.spec]
     configs = tokenizer_configs(getattr(args, "tokenizer_config", []), {s.name: s.family.is_vllm for s in specs})
     models = [ServedModel.from_spec(spec, configs.get(spec.name, ""), args.deadline) for spec in specs]
@@ -108,7 +129,23 @@ def load_config(args: argparse.Namespace) -> GatewayConfig:
         args.coalesce,
         args.calls_in_flight,
         tuple(embedders),
+        key_expiries=key_expiries(getattr(args, "api_key_expires", [])),
+        max_in_flight_per_client=in_flight,
     )
+
+
+def key_expiries(values: list[str]) -> dict[str, date]:
+    """``--api-key-expires KEY_ID=YYYY-MM-DD`` values by key id."""
+    out: dict[str, date] = {}
+    for value in values:
+        key_id, _, day = value.partition("=")
+        try:
+            out[key_id] = date.fromisoformat(day)
+        except ValueError:
+            raise UserError(f"--api-key-expires {value!r}: give KEY_ID=YYYY-MM-DD") from None
+        if not key_id:
+            raise UserError(f"--api-key-expires {value!r}: give KEY_ID=YYYY-MM-DD")
+    return out
 
 
 def tokenizer_configs(values: list[str], served: dict[str, bool]) -> dict[str, str]:

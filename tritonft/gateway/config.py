@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import date
 
 from tritonft.gateway.embeddings import EmbeddingModel
 from tritonft.spec import Family, ModelSpec
@@ -121,6 +122,12 @@ class GatewayConfig:
     """Encoder ensembles served under ``/v1/embeddings`` (``tritonft.gateway.embeddings``)."""
     unstreamed_deadline_max_s: float = UNSTREAMED_DEADLINE_MAX_S
     """The cap on an unstreamed completion's deadline (:data:`UNSTREAMED_DEADLINE_MAX_S`)."""
+    key_expiries: dict[str, date] = field(default_factory=dict)
+    """API key id (``x-tritonft-client``) -> the first day (UTC) it is refused: the gateway answers it 401 from that
+    day on, with no ``up`` needed (Envoy keeps accepting it until an ``up`` leaves it out of its Secret)."""
+    max_in_flight_per_client: int = 0
+    """Requests one API client (``x-tritonft-client``) may have in flight at once here; beyond, 429
+    (:mod:`tritonft.gateway.limits`). 0 = no limit."""
 
     def unstreamed_deadline_of(self, model: ServedModel) -> float:
         """The deadline of an unstreamed completion of ``model``: its own, at most :attr:`unstreamed_deadline_max_s`."""

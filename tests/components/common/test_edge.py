@@ -17,6 +17,7 @@ from components.common.edge import (
     CLIENT_HEADER,
     GRPC_METHODS,
     HSTS,
+    PUBLIC_ROUTE_MESSAGE,
     AcmeIssuer,
     EdgeArgs,
     GatewayRef,
@@ -32,7 +33,7 @@ from components.common.edge import (
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
 from components.common.workload import ENVOY_PROXY_PODS
 from components.settings.api_keys import ApiKey
-from tests.components.fixtures import T5_SMALL, make_target, serve
+from tests.components.fixtures import NAMESPACE, T5_SMALL, make_target, serve
 from tritonft.errors import UserError
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
@@ -295,6 +296,28 @@ def test_the_https_redirect_and_the_acme_challenges_are_the_public_routes(mocks:
     assert not any("backendRefs" in r for r in routes["test-edge-https-redirect"].inputs["spec"]["rules"])
     challenge = gateway_http01_solver(GATEWAY)["http01"]["gatewayHTTPRoute"]
     assert challenge["labels"] == {AUTH_LABEL: AUTH_PUBLIC}, "cert-manager labels each challenge route so"
+
+
+ADMISSION = "kubernetes:admissionregistration.k8s.io/v1:"
+
+
+def test_the_cluster_refuses_public_routes_but_the_stacks_in_the_stacks_namespace(mocks: RecordingMocks) -> None:
+    """The exemption is held by the API server too (its behaviour: tests/system/controlplane/
+    test_public_route_admission.py), bound to the namespace whose routes the exemption selects."""
+    _edge_objects(mocks)
+    (policy,) = [r for r in mocks.resources if r.typ == f"{ADMISSION}ValidatingAdmissionPolicy"]
+    (binding,) = [r for r in mocks.resources if r.typ == f"{ADMISSION}ValidatingAdmissionPolicyBinding"]
+    assert policy.inputs["spec"]["validations"][0]["message"] == PUBLIC_ROUTE_MESSAGE
+    assert binding.inputs["spec"] == {
+        "policyName": policy.inputs["metadata"]["name"],
+        "validationActions": ["Deny"],
+        "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}},
+    }
+
+
+def test_no_admission_policy_is_made_for_a_gateway_the_stack_does_not_make(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks, make_gateway=False)
+    assert not [r for r in mocks.resources if r.typ.startswith(ADMISSION)]
 
 
 def test_on_a_clusters_own_gateway_the_policies_select_the_stacks_labelled_routes(mocks: RecordingMocks) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from datetime import date
 from typing import Any
 
 import pytest
@@ -13,7 +14,14 @@ from components.common.ingress import IngressArgs
 from components.common.podsec import RUN_AS_USER
 from components.common.triton import GRPC_PORT, HTTP_PORT
 from components.gateway import Gateway, GatewayArgs, GatewayBackend
-from components.gateway.spec import GATEWAY_PORT, SPEC_MOUNT, SPECS_ANNOTATION, gateway_selector, specs_digest
+from components.gateway.spec import (
+    GATEWAY_PORT,
+    SPEC_MOUNT,
+    SPECS_ANNOTATION,
+    gateway_selector,
+    in_flight_per_client,
+    specs_digest,
+)
 from tests.components.fixtures import (
     CPU_POOL,
     GPTJ_6B,
@@ -104,6 +112,30 @@ def test_the_container_coalesces_requests_by_default(mocks):
 def test_the_coalesce_knob_off_runs_the_gateway_with_no_coalesce(mocks):
     command = _container(_run(mocks, coalesce=False))["command"]
     assert "--no-coalesce" in command and "--coalesce" not in command
+
+
+def test_the_per_client_cap_reaches_the_container_as_its_flag(mocks):
+    command = _container(_run(mocks, max_in_flight_per_client=32))["command"]
+    assert _flag_values(command, "--max-in-flight-per-client") == ["32"]
+
+
+def test_each_keys_expiry_day_reaches_the_container_as_a_flag(mocks):
+    command = _container(_run(mocks, key_expiries=(("webapp", date(2026, 12, 31)),)))["command"]
+    assert _flag_values(command, "--api-key-expires") == ["webapp=2026-12-31"]
+
+
+def test_without_a_per_client_cap_the_container_gets_no_flag(mocks):
+    assert "--max-in-flight-per-client" not in _container(_run(mocks))["command"]
+
+
+def test_the_per_client_cap_derived_leaves_half_a_proxys_slots_at_the_most_replicas():
+    assert in_flight_per_client(None, 256, 4) == 32
+    assert in_flight_per_client(None, 256, 4) * 4 <= 256 // 2
+
+
+def test_a_stated_per_client_cap_is_kept_and_a_derived_one_is_at_least_one():
+    assert in_flight_per_client(5, 256, 4) == 5
+    assert in_flight_per_client(None, 3, 100) == 1
 
 
 def test_the_mounted_specs_are_the_served_models_specs(mocks):

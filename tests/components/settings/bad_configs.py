@@ -34,6 +34,7 @@ SAMPLES: dict[str, Any] = {
     "protectInfrastructure": True,
     "ingressTls": False,
     "monitoring": False,
+    "maxConcurrentPerClient": 16,
     "gemmTuning": False,
     "scaleDownStabilizationSeconds": 900,
     "hfToken": "hf_token_value",

@@ -161,6 +161,12 @@ CASES: dict[str, tuple[dict[str, Any], tuple[str, ...], str]] = {
         (),
         "apiClients[1]: 'probe' is the integration probe's own key (always made); name the client otherwise",
     ),
+    "api-keys-need-the-api-key-edge": (
+        ingress_stack(apiClients=["webapp"]),
+        (),
+        "apiClients: no API key is made or checked with edge: ingress (clients get in with basic credentials, not a "
+        "key): remove apiClients, or set edge: gateway with ingressAuth: apiKey",
+    ),
     "gateway-edge-on-existing-cluster": (
         ingress_stack(edge="gateway", ingressAuth="apiKey", basicAuthSecretName=None, existingAddons=["envoy-gateway"]),
         (),
@@ -632,3 +638,10 @@ def test_canary_with_generators_and_encoders_only_is_accepted() -> None:
     stack = aws_stack(canary=True, addons=[*aws_stack()["addons"], *PROMETHEUS], models=[dict(T5_SMALL), MINILM])
     settings = load_settings(as_cli(stack), project="triton-ft", stack="test")
     assert settings.serving.canary.enabled
+
+
+def test_a_per_client_cap_is_refused_where_no_api_key_names_the_client() -> None:
+    assert problems_of(kubernetes_stack(edge="ingress", maxConcurrentPerClient=8), ()) == [
+        "maxConcurrentPerClient: no API key is made or checked with edge: ingress (anyone gets in, not a key): "
+        "remove maxConcurrentPerClient, or set edge: gateway with ingressAuth: apiKey"
+    ]

@@ -21,7 +21,15 @@ import pytest
 from components.settings.stack_file import settings_from_stack_file
 from tests.failure_logs import attach_on_failure
 from tests.plans import StackPlans, deploy_secrets
-from tests.system.controlplane.plan import NodeShape, Plan, apply_plan, create_nodes, load_plan, retarget
+from tests.system.controlplane.plan import (
+    ADMISSION_KINDS,
+    NodeShape,
+    Plan,
+    apply_plan,
+    create_nodes,
+    load_plan,
+    retarget,
+)
 from tests.system.controlplane.server import REPO, ControlPlane, control_plane_bin
 from tritonft.kube import Kube
 
@@ -111,6 +119,10 @@ def cluster(request: pytest.FixtureRequest, control_plane: ControlPlane) -> Iter
             kube.delete("v1", "Node", node)
         for api_version, kind, name in made.cluster_scoped:
             kube.delete(api_version, kind, name)
+        for kind in ADMISSION_KINDS:  # a plan's, renamed for the test by plan.retarget
+            for made_policy in kube.items("admissionregistration.k8s.io/v1", kind):
+                if made_policy["metadata"]["name"].startswith(f"{made.namespace}-"):
+                    kube.delete("admissionregistration.k8s.io/v1", kind, made_policy["metadata"]["name"])
         for pv in kube.items("v1", "PersistentVolume"):
             if pv["metadata"]["name"].startswith(made.namespace):
                 kube.delete("v1", "PersistentVolume", pv["metadata"]["name"])

@@ -87,8 +87,27 @@ def retarget(objs: Iterable[dict[str, Any]], plan_namespace: str, namespace: str
             for key in ("data", "stringData"):
                 if obj.get(key) == SECRET_PLACEHOLDER:
                     obj[key] = {"masked": "unset"}
+        if obj["kind"] in ADMISSION_KINDS:
+            retarget_admission(obj, plan_namespace, namespace)
         out.append(obj)
     return out
+
+
+ADMISSION_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+"""Cluster-scoped objects of a plan that name its namespace: renamed per test (:func:`retarget_admission`)."""
+
+
+def retarget_admission(obj: dict[str, Any], plan_namespace: str, namespace: str) -> None:
+    """An admission policy and its binding, cluster-scoped, made the test's own: the name (and the binding's policy)
+    prefixed with the test's namespace, so tests sharing the control plane neither share nor overwrite one (the
+    ``cluster`` fixture deletes them by that prefix), and a binding to the plan's namespace bound to the test's."""
+    obj["metadata"]["name"] = f"{namespace}-{obj['metadata']['name']}"
+    spec = obj.get("spec", {})
+    if "policyName" in spec:
+        spec["policyName"] = f"{namespace}-{spec['policyName']}"
+    selected = spec.get("matchResources", {}).get("namespaceSelector", {}).get("matchLabels", {})
+    if selected.get("kubernetes.io/metadata.name") == plan_namespace:
+        selected["kubernetes.io/metadata.name"] = namespace
 
 
 def crd_stub(kind: str) -> dict[str, Any]:

@@ -1,0 +1,186 @@
+"""The edge's one key-less exemption, held by the cluster: on a real kube-apiserver with the real Gateway API CRDs,
+the plan's ValidatingAdmissionPolicy (``components.common.edge.public_route_admission_policy_spec``) refuses an
+HTTPRoute labelled ``triton-ft.io/edge-auth: public`` that reaches anything but cert-manager's ACME solver, whether
+the label comes with the route or is added to it later, and admits the two routes the stack means: the HTTPS
+redirect and the solver's challenge route (issue 51)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from components.common.edge import (
+    ACME_CHALLENGE_PREFIX,
+    ACME_SOLVER_PORT,
+    ACME_SOLVER_SERVICE_PREFIX,
+    AUTH_API_KEY,
+    AUTH_LABEL,
+    AUTH_PUBLIC,
+    PUBLIC_ROUTE_MESSAGE,
+)
+from components.common.triton import HTTP_PORT
+from components.settings.stack_file import settings_from_stack_file
+from tests.plans import StackPlans, deploy_secrets
+from tests.system.controlplane.fixtures import Cluster
+from tests.system.controlplane.plan import ADMISSION_KINDS, REAL_CRD_GROUPS, install_crds, load_plan, retarget
+from tests.system.controlplane.server import REPO
+from tritonft.kube import ApiError, wait_for
+
+Objects = dict[str, Any]
+
+
+def prod_objects(stack_plan: StackPlans, namespace: str) -> list[Objects]:
+    plan = stack_plan("prod")  # an encoder's Triton has a route; the Gateway is the stack's own
+    plan_namespace = settings_from_stack_file(REPO, "prod", deploy_secrets("prod")).namespace
+    return retarget(load_plan(plan.out / "manifests"), plan_namespace, namespace)
+
+
+def triton_route(objs: list[Objects]) -> Objects:
+    """The encoder's HTTPRoute of the plan: Triton's inference paths, to Triton's Service."""
+    (route,) = [
+        o
+        for o in objs
+        if o["kind"] == "HTTPRoute"
+        and any(b["port"] == HTTP_PORT for r in o["spec"]["rules"] for b in r.get("backendRefs", []))
+    ]
+    return copy.deepcopy(route)
+
+
+def labelled(route: Objects, value: str) -> Objects:
+    out = copy.deepcopy(route)
+    out["metadata"].setdefault("labels", {})[AUTH_LABEL] = value
+    return out
+
+
+def solver_route(namespace: str, gateway: str, path: str = f"{ACME_CHALLENGE_PREFIX}tok3n") -> Objects:
+    """The route cert-manager's HTTP-01 solver makes for a challenge (``pkg/issuer/acme/http/httproute.go``,
+    ``generateHTTPRouteSpec``): the issuer's solver labels, one exact path to the challenge's solver Service, named
+    with its namespace."""
+    return {
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": {
+            "name": "cm-acme-http-solver-x7k2p",
+            "namespace": namespace,
+            "labels": {AUTH_LABEL: AUTH_PUBLIC, "acme.cert-manager.io/http01-solver": "true"},
+        },
+        "spec": {
+            "parentRefs": [{"kind": "Gateway", "name": gateway, "sectionName": "http"}],
+            "hostnames": ["example.com"],
+            "rules": [
+                {
+                    "matches": [{"path": {"type": "Exact", "value": path}}],
+                    "backendRefs": [
+                        {
+                            "group": "",
+                            "kind": "Service",
+                            "name": f"{ACME_SOLVER_SERVICE_PREFIX}x7k2p",
+                            "namespace": namespace,
+                            "port": ACME_SOLVER_PORT,
+                            "weight": 1,
+                        }
+                    ],
+                }
+            ],
+        },
+    }
+
+
+@pytest.fixture
+def guarded(cluster: Cluster, stack_plan: StackPlans) -> list[Objects]:
+    """The test's namespace with the plan's admission policy and binding in force; returns the plan's objects."""
+    objs = prod_objects(stack_plan, cluster.namespace)
+    cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
+    install_crds(cluster.kube, (), REAL_CRD_GROUPS)
+    admission = sorted((o for o in objs if o["kind"] in ADMISSION_KINDS), key=lambda o: o["kind"])
+    assert [o["kind"] for o in admission] == list(ADMISSION_KINDS), "the plan holds one policy and its binding"
+    for obj in admission:
+        cluster.apply_cluster_scoped(obj)
+    probe = labelled(triton_route(objs), AUTH_PUBLIC)
+
+    def in_force() -> bool:  # the API server picks a new policy up from its informer, within a second or so
+        try:
+            cluster.kube.apply(probe, dry_run=True)
+        except ApiError as exc:
+            return PUBLIC_ROUTE_MESSAGE in exc.message
+        return False
+
+    wait_for("the public-route admission policy to be in force", in_force, 30)
+    return objs
+
+
+def refusal(apply: Callable[[], Any]) -> str:
+    with pytest.raises(ApiError) as refused:
+        apply()
+    return refused.value.message
+
+
+def test_a_route_to_triton_labelled_public_is_refused_with_the_policys_message(
+    cluster: Cluster, guarded: list[Objects]
+) -> None:
+    route = labelled(triton_route(guarded), AUTH_PUBLIC)
+    message = refusal(lambda: cluster.kube.apply(route))
+    assert PUBLIC_ROUTE_MESSAGE in message
+    assert route["metadata"]["name"] in message, "the API server names the route it refused"
+
+
+def test_the_public_label_added_later_to_a_route_to_triton_is_refused(cluster: Cluster, guarded: list[Objects]) -> None:
+    route = triton_route(guarded)
+    assert route["metadata"]["labels"][AUTH_LABEL] == AUTH_API_KEY
+    cluster.kube.apply(route)  # as the plan makes it: admitted
+    message = refusal(lambda: cluster.kube.apply(labelled(route, AUTH_PUBLIC)))
+    assert PUBLIC_ROUTE_MESSAGE in message
+    stored = cluster.kube.get(route["apiVersion"], "HTTPRoute", route["metadata"]["name"], cluster.namespace)
+    assert stored["metadata"]["labels"][AUTH_LABEL] == AUTH_API_KEY, "the stored route keeps its key"
+
+
+def test_the_https_redirect_of_the_plan_is_admitted_with_the_public_label(
+    cluster: Cluster, guarded: list[Objects]
+) -> None:
+    (redirect,) = [o for o in guarded if o["kind"] == "HTTPRoute" and o["metadata"]["name"].endswith("https-redirect")]
+    assert redirect["metadata"]["labels"][AUTH_LABEL] == AUTH_PUBLIC
+    assert cluster.kube.apply(redirect)["metadata"]["uid"]
+
+
+def test_cert_managers_acme_solver_route_is_admitted_with_the_public_label(
+    cluster: Cluster, guarded: list[Objects]
+) -> None:
+    gateway = triton_route(guarded)["spec"]["parentRefs"][0]["name"]
+    assert cluster.kube.apply(solver_route(cluster.namespace, gateway))["metadata"]["uid"]
+
+
+def forged(objs: list[Objects], namespace: str) -> dict[str, Objects]:
+    """Public routes shaped like the two the stack means, each with one thing that reaches further."""
+    gateway = triton_route(objs)["spec"]["parentRefs"][0]["name"]
+    (redirect,) = [o for o in objs if o["kind"] == "HTTPRoute" and o["metadata"]["name"].endswith("https-redirect")]
+    mirror = copy.deepcopy(redirect)
+    triton = triton_route(objs)["spec"]["rules"][0]["backendRefs"][0]
+    mirror["spec"]["rules"][0]["filters"] = [  # no backendRefs still, but a copy of each request to Triton
+        {"type": "RequestMirror", "requestMirror": {"backendRef": {"name": triton["name"], "port": triton["port"]}}}
+    ]
+    whole_host = solver_route(namespace, gateway)
+    whole_host["spec"]["rules"][0]["matches"] = [{"path": {"type": "PathPrefix", "value": "/"}}]
+    other_port = solver_route(namespace, gateway)
+    other_port["spec"]["rules"][0]["backendRefs"][0]["port"] = 8000
+    elsewhere = solver_route(namespace, gateway)
+    elsewhere["spec"]["rules"][0]["backendRefs"][0]["namespace"] = "kube-system"
+    return {
+        "no-backend-but-a-mirror": mirror,
+        "solver-on-every-path": whole_host,
+        "solver-on-another-port": other_port,
+        "solver-in-another-namespace": elsewhere,
+    }
+
+
+@pytest.mark.parametrize(
+    "shape",
+    ["no-backend-but-a-mirror", "solver-on-every-path", "solver-on-another-port", "solver-in-another-namespace"],
+)
+def test_a_public_route_that_reaches_further_than_the_stack_means_is_refused(
+    cluster: Cluster, guarded: list[Objects], shape: str
+) -> None:
+    route = forged(guarded, cluster.namespace)[shape]
+    assert PUBLIC_ROUTE_MESSAGE in refusal(lambda: cluster.kube.apply(route, dry_run=True))
