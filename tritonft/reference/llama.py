@@ -1,0 +1,309 @@
+"""A CPU forward of the Llama family's decoder (numpy float32, with a KV cache), read from the Hugging Face files.
+
+vLLM serves a ``family: llama`` model from its Hugging Face files as downloaded, so the judge's reference of such a
+model reads exactly those files (``config.json`` + ``*.safetensors``), with no conversion. The architectures are the
+ones the catalog serves and transformers' ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` compute:
+
+* RMSNorm before attention and MLP (``rms_norm_eps``), a final RMSNorm, an untied or tied (``tie_word_embeddings``)
+  output head;
+* grouped-query attention (``num_key_value_heads`` KV heads, each shared by ``num_attention_heads / kv`` query heads,
+  ``head_dim``), scaled by ``head_dim ** -0.5``, causal; Qwen2's q/k/v biases (and Llama's ``attention_bias``);
+* rotary positions on the two halves of each head (``rope_theta``; ``rope_scaling`` ``linear`` or ``llama3``, as
+  Llama 3.1/3.2 ship);
+* SwiGLU MLP ``down(silu(gate(x)) * up(x))`` (``mlp_bias`` when set).
+
+Every weight is held at fp32 (bf16/fp16 files widened exactly). Proven equal to transformers on seeded checkpoints
+by golden files (``scripts/make_llama_reference_goldens.py``, ``tests/tritonft/reference/test_llama.py``). It is a
+checking tool: one row, greedy steps, no batching.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import mmap
+import struct
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tritonft.errors import UserError
+from tritonft.reference import layers
+from tritonft.reference.models import Cache, _heads, _merge
+from tritonft.spec import Family
+
+Array = np.ndarray[Any, Any]
+
+MODEL_TYPES = ("llama", "qwen2")
+"""``config.json`` ``model_type`` values this forward computes (Llama 2/3.x, Qwen2/2.5)."""
+ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+"""Their ``architectures`` (what a stack's ``vllm.architecture`` names)."""
+
+_DTYPES: Mapping[str, str] = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
+
+
+def _widen(raw: Array, dtype: str) -> Array:
+    """A safetensors tensor's elements as float32 (bf16 is the top half of a float32: exact)."""
+    if dtype == "BF16":
+        return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return raw.astype(np.float32)
+
+
+def safetensors_files(directory: Path) -> list[Path]:
+    """The weight files of a Hugging Face directory: the index's shards, else every ``*.safetensors``."""
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return [directory / s for s in shards]
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise UserError(f"{directory}: no *.safetensors weights (the reference reads the Hugging Face files)")
+    return files
+
+
+def read_safetensors(path: Path) -> Iterator[tuple[str, Array]]:
+    """Each tensor of one ``.safetensors`` file as float32, one at a time (the file is memory-mapped)."""
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if len(data) < 8:
+            raise UserError(f"{path}: not a safetensors file (shorter than its header)")
+        (size,) = struct.unpack("<Q", data[:8])
+        try:
+            header = json.loads(data[8 : 8 + size])
+        except ValueError as exc:
+            raise UserError(f"{path}: not a safetensors file ({exc})") from exc
+        start = 8 + size
+        for name, entry in header.items():
+            if name == "__metadata__":
+                continue
+            dtype = str(entry["dtype"])
+            if dtype not in _DTYPES:
+                raise UserError(f"{path}: tensor {name} has dtype {dtype}; the reference reads {sorted(_DTYPES)}")
+            begin, end = (int(x) for x in entry["data_offsets"])
+            shape = tuple(int(d) for d in entry["shape"])
+            count = math.prod(shape)
+            if start + end > len(data) or end - begin != count * np.dtype(_DTYPES[dtype]).itemsize:
+                raise UserError(f"{path}: tensor {name} lies outside the file or has the wrong size (cut short?)")
+            raw = np.frombuffer(data, dtype=_DTYPES[dtype], count=count, offset=start + begin)
+            tensor = _widen(raw, dtype).reshape(shape)  # a copy: the map closes after the last tensor
+            del raw
+            yield name, tensor
+
+
+@dataclass(frozen=True)
+class LlamaConfig:
+    """The hyper-parameters of ``config.json`` the forward uses."""
+
+    model_type: str
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    eps: float
+    rope_theta: float
+    rope_scaling: dict[str, Any] | None
+    tied: bool
+    eos_ids: tuple[int, ...]
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], generation: Mapping[str, Any] | None = None) -> LlamaConfig:
+        """``config.json`` (and ``generation_config.json``, whose end ids vLLM stops at, as transformers does)."""
+        model_type = str(raw.get("model_type", ""))
+        if model_type not in MODEL_TYPES:
+            raise UserError(f"config.json model_type {model_type!r}: the reference computes {', '.join(MODEL_TYPES)}")
+        if raw.get("hidden_act", "silu") != "silu":
+            raise UserError(f"config.json hidden_act {raw.get('hidden_act')!r}: the reference computes silu")
+        heads = int(raw["num_attention_heads"])
+        hidden = int(raw["hidden_size"])
+        # transformers 5 writes the rope settings as rope_parameters (theta inside); 4.x as rope_theta + rope_scaling.
+        rope = dict(raw.get("rope_parameters") or raw.get("rope_scaling") or {})
+        theta = float(rope.pop("rope_theta", raw.get("rope_theta", 10000.0)))
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        eos: list[int] = []
+        for source in (generation or {}, raw):
+            value = source.get("eos_token_id")
+            ids = value if isinstance(value, list) else [value] if value is not None else []
+            eos += [int(i) for i in ids if int(i) not in eos]
+            if eos:
+                break
+        return cls(
+            model_type=model_type,
+            hidden=hidden,
+            layers=int(raw["num_hidden_layers"]),
+            heads=heads,
+            kv_heads=int(raw.get("num_key_value_heads") or heads),
+            head_dim=int(raw.get("head_dim") or hidden // heads),
+            intermediate=int(raw["intermediate_size"]),
+            vocab=int(raw["vocab_size"]),
+            eps=float(raw.get("rms_norm_eps", 1e-6)),
+            rope_theta=theta,
+            rope_scaling=rope if kind != "default" else None,
+            tied=bool(raw.get("tie_word_embeddings", False)),
+            eos_ids=tuple(eos),
+        )
+
+
+@dataclass
+class LlamaLayer:
+    input_norm: Array
+    q: Array
+    k: Array
+    v: Array
+    q_bias: Array | None
+    k_bias: Array | None
+    v_bias: Array | None
+    o: Array
+    o_bias: Array | None
+    post_norm: Array
+    gate: Array
+    up: Array
+    down: Array
+    gate_bias: Array | None
+    up_bias: Array | None
+    down_bias: Array | None
+
+
+def _linear(x: Array, weight: Array, bias: Array | None) -> Array:
+    """``x @ weight.T (+ bias)``: ``weight`` as transformers stores it, ``[out, in]``."""
+    y = x @ weight.T
+    return np.asarray(y if bias is None else y + bias, np.float32)
+
+
+class Llama:
+    """The decoder over a checkpoint's tensors (transformers' names), answering :mod:`tritonft.reference.judge`'s
+    calls: :meth:`start` runs the prompt, :meth:`step` one token; both return the next-token logits ``[1, vocab]``."""
+
+    family = Family.LLAMA
+
+    def __init__(self, config: LlamaConfig, tensors: Mapping[str, Array]) -> None:
+        self.config = config
+        c = config
+        if c.heads % c.kv_heads:
+            raise UserError(f"config.json: {c.heads} attention heads are not a multiple of {c.kv_heads} KV heads")
+        missing: list[str] = []
+
+        def get(name: str, shape: tuple[int, ...], optional: bool = False) -> Array | None:
+            tensor = tensors.get(name)
+            if tensor is None:
+                if not optional:
+                    missing.append(name)
+                return None
+            if tuple(tensor.shape) != shape:
+                raise UserError(f"tensor {name} has shape {tuple(tensor.shape)}, config.json makes it {shape}")
+            return tensor
+
+        def need(name: str, shape: tuple[int, ...]) -> Array:
+            found = get(name, shape)
+            return found if found is not None else np.zeros(shape, np.float32)
+
+        q_width, kv_width = c.heads * c.head_dim, c.kv_heads * c.head_dim
+        self.embed = need("model.embed_tokens.weight", (c.vocab, c.hidden))
+        self.layers: list[LlamaLayer] = []
+        for i in range(c.layers):
+            p = f"model.layers.{i}."
+            self.layers.append(
+                LlamaLayer(
+                    input_norm=need(p + "input_layernorm.weight", (c.hidden,)),
+                    q=need(p + "self_attn.q_proj.weight", (q_width, c.hidden)),
+                    k=need(p + "self_attn.k_proj.weight", (kv_width, c.hidden)),
+                    v=need(p + "self_attn.v_proj.weight", (kv_width, c.hidden)),
+                    q_bias=get(p + "self_attn.q_proj.bias", (q_width,), True),
+                    k_bias=get(p + "self_attn.k_proj.bias", (kv_width,), True),
+                    v_bias=get(p + "self_attn.v_proj.bias", (kv_width,), True),
+                    o=need(p + "self_attn.o_proj.weight", (c.hidden, q_width)),
+                    o_bias=get(p + "self_attn.o_proj.bias", (c.hidden,), True),
+                    post_norm=need(p + "post_attention_layernorm.weight", (c.hidden,)),
+                    gate=need(p + "mlp.gate_proj.weight", (c.intermediate, c.hidden)),
+                    up=need(p + "mlp.up_proj.weight", (c.intermediate, c.hidden)),
+                    down=need(p + "mlp.down_proj.weight", (c.hidden, c.intermediate)),
+                    gate_bias=get(p + "mlp.gate_proj.bias", (c.intermediate,), True),
+                    up_bias=get(p + "mlp.up_proj.bias", (c.intermediate,), True),
+                    down_bias=get(p + "mlp.down_proj.bias", (c.hidden,), True),
+                )
+            )
+        self.norm = need("model.norm.weight", (c.hidden,))
+        head = get("lm_head.weight", (c.vocab, c.hidden), optional=c.tied)
+        self.head = head if head is not None else self.embed
+        if missing:
+            shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            raise UserError(f"the checkpoint lacks {len(missing)} tensor(s) of a {c.model_type} model: {shown}")
+        self.inv_freq = layers.rope_inv_freq(c.head_dim, c.rope_theta, c.rope_scaling)
+        self.vocab_size = c.vocab
+        self.end_ids = frozenset(c.eos_ids)
+
+    def _attention(self, layer: LlamaLayer, cache: Cache, index: int, x: Array, positions: Array) -> Array:
+        c = self.config
+        q = _heads(_linear(x, layer.q, layer.q_bias), c.heads)
+        k = _heads(_linear(x, layer.k, layer.k_bias), c.kv_heads)
+        v = _heads(_linear(x, layer.v, layer.v_bias), c.kv_heads)
+        sin, cos = layers.rotary_half_tables(positions, self.inv_freq)
+        q = layers.apply_rotary_half(q, sin, cos)
+        k = layers.apply_rotary_half(k, sin, cos)
+        keys, values = cache.store(index, k, v)
+        group = c.heads // c.kv_heads
+        keys = np.repeat(keys, group, axis=1)
+        values = np.repeat(values, group, axis=1)
+        mask = layers.causal_mask(int(positions[0]), len(positions))
+        scaled = q * np.float32(c.head_dim**-0.5)
+        return _linear(_merge(layers.attention(scaled, keys, values, mask)), layer.o, layer.o_bias)
+
+    def _hidden(self, cache: Cache, tokens: Array) -> Array:
+        """The final-normed hidden states ``[t, hidden]`` of ``tokens`` (``[t]``), after appending them to
+        ``cache``."""
+        c = self.config
+        positions = np.arange(cache.length, cache.length + len(tokens))
+        h = self.embed[np.asarray(tokens, np.int64)][None, :, :]
+        for index, layer in enumerate(self.layers):
+            attended = self._attention(layer, cache, index, layers.rms_norm(h, layer.input_norm, c.eps), positions)
+            h = np.asarray(h + attended, np.float32)
+            x = layers.rms_norm(h, layer.post_norm, c.eps)
+            gated = layers.silu(_linear(x, layer.gate, layer.gate_bias)) * _linear(x, layer.up, layer.up_bias)
+            h = np.asarray(h + _linear(gated, layer.down, layer.down_bias), np.float32)
+        cache.length += len(tokens)
+        return layers.rms_norm(h[0], self.norm, c.eps)
+
+    def _forward(self, cache: Cache, tokens: Array) -> Array:
+        """Logits ``[1, vocab]`` of the last of ``tokens``, after appending them to ``cache``."""
+        return np.asarray(self._hidden(cache, tokens)[-1:] @ self.head.T, np.float32)
+
+    def start(self, prompt: Array, copies: int, capacity: int, start_id: int | None = None) -> tuple[Cache, Array]:
+        """The prompt ``[t]`` (its ids as the tokenizer gives them, BOS included) run once: the cache and the
+        next-token logits ``[1, vocab]``. ``copies`` must be 1; ``start_id`` is unused (a decoder-only model)."""
+        del start_id
+        if copies != 1:
+            raise ValueError("the Llama reference runs one row")
+        c = self.config
+        cache = Cache.empty(c.layers, 1, c.kv_heads, capacity, c.head_dim)
+        return cache, self._forward(cache, np.asarray(prompt).reshape(-1))
+
+    def step(self, cache: Cache, tokens: Array) -> Array:
+        """One more token (``[1]``): the next-token logits ``[1, vocab]``."""
+        return self._forward(cache, np.asarray(tokens).reshape(-1))
+
+    def logits(self, ids: list[int]) -> Array:
+        """The next-token logits at every position of ``ids`` (``[t, vocab]``): one forward, no cache kept."""
+        c = self.config
+        cache = Cache.empty(c.layers, 1, c.kv_heads, len(ids), c.head_dim)
+        return np.asarray(self._hidden(cache, np.asarray(ids)) @ self.head.T, np.float32)
+
+
+def load_llama(directory: Path) -> Llama:
+    """The Llama-family model of the Hugging Face checkpoint in ``directory`` (``config.json``,
+    ``generation_config.json`` when present, the safetensors weights), every weight at fp32."""
+    try:
+        config_raw = json.loads((directory / "config.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{directory}/config.json: {exc}") from exc
+    generation_file = directory / "generation_config.json"
+    generation = json.loads(generation_file.read_text()) if generation_file.is_file() else None
+    config = LlamaConfig.from_dict(config_raw, generation)
+    tensors: dict[str, Array] = {}
+    for path in safetensors_files(directory):
+        for name, tensor in read_safetensors(path):
+            tensors[name] = tensor
+    return Llama(config, tensors)
