@@ -31,6 +31,7 @@ from typing import Any
 from components.settings.gpus import GIB
 from components.settings.model import ClusterSettings
 from tritonft.gpu_pool import GpuPool
+from tritonft.probe.judge_reference import has_reference
 from tritonft.reference_memory import reference_memory_bytes
 from tritonft.spec import ModelSpec
 
@@ -452,11 +453,11 @@ def cpu_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tu
 
 
 def reference_job_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tuple[list[str], list[str]]:
-    """Whether each FasterTransformer generator's judge reference Job (every weight at fp32, on the CPU) fits an aws
-    stack's system node, beside the node's DaemonSets (problems, warnings). A Job that fits no node stays Pending
-    until its deadline and fails ``up`` hours in: refused here instead. An existing cluster's nodes are not the
-    stack's to know: preflight reads them."""
-    generators = [(i, m) for i, m in enumerate(models) if m.family.is_fastertransformer]
+    """Whether each generator's judge reference step (every weight at fp32, on the CPU: a FasterTransformer
+    generator's reference Job, a Llama/Qwen2's vLLM Job) fits an aws stack's system node, beside the node's
+    DaemonSets (problems, warnings). A Job that fits no node stays Pending until its deadline and fails ``up`` hours
+    in: refused here instead. An existing cluster's nodes are not the stack's to know: preflight reads them."""
+    generators = [(i, m) for i, m in enumerate(models) if has_reference(m)]
     if cluster.aws is None or not generators:
         return [], []
     node_type = cluster.aws.system_instance_type

@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tritonft.spec import Family
+from tritonft.spec import Family, ModelSpec
 
 REFERENCE_PARAMETER = "tritonft_judge_reference"
 """The ensemble's ``config.pbtxt`` parameter holding the reference as JSON."""
@@ -66,6 +66,21 @@ def reference_prompts(family: Family) -> tuple[str, ...]:
     if family in (Family.GPT2, Family.GPTJ, Family.LLAMA):
         return GPT_REFERENCE_PROMPTS
     raise ValueError(f"no reference prompts for family {family}")
+
+
+REFERENCE_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+"""The Llama-family architectures (``config.json`` ``architectures``, a stack's ``vllm.architecture``) whose CPU
+forward the project has (:mod:`tritonft.reference.llama`): Llama 2/3.x and Qwen2/2.5."""
+
+
+def has_reference(spec: ModelSpec) -> bool:
+    """Whether ``spec``'s judge compares its answers with the reference of its original weights: every
+    FasterTransformer generator (T5, GPT-2, GPT-J), and a Llama-family model whose architecture the CPU forward
+    computes (:data:`REFERENCE_ARCHITECTURES`). Another vLLM architecture (Mistral, Qwen3, Gemma, Phi-3) is still
+    judged by the older rule only: a non-empty answer (docs/judge.md, "Not covered")."""
+    if spec.family.is_fastertransformer:
+        return True
+    return spec.family.is_vllm and spec.vllm is not None and spec.vllm.architecture in REFERENCE_ARCHITECTURES
 
 
 TOLERANCE_NATS: Mapping[str, float] = {"fp32": 0.1, "fp16": 0.5, "bf16": 1.5}

@@ -39,8 +39,6 @@ Array = np.ndarray[Any, Any]
 
 MODEL_TYPES = ("llama", "qwen2")
 """``config.json`` ``model_type`` values this forward computes (Llama 2/3.x, Qwen2/2.5)."""
-ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
-"""Their ``architectures`` (what a stack's ``vllm.architecture`` names)."""
 
 _DTYPES: Mapping[str, str] = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
 

@@ -147,7 +147,7 @@ class Vllm:
     ) -> RenderedRepository:
         """``sources.checkpoint_path`` (else the store's path) becomes ``model.json``'s ``model``;
         ``cpu_stand_in`` changes nothing in the files: the CPU serves the same repository with the project's ``vllm``
-        backend."""
+        backend; ``sources.judge_reference`` (``tritonft reference``'s file) is carried by ``config.pbtxt``."""
         sources = sources or RepositorySources()
         path = sources.checkpoint_path or model_path(spec, sources.model_root)
         if sources.checkpoint_dir is not None:
@@ -158,7 +158,12 @@ class Vllm:
                     "stack's model entry, or pin the revision it describes)",
                     disagreements,
                 )
-        files = repository_files(spec.name, options_of(spec), path, checkpoint_of(spec))
+        reference = None
+        if sources.judge_reference is not None:
+            from tritonft.repo.render import judge_reference_text
+
+            reference = judge_reference_text(sources.judge_reference)
+        files = repository_files(spec.name, options_of(spec), path, checkpoint_of(spec), judge_reference=reference)
         models = write_repository(files, out_dir)
         return RenderedRepository(
             root=out_dir, models=tuple(models), files=tuple(sorted(files)), config_source=None, tokenizer=()
