@@ -43,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
             + (f" ({spec.vllm.architecture})" if spec.vllm is not None else "")
             + f"; the reference covers t5, gpt2, gptj and the llama family's {', '.join(REFERENCE_ARCHITECTURES)}"
         )
+    if spec.family.is_vllm:  # the files must be the spec's model before any weight is read (as `repo` checks them)
+        from tritonft.engines.vllm.engine import require_spec_checkpoint
+
+        require_spec_checkpoint(spec, args.input)
     started = time.monotonic()
     # A vLLM model's reference reads the Hugging Face files as they are (vLLM serves them unconverted).
     model: T5 | Gpt | Llama = load_llama(args.input) if spec.family.is_vllm else load_original(args.input, args.work)

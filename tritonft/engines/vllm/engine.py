@@ -125,6 +125,17 @@ def checkpoint_problems(spec: ModelSpec, checkpoint_dir: Path) -> list[str]:
     return problems + rule_problems(options_of(spec), found, None, key="vllm")
 
 
+def require_spec_checkpoint(spec: ModelSpec, checkpoint_dir: Path) -> None:
+    """``UserError`` listing :func:`checkpoint_problems` when the downloaded checkpoint is not ``spec``'s model."""
+    disagreements = checkpoint_problems(spec, checkpoint_dir)
+    if disagreements:
+        raise UserError(
+            f"{checkpoint_dir}: the downloaded checkpoint is not the model the spec describes (fix the stack's model "
+            "entry, or pin the revision it describes)",
+            disagreements,
+        )
+
+
 class Vllm:
     """The :class:`tritonft.engines.base.ServingEngine` of Triton's vLLM backend."""
 
@@ -151,13 +162,7 @@ class Vllm:
         sources = sources or RepositorySources()
         path = sources.checkpoint_path or model_path(spec, sources.model_root)
         if sources.checkpoint_dir is not None:
-            disagreements = checkpoint_problems(spec, sources.checkpoint_dir)
-            if disagreements:
-                raise UserError(
-                    f"{sources.checkpoint_dir}: the downloaded checkpoint is not the model the spec describes (fix the "
-                    "stack's model entry, or pin the revision it describes)",
-                    disagreements,
-                )
+            require_spec_checkpoint(spec, sources.checkpoint_dir)
         reference = None
         if sources.judge_reference is not None:
             from tritonft.repo.render import judge_reference_text
