@@ -12,83 +12,32 @@ ones the catalog serves and transformers' ``LlamaForCausalLM`` / ``Qwen2ForCausa
   Llama 3.1/3.2 ship);
 * SwiGLU MLP ``down(silu(gate(x)) * up(x))`` (``mlp_bias`` when set).
 
-Every weight is held at fp32 (bf16/fp16 files widened exactly). Proven equal to transformers on seeded checkpoints
-by golden files (``scripts/make_llama_reference_goldens.py``, ``tests/tritonft/reference/test_llama.py``). It is a
-checking tool: one row, greedy steps, no batching.
+Every weight is held at fp32 (bf16/fp16 files widened exactly), read with the converters' safetensors reader
+(:func:`tritonft.convert.tensors.open_checkpoint`: headers checked, shards through their index). Proven equal to
+transformers on seeded checkpoints by golden files (``scripts/make_llama_reference_goldens.py``,
+``tests/tritonft/reference/test_llama.py``). It is a checking tool: one row, greedy steps, no batching.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import mmap
-import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tritonft.convert.tensors import cast, open_checkpoint
 from tritonft.errors import UserError
 from tritonft.reference import layers
 from tritonft.reference.models import Cache, _heads, _merge
-from tritonft.spec import Family
+from tritonft.spec import Family, WeightDType
 
 Array = np.ndarray[Any, Any]
 
 MODEL_TYPES = ("llama", "qwen2")
 """``config.json`` ``model_type`` values this forward computes (Llama 2/3.x, Qwen2/2.5)."""
-
-_DTYPES: Mapping[str, str] = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
-
-
-def _widen(raw: Array, dtype: str) -> Array:
-    """A safetensors tensor's elements as float32 (bf16 is the top half of a float32: exact)."""
-    if dtype == "BF16":
-        return (raw.astype(np.uint32) << np.uint32(16)).view(np.float32)
-    return raw.astype(np.float32)
-
-
-def safetensors_files(directory: Path) -> list[Path]:
-    """The weight files of a Hugging Face directory: the index's shards, else every ``*.safetensors``."""
-    index = directory / "model.safetensors.index.json"
-    if index.is_file():
-        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
-        return [directory / s for s in shards]
-    files = sorted(directory.glob("*.safetensors"))
-    if not files:
-        raise UserError(f"{directory}: no *.safetensors weights (the reference reads the Hugging Face files)")
-    return files
-
-
-def read_safetensors(path: Path) -> Iterator[tuple[str, Array]]:
-    """Each tensor of one ``.safetensors`` file as float32, one at a time (the file is memory-mapped)."""
-    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-        if len(data) < 8:
-            raise UserError(f"{path}: not a safetensors file (shorter than its header)")
-        (size,) = struct.unpack("<Q", data[:8])
-        try:
-            header = json.loads(data[8 : 8 + size])
-        except ValueError as exc:
-            raise UserError(f"{path}: not a safetensors file ({exc})") from exc
-        start = 8 + size
-        for name, entry in header.items():
-            if name == "__metadata__":
-                continue
-            dtype = str(entry["dtype"])
-            if dtype not in _DTYPES:
-                raise UserError(f"{path}: tensor {name} has dtype {dtype}; the reference reads {sorted(_DTYPES)}")
-            begin, end = (int(x) for x in entry["data_offsets"])
-            shape = tuple(int(d) for d in entry["shape"])
-            count = math.prod(shape)
-            if start + end > len(data) or end - begin != count * np.dtype(_DTYPES[dtype]).itemsize:
-                raise UserError(f"{path}: tensor {name} lies outside the file or has the wrong size (cut short?)")
-            raw = np.frombuffer(data, dtype=_DTYPES[dtype], count=count, offset=start + begin)
-            tensor = _widen(raw, dtype).reshape(shape)  # a copy: the map closes after the last tensor
-            del raw
-            yield name, tensor
-
 
 @dataclass(frozen=True)
 class LlamaConfig:
@@ -300,8 +249,10 @@ def load_llama(directory: Path) -> Llama:
     generation_file = directory / "generation_config.json"
     generation = json.loads(generation_file.read_text()) if generation_file.is_file() else None
     config = LlamaConfig.from_dict(config_raw, generation)
+    weights = open_checkpoint(directory)  # the converters' reader: headers validated, shards through their index
     tensors: dict[str, Array] = {}
-    for path in safetensors_files(directory):
-        for name, tensor in read_safetensors(path):
-            tensors[name] = tensor
+    for name, info in weights.tensors.items():
+        if name.startswith(("model.", "lm_head.")):
+            # A copy at fp32 (bf16 widened exactly): the file's mapping is dropped with the stored view.
+            tensors[name] = np.array(cast(weights.read(name), info.dtype, WeightDType.FP32), np.float32)
     return Llama(config, tensors)
