@@ -473,7 +473,8 @@ def reference_job_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSp
             continue
         problems.append(
             f"systemInstanceType: a {node_type} node ({room / GIB:.1f} GiB left to pods beside its DaemonSets) cannot "
-            f"hold the judge reference Job of models[{i}] {m.name!r}, which needs {need / GIB:.1f} GiB (every weight "
+            f"hold the judge reference {'Job' if m.family.is_fastertransformer else 'step (its vLLM Job)'} of "
+            f"models[{i}] {m.name!r}, which needs {need / GIB:.1f} GiB (every weight "
             "at fp32 on the CPU): it would stay Pending until its deadline; use a systemInstanceType with more memory "
             "(the r family has twice the m family's at the same vCPUs, e.g. r6i.2xlarge: 64 GiB)"
         )
