@@ -7,8 +7,10 @@ its vLLM contract, ``reference: true``, the reference's 16 greedy steps). The "o
 seeded tiny Llama (:mod:`tests.tritonft.engines.vllm.checkpoints`, a ``LlamaForCausalLM`` like Llama 3.1 8B), whose
 spec (:func:`tritonft.engines.vllm.local.spec_for`, float32 on this CPU) stands in for the 8B's under the plan's name,
 repo and revision: the Job's reference step (``tritonft reference``, the command its script runs) computes the
-reference from the checkpoint's files, and the Job's ``tritonft repo --judge-reference`` renders it into the
-model's ``config.pbtxt``. Served by the real Triton + vLLM (one engine at a time, each ~1-2 min to start here):
+reference from the checkpoint's files, and it is rendered into the model's ``config.pbtxt`` as the Job's ``tritonft
+repo --judge-reference`` renders it (the same :func:`tritonft.engines.vllm.repository.repository_files`; its
+``model.json`` with this CPU's engine arguments, as the other real-vLLM tests'). Served by the real Triton + vLLM
+(one engine at a time, each ~1-2 min to start here):
 
 * the right model: the original weights;
 * random weights of the same shape (every tensor's values permuted);
@@ -39,6 +41,7 @@ from tritonft.cli import main
 from tritonft.engines.vllm import local
 from tritonft.local_triton import LocalTriton
 from tritonft.probe.judge_reference import REFERENCE_FILE, REFERENCE_STEPS, JudgeReference
+from tritonft.repo.render import judge_reference_text
 from tritonft.spec import Family, ModelSpec
 from tritonft.synth.plandiff import load_plan as load_resources
 
@@ -110,7 +113,7 @@ def wrong_weights(kind: str, original: Path, out: Path) -> Path:
 @pytest.fixture(scope="module")
 def served(original: Original, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], LocalTriton]]:
     """``served(kind)``: a real Triton + vLLM serving the ``kind`` of weights under the plan's model name, its
-    ``config.pbtxt`` carrying the right model's reference (the Job's ``tritonft repo --judge-reference``). One
+    ``config.pbtxt`` carrying the right model's reference (as the Job's ``tritonft repo --judge-reference``). One
     server at a time: asking for another kind stops the previous one."""
     running: dict[str, LocalTriton] = {}
 
@@ -122,10 +125,10 @@ def served(original: Original, tmp_path_factory: pytest.TempPathFactory) -> Iter
         running.clear()
         work = tmp_path_factory.mktemp(f"vllm-{kind}")
         weights = original.hf if kind == "right" else wrong_weights(kind, original.hf, work / "hf")
-        repository = work / "repository"
-        args = ["repo", "--spec", str(original.spec), "--checkpoint", str(weights), "--out", str(repository)]
-        args += ["--checkpoint-path", str(weights.resolve()), "--judge-reference", str(original.reference)]
-        assert main(args) == 0
+        # The files its Job renders (config.pbtxt carrying the reference: tritonft.engines.vllm.repository, which
+        # `tritonft repo --judge-reference` writes), with the CPU's engine arguments (enforce_eager: no compilation).
+        reference = judge_reference_text(original.reference)
+        repository = local.render({MODEL: weights}, work / "repository", OPTIONS, judge_references={MODEL: reference})
         server = local.server(repository, work / "tritonserver.log")
         server.start()
         running[kind] = server
