@@ -39,6 +39,7 @@ Array = np.ndarray[Any, Any]
 MODEL_TYPES = ("llama", "qwen2")
 """``config.json`` ``model_type`` values this forward computes (Llama 2/3.x, Qwen2/2.5)."""
 
+
 @dataclass(frozen=True)
 class LlamaConfig:
     """The hyper-parameters of ``config.json`` the forward uses."""
