@@ -114,10 +114,13 @@ def test_prods_llama_job_computes_the_judges_reference_from_the_downloaded_files
 
 
 def test_prods_llama_is_judged_against_the_reference_of_its_original_weights(prod: Path) -> None:
-    from tests.system.realtriton.test_judge_reference import JUDGE, judge_settings
+    from tritonft.probe.in_cluster import CONFIG_ENV
     from tritonft.synth.plandiff import load_plan
 
-    judges = {r["name"]: dict(r["inputs"]) for r in load_plan(prod) if r["type"] == JUDGE}
+    judge = "pulumi-python:dynamic/tritonft:InClusterJudge"
+    judges = {r["name"]: dict(r["inputs"]) for r in load_plan(prod) if r["type"] == judge}
     (name,) = [n for n in judges if n.startswith("prod-llama-3-1-8b-judge-")]
-    (target,) = judge_settings(judges[name])["models"]
+    (container,) = judges[name]["job"]["spec"]["template"]["spec"]["containers"]
+    settings = json.loads(next(e["value"] for e in container["env"] if e["name"] == CONFIG_ENV))
+    (target,) = settings["models"]
     assert (target["family"], target["vllm"], target["reference"], target["max_tokens"]) == ("llama", True, True, 16)
