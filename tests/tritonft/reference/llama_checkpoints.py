@@ -70,10 +70,14 @@ REFERENCE_VARIANTS = (
 
 
 def bf16(tensor: np.ndarray) -> np.ndarray:
-    """``tensor`` rounded to bf16 (nearest, ties to even) as its 16-bit patterns."""
-    bits = np.ascontiguousarray(tensor, np.float32).view(np.uint32).astype(np.uint64)
-    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
-    return rounded.astype(np.uint16)
+    """``tensor`` rounded to bf16 (nearest, ties to even) as its 16-bit patterns (finite values: no carry out of 32
+    bits), a chunk at a time (a large embedding is not copied whole)."""
+    flat = np.ascontiguousarray(tensor, np.float32).reshape(-1).view(np.uint32)
+    out = np.empty(flat.shape, np.uint16)
+    for start in range(0, flat.size, 1 << 22):
+        bits = flat[start : start + (1 << 22)]
+        out[start : start + bits.size] = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> 16
+    return out.reshape(tensor.shape)
 
 
 def write_bf16_safetensors(tensors: Mapping[str, np.ndarray], path: Path) -> None:
