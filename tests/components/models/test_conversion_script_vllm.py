@@ -298,5 +298,9 @@ def test_the_llama_job_is_sized_for_its_reference_step_not_a_conversion(spec: Mo
     assert reference_memory_bytes(llama) > llama.parameters * 4
     assert sizing.cpu_request == "2"
     assert sizing.verify_generation is False
+    # One retry, as a reference Job: Pulumi waits less than for the download alone with its two retries.
+    assert sizing.backoff_limit == 1
+    mistral = replace(llama, vllm=replace(entry.facts, architecture="MistralForCausalLM"))
+    assert sizing.pulumi_timeout_minutes < job_sizing(mistral).pulumi_timeout_minutes
     files_gib = llama.parameters * 2 / 2**30  # bfloat16 as published: 14.96 GiB
     assert sizing.scratch_size == f"{int(files_gib * 1.2 + 1) + 1}Gi"
