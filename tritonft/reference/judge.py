@@ -28,7 +28,7 @@ from tritonft.probe.judge_reference import (
 )
 from tritonft.reference import layers
 from tritonft.reference.check import decode_known
-from tritonft.reference.llama import Llama
+from tritonft.reference.llama import Llama, prompt_tokenizer
 from tritonft.reference.models import T5, Gpt
 from tritonft.spec import Family, ModelSpec, WeightDType
 
@@ -93,12 +93,12 @@ def judge_reference(model: T5 | Gpt | Llama, tokenizer_dir: Path, spec: ModelSpe
 
     if model.family is not spec.family:
         raise UserError(f"the checkpoint is a {model.family} model but the spec says {spec.family}")
+    if isinstance(model, Llama):
+        return llama_judge_reference(model, prompt_tokenizer(tokenizer_dir, model.config.model_type), spec)
     try:
         tokenizer = load_tokenizer(tokenizer_dir)
     except FileNotFoundError as exc:
         raise UserError(f"--tokenizer: {exc}; pass the Hugging Face download directory") from exc
-    if isinstance(model, Llama):
-        return llama_judge_reference(model, tokenizer, spec)
     family = spec.family
     steps = min(REFERENCE_STEPS[family], spec.max_output_len)
     settings = TokenizerSettings(
@@ -135,8 +135,9 @@ def llama_served_dtype(spec: ModelSpec) -> str:
 
 
 def llama_judge_reference(model: Llama, tokenizer: Any, spec: ModelSpec) -> JudgeReference:
-    """A Llama-family model's reference: each judged prompt tokenized as vLLM tokenizes a prompt (the tokenizer's
-    special tokens added: Llama's ``<|begin_of_text|>``, none for Qwen2), followed greedily until one of the
+    """A Llama-family model's reference: each judged prompt tokenized as vLLM tokenizes a prompt (``tokenizer``:
+    :func:`tritonft.reference.llama.prompt_tokenizer`; its special tokens added: Llama's ``<|begin_of_text|>``, none
+    for Qwen2), followed greedily until one of the
     generation config's end ids (where vLLM stops) or the steps; the tolerance is the served dtype's."""
     steps = min(REFERENCE_STEPS[Family.LLAMA], spec.max_output_len)
     prompts = reference_prompts(Family.LLAMA)

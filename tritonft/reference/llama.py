@@ -32,6 +32,7 @@ from tritonft.convert.tensors import cast, open_checkpoint
 from tritonft.errors import UserError
 from tritonft.reference import layers
 from tritonft.reference.models import Cache, _heads, _merge
+from tritonft.repo.tokenization import HuggingFaceTokenizer
 from tritonft.spec import Family, WeightDType
 
 Array = np.ndarray[Any, Any]
@@ -238,6 +239,36 @@ class Llama:
         c = self.config
         cache = Cache.empty(c.layers, 1, c.kv_heads, len(ids), c.head_dim)
         return np.asarray(self._hidden(cache, np.asarray(ids)) @ self.head.T, np.float32)
+
+
+QWEN2_SPLIT = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+"""The split pattern of transformers' ``Qwen2Tokenizer`` (``models/qwen2/tokenization_qwen2.py``), the one Qwen2.5's
+own ``tokenizer.json`` carries."""
+
+
+def prompt_tokenizer(directory: Path, model_type: str) -> HuggingFaceTokenizer:
+    """The checkpoint's ``tokenizer.json`` as vLLM's tokenizer (transformers' ``AutoTokenizer``) applies it to a
+    prompt. transformers 5 builds a ``qwen2`` model's tokenizer as its ``Qwen2Tokenizer`` (NFC, Qwen2's split pattern,
+    byte-level) whatever the file's pre-tokenizer says: the same here (a no-op on Qwen2.5's own files, which say
+    exactly that). Other model types keep the file's pipeline."""
+    from tokenizers import Regex, Tokenizer, normalizers, pre_tokenizers
+
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        raise UserError(f"{directory}: no tokenizer.json (the Llama family's tokenizer file)")
+    tokenizer = Tokenizer.from_file(str(path))
+    if model_type == "qwen2":
+        tokenizer.normalizer = normalizers.NFC()
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+    return HuggingFaceTokenizer(tokenizer)
 
 
 def load_llama(directory: Path) -> Llama:
