@@ -169,6 +169,7 @@ def test_a_wrong_llama_fails_its_judge_naming_the_prompt_and_both_answers(
         IntegrationProbeProvider().create(judge(planned, served(kind)))
 
     message = str(failed.value)
+    print(message)  # the verdict as `up` reports it (shown with -rA)
     assert f"inference[{MODEL}]" in message and "differ from the reference of the original weights" in message, message
     named = [p for p in reference.prompts if f"the answer to {p.prompt!r} is not the reference's: served " in message]
     assert named, message
