@@ -121,14 +121,14 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = 
     ``factor``, of type ``llama3`` (Llama 3.1/3.2) low frequencies divided by ``factor``, high ones kept and the band
     between interpolated. ``ValueError`` for another type (``dynamic``, ``yarn``, ... are not implemented)."""
     exponents = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / np.float32(head_dim)
-    inv_freq = (1.0 / (np.float32(theta) ** exponents)).astype(np.float32)
+    inv_freq = np.asarray(1.0 / (np.float32(theta) ** exponents), np.float32)
     kind = str((scaling or {}).get("rope_type", (scaling or {}).get("type", "default")))
     if kind == "default":
         return inv_freq
     assert scaling is not None
     factor = float(scaling["factor"])
     if kind == "linear":
-        return (inv_freq / np.float32(factor)).astype(np.float32)
+        return np.asarray(inv_freq / np.float32(factor), np.float32)
     if kind != "llama3":
         raise ValueError(f"rope scaling {kind!r} is not implemented by the reference (default, linear, llama3)")
     low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
