@@ -53,7 +53,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "reference": (
         "tritonft.reference.command",
-        "the judge's reference of a T5/GPT-2/GPT-J checkpoint: greedy answers and near-ties of its original weights",
+        "the judge's reference of a T5/GPT-2/GPT-J/Llama/Qwen2 checkpoint: greedy answers and near-ties of its "
+        "original weights",
     ),
     "download": ("tritonft.download", "download the files conversion and tokenization need from the Hugging Face Hub"),
     "startup-budget": (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tritonft.engines.vllm.engine import model_path as vllm_model_path
-from tritonft.probe.judge_reference import REFERENCE_FILE
+from tritonft.probe.judge_reference import REFERENCE_FILE, has_reference
 from tritonft.spec import ModelSpec
 
 STORE_MOUNT = "/models"
@@ -88,8 +88,9 @@ class ModelPaths:
     repository_dir: str
     """``repo --out``: a complete Triton model repository for this model (ensemble + FT + tokenizer models)."""
     judge_reference: str = ""
-    """The judge's reference of the revision (a FasterTransformer generator's; empty otherwise), written by its
-    reference Job: ``/models/references/<model>/<reference key>/judge-reference.json``."""
+    """The judge's reference of the revision (a generator's: :func:`tritonft.probe.judge_reference.has_reference`;
+    empty otherwise), written by a FasterTransformer generator's reference Job or a vLLM model's Job:
+    ``/models/references/<model>/<reference key>/judge-reference.json``."""
     compile_cache: str = ""
     """A vLLM model's compile cache directory (empty otherwise): ``/models/compile-cache/<model>/<revision>``, made
     by its Job and mounted writable by ``subPath`` in its Triton pods, whose ``VLLM_CACHE_ROOT`` is the server
@@ -120,16 +121,17 @@ def model_paths(model: ModelSpec, converter_version: str) -> ModelPaths:
     ckey = model.conversion_key(converter_version)
     rkey = repository_key(model, converter_version)
     base = dns_label(model.name)
+    reference = ""
+    if has_reference(model):
+        reference = f"{STORE_MOUNT}/references/{base}/{reference_key(model, converter_version)}/{REFERENCE_FILE}"
     if model.family.is_vllm:
         # No conversion: the downloaded Hugging Face files are what vLLM loads, where its model.json names them.
         return ModelPaths(
             checkpoint_dir=vllm_model_path(model, STORE_MOUNT),
             repository_dir=f"{STORE_MOUNT}/repositories/{base}/{rkey}",
+            judge_reference=reference,
             compile_cache=f"{STORE_MOUNT}/{COMPILE_CACHE}/{base}/{model.revision}",
         )
-    reference = ""
-    if model.family.is_fastertransformer:
-        reference = f"{STORE_MOUNT}/references/{base}/{reference_key(model, converter_version)}/{REFERENCE_FILE}"
     return ModelPaths(
         checkpoint_dir=f"{STORE_MOUNT}/checkpoints/{base}/{ckey}",
         repository_dir=f"{STORE_MOUNT}/repositories/{base}/{rkey}",
@@ -142,6 +144,8 @@ def reference_key(model: ModelSpec, converter_version: str) -> str:
     tolerance it records) plus the lengths it depends on (the prompts' tokenization, the steps it follows), so a
     serving knob that leaves them alone keeps the reference and its finished Job."""
     material = f"{model.conversion_key(converter_version)}\n{model.max_input_len}\n{model.max_output_len}"
+    if model.vllm is not None:  # its conversion key names only the files; the served dtype sets the tolerance
+        material += f"\n{converter_version}\n{model.vllm.dtype}\n{model.vllm.checkpoint_dtype}"
     return hashlib.sha256(material.encode()).hexdigest()[:10]
 
 

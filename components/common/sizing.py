@@ -267,21 +267,51 @@ chunks (1 GiB of interpreter and clients as :data:`JOB_BASE_MEMORY`, plus 1 GiB 
 the page cache the copy onto the store dirties)."""
 
 
-def vllm_job_sizing(model: ModelSpec, download_bw: int = DOWNLOAD_BANDWIDTH) -> JobSizing:
-    """Resources and deadlines of a vLLM model's Job (download -> repo, no conversion).
+def vllm_reference_seconds(model: ModelSpec, read_bw: int = CONVERT_BANDWIDTH) -> float:
+    """Upper estimate of a vLLM model's reference step (``tritonft reference`` on its Hugging Face files): reading
+    them from the store, then 2 FLOPs per parameter for every token it runs at :data:`JUDGE_REFERENCE_FLOPS` (the
+    judged prompts' own tokens, up to 16 each, and the greedy steps)."""
+    from tritonft.probe.judge_reference import REFERENCE_STEPS, reference_prompts
 
-    * memory request = limit = :data:`VLLM_JOB_MEMORY` (no tensor is ever loaded);
-    * CPU 1 (limit 2: the hashing threads);
+    prompts = len(reference_prompts(model.family))
+    tokens = prompts * (VLLM_REFERENCE_PROMPT_TOKENS + min(REFERENCE_STEPS[model.family], model.max_output_len))
+    return converted_bytes(model) / read_bw + tokens * 2 * model.parameters / JUDGE_REFERENCE_FLOPS
+
+
+VLLM_REFERENCE_PROMPT_TOKENS = 16
+"""Tokens of each judged prompt at most, as a Llama 3 or Qwen2 tokenizer cuts them (12-14 for the longest, BOS
+included): the reference runs them once per prompt."""
+
+
+def vllm_job_sizing(model: ModelSpec, download_bw: int = DOWNLOAD_BANDWIDTH) -> JobSizing:
+    """Resources and deadlines of a vLLM model's Job (download -> the judge's reference -> repo, no conversion).
+
+    * memory request = limit = :data:`VLLM_JOB_MEMORY` (no tensor is loaded by the download); with the judge's
+      reference (:func:`tritonft.probe.judge_reference.has_reference`), :func:`reference_memory_bytes` (every weight
+      at fp32, as a FasterTransformer generator's reference Job);
+    * CPU 1 (limit 2: the hashing threads); with the reference :data:`JUDGE_REFERENCE_CPU` (limit twice that);
     * scratch = the Hub's cache of the files (their bytes as published, ``converted_bytes``) x 1.2 + 1 GiB; the
       files are copied from it onto the store, then it is dropped;
-    * deadline = 2 x (bytes / download bandwidth + bytes / store write bandwidth) + 10 min, to the minute; Pulumi
-      waits (backoff + 1) deadlines plus one node scale-up, as for a conversion;
-    * no generation check (``verify_generation`` False): the tools image has no vLLM; the probe judges the answers.
+    * deadline = 2 x (bytes / download bandwidth + bytes / store write bandwidth) + 10 min, plus the reference step
+      (:func:`vllm_reference_seconds`), to the minute; Pulumi waits (backoff + 1) deadlines plus one node scale-up,
+      as for a conversion; with the reference, one retry (:data:`JUDGE_REFERENCE_BACKOFF_LIMIT`, as a reference Job:
+      the step is deterministic, and a rerun finds the download complete), so Pulumi's wait for Llama 3.1 8B's Job
+      (128 min) stays below what it was without the step (139 min);
+    * no generation check (``verify_generation`` False): the tools image has no vLLM; the judge compares the served
+      answers with the reference.
     """
+    from tritonft.probe.judge_reference import has_reference
+
     files = converted_bytes(model)
     scratch = math.ceil(files * 1.2) + GIB
     seconds = 2 * (files / download_bw + files / CONVERT_BANDWIDTH) + 600
-    return _sized_job(1, VLLM_JOB_MEMORY, scratch, seconds, checks=False)
+    if not has_reference(model):
+        return _sized_job(1, VLLM_JOB_MEMORY, scratch, seconds, checks=False)
+    memory = max(VLLM_JOB_MEMORY, reference_memory_bytes(model))
+    seconds += vllm_reference_seconds(model)
+    return _sized_job(
+        JUDGE_REFERENCE_CPU, memory, scratch, seconds, checks=False, backoff_limit=JUDGE_REFERENCE_BACKOFF_LIMIT
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------

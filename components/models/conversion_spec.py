@@ -179,8 +179,9 @@ a temporary name and renames it into place: the conversion Job never reads half 
 VLLM_SCRIPT = """\
 set -eu
 publish() { touch "$1/MARKER" && rm -rf "$2" && mv "$1" "$2"; }
+judged() { [ -z "$JUDGE_REFERENCE" ] || [ -f "$1/@REFERENCE@" ]; }
 mkdir -p "$COMPILE_CACHE_DIR"
-if [ -f "$REPOSITORY_DIR/MARKER" ]; then
+if [ -f "$REPOSITORY_DIR/MARKER" ] && judged "$REPOSITORY_DIR"; then
   echo "triton-ft: $REPOSITORY_DIR is complete; nothing to do"
   exit 0
 fi
@@ -189,32 +190,59 @@ if [ -f "$CHECKPOINT_DIR/MARKER" ]; then
 else
   partial="$CHECKPOINT_DIR.partial-$HOSTNAME"
   rm -rf "$partial" && mkdir -p "$(dirname "$CHECKPOINT_DIR")"
-  echo "triton-ft: [1/2] download $HF_REPO@$HF_REVISION (vLLM serves the Hugging Face files as they are: no conversion)"
+  echo "triton-ft: [1/3] download $HF_REPO@$HF_REVISION (vLLM serves the Hugging Face files as they are: no conversion)"
   tritonft download --repo "$HF_REPO" --revision "$HF_REVISION" --dest "$partial"
   publish "$partial" "$CHECKPOINT_DIR"
   rm -rf "$HF_HOME"
 fi
 partial="$REPOSITORY_DIR.partial-$HOSTNAME"
 rm -rf "$partial" && mkdir -p "$(dirname "$REPOSITORY_DIR")"
-echo "triton-ft: [2/2] check config.json against the spec, render repository $REPOSITORY_DIR (backend vllm)"
-tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" --checkpoint-path "$CHECKPOINT_DIR"
+if [ -z "$JUDGE_REFERENCE" ]; then
+  echo "triton-ft: [3/3] check config.json against the spec, render repository $REPOSITORY_DIR (backend vllm)"
+  tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" --checkpoint-path "$CHECKPOINT_DIR"
+else
+  if [ -f "$JUDGE_REFERENCE" ]; then
+    echo "triton-ft: the judge's reference $JUDGE_REFERENCE is complete"
+  else
+    echo "triton-ft: [2/3] the judge's reference: what the original weights answer (CPU, fp32)"
+    mkdir -p "$(dirname "$JUDGE_REFERENCE")"
+    tritonft reference --input "$CHECKPOINT_DIR" --spec "$SPEC_PATH" --out "$JUDGE_REFERENCE"
+  fi
+  echo "triton-ft: [3/3] check config.json against the spec, render repository $REPOSITORY_DIR (backend vllm)"
+  tritonft repo --spec "$SPEC_PATH" --checkpoint "$CHECKPOINT_DIR" --out "$partial" \\
+    --checkpoint-path "$CHECKPOINT_DIR" --judge-reference "$JUDGE_REFERENCE"
+  cp "$JUDGE_REFERENCE" "$partial/@REFERENCE@"
+fi
 publish "$partial" "$REPOSITORY_DIR"
 echo "triton-ft: done"
-""".replace("MARKER", COMPLETE_MARKER)
-"""A vLLM model's Job (``ENGINE=vllm``): download -> repo, each skipped when its output is already complete; first
-it makes the model's compile cache directory (``COMPILE_CACHE_DIR``), owned by the workloads' user, which its Triton
-pods mount writable by ``subPath`` (a directory the kubelet made for a missing ``subPath`` could be root's).
+""".replace("MARKER", COMPLETE_MARKER).replace("@REFERENCE@", REFERENCE_FILE)
+"""A vLLM model's Job (``ENGINE=vllm``): download -> the judge's reference -> repo, each skipped when its output is
+already complete; first it makes the model's compile cache directory (``COMPILE_CACHE_DIR``), owned by the workloads'
+user, which its Triton pods mount writable by ``subPath`` (a directory the kubelet made for a missing ``subPath``
+could be root's).
 
 No conversion: ``tritonft download`` (pinned revision, every file hashed and each LFS weight compared with the sha256
 the Hub published, the token of a gated repo read from the mounted Secret through ``HF_TOKEN_PATH``) writes the
 Hugging Face files into a partial directory on the store that is renamed into place, ``/models/hf/<model>/<revision>``
-(what ``model.json`` names); the Hub's cache on the scratch volume is then dropped. Before the repository is
-published, ``tritonft repo --checkpoint`` checks the downloaded ``config.json`` against the spec the stack was sized
-with (architecture, heads, KV heads, sizes, dtype, the maximum length as vLLM derives it, and what vLLM refuses of
-the engine arguments: :func:`tritonft.engines.vllm.engine.checkpoint_problems`) and the rendered ``config.pbtxt`` +
-``1/model.json`` against NVIDIA's backend contract (:mod:`tritonft.engines.vllm.check`). What the model answers is
-not checked here: the tools image has no vLLM (its CPU engine is a 5.9 GB environment of its own); the integration
-probe judges the served model after the rollout."""
+(what ``model.json`` names); the Hub's cache on the scratch volume is then dropped.
+
+The judge's reference (``JUDGE_REFERENCE`` set: a Llama/Qwen2 architecture,
+:func:`tritonft.probe.judge_reference.has_reference`): ``tritonft reference`` reads those very files from the store
+(no second download) into the CPU forward of the architecture (:mod:`tritonft.reference.llama`, every weight at fp32)
+and follows the judge's prompts greedily; the file is written under a temporary name and renamed into place, so a
+rerun after a crash redoes only what is missing. The repository carries it (``config.pbtxt``'s
+``tritonft_judge_reference``: the judge of this version reads this version's reference from the server it judges; a
+copy stays beside it), and a complete repository without it (rendered before references existed) is rendered again.
+One Job, not a second one beside it as for FasterTransformer: nothing here converts, so the reference step is the
+only long step and the Job's memory and deadline are sized for it
+(:func:`components.common.sizing.vllm_job_sizing`).
+
+Before the repository is published, ``tritonft repo --checkpoint`` checks the downloaded ``config.json`` against the
+spec the stack was sized with (architecture, heads, KV heads, sizes, dtype, the maximum length as vLLM derives it,
+and what vLLM refuses of the engine arguments: :func:`tritonft.engines.vllm.engine.checkpoint_problems`) and the
+rendered ``config.pbtxt`` + ``1/model.json`` against NVIDIA's backend contract (:mod:`tritonft.engines.vllm.check`).
+The tools image has no vLLM (its CPU engine is a 5.9 GB environment of its own): what the served model answers is
+judged against the reference once Triton loaded it."""
 
 
 def script_for(model: ModelSpec, *, reference: bool = False) -> str:

@@ -215,8 +215,9 @@ class IntegrationProbeArgs:
         Each model's contract is the full set of tensors its rendered ensemble declares, unless ``contract`` is given.
         An encoder's target carries its task, width, normalisation and labels from its spec, and the stack's expected
         answers from ``encoder_probes[name]`` (similarity triples or (text, label) pairs; none = the defaults).
-        With ``reference``, each FasterTransformer generator is judged against the reference of its original weights
-        that its conversion Job rendered into its served ensemble (:mod:`tritonft.probe.judge_reference`).
+        With ``reference``, each generator with a reference (T5, GPT-2, GPT-J; a Llama/Qwen2 served by vLLM:
+        :func:`tritonft.probe.judge_reference.has_reference`) is judged against the reference of its original weights
+        that its Jobs rendered into its served model (:mod:`tritonft.probe.judge_reference`).
         """
         from tritonft.probe.rendered import target_for_spec
 

@@ -31,6 +31,7 @@ from typing import Any
 from components.settings.gpus import GIB
 from components.settings.model import ClusterSettings
 from tritonft.gpu_pool import GpuPool
+from tritonft.probe.judge_reference import has_reference
 from tritonft.reference_memory import reference_memory_bytes
 from tritonft.spec import ModelSpec
 
@@ -452,11 +453,11 @@ def cpu_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tu
 
 
 def reference_job_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSpec]) -> tuple[list[str], list[str]]:
-    """Whether each FasterTransformer generator's judge reference Job (every weight at fp32, on the CPU) fits an aws
-    stack's system node, beside the node's DaemonSets (problems, warnings). A Job that fits no node stays Pending
-    until its deadline and fails ``up`` hours in: refused here instead. An existing cluster's nodes are not the
-    stack's to know: preflight reads them."""
-    generators = [(i, m) for i, m in enumerate(models) if m.family.is_fastertransformer]
+    """Whether each generator's judge reference step (every weight at fp32, on the CPU: a FasterTransformer
+    generator's reference Job, a Llama/Qwen2's vLLM Job) fits an aws stack's system node, beside the node's
+    DaemonSets (problems, warnings). A Job that fits no node stays Pending until its deadline and fails ``up`` hours
+    in: refused here instead. An existing cluster's nodes are not the stack's to know: preflight reads them."""
+    generators = [(i, m) for i, m in enumerate(models) if has_reference(m)]
     if cluster.aws is None or not generators:
         return [], []
     node_type = cluster.aws.system_instance_type
@@ -472,7 +473,8 @@ def reference_job_fit_verdict(cluster: ClusterSettings, models: Sequence[ModelSp
             continue
         problems.append(
             f"systemInstanceType: a {node_type} node ({room / GIB:.1f} GiB left to pods beside its DaemonSets) cannot "
-            f"hold the judge reference Job of models[{i}] {m.name!r}, which needs {need / GIB:.1f} GiB (every weight "
+            f"hold the judge reference {'Job' if m.family.is_fastertransformer else 'step (its vLLM Job)'} of "
+            f"models[{i}] {m.name!r}, which needs {need / GIB:.1f} GiB (every weight "
             "at fp32 on the CPU): it would stay Pending until its deadline; use a systemInstanceType with more memory "
             "(the r family has twice the m family's at the same vCPUs, e.g. r6i.2xlarge: 64 GiB)"
         )

@@ -1291,10 +1291,11 @@ PLAN_RULES: tuple[PlanRule, ...] = (
     PlanRule(
         "reference-job-fits-cpu-node",
         ("systemInstanceType", "models"),
-        "aws: each T5/GPT-2/GPT-J model's judge reference Job (every weight at fp32, on the CPU: 1 GiB + 1.25 x the "
-        "fp32 weights + the largest tensor) fits a `systemInstanceType` node's memory, less 7.5 % the kubelet does "
-        "not see, EKS's reservation and 512 MiB of DaemonSets (c, m and r types, 5th generation on; other types: a "
-        "warning). kubernetes: the CPU nodes are not the stack's to know, nothing is checked.",
+        "aws: each T5/GPT-2/GPT-J model's judge reference Job, and each Llama/Qwen2 model's vLLM Job (its reference "
+        "step), holds every weight at fp32 on the CPU (1 GiB + 1.25 x the fp32 weights + the largest tensor) and fits "
+        "a `systemInstanceType` node's memory, less 7.5 % the kubelet does not see, EKS's reservation and 512 MiB of "
+        "DaemonSets (c, m and r types, 5th generation on; other types: a warning). kubernetes: the CPU nodes are not "
+        "the stack's to know, nothing is checked.",
         lambda settings: reference_job_fit_verdict(settings.cluster, settings.models),
     ),
 )

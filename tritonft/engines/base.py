@@ -81,7 +81,8 @@ class RepositorySources:
     """The engine's step runs in a Python-backend model on CPU with the same config and I/O (for a machine without
     the engine's backend or GPU: tests, the quick start)."""
     judge_reference: Path | None = None
-    """The judge's reference of the revision (``tritonft reference``), carried by the served model (FT's generators)."""
+    """The judge's reference of the revision (``tritonft reference``), carried by the served model (the generators:
+    FT's ensemble, a vLLM model's ``config.pbtxt``)."""
 
 
 @dataclass(frozen=True)

@@ -102,9 +102,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reference",
         action="store_true",
-        help="judge each --spec generator (T5, GPT-2, GPT-J) against the reference of its original weights that its "
-        "served ensemble carries (its reference Job computed it), as a stack's probe and judge do; a model that "
-        "carries none fails",
+        help="judge each --spec generator (T5, GPT-2, GPT-J; a Llama/Qwen2 served by vLLM) against the reference of "
+        "its original weights that its served model carries (its reference Job, or a vLLM model's Job, computed it), "
+        "as a stack's probe and judge do; a model that carries none fails",
     )
     parser.add_argument(
         "--family",

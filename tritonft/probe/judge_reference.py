@@ -33,7 +33,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tritonft.spec import Family
+from tritonft.spec import Family, ModelSpec
 
 REFERENCE_PARAMETER = "tritonft_judge_reference"
 """The ensemble's ``config.pbtxt`` parameter holding the reference as JSON."""
@@ -47,10 +47,12 @@ GPT_REFERENCE_PROMPTS: tuple[str, ...] = (
     "In 1969, the first humans to walk on the Moon were",
     "The three primary colors are",
 )
-"""GPT-2's and GPT-J's judged prompts (the first is the probe's own): story, fact, history, list."""
-REFERENCE_STEPS: Mapping[Family, int] = {Family.T5: 64, Family.GPT2: 32, Family.GPTJ: 32}
+"""GPT-2's, GPT-J's and the Llama family's judged prompts (the first is the probe's own): story, fact, history, list.
+A Llama-family model (base or instruct) is asked them as plain completions, as vLLM's ``generate`` receives them."""
+REFERENCE_STEPS: Mapping[Family, int] = {Family.T5: 64, Family.GPT2: 32, Family.GPTJ: 32, Family.LLAMA: 16}
 """Greedy tokens the reference follows per prompt (capped by the model's ``max_output_len``): a whole translated
-sentence for T5, a short continuation for GPT."""
+sentence for T5, a short continuation for GPT, 16 tokens for a Llama-family model (at 8B parameters each token is
+16 GFLOP on the Job's CPU; the judge asks vLLM for exactly that many)."""
 MAX_NEAR_TIES = 4
 """Near-ties recorded per step, at most (the closest first)."""
 
@@ -61,15 +63,34 @@ def reference_prompts(family: Family) -> tuple[str, ...]:
         from tritonft.probe.expectations import load_translation_set
 
         return tuple(s.prompt for s in load_translation_set().samples())
-    if family in (Family.GPT2, Family.GPTJ):
+    if family in (Family.GPT2, Family.GPTJ, Family.LLAMA):
         return GPT_REFERENCE_PROMPTS
     raise ValueError(f"no reference prompts for family {family}")
+
+
+REFERENCE_ARCHITECTURES = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+"""The Llama-family architectures (``config.json`` ``architectures``, a stack's ``vllm.architecture``) whose CPU
+forward the project has (:mod:`tritonft.reference.llama`): Llama 2/3.x and Qwen2/2.5."""
+
+
+def has_reference(spec: ModelSpec) -> bool:
+    """Whether ``spec``'s judge compares its answers with the reference of its original weights: every
+    FasterTransformer generator (T5, GPT-2, GPT-J), and a Llama-family model whose architecture the CPU forward
+    computes (:data:`REFERENCE_ARCHITECTURES`). Another vLLM architecture (Mistral, Qwen3, Gemma, Phi-3) is still
+    judged by the older rule only: a non-empty answer (docs/judge.md, "Not covered")."""
+    if spec.family.is_fastertransformer:
+        return True
+    return spec.family.is_vllm and spec.vllm is not None and spec.vllm.architecture in REFERENCE_ARCHITECTURES
 
 
 TOLERANCE_NATS: Mapping[str, float] = {"fp32": 0.1, "fp16": 0.5, "bf16": 1.5}
 """How far (in log-probability, nats) below the reference's choice a token may be and still be a near-tie that the
 served precision may pick instead, by the served ``dtype``. fp16 keeps 11 significant bits, bf16 8 (8x coarser);
 see docs/judge.md for the derivation and benchmarks/BENCHMARKS.md for the margins measured."""
+
+
+VLLM_DTYPES: Mapping[str, str] = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+"""The dtype a vLLM model computes in (:func:`tritonft.engines.vllm.rules.served_dtype`) by the judge's names."""
 
 
 def tolerance_for(dtype: str) -> float:

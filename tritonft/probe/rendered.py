@@ -14,6 +14,7 @@ from tritonclient.grpc import model_config_pb2 as mc
 from tritonft.engines import engine_for
 from tritonft.probe.contract import CONFIG_TYPE_TO_V2, TensorSpec, TextContract
 from tritonft.probe.encoder import EncoderTarget
+from tritonft.probe.judge_reference import REFERENCE_STEPS, has_reference
 from tritonft.probe.runner import ModelTarget
 from tritonft.spec import EncoderTask, ModelSpec
 
@@ -72,12 +73,19 @@ def target_for_spec(
     reference: bool = False,
 ) -> ModelTarget:
     """The probe's target for the served ``spec``: its full rendered contract, and for an encoder its facts and the
-    stack's expected answers (``triples``/``expected_labels``, encoders only). With ``reference``, a
-    FasterTransformer generator (T5, GPT-2, GPT-J) is judged against the reference of its original weights that its
-    served ensemble carries (:mod:`tritonft.probe.judge_reference`), as a stack's probe and judge do."""
+    stack's expected answers (``triples``/``expected_labels``, encoders only). With ``reference``, a generator with a
+    reference (T5, GPT-2, GPT-J; a Llama/Qwen2 served by vLLM: :func:`~tritonft.probe.judge_reference.has_reference`)
+    is judged against the reference of its original weights that its served model carries
+    (:mod:`tritonft.probe.judge_reference`), as a stack's probe and judge do; a vLLM model is then asked the
+    reference's greedy steps."""
     encoder = encoder_target(spec, triples, expected_labels) if spec.encoder is not None else None
     if spec.family.is_vllm:  # decoupled by design; asked PROBE_MAX_TOKENS greedy tokens, not max_output_len
-        return ModelTarget(spec.name, spec.family, contract_for_spec(spec), streaming=True, vllm=True)
+        judged = reference and has_reference(spec)
+        # Judged against its reference: asked exactly the greedy steps the reference followed.
+        steps = min(REFERENCE_STEPS[spec.family], spec.max_output_len) if judged else None
+        return ModelTarget(
+            spec.name, spec.family, contract_for_spec(spec), steps, streaming=True, vllm=True, reference=judged
+        )
     return ModelTarget(
         spec.name,
         spec.family,
@@ -85,5 +93,5 @@ def target_for_spec(
         None if encoder is not None else spec.max_output_len,
         streaming=spec.decoupled,
         encoder=encoder,
-        reference=reference and spec.family.is_fastertransformer,
+        reference=reference and has_reference(spec),
     )

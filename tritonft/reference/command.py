@@ -3,6 +3,7 @@
 Example, on a local Hugging Face download and the model's spec (as the Job runs it)::
 
     tritonft reference --input ./gpt2-hf --spec spec.json --out judge-reference.json
+    tritonft reference --input ./llama-3-1-8b-hf --spec llama.json --out judge-reference.json
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--work",
         type=Path,
-        help="scratch directory for the fp32 conversion the reference reads (removed after; default: TMPDIR)",
+        help="scratch directory for the fp32 conversion the reference reads (removed after; default: TMPDIR; a "
+        "Llama-family model's reference reads the Hugging Face files directly)",
     )
 
 
@@ -29,13 +31,25 @@ def run(args: argparse.Namespace) -> int:
 
     from tritonft import option_file
     from tritonft.errors import UserError
+    from tritonft.probe.judge_reference import REFERENCE_ARCHITECTURES, has_reference
     from tritonft.reference.judge import judge_reference, load_original
+    from tritonft.reference.llama import Llama, load_llama
+    from tritonft.reference.models import T5, Gpt
 
     spec = option_file.read_spec("--spec", args.spec)
-    if not spec.family.is_fastertransformer:
-        raise UserError(f"--spec: {spec.name} is a {spec.family} model; the reference covers t5, gpt2 and gptj")
+    if not has_reference(spec):
+        raise UserError(
+            f"--spec: {spec.name} is a {spec.family} model"
+            + (f" ({spec.vllm.architecture})" if spec.vllm is not None else "")
+            + f"; the reference covers t5, gpt2, gptj and the llama family's {', '.join(REFERENCE_ARCHITECTURES)}"
+        )
+    if spec.family.is_vllm:  # the files must be the spec's model before any weight is read (as `repo` checks them)
+        from tritonft.engines.vllm.engine import require_spec_checkpoint
+
+        require_spec_checkpoint(spec, args.input)
     started = time.monotonic()
-    model = load_original(args.input, args.work)
+    # A vLLM model's reference reads the Hugging Face files as they are (vLLM serves them unconverted).
+    model: T5 | Gpt | Llama = load_llama(args.input) if spec.family.is_vllm else load_original(args.input, args.work)
     loaded, loaded_cpu = time.monotonic(), time.process_time()
     reference = judge_reference(model, args.tokenizer or args.input, spec)
     args.out.parent.mkdir(parents=True, exist_ok=True)

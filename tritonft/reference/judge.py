@@ -19,6 +19,7 @@ from tritonft.errors import UserError
 from tritonft.probe.judge_reference import (
     MAX_NEAR_TIES,
     REFERENCE_STEPS,
+    VLLM_DTYPES,
     JudgeReference,
     NearTie,
     PromptReference,
@@ -27,6 +28,7 @@ from tritonft.probe.judge_reference import (
 )
 from tritonft.reference import layers
 from tritonft.reference.check import decode_known
+from tritonft.reference.llama import Llama, prompt_tokenizer
 from tritonft.reference.models import T5, Gpt
 from tritonft.spec import Family, ModelSpec, WeightDType
 
@@ -38,11 +40,23 @@ def _text(tokenizer: Any, ids: list[int], whole: bool) -> str:
 
 
 def follow(
-    model: T5 | Gpt, tokenizer: Any, prompt: str, ids: list[int], *, steps: int, tolerance: float
+    model: T5 | Gpt | Llama,
+    tokenizer: Any,
+    prompt: str,
+    ids: list[int],
+    *,
+    steps: int,
+    tolerance: float,
+    end_ids: frozenset[int] | None = None,
 ) -> PromptReference:
-    """The greedy path of ``model`` from the prompt ``ids`` over ``steps`` tokens with its near-ties."""
-    end_id = model.end_id
-    cache, logits = model.start(np.asarray(ids), 1, len(ids) + steps, model.start_id)
+    """The greedy path of ``model`` from the prompt ``ids`` over ``steps`` tokens with its near-ties; the answer ends
+    at any of ``end_ids`` (default: the model's end id)."""
+    if end_ids is not None:
+        ends_at = end_ids
+    else:
+        ends_at = model.end_ids if isinstance(model, Llama) else frozenset({model.end_id})
+    start_id = None if isinstance(model, Llama) else model.start_id
+    cache, logits = model.start(np.asarray(ids), 1, len(ids) + steps, start_id)
     tokens: list[int] = []
     ties: list[NearTie] = []
     min_gap = float("inf")
@@ -59,10 +73,10 @@ def follow(
             gap = best - float(log_probs[other])
             if gap > tolerance:
                 break
-            ends = other == end_id
+            ends = other in ends_at
             text = _text(tokenizer, tokens, True) if ends else _text(tokenizer, [*tokens, other], False)
             ties.append(NearTie(step, gap, text, ends))
-        if choice == end_id:
+        if choice in ends_at:
             ended = True
             break
         tokens.append(choice)
@@ -73,12 +87,14 @@ def follow(
     return PromptReference(prompt, answer, len(tokens) + int(ended), ended, tuple(ties), min_gap)
 
 
-def judge_reference(model: T5 | Gpt, tokenizer_dir: Path, spec: ModelSpec) -> JudgeReference:
+def judge_reference(model: T5 | Gpt | Llama, tokenizer_dir: Path, spec: ModelSpec) -> JudgeReference:
     """The reference of ``spec``'s judge: ``model`` (the original weights) on the family's prompts."""
     from tritonft.repo.tokenization import TokenizerSettings, encode_prompts, load_tokenizer
 
     if model.family is not spec.family:
         raise UserError(f"the checkpoint is a {model.family} model but the spec says {spec.family}")
+    if isinstance(model, Llama):
+        return llama_judge_reference(model, prompt_tokenizer(tokenizer_dir, model.config.model_type), spec)
     try:
         tokenizer = load_tokenizer(tokenizer_dir)
     except FileNotFoundError as exc:
@@ -108,6 +124,42 @@ def judge_reference(model: T5 | Gpt, tokenizer_dir: Path, spec: ModelSpec) -> Ju
         for prompt, row, n in zip(prompts, ids, lengths[:, 0], strict=True)
     )
     return JudgeReference(family, spec.hf_repo, spec.revision, str(spec.weight_dtype), tolerance, followed)
+
+
+def llama_served_dtype(spec: ModelSpec) -> str:
+    """The dtype vLLM serves ``spec`` in, by the judge's names (``fp32``, ``fp16``, ``bf16``)."""
+    from tritonft.engines.vllm.engine import checkpoint_of, options_of
+    from tritonft.engines.vllm.rules import served_dtype
+
+    return VLLM_DTYPES[served_dtype(options_of(spec), checkpoint_of(spec))]
+
+
+def llama_judge_reference(model: Llama, tokenizer: Any, spec: ModelSpec) -> JudgeReference:
+    """A Llama-family model's reference: each judged prompt tokenized as vLLM tokenizes a prompt (``tokenizer``:
+    :func:`tritonft.reference.llama.prompt_tokenizer`; its special tokens added: Llama's ``<|begin_of_text|>``, none
+    for Qwen2), followed greedily until one of the
+    generation config's end ids (where vLLM stops) or the steps; the tolerance is the served dtype's."""
+    steps = min(REFERENCE_STEPS[Family.LLAMA], spec.max_output_len)
+    prompts = reference_prompts(Family.LLAMA)
+    encoded = [tokenizer.encode(prompt, add_special_tokens=True) for prompt in prompts]
+    longest = max(len(ids) for ids in encoded)
+    if longest > spec.max_input_len:
+        raise UserError(
+            f"the judge's prompts take up to {longest} tokens, the model's max_input_len is {spec.max_input_len}"
+        )
+    top = max(max(ids) for ids in encoded)
+    if top >= model.vocab_size:
+        raise UserError(
+            f"the tokenizer produces token id {top} but the checkpoint's vocab_size is {model.vocab_size}: pass the "
+            "tokenizer of the model"
+        )
+    dtype = llama_served_dtype(spec)
+    tolerance = tolerance_for(dtype)
+    followed = tuple(
+        follow(model, tokenizer, prompt, ids, steps=steps, tolerance=tolerance)
+        for prompt, ids in zip(prompts, encoded, strict=True)
+    )
+    return JudgeReference(Family.LLAMA, spec.hf_repo, spec.revision, dtype, tolerance, followed)
 
 
 def load_original(hf_dir: Path, work: Path | None = None) -> T5 | Gpt:

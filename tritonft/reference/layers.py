@@ -113,3 +113,45 @@ def apply_rotary(x: Array, sin: Array, cos: Array) -> Array:
     rotated[..., 0::2] = -rot[..., 1::2]
     rotated[..., 1::2] = rot[..., 0::2]
     return np.concatenate([rot * cos + rotated * sin, rest], axis=-1).astype(np.float32)
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: dict[str, Any] | None = None) -> Array:
+    """The rotary inverse frequencies of a Llama-family model (``[head_dim / 2]``), as transformers' rope
+    initialisation computes them: ``theta ** -(2i / head_dim)``; with ``scaling`` of type ``linear`` divided by its
+    ``factor``, of type ``llama3`` (Llama 3.1/3.2) low frequencies divided by ``factor``, high ones kept and the band
+    between interpolated. ``ValueError`` for another type (``dynamic``, ``yarn``, ... are not implemented)."""
+    exponents = np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32) / np.float32(head_dim)
+    inv_freq = np.asarray(1.0 / (np.float32(theta) ** exponents), np.float32)
+    kind = str((scaling or {}).get("rope_type", (scaling or {}).get("type", "default")))
+    if kind == "default":
+        return inv_freq
+    assert scaling is not None
+    factor = float(scaling["factor"])
+    if kind == "linear":
+        return np.asarray(inv_freq / np.float32(factor), np.float32)
+    if kind != "llama3":
+        raise ValueError(f"rope scaling {kind!r} is not implemented by the reference (default, linear, llama3)")
+    low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+    old = float(scaling["original_max_position_embeddings"])
+    low_wavelen, high_wavelen = old / low, old / high
+    wavelen = 2 * math.pi / inv_freq
+    scaled = np.where(wavelen > low_wavelen, inv_freq / factor, inv_freq)
+    smooth = (old / wavelen - low) / (high - low)
+    smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+    medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
+    return np.asarray(np.where(medium, smoothed, scaled), np.float32)
+
+
+def rotary_half_tables(positions: Array, inv_freq: Array) -> tuple[Array, Array]:
+    """Llama-style rotary ``(sin, cos)`` for ``positions``, each ``[t, 2 * len(inv_freq)]`` (the frequencies twice,
+    not interleaved)."""
+    angles = positions.astype(np.float32)[:, None] * inv_freq[None, :]
+    both = np.concatenate([angles, angles], axis=-1)
+    return np.sin(both).astype(np.float32), np.cos(both).astype(np.float32)
+
+
+def apply_rotary_half(x: Array, sin: Array, cos: Array) -> Array:
+    """Llama style (rotate the two halves: ``x * cos + rotate_half(x) * sin``) on ``x`` ``[..., t, e]``."""
+    half = x.shape[-1] // 2
+    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return np.asarray(x * cos + rotated * sin, np.float32)

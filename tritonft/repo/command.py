@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--judge-reference",
         type=Path,
         help="the judge's reference of this revision (`tritonft reference` output): the ensemble carries it for the "
-        "judge (FasterTransformer's generators)",
+        "judge (the generators: FasterTransformer's ensemble, a vLLM model's config.pbtxt)",
     )
     parser.add_argument(
         "--require-checkpoint",
@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
         cpu_stand_in=Engine(args.engine) is Engine.REFERENCE,
         judge_reference=args.judge_reference,
     )
-    if args.judge_reference is not None and not spec.family.is_fastertransformer:
-        raise UserError(f"--judge-reference: {spec.name} is a {spec.family} model; only T5/GPT-2/GPT-J carry one")
+    if args.judge_reference is not None and spec.family.is_encoder:
+        raise UserError(f"--judge-reference: {spec.name} is a {spec.family} model; only the generators carry one")
     written = engine_for(spec.family).write_repository(spec, args.out, sources)
     if args.engine == Engine.REFERENCE and spec.family.is_encoder:
         print(f"model step: model.onnx run by the onnxruntime package (Python backend) in {written.models[-2]}")

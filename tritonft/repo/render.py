@@ -155,7 +155,7 @@ def write_repository(
     (``os.replace``) so existing weights stay put. On any error before the swap nothing in ``out_dir`` changes.
     """
     config_ini_path, config_ini = (None, None) if checkpoint_dir is None else read_checkpoint_ini(spec, checkpoint_dir)
-    reference = _judge_reference_text(judge_reference) if judge_reference is not None else None
+    reference = judge_reference_text(judge_reference) if judge_reference is not None else None
     files = render_repository_files(spec, config_ini, model_root, checkpoint_path, engine, judge_reference=reference)
     names = RepoNames.of(spec)
     token_source = tokenizer_dir or checkpoint_dir
@@ -217,7 +217,7 @@ def _merge_into(new: Path, target: Path) -> None:
     (target / VERSION).mkdir(exist_ok=True)
 
 
-def _judge_reference_text(path: Path) -> str:
+def judge_reference_text(path: Path) -> str:
     """The reference file's JSON, checked (``UserError`` naming the file when it is not a judge reference)."""
     from tritonft.probe.judge_reference import JudgeReference
 

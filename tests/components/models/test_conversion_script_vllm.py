@@ -1,6 +1,7 @@
-"""A vLLM model's Job script, run for real: the project's own ``tritonft repo`` on a seeded random Llama checkpoint
-(only the Hub download is stood in by a copy). No conversion: the Hugging Face files land on the store as they are,
-are checked against the spec, and the repository names them."""
+"""A vLLM model's Job script, run for real: the project's own ``tritonft reference`` and ``tritonft repo`` on a
+seeded random Llama checkpoint (only the Hub download is stood in by a copy). No conversion: the Hugging Face files
+land on the store as they are, the judge's reference is computed from them, they are checked against the spec, and the
+repository names them and carries the reference."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from google.protobuf import text_format  # type: ignore[import-untyped]  # no types-protobuf in the lock
+from tritonclient.grpc import model_config_pb2 as mc
 
 from components.common.layout import model_paths
-from components.common.sizing import job_sizing
+from components.common.sizing import job_sizing, quantity_mi
 from components.models.conversion_spec import (
     COMPLETE_MARKER,
     VLLM_SCRIPT,
@@ -27,6 +30,8 @@ from components.models.conversion_spec import (
 from tests.components.models.test_conversion_script_encoder import DOWNLOAD_STAND_IN
 from tests.tritonft.engines.vllm.checkpoints import variant, write
 from tritonft.engines.vllm.rules import read_checkpoint
+from tritonft.probe.judge_reference import GPT_REFERENCE_PROMPTS, REFERENCE_FILE, REFERENCE_PARAMETER, JudgeReference
+from tritonft.reference_memory import reference_memory_bytes
 from tritonft.repo.check import check_repository
 from tritonft.spec import Architecture, Family, ModelSpec, VllmSpec, WeightDType
 
@@ -70,11 +75,15 @@ def _store(tmp_path: Path, spec: ModelSpec) -> tuple[Path, Path]:
     return Path(str(root) + paths.checkpoint_dir), Path(str(root) + paths.repository_dir)
 
 
+def _reference(tmp_path: Path, spec: ModelSpec) -> Path:
+    return Path(str(tmp_path / "store") + model_paths(spec, VERSION).judge_reference)
+
+
 def _compile_cache(tmp_path: Path, spec: ModelSpec) -> Path:
     return Path(str(tmp_path / "store") + model_paths(spec, VERSION).compile_cache)
 
 
-def _run(tmp_path: Path, checkpoint: Path, spec: ModelSpec) -> subprocess.CompletedProcess[str]:
+def _run(tmp_path: Path, checkpoint: Path, spec: ModelSpec, **overrides: str) -> subprocess.CompletedProcess[str]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
     stand_in = bin_dir / "tritonft"
@@ -88,6 +97,7 @@ def _run(tmp_path: Path, checkpoint: Path, spec: ModelSpec) -> subprocess.Comple
         "CHECKPOINT_DIR": str(ckpt),
         "REPOSITORY_DIR": str(repo),
         "COMPILE_CACHE_DIR": str(_compile_cache(tmp_path, spec)),
+        "JUDGE_REFERENCE": str(_reference(tmp_path, spec)),
         "SPEC_PATH": str(spec_file),
         "SCRATCH": str(tmp_path / "scratch"),
         "HOME": str(tmp_path / "scratch"),
@@ -98,6 +108,7 @@ def _run(tmp_path: Path, checkpoint: Path, spec: ModelSpec) -> subprocess.Comple
         "CALLS": str(tmp_path / "calls"),
         "CHECKPOINT_FIXTURE": str(checkpoint),
         "REAL_TRITONFT": str(REAL_TRITONFT),
+        **overrides,
     }
     env.pop("XDG_CACHE_HOME", None)
     return subprocess.run(
@@ -121,7 +132,7 @@ def test_a_vllm_model_is_downloaded_onto_the_store_and_rendered_without_conversi
 ) -> None:
     proc = _run(tmp_path, checkpoint, spec)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "repo"]
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "reference", "repo"]
     ckpt, repo = _store(tmp_path, spec)
     assert (ckpt / "model.safetensors").read_bytes() == (checkpoint / "model.safetensors").read_bytes()
     assert (ckpt / COMPLETE_MARKER).is_file() and (repo / COMPLETE_MARKER).is_file()
@@ -145,7 +156,52 @@ def test_a_rerun_skips_what_is_complete(tmp_path: Path, checkpoint: Path, spec: 
     assert _run(tmp_path, checkpoint, spec).returncode == 0
     proc = _run(tmp_path, checkpoint, spec)
     assert proc.returncode == 0 and "is complete; nothing to do" in proc.stdout
-    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "repo"], "nothing ran again"
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "reference", "repo"], "nothing ran again"
+
+
+def test_the_reference_step_reads_the_files_on_the_store_not_a_second_download(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    assert _run(tmp_path, checkpoint, spec).returncode == 0
+    ckpt, _ = _store(tmp_path, spec)
+    (reference,) = [c for c in _calls(tmp_path) if c.startswith("reference ")]
+    assert f"--input {ckpt} " in reference
+    assert f"--out {_reference(tmp_path, spec)}" in reference
+
+
+def test_the_repository_carries_the_judges_reference_of_the_downloaded_weights(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    assert _run(tmp_path, checkpoint, spec).returncode == 0
+    _, repo = _store(tmp_path, spec)
+    written = JudgeReference.from_json(_reference(tmp_path, spec).read_text())
+    config = text_format.Parse((repo / "tiny-llama" / "config.pbtxt").read_text(), mc.ModelConfig())
+    carried = JudgeReference.from_json(config.parameters[REFERENCE_PARAMETER].string_value)
+    assert carried == written
+    assert (repo / REFERENCE_FILE).read_text() == _reference(tmp_path, spec).read_text()
+    assert written.family is Family.LLAMA and written.revision == spec.revision
+    assert [p.prompt for p in written.prompts] == list(GPT_REFERENCE_PROMPTS)
+
+
+def test_a_repository_rendered_before_references_is_rendered_again_without_downloading(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    assert _run(tmp_path, checkpoint, spec, JUDGE_REFERENCE="").returncode == 0  # the Job as it was
+    _, repo = _store(tmp_path, spec)
+    assert not (repo / REFERENCE_FILE).exists()
+    proc = _run(tmp_path, checkpoint, spec)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "repo", "reference", "repo"]
+    assert (repo / REFERENCE_FILE).is_file()
+
+
+def test_an_architecture_without_a_cpu_forward_has_no_reference_step(spec: ModelSpec) -> None:
+    assert spec.vllm is not None
+    mistral = replace(spec, vllm=replace(spec.vllm, architecture="MistralForCausalLM"))
+    assert model_paths(mistral, VERSION).judge_reference == ""
+    env = {e["name"]: e["value"] for e in script_env(mistral, model_paths(mistral, VERSION))}
+    assert env["JUDGE_REFERENCE"] == ""
+    assert model_paths(spec, VERSION).judge_reference.startswith("/models/references/tiny-llama/")
 
 
 def test_the_job_makes_the_models_compile_cache_directory_for_its_triton_pods(
@@ -232,13 +288,19 @@ def test_the_job_runs_the_vllm_script_and_nothing_of_fastertransformers(spec: Mo
     ]
 
 
-def test_the_download_job_is_sized_for_a_download_not_a_conversion(spec: ModelSpec) -> None:
+def test_the_llama_job_is_sized_for_its_reference_step_not_a_conversion(spec: ModelSpec) -> None:
     from components.settings.catalog import KNOWN_VLLM
 
     entry = KNOWN_VLLM["meta-llama/Llama-3.1-8B-Instruct"]
     llama = replace(spec, architecture=entry.architecture, vllm=entry.facts, weight_dtype=WeightDType.FP16)
     sizing = job_sizing(llama)
-    assert sizing.memory_request == "2048Mi"
+    assert sizing.memory_request == quantity_mi(reference_memory_bytes(llama))  # every weight at fp32
+    assert reference_memory_bytes(llama) > llama.parameters * 4
+    assert sizing.cpu_request == "2"
     assert sizing.verify_generation is False
+    # One retry, as a reference Job: Pulumi waits less than for the download alone with its two retries.
+    assert sizing.backoff_limit == 1
+    mistral = replace(llama, vllm=replace(entry.facts, architecture="MistralForCausalLM"))
+    assert sizing.pulumi_timeout_minutes < job_sizing(mistral).pulumi_timeout_minutes
     files_gib = llama.parameters * 2 / 2**30  # bfloat16 as published: 14.96 GiB
     assert sizing.scratch_size == f"{int(files_gib * 1.2 + 1) + 1}Gi"

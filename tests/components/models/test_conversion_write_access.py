@@ -83,9 +83,9 @@ def test_aws_stacks_jobs_get_per_model_write_access(stack_plan: StackPlans, stac
         assert len(store) > 2 if per_model else len(store) == 1
 
 
-def test_a_vllm_models_job_writes_its_download_repository_and_compile_cache_directories() -> None:
+def test_a_vllm_models_job_writes_its_download_repository_compile_cache_and_reference_directories() -> None:
     from tests.components.serving.test_service_vllm import LLAMA
 
     paths = model_paths(LLAMA, CONVERTER)
-    assert writable_dirs(paths) == ("hf/llama", "repositories/llama", "compile-cache/llama")
+    assert writable_dirs(paths) == ("hf/llama", "repositories/llama", "compile-cache/llama", "references/llama")
     assert paths.compile_cache == f"{STORE_MOUNT}/compile-cache/llama/{LLAMA.revision}"

@@ -645,3 +645,14 @@ def test_a_per_client_cap_is_refused_where_no_api_key_names_the_client() -> None
         "maxConcurrentPerClient: no API key is made or checked with edge: ingress (anyone gets in, not a key): "
         "remove maxConcurrentPerClient, or set edge: gateway with ingressAuth: apiKey"
     ]
+
+
+def test_a_llamas_reference_step_that_no_system_node_holds_is_refused_naming_its_vllm_job() -> None:
+    problems = problems_of(aws_stack(systemInstanceType="m6i.2xlarge", models=[dict(QWEN7B)]), ())
+
+    assert problems == [
+        "systemInstanceType: a m6i.2xlarge node (27.6 GiB left to pods beside its DaemonSets) cannot hold the judge "
+        "reference step (its vLLM Job) of models[0] 'qwen', which needs 38.5 GiB (every weight at fp32 on the "
+        "CPU): it would stay Pending until its deadline; use a systemInstanceType with more memory (the r family has "
+        "twice the m family's at the same vCPUs, e.g. r6i.2xlarge: 64 GiB)"
+    ]

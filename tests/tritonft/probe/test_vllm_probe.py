@@ -5,6 +5,7 @@ spec. On the real Triton + vLLM: ``tests/system/realtriton/test_gateway_vllm.py`
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 from tests.tritonft.engines.vllm.test_engine import LLAMA_8B
@@ -13,6 +14,7 @@ from tritonft.engines.vllm.contract import INPUTS
 from tritonft.probe import ModelTarget, ProbeConfig, run_probe
 from tritonft.probe.endpoint import Endpoint
 from tritonft.probe.expectations import Sample
+from tritonft.probe.judge_reference import REFERENCE_STEPS
 from tritonft.probe.rendered import target_for_spec
 from tritonft.probe.streaming import StreamedAnswer
 from tritonft.probe.vllm import PROBE_MAX_TOKENS, generate_body
@@ -25,6 +27,21 @@ def test_a_llama_specs_target_is_asked_as_a_vllm_model_with_nvidias_contract() -
     target = target_for_spec(LLAMA_8B)
     assert (target.vllm, target.streaming, target.max_tokens, target.family) == (True, True, None, Family.LLAMA)
     assert [t.name for t in target.contract.inputs] == [t.name for t in INPUTS]
+
+
+def test_a_llama_judged_against_its_reference_is_asked_the_references_greedy_steps() -> None:
+    target = target_for_spec(LLAMA_8B, reference=True)
+
+    assert (target.vllm, target.reference, target.max_tokens) == (True, True, REFERENCE_STEPS[Family.LLAMA])
+
+
+def test_an_architecture_without_a_cpu_forward_keeps_the_older_check_under_reference() -> None:
+    assert LLAMA_8B.vllm is not None
+    mistral = replace(LLAMA_8B, vllm=replace(LLAMA_8B.vllm, architecture="MistralForCausalLM"))
+
+    target = target_for_spec(mistral, reference=True)
+
+    assert (target.reference, target.max_tokens) == (False, None)
 
 
 def test_the_vllm_flag_round_trips_through_json() -> None:

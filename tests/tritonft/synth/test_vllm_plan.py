@@ -98,3 +98,29 @@ def test_locals_tiny_model_is_served_by_vllm_on_one_gpu(local: Path) -> None:
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
     assert "server-vllm" in container["image"]
+
+
+def test_prods_llama_job_computes_the_judges_reference_from_the_downloaded_files(prod: Path) -> None:
+    job = manifest(prod, "job", "llama-3-1-8b")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["JUDGE_REFERENCE"].startswith("/models/references/llama-3-1-8b/")
+    assert env["JUDGE_REFERENCE"].endswith("/judge-reference.json")
+    script = container["command"][-1]
+    assert 'tritonft reference --input "$CHECKPOINT_DIR" --spec "$SPEC_PATH" --out "$JUDGE_REFERENCE"' in script
+    assert '--judge-reference "$JUDGE_REFERENCE"' in script
+    # Every weight at fp32 on the CPU (Llama 3.1 8B: 8.03 B parameters).
+    assert container["resources"]["requests"]["memory"] == container["resources"]["limits"]["memory"] == "41320Mi"
+
+
+def test_prods_llama_is_judged_against_the_reference_of_its_original_weights(prod: Path) -> None:
+    from tritonft.probe.in_cluster import CONFIG_ENV
+    from tritonft.synth.plandiff import load_plan
+
+    judge = "pulumi-python:dynamic/tritonft:InClusterJudge"
+    judges = {r["name"]: dict(r["inputs"]) for r in load_plan(prod) if r["type"] == judge}
+    (name,) = [n for n in judges if n.startswith("prod-llama-3-1-8b-judge-")]
+    (container,) = judges[name]["job"]["spec"]["template"]["spec"]["containers"]
+    settings = json.loads(next(e["value"] for e in container["env"] if e["name"] == CONFIG_ENV))
+    (target,) = settings["models"]
+    assert (target["family"], target["vllm"], target["reference"], target["max_tokens"]) == ("llama", True, True, 16)

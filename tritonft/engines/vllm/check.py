@@ -1,7 +1,8 @@
 """The repository checker's rules for a ``backend: "vllm"`` model: NVIDIA's contract and nothing else (pure).
 
 Used by :func:`tritonft.repo.check.check_repository` (``tritonft repo``, ``synth``, the conversion Job): the
-config names only the backend's inputs, outputs and parameters with their types and dims
+config names only the backend's inputs, outputs and parameters with their types and dims (and, besides them, the
+judge's reference that the judge reads: ``tritonft_judge_reference``)
 (:mod:`tritonft.engines.vllm.contract`), is decoupled with ``max_batch_size: 0``, and every version directory holds a
 ``model.json`` that is a JSON object naming the ``model`` to load.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tritonft.engines.vllm.contract import ENGINE_ARGS_FILE, INPUTS, OUTPUTS, PARAMETERS
+from tritonft.probe.judge_reference import REFERENCE_PARAMETER, JudgeReference
 
 
 def _type_name(config: Any, value: int) -> str:
@@ -44,9 +46,14 @@ def vllm_model_problems(directory: Path, config: Any, versions: Sequence[str]) -
             found = (_type_name(config, tensor.data_type), tuple(tensor.dims))
             if found != expected:
                 problems.append(f"{label}: {kind} {tensor.name!r} is {found}, the vLLM backend's is {expected}")
-    unknown = sorted(set(config.parameters) - set(PARAMETERS))
+    unknown = sorted(set(config.parameters) - set(PARAMETERS) - {REFERENCE_PARAMETER})
     if unknown:
         problems.append(f"{label}: parameters {unknown} are not read by the vLLM backend ({', '.join(PARAMETERS)})")
+    if REFERENCE_PARAMETER in config.parameters:
+        try:
+            JudgeReference.from_json(config.parameters[REFERENCE_PARAMETER].string_value)
+        except (KeyError, TypeError, ValueError) as exc:
+            problems.append(f"{label}: parameter {REFERENCE_PARAMETER} is not a judge reference ({exc})")
     for version in versions:
         path = directory / version / ENGINE_ARGS_FILE
         try:

@@ -125,6 +125,17 @@ def checkpoint_problems(spec: ModelSpec, checkpoint_dir: Path) -> list[str]:
     return problems + rule_problems(options_of(spec), found, None, key="vllm")
 
 
+def require_spec_checkpoint(spec: ModelSpec, checkpoint_dir: Path) -> None:
+    """``UserError`` listing :func:`checkpoint_problems` when the downloaded checkpoint is not ``spec``'s model."""
+    disagreements = checkpoint_problems(spec, checkpoint_dir)
+    if disagreements:
+        raise UserError(
+            f"{checkpoint_dir}: the downloaded checkpoint is not the model the spec describes (fix the stack's model "
+            "entry, or pin the revision it describes)",
+            disagreements,
+        )
+
+
 class Vllm:
     """The :class:`tritonft.engines.base.ServingEngine` of Triton's vLLM backend."""
 
@@ -147,18 +158,17 @@ class Vllm:
     ) -> RenderedRepository:
         """``sources.checkpoint_path`` (else the store's path) becomes ``model.json``'s ``model``;
         ``cpu_stand_in`` changes nothing in the files: the CPU serves the same repository with the project's ``vllm``
-        backend."""
+        backend; ``sources.judge_reference`` (``tritonft reference``'s file) is carried by ``config.pbtxt``."""
         sources = sources or RepositorySources()
         path = sources.checkpoint_path or model_path(spec, sources.model_root)
         if sources.checkpoint_dir is not None:
-            disagreements = checkpoint_problems(spec, sources.checkpoint_dir)
-            if disagreements:
-                raise UserError(
-                    f"{sources.checkpoint_dir}: the downloaded checkpoint is not the model the spec describes (fix the "
-                    "stack's model entry, or pin the revision it describes)",
-                    disagreements,
-                )
-        files = repository_files(spec.name, options_of(spec), path, checkpoint_of(spec))
+            require_spec_checkpoint(spec, sources.checkpoint_dir)
+        reference = None
+        if sources.judge_reference is not None:
+            from tritonft.repo.render import judge_reference_text
+
+            reference = judge_reference_text(sources.judge_reference)
+        files = repository_files(spec.name, options_of(spec), path, checkpoint_of(spec), judge_reference=reference)
         models = write_repository(files, out_dir)
         return RenderedRepository(
             root=out_dir, models=tuple(models), files=tuple(sorted(files)), config_source=None, tokenizer=()

@@ -85,16 +85,26 @@ def spec_for(name: str, directory: Path, options: VllmOptions = CPU_OPTIONS) -> 
     )
 
 
-def render(checkpoints: Mapping[str, Path], out: Path, options: VllmOptions = CPU_OPTIONS) -> Path:
-    """Write a repository serving each ``name -> checkpoint directory`` (refusing what vLLM would refuse)."""
+def render(
+    checkpoints: Mapping[str, Path],
+    out: Path,
+    options: VllmOptions = CPU_OPTIONS,
+    *,
+    judge_references: Mapping[str, str] | None = None,
+) -> Path:
+    """Write a repository serving each ``name -> checkpoint directory`` (refusing what vLLM would refuse); a model
+    named in ``judge_references`` carries that reference (JSON) in its ``config.pbtxt``, as its Job renders it."""
     files: dict[str, bytes] = {}
+    references = judge_references or {}
     for name, directory in checkpoints.items():
         config, tokenizer = read_model(directory)
         checkpoint = read_checkpoint(config, tokenizer)
         found = problems(options, checkpoint, None, key=name)
         if found:
             raise ValueError(f"{directory}: " + "; ".join(found))
-        files |= repository_files(name, options, str(directory.resolve()), checkpoint)
+        files |= repository_files(
+            name, options, str(directory.resolve()), checkpoint, judge_reference=references.get(name)
+        )
     write_repository(files, out)
     return out
 

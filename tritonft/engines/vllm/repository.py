@@ -59,9 +59,11 @@ def _tensor(tensor: Tensor) -> str:
     return f'  {{\n    name: "{tensor.name}"\n    data_type: {tensor.data_type}\n    dims: [ {dims} ]{optional}\n  }}'
 
 
-def config_pbtxt(name: str, *, report_metrics: bool = True) -> str:
+def config_pbtxt(name: str, *, report_metrics: bool = True, judge_reference: str | None = None) -> str:
     """The model's ``config.pbtxt``: NVIDIA's backend contract, written out (not left to auto-complete) so the
-    repository says what it serves."""
+    repository says what it serves; with ``judge_reference`` (JSON) carrying the judge's reference of the revision as
+    the string parameter ``tritonft_judge_reference`` (the backend reads only its own parameters; Triton serves every
+    parameter on ``GET /v2/models/<model>/config``, where the judge reads it)."""
     inputs = ",\n".join(_tensor(t) for t in INPUTS)
     outputs = ",\n".join(_tensor(t) for t in OUTPUTS)
     metrics = "true" if report_metrics else "false"
@@ -75,16 +77,34 @@ def config_pbtxt(name: str, *, report_metrics: bool = True) -> str:
         f"instance_group [\n  {{\n    count: 1\n    kind: {INSTANCE_KIND}\n  }}\n]\n"
         'parameters {\n  key: "REPORT_CUSTOM_METRICS"\n'
         f'  value {{\n    string_value: "{metrics}"\n  }}\n}}\n'
-    )
+    ) + (_reference_parameter(judge_reference) if judge_reference is not None else "")
+
+
+def _reference_parameter(judge_reference: str) -> str:
+    """The ``parameters`` entry carrying the judge's reference, escaped by protobuf's own text format."""
+    from google.protobuf import text_format  # type: ignore[import-untyped]  # no types-protobuf in the lock
+    from tritonclient.grpc import model_config_pb2 as mc
+
+    from tritonft.probe.judge_reference import REFERENCE_PARAMETER
+
+    config = mc.ModelConfig()
+    config.parameters[REFERENCE_PARAMETER].string_value = judge_reference
+    return str(text_format.MessageToString(config, as_utf8=True))
 
 
 def repository_files(
-    name: str, options: VllmOptions, model_path: str, checkpoint: Checkpoint, *, served_name: str | None = None
+    name: str,
+    options: VllmOptions,
+    model_path: str,
+    checkpoint: Checkpoint,
+    *,
+    served_name: str | None = None,
+    judge_reference: str | None = None,
 ) -> dict[str, bytes]:
-    """Every file of the repository by relative path."""
+    """Every file of the repository by relative path (``judge_reference``: see :func:`config_pbtxt`)."""
     args = engine_args(options, model_path, checkpoint, served_name=served_name or name)
     return {
-        f"{name}/config.pbtxt": config_pbtxt(name).encode(),
+        f"{name}/config.pbtxt": config_pbtxt(name, judge_reference=judge_reference).encode(),
         f"{name}/{VERSION}/{ENGINE_ARGS_FILE}": (json.dumps(args, indent=2, sort_keys=True) + "\n").encode(),
     }
 

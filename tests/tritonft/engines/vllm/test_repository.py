@@ -13,7 +13,9 @@ from tests.tritonft.engines.vllm.checkpoints import VARIANTS, config
 from tritonft.engines.vllm import contract
 from tritonft.engines.vllm.repository import config_pbtxt, repository_files, write_repository
 from tritonft.engines.vllm.rules import VllmOptions, read_checkpoint
+from tritonft.probe.judge_reference import REFERENCE_PARAMETER, JudgeReference, PromptReference
 from tritonft.repo.check import check_repository
+from tritonft.spec import Family
 
 MODEL_FILE = Path(contract.__file__).with_name("triton_model.py")
 CHECKPOINT = read_checkpoint(config(VARIANTS[0], 512))
@@ -117,6 +119,34 @@ def test_writing_replaces_a_previous_model_whole(tmp_path: Path) -> None:
 def test_the_checker_accepts_the_rendered_repository(tmp_path: Path) -> None:
     write_repository(repository_files("llama", VllmOptions(), "/m", CHECKPOINT), tmp_path)
     assert check_repository(tmp_path) == []
+
+
+REFERENCE = JudgeReference(
+    Family.LLAMA,
+    "meta-llama/Llama-3.1-8B-Instruct",
+    "0e9e39f249a16976918f6564b8830bc894c89659",
+    "bf16",
+    1.5,
+    (PromptReference("The capital of France is", ' Paris, "the city"\n\u00e9', 16, False),),
+)
+
+
+def test_the_config_carries_the_judges_reference_for_the_judge_to_read(tmp_path: Path) -> None:
+    files = repository_files("llama", VllmOptions(), "/m", CHECKPOINT, judge_reference=REFERENCE.to_json())
+    cfg = text_format.Parse(files["llama/config.pbtxt"].decode(), model_config_pb2.ModelConfig())
+
+    assert JudgeReference.from_json(cfg.parameters[REFERENCE_PARAMETER].string_value) == REFERENCE
+    write_repository(files, tmp_path)
+    assert check_repository(tmp_path) == []
+
+
+def test_the_checker_refuses_a_reference_parameter_that_is_not_one(tmp_path: Path) -> None:
+    files = repository_files("llama", VllmOptions(), "/m", CHECKPOINT, judge_reference='{"format": 1}')
+    write_repository(files, tmp_path)
+
+    (problem,) = check_repository(tmp_path)
+
+    assert problem.startswith(f"llama/config.pbtxt: parameter {REFERENCE_PARAMETER} is not a judge reference")
 
 
 def test_the_checker_refuses_an_input_the_backend_does_not_read(tmp_path: Path) -> None:
