@@ -125,25 +125,29 @@ def judge_settings(inputs: dict[str, Any]) -> dict[str, Any]:
     return dict(json.loads(next(e["value"] for e in container["env"] if e["name"] == CONFIG_ENV)))
 
 
+def planned_judge(out: Path, stack: str, model: str) -> tuple[str, dict[str, Any], dict[str, Any], ModelSpec]:
+    """``model``'s in-cluster judge as ``stack``'s synthesized plan (in ``out``) declares it: the serving version it
+    judges, what it is told to check (without the gateway's URL and headers: the tests ask the server directly), its
+    own inputs, and the spec the model's Job receives."""
+    judges = {r["name"]: dict(r["inputs"]) for r in load_resources(out) if r["type"] == JUDGE}
+    (name,) = [name for name in judges if name.startswith(f"{stack}-{model}-judge-")]
+    inputs = {k: v for k, v in judge_settings(judges[name]).items() if k not in ("gateway_url", "headers")}
+    specs = [
+        ModelSpec.from_json(yaml.safe_load(m.read_text())["data"]["spec.json"])
+        for m in out.glob("manifests/*/configmap-*-spec.yaml")
+    ]
+    (spec,) = [s for s in specs if s.name == model]
+    return name.removeprefix(f"{stack}-{model}-judge-"), inputs, judges[name], spec
+
+
 @pytest.fixture(scope="module")
 def planned(stack_plan: StackPlans) -> dict[Family, Planned]:
     found = {}
     for family, (stack, model) in PLANNED.items():
-        out = stack_plan(stack).out
-        resources = load_resources(out)
-        judges = {r["name"]: dict(r["inputs"]) for r in resources if r["type"] == JUDGE}
         # A model with room for a candidate is judged before it takes traffic, one without (dev's gpt2) right after
         # it rolled in place: by the same in-cluster judge Job, declared by the program.
-        (name,) = [name for name in judges if name.startswith(f"{stack}-{model}-judge-")]
-        chosen = judge_settings(judges[name])
-        inputs = {k: v for k, v in chosen.items() if k not in ("gateway_url", "headers")}
-        specs = [
-            ModelSpec.from_json(yaml.safe_load(m.read_text())["data"]["spec.json"])
-            for m in out.glob("manifests/*/configmap-*-spec.yaml")
-        ]
-        (spec,) = [s for s in specs if s.name == model]
-        version = name.removeprefix(f"{stack}-{model}-judge-")
-        found[family] = Planned(family, inputs, judges[name], spec, version)
+        version, inputs, judge, spec = planned_judge(stack_plan(stack).out, stack, model)
+        found[family] = Planned(family, inputs, judge, spec, version)
     return found
 
 

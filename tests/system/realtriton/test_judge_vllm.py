@@ -29,12 +29,11 @@ from typing import Any
 
 import numpy as np
 import pytest
-import yaml
 from safetensors.numpy import load_file, save_file
 
 from components.probe import IntegrationProbeProvider, ProbeFailedError
 from tests.plans import StackPlans
-from tests.system.realtriton.test_judge_reference import JUDGE, judge_settings
+from tests.system.realtriton.test_judge_reference import planned_judge
 from tests.system.realtriton.vllm_server import OPTIONS
 from tests.tritonft.engines.vllm.checkpoints import VARIANTS, write
 from tritonft.cli import main
@@ -43,7 +42,6 @@ from tritonft.local_triton import LocalTriton
 from tritonft.probe.judge_reference import REFERENCE_FILE, REFERENCE_STEPS, JudgeReference
 from tritonft.repo.render import judge_reference_text
 from tritonft.spec import Family, ModelSpec
-from tritonft.synth.plandiff import load_plan as load_resources
 
 pytestmark = pytest.mark.slow
 
@@ -63,16 +61,7 @@ class Planned:
 
 @pytest.fixture(scope="module")
 def planned(stack_plan: StackPlans) -> Planned:
-    out = stack_plan(STACK).out
-    judges = {r["name"]: dict(r["inputs"]) for r in load_resources(out) if r["type"] == JUDGE}
-    (name,) = [name for name in judges if name.startswith(f"{STACK}-{MODEL}-judge-")]
-    chosen = judge_settings(judges[name])
-    inputs = {k: v for k, v in chosen.items() if k not in ("gateway_url", "headers")}
-    specs = [
-        ModelSpec.from_json(yaml.safe_load(m.read_text())["data"]["spec.json"])
-        for m in out.glob("manifests/*/configmap-*-spec.yaml")
-    ]
-    (spec,) = [s for s in specs if s.name == MODEL]
+    _, inputs, _, spec = planned_judge(stack_plan(STACK).out, STACK, MODEL)
     return Planned(inputs, spec)
 
 
