@@ -235,6 +235,15 @@ def _equals(answer: str, expected: str) -> bool:
     return _normal(answer) == _normal(expected)
 
 
+def _takes(answer: str, tie: str, reference: str) -> bool:
+    """Whether ``answer`` took the near-tie whose answer so far is ``tie``: whitespace collapsed, unless collapsing
+    makes the tie the reference's own words (it differs only in whitespace): then only the exact text tells an answer
+    that took it from one that left the reference for any other token there."""
+    if _normal(reference).startswith(_normal(tie)):
+        return answer.startswith(tie)
+    return _starts_with(answer, tie)
+
+
 @dataclass(frozen=True)
 class PromptVerdict:
     ok: bool
@@ -247,9 +256,14 @@ def judge_prompt(reference: PromptReference, answer: str) -> PromptVerdict:
     if followed:
         return PromptVerdict(True, f"the reference's {reference.steps} greedy tokens")
     for tie in reference.near_ties:
-        if not tie.ends and _normal(reference.answer).startswith(_normal(tie.text)):
-            continue  # its text says nothing the reference's own does not (e.g. a token that decodes to nothing)
-        if _equals(answer, tie.text) if tie.ends else _starts_with(answer, tie.text):
+        # A tie whose text the reference's own answer starts with, to the character, says nothing more (a token that
+        # decodes to nothing). Compared exactly, not whitespace collapsed: both come from the reference's own
+        # detokenizer, and a tie that differs only in whitespace ("Paris.\n" where the reference says "Paris. The")
+        # is a real choice a served precision may make; collapsed, it looked like nothing and a right model that took
+        # it failed.
+        if not tie.ends and reference.answer.startswith(tie.text):
+            continue
+        if _equals(answer, tie.text) if tie.ends else _takes(answer, tie.text, reference.answer):
             return PromptVerdict(
                 True, f"the reference's tokens up to step {tie.step}, then a near-tie ({tie.gap:.2f} nats)"
             )

@@ -80,6 +80,24 @@ def test_a_near_tie_whose_text_the_reference_already_says_opens_nothing() -> Non
     assert not judge_against_reference(reference(blank), [" anything at all"]).ok
 
 
+def test_a_near_tie_that_differs_from_the_reference_only_in_whitespace_can_be_taken() -> None:
+    """A served precision may end the sentence with a line break where the fp32 reference goes on with a space."""
+    capital = PromptReference(
+        "The capital of France is",
+        " Paris. The city is",
+        steps=5,
+        ended=False,
+        near_ties=(NearTie(2, 0.3, " Paris.\n"),),
+        min_gap=0.3,
+    )
+
+    verdict = judge_against_reference(reference(capital), [" Paris.\nIt has"])
+
+    assert verdict.ok, verdict.detail
+    assert "through a near-tie" in verdict.detail
+    assert not judge_against_reference(reference(capital), [" Paris. Bananas"]).ok, "not the tie: another token"
+
+
 def test_a_missing_answer_fails() -> None:
     assert not judge_against_reference(reference(STORY, FACT), [" there was a king who"]).ok
 
