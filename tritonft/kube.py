@@ -13,10 +13,12 @@ import os
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,9 @@ from tritonft.errors import UserError
 from tritonft.keepalive import KeptAliveClient
 
 FIELD_MANAGER = "triton-ft"
+RENEW_BEFORE_EXPIRY_S = 60.0
+"""An exec plugin's token is renewed this long before the expiry it states (EKS tokens live 15 minutes; ``up``'s
+rollout watches, judges and handovers hold one client for up to 40)."""
 
 
 class ApiError(Exception):
@@ -38,6 +43,14 @@ class ApiError(Exception):
 
 
 @dataclass(frozen=True)
+class Credential:
+    """A bearer token and, when its issuer states one, when it expires (seconds since the epoch)."""
+
+    token: str
+    expires_at: float | None = None
+
+
+@dataclass(frozen=True)
 class ResourceType:
     group_version: str
     plural: str
@@ -46,11 +59,27 @@ class ResourceType:
 
 class Kube:
     """One API server, one identity (a bearer token and/or a client certificate); each thread's requests share a
-    kept-alive connection (:mod:`tritonft.keepalive`)."""
+    kept-alive connection (:mod:`tritonft.keepalive`).
 
-    def __init__(self, server: str, *, token: str | None = None, context: ssl.SSLContext | None = None) -> None:
+    With ``credentials`` (a kubeconfig's exec plugin, e.g. ``aws eks get-token``) the token is asked for at once,
+    again before the expiry it states (:data:`RENEW_BEFORE_EXPIRY_S`), and once more when the server answers 401 (a
+    token revoked or expired early), the request then sent again once."""
+
+    def __init__(
+        self,
+        server: str,
+        *,
+        token: str | None = None,
+        context: ssl.SSLContext | None = None,
+        credentials: Callable[[], Credential] | None = None,
+    ) -> None:
         self.server = server.rstrip("/")
         self.token = token
+        self._credentials = credentials
+        self._expires_at: float | None = None
+        self._renewing = threading.Lock()
+        if credentials is not None:
+            self._renew()
         if context is None:  # loopback test servers: self-signed serving certificate
             context = ssl.create_default_context()
             context.check_hostname = False
@@ -75,9 +104,16 @@ class Kube:
         headers = {"User-Agent": "triton-ft"}
         if data is not None:
             headers["Content-Type"] = content_type
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
+        if self._expires_at is not None and time.time() >= self._expires_at - RENEW_BEFORE_EXPIRY_S:
+            self._renew()
+        sent = self.token
+        if sent:
+            headers["Authorization"] = f"Bearer {sent}"
         answer = self._http.request(method, target, body=data, headers=headers, timeout_s=timeout_s)
+        if answer.status == 401 and self._credentials is not None:
+            self._renew(unless_changed_from=sent)
+            headers["Authorization"] = f"Bearer {self.token}"
+            answer = self._http.request(method, target, body=data, headers=headers, timeout_s=timeout_s)
         raw = answer.body
         if answer.status >= 400:
             text = raw.decode(errors="replace")
@@ -92,6 +128,16 @@ class Kube:
             return json.loads(raw)
         except ValueError:  # /readyz, /healthz answer plain text
             return raw.decode(errors="replace")
+
+    def _renew(self, unless_changed_from: str | None = None) -> None:
+        """A new token from :attr:`_credentials` (one thread at a time; none when another thread has just renewed
+        the token that was refused)."""
+        assert self._credentials is not None
+        with self._renewing:
+            if unless_changed_from is not None and self.token != unless_changed_from:
+                return
+            credential = self._credentials()
+            self.token, self._expires_at = credential.token, credential.expires_at
 
     def close(self) -> None:
         """Close the kept-alive connections (a later request opens a new one)."""
@@ -195,20 +241,22 @@ def from_kubeconfig(path: str | None, context_name: str | None = None) -> Kube:
             ssl_ctx.load_cert_chain(cert, key)
     elif cert and key:
         ssl_ctx.load_cert_chain(cert, key)
-    token = user.get("token")
     if "exec" in user:
-        token = _exec_token(user["exec"])
-    return Kube(cluster["server"], token=token, context=ssl_ctx)
+        spec = user["exec"]
+        return Kube(cluster["server"], context=ssl_ctx, credentials=lambda: exec_credential(spec))
+    return Kube(cluster["server"], token=user.get("token"), context=ssl_ctx)
 
 
-def _exec_token(spec: Mapping[str, Any]) -> str:
-    """Run a kubeconfig exec plugin (e.g. ``aws eks get-token``) and return the token it prints."""
+def exec_credential(spec: Mapping[str, Any]) -> Credential:
+    """Run a kubeconfig exec plugin (e.g. ``aws eks get-token``): the token its ``ExecCredential`` prints, and the
+    ``expirationTimestamp`` it states (RFC 3339), if any."""
     env = {**os.environ, **{e["name"]: e["value"] for e in spec.get("env") or []}}
     out = subprocess.run([spec["command"], *spec.get("args", [])], capture_output=True, text=True, env=env, check=False)
     if out.returncode != 0:
         raise UserError(f"kubeconfig exec plugin {spec['command']!r} failed: {out.stderr.strip()[:300]}")
-    token: str = json.loads(out.stdout)["status"]["token"]
-    return token
+    status = json.loads(out.stdout)["status"]
+    expires = status.get("expirationTimestamp")
+    return Credential(str(status["token"]), datetime.fromisoformat(expires).timestamp() if expires else None)
 
 
 def condition_true(obj: Mapping[str, Any], kind: str) -> bool:
