@@ -407,15 +407,24 @@ that Service, named with the challenge's namespace, the route's own)."""
 ACME_SOLVER_PORT = 8089
 PUBLIC_ROUTE_MESSAGE = (
     f"an HTTPRoute labelled {AUTH_LABEL}={AUTH_PUBLIC} is served without an API key, so only the HTTPS redirect (no "
-    f"backendRefs, RequestRedirect filters only) and cert-manager's ACME HTTP-01 solver routes (Exact "
+    f"backendRefs, RequestRedirect filters to the same URL over https only: no hostname, path or port) and "
+    f"cert-manager's ACME HTTP-01 solver routes (Exact "
     f"{ACME_CHALLENGE_PREFIX}<token> paths to a {ACME_SOLVER_SERVICE_PREFIX}* Service on port {ACME_SOLVER_PORT}, "
     f"no filters) may carry it: label this route {AUTH_LABEL}={AUTH_API_KEY} (clients send their key)"
 )
 """What the API server answers a route that carries :data:`AUTH_PUBLIC` and is neither (issue 51)."""
 
+_HTTPS_REDIRECT = (
+    "(f.type == 'RequestRedirect' && has(f.requestRedirect) && has(f.requestRedirect.scheme)"
+    " && f.requestRedirect.scheme == 'https' && !has(f.requestRedirect.hostname) && !has(f.requestRedirect.path)"
+    " && !has(f.requestRedirect.port))"
+)
+"""A redirect filter that changes the scheme to https and nothing else (``statusCode`` aside): no ``hostname``,
+``path`` or ``port``, so a public route can send a client only to the same URL over HTTPS, never elsewhere (an open
+redirect on the stack's host, published without a key by anyone who may write routes)."""
 _REDIRECT_RULE = (
     "((!has(r.backendRefs) || size(r.backendRefs) == 0)"
-    " && (!has(r.filters) || r.filters.all(f, f.type == 'RequestRedirect')))"
+    " && (!has(r.filters) || r.filters.all(f, " + _HTTPS_REDIRECT + ")))"
 )
 _SOLVER_BACKEND = (
     "((!has(b.group) || b.group == '') && (!has(b.kind) || b.kind == 'Service')"
@@ -432,9 +441,10 @@ _SOLVER_RULE = (
     + "))"
 )
 PUBLIC_ROUTE_EXPRESSION = f"!has(object.spec.rules) || object.spec.rules.all(r, {_REDIRECT_RULE} || {_SOLVER_RULE})"
-"""Every rule of the route is the redirect's (reaches no backend: no ``backendRefs``, no filter but
-``RequestRedirect``, so no mirror and no extension) or a solver's (only exact challenge paths, only solver Services
-of the route's namespace on the solver's port, no filter that could rewrite or mirror)."""
+"""Every rule of the route is the redirect's (reaches no backend: no ``backendRefs``, no filter but the scheme's change
+to https (:data:`_HTTPS_REDIRECT`), so no mirror, no extension and no redirect elsewhere) or a solver's (only exact
+challenge paths, only solver Services of the route's namespace on the solver's port, no filter that could rewrite or
+mirror)."""
 PUBLIC_LABEL_CONDITION = (
     f"has(object.metadata.labels) && '{AUTH_LABEL}' in object.metadata.labels"
     f" && object.metadata.labels['{AUTH_LABEL}'] == '{AUTH_PUBLIC}'"

@@ -373,6 +373,17 @@ def unanswered_ratio_expr(namespace: str, job: str, window: str = VLLM_ALERT_WIN
     return f"({handed} - {finished})\n/ {handed}"
 
 
+def gauges_absent_expr(namespace: str, job: str) -> str:
+    """Each pod and model of ``job`` whose vLLM token counter Triton reports without both scheduler gauges (the
+    server image's, ``images/triton-vllm/scheduler_gauges.py``): 1 per such pod and model, nothing otherwise."""
+    sel = f'namespace="{namespace}",job="{job}"'
+    by = "namespace, job, pod, model"
+    gauges = " and ".join(
+        f"count by ({by}) ({name}{{{sel}}})" for name in ("vllm:num_requests_running", "vllm:num_requests_waiting")
+    )
+    return f"count by ({by}) (vllm:generation_tokens_total{{{sel}}}) unless ({gauges})"
+
+
 def vllm_prometheus_rule_spec(
     namespace: str,
     job: str,
@@ -390,7 +401,10 @@ def vllm_prometheus_rule_spec(
       ``ttft_p95_target_s``, the SLO, for 10 min (max replicas reached, no GPU node available, or a queue target
       too loose for the SLO);
     * ``VllmEngineErrors``: more than ``failure_ratio`` of the requests handed to vLLM end unanswered
-      (:func:`unanswered_ratio_expr`) for 10 min.
+      (:func:`unanswered_ratio_expr`) for 10 min;
+    * ``VllmSchedulerGaugesAbsent``: a pod reports vLLM's token counters but not the scheduler gauges its server
+      image adds (:func:`gauges_absent_expr`) for 15 min: its autoscaling signal is missing, its drain waits the
+      longest request, and its probes judge on the counters alone (``tritonft.engines.vllm.health``).
 
     No queue/compute ratio and no pending-request alert: the decoupled model's Triton queue is always empty.
     """
@@ -430,6 +444,21 @@ def vllm_prometheus_rule_spec(
                             f"{durations['VllmTimeToFirstTokenHigh']}: the autoscaler is at its maximum, no GPU "
                             "node is available, or its queue target (autoscaleTargetWaitingRequests) is too loose "
                             "for the objective.",
+                        },
+                    },
+                    {
+                        "alert": "VllmSchedulerGaugesAbsent",
+                        "expr": gauges_absent_expr(namespace, job),
+                        "for": durations["VllmSchedulerGaugesAbsent"],
+                        "labels": labels,
+                        "annotations": {
+                            "summary": "{{ $labels.pod }} reports no vLLM scheduler gauges for {{ $labels.model }}",
+                            "description": f"A pod of service {job} reports vLLM's token counters but not "
+                            "vllm:num_requests_running / vllm:num_requests_waiting (the server image's patch, "
+                            "images/triton-vllm/scheduler_gauges.py, did not apply or fails) for "
+                            f"{durations['VllmSchedulerGaugesAbsent']}: the service cannot autoscale on its queue, "
+                            "its pods drain for their longest request, and their probes cannot tell an idle engine "
+                            "from a busy one (liveness cannot restart a dead engine).",
                         },
                     },
                     {

@@ -15,6 +15,7 @@ ALERT_FOR: dict[str, str] = {
     "TritonRequestsPiling": "5m",
     "VllmTimeToFirstTokenHigh": "10m",
     "VllmEngineErrors": "10m",
+    "VllmSchedulerGaugesAbsent": "15m",
 }
 """Each alert's default ``for:`` (how long its condition must hold before it fires); the stack's ``alertFor``
 overrides them one by one."""

@@ -294,6 +294,10 @@ def test_the_https_redirect_and_the_acme_challenges_are_the_public_routes(mocks:
     routes = _of_kind(mocks, "HTTPRoute")
     assert routes["test-edge-https-redirect"].inputs["metadata"]["labels"][AUTH_LABEL] == AUTH_PUBLIC
     assert not any("backendRefs" in r for r in routes["test-edge-https-redirect"].inputs["spec"]["rules"])
+    redirects = [
+        f["requestRedirect"] for r in routes["test-edge-https-redirect"].inputs["spec"]["rules"] for f in r["filters"]
+    ]
+    assert redirects == [{"scheme": "https", "statusCode": 301}], "the only redirect the admission policy admits"
     challenge = gateway_http01_solver(GATEWAY)["http01"]["gatewayHTTPRoute"]
     assert challenge["labels"] == {AUTH_LABEL: AUTH_PUBLIC}, "cert-manager labels each challenge route so"
 

@@ -41,6 +41,7 @@ def test_a_vllm_service_records_the_queue_signal_and_ttft_and_alerts_on_ttft_and
         "TritonInferenceFailures",
         "VllmTimeToFirstTokenHigh",
         "VllmEngineErrors",
+        "VllmSchedulerGaugesAbsent",
     }
     assert RATIO_RECORD not in json.dumps(spec), "the queue/compute ratio says nothing of a decoupled vLLM model"
 

@@ -25,7 +25,7 @@ def test_promtool_loads_the_vllm_rules(tmp_path: Path) -> None:
     _rendered(tmp_path)
     result = promtool("check", "rules", "rules.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 7 rules found" in result.stdout, result.stdout  # waiting, TTFT p95, 2 start-up records, 3 alerts
+    assert "SUCCESS: 8 rules found" in result.stdout, result.stdout  # waiting, TTFT p95, 2 start-up records, 4 alerts
 
 
 def test_each_vllm_rule_records_fires_and_stays_silent_as_specified(tmp_path: Path) -> None:

@@ -171,14 +171,17 @@ def test_the_pod_is_ready_only_while_its_engine_makes_progress(mocks):
         "llama",
         "19",
         "/tmp/tritonft-readiness-llama",
+        "readiness",
+        "20",
     ]
     assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 3)
     assert health.UNREADY_WITHIN_S == 50
 
 
 def test_the_engine_is_restarted_once_it_has_made_no_progress_for_its_first_token_deadline(mocks):
-    """Liveness asks the engine as readiness does, on its own reading, and fails only after the model's
-    first-token deadline (the gateway's base deadline) in periods: 120 s -> 12 probes 10 s apart."""
+    """Liveness judges the engine's progress on its own reading (a token only when it is known idle), and fails only
+    after the model's first-token deadline (the gateway's base deadline) in periods: 120 s -> 12 probes 10 s
+    apart."""
     from tritonft.engines.vllm import health
 
     probe = _triton(mocks, engine_stall_seconds=120)["livenessProbe"]
@@ -191,6 +194,8 @@ def test_the_engine_is_restarted_once_it_has_made_no_progress_for_its_first_toke
         "llama",
         "19",
         "/tmp/tritonft-liveness-llama",
+        "liveness",
+        "20",
     ]
     assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 12)
 

@@ -167,7 +167,20 @@ def forged(objs: list[Objects], namespace: str) -> dict[str, Objects]:
     other_port["spec"]["rules"][0]["backendRefs"][0]["port"] = 8000
     elsewhere = solver_route(namespace, gateway)
     elsewhere["spec"]["rules"][0]["backendRefs"][0]["namespace"] = "kube-system"
+    redirects = {}
+    for field, value in (
+        ("hostname", "elsewhere.example.com"),  # an open redirect on the stack's host, published without a key
+        ("path", {"type": "ReplaceFullPath", "replaceFullPath": "/phish"}),
+        ("port", 8443),
+    ):
+        open_redirect = copy.deepcopy(redirect)
+        open_redirect["spec"]["rules"][0]["filters"][0]["requestRedirect"][field] = value
+        redirects[f"redirect-with-a-{field}"] = open_redirect
+    plain_http = copy.deepcopy(redirect)
+    plain_http["spec"]["rules"][0]["filters"][0]["requestRedirect"]["scheme"] = "http"
     return {
+        **redirects,
+        "redirect-to-plain-http": plain_http,
         "no-backend-but-a-mirror": mirror,
         "solver-on-every-path": whole_host,
         "solver-on-another-port": other_port,
@@ -177,7 +190,16 @@ def forged(objs: list[Objects], namespace: str) -> dict[str, Objects]:
 
 @pytest.mark.parametrize(
     "shape",
-    ["no-backend-but-a-mirror", "solver-on-every-path", "solver-on-another-port", "solver-in-another-namespace"],
+    [
+        "redirect-with-a-hostname",
+        "redirect-with-a-path",
+        "redirect-with-a-port",
+        "redirect-to-plain-http",
+        "no-backend-but-a-mirror",
+        "solver-on-every-path",
+        "solver-on-another-port",
+        "solver-in-another-namespace",
+    ],
 )
 def test_a_public_route_that_reaches_further_than_the_stack_means_is_refused(
     cluster: Cluster, guarded: list[Objects], shape: str

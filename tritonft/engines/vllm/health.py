@@ -3,26 +3,33 @@
 Triton's readiness stays true when vLLM's engine is dead or hung: NVIDIA's backend checks the engine only with
 ``ENABLE_VLLM_HEALTH_CHECK``, only when a request arrives, and answers by unloading the model, which
 ``--model-control-mode=none`` (the stack's) refuses (``vllm_backend`` ``src/model.py:438-440``, ``:604-626``). So the
-pod's readinessProbe asks the engine itself, in one of two ways, chosen by what Triton's ``/metrics`` says of the
+pod's readinessProbe asks the engine itself, judged in this order on what Triton's ``/metrics`` says of the
 model (vLLM's scheduler gauges, which the server image adds: ``images/triton-vllm/scheduler_gauges.py``):
 
-- **busy** (requests running or waiting): ready while the engine's token counters (``vllm:prompt_tokens_total`` +
-  ``vllm:generation_tokens_total``) have moved since the previous probe (their last value is kept in a file under
-  ``/tmp``). A token request would queue behind the load instead: past :data:`TIMEOUT_S` of time to first token under
-  overload, every pod of the model would go unready at once and the gateway would have nowhere to send (the
-  cascade a one-token probe alone has). A dead engine's counters stop (its gauges keep their last values), as do a
-  hung one's: three probes without progress and the pod is unready.
-- **idle** (nothing running or waiting, or no gauges): one token through Triton's HTTP ``generate`` (the server's
-  own loopback, the inference API no restriction covers), which nothing queues ahead of: a dead engine answers an
-  error and a hung one nothing within :data:`TIMEOUT_S`.
+- **progress first**: whenever the engine's token counters (``vllm:prompt_tokens_total`` +
+  ``vllm:generation_tokens_total``) moved since the probe's previous reading (kept in a file under ``/tmp``), it
+  passes and sends nothing. A token request would queue behind the load instead: past :data:`TIMEOUT_S` of time to
+  first token under overload, every pod of the model would go unready at once and the gateway would have nowhere to
+  send (the cascade a one-token probe alone has).
+- **busy without progress** (the gauges show requests running or waiting): it fails. A dead engine's counters stop
+  (its gauges keep their last values), as do a hung one's: three probes without progress and the pod is unready.
+- **known idle** (the gauges show nothing running or waiting): one token through Triton's HTTP ``generate`` (the
+  server's own loopback, the inference API no restriction covers), which nothing queues ahead of: a dead engine
+  answers an error and a hung one nothing within :data:`TIMEOUT_S`.
+- **unknown** (the gauges are absent: an image whose patch did not apply, the ``VllmSchedulerGaugesAbsent`` alert):
+  an absent gauge is never read as idle. Readiness sends its token only at its first look (before the pod takes
+  traffic) or once the counters have stood still for :data:`IDLE_AFTER_S`; until then it passes.
 
 After :data:`FAILURES` failed probes the kubelet marks the pod unready; its Endpoints drop it and the gateway,
 resolving the pods' headless Service, stops sending to it (``tritonft.gateway.triton``).
 
-The livenessProbe runs the same check on its own reading (:func:`liveness_probe`), so that an engine that stays dead
-or hung is restarted, not only taken out of traffic: after :func:`liveness_failures` failed probes in a row (no token
-for the engine's allowed stall while it has work, or that many one-token requests unanswered while idle) the kubelet
-restarts the container. The allowed stall is the model's first-token deadline (the gateway's ``--deadline``, which
+The livenessProbe judges on its own reading (:func:`liveness_probe`) and never on a token that could queue: progress
+passes, busy without progress fails, known idle asks the token (an idle dead engine, unready, gets no traffic that
+would move its counters: only the token finds it) and unknown without progress passes (a token there could wait
+behind load it cannot see: the restart storm at peak). So an engine that stays dead or hung is restarted, not only
+taken out of traffic: after :func:`liveness_failures` failed probes in a row (no token for the engine's allowed
+stall while it has work, or that many one-token requests unanswered while idle) the kubelet restarts the container.
+The allowed stall is the model's first-token deadline (the gateway's ``--deadline``, which
 covers a request's wait for the engine and its prompt's prefill): an engine with work that produces no token at all
 for that long fails every request it holds anyway, while a busy engine produces tokens at every step and is never
 restarted for being slow. It is always longer than readiness's window, so a stalled pod leaves traffic first. The
@@ -42,17 +49,23 @@ FAILURES = 3
 """Consecutive failures before the pod is unready (one slow answer, or one step longer than a period, does not take a
 pod out)."""
 UNREADY_WITHIN_S = FAILURES * PERIOD_S + TIMEOUT_S
-"""The longest a dead or hung engine's pod stays ready: three periods and the last probe's timeout (50 s)."""
+"""The longest a dead or hung engine's pod stays ready: three periods and the last probe's timeout (50 s; without
+the scheduler gauges, :data:`IDLE_AFTER_S` less one period more: 60 s)."""
 HTTP_URL = "http://127.0.0.1:8000"
 """Triton's HTTP endpoint in the pod (``generate``)."""
 METRICS_URL = "http://127.0.0.1:8002/metrics"
 """Triton's metrics endpoint in the pod (vLLM's families, ``REPORT_CUSTOM_METRICS``)."""
+IDLE_AFTER_S = 2 * PERIOD_S
+"""Without the scheduler gauges (running and waiting unknown), how long the token counters must have stood still
+before readiness sends its token: a busy engine produces tokens at every step (milliseconds to a second), so 20 s
+without one is an idle engine or a stalled one, never one whose queue the token would wait behind while it works."""
 STATE_DIR = "/tmp"
 """Where the probe keeps the counters' last value (the pod's ``/tmp``, an emptyDir: gone with the pod)."""
 
 SCRIPT = """\
-import json, os, sys, urllib.request
+import json, os, sys, time, urllib.request
 url, metrics_url, model, timeout, state = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+mode, quiet = sys.argv[6], float(sys.argv[7])
 label = 'model="%s"' % model
 
 def families():
@@ -72,6 +85,10 @@ def families():
             continue
     return found
 
+def counted(found):
+    counters = [found[n] for n in ("vllm:prompt_tokens_total", "vllm:generation_tokens_total") if n in found]
+    return sum(counters) if counters else None
+
 def token():
     sampling = json.dumps({"max_tokens": 1})
     body = {"text_input": "ready", "sampling_parameters": sampling, "exclude_input_in_output": True}
@@ -87,25 +104,50 @@ def token():
         sys.exit(f"{model} answered no text_output")
 
 seen = families()
-progress = seen.get("vllm:prompt_tokens_total", 0.0) + seen.get("vllm:generation_tokens_total", 0.0)
-queued = seen.get("vllm:num_requests_running", 0.0) + seen.get("vllm:num_requests_waiting", 0.0)
+gauges = [seen[n] for n in ("vllm:num_requests_running", "vllm:num_requests_waiting") if n in seen]
+progress = counted(seen)
+queued = sum(gauges) if len(gauges) == 2 else None  # None: unknown (the image's gauges are absent)
+now = time.time()
 try:
     with open(state) as kept:
-        before = float(kept.read())
-except (OSError, ValueError):
-    before = None
-with open(state + ".new", "w") as keeping:
-    keeping.write(repr(progress))
-os.replace(state + ".new", state)
-if queued > 0:
-    if before is not None and progress == before:  # less: the counters restarted with the server
-        sys.exit(f"{model}: {queued:g} requests running or waiting and no token since the last probe")
+        reading = json.load(kept)
+    before, since = reading["tokens"], float(reading["moved"])
+except (OSError, ValueError, KeyError, TypeError):
+    reading = before = since = None
+restarted = progress is not None and before is not None and progress < before  # the counters restart with Triton
+first = reading is None or restarted  # nothing to compare with
+moved = not first and progress is not None and progress != before
+if first or moved:
+    since = now
+
+def keep(tokens):
+    with open(state + ".new", "w") as keeping:
+        json.dump({"tokens": tokens, "moved": since}, keeping)
+    os.replace(state + ".new", state)
+
+keep(progress)
+if moved:  # the engine produced tokens since the last look: alive, however long its queue (no token sent)
     sys.exit(0)
-token()
+if queued is not None and queued > 0:
+    if first:  # nothing to compare with yet
+        sys.exit(0)
+    sys.exit(f"{model}: {queued:g} requests running or waiting and no token since the last probe")
+if queued is None:  # running and waiting unknown: a token could queue behind load the probe cannot see
+    if mode == "liveness":
+        sys.exit(0)  # judged on the counters alone: they have not moved, and nothing says there was work
+    if not first and now - since < quiet:
+        sys.exit(0)  # tokens a moment ago: not idle long enough to be sure a token would not queue
+token()  # idle: nothing running or waiting (or, without the gauges, no token for `quiet` s)
+try:  # the token's own count is no progress at the next look (a dead engine's would pass it once)
+    keep(counted(families()))
+except SystemExit:
+    pass
 """
-"""The probe: exits 0 when ``model``'s engine made progress since the last probe while it had requests, or, idle,
-generated a token at ``url`` within ``timeout`` s; else non-zero naming why. Standard library only (the image's
-``python3``)."""
+"""The probe (``argv``: url, metrics url, model, timeout, state file, ``readiness`` or ``liveness``, idle-after
+seconds): exits 0 when ``model``'s engine made progress since the probe's last reading, or, known idle (or, without
+the gauges, still for ``idle-after`` s: readiness only), generated a token at ``url`` within ``timeout`` s, or,
+liveness without the gauges, nothing says it had work; else non-zero naming why. Standard library only (the
+image's ``python3``)."""
 
 
 def state_file(model: str, probe: str = "readiness") -> str:
@@ -121,9 +163,26 @@ def generate_command(
     *,
     metrics_url: str = METRICS_URL,
     state: str | None = None,
+    probe: str = "readiness",
+    idle_after_s: float | None = None,
 ) -> list[str]:
-    """The probe's command for ``model`` (its client timeout one second under the kubelet's)."""
-    return ["python3", "-c", SCRIPT, url, metrics_url, model, f"{timeout_s:g}", state or state_file(model)]
+    """``probe``'s command (``readiness`` or ``liveness``) for ``model`` (its client timeout one second under the
+    kubelet's), its reading kept in ``state`` (default :func:`state_file`)."""
+    if probe not in ("readiness", "liveness"):
+        raise ValueError(f"a vLLM pod's probe is readiness or liveness (got {probe!r})")
+    quiet = IDLE_AFTER_S if idle_after_s is None else idle_after_s
+    return [
+        "python3",
+        "-c",
+        SCRIPT,
+        url,
+        metrics_url,
+        model,
+        f"{timeout_s:g}",
+        state or state_file(model, probe),
+        probe,
+        f"{quiet:g}",
+    ]
 
 
 def readiness_probe(model: str) -> dict[str, Any]:
@@ -153,10 +212,11 @@ def restarted_within_s(stall_s: float) -> int:
 
 
 def liveness_probe(model: str, stall_s: float) -> dict[str, Any]:
-    """The Triton container's livenessProbe for a vLLM model: the readiness check on its own reading
-    (:func:`state_file` ``liveness``), failing :func:`liveness_failures` times in a row before a restart."""
+    """The Triton container's livenessProbe for a vLLM model: judged on progress on its own reading (:func:`state_file`
+    ``liveness``), a token only when the gauges show the engine idle, failing :func:`liveness_failures` times in a row
+    before a restart."""
     return {
-        "exec": {"command": generate_command(model, state=state_file(model, "liveness"))},
+        "exec": {"command": generate_command(model, probe="liveness")},
         "periodSeconds": PERIOD_S,
         "timeoutSeconds": TIMEOUT_S,
         "failureThreshold": liveness_failures(stall_s),

@@ -81,6 +81,8 @@ def triton() -> Iterator[tuple[StandInTriton, str]]:
                 if state.engine_dead
                 else (200, {"model_name": MODEL, "text_output": " the"})
             )
+            if not state.engine_dead:  # the token's own count, as vLLM's counters take it
+                state.prompt_tokens, state.generation_tokens = state.prompt_tokens + 2, state.generation_tokens + 1
             body = json.dumps(answer).encode()
             self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
@@ -92,9 +94,17 @@ def triton() -> Iterator[tuple[StandInTriton, str]]:
         yield state, f"http://127.0.0.1:{server.server_address[1]}"
 
 
-def probe(url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def probe(
+    url: str, tmp_path: Path, kind: str = "readiness", idle_after_s: float | None = None
+) -> subprocess.CompletedProcess[str]:
     command = health.generate_command(
-        MODEL, url=url, timeout_s=5, metrics_url=f"{url}/metrics", state=str(tmp_path / "readiness")
+        MODEL,
+        url=url,
+        timeout_s=5,
+        metrics_url=f"{url}/metrics",
+        state=str(tmp_path / kind),
+        probe=kind,
+        idle_after_s=idle_after_s,
     )
     return subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
 
@@ -103,6 +113,17 @@ def test_an_idle_engine_is_ready_when_it_generates_a_token(triton: tuple[StandIn
     state, url = triton
     assert probe(url, tmp_path).returncode == 0
     assert state.tokens_asked == [f"/v2/models/{MODEL}/generate"]
+
+
+def test_the_probes_own_token_is_no_progress_at_its_next_look(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    state, url = triton  # the token moved the counters; the engine died after it: the next look still asks
+    for kind in ("readiness", "liveness"):
+        state.engine_dead = False
+        assert probe(url, tmp_path, kind).returncode == 0
+        state.engine_dead = True
+        assert probe(url, tmp_path, kind).returncode != 0, kind
 
 
 def test_an_idle_dead_engine_is_not_ready(triton: tuple[StandInTriton, str], tmp_path: Path) -> None:
@@ -153,13 +174,97 @@ def test_another_models_load_is_not_this_ones(triton: tuple[StandInTriton, str],
     assert state.tokens_asked == [f"/v2/models/{MODEL}/generate"]
 
 
-def test_without_the_scheduler_gauges_the_engine_is_asked_a_token(
+def test_without_the_scheduler_gauges_a_pods_first_look_asks_a_token(
     triton: tuple[StandInTriton, str], tmp_path: Path
 ) -> None:
-    state, url = triton
+    state, url = triton  # the first look comes before the pod takes traffic: nothing to queue behind
     state.gauges = False
     assert probe(url, tmp_path).returncode == 0
     assert len(state.tokens_asked) == 1
+
+
+def test_without_the_gauges_a_saturated_engine_that_makes_progress_is_ready_and_alive_without_a_token(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    """The review's storm: absent gauges read as idle, each probe's token queued behind the real load past its
+    timeout and every pod went unready, then was restarted, at the peak. Progress is judged first."""
+    state, url = triton
+    state.gauges = False
+    state.generation_tokens = 1000
+    for kind in ("readiness", "liveness"):
+        assert probe(url, tmp_path, kind).returncode == 0  # first looks (readiness's asks its token)
+    asked = len(state.tokens_asked)
+    for _ in range(4):
+        state.generation_tokens += 64
+        assert probe(url, tmp_path, "readiness", idle_after_s=0).returncode == 0
+        assert probe(url, tmp_path, "liveness").returncode == 0
+    assert len(state.tokens_asked) == asked
+
+
+def test_without_the_gauges_readiness_asks_a_token_only_once_the_counters_stood_still_a_while(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    state, url = triton
+    state.gauges, state.generation_tokens = False, 1000
+    assert probe(url, tmp_path, idle_after_s=30).returncode == 0  # first look: its token
+    state.tokens_asked.clear()
+    assert probe(url, tmp_path, idle_after_s=30).returncode == 0  # still for less than 30 s: no token, not judged
+    assert state.tokens_asked == []
+    state.engine_dead = True  # still long enough (the window, shortened to now)
+    failed = probe(url, tmp_path, idle_after_s=0)
+    assert failed.returncode != 0
+    assert failed.stderr.startswith(f"no token from {MODEL}: ")
+    assert len(state.tokens_asked) == 1
+
+
+def test_without_the_gauges_liveness_never_asks_a_token_that_could_queue(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    state, url = triton
+    state.gauges, state.engine_dead, state.generation_tokens = False, True, 1000
+    for _ in range(3):
+        assert probe(url, tmp_path, "liveness", idle_after_s=0).returncode == 0
+    assert state.tokens_asked == []
+
+
+def test_liveness_asks_a_token_of_an_engine_the_gauges_show_idle_and_fails_a_dead_one(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    state, url = triton  # idle and dead: unready, so no traffic would ever move its counters; only a restart helps
+    state.generation_tokens = 1000
+    assert probe(url, tmp_path, "liveness").returncode == 0
+    state.engine_dead = True
+    failed = probe(url, tmp_path, "liveness")
+    assert failed.returncode != 0
+    assert failed.stderr.startswith(f"no token from {MODEL}: ")
+    assert len(state.tokens_asked) == 2
+
+
+def test_liveness_of_a_busy_engine_judges_progress_alone(triton: tuple[StandInTriton, str], tmp_path: Path) -> None:
+    state, url = triton
+    state.running, state.waiting, state.generation_tokens = 64, 40, 1000
+    assert probe(url, tmp_path, "liveness").returncode == 0
+    state.generation_tokens += 1
+    assert probe(url, tmp_path, "liveness").returncode == 0
+    stuck = probe(url, tmp_path, "liveness")
+    assert stuck.returncode != 0
+    assert "no token since the last probe" in stuck.stderr
+    assert state.tokens_asked == []
+
+
+def test_an_idle_engine_whose_counters_restarted_is_asked_a_token(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    state, url = triton  # the restarted container's first look: its counters' fall is no proof of life
+    state.generation_tokens = 1000
+    assert probe(url, tmp_path).returncode == 0
+    state.generation_tokens, state.engine_dead = 0, True
+    assert probe(url, tmp_path).returncode != 0
+
+
+def test_a_probe_is_readiness_or_liveness() -> None:
+    with pytest.raises(ValueError, match="readiness or liveness"):
+        health.generate_command(MODEL, probe="startup")
 
 
 def test_without_triton_metrics_the_pod_is_not_ready(tmp_path: Path) -> None:
@@ -172,9 +277,15 @@ def test_without_triton_metrics_the_pod_is_not_ready(tmp_path: Path) -> None:
 
 def as_kubelet_runs(probe: dict[str, Any], url: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     """``probe``'s command against the stand-in, its state file kept under ``tmp_path`` by the same name."""
-    state = probe["exec"]["command"][-1]
+    *_, state, kind, quiet = probe["exec"]["command"]
     command = health.generate_command(
-        MODEL, url=url, timeout_s=5, metrics_url=f"{url}/metrics", state=str(tmp_path / state.rsplit("/", 1)[1])
+        MODEL,
+        url=url,
+        timeout_s=5,
+        metrics_url=f"{url}/metrics",
+        state=str(tmp_path / state.rsplit("/", 1)[1]),
+        probe=kind,
+        idle_after_s=float(quiet),
     )
     return subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
 
