@@ -57,7 +57,7 @@ def test_llamas_download_job_makes_the_cache_directory_and_may_write_only_its_mo
     (container,) = pod["containers"]
     assert {"name": "COMPILE_CACHE_DIR", "value": CACHE} in container["env"]
     subpaths = [m["subPath"] for m in container["volumeMounts"] if m["name"] == "store" and "subPath" in m]
-    assert subpaths == [f"hf/{LLAMA}", f"repositories/{LLAMA}", f"references/{LLAMA}", f"compile-cache/{LLAMA}"]
+    assert subpaths == [f"hf/{LLAMA}", f"repositories/{LLAMA}", f"compile-cache/{LLAMA}", f"references/{LLAMA}"]
 
 
 def test_llamas_engine_is_restarted_after_a_minute_without_progress_the_gateways_deadline(prod: SynthResult) -> None:
