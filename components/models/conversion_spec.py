@@ -339,6 +339,8 @@ def script_env(
         "TMPDIR": "/tmp",
         "HF_HUB_DISABLE_TELEMETRY": "1",
     }
+    if model.family.is_vllm:  # DTYPE is the converters' dtype: vLLM serves the spec's own `dtype` (bf16 for Llama)
+        del values["DTYPE"]
     if paths.compile_cache:  # a vLLM model's (VLLM_SCRIPT makes it)
         values["COMPILE_CACHE_DIR"] = paths.compile_cache
     if encoder is not None:
@@ -349,6 +351,17 @@ def script_env(
             "MAX_SEQ_LENGTH": str(encoder.max_seq_length),
         }
     return [{"name": k, "value": v} for k, v in values.items()]
+
+
+BLAS_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+"""numpy's BLAS thread pools: unset, each sizes itself from the node's vCPUs, not the container's CPU limit."""
+
+
+def blas_threads(cpu_limit: str) -> int:
+    """The BLAS threads of a container limited to ``cpu_limit`` (``"4"``, ``"2500m"``): its whole CPUs, at least
+    one, so the judge's reference (numpy at fp32) is not throttled by the CFS quota of a few-CPU limit."""
+    cpus = int(cpu_limit[:-1]) / 1000 if cpu_limit.endswith("m") else float(cpu_limit)
+    return max(1, int(cpus))
 
 
 def conversion_pod_spec(
@@ -376,6 +389,10 @@ def conversion_pod_spec(
         reference_job=pod.reference_job,
         conversion_job=pod.conversion_job,
     )
+    if reference or (model.family.is_vllm and paths.judge_reference):
+        # The judge's reference step (a reference Job, a vLLM Job's reference step): BLAS threads = the CPU limit.
+        threads = str(blas_threads(str(sizing.cpu_limit)))
+        env.extend({"name": var, "value": threads} for var in BLAS_THREAD_VARS)
     if pod.hf_token_secret:
         # A file, not an env var: huggingface_hub reads HF_TOKEN_PATH, and the token never shows in `describe`.
         mounts.append({"name": "hf-token", "mountPath": HF_TOKEN_MOUNT, "readOnly": True})

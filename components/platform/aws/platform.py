@@ -279,6 +279,7 @@ class AwsPlatform(pulumi.ComponentResource):
             ),
         )
         cni = self._vpc_cni(name, cluster_name, cluster, args.kubernetes_version)
+        kube_proxy = self._kube_proxy(name, cluster_name, cluster, args.kubernetes_version)
         nodes_sg = aws.ec2.SecurityGroup(
             f"{name}-nodes",
             vpc_id=network.vpc_id,
@@ -287,9 +288,10 @@ class AwsPlatform(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider),
         )
         node_sgs = pulumi.Output.all(cluster.cluster_security_group_id, nodes_sg.id).apply(list)
-        # Node groups wait for the whole network (NAT route included: nodes pull images on boot), the cluster and
-        # the VPC CNI add-on (aws-node must find its IRSA role when the first node boots).
-        node_deps: list[pulumi.Resource] = [cluster, network, cni]
+        # Node groups wait for the whole network (NAT route included: nodes pull images on boot), the cluster, the
+        # VPC CNI add-on (aws-node must find its IRSA role when the first node boots) and kube-proxy (so a version
+        # bump upgrades it before the nodes: kube-proxy may be newer than the kubelet, never than the API server).
+        node_deps: list[pulumi.Resource] = [cluster, network, cni, kube_proxy]
         wiring = NodeGroupWiring(
             cluster_name=cluster_name,
             node_role_arn=role.arn,
@@ -495,6 +497,19 @@ class AwsPlatform(pulumi.ComponentResource):
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
             opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider, depends_on=depends_on),
+        )
+
+    def _kube_proxy(self, name: str, cluster_name: str, cluster: eks.Cluster, kubernetes_version: str) -> aws.eks.Addon:
+        """kube-proxy as a managed EKS add-on: EKS's bootstrapped (self-managed) kube-proxy is taken over (OVERWRITE)
+        and moves with the cluster's version, after the control plane and before the node groups."""
+        return aws.eks.Addon(
+            f"{name}-kube-proxy",
+            cluster_name=cluster_name,
+            addon_name="kube-proxy",
+            addon_version=self._addon_version("kube-proxy", kubernetes_version),
+            resolve_conflicts_on_create="OVERWRITE",
+            resolve_conflicts_on_update="OVERWRITE",
+            opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider, depends_on=[cluster]),
         )
 
     def _vpc_cni(self, name: str, cluster_name: str, cluster: eks.Cluster, kubernetes_version: str) -> aws.eks.Addon:

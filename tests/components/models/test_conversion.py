@@ -279,6 +279,17 @@ def test_the_reference_job_is_sized_and_waited_for_from_its_own_step(mocks):
     assert spec["backoffLimit"] == sizing.JUDGE_REFERENCE_BACKOFF_LIMIT
 
 
+def test_the_reference_jobs_blas_threads_are_its_cpu_limit_not_the_nodes_vcpus(mocks):
+    conversion = _job(mocks)
+    (reference,) = [j for j in mocks.of_type(JOB) if j.name == "m-reference-job"]
+    (container,) = containers(reference)
+    limit = container["resources"]["limits"]["cpu"]
+    assert limit == sizing.judge_reference_job_sizing(GPTJ_6B).cpu_limit and int(limit) >= 1
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert [env.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")] == [limit] * 3
+    assert "OMP_NUM_THREADS" not in {e["name"] for e in containers(conversion)[0]["env"]}, "only the reference step"
+
+
 def test_the_reference_job_runs_where_and_as_the_conversion_does(mocks):
     conversion = _job(mocks)
     (reference,) = [j for j in mocks.of_type(JOB) if j.name == "m-reference-job"]

@@ -288,6 +288,37 @@ def test_the_job_runs_the_vllm_script_and_nothing_of_fastertransformers(spec: Mo
     ]
 
 
+def _vllm_env(spec: ModelSpec) -> tuple[dict[str, str], str]:
+    """The vLLM Job container's environment and CPU limit."""
+    pod = ConversionPod(
+        image="tools@sha256:" + "0" * 64,
+        claim_name="store",
+        spec_config_map="cm",
+        cpu_node_selector={},
+        gpu_node_selector={},
+    )
+    (container,) = conversion_pod_spec(spec, model_paths(spec, VERSION), pod, job_sizing(spec))["containers"]
+    return {e["name"]: e["value"] for e in container["env"]}, container["resources"]["limits"]["cpu"]
+
+
+BLAS_THREADS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def test_the_reference_steps_blas_threads_are_the_jobs_cpu_limit(spec: ModelSpec) -> None:
+    assert model_paths(spec, VERSION).judge_reference
+    env, limit = _vllm_env(spec)
+    assert int(limit) >= 1
+    assert [env.get(v) for v in BLAS_THREADS] == [limit] * 3
+    assert spec.vllm is not None
+    mistral = replace(spec, vllm=replace(spec.vllm, architecture="MistralForCausalLM"))
+    assert not set(BLAS_THREADS) & set(_vllm_env(mistral)[0]), "no reference step, no BLAS"
+
+
+def test_the_vllm_job_names_no_converter_dtype(spec: ModelSpec) -> None:
+    # vLLM serves the spec's `dtype` (bf16 for Llama): the converters' DTYPE (fp16) would only mislead a reader.
+    assert "DTYPE" not in _vllm_env(spec)[0] and "$DTYPE" not in VLLM_SCRIPT
+
+
 def test_the_llama_job_is_sized_for_its_reference_step_not_a_conversion(spec: ModelSpec) -> None:
     from components.settings.catalog import KNOWN_VLLM
 

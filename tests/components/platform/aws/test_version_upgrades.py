@@ -1,6 +1,6 @@
 """A `kubernetesVersion` bump upgrades the whole cluster, not only its control plane: every node group carries the
-cluster's version (EKS then rolls it to that minor's AMI, after the control plane it depends on), CoreDNS is a
-managed add-on, and every managed add-on's version is EKS's default for the cluster's minor."""
+cluster's version (EKS then rolls it to that minor's AMI, after the control plane it depends on), CoreDNS and
+kube-proxy are managed add-ons, and every managed add-on's version is EKS's default for the cluster's minor."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tritonft.synth.engine import RecordingMocks
 
 NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 ADDON = "aws:eks/addon:Addon"
-MANAGED = ("vpc-cni", "coredns", "aws-ebs-csi-driver", "aws-efs-csi-driver")
+MANAGED = ("vpc-cni", "kube-proxy", "coredns", "aws-ebs-csi-driver", "aws-efs-csi-driver")
 
 
 @pytest.mark.parametrize("minor", ["1.34", "1.35"])
@@ -57,6 +57,18 @@ def test_coredns_is_managed_after_the_nodes_its_pods_run_on(mocks: RecordingMock
     assert coredns.inputs["resolveConflictsOnCreate"] == "OVERWRITE"  # takes over EKS's self-managed CoreDNS
     (system,) = [g for g in mocks.of_type(NODE_GROUP) if g.name.endswith("-system")]
     assert system.urn in coredns.depends_on
+
+
+def test_kube_proxy_is_managed_after_the_control_plane_and_before_the_nodes(mocks: RecordingMocks) -> None:
+    build_platform()
+    (kube_proxy,) = [a for a in mocks.of_type(ADDON) if a.inputs["addonName"] == "kube-proxy"]
+    # takes over EKS's bootstrapped kube-proxy, on create and on every version bump
+    assert kube_proxy.inputs["resolveConflictsOnCreate"] == "OVERWRITE"
+    assert kube_proxy.inputs["resolveConflictsOnUpdate"] == "OVERWRITE"
+    (cluster,) = mocks.of_type("eks:index:Cluster")
+    assert cluster.urn in kube_proxy.depends_on
+    groups = mocks.of_type(NODE_GROUP)
+    assert groups and all(kube_proxy.urn in g.depends_on for g in groups)
 
 
 def test_a_pinned_efs_driver_version_wins_over_the_default(mocks: RecordingMocks) -> None:
