@@ -32,7 +32,6 @@ from typing import Any
 
 from components.common.target import GPU_RESOURCE
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL
-from components.settings.capacity import DAEMONSET_MEMORY_MIB, MIB, cpu_node
 from components.settings.model import Settings
 from tests.delivery.standins import image_resolves, pod_references, pod_specs
 from tests.system.controlplane.plan import NodeShape, cpu_node_shape, create_nodes, gpu_node_shape
@@ -65,19 +64,6 @@ def stage_namespace(prefix: str, stage: str) -> str:
     return f"{prefix}-{stage}"
 
 
-def system_node_shape(settings: Settings, name: str) -> NodeShape:
-    """A system node of the stack: its ``systemInstanceType``'s allocatable CPU and memory (EKS's reservations and
-    the system DaemonSets' allowance taken off: :func:`components.settings.capacity.cpu_node`) where that type is
-    known, else the control-plane tests' CPU node."""
-    shape = cpu_node_shape(settings, name)
-    node = cpu_node(settings.cluster.aws.system_instance_type) if settings.cluster.aws else None
-    if node is None:
-        return shape
-    cpu = f"{int(node.allocatable_cpu * 1000)}m"
-    memory = f"{(node.allocatable_memory - DAEMONSET_MEMORY_MIB * MIB) // MIB}Mi"
-    return dataclasses.replace(shape, allocatable={**shape.allocatable, "cpu": cpu, "memory": memory})
-
-
 def stage_nodes(settings: Settings, prefix: str, stage: str) -> list[NodeShape]:
     """The nodes the stage's node groups start with: ``gpuNodesDesired`` GPU and ``systemNodesMin`` system nodes (an
     existing cluster's stack: its ``gpuNodes``, and 2 CPU nodes), labelled with the stage."""
@@ -86,7 +72,7 @@ def stage_nodes(settings: Settings, prefix: str, stage: str) -> list[NodeShape]:
     system = aws.system_nodes_min if aws else 2
     name = stage_namespace(prefix, stage)
     shapes = [gpu_node_shape(settings, f"{name}-gpu-{i}") for i in range(gpus)]
-    shapes += [system_node_shape(settings, f"{name}-cpu-{i}") for i in range(system)]
+    shapes += [cpu_node_shape(settings, f"{name}-cpu-{i}") for i in range(system)]
     return [dataclasses.replace(s, labels={**s.labels, STAGE_LABEL: name}) for s in shapes]
 
 

@@ -28,7 +28,7 @@ import yaml
 
 from components.common.target import GPU_RESOURCE
 from components.platform.aws.nodegroups import POOL_LABEL, SYSTEM_POOL, GpuNodeGroup, gpu_labels
-from components.settings.capacity import HOSTNAME_KEY
+from components.settings.capacity import DAEMONSET_MEMORY_MIB, HOSTNAME_KEY, MIB, cpu_node
 from components.settings.model import Settings
 from tritonft.kube import ApiError, Kube, condition_true, wait_for
 from tritonft.synth.manifests import SECRET_PLACEHOLDER
@@ -234,10 +234,18 @@ def gpu_node_shape(settings: Settings, name: str, gpus: int | None = None) -> No
 
 
 def cpu_node_shape(settings: Settings, name: str) -> NodeShape:
+    """A CPU node of the stack: an aws stack's system node, with its ``systemInstanceType``'s allocatable CPU and
+    memory (EKS's reservations and the system DaemonSets' allowance taken off:
+    :func:`components.settings.capacity.cpu_node`) where that type is known; else 8 CPUs and 32 GiB."""
     labels = (
         {POOL_LABEL: SYSTEM_POOL} if settings.cluster.platform == "aws" else dict(settings.cluster.cpu_node_selector)
     )
-    return NodeShape(name, labels, [], {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "200Gi"})
+    allocatable = {"cpu": "8", "memory": "32Gi", "pods": "110", "ephemeral-storage": "200Gi"}
+    node = cpu_node(settings.cluster.aws.system_instance_type) if settings.cluster.aws else None
+    if node is not None:
+        allocatable["cpu"] = f"{int(node.allocatable_cpu * 1000)}m"
+        allocatable["memory"] = f"{(node.allocatable_memory - DAEMONSET_MEMORY_MIB * MIB) // MIB}Mi"
+    return NodeShape(name, labels, [], allocatable)
 
 
 def node_object(shape: NodeShape) -> dict[str, Any]:
