@@ -6,10 +6,12 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
 
+from components.delivery.sessions import WORKFLOWS, max_session_seconds, workflow_sessions
 from components.delivery.trust import AUDIENCE, ISSUER, ROLES, DeployRole, trust_policy_json
 
 READ_ONLY_POLICY = "arn:aws:iam::aws:policy/ReadOnlyAccess"
@@ -28,6 +30,9 @@ class DeployRolesArgs:
     oidc_provider_arn: str | None = None
     """The account's existing GitHub OIDC provider; None = create it."""
     roles: tuple[DeployRole, ...] = ROLES
+    workflows: Path = WORKFLOWS
+    """The workflows whose jobs assume the roles: each role's maximum session is the longest its jobs ask
+    (:func:`components.delivery.sessions.max_session_seconds`)."""
 
 
 def validate_deploy_roles_args(args: DeployRolesArgs) -> list[str]:
@@ -56,6 +61,8 @@ class DeployRoles(pulumi.ComponentResource):
         problems = validate_deploy_roles_args(args)
         if problems:
             raise ValueError("; ".join(problems))
+        sessions = workflow_sessions(args.workflows)
+        max_sessions = {deploy.name: max_session_seconds(deploy, sessions) for deploy in args.roles}
         super().__init__("tritonft:delivery:DeployRoles", name, None, opts)
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         provider_arn: pulumi.Input[str]
@@ -77,7 +84,8 @@ class DeployRoles(pulumi.ComponentResource):
                 assume_role_policy=pulumi.Output.from_input(provider_arn).apply(
                     functools.partial(_trust, args.repository, deploy)
                 ),
-                max_session_duration=3600,
+                # STS refuses a job's session longer than this: as long as the longest its jobs ask.
+                max_session_duration=max_sessions[deploy.name],
                 opts=child,
             )
             policies = [READ_ONLY_POLICY] if deploy.read_only else list(args.policy_arns.get(deploy.name, ()))
