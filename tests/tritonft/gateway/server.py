@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -16,7 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import uvicorn
 
+from tritonft.gateway.app import build_app
+from tritonft.gateway.config import GatewayConfig
 from tritonft.local_triton import free_port
 from tritonft.spec import ModelSpec
 
@@ -104,3 +108,22 @@ def log_sections(item: pytest.Item) -> list[tuple[str, str]]:
     request's node is the module or session): the tail of its log."""
     gateways = [g for node in item.listchain() for g in node.stash.get(GATEWAYS, [])]
     return [(f"gateway log ({g.log_path})", g.log_text()[-LOG_TAIL_CHARS:]) for g in gateways]
+
+
+@contextmanager
+def serving_app(config: GatewayConfig) -> Iterator[tuple[str, uvicorn.Server, threading.Thread]]:
+    """The gateway app of ``config`` in this process, on a free loopback port, as ``tritonft gateway`` runs it
+    (uvicorn); yields its base URL, the server and the thread it runs in, and stops it on leaving."""
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(build_app(config), host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    started = time.monotonic()
+    while not server.started:
+        assert time.monotonic() - started < 30, "the gateway did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", server, thread
+    finally:
+        server.should_exit = True
+        thread.join(30)

@@ -18,17 +18,15 @@ from typing import Any
 import grpc  # type: ignore[import-untyped]  # no types-grpcio in the lock
 import httpx
 import pytest
-import uvicorn
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
+from tests.tritonft.gateway.server import serving_app
 from tests.tritonft.gateway.test_deadlines import spec
 from tests.tritonft.gateway.test_vllm import response
 from tritonft.errors import UserError
-from tritonft.gateway.app import build_app
 from tritonft.gateway.command import key_expiries
 from tritonft.gateway.config import GatewayConfig, ServedModel
 from tritonft.gateway.limits import ClientSlots, admits, client_of, expired_on
-from tritonft.local_triton import free_port
 
 LIMIT = 2
 MODEL = ServedModel.from_spec(spec(0.5), base_deadline_s=1.0)  # a deadline of 1 + 64 x 0.5 s: never reached here
@@ -71,20 +69,13 @@ def served(limit: int = LIMIT, expiries: dict[str, date] | None = None) -> Itera
     triton = f"127.0.0.1:{engine.add_insecure_port('127.0.0.1:0')}"
     engine.start()
     config = GatewayConfig(triton, (MODEL,), key_expiries=expiries or {}, max_in_flight_per_client=limit)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(build_app(config), host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    started = time.monotonic()
-    while not server.started:
-        assert time.monotonic() - started < 30, "the gateway did not start"
-        time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}", held
+        with serving_app(config) as (url, _, _):
+            try:
+                yield url, held
+            finally:
+                held.release.set()
     finally:
-        held.release.set()
-        server.should_exit = True
-        thread.join(30)
         engine.stop(grace=None)
 
 

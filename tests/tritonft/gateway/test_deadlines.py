@@ -27,10 +27,9 @@ import uvicorn
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
 from tests.tritonft.engines.vllm.test_engine import LLAMA_8B
+from tests.tritonft.gateway.server import serving_app
 from tests.tritonft.gateway.test_vllm import response
-from tritonft.gateway.app import build_app
 from tritonft.gateway.config import UNSTREAMED_DEADLINE_MAX_S, GatewayConfig, ServedModel, request_deadline_s
-from tritonft.local_triton import free_port
 from tritonft.spec import ModelSpec
 
 BASE_DEADLINE_S = 0.2
@@ -84,19 +83,8 @@ def gateway_server(
     """The gateway app serving ``model`` on a free loopback port, as ``tritonft gateway`` runs it (uvicorn); yields
     its base URL, the server and the thread it runs in."""
     config = GatewayConfig(triton_url, (model,), deadline_s=BASE_DEADLINE_S, unstreamed_deadline_max_s=unstreamed_cap_s)
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(build_app(config), host="127.0.0.1", port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    started = time.monotonic()
-    while not server.started:
-        assert time.monotonic() - started < 30, "the gateway did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}", server, thread
-    finally:
-        server.should_exit = True
-        thread.join(30)
+    with serving_app(config) as running:
+        yield running
 
 
 @contextmanager
