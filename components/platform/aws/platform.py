@@ -489,27 +489,26 @@ class AwsPlatform(pulumi.ComponentResource):
         """CoreDNS as a managed EKS add-on (pulumi-eks manages it only with its default node group): EKS's
         self-managed CoreDNS is taken over (OVERWRITE) and upgraded with the cluster's version; after the system
         nodes, where its pods run."""
-        return aws.eks.Addon(
-            f"{name}-coredns",
-            cluster_name=cluster_name,
-            addon_name="coredns",
-            addon_version=self._addon_version("coredns", kubernetes_version),
-            resolve_conflicts_on_create="OVERWRITE",
-            resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider, depends_on=depends_on),
-        )
+        return self._taken_over_addon(name, "coredns", cluster_name, kubernetes_version, depends_on)
 
     def _kube_proxy(self, name: str, cluster_name: str, cluster: eks.Cluster, kubernetes_version: str) -> aws.eks.Addon:
         """kube-proxy as a managed EKS add-on: EKS's bootstrapped (self-managed) kube-proxy is taken over (OVERWRITE)
         and moves with the cluster's version, after the control plane and before the node groups."""
+        return self._taken_over_addon(name, "kube-proxy", cluster_name, kubernetes_version, [cluster])
+
+    def _taken_over_addon(
+        self, name: str, addon: str, cluster_name: str, kubernetes_version: str, depends_on: list[pulumi.Resource]
+    ) -> aws.eks.Addon:
+        """``addon`` as a managed EKS add-on that takes over EKS's self-managed one (OVERWRITE on create and update),
+        at EKS's default version for the cluster's minor."""
         return aws.eks.Addon(
-            f"{name}-kube-proxy",
+            f"{name}-{addon}",
             cluster_name=cluster_name,
-            addon_name="kube-proxy",
-            addon_version=self._addon_version("kube-proxy", kubernetes_version),
+            addon_name=addon,
+            addon_version=self._addon_version(addon, kubernetes_version),
             resolve_conflicts_on_create="OVERWRITE",
             resolve_conflicts_on_update="OVERWRITE",
-            opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider, depends_on=[cluster]),
+            opts=pulumi.ResourceOptions(parent=self, provider=self.aws_provider, depends_on=depends_on),
         )
 
     def _vpc_cni(self, name: str, cluster_name: str, cluster: eks.Cluster, kubernetes_version: str) -> aws.eks.Addon:
