@@ -279,10 +279,15 @@ def test_a_wrong_model_fails_its_judge_naming_the_prompt_and_both_answers(
     with pytest.raises(ProbeFailedError) as failed:
         IntegrationProbeProvider().create(judge(plan, served(kind)))
 
-    message = str(failed.value)
-    assert f"inference[{plan.spec.name}]" in message, message
+    assert_names_a_prompt_and_both_answers(str(failed.value), plan.spec.name, reference)
+
+
+def assert_names_a_prompt_and_both_answers(message: str, model: str, reference: JudgeReference) -> None:
+    """A failed judgement of ``model`` names a judged prompt, the reference's answer to it and a served one that is
+    not the reference's."""
+    assert f"inference[{model}]" in message, message
     assert "differ from the reference of the original weights" in message, message
-    named = [p for p in reference.prompts if f"the answer to {p.prompt!r} is not the reference's" in message]
+    named = [p for p in reference.prompts if f"the answer to {p.prompt!r} is not the reference's: served " in message]
     assert named, message
     first = named[0]
     assert "reference " + repr(first.answer[:100])[:-1] in message, message

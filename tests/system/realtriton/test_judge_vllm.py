@@ -21,7 +21,6 @@ Each wrong model is served with the right model's reference (the reference of th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,7 +32,7 @@ from safetensors.numpy import load_file, save_file
 
 from components.probe import IntegrationProbeProvider, ProbeFailedError
 from tests.plans import StackPlans
-from tests.system.realtriton.test_judge_reference import planned_judge
+from tests.system.realtriton.test_judge_reference import assert_names_a_prompt_and_both_answers, planned_judge
 from tests.system.realtriton.vllm_server import OPTIONS
 from tests.tritonft.engines.vllm.checkpoints import VARIANTS, write
 from tritonft.cli import main
@@ -159,12 +158,4 @@ def test_a_wrong_llama_fails_its_judge_naming_the_prompt_and_both_answers(
 
     message = str(failed.value)
     print(message)  # the verdict as `up` reports it (shown with -rA)
-    assert f"inference[{MODEL}]" in message and "differ from the reference of the original weights" in message, message
-    named = [p for p in reference.prompts if f"the answer to {p.prompt!r} is not the reference's: served " in message]
-    assert named, message
-    first = named[0]
-    assert "reference " + repr(first.answer[:100])[:-1] in message, message
-    said = re.search(
-        rf"the answer to {re.escape(repr(first.prompt))} is not the reference's: served '([^']*)'", message
-    )
-    assert said is not None and said.group(1) != first.answer[: len(said.group(1))], message
+    assert_names_a_prompt_and_both_answers(message, MODEL, reference)
