@@ -60,23 +60,29 @@ IMAGE_PYTHON = "3.10"
 """The server image's Python (NGC Triton 23.04's base, Ubuntu 20.04): what its Python models run on."""
 
 
-RETRYABLE_START_FAILURES = ("Address already in use", "boost::interprocess::lock_exception")
-"""Start-up failures a fresh start gets past: a port taken between choosing and binding it, and 2.33.0's Python
-backend aborting while it loads its stubs on a starved CPU (see :data:`START_AUTOGROUP_NICE`)."""
+RETRYABLE_START_FAILURES = ("Address already in use", "boost::interprocess::lock_exception", "' is not healthy.")
+"""Start-up failures a fresh start gets past: a port taken between choosing and binding it, and the Python backend
+failing a stub that missed its one-second health handshake on a starved CPU (see :data:`START_AUTOGROUP_NICE`):
+2.33.0 aborts on the dead stub's shared-memory mutex, 2.51.0 fails the instance's warmup with "Stub process
+'<instance>' is not healthy." A stub that really dies says the same and fails every attempt."""
 START_ATTEMPTS = 5
 """Starts tried before a retryable failure is reported."""
 START_RETRY_PAUSE_S = 5.0
 """Seconds before the second start, doubled before each next one: a burst of load elsewhere passes."""
 START_AUTOGROUP_NICE = -10
-"""The scheduling weight of a starting 2.33.0 server's session (Linux autogroup nice), back to 0 once it is ready.
+"""The scheduling weight of a starting server's session (Linux autogroup nice), back to 0 once it is ready.
 
-2.33.0's Python backend gives each stub one second to answer its health handshake while the instance loads; a stub
-that misses it fails the instance, and the server then aborts on the dead stub's shared-memory mutex
-(``boost::interprocess::lock_exception``). The server runs in a session of its own (its process group is stopped as
-one), and Linux shares the CPU equally between sessions whatever their processes' nice: with ten busy sessions beside
-it on this 2-core machine every start of the staging t5-3b repository aborted (5 of 5), and every start passed
-(4 of 4) with its session at -10 for the seconds it loads. Raising the weight needs CAP_SYS_NICE; without it the
-start still runs, at the equal share (:data:`START_ATTEMPTS` retries stay)."""
+The Python backend gives each stub one second to show it is alive (a heartbeat thread every 300 ms) whenever the
+server waits on it: 2.33.0 while the instance loads, 2.51.0 also while each warmup sample runs
+(``StubLauncher::ReceiveMessageFromStub``, python_backend r23.04/r24.10). A stub that misses it fails the instance:
+2.33.0 then aborts on the dead stub's shared-memory mutex (``boost::interprocess::lock_exception``), 2.51.0 fails the
+warmup ("Stub process '<instance>' is not healthy."). The server runs in a session of its own (its process group is
+stopped as one), and Linux shares the CPU equally between sessions whatever their processes' nice: with ten busy
+sessions beside it on this 2-core machine every start of the staging t5-3b repository aborted (5 of 5), and every
+start passed (4 of 4) with its session at -10 for the seconds it loads; a fresh run's first minutes (bootstrap, six
+lanes and the Go build starting together, load 17) failed 2.51.0's warmup of the FT matrix the same way. Raising the
+weight needs CAP_SYS_NICE; without it the start still runs, at the equal share (:data:`START_ATTEMPTS` retries
+stay)."""
 
 
 class TritonError(RuntimeError):
@@ -100,8 +106,6 @@ class ServerRelease:
     (``python_backend_stubs/<version>/``), the models' interpreter picks."""
     metrics_address: bool
     """Whether it has ``--metrics-address`` (2.33.0 has not: its metrics listen on every address)."""
-    starts_with_priority: bool = False
-    """Whether its start runs at :data:`START_AUTOGROUP_NICE` (2.33.0's one-second stub handshake)."""
 
 
 NEWEST_SERVER = ServerRelease(
@@ -119,7 +123,6 @@ FT_IMAGE_SERVER = ServerRelease(
     requirements=ROOT / "tools" / "triton-2.33-models-requirements.txt",
     stub_python="3.8",
     metrics_address=False,
-    starts_with_priority=True,
 )
 RELEASES = {release.version: release for release in (NEWEST_SERVER, FT_IMAGE_SERVER)}
 """The releases by version."""
@@ -505,11 +508,8 @@ class LocalTriton:
 
     @contextlib.contextmanager
     def _start_priority(self) -> Iterator[None]:
-        """The server's session at :data:`START_AUTOGROUP_NICE` while it loads, when its release needs it."""
+        """The server's session at :data:`START_AUTOGROUP_NICE` while it loads and warms up."""
         assert self.process is not None
-        if not self.runtime.dist.release.starts_with_priority:
-            yield
-            return
         raised = set_session_weight(self.process.pid, START_AUTOGROUP_NICE)
         try:
             yield

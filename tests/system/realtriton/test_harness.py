@@ -131,13 +131,14 @@ class WatchedStart(LocalTriton):
         self.once_ready = session_weight(self.pid)
 
 
-def test_the_ft_server_loads_at_a_raised_session_weight_then_shares_the_cpu_equally(
-    triton_runtime: TritonRuntime, dev_repository: Path, tmp_path: Path
+@pytest.mark.parametrize("runtime", ["triton_runtime", "newest_runtime"])
+def test_every_server_loads_and_warms_up_at_a_raised_session_weight_then_shares_the_cpu_equally(
+    runtime: str, dev_repository: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     own = session_weight(os.getpid())
     if own is None or not set_session_weight(os.getpid(), own):
         pytest.skip("autogroup does not schedule this machine's sessions (a CPU cgroup does), or no CAP_SYS_NICE")
-    server = WatchedStart(triton_runtime, dev_repository, log_path=tmp_path / "tritonserver.log")
+    server = WatchedStart(request.getfixturevalue(runtime), dev_repository, log_path=tmp_path / "tritonserver.log")
     with server:
         assert server.while_loading == START_AUTOGROUP_NICE
         assert server.once_ready == 0
