@@ -1,6 +1,6 @@
 """The stack configuration schema: every knob once, with its type, default and meaning.
 
-Validation (``components.settings.load``), the README's configuration reference and the typed ``config:`` block
+Validation (``components.settings.load``), the configuration reference (docs/reference/) and the typed ``config:`` block
 of ``Pulumi.yaml`` are all generated from these tables, so the three cannot drift apart.
 
 Values reach the program the way the Pulumi CLI passes them: every value is a string, objects and lists are
@@ -561,11 +561,11 @@ class Knob:
     default: Any = None
     """Static default (also declared in ``Pulumi.yaml``); ``None`` = no static default."""
     default_doc: str = ""
-    """How the default is chosen when it depends on other keys (shown in the README)."""
+    """How the default is chosen when it depends on other keys (shown in the configuration reference)."""
     choices: tuple[str, ...] = ()
     """Allowed values (for integers: their decimal text); for arrays: allowed entries."""
     choices_doc: str = ""
-    """Shown in the README instead of a long list of choices."""
+    """Shown in the configuration reference instead of a long list of choices."""
     scope: Scope = "any"
     secret: bool = False
     minimum: int | None = None

@@ -1,22 +1,22 @@
 """The generated references are the code's: committed pages equal what ``python -m stackcli.docs`` writes, a changed
-setting's docstring changes the configuration page, every alert has a runbook, the JSON Schema accepts every stack."""
+setting's docstring (in a copy of the project) makes ``--check`` fail and the command rewrite the configuration page,
+every alert has a runbook, the JSON Schema accepts every stack."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import jsonschema  # type: ignore[import-untyped]  # kubernetes-validate's; no stubs in the lock
 import pytest
 import yaml
 
-from components.settings import docs as settings_docs
-from components.settings import schema as settings_schema
 from components.settings.alerting import ALERT_FOR
 from stackcli import docs
 from stackcli.cli import COMMANDS
+from tests.stackcli.doc_commands import checkout, page_commands, run_as_written
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,16 +34,53 @@ def test_the_check_mode_names_a_stale_page_and_fails(tmp_path: Path, capsys: pyt
     assert docs.stale(tmp_path) == [Path("docs/reference/alerts.md")]
 
 
-def test_a_changed_settings_docstring_changes_the_configuration_page(monkeypatch: pytest.MonkeyPatch) -> None:
-    before = docs.configuration_page()
-    knobs = tuple(
-        dataclasses.replace(k, doc="Where the replicas go, said differently.") if k.key == "replicasMax" else k
-        for k in settings_schema.STACK_KNOBS
-    )
-    monkeypatch.setattr(settings_docs, "STACK_KNOBS", knobs)
-    after = docs.configuration_page()
-    assert after != before
-    assert "| `replicasMax` | any | integer | `1` | Where the replicas go, said differently." in after
+REGENERATE_PAGE = "docs/contributing/testing.md"
+CHANGED_DOC = "Maximum Triton replicas, said differently."
+
+
+def project_with_a_changed_docstring(tmp_path: Path) -> Path:
+    """A checkout (a copy of the project: the generator writes beside its own path) with ``replicasMax``'s docstring
+    changed in ``components/settings/schema.py``."""
+    project = checkout(tmp_path)
+    schema = project / "components" / "settings" / "schema.py"
+    source = schema.read_text()
+    original = '"replicasMax", "integer", "Maximum Triton replicas."'
+    assert source.count(original) == 1, "replicasMax's docstring moved: update this test"
+    schema.write_text(source.replace(original, f'"replicasMax", "integer", "{CHANGED_DOC}"'))
+    return project
+
+
+@pytest.mark.slow
+def test_a_changed_settings_docstring_makes_the_pages_check_fail_and_its_command_rewrite_the_reference(
+    tmp_path: Path,
+) -> None:
+    """The page's two commands, run in a copy of the project whose ``replicasMax`` docstring was edited: ``--check``
+    names the configuration page (and the JSON Schema and ``Pulumi.yaml``'s typed config, which carry the same text)
+    and exits 1; the regenerate command rewrites them, with the new words in the key's row; ``--check`` then
+    passes."""
+    regenerate, check = page_commands(REGENERATE_PAGE, __file__)
+    assert regenerate == [".venv/bin/python", "-m", "stackcli.docs"] and check == [*regenerate, "--check"]
+    project = project_with_a_changed_docstring(tmp_path)
+
+    def run(argv: list[str]) -> subprocess.CompletedProcess[str]:
+        return run_as_written(argv, project, timeout=300)
+
+    stale = run(check)
+    assert stale.returncode == 1, stale.stderr
+    assert re.findall(r"^stale: (\S+)", stale.stderr, re.M) == [
+        "docs/reference/configuration.md",
+        "docs/reference/stack-settings.schema.json",
+        "Pulumi.yaml",
+    ]
+    wrote = run(regenerate)
+    assert wrote.returncode == 0, wrote.stderr
+    assert "wrote docs/reference/configuration.md" in wrote.stdout
+    page = (project / "docs" / "reference" / "configuration.md").read_text()
+    assert f"| `replicasMax` | any | integer | `1` | {CHANGED_DOC}" in page
+    assert "Maximum Triton replicas. " not in page
+    assert f"description: {CHANGED_DOC}" in (project / "Pulumi.yaml").read_text()
+    assert run(check).returncode == 0
+    assert (ROOT / "docs" / "reference" / "configuration.md").read_text() != page, "the tree itself is untouched"
 
 
 def test_the_cli_reference_has_every_commands_own_help() -> None:
@@ -75,8 +112,3 @@ def test_the_supported_models_page_names_every_catalog_model() -> None:
 
     page = (ROOT / "docs" / "reference" / "models.md").read_text()
     assert all(f"| `{repo}` |" in page for repo in KNOWN_MODELS)
-
-
-def test_the_regenerate_command_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    """`python -m stackcli.docs --check` is the command the docs name: here, with everything current."""
-    assert docs.main(["--check"]) == 0

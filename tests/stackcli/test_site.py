@@ -10,26 +10,27 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.stackcli.doc_commands import page_commands
+
 ROOT = Path(__file__).resolve().parents[2]
 MKDOCS = [sys.executable, "-m", "mkdocs"]
 QUIET = {"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"}
 
 
-def build(config: Path, site: Path) -> subprocess.CompletedProcess[str]:
+def mkdocs(args: list[str]) -> subprocess.CompletedProcess[str]:
+    """``.venv/bin/mkdocs ARGS`` in the repository."""
     return subprocess.run(
-        [*MKDOCS, "build", "--strict", "--config-file", str(config), "--site-dir", str(site)],
-        capture_output=True,
-        text=True,
-        env=QUIET,
-        check=False,
-        timeout=240,
+        [*MKDOCS, *args], cwd=ROOT, capture_output=True, text=True, env=QUIET, check=False, timeout=240
     )
 
 
 @pytest.mark.slow
 def test_the_site_builds_strictly(tmp_path: Path) -> None:
-    """What `.venv/bin/mkdocs build --strict` does, into a scratch directory (tests never write into the tree)."""
-    done = build(ROOT / "mkdocs.yml", tmp_path / "site")
+    """The contributors' page's command, ``.venv/bin/mkdocs build --strict``, run in the repository, writing into a
+    scratch directory (tests never write into the tree)."""
+    (command,) = page_commands("docs/contributing/testing.md", __file__)
+    assert command[0] == ".venv/bin/mkdocs", command
+    done = mkdocs([*command[1:], "--site-dir", str(tmp_path / "site")])
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "reference" / "configuration" / "index.html").is_file()
 
@@ -53,6 +54,8 @@ def test_the_strict_settings_fail_a_broken_link(tmp_path: Path) -> None:
     (tmp_path / "docs" / "index.md").write_text("# Home\n\nSee [the missing page](missing.md).\n")
     config.update(docs_dir=str(tmp_path / "docs"), nav=[{"Home": "index.md"}], theme={"name": "mkdocs"})
     (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
-    done = build(tmp_path / "mkdocs.yml", tmp_path / "site")
+    done = mkdocs(
+        ["build", "--strict", "--config-file", str(tmp_path / "mkdocs.yml"), "--site-dir", str(tmp_path / "site")]
+    )
     assert done.returncode != 0
     assert "missing.md" in done.stderr

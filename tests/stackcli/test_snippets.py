@@ -12,13 +12,10 @@ import pytest
 import yaml
 
 from components.settings.stack_file import settings_from_stack_file
+from tests.stackcli.doc_commands import FENCE, PAGES, ROOT, RUN_BY, SHELLS, page_commands, shell_lines
 from tritonft.errors import UserError
 
-ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 NEEDS = re.compile(r"^# needs-(cloud|cluster|network|gpu|docker|server|long-run): \S")
-RUN_BY = re.compile(r"^# run-by: (tests/\S+\.py)$")
 PREFIX = "triton-ft:"
 BASE: dict[str, Any] = {
     "platform": "kubernetes",
@@ -128,7 +125,7 @@ def test_a_wrong_stack_snippet_is_refused(tmp_path: Path) -> None:
         load(wrong, tmp_path)
 
 
-SHELL = blocks(("bash", "sh", "shell"))
+SHELL = blocks(SHELLS)
 
 
 @pytest.mark.parametrize(("where", "body"), SHELL, ids=[w for w, _ in SHELL])
@@ -143,35 +140,31 @@ def test_every_shell_snippet_is_run_by_a_test_or_says_what_it_needs(where: str, 
         return
     test_file = ROOT / run_by.group(1)
     assert test_file.is_file(), f"{where}: {run_by.group(1)} does not exist"
-    source = test_file.read_text(encoding="utf-8")
-    for command in commands(body):
-        assert command in source, f"{where}: {run_by.group(1)} never runs `{command}`"
+    page = where.rsplit(":", 1)[0]
+    assert reads_the_page(page, test_file.read_text(encoding="utf-8")), (
+        f"{where}: {run_by.group(1)} does not run this block: it reads the page's blocks marked for it with "
+        f'`page_commands("{page}", __file__)` and runs every command that returns'
+    )
 
 
-def commands(body: str) -> list[str]:
-    """What identifies each command of a snippet in the test that runs it: the script, module or sub-command."""
-    found = []
-    for raw in body.splitlines():
-        line = raw.split("  #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        for part in re.split(r"&&|\|", line):
-            words = part.split()
-            if not words or words[0] in ("source", "cd", "export", "git"):
-                continue
-            if "-m" in words[:-1] and words[0].endswith("python"):
-                found.append(words[words.index("-m") + 1])
-                continue
-            word = next((w for w in words if w.endswith((".sh", ".py")) or w.startswith("stackcli")), None)
-            if word is None and len(words) > 1 and words[0].endswith(("tritonft", "mkdocs")):
-                word = words[1]
-            found.append((word or words[0]).removeprefix(".venv/bin/"))
-    return found
+def reads_the_page(page: str, source: str) -> bool:
+    """Whether a test's source takes ``page``'s commands from the page itself (:func:`page_commands`, which hands it
+    every command of the blocks marked with that test, split as the shell splits them, and fails when there is
+    none), rather than writing its own copy of them."""
+    return "page_commands(" in source and f'"{page}"' in source
 
 
-def test_the_convention_catches_an_unmarked_snippet_and_a_test_that_does_not_run_it() -> None:
+def test_the_convention_catches_an_unmarked_snippet_and_a_test_that_does_not_read_the_page() -> None:
     assert NEEDS.match("# needs-cloud: a deployed stack")
     assert not NEEDS.match("pulumi up -s dev")
-    assert commands(
-        "bash scripts/quickstart.sh   # note\n.venv/bin/tritonft synth --stack x\n.venv/bin/python -m stackcli.docs\n"
-    ) == ["scripts/quickstart.sh", "synth", "stackcli.docs"]
+    names_the_command = 'main(["synth", "--stack", "mine", "--quiet"])  # as docs/get-started/first-stack.md says\n'
+    assert not reads_the_page("docs/get-started/first-stack.md", names_the_command)
+    first_stack_test = (ROOT / "tests" / "stackcli" / "test_first_stack.py").read_text(encoding="utf-8")
+    assert reads_the_page("docs/get-started/first-stack.md", first_stack_test)
+    assert not reads_the_page("docs/aws.md", first_stack_test)
+
+
+def test_a_run_by_block_is_read_as_the_shell_reads_it() -> None:
+    (synth,) = page_commands("docs/get-started/first-stack.md", str(ROOT / "tests/stackcli/test_first_stack.py"))
+    assert synth == [".venv/bin/tritonft", "synth", "--stack", "mine", "--quiet"]
+    assert shell_lines("# run-by: x\ngit stash && a --b c\\\n  --d  # note\n\n") == ["git stash && a --b c --d"]

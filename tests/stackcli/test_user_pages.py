@@ -73,3 +73,37 @@ def test_the_check_finds_a_proof_sentence_and_spares_a_run_by_marker() -> None:
         "A word ending in it (attests/, contests/) and a test's name without `.py` are not references.\n"
     )
     assert [number for number, _ in test_references(page)] == [1, 2]
+
+
+TEST_PATH = re.compile(r"(?<![\w./-])(tests/[\w/.-]+\.py)(?:::(\w+))?")
+TEST_NAME = re.compile(r"`(test_\w+)`")
+
+
+def missing_tests(text: str, suite: dict[str, str]) -> list[str]:
+    """The test files (``tests/<file>.py``, with a ``::test_name``) and backquoted test names ``text`` names that
+    ``suite`` (path -> source) does not have."""
+    missing = []
+    for match in TEST_PATH.finditer(text):
+        path, name = match.groups()
+        if path not in suite or (name and not re.search(rf"^\s*def {name}\(", suite[path], re.M)):
+            missing.append(match.group(0))
+    every_source = "\n".join(suite.values())
+    missing += [name for name in TEST_NAME.findall(text) if not re.search(rf"^\s*def {name}\(", every_source, re.M)]
+    return missing
+
+
+def test_every_test_the_docs_name_exists() -> None:
+    """The proofs stay references: a renamed or deleted test file or test named by a page fails here."""
+    suite = {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in (ROOT / "tests").rglob("*.py")}
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = [f"{page.relative_to(ROOT)}: {name}" for page in pages for name in missing_tests(page.read_text(), suite)]
+    assert not found, "tests the docs name that the suite does not have:\n" + "\n".join(found)
+
+
+def test_the_reference_check_finds_a_missing_file_test_and_name() -> None:
+    suite = {"tests/a/test_x.py": "def test_one() -> None:\n    pass\n"}
+    text = (
+        "`tests/a/test_x.py`, `tests/a/test_x.py::test_one` and `test_one` exist; "
+        "`tests/a/test_y.py`, `tests/a/test_x.py::test_two` and `test_three` do not.\n"
+    )
+    assert missing_tests(text, suite) == ["tests/a/test_y.py", "tests/a/test_x.py::test_two", "test_three"]

@@ -4,8 +4,8 @@ expensive resource (claim, file system, cluster, node group, subnet, ...) would 
 
 The day-2 check of a routine change (``docs/day2.md``)::
 
-    git stash; tritonft synth --stack prod --out build/day2/base --quiet; git stash pop
-    tritonft synth --stack prod --out build/day2/head --quiet
+    git stash && tritonft synth --stack prod --assume-secret hfToken --out build/day2/base --quiet && git stash pop
+    tritonft synth --stack prod --assume-secret hfToken --out build/day2/head --quiet
     tritonft diff build/day2/base build/day2/head
 """
 

@@ -1,20 +1,19 @@
-"""The newcomer's path on their own cluster, as "Deploy on your cluster" writes it, up to ``pulumi up``: the first
-stack of "Your first stack" saved unchanged as ``stacks/Pulumi.mine.yaml``, its kubeconfig context ``my-cluster``
-found through ``$KUBECONFIG``, and ``tritonft preflight --stack mine`` passes on a cluster
-shaped as that page says one must be (a tainted GPU node with the device plugin's resource, a ReadWriteMany storage
-class, an ingress class, the resource metrics API for the gateway's autoscaler), dry-run of the plan included."""
+"""The newcomer's path on their own cluster, as the README and "Deploy on your cluster" write it, up to ``pulumi
+up``: the first stack of "Your first stack" saved unchanged as ``stacks/Pulumi.mine.yaml`` in a checkout, its
+kubeconfig context ``my-cluster`` found through ``$KUBECONFIG``, and the pages' commands (``tritonft synth --stack
+mine --quiet``, ``tritonft preflight --stack mine``) run there as written, on a cluster shaped as that page says one
+must be (a tainted GPU node with the device plugin's resource, a ReadWriteMany storage class, an ingress class, the
+resource metrics API for the gateway's autoscaler): every check passes, the dry-run of the plan included."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
-from stackcli.cli import main
-from tests.stackcli.test_first_stack import FIRST_STACK, project_copy
-from tests.stackcli.test_snippets import STACK_SNIPPETS
+from tests.stackcli.doc_commands import page_commands, run_as_written
+from tests.stackcli.test_first_stack import first_stack, project_with_the_first_stack
 from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import NodeShape
 from tests.system.controlplane.server import ControlPlane
@@ -22,11 +21,8 @@ from tests.system.controlplane.test_preflight import metrics_api_service
 from tritonft.kube import wait_for
 
 CONTEXT = "my-cluster"
-
-
-def first_stack() -> dict[str, object]:
-    """The page's stack on an existing cluster, as written (its vLLM model)."""
-    return next(v for w, v in STACK_SNIPPETS if w.startswith(FIRST_STACK) and v.get("platform") == "kubernetes")
+README = "README.md"
+YOUR_CLUSTER = "docs/deploy/your-cluster.md"
 
 
 def kubeconfig_named(plane: ControlPlane, context: str, path: Path) -> Path:
@@ -84,26 +80,24 @@ def shape_as_documented(cluster: Cluster, storage_class: str) -> None:
     wait_for("the API server to judge the metrics APIService", available, 30)
 
 
-def test_preflight_of_the_first_stack_passes_on_a_cluster_shaped_as_the_page_says(
-    control_plane: ControlPlane,
-    cluster: Cluster,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
+def test_the_pages_commands_pass_on_a_cluster_shaped_as_the_page_says(
+    control_plane: ControlPlane, cluster: Cluster, tmp_path: Path
 ) -> None:
+    readme, page = page_commands(README, __file__), page_commands(YOUR_CLUSTER, __file__)
+    assert [argv[1] for argv in readme] == ["synth", "preflight"] and [argv[1] for argv in page] == ["preflight"]
+    assert page[0] in readme, "the README and the page check the cluster with the same command"
     values = first_stack()
     assert values["kubeContext"] == CONTEXT, "the page's stack names another context: update CONTEXT"
-    stack = yaml.safe_dump({"config": {f"triton-ft:{k}": v for k, v in values.items()}}, sort_keys=False)
-    project = project_copy(tmp_path, stack)
+    project = project_with_the_first_stack(tmp_path)
     shape_as_documented(cluster, str(values["storageClass"]))
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig_named(control_plane, CONTEXT, tmp_path / "kubeconfig")))
+    kubeconfig = {"KUBECONFIG": str(kubeconfig_named(control_plane, CONTEXT, tmp_path / "kubeconfig"))}
 
-    # the page's command, `tritonft preflight --stack mine`, run in the checkout (here: named by --project-dir)
-    code = main(["preflight", "--stack", "mine", "--project-dir", str(project)])
+    done = [run_as_written(argv, project, kubeconfig) for argv in readme]
 
-    lines = capsys.readouterr().out.splitlines()
-    checks = {line.split(":")[0]: line for line in lines}
-    assert code == 0, json.dumps(checks, indent=1)
+    synth, preflight = done
+    assert synth.returncode == 0, synth.stderr[-3000:]
+    checks = {line.split(":")[0]: line for line in preflight.stdout.splitlines()}
+    assert preflight.returncode == 0, json.dumps(checks, indent=1) + preflight.stderr[-3000:]
     model = values["models"][0]["name"]  # type: ignore[index]
     assert {
         "PASS api",

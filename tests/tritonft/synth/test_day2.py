@@ -13,6 +13,7 @@ import contextlib
 import os
 import re
 import shutil
+import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +23,9 @@ import pytest
 import yaml
 
 from components.platform.aws import charts
+from stackcli.cli import main
 from tests.plans import deploy_secrets
+from tests.stackcli.doc_commands import page_commands
 from tritonft.synth.plandiff import Action, Change, Report, load_plan, plan_diff
 from tritonft.synth.run import synthesize
 
@@ -205,3 +208,60 @@ def test_a_change_to_the_tools_code_rebuilds_the_tools_image_and_every_probe_jud
         f"{STACK}-minilm-probe",
     }
     assert f"{STACK}-images-server" not in _named(report, Action.UPDATE)
+
+
+DAY2_PAGES = ("docs/day2.md", "docs/deploy/deploying.md")
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "day2",
+    "GIT_AUTHOR_EMAIL": "day2@example.com",
+    "GIT_COMMITTER_NAME": "day2",
+    "GIT_COMMITTER_EMAIL": "day2@example.com",
+}
+"""``git stash`` records a commit: the scratch repository's identity (no user configuration needed)."""
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT_IDENTITY}, check=True, capture_output=True)
+
+
+@pytest.mark.slow
+def test_the_pages_day2_check_runs_as_written_and_shows_the_uncommitted_change(
+    project: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The day-2 block of both pages, command by command, in a checkout with a new model not yet committed: the
+    base plan is the committed stack's (the stash took the change away), the head plan has the change, and
+    ``tritonft diff`` names what it creates and exits 0 (nothing stateful replaced)."""
+    commands = page_commands(DAY2_PAGES[0], __file__)
+    assert page_commands(DAY2_PAGES[1], __file__) == commands, "both pages write the same check"
+    repo = tmp_path / "repo"
+    shutil.copytree(project, repo)
+    _git(repo, "init", "--quiet")
+    _git(repo, "add", "--all")
+    _git(repo, "commit", "--quiet", "--message", "the deployed state")
+    new = {
+        "name": "minilm-b",
+        "hfRepo": "sentence-transformers/all-MiniLM-L6-v2",
+        "revision": "1110a243fdf4706b3f48f1d95db1a4f5529b4d41",
+        "device": "cpu",
+    }
+    _edit_models(repo, lambda models: models.append(new))
+
+    codes = []
+    for argv in commands:
+        if argv[0] == "git":
+            _git(repo, *argv[1:])
+            continue
+        assert argv[0] == "tritonft", argv
+        capsys.readouterr()
+        with _inside(repo):
+            codes.append(main(argv[1:]))
+    diff = capsys.readouterr().out
+
+    assert codes == [0, 0, 0], diff
+    assert [argv[1] for argv in commands if argv[0] == "tritonft"] == ["synth", "synth", "diff"]
+    probe = f"{STACK}-minilm-b-probe"
+    planned = {side: {r["name"] for r in load_plan(repo / "build" / "day2" / side)} for side in ("base", "head")}
+    assert probe not in planned["base"] and probe in planned["head"]
+    assert probe in diff
+    models = yaml.safe_load((repo / "stacks" / f"Pulumi.{STACK}.yaml").read_text())["config"]["triton-ft:models"]
+    assert models[-1]["name"] == "minilm-b", "git stash pop gave the change back"
