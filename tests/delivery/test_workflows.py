@@ -16,10 +16,6 @@ WORKFLOW_FILES = sorted(WORKFLOWS.glob("*.yml"))
 PULUMI_ACTION = re.compile(r"^pulumi/actions@(v[67]|[0-9a-f]{40})$")
 
 
-MAX_ROLE_SESSION_SECONDS = 43200
-"""IAM's ceiling for a role's MaxSessionDuration (12 h); the deploy roles are created with the jobs' durations."""
-
-
 def load(name: str) -> dict[str, Any]:
     data = yaml.safe_load((WORKFLOWS / name).read_text())
     assert isinstance(data, dict)
@@ -256,15 +252,6 @@ def test_the_image_build_reads_the_programs_build_plan_and_uses_no_registry_cach
     assert "python -m components.platform.build_plan . --base-digests" in script
     assert "--cache-from" not in script and "--cache-to" not in script
     assert '--tag "$ref" --push' in script and '-$run_tag"' in script
-
-
-@pytest.mark.parametrize("stage", ["build", "dev", "staging", "prod"])
-def test_each_jobs_aws_session_lasts_as_long_as_the_job_may_run(stage: str) -> None:
-    job = load("deploy.yml")["jobs"][stage]
-    aws = next(s for s in job["steps"] if uses(s).startswith("aws-actions/configure-aws-credentials@"))
-    duration = int(aws["with"]["role-duration-seconds"])
-    assert duration >= job["timeout-minutes"] * 60, "the session would end before the job's timeout"
-    assert duration <= MAX_ROLE_SESSION_SECONDS
 
 
 def test_the_deploy_workflow_sends_no_ingress_credential_the_edge_does_not_use() -> None:
