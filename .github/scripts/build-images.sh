@@ -10,7 +10,9 @@
 #   3. Builds: no registry build cache (a mutable repository anyone who can push to could slip layers into), pulled
 #      bases only, and a tag of this run (<content tag>-<RUN_TAG>) that no registry holds yet: nothing already in the
 #      registry under some tag is ever promoted in place of what this run built (ECR's IMMUTABLE tags refuse a clash).
-#      The builder's local layers are pruned between images (disk).
+#      Each image is pushed as one manifest (no provenance or SBOM attestations: no image index whose untagged children
+#      the repositories' lifecycle policy could expire from under a running digest; components/platform/
+#      promotion_lifecycle.py). The builder's local layers are pruned between images (disk).
 # Writes `<name>-image=REGISTRY/<name>@sha256:...` for each image, `engine-images=` (a JSON mapping engine ->
 # reference, for `engineImages`) and `base-digests=` (JSON, what the bases resolved to) to $GITHUB_OUTPUT, or to
 # stdout outside Actions. RUN_TAG defaults to `r<GITHUB_RUN_ID>.<GITHUB_RUN_ATTEMPT>`.
@@ -57,8 +59,8 @@ for name in $(jq -r '.[].name' <<<"$plan"); do
   build_args=()
   while IFS= read -r arg; do build_args+=(--build-arg "$arg"); done \
     < <(jq -r '.buildArgs | to_entries[] | "\(.key)=\(.value)"' <<<"$entry")
-  docker buildx build --pull --platform "$platform" --file "$dockerfile" "${build_args[@]}" \
-    --tag "$ref" --push --metadata-file "$work/$name-build.json" "$context"
+  docker buildx build --pull --platform "$platform" --provenance=false --sbom=false --file "$dockerfile" \
+    "${build_args[@]}" --tag "$ref" --push --metadata-file "$work/$name-build.json" "$context"
   digest=$(jq -r '."containerimage.digest"' "$work/$name-build.json")
   if [[ ! "$digest" =~ ^sha256:[0-9a-f]{64}$ ]]; then
     echo "::error::the build of $name reported no digest"

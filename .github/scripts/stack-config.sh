@@ -5,9 +5,28 @@
 #   - promote the images the deploy workflow built once (SERVER_IMAGE -> serverImage, TOOLS_IMAGE -> toolsImage,
 #     ENGINE_IMAGES, a JSON mapping engine -> reference, -> engineImages.<engine>; each `repository@sha256:...`):
 #     the stack deploys those digests and builds nothing.
+# With REQUIRE_PROMOTED_IMAGES=true (deploy.yml) every one of them must be given: an empty reference (a build step that
+# wrote no output) stops the job here, naming the image, before `up` could build or deploy something else. Without
+# it (pr.yml, review-stacks.yml: no image is promoted there) an image left empty keeps the stack file's own.
 # Changes only the runner's copy of stacks/Pulumi.<stack>.yaml; values never reach the log.
 set -euo pipefail
 stack="$1"
+required="${REQUIRE_PROMOTED_IMAGES:-false}"
+
+missing() {
+  echo "::error::stack $stack: the build job promoted no $1 ($2): the deploy would not run the bytes it built; look at the build job's 'Build every image the stacks run' step"
+  exit 1
+}
+
+if [ "$required" = true ]; then
+  [ -n "${SERVER_IMAGE:-}" ] || missing "server image (serverImage)" "SERVER_IMAGE is empty"
+  [ -n "${TOOLS_IMAGE:-}" ] || missing "tools image (toolsImage)" "TOOLS_IMAGE is empty"
+  [ -n "${ENGINE_IMAGES:-}" ] && [ "$(jq 'length' <<<"$ENGINE_IMAGES")" -gt 0 ] \
+    || missing "engine server images (engineImages)" "ENGINE_IMAGES is empty"
+  empty=$(jq -r 'to_entries[] | select(.value == "") | .key' <<<"$ENGINE_IMAGES" | paste -sd, -)
+  [ -z "$empty" ] || missing "server image of engine(s) $empty (engineImages.$empty)" "ENGINE_IMAGES maps it to nothing"
+fi
+
 pulumi stack select --create "$stack" >/dev/null
 if [ -n "${PULUMI_ESC_ENVIRONMENT:-}" ]; then
   pulumi config env add "$PULUMI_ESC_ENVIRONMENT" --yes --stack "$stack" >/dev/null

@@ -1192,23 +1192,15 @@ def _small_encoders_on_gpus(settings: Settings) -> list[str]:
 
 
 def _eks_warnings(settings: Settings) -> tuple[Sequence[str], Sequence[str]]:
-    """Warnings about the EKS cluster: extended-support billing, an API open to the internet in prod, alerts that
-    go nowhere in staging; errors: alerts routed to receivers that do not exist, and a prod that pages nobody or has
-    no dead-man's switch (:func:`components.settings.alerting.routing_problems`)."""
+    """Warnings about the EKS cluster: extended-support billing, alerts that go nowhere in staging; errors: alerts
+    routed to receivers that do not exist, and a prod that pages nobody or has no dead-man's switch
+    (:func:`components.settings.alerting.routing_problems`). Who reaches prod's API is a decision the stack states
+    (``built_cluster_rules``: unstated, it is refused), so a stated ``0.0.0.0/0`` is not warned about at every
+    ``up``."""
     aws_settings = settings.cluster.aws
     if aws_settings is None:
         return [], []
     warnings = eks.version_warnings(aws_settings.kubernetes_version, eks.today(), aws_settings.eks_support)
-    if (
-        settings.environment == "prod"
-        and aws_settings.api_endpoint == "public"
-        and "0.0.0.0/0" in aws_settings.api_public_access_cidrs
-    ):
-        warnings.append(
-            "apiPublicAccessCidrs: the prod Kubernetes API is reachable from the whole internet (0.0.0.0/0), as "
-            "stated; when your runners have fixed egress ranges, list them and the operators', or set apiEndpoint: "
-            "private with runners inside the VPC"
-        )
     problems: list[str] = []
     if "kube-prometheus-stack" in settings.cluster.addons:
         problems = routing_problems(
@@ -1243,10 +1235,9 @@ PLAN_RULES: tuple[PlanRule, ...] = (
     ),
     PlanRule(
         "eks-warnings",
-        ("kubernetesVersion", "apiEndpoint", "apiPublicAccessCidrs", "alertReceivers", "alertRouting", "addons"),
-        "aws: warns while `kubernetesVersion` is in (or within 90 days of) EKS extended support, when prod's API "
-        "endpoint is stated open to 0.0.0.0/0 (unstated, it is refused), and when a staging kube-prometheus-stack "
-        "has no `alertReceivers`; refuses "
+        ("kubernetesVersion", "alertReceivers", "alertRouting", "addons"),
+        "aws: warns while `kubernetesVersion` is in (or within 90 days of) EKS extended support, and when a staging "
+        "kube-prometheus-stack has no `alertReceivers`; refuses "
         "`alertRouting` naming no receiver, a receiver routed nothing, and a prod kube-prometheus-stack without "
         "`alertReceivers` or without a `watchdog` (dead-man's switch) route.",
         _eks_warnings,

@@ -887,8 +887,8 @@ STACK_KNOBS: tuple[Knob, ...] = (
         "apiPublicAccessCidrs",
         "array",
         "Who reaches the public Kubernetes API endpoint (CI runners' and operators' egress CIDRs); prod must state "
-        'it (`["0.0.0.0/0"]` written out is accepted, with a warning: GitHub-hosted runners have no fixed '
-        "addresses).",
+        'it (`["0.0.0.0/0"]` written out is a decision the stack states: GitHub-hosted runners have no fixed '
+        "addresses; docs/aws.md).",
         default=["0.0.0.0/0"],
         scope="aws",
         format="cidr-list",

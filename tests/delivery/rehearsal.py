@@ -1,16 +1,17 @@
 """Run `.github/workflows/deploy.yml` here, job by job and step by step, with its own scripts.
 
 :class:`Rehearsal` copies the checkout to a runner folder, puts the stand-ins of :mod:`tests.delivery.standins`
-(`docker`, `df`, `pulumi`, `tritonft`) in front of the project's environment on ``PATH``, and runs the workflow's jobs
-in the order their ``needs`` give: each ``run:`` step through bash with the step's ``env`` evaluated from the
-workflow's expressions (``needs.*.outputs``, ``steps.*.outputs``, ``vars``, ``secrets``, ``github``, ``env``,
-``||``, ``&&``, ``format()``), each ``uses:`` step by what the action does here: checkout and the setup action are the
-runner folder and the project's environment; ``configure-aws-credentials`` opens a stand-in AWS session of its
-``role-duration-seconds`` (the action's default: one hour) that the stand-in `up` holds against the stack's longest
-`up`; ``pulumi/actions`` with ``command: up`` is the stand-in `pulumi up` (the stack's plan, synthesized with the
-config the job's steps set; the policy pack; the builds the plan would run; what would hang or expire). Given a
-cluster (:meth:`Rehearsal.on_cluster`: the test control plane), the stand-in `up` also applies the stage's Kubernetes
-objects to its real API server and waits for the real scheduler (:mod:`tests.delivery.cluster_half`).
+(`aws`, `docker`, `df`, `pulumi`, `tritonft`) in front of the project's environment on ``PATH``, and runs the
+workflow's jobs in the order their ``needs`` give: each ``run:`` step through bash with the step's ``env`` evaluated
+from the workflow's expressions (``needs.*.outputs``, ``steps.*.outputs``, ``vars``, ``secrets``, ``github``, ``env``,
+``||``, ``&&``, ``==``, ``format()``, the status functions), each ``uses:`` step by what the action does here: checkout
+and the setup action are the runner folder and the project's environment; ``configure-aws-credentials`` opens a
+stand-in AWS session of its ``role-duration-seconds`` (the action's default: one hour) that the stand-in `up` holds
+against the stack's longest `up` after the steps before it (their ``timeout-minutes``); ``pulumi/actions`` with
+``command: up`` is the stand-in `pulumi up` (the stack's plan, synthesized with the config the job's steps set; the
+policy pack; the builds the plan would run; what would hang or expire, its step's own ``timeout-minutes`` included).
+Given a cluster (:meth:`Rehearsal.on_cluster`: the test control plane), the stand-in `up` also applies the stage's
+Kubernetes objects to its real API server and waits for the real scheduler (:mod:`tests.delivery.cluster_half`).
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ class StepFailedError(Exception):
         self.job, self.step, self.output = job, step, output
 
 
-def evaluate(expression: str, lookup: Callable[[str], Any]) -> Any:
-    """A GitHub Actions expression (the subset the workflows use) with ``lookup`` for context paths."""
+def evaluate(expression: str, lookup: Callable[[str], Any], status: str = "success") -> Any:
+    """A GitHub Actions expression (the subset the workflows use) with ``lookup`` for context paths; ``status``
+    (``success``, ``failure`` or ``cancelled``) is the job's so far, what ``success()``, ``failure()`` and
+    ``cancelled()`` read."""
     tokens = _TOKEN.findall(expression)
     assert "".join(tokens).replace(" ", "") == expression.replace(" ", ""), expression
     python: list[str] = []
@@ -72,8 +75,9 @@ def evaluate(expression: str, lookup: Callable[[str], Any]) -> Any:
     functions = {
         "_ctx": lookup,
         "_fn_format": lambda text, *args: re.sub(r"\{(\d+)\}", lambda m: str(args[int(m.group(1))]), text),
-        "_fn_cancelled": lambda: False,
-        "_fn_success": lambda: True,
+        "_fn_cancelled": lambda: status == "cancelled",
+        "_fn_failure": lambda: status == "failure",
+        "_fn_success": lambda: status == "success",
         "_fn_always": lambda: True,
     }
     return eval("".join(python), {"__builtins__": {}}, functions)  # our own tokens only, no builtins
@@ -103,7 +107,7 @@ class Rehearsal:
             if (source / name).is_file() and not name.startswith((".tools", ".venv")):
                 (self.root / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(source / name, self.root / name)
-        for command in ("docker", "df", "pulumi", "tritonft"):
+        for command in ("aws", "docker", "df", "pulumi", "tritonft"):
             stub = self.bin / command
             stub.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tests.delivery.standins {command} "$@"\n')
             stub.chmod(0o755)
@@ -183,6 +187,7 @@ class Rehearsal:
         for scope in (workflow.get("env", {}), job.get("env", {})):
             env.update({k: substitute(str(v), lookup) for k, v in scope.items()})
         session = 0
+        before_up, up_reached = 0, False  # the minutes the steps before `up` may take (their timeouts)
         for index, step in enumerate(job["steps"]):
             label = step.get("name") or step.get("uses") or f"step {index}"
             if "if" in step and not evaluate(str(step["if"]).strip("${} "), lookup):
@@ -190,14 +195,22 @@ class Rehearsal:
             with_ = {k: substitute(str(v), lookup) for k, v in (step.get("with") or {}).items()}
             step_env = {**env, **{k: substitute(str(v), lookup) for k, v in (step.get("env") or {}).items()}}
             action = str(step.get("uses", "")).split("@")[0]
+            is_up = action == "pulumi/actions" and with_.get("command") == "up"
+            up_reached = up_reached or is_up
+            if not up_reached:
+                before_up += int(step.get("timeout-minutes", 0))
             if action == "aws-actions/configure-aws-credentials":
                 session = int(with_.get("role-duration-seconds") or DEFAULT_SESSION_SECONDS)
                 continue
-            if action == "pulumi/actions" and with_.get("command") == "up":
+            if is_up:
                 command = f'pulumi up --yes --stack "{with_["stack-name"]}"'
                 if with_.get("policyPacks"):
                     command += f" --policy-pack {with_['policyPacks']}"
-                self._shell(name, label, command, step_env, session)
+                limits = {
+                    "REHEARSAL_BEFORE_UP_MINUTES": str(before_up),
+                    "REHEARSAL_UP_STEP_MINUTES": str(step.get("timeout-minutes", job.get("timeout-minutes", 360))),
+                }
+                self._shell(name, label, command, {**step_env, **limits}, session)
                 continue
             if "uses" in step:
                 continue  # checkout, setup, ECR login, buildx, the CLI's install: the runner folder and environment

@@ -1,5 +1,6 @@
 """Stand-ins for what the deploy workflow's jobs call that cannot run here: `docker` (BuildKit and the registry),
-`df`, `pulumi` (the CLI and the engine: `up` is the stack's synthesized plan) and `tritonft probe` (the edge).
+`aws ecr` (the registry's API: an image's manifest, a tag added to it), `df`, `pulumi` (the CLI and the engine: `up` is
+the stack's synthesized plan) and `tritonft probe` (the edge).
 
 Each is a command on the rehearsal's ``PATH`` (``python -m tests.delivery.standins <name> ...``), with its state in
 ``$REHEARSAL_STATE``. They stand in for the cloud, never for the project's own code: the workflow's scripts, the
@@ -23,8 +24,6 @@ import yaml
 
 STATE = Path(os.environ.get("REHEARSAL_STATE", "."))
 POD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "ReplicaSet", "Pod"}
-SETUP_MINUTES = 20
-"""What a deploy job spends besides `up` (checkout, environment, CLI, stack selection, the probe after `up`)."""
 
 
 def _load(name: str, default: Any) -> Any:
@@ -54,6 +53,10 @@ def _build_args(argv: list[str]) -> tuple[dict[str, str], dict[str, list[str]], 
             key, _, value = argv[i + 1].partition("=")
             args[key] = value
             i += 2
+        elif arg.startswith("--") and "=" in arg:
+            flag, _, value = arg.partition("=")
+            flags.setdefault(flag, []).append(value)
+            i += 1
         elif arg.startswith("--") and arg not in ("--push", "--pull", "--load") and i + 1 < len(argv):
             flags.setdefault(arg, []).append(argv[i + 1])
             i += 2
@@ -131,6 +134,64 @@ def df(argv: list[str]) -> int:
     print("Filesystem     1024-blocks      Used Available Capacity Mounted on")
     print(f"/dev/root       {avail * 2} {avail} {avail} 50% {argv[-1]}")
     return 0
+
+
+# --- aws ecr: the registry's API ----------------------------------------------------------------------------------
+
+
+def _manifest(digest: str) -> str:
+    return json.dumps({"schemaVersion": 2, "config": {"digest": digest}})
+
+
+def aws(argv: list[str]) -> int:
+    """``aws ecr batch-get-image`` (an image's manifest, by digest) and ``aws ecr put-image`` (a tag added to it;
+    IMMUTABLE: a tag holding another digest is refused), on the stand-in registry (``repository:tag`` -> digest)."""
+    registry: dict[str, str] = _load("registry.json", {})
+    calls: list[list[str]] = _load("aws-calls.json", [])
+    calls.append(argv)
+    _save("aws-calls.json", calls)
+    if argv[:1] != ["ecr"] or len(argv) < 2:
+        return _fail(f"stand-in aws: unexpected {argv}")
+    region, account, name = (
+        _option(argv, "--region"),
+        _option(argv, "--registry-id"),
+        _option(argv, "--repository-name"),
+    )
+    if not (region and account and name):
+        return _fail("aws: error: --region, --registry-id and --repository-name are required here")
+    repository = f"{account}.dkr.ecr.{region}.amazonaws.com/{name}"
+    held = {digest for tag, digest in registry.items() if tag.rsplit(":", 1)[0] == repository}
+    if argv[1] == "batch-get-image":
+        digest = (_option(argv, "--image-ids") or "").removeprefix("imageDigest=")
+        if digest not in held:
+            print(
+                json.dumps(
+                    {"images": [], "failures": [{"failureCode": "ImageNotFound", "imageId": {"imageDigest": digest}}]}
+                )
+            )
+            return 0
+        media = "application/vnd.oci.image.manifest.v1+json"
+        image = {
+            "imageId": {"imageDigest": digest},
+            "imageManifest": _manifest(digest),
+            "imageManifestMediaType": media,
+        }
+        print(json.dumps({"images": [image], "failures": []}))
+        return 0
+    if argv[1] == "put-image":
+        tag, digest = _option(argv, "--image-tag") or "", _option(argv, "--image-digest") or ""
+        if digest not in held or _option(argv, "--image-manifest") != _manifest(digest):
+            return _fail(f"An error occurred (InvalidParameterException): manifest does not match {digest}")
+        existing = registry.get(f"{repository}:{tag}")
+        if existing == digest:
+            return _fail("An error occurred (ImageAlreadyExistsException): the image has already been pushed")
+        if existing is not None:
+            return _fail(f"An error occurred (ImageTagAlreadyExistsException): tag {tag} is immutable")
+        registry[f"{repository}:{tag}"] = digest
+        _save("registry.json", registry)
+        print(json.dumps({"image": {"imageId": {"imageDigest": digest, "imageTag": tag}}}))
+        return 0
+    return _fail(f"stand-in aws: unexpected {argv}")
 
 
 # --- pulumi: the CLI's config/outputs, and `up` as the synthesized plan -----------------------------------------
@@ -222,8 +283,12 @@ def image_resolves(image: str, registry: dict[str, str]) -> bool:
     return image in registry
 
 
-def plan_problems(plan: Path, session_seconds: int) -> list[str]:
-    """What would stop or hang this `up` in the cloud, read from its plan."""
+def plan_problems(
+    plan: Path, session_seconds: int, before_up_minutes: int = 0, up_step_minutes: int = 360
+) -> list[str]:
+    """What would stop or hang this `up` in the cloud, read from its plan: a Secret nothing creates, `up`'s step
+    timeout (``up_step_minutes``) shorter than the plan's longest `up`, an AWS session that ends before it (the steps
+    before `up` may take ``before_up_minutes``)."""
     from tritonft.synth.budget import up_budget_minutes
     from tritonft.synth.plandiff import load_plan
 
@@ -239,10 +304,16 @@ def plan_problems(plan: Path, session_seconds: int) -> list[str]:
                     f"Secret {name} is created by nothing in the stack"
                 )
     budget = up_budget_minutes(load_plan(plan))
-    if session_seconds < (budget + SETUP_MINUTES) * 60:
+    if up_step_minutes < budget:
+        problems.append(
+            f"the `up` step's timeout-minutes {up_step_minutes} stops a healthy `up`: it may run {budget} min "
+            "along its dependencies"
+        )
+    if session_seconds < (before_up_minutes + budget) * 60:
         problems.append(
             f"the job's AWS session ends at minute {session_seconds // 60}; `up` may run {budget} min along its "
-            f"dependencies (+{SETUP_MINUTES} setup): it would fail mid-`up` with expired credentials, the stack locked"
+            f"dependencies after {before_up_minutes} min of steps: it would fail mid-`up` with expired credentials, "
+            "the stack locked"
         )
     return problems
 
@@ -283,7 +354,12 @@ def _up(argv: list[str]) -> int:
         if problems:
             return _fail("\n".join(f"error: {p}" for p in problems))
     session = int(os.environ.get("REHEARSAL_AWS_SESSION_SECONDS", "0"))
-    problems = plan_problems(plan, session)
+    problems = plan_problems(
+        plan,
+        session,
+        before_up_minutes=int(os.environ.get("REHEARSAL_BEFORE_UP_MINUTES", "0")),
+        up_step_minutes=int(os.environ.get("REHEARSAL_UP_STEP_MINUTES", "360")),
+    )
     if problems:
         return _fail("\n".join(f"error: {p}" for p in problems))
     outputs = json.loads((plan / "outputs.json").read_text())
@@ -384,7 +460,7 @@ def tritonft(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"docker": docker, "df": df, "pulumi": pulumi, "tritonft": tritonft}
+COMMANDS = {"aws": aws, "docker": docker, "df": df, "pulumi": pulumi, "tritonft": tritonft}
 
 if __name__ == "__main__":
     sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))

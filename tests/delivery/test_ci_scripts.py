@@ -5,12 +5,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
+import yaml
 
 from policy.synth_check import main as synth_check_main
 from tests.delivery.conftest import REPO
@@ -183,3 +186,137 @@ def test_the_specs_come_from_the_checked_out_stack_file_whatever_the_org_prefix(
     specs = targets.stack_specs("acme/triton-ft/staging")
     assert set(specs) == {"t5-3b", "gpt-j-6b", "minilm", "qwen2-5-7b"}
     assert json.loads(specs["minilm"])["family"] == "bert"
+
+
+# stack-config.sh and mark-promoted.sh, with the rehearsal's stand-in `pulumi` and `aws` (tests.delivery.standins)
+
+ECR = "123456789012.dkr.ecr.us-west-2.amazonaws.com/triton-ft"
+PROMOTED = {
+    "SERVER_IMAGE": f"{ECR}/server@sha256:{'1' * 64}",
+    "TOOLS_IMAGE": f"{ECR}/tools@sha256:{'2' * 64}",
+    "ENGINE_IMAGES": json.dumps(
+        {"onnxruntime": f"{ECR}/server-onnxruntime@sha256:{'3' * 64}", "vllm": f"{ECR}/server-vllm@sha256:{'4' * 64}"}
+    ),
+}
+
+
+def run_script(tmp_path: Path, script: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``.github/scripts/<script>`` in ``tmp_path`` (its stack files land there) with the stand-ins on PATH."""
+    bin_dir = tmp_path / "bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        (tmp_path / "stacks").mkdir()
+        for command in ("aws", "pulumi"):
+            stub = bin_dir / command
+            stub.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m tests.delivery.standins {command} "$@"\n')
+            stub.chmod(0o755)
+    return subprocess.run(
+        ["bash", str(REPO / ".github" / "scripts" / script), *args],
+        cwd=tmp_path,
+        env={
+            "PATH": f"{bin_dir}:/usr/bin:/bin",
+            "PYTHONPATH": str(REPO),
+            "REHEARSAL_STATE": str(tmp_path),
+            "GITHUB_RUN_ID": "7",
+            "GITHUB_RUN_ATTEMPT": "1",
+            **env,
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def stack_config(tmp_path: Path) -> dict[str, Any]:
+    config = yaml.safe_load((tmp_path / "stacks" / "Pulumi.dev.yaml").read_text())["config"]
+    assert isinstance(config, dict)
+    return config
+
+
+def test_a_deploys_stack_config_sets_every_promoted_image(tmp_path: Path) -> None:
+    proc = run_script(tmp_path, "stack-config.sh", "dev", REQUIRE_PROMOTED_IMAGES="true", **PROMOTED)
+    assert proc.returncode == 0, proc.stderr
+    config = stack_config(tmp_path)
+    assert config["triton-ft:serverImage"] == PROMOTED["SERVER_IMAGE"]
+    assert config["triton-ft:toolsImage"] == PROMOTED["TOOLS_IMAGE"]
+    assert config["triton-ft:engineImages"] == json.loads(PROMOTED["ENGINE_IMAGES"])
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "named"),
+    [
+        ("SERVER_IMAGE", "", "no server image (serverImage) (SERVER_IMAGE is empty)"),
+        ("TOOLS_IMAGE", "", "no tools image (toolsImage) (TOOLS_IMAGE is empty)"),
+        ("ENGINE_IMAGES", "", "no engine server images (engineImages) (ENGINE_IMAGES is empty)"),
+        ("ENGINE_IMAGES", "{}", "no engine server images (engineImages) (ENGINE_IMAGES is empty)"),
+        (
+            "ENGINE_IMAGES",
+            json.dumps({"onnxruntime": "x@sha256:" + "3" * 64, "vllm": ""}),
+            "no server image of engine(s) vllm (engineImages.vllm) (ENGINE_IMAGES maps it to nothing)",
+        ),
+    ],
+)
+def test_a_deploys_stack_config_stops_on_an_empty_promoted_image_naming_it(
+    tmp_path: Path, variable: str, value: str, named: str
+) -> None:
+    proc = run_script(
+        tmp_path, "stack-config.sh", "dev", REQUIRE_PROMOTED_IMAGES="true", **(PROMOTED | {variable: value})
+    )
+    assert proc.returncode == 1
+    assert f"::error::stack dev: the build job promoted {named}: " in proc.stdout, proc.stdout
+    assert not (tmp_path / "pulumi-calls.json").exists(), "the stack was touched before the check"
+
+
+def test_stack_config_outside_a_deploy_keeps_the_stack_files_images_when_none_is_given(tmp_path: Path) -> None:
+    """pr.yml and review-stacks.yml promote no image: the stack file's own images stay."""
+    proc = run_script(tmp_path, "stack-config.sh", "dev", HF_TOKEN="hf_x")
+    assert proc.returncode == 0, proc.stderr
+    assert set(stack_config(tmp_path)) == {"triton-ft:hfToken"}
+
+
+def registry(tmp_path: Path) -> dict[str, str]:
+    data = json.loads((tmp_path / "registry.json").read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def pushed(tmp_path: Path) -> None:
+    """The build job's pushes: each promoted image under its run tag."""
+    refs = [PROMOTED["SERVER_IMAGE"], PROMOTED["TOOLS_IMAGE"], *json.loads(PROMOTED["ENGINE_IMAGES"]).values()]
+    (tmp_path / "registry.json").write_text(
+        json.dumps({f"{ref.split('@')[0]}:c0ffee-r7.1": ref.split("@")[1] for ref in refs})
+    )
+
+
+def test_mark_promoted_tags_each_promoted_digest_with_its_stage_and_run(tmp_path: Path) -> None:
+    pushed(tmp_path)
+    proc = run_script(tmp_path, "mark-promoted.sh", "prod", **PROMOTED)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    tags = {tag: digest for tag, digest in registry(tmp_path).items() if tag.endswith(":prod-r7.1")}
+    refs = [PROMOTED["SERVER_IMAGE"], PROMOTED["TOOLS_IMAGE"], *json.loads(PROMOTED["ENGINE_IMAGES"]).values()]
+    assert tags == {f"{ref.split('@')[0]}:prod-r7.1": ref.split("@")[1] for ref in refs}
+
+
+def test_mark_promoted_run_again_on_the_same_run_is_a_no_op(tmp_path: Path) -> None:
+    pushed(tmp_path)
+    assert run_script(tmp_path, "mark-promoted.sh", "dev", **PROMOTED).returncode == 0
+    before = registry(tmp_path)
+    proc = run_script(tmp_path, "mark-promoted.sh", "dev", **PROMOTED)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert registry(tmp_path) == before
+
+
+def test_mark_promoted_stops_on_an_image_the_registry_does_not_hold(tmp_path: Path) -> None:
+    pushed(tmp_path)
+    never = f"{ECR}/tools@sha256:{'9' * 64}"
+    proc = run_script(tmp_path, "mark-promoted.sh", "dev", **(PROMOTED | {"TOOLS_IMAGE": never}))
+    assert proc.returncode == 1
+    assert f"::error::triton-ft/tools@sha256:{'9' * 64} is not in the registry" in proc.stdout
+
+
+def test_mark_promoted_refuses_a_reference_that_is_not_an_ecr_digest(tmp_path: Path) -> None:
+    pushed(tmp_path)
+    proc = run_script(tmp_path, "mark-promoted.sh", "dev", **(PROMOTED | {"SERVER_IMAGE": f"{ECR}/server:latest"}))
+    assert proc.returncode == 1
+    assert "is not an ECR image pinned by digest" in proc.stdout

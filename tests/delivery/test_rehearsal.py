@@ -10,17 +10,21 @@ Gateway API and Envoy Gateway CRDs) in the CLI's dependency order, the real sche
 nodes shaped like its node groups, and what a kubelet would wait on (a referenced object, an image's pull) is
 checked against the server and the stand-in registry (:mod:`tests.delivery.cluster_half`).
 
-What this cannot rehearse: the real builds (the FT compile, NGC's pulls, their time and disk); ECR and IAM (the
-roles' MaxSessionDuration, the repositories' existence); the EKS API and AWS's side of the cluster (VPC, EFS, the
-managed add-ons, node groups rolling; the node groups are kwok nodes of the stack's shape at `gpuNodesDesired` and
-`systemNodesMin`, with no cluster-autoscaler and no capacity shortage); the Helm charts the stack installs (not
-applied: cert-manager's, kube-prometheus-stack's and KEDA's CRDs are stubs that accept any spec, so those objects
-meet no schema; nothing a chart runs: Envoy, cert-manager issuing from Let's Encrypt and the probe's trust in it,
-Alertmanager and prod's out-of-band Secret `alerting`); a kubelet (kwok runs no container: volumes, pulls and probes
-are judged from the pod's spec, a Job's pod completes at once, so a download's time and a model's answers are not
-seen: the real Triton tests do those); the program's dynamic resources (rollout watches, promotion gates, in-`up`
-probes and judges: the judged-promotion tests on the control plane run those); GitHub's own scheduling
-(environments' approvals, concurrency).
+What this cannot rehearse: the real builds (the FT compile, NGC's pulls, their time and disk); ECR beyond an image's
+manifest read and a tag added to it (the lifecycle policy is judged by ECR's evaluation rules in
+``tests/components/platform/test_promotion_lifecycle.py``) and IAM (the roles' MaxSessionDuration, the repositories'
+existence); GitHub's step timeouts and the lock release after a failed `up` (their sums and conditions are checked in
+``tests/delivery/test_runner_limits.py``); the EKS API and AWS's side of the cluster (VPC, EFS, the managed add-ons,
+node groups rolling; the node groups are kwok nodes of the stack's shape at `gpuNodesDesired` and `systemNodesMin`, with
+no cluster-autoscaler and no capacity shortage; the first `up`'s Jobs all at once on the system group at its maximum:
+``tests/system/controlplane/test_first_up_jobs.py``, the scale-out to it not); the Helm charts the stack installs (not
+applied: cert-manager's, kube-prometheus-stack's and KEDA's CRDs are stubs that accept any spec, so those objects meet
+no schema; nothing a chart runs: Envoy, cert-manager issuing from Let's Encrypt and the probe's trust in it,
+Alertmanager and prod's out-of-band Secret `alerting`); a kubelet (kwok runs no container: volumes, pulls and probes are
+judged from the pod's spec, a Job's pod completes at once, so a download's time and a model's answers are not seen: the
+real Triton tests do those); the program's dynamic resources (rollout watches, promotion gates, in-`up` probes and
+judges: the judged-promotion tests on the control plane run those); GitHub's own scheduling (environments' approvals,
+concurrency).
 """
 
 from __future__ import annotations
@@ -231,3 +235,46 @@ def test_the_default_one_hour_aws_session_stops_a_long_up(tmp_path: Path) -> Non
         rehearsal.run(only=["build", "dev"])
     assert failed.value.job == "dev"
     assert "the job's AWS session ends at minute 60" in failed.value.output
+
+
+@pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
+def test_each_stage_tags_every_image_it_promotes_with_its_run_before_up(
+    push: tuple[Rehearsal, Any], stage: str
+) -> None:
+    """What the repositories' lifecycle policy keeps (components/platform/promotion_lifecycle.py)."""
+    rehearsal, _ = push
+    promoted = rehearsal.jobs["build"].outputs
+    refs = [promoted["server-image"], promoted["tools-image"], *yaml.safe_load(promoted["engine-images"]).values()]
+    registry = rehearsal.read("registry.json")
+    assert {ref: registry.get(f"{ref.split('@')[0]}:{stage}-r4242.1") for ref in refs} == {
+        ref: ref.split("@")[1] for ref in refs
+    }
+
+
+def test_an_empty_promoted_image_stops_the_stage_before_up_naming_it(tmp_path: Path) -> None:
+    rehearsal = Rehearsal(tmp_path)
+    rehearsal.edit(
+        ".github/workflows/deploy.yml",
+        "tools-image: ${{ steps.images.outputs.tools-image }}",
+        "tools-image: ${{ steps.images.outputs.tool-image }}",
+    )
+    with pytest.raises(StepFailedError) as failed:
+        rehearsal.run(only=["build", "dev"])
+    assert (failed.value.job, failed.value.step) == ("dev", "Stack secrets, ESC environment and the promoted images")
+    assert "the build job promoted no tools image (toolsImage) (TOOLS_IMAGE is empty)" in failed.value.output
+    assert "dev" not in (rehearsal.read("ups.json") or {})
+
+
+def test_an_up_step_timeout_below_the_plans_longest_up_is_caught(tmp_path: Path) -> None:
+    rehearsal = Rehearsal(tmp_path)
+    text = (rehearsal.root / ".github/workflows/deploy.yml").read_text()
+    start = text.index("stack-name: ${{ env.STACK_PREFIX }}dev")
+    timeout = text.rindex("timeout-minutes:", 0, start)
+    line_end = text.index("\n", timeout)
+    (rehearsal.root / ".github/workflows/deploy.yml").write_text(
+        text[:timeout] + "timeout-minutes: 60" + text[line_end:]
+    )
+    with pytest.raises(StepFailedError) as failed:
+        rehearsal.run(only=["build", "dev"])
+    assert failed.value.job == "dev"
+    assert "the `up` step's timeout-minutes 60 stops a healthy `up`" in failed.value.output

@@ -16,10 +16,6 @@ WORKFLOW_FILES = sorted(WORKFLOWS.glob("*.yml"))
 PULUMI_ACTION = re.compile(r"^pulumi/actions@(v[67]|[0-9a-f]{40})$")
 
 
-MAX_ROLE_SESSION_SECONDS = 43200
-"""IAM's ceiling for a role's MaxSessionDuration (12 h); the deploy roles are created with the jobs' durations."""
-
-
 def load(name: str) -> dict[str, Any]:
     data = yaml.safe_load((WORKFLOWS / name).read_text())
     assert isinstance(data, dict)
@@ -256,15 +252,7 @@ def test_the_image_build_reads_the_programs_build_plan_and_uses_no_registry_cach
     assert "python -m components.platform.build_plan . --base-digests" in script
     assert "--cache-from" not in script and "--cache-to" not in script
     assert '--tag "$ref" --push' in script and '-$run_tag"' in script
-
-
-@pytest.mark.parametrize("stage", ["build", "dev", "staging", "prod"])
-def test_each_jobs_aws_session_lasts_as_long_as_the_job_may_run(stage: str) -> None:
-    job = load("deploy.yml")["jobs"][stage]
-    aws = next(s for s in job["steps"] if uses(s).startswith("aws-actions/configure-aws-credentials@"))
-    duration = int(aws["with"]["role-duration-seconds"])
-    assert duration >= job["timeout-minutes"] * 60, "the session would end before the job's timeout"
-    assert duration <= MAX_ROLE_SESSION_SECONDS
+    assert "--provenance=false --sbom=false" in script, "one manifest per image: no untagged children to expire"
 
 
 def test_the_deploy_workflow_sends_no_ingress_credential_the_edge_does_not_use() -> None:
@@ -278,11 +266,30 @@ def test_a_documentation_only_push_deploys_nothing() -> None:
 
 
 @pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
-def test_each_deploy_stage_releases_the_stack_lock_when_cancelled_mid_up(stage: str) -> None:
+def test_each_deploy_stage_releases_the_stack_lock_of_its_own_stack_after_up(stage: str) -> None:
+    """When it runs (up failed, timed out or was cancelled: tests/delivery/test_runner_limits.py)."""
     stage_steps = steps(load("deploy.yml"), stage)
     cancel = next(s for s in stage_steps if "pulumi cancel" in str(s.get("run", "")))
-    assert cancel["if"] == "cancelled()"
-    assert "--yes" in cancel["run"] and f"{stage}" in cancel["run"]
+    assert stage_steps.index(cancel) == len(stage_steps) - 1
+    assert "steps.up.outcome" in cancel["if"]
+    assert "--yes" in cancel["run"] and cancel["run"].split("--stack", 1)[1].split()[0].endswith(f'{stage}"')
+
+
+def test_the_deploy_jobs_install_the_project_without_its_dev_group() -> None:
+    """UV_NO_DEV reaches both `uv sync`s of a job: the setup action's and the Pulumi CLI's own before the program."""
+    assert load("deploy.yml")["env"]["UV_NO_DEV"] == "1"
+
+
+@pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
+def test_each_stage_requires_every_promoted_image_and_marks_them_before_up(stage: str) -> None:
+    stage_steps = steps(load("deploy.yml"), stage)
+    config = next(s for s in stage_steps if "stack-config.sh" in str(s.get("run", "")))
+    assert config["env"]["REQUIRE_PROMOTED_IMAGES"] == "true"
+    lines = [line.split()[1] for line in config["run"].splitlines()]
+    assert lines == [".github/scripts/stack-config.sh", ".github/scripts/mark-promoted.sh"]
+    assert config["run"].splitlines()[1].split()[-1] == stage
+    up = next(i for i, s in enumerate(stage_steps) if s.get("with", {}).get("command") == "up")
+    assert stage_steps.index(config) < up
 
 
 @pytest.mark.parametrize("stage", ["dev", "staging", "prod"])

@@ -274,6 +274,55 @@ def alertmanager_config(
     }
 
 
+@dataclass(frozen=True)
+class PodResources:
+    """What one pod of an add-on asks: CPU and memory requested (what the scheduler reserves on its node), and a
+    memory limit (the pod is restarted past it instead of the node's OOM killer choosing among its neighbours). No
+    CPU limit: a throttled Prometheus evaluates rules late and serves the HPAs stale metrics, and the requests
+    already share the CPU by weight."""
+
+    cpu: str
+    memory: str
+    memory_limit: str
+
+    def values(self) -> dict[str, Any]:
+        return {"requests": {"cpu": self.cpu, "memory": self.memory}, "limits": {"memory": self.memory_limit}}
+
+
+MONITORING_RESOURCES: Mapping[str, PodResources] = {
+    "prometheus": PodResources("500m", "2Gi", "4Gi"),
+    "alertmanager": PodResources("50m", "128Mi", "256Mi"),
+    "grafana": PodResources("100m", "256Mi", "512Mi"),
+    "grafana-sidecar": PodResources("50m", "64Mi", "128Mi"),
+    "prometheus-operator": PodResources("100m", "128Mi", "256Mi"),
+    "kube-state-metrics": PodResources("50m", "192Mi", "384Mi"),
+}
+"""kube-prometheus-stack's pods on the system nodes, sized for a stack's scrape (docs/aws.md, "Monitoring on EKS"):
+Prometheus's head holds ~50-100k active series in prod (a dozen nodes' node-exporter, kubelet and cAdvisor series,
+the API server's histograms, kube-state-metrics, DCGM, Triton's, vLLM's and Envoy's per pod) at a few KiB each, plus
+its queries and WAL replay: 2 GiB asked, 4 GiB its ceiling; the others are small and steady. The chart asks nothing
+by default: beside a 40 GiB conversion Job on the same r6i.2xlarge, a request-less Prometheus is the first pod the
+node's OOM killer reaches for and is placed as if it needed nothing."""
+
+
+GRAFANA_SIDECARS = 2
+"""The Grafana pod's sidecars the chart turns on (dashboards and datasources), each asking ``grafana-sidecar``."""
+
+
+def monitoring_pods(replicas: int = 1) -> list[tuple[str, tuple[PodResources, ...]]]:
+    """The pods kube-prometheus-stack runs on the system nodes, each with what its containers ask (``replicas``:
+    Prometheus's and Alertmanager's, 2 in prod). Its node-exporter DaemonSet is in the nodes' DaemonSet allowance
+    (``components.settings.capacity.DAEMONSET_MEMORY_MIB``)."""
+    r = MONITORING_RESOURCES
+    return [
+        *[(f"prometheus-{i}", (r["prometheus"],)) for i in range(replicas)],
+        *[(f"alertmanager-{i}", (r["alertmanager"],)) for i in range(replicas)],
+        ("grafana", (r["grafana"], *[r["grafana-sidecar"]] * GRAFANA_SIDECARS)),
+        ("prometheus-operator", (r["prometheus-operator"],)),
+        ("kube-state-metrics", (r["kube-state-metrics"],)),
+    ]
+
+
 ALERTMANAGER_SECRET = "alertmanager-triton-ft"
 """The Secret holding Alertmanager's configuration (key ``alertmanager.yaml``): receivers carry webhook URLs and
 keys, so they live in a Secret the stack writes, not in the chart's values (which the plan shows)."""
@@ -307,15 +356,20 @@ def kube_prometheus_stack_values(
     spread over the zones (``ScheduleAnyway``: a zone short of system nodes delays no pod), so one zone lost keeps
     the HPAs' custom metrics and the paging.
     """
-    alertmanager_spec: dict[str, Any] = {}
+    resources = MONITORING_RESOURCES
+    alertmanager_spec: dict[str, Any] = {"resources": resources["alertmanager"].values()}
     values: dict[str, Any] = {
         "grafana": {
             "admin": {
                 "existingSecret": grafana_admin_secret,
                 "userKey": GRAFANA_USER_KEY,
                 "passwordKey": GRAFANA_PASSWORD_KEY,
-            }
+            },
+            "resources": resources["grafana"].values(),
+            "sidecar": {"resources": resources["grafana-sidecar"].values()},
         },
+        "prometheusOperator": {"resources": resources["prometheus-operator"].values()},
+        "kube-state-metrics": {"resources": resources["kube-state-metrics"].values()},
         "fullnameOverride": PROMETHEUS_FULLNAME,
         "prometheus": {
             "prometheusSpec": {
@@ -323,6 +377,7 @@ def kube_prometheus_stack_values(
                 "podMonitorSelectorNilUsesHelmValues": False,
                 "ruleSelectorNilUsesHelmValues": False,
                 "retention": "15d",
+                "resources": resources["prometheus"].values(),
             }
         },
         "alertmanager": {"enabled": True},
@@ -339,8 +394,7 @@ def kube_prometheus_stack_values(
     if replicas > 1:
         values["prometheus"]["prometheusSpec"] |= {"replicas": replicas, **_zone_spread("prometheus")}
         alertmanager_spec |= {"replicas": replicas, **_zone_spread("alertmanager")}
-    if alertmanager_spec:
-        values["alertmanager"]["alertmanagerSpec"] = alertmanager_spec
+    values["alertmanager"]["alertmanagerSpec"] = alertmanager_spec
     return values
 
 

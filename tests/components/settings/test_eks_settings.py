@@ -110,10 +110,13 @@ def test_dev_may_default_its_api_and_admins() -> None:
     assert load(aws_stack(environment="dev")).cluster.aws.api_public_access_cidrs == ("0.0.0.0/0",)
 
 
-def test_prod_warns_of_an_api_it_opened_to_the_internet() -> None:
+def test_prod_stating_its_api_open_to_the_internet_is_a_decision_not_a_warning() -> None:
+    """Unstated, it is refused (above); written out, the stack has decided, and nothing nags at every `up`."""
     values = aws_stack(environment="prod", protectStorage=True, addons=MONITORED, apiPublicAccessCidrs=["0.0.0.0/0"])
     settings = load(values | PAGING)
-    assert any(w.startswith("apiPublicAccessCidrs: the prod Kubernetes API is reachable") for w in settings.warnings)
+    assert settings.cluster.aws is not None
+    assert settings.cluster.aws.api_public_access_cidrs == ("0.0.0.0/0",)
+    assert not [w for w in settings.warnings if "apiPublicAccessCidrs" in w or "0.0.0.0/0" in w]
 
 
 def test_staging_warns_of_alerts_going_nowhere() -> None:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 import yaml
 
 from components.platform.aws import charts
-from tests.components.platform.aws.helpers import build_platform
+from tests.components.platform.aws.helpers import REPO_ROOT, build_platform
+from tritonft.quantity import quantity_value
 from tritonft.synth.engine import RecordingMocks
 from tritonft.synth.manifests import is_secret
 
@@ -108,3 +110,55 @@ def test_prods_prometheus_and_alertmanager_survive_a_zone(mocks: RecordingMocks)
 def test_dev_keeps_one_prometheus(mocks: RecordingMocks) -> None:
     build_platform("dev")
     assert "replicas" not in _values(mocks)["prometheus"]["prometheusSpec"]
+
+
+def _pod_resources(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Where kube-prometheus-stack (and its Grafana and kube-state-metrics charts) read each pod's resources."""
+    return {
+        "prometheus": values["prometheus"]["prometheusSpec"]["resources"],
+        "alertmanager": values["alertmanager"]["alertmanagerSpec"]["resources"],
+        "grafana": values["grafana"]["resources"],
+        "grafana-sidecar": values["grafana"]["sidecar"]["resources"],
+        "prometheus-operator": values["prometheusOperator"]["resources"],
+        "kube-state-metrics": values["kube-state-metrics"]["resources"],
+    }
+
+
+@pytest.mark.parametrize("environment", ["dev", "prod"])
+def test_every_monitoring_pod_asks_cpu_and_memory_with_a_memory_ceiling_and_no_cpu_limit(
+    mocks: RecordingMocks, environment: str
+) -> None:
+    """Beside 40 GiB conversion Jobs on the same system nodes, a pod that asks nothing is placed as if it needed
+    nothing and is the first the node's OOM killer takes."""
+    build_platform(environment)
+    for name, resources in _pod_resources(_values(mocks)).items():
+        requests, limits = resources["requests"], resources["limits"]
+        assert quantity_value(requests["cpu"]) > 0 and quantity_value(requests["memory"]) > 0, name
+        assert quantity_value(limits["memory"]) >= quantity_value(requests["memory"]), name
+        assert "cpu" not in limits, name
+        assert resources == charts.MONITORING_RESOURCES[name].values()
+
+
+def test_prometheus_asks_room_for_its_series() -> None:
+    """~50-100k active series in prod at a few KiB each, plus queries and the WAL replay after a restart."""
+    prometheus = charts.MONITORING_RESOURCES["prometheus"]
+    assert quantity_value(prometheus.memory) >= 2 * 2**30
+    assert quantity_value(prometheus.memory_limit) >= 2 * quantity_value(prometheus.memory)
+
+
+def test_the_monitoring_pods_count_prods_replicas_and_grafanas_sidecars() -> None:
+    pods = dict(charts.monitoring_pods(replicas=2))
+    assert [name for name in pods if name.startswith(("prometheus-", "alertmanager-"))] == [
+        "prometheus-0",
+        "prometheus-1",
+        "alertmanager-0",
+        "alertmanager-1",
+        "prometheus-operator",
+    ]
+    assert len(pods["grafana"]) == 1 + charts.GRAFANA_SIDECARS
+
+
+def test_docs_state_each_monitoring_pods_requests_and_ceiling() -> None:
+    text = " ".join((REPO_ROOT / "docs" / "aws.md").read_text().split())
+    for name, resources in charts.MONITORING_RESOURCES.items():
+        assert f"| {name} | {resources.cpu} | {resources.memory} | {resources.memory_limit} |" in text, name
