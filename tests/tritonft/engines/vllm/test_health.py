@@ -262,6 +262,45 @@ def test_an_idle_engine_whose_counters_restarted_is_asked_a_token(
     assert probe(url, tmp_path).returncode != 0
 
 
+@pytest.mark.parametrize("kind", ["readiness", "liveness"])
+def test_each_probe_renews_the_lease_of_the_pods_compile_cache(
+    kind: str, triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    """What keeps a running pod's compile cache from the Job's pruning (``tritonft.engines.vllm.compile_cache``),
+    whatever the probe then finds (here the engine is dead)."""
+    import os
+
+    from tritonft.engines.vllm.compile_cache import LEASE
+
+    state, url = triton
+    state.engine_dead = True
+    root = tmp_path / "compile-cache" / "llama" / "0123456789abcdef"
+    root.mkdir(parents=True)
+    command = health.generate_command(
+        MODEL, url=url, timeout_s=5, metrics_url=f"{url}/metrics", state=str(tmp_path / kind), probe=kind
+    )
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(root)}
+    subprocess.run(command, check=False, env=env, capture_output=True, timeout=health.TIMEOUT_S)
+    os.utime(root / LEASE, (0, 0))  # the first look made it; as if long ago
+    subprocess.run(command, check=False, env=env, capture_output=True, timeout=health.TIMEOUT_S)
+    assert (root / LEASE).stat().st_mtime > 0
+
+
+def test_a_probe_without_its_compile_cache_makes_none(triton: tuple[StandInTriton, str], tmp_path: Path) -> None:
+    """Before vLLM made its key's directory (or for a pod without one) the probe creates nothing on the store."""
+    import os
+
+    _, url = triton
+    root = tmp_path / "compile-cache" / "llama" / "0123456789abcdef"
+    command = health.generate_command(
+        MODEL, url=url, timeout_s=5, metrics_url=f"{url}/metrics", state=str(tmp_path / "r")
+    )
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(root)}
+    passed = subprocess.run(command, check=False, env=env, capture_output=True, timeout=health.TIMEOUT_S)
+    assert passed.returncode == 0
+    assert not root.exists()
+
+
 def test_a_probe_is_readiness_or_liveness() -> None:
     with pytest.raises(ValueError, match="readiness or liveness"):
         health.generate_command(MODEL, probe="startup")
