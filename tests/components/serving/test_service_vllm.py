@@ -206,7 +206,7 @@ def test_the_engine_is_restarted_once_it_has_made_no_progress_for_its_first_toke
         "19",
         "/tmp/tritonft-liveness-llama",
         "liveness",
-        "20",
+        "120",  # without the gauges, its token only once the counters stood still for the whole stall
     ]
     assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 12)
 

@@ -84,6 +84,7 @@ def test_llamas_download_job_makes_and_prunes_the_cache_directory_and_may_write_
 def test_llamas_engine_is_restarted_after_a_minute_without_progress_the_gateways_deadline(prod: SynthResult) -> None:
     for pod in _pods(prod, "Deployment", LLAMA):
         probe = _triton(pod)["livenessProbe"]
-        *_, state, kind, _idle_after = probe["exec"]["command"]
+        *_, state, kind, still_for = probe["exec"]["command"]
         assert (state, kind) == (f"/tmp/tritonft-liveness-{LLAMA}", "liveness")  # judged on progress, its own reading
+        assert still_for == "60"  # without the gauges its token waits for the counters to stand still that long
         assert (probe["periodSeconds"], probe["failureThreshold"]) == (10, 6)  # gatewayDeadlineSeconds 60
