@@ -11,6 +11,7 @@ import json
 import math
 from collections.abc import Sequence
 from datetime import date
+from pathlib import Path
 
 import pulumi
 import pulumi_aws as aws
@@ -49,6 +50,7 @@ from components.platform.aws.network import ExistingVpc, NewVpc
 from components.platform.aws.nodegroups import GpuNodeGroup, SystemNodeGroup
 from components.platform.aws.platform import AwsPlatformArgs
 from components.platform.cluster import ExistingClusterArgs
+from components.platform.compile_identity import image_compile_identity
 from components.platform.image import ImageBuild, TritonImageArgs
 from components.platform.signals import EdgeProbe
 from components.probe import IntegrationProbeArgs, probe_settings
@@ -526,6 +528,19 @@ def triton_release_of(settings: Settings, model: ModelSpec) -> str:
     return image.build_args["TRITON_VERSION"]
 
 
+REPOSITORY = Path(__file__).resolve().parents[1]
+"""The repository the program runs from: what its image builds read (the Dockerfiles and the files they copy)."""
+
+
+def compile_identity_of(settings: Settings, model: ModelSpec) -> str:
+    """What ``model``'s server image compiles with (a vLLM model's, for its compile cache's key): its base as the
+    stack pins it and the files the repository's Dockerfile copies (``components.platform.compile_identity``);
+    empty for the other engines, which keep no compile cache."""
+    if not model.family.is_vllm:
+        return ""
+    return image_compile_identity(REPOSITORY, engine_for(model.family).server_image, settings.image.base_digests)
+
+
 def triton_service_args(
     settings: Settings,
     *,
@@ -544,6 +559,7 @@ def triton_service_args(
         store=store,
         image=server_image,
         triton_release=triton_release_of(settings, conversion.model),
+        compile_identity=compile_identity_of(settings, conversion.model),
         image_pins=image_pins(settings),
         ingress=ingress,
         edge=edge,

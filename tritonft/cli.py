@@ -61,6 +61,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "tritonft.rollout.command",
         "where each Triton replica's start-up seconds went (scheduled, init, started, ready; model loads)",
     ),
+    "prune-compile-cache": (
+        "tritonft.engines.vllm.compile_cache",
+        "remove the directories of a vLLM model's compile cache that no pod has used for a day",
+    ),
     "gateway": ("tritonft.gateway.command", "serve an OpenAI-compatible HTTP API (/v1/completions) in front of Triton"),
 }
 

@@ -52,31 +52,17 @@ def repository_key(model: ModelSpec, converter_version: str) -> str:
 
 
 COMPILE_CACHE = "compile-cache"
-"""The store's directory of the vLLM models' compile caches (``<model>/<revision>/<server image>`` inside)."""
-
-_DIGEST = re.compile(r"@sha256:(?P<hex>[0-9a-f]{64})$")
-_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+"""The store's directory of the vLLM models' compile caches: ``<model>/<key>`` inside
+(:mod:`tritonft.engines.vllm.compile_cache`)."""
 
 
-def image_identity(ref: str) -> str:
-    """A server image's identity as one path segment: ``sha256-<hex>`` when ``ref`` is pinned by digest
-    (``repo[:tag]@sha256:<hex>``, what every workload of the stack runs), else its tag (``repo:tag``; ``latest``
-    when it names none). Refused when neither yields a plain segment."""
-    if digest := _DIGEST.search(ref):
-        return f"sha256-{digest['hex']}"
-    last = ref.rsplit("/", 1)[-1]
-    tag = last.rsplit(":", 1)[1] if ":" in last else "latest"
-    if not _TAG.match(tag):
-        raise ValueError(f"image {ref!r} has neither a sha256 digest nor a tag to name its compile cache by")
-    return tag
-
-
-def compile_cache_root(revision_dir: str, image_ref: str) -> str:
-    """vLLM's ``VLLM_CACHE_ROOT`` in a pod running ``image_ref``: a directory of the server image inside the model's
-    revision directory (``ModelPaths.compile_cache``, the one its pods mount writable). A new server image (another
-    vLLM, torch or Triton) starts its own empty cache instead of reading what another build compiled; vLLM makes
-    the directory (``os.makedirs`` of its cache paths), the revision directory being the pods' own."""
-    return f"{revision_dir}/{image_identity(image_ref)}"
+def compile_cache_root(model_dir: str, key: str) -> str:
+    """vLLM's ``VLLM_CACHE_ROOT`` in a pod compiling under ``key`` (``tritonft.engines.vllm.compile_cache.cache_key``:
+    the server image's identity, the revision and the engine arguments that shape the graphs): a directory of the
+    model's compile cache (``ModelPaths.compile_cache``, the one its pods mount writable), which vLLM makes."""
+    if not key or "/" in key or key.startswith("."):
+        raise ValueError(f"{key!r} is not a compile cache key (one path segment, not hidden)")
+    return f"{model_dir}/{key}"
 
 
 @dataclass(frozen=True)
@@ -92,9 +78,9 @@ class ModelPaths:
     empty otherwise), written by a FasterTransformer generator's reference Job or a vLLM model's Job:
     ``/models/references/<model>/<reference key>/judge-reference.json``."""
     compile_cache: str = ""
-    """A vLLM model's compile cache directory (empty otherwise): ``/models/compile-cache/<model>/<revision>``, made
-    by its Job and mounted writable by ``subPath`` in its Triton pods, whose ``VLLM_CACHE_ROOT`` is the server
-    image's directory inside it (:func:`compile_cache_root`)."""
+    """A vLLM model's compile cache directory (empty otherwise): ``/models/compile-cache/<model>``, made by its Job
+    (which prunes the directories inside that no pod has used for a day) and mounted writable by ``subPath`` in its
+    Triton pods, whose ``VLLM_CACHE_ROOT`` is their key's directory inside it (:func:`compile_cache_root`)."""
 
     @property
     def checkpoint_subpath(self) -> str:
@@ -117,7 +103,7 @@ def model_paths(model: ModelSpec, converter_version: str) -> ModelPaths:
     """Store layout: ``/models/checkpoints/<model>/<conversion key>`` and
     ``/models/repositories/<model>/<repository key>``; a vLLM model's checkpoint is its Hugging Face files as
     downloaded, at ``/models/hf/<model>/<revision>`` (the path its ``model.json`` names: the engine's
-    ``model_path``), and its compile cache at ``/models/compile-cache/<model>/<revision>``."""
+    ``model_path``), and its compile cache at ``/models/compile-cache/<model>``."""
     ckey = model.conversion_key(converter_version)
     rkey = repository_key(model, converter_version)
     base = dns_label(model.name)
@@ -130,7 +116,7 @@ def model_paths(model: ModelSpec, converter_version: str) -> ModelPaths:
             checkpoint_dir=vllm_model_path(model, STORE_MOUNT),
             repository_dir=f"{STORE_MOUNT}/repositories/{base}/{rkey}",
             judge_reference=reference,
-            compile_cache=f"{STORE_MOUNT}/{COMPILE_CACHE}/{base}/{model.revision}",
+            compile_cache=f"{STORE_MOUNT}/{COMPILE_CACHE}/{base}",
         )
     return ModelPaths(
         checkpoint_dir=f"{STORE_MOUNT}/checkpoints/{base}/{ckey}",

@@ -181,6 +181,7 @@ set -eu
 publish() { touch "$1/MARKER" && rm -rf "$2" && mv "$1" "$2"; }
 judged() { [ -z "$JUDGE_REFERENCE" ] || [ -f "$1/@REFERENCE@" ]; }
 mkdir -p "$COMPILE_CACHE_DIR"
+tritonft prune-compile-cache "$COMPILE_CACHE_DIR"
 if [ -f "$REPOSITORY_DIR/MARKER" ] && judged "$REPOSITORY_DIR"; then
   echo "triton-ft: $REPOSITORY_DIR is complete; nothing to do"
   exit 0
@@ -217,9 +218,11 @@ publish "$partial" "$REPOSITORY_DIR"
 echo "triton-ft: done"
 """.replace("MARKER", COMPLETE_MARKER).replace("@REFERENCE@", REFERENCE_FILE)
 """A vLLM model's Job (``ENGINE=vllm``): download -> the judge's reference -> repo, each skipped when its output is
-already complete; first it makes the model's compile cache directory (``COMPILE_CACHE_DIR``), owned by the workloads'
-user, which its Triton pods mount writable by ``subPath`` (a directory the kubelet made for a missing ``subPath``
-could be root's).
+already complete; first it makes the model's compile cache directory (``COMPILE_CACHE_DIR``, ``compile-cache/<model>``),
+owned by the workloads' user, which its Triton pods mount writable by ``subPath`` (a directory the kubelet made for a
+missing ``subPath`` could be root's), and removes the directories in it that no pod has used for a day
+(``tritonft prune-compile-cache``: :mod:`tritonft.engines.vllm.compile_cache`; a running pod's probes renew its
+directory's lease every 10 s, so the stable version's stays through a promotion).
 
 No conversion: ``tritonft download`` (pinned revision, every file hashed and each LFS weight compared with the sha256
 the Hub published, the token of a gated repo read from the mounted Secret through ``HF_TOKEN_PATH``) writes the
@@ -286,8 +289,8 @@ def writable_dirs(paths: ModelPaths) -> tuple[str, ...]:
     model), and a FasterTransformer generator's ``references/<model>`` (its reference Job writes the judge's
     reference there). Another model's files, its ``model.py`` included, are out of the Job's reach."""
     parents: tuple[str, ...] = (posixpath.dirname(paths.checkpoint_dir), posixpath.dirname(paths.repository_dir))
-    if paths.compile_cache:  # compile-cache/<model>: the Job makes <revision> in it for the Triton pods
-        parents += (posixpath.dirname(paths.compile_cache),)
+    if paths.compile_cache:  # compile-cache/<model>: the Job makes it for the Triton pods and prunes inside it
+        parents += (paths.compile_cache,)
     if paths.judge_reference:  # references/<model>/<key>/judge-reference.json: its reference Job writes <model>
         parents += (posixpath.dirname(posixpath.dirname(paths.judge_reference)),)
     return tuple(p.removeprefix(f"{STORE_MOUNT}/") for p in parents)

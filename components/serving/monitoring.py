@@ -404,7 +404,8 @@ def vllm_prometheus_rule_spec(
       (:func:`unanswered_ratio_expr`) for 10 min;
     * ``VllmSchedulerGaugesAbsent``: a pod reports vLLM's token counters but not the scheduler gauges its server
       image adds (:func:`gauges_absent_expr`) for 15 min: its autoscaling signal is missing, its drain waits the
-      longest request, and its probes judge on the counters alone (``tritonft.engines.vllm.health``).
+      longest request, and its probes judge on the counters alone, so a dead engine is found later
+      (``tritonft.engines.vllm.health``).
 
     No queue/compute ratio and no pending-request alert: the decoupled model's Triton queue is always empty.
     """
@@ -458,7 +459,8 @@ def vllm_prometheus_rule_spec(
                             "images/triton-vllm/scheduler_gauges.py, did not apply or fails) for "
                             f"{durations['VllmSchedulerGaugesAbsent']}: the service cannot autoscale on its queue, "
                             "its pods drain for their longest request, and their probes cannot tell an idle engine "
-                            "from a busy one (liveness cannot restart a dead engine).",
+                            "from a busy one (a dead engine is restarted only once its token counters stood still "
+                            "for the first-token deadline).",
                         },
                     },
                     {

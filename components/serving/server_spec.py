@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.common.layout import STORE_MOUNT, compile_cache_root
+from components.common.layout import STORE_MOUNT
 from components.common.netpol import dns_egress
 from components.common.placement import away_from_gpu_nodes
 from components.common.podsec import container_security_context, pod_security_context
@@ -26,6 +27,7 @@ from components.common.workload import (
 from components.settings.capacity import spread_affinity, zone_spread
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.engines.vllm import health
+from tritonft.engines.vllm.compile_cache import LEASE_ENV
 from tritonft.engines.vllm.health import readiness_probe
 from tritonft.gateway.triton import REFRESH_S
 from tritonft.spec import ModelSpec
@@ -187,40 +189,39 @@ class ServerPod:
     priority_class: str | None = None
     """The stack's serving PriorityClass (``components.common.priority``); None: the cluster's default priority."""
     compile_cache: str = ""
-    """A vLLM model's compile cache directory on the store (``ModelPaths.compile_cache``, made by its Job): mounted
-    writable by ``subPath`` (:func:`compile_cache_volume`); empty: none (the other engines)."""
-    compile_cache_root: Any = None
-    """vLLM's ``VLLM_CACHE_ROOT`` (a str or a Pulumi Output of one): the server image's directory inside
-    :attr:`compile_cache` (``components.common.layout.compile_cache_root`` of the image's reference). None: derived
-    from :attr:`image`, which must then be a plain reference."""
+    """A vLLM model's compile cache directory on the store (``ModelPaths.compile_cache``, ``compile-cache/<model>``,
+    made by its Job): mounted writable by ``subPath`` (:func:`compile_cache_volume`); empty: none (other engines)."""
+    compile_cache_root: str = ""
+    """vLLM's ``VLLM_CACHE_ROOT``: the pods' key directory inside :attr:`compile_cache`
+    (``components.common.layout.compile_cache_root`` of ``tritonft.engines.vllm.compile_cache.cache_key``)."""
 
 
 COMPILE_CACHE_VOLUME = "compile-cache"
 """The pod's second volume of the store's claim, not read-only: only the model's compile cache is mounted from it."""
-COMPILE_CACHE_ENV = "VLLM_CACHE_ROOT"
+COMPILE_CACHE_ENV = LEASE_ENV
 """vLLM 0.27.1 keeps torch.compile's artifacts under ``$VLLM_CACHE_ROOT/torch_compile_cache/<hash>`` (``envs.py:684``,
 ``compilation/backends.py:1068``: the hash covers vLLM's config, the environment, the traced code and the
 compiler) and sends Inductor's and Triton's caches there too (``compilation/compiler_interface.py:476-480``:
 ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``); where the root lies is not part of the hash (``envs.py:2144``).
-The root is per server image (:func:`components.common.layout.compile_cache_root`): Inductor's and Triton's kernel
-caches are not all keyed by the library versions that wrote them, so another image never reads them."""
+The root is one key's directory (:mod:`tritonft.engines.vllm.compile_cache`): the server image's identity (its base
+and the project's files, not the pushed digest), the revision and the engine arguments that shape the graphs."""
 
 
 def compile_cache_volume(model: ModelSpec, pod: ServerPod) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-    """(env, volumeMount, volume) putting a vLLM model's compile cache on the store: a restarted or added pod finds
-    what an earlier one of the same server image compiled (torch.compile and the kernels take minutes at each start
-    otherwise). Only the model's own ``compile-cache/<model>/<revision>`` is writable (the rest of the store stays
-    read-only); ``VLLM_CACHE_ROOT`` is the server image's directory in it, which vLLM makes."""
+    """(env, volumeMount, volume) putting a vLLM model's compile cache on the store: a restarted or added pod, or a
+    rebuild of the same server image, finds what an earlier one compiled (torch.compile and the kernels take minutes
+    at each start otherwise). Only the model's own ``compile-cache/<model>`` is writable (the rest of the store stays
+    read-only); ``VLLM_CACHE_ROOT`` is the pod's key directory in it, which vLLM makes."""
     if not (model.family.is_vllm and pod.compile_cache):
         raise ValueError(f"model {model.name!r}: only a vLLM model with its compile cache directory has one")
+    if posixpath.dirname(pod.compile_cache_root) != pod.compile_cache:
+        raise ValueError(
+            f"model {model.name!r}: VLLM_CACHE_ROOT {pod.compile_cache_root!r} is not a key directory of its compile "
+            f"cache {pod.compile_cache!r}"
+        )
     subpath = pod.compile_cache.removeprefix(f"{STORE_MOUNT}/")
-    root = pod.compile_cache_root
-    if root is None:
-        if not isinstance(pod.image, str):
-            raise ValueError(f"model {model.name!r}: give compile_cache_root when the image is not a plain reference")
-        root = compile_cache_root(pod.compile_cache, pod.image)
     return (
-        {"name": COMPILE_CACHE_ENV, "value": root},
+        {"name": COMPILE_CACHE_ENV, "value": pod.compile_cache_root},
         {"name": COMPILE_CACHE_VOLUME, "mountPath": pod.compile_cache, "subPath": subpath},
         {"name": COMPILE_CACHE_VOLUME, "persistentVolumeClaim": {"claimName": pod.claim_name}},
     )

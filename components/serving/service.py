@@ -108,6 +108,7 @@ from components.settings.capacity import (
 )
 from components.settings.model import CanarySettings
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
+from tritonft.engines.vllm.compile_cache import cache_key
 from tritonft.errors import UserError
 from tritonft.repo.naming import RepoNames
 from tritonft.rollout.verdict import NodeGrowth
@@ -201,6 +202,10 @@ class TritonServiceArgs:
     gemm_tuning: GemmTuning = field(default_factory=GemmTuning)
     """FT's GEMM autotuning in an init container before Triton starts (``components.serving.gemm_tuning``); only
     for FasterTransformer's families (an encoder's pod has no tuning step, on GPU or CPU)."""
+    compile_identity: str = ""
+    """What the server image compiles with (``components.platform.compile_identity``: its base and the project's
+    files, not the pushed digest): with the revision and the engine arguments, a vLLM model's compile cache key
+    (``tritonft.engines.vllm.compile_cache.cache_key``). Required for a vLLM model."""
     image_pins: str = ""
     """What the server image is built from, as plain text (the stack's ``image`` settings): part of the serving
     version (``components.serving.promotion``), so a new server image is judged before it takes traffic."""
@@ -354,11 +359,11 @@ class TritonService(pulumi.ComponentResource):
             latency_summaries=canary is not None,
             priority_class=target.priority.serving if target.priority else None,
             compile_cache=args.conversion.paths.compile_cache,
-            compile_cache_root=pulumi.Output.from_input(args.image).apply(
-                lambda ref: compile_cache_root(args.conversion.paths.compile_cache, ref)
+            compile_cache_root=compile_cache_root(
+                args.conversion.paths.compile_cache, cache_key(model, args.compile_identity)
             )
             if args.conversion.paths.compile_cache
-            else None,
+            else "",
         )
         tuning_seconds = args.gemm_tuning.budget_seconds() if args.gemm_tuning.applies(model) else 0
         drain_seconds = triton_drain(pod.longest_request_seconds, vllm=model.family.is_vllm).termination_grace_seconds

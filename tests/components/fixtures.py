@@ -26,6 +26,8 @@ from tritonft.synth.engine import RecordingMocks, Registered, run_program
 NAMESPACE = "triton"
 TOOLS_IMAGE = "registry.example.com/triton-ft/tools@sha256:" + "a" * 64
 SERVER_IMAGE = "registry.example.com/triton-ft/server@sha256:" + "b" * 64
+COMPILE_IDENTITY = "c" * 64
+"""What the server image compiles with (``components.platform.compile_identity``): a vLLM model's cache key needs it."""
 CONVERTER = "0.1.0"
 GPU_POOL = {"triton-ft/pool": "gpu"}
 CPU_POOL = {"triton-ft/pool": "cpu"}
@@ -125,6 +127,7 @@ def serve(
     gpu_node_cpus: int | None = None,
     image: str = SERVER_IMAGE,
     engine_stall_seconds: int = 60,
+    compile_identity: str = COMPILE_IDENTITY,
 ) -> TritonService:
     """Store + conversion + service for one model (call inside a mock program)."""
     target = target or make_target()
@@ -160,6 +163,7 @@ def serve(
             triton_release=triton_release,
             longest_request_seconds=longest_request_seconds,
             engine_stall_seconds=engine_stall_seconds,
+            compile_identity=compile_identity,
             image_pins=image_pins,
             judge=judge,
             rollout=rollout or fixed_rollout(),

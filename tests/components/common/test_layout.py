@@ -55,24 +55,17 @@ def test_a_long_model_name_still_fits_with_the_keys():
     assert name.endswith(long.conversion_key(CONVERTER) + "-" + name.rsplit("-", 1)[1])
 
 
-def test_a_server_image_pinned_by_digest_is_named_by_its_digest() -> None:
-    from components.common.layout import image_identity
-
-    digest = "0123456789abcdef" * 4
-    assert image_identity(f"registry.example.com/triton-ft/server-vllm@sha256:{digest}") == f"sha256-{digest}"
-    assert image_identity(f"registry.example.com:5000/server:26.08@sha256:{digest}") == f"sha256-{digest}"
-
-
-def test_a_server_image_without_a_digest_is_named_by_its_tag() -> None:
-    from components.common.layout import image_identity
-
-    assert image_identity("registry.example.com:5000/triton-ft/server-vllm:vllm-26.08-abc") == "vllm-26.08-abc"
-    assert image_identity("nvcr.io/nvidia/tritonserver") == "latest"
-
-
-def test_the_compile_cache_root_is_the_images_directory_in_the_revisions() -> None:
+def test_the_compile_cache_root_is_the_keys_directory_in_the_models() -> None:
     from components.common.layout import compile_cache_root
 
-    revision = "/models/compile-cache/llama/" + "1" * 40
-    assert compile_cache_root(revision, "r/server@sha256:" + "a" * 64) == f"{revision}/sha256-{'a' * 64}"
-    assert compile_cache_root(revision, "r/server:v2") == f"{revision}/v2"
+    assert compile_cache_root("/models/compile-cache/llama", "0123456789abcdef") == (
+        "/models/compile-cache/llama/0123456789abcdef"
+    )
+
+
+@pytest.mark.parametrize("key", ["", "a/b", ".pruning-0123456789abcdef", ".."])
+def test_a_compile_cache_key_that_is_not_one_plain_segment_is_refused(key: str) -> None:
+    from components.common.layout import compile_cache_root
+
+    with pytest.raises(ValueError, match="not a compile cache key"):
+        compile_cache_root("/models/compile-cache/llama", key)

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -132,7 +133,7 @@ def test_a_vllm_model_is_downloaded_onto_the_store_and_rendered_without_conversi
 ) -> None:
     proc = _run(tmp_path, checkpoint, spec)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "reference", "repo"]
+    assert [c.split()[0] for c in _calls(tmp_path)] == ["prune-compile-cache", "download", "reference", "repo"]
     ckpt, repo = _store(tmp_path, spec)
     assert (ckpt / "model.safetensors").read_bytes() == (checkpoint / "model.safetensors").read_bytes()
     assert (ckpt / COMPLETE_MARKER).is_file() and (repo / COMPLETE_MARKER).is_file()
@@ -156,7 +157,8 @@ def test_a_rerun_skips_what_is_complete(tmp_path: Path, checkpoint: Path, spec: 
     assert _run(tmp_path, checkpoint, spec).returncode == 0
     proc = _run(tmp_path, checkpoint, spec)
     assert proc.returncode == 0 and "is complete; nothing to do" in proc.stdout
-    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "reference", "repo"], "nothing ran again"
+    steps = ["prune-compile-cache", "download", "reference", "repo", "prune-compile-cache"]
+    assert [c.split()[0] for c in _calls(tmp_path)] == steps, "only the compile cache's pruning ran again"
 
 
 def test_the_reference_step_reads_the_files_on_the_store_not_a_second_download(
@@ -191,7 +193,8 @@ def test_a_repository_rendered_before_references_is_rendered_again_without_downl
     assert not (repo / REFERENCE_FILE).exists()
     proc = _run(tmp_path, checkpoint, spec)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert [c.split()[0] for c in _calls(tmp_path)] == ["download", "repo", "reference", "repo"]
+    steps = ["prune-compile-cache", "download", "repo", "prune-compile-cache", "reference", "repo"]
+    assert [c.split()[0] for c in _calls(tmp_path)] == steps
     assert (repo / REFERENCE_FILE).is_file()
 
 
@@ -210,7 +213,27 @@ def test_the_job_makes_the_models_compile_cache_directory_for_its_triton_pods(
     assert _run(tmp_path, checkpoint, spec).returncode == 0
     cache = _compile_cache(tmp_path, spec)
     assert cache.is_dir() and not any(cache.iterdir())
-    assert model_paths(spec, VERSION).compile_cache == "/models/compile-cache/tiny-llama/" + "1" * 40
+    assert model_paths(spec, VERSION).compile_cache == "/models/compile-cache/tiny-llama"
+
+
+def test_the_job_removes_the_models_compile_cache_directories_no_pod_used_for_a_day(
+    tmp_path: Path, checkpoint: Path, spec: ModelSpec
+) -> None:
+    """A key's directory goes once neither it nor its lease (renewed by the pods' probes) changed for a day: the
+    stable version's pods keep theirs through a promotion, a directory vLLM made minutes ago stays."""
+    from tritonft.engines.vllm.compile_cache import LEASE, UNUSED_FOR_S
+
+    cache = _compile_cache(tmp_path, spec)
+    long_ago = time.time() - UNUSED_FOR_S - 3600
+    for name in ("unused", "leased", "new"):
+        (cache / name / "torch_compile_cache").mkdir(parents=True)
+    (cache / "leased" / LEASE).touch()  # a running pod's probe renewed it just now
+    for name in ("unused", "leased"):
+        os.utime(cache / name, (long_ago, long_ago))
+    proc = _run(tmp_path, checkpoint, spec)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(p.name for p in cache.iterdir()) == ["leased", "new"]
+    assert f"removed the compile cache {cache}/unused (unused for {UNUSED_FOR_S} s)" in proc.stdout
 
 
 def test_a_rerun_after_a_complete_repository_still_makes_the_compile_cache_directory(

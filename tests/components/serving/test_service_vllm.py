@@ -81,42 +81,53 @@ def test_without_the_nodes_cpus_the_engines_cpu_limit_is_twice_its_request(mocks
     assert (resources["requests"]["cpu"], resources["limits"]["cpu"]) == ("3", "6")
 
 
-def test_vllms_compile_cache_is_the_models_own_directory_on_the_store(mocks):
+def test_vllms_compile_cache_is_its_keys_directory_in_the_models_own_on_the_store(mocks):
     from components.common.layout import model_paths
-    from tests.components.fixtures import CONVERTER
+    from tests.components.fixtures import COMPILE_IDENTITY, CONVERTER
+    from tritonft.engines.vllm.compile_cache import cache_key
 
     run = served_deployment(mocks, LLAMA, triton_release=VLLM_RELEASE)
     cache = model_paths(LLAMA, CONVERTER).compile_cache
-    assert cache == f"/models/compile-cache/llama/{LLAMA.revision}"
+    assert cache == "/models/compile-cache/llama"
     container = triton_container(run)
-    assert {"name": "VLLM_CACHE_ROOT", "value": f"{cache}/sha256-{'b' * 64}"} in container["env"]
+    key = cache_key(LLAMA, COMPILE_IDENTITY)
+    assert {"name": "VLLM_CACHE_ROOT", "value": f"{cache}/{key}"} in container["env"]
     (mount,) = [m for m in container["volumeMounts"] if m["name"] == "compile-cache"]
-    assert mount == {"name": "compile-cache", "mountPath": cache, "subPath": cache.removeprefix("/models/")}
+    assert mount == {"name": "compile-cache", "mountPath": cache, "subPath": "compile-cache/llama"}
     (volume,) = [v for v in pod_spec(run)["volumes"] if v["name"] == "compile-cache"]
     assert volume == {"name": "compile-cache", "persistentVolumeClaim": {"claimName": "m-store-models"}}
 
 
-def test_each_server_image_compiles_into_its_own_directory_of_the_models_mounted_cache(mocks):
-    """Another vLLM or torch (a new image) never reads what another build compiled: ``VLLM_CACHE_ROOT`` is the image's
-    directory, by digest, inside the revision's directory, which stays the one mounted (the one the Job makes)."""
-    from tests.components.fixtures import DEPLOYMENT, SERVER_IMAGE, containers, serve
+def _cache_roots(mocks: Any, *stacks: dict[str, Any]) -> list[str]:
+    """``VLLM_CACHE_ROOT`` of the Llama served once per entry of ``stacks`` (``serve``'s options)."""
+    from tests.components.fixtures import DEPLOYMENT, containers, serve
     from tritonft.synth.engine import run_program
 
-    other = SERVER_IMAGE.replace("b" * 64, "c" * 64)
     run_program(
-        lambda: [
-            serve(name, LLAMA, triton_release=VLLM_RELEASE, image=image)
-            for name, image in (("old", SERVER_IMAGE), ("new", other))
-        ]
+        lambda: [serve(f"s{i}", LLAMA, triton_release=VLLM_RELEASE, **options) for i, options in enumerate(stacks)]
     )
-    caches = []
+    roots = []
     for deployment in mocks.of_type(DEPLOYMENT):
         (container,) = containers(deployment)
-        (mount,) = [m for m in container["volumeMounts"] if m["name"] == "compile-cache"]
-        caches.append((mount["mountPath"], {e["name"]: e.get("value") for e in container["env"]}["VLLM_CACHE_ROOT"]))
-    (mount, _), (other_mount, _) = caches
-    assert mount == other_mount == f"/models/compile-cache/llama/{LLAMA.revision}"
-    assert sorted(root for _, root in caches) == [f"{mount}/sha256-{'b' * 64}", f"{mount}/sha256-{'c' * 64}"]
+        roots.append({e["name"]: e.get("value") for e in container["env"]}["VLLM_CACHE_ROOT"])
+    return roots
+
+
+def test_a_rebuild_of_the_same_server_image_compiles_into_the_same_directory(mocks):
+    """CI pushes a new digest for the same base and files at every run: the pods keep the directory (and what the
+    last pods compiled), instead of starting cold at each deploy."""
+    from tests.components.fixtures import SERVER_IMAGE
+
+    rebuilt = SERVER_IMAGE.replace("b" * 64, "d" * 64)
+    first, second = _cache_roots(mocks, {"image": SERVER_IMAGE}, {"image": rebuilt})
+    assert first == second
+
+
+def test_another_server_image_base_or_patch_compiles_into_a_directory_of_its_own(mocks):
+    """Another vLLM, torch or Triton (another compile identity) never reads what the other compiled."""
+    first, second = _cache_roots(mocks, {"compile_identity": "1" * 64}, {"compile_identity": "2" * 64})
+    assert first != second
+    assert first.rsplit("/", 1)[0] == second.rsplit("/", 1)[0] == "/models/compile-cache/llama"
 
 
 def test_only_the_compile_cache_is_writable_the_store_stays_read_only(mocks):
@@ -124,7 +135,7 @@ def test_only_the_compile_cache_is_writable_the_store_stays_read_only(mocks):
     writable = [
         m for m in container["volumeMounts"] if m["name"] in ("store", "compile-cache") and not m.get("readOnly")
     ]
-    assert [m["subPath"] for m in writable] == [f"compile-cache/llama/{LLAMA.revision}"]
+    assert [m["subPath"] for m in writable] == ["compile-cache/llama"]
 
 
 def test_a_fastertransformer_model_gets_no_compile_cache(mocks):
@@ -195,7 +206,7 @@ def test_the_engine_is_restarted_once_it_has_made_no_progress_for_its_first_toke
         "19",
         "/tmp/tritonft-liveness-llama",
         "liveness",
-        "20",
+        "120",  # without the gauges, its token only once the counters stood still for the whole stall
     ]
     assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 12)
 

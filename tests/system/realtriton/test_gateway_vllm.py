@@ -32,7 +32,16 @@ from typing import Any
 
 import pytest
 
-from components.gateway.spec import tokenizer_config_args
+from components.gateway.spec import (
+    SPEC_MOUNT,
+    Backend,
+    checkpoint_mount,
+    gateway_command,
+    specs_data,
+    tokenizer_config_args,
+)
+from components.settings import load_settings
+from tests.components.settings.test_validation import as_cli, kubernetes_stack
 from tests.system.realtriton import vllm_server
 from tests.system.realtriton.test_openai_conformance import call, sse_payloads, stream_usage_problems
 from tests.tritonft.engines.vllm.checkpoints import golden
@@ -79,6 +88,62 @@ def gateway(
     # The deployed gateway's flag (components.gateway.spec), pointed at the checkpoint directories here.
     extra = [arg for name in NAMES for arg in tokenizer_config_args(name, str(checkpoints[name]))]
     with started(GatewayProcess(vllm_triton.grpc_url, specs, work, extra), request) as process:
+        yield process
+
+
+@pytest.fixture(scope="module")
+def planned(
+    vllm_triton: LocalTriton,
+    checkpoints: dict[str, Path],
+    tmp_path_factory: pytest.TempPathFactory,
+    request: pytest.FixtureRequest,
+) -> Iterator[GatewayProcess]:
+    """The Llama's gateway as a stack's plan runs it: the spec the stack's settings make from a ``models`` entry that
+    states the checkpoint's facts (a model outside the catalog; no FasterTransformer limit stated, as in prod's
+    entry), written as the plan's ConfigMap writes it (``specs_data``), and the plan's own command
+    (``gateway_command``) with the stack's base deadline and the model's checkpoint for its chat template; only the
+    mounts' paths and the port are this machine's."""
+    found = local.spec_for(LLAMA, checkpoints[LLAMA], vllm_server.OPTIONS)
+    arch, facts = found.architecture, found.vllm
+    assert facts is not None
+    entry = {
+        "name": LLAMA,
+        "hfRepo": "example/tiny-llama",
+        "revision": "0123456789abcdef0123456789abcdef01234567",
+        "family": "llama",
+        "architecture": {
+            "dModel": arch.d_model,
+            "numHeads": arch.num_heads,
+            "numLayers": arch.num_layers,
+            "dFf": arch.d_ff,
+            "vocabSize": arch.vocab_size,
+            "dKv": arch.d_kv,
+            "maxPositions": arch.max_positions,
+            "gatedFfn": True,
+            "tiedEmbeddings": arch.tied_embeddings,
+        },
+        "vllm": {
+            "architecture": facts.architecture,
+            "numKvHeads": facts.num_kv_heads,
+            "qkvBias": facts.qkv_bias,
+            "checkpointDtype": facts.checkpoint_dtype,
+            "maxModelLen": MAX_MODEL_LEN,
+        },
+    }
+    settings = load_settings(as_cli(kubernetes_stack(models=[entry])), project="triton-ft", stack="local")
+    (spec,) = settings.models
+    work = tmp_path_factory.mktemp("planned-gateway")
+    for name, text in specs_data([spec]).items():
+        (work / name).write_text(text)
+    backend = Backend(spec, vllm_triton.grpc_url, {}, checkpoint_subpath=f"hf/{LLAMA}/{spec.revision}")
+    command = gateway_command([backend], deadline_seconds=settings.serving.gateway.deadline_s)
+    gateway = GatewayProcess(vllm_triton.grpc_url, [], work)
+    command[command.index("--port") + 1] = str(gateway.port)
+    here = [
+        arg.replace(SPEC_MOUNT, str(work)).replace(checkpoint_mount(spec), str(checkpoints[LLAMA])) for arg in command
+    ]
+    gateway.command = [sys.executable, *here[1:], "--host", "127.0.0.1"]
+    with started(gateway, request) as process:
         yield process
 
 
@@ -336,7 +401,13 @@ def test_bad_input_gets_openais_error_and_the_server_keeps_serving(
     still_serves(gateway, schemas)
 
 
-def test_a_prompt_too_long_is_a_400_in_openais_words(gateway: GatewayProcess) -> None:
+THROUGH = pytest.mark.parametrize("through", ["gateway", "planned"])
+"""A must-show through both gateways: the one of this module, and the one the stack's plan renders (:func:`planned`)."""
+
+
+@THROUGH
+def test_a_prompt_too_long_is_a_400_in_openais_words(through: str, request: pytest.FixtureRequest) -> None:
+    gateway: GatewayProcess = request.getfixturevalue(through)
     status, body, _ = post(gateway, "/v1/completions", greedy(LLAMA, "hello " * 400))
     assert (status, body["error"]["code"], body["error"]["param"]) == (400, "context_length_exceeded", "prompt")
     assert body["error"]["message"].startswith(
@@ -344,9 +415,11 @@ def test_a_prompt_too_long_is_a_400_in_openais_words(gateway: GatewayProcess) ->
     )
 
 
+@THROUGH
 def test_a_chat_without_max_tokens_runs_to_the_end_of_turn_or_the_context(
-    gateway: GatewayProcess, schemas: Schemas
+    through: str, schemas: Schemas, request: pytest.FixtureRequest
 ) -> None:
+    gateway: GatewayProcess = request.getfixturevalue(through)
     case = golden(LLAMA)["chats"][0]
     body = {"model": LLAMA, "messages": case["messages"], "temperature": 0}
     answered = answer(gateway, schemas, "/v1/chat/completions", body)
@@ -359,9 +432,11 @@ def test_a_chat_without_max_tokens_runs_to_the_end_of_turn_or_the_context(
     assert usage["completion_tokens"] > 16  # OpenAI's chat has no 16-token default (completions has)
 
 
+@THROUGH
 def test_max_tokens_up_to_the_context_is_accepted_and_ends_at_the_context(
-    gateway: GatewayProcess, schemas: Schemas
+    through: str, schemas: Schemas, request: pytest.FixtureRequest
 ) -> None:
+    gateway: GatewayProcess = request.getfixturevalue(through)
     case = golden(LLAMA)["prompts"][0]
     answered = answer(gateway, schemas, "/v1/completions", greedy(LLAMA, case["prompt"], max_tokens=MAX_MODEL_LEN))
     assert answered["choices"][0]["text"].startswith(case["output_text"].rstrip("\ufffd"))

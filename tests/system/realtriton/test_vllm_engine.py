@@ -11,11 +11,13 @@ and the gRPC stream; NVIDIA's contract (``stream``, ``sampling_parameters``, ``e
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import shutil
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -332,10 +334,41 @@ def _stub_pids(model: str) -> list[int]:
     return found
 
 
-def test_the_readiness_probe_fails_once_the_engine_process_is_killed(vllm_triton: LocalTriton, tmp_path: Path) -> None:
-    """The pod's readinessProbe command (``tritonft.engines.vllm.health``) run as the kubelet runs it: it passes
-    while the engine generates, and fails (exit != 0, within its timeout) once the engine's process is killed,
-    while Triton's own ``/v2/health/ready`` still answers ready."""
+@contextlib.contextmanager
+def without_gauges(metrics_url: str) -> Iterator[str]:
+    """A metrics URL serving ``metrics_url``'s text less vLLM's scheduler gauges: what an image whose patch did not
+    apply exports (the ``VllmSchedulerGaugesAbsent`` case)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from tests.threaded_server import serving
+
+    class Filtered(BaseHTTPRequestHandler):
+        def log_message(self, *_: object) -> None:
+            return None
+
+        def do_GET(self) -> None:  # http.server's name
+            with urllib.request.urlopen(metrics_url, timeout=10) as answer:
+                lines = answer.read().decode().splitlines()
+            body = "\n".join(line for line in lines if "vllm:num_requests_" not in line).encode() + b"\n"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Filtered)
+    with serving(server):
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+
+
+def test_the_probes_fail_once_the_engine_process_is_killed_with_or_without_the_gauges(
+    vllm_triton: LocalTriton, tmp_path: Path
+) -> None:
+    """The pod's readinessProbe and livenessProbe commands (``tritonft.engines.vllm.health``), run as the kubelet runs
+    them: they pass while the engine generates, and each fails by its second look once the engine's process is killed
+    (so the pod is unready after readiness's 3 failures, 50 s, and restarted after liveness's 6, 130 s in prod),
+    while Triton's own ``/v2/health/ready`` still answers ready. Without the scheduler gauges too: readiness and
+    liveness then send their token once the counters stood still for their window (here shortened to 0 s; 20 s and
+    the 60 s first-token deadline in prod: unready within 60 s, restarted within 190 s)."""
     import os
     import signal
     import subprocess
@@ -344,19 +377,35 @@ def test_the_readiness_probe_fails_once_the_engine_process_is_killed(vllm_triton
 
     model = vllm_server.VICTIM  # left loaded with its engine dead: Triton cannot unload a model whose stub died
     base = f"http://{vllm_triton.http_url}/v2/repository/models/{model}"
-    command = health.generate_command(
-        model,
-        url=f"http://{vllm_triton.http_url}",
-        metrics_url=vllm_triton.metrics_url,
-        state=str(tmp_path / "readiness"),
-    )
+    url = f"http://{vllm_triton.http_url}"
+
+    def run(
+        kind: str, metrics_url: str, state: str, still_for_s: float | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        command = health.generate_command(
+            model, url=url, metrics_url=metrics_url, state=str(tmp_path / state), probe=kind, idle_after_s=still_for_s
+        )
+        return subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
+
     urllib.request.urlopen(urllib.request.Request(f"{base}/load", data=b""), timeout=600).close()
-    healthy = subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
-    assert healthy.returncode == 0, healthy.stderr
-    (stub,) = _stub_pids(model)
-    os.kill(stub, signal.SIGKILL)
-    wait_for("the engine's process gone", lambda: stub not in _stub_pids(model), 30)
-    assert server_ready(vllm_triton)  # what the default probe, /v2/health/ready, still says
-    dead = subprocess.run(command, check=False, capture_output=True, text=True, timeout=health.TIMEOUT_S)
-    assert dead.returncode != 0
-    assert dead.stderr.startswith(f"no token from {model}: ")
+    with without_gauges(vllm_triton.metrics_url) as bare:
+        probes: list[tuple[str, str, str, float | None]] = [
+            ("readiness", vllm_triton.metrics_url, "readiness", None),
+            ("liveness", vllm_triton.metrics_url, "liveness", 60.0),
+            ("readiness", bare, "bare-readiness", 0.0),
+            ("liveness", bare, "bare-liveness", 0.0),
+        ]
+        for kind, metrics_url, state, still in probes:  # first looks (liveness without the gauges asks no token)
+            healthy = run(kind, metrics_url, state, still)
+            assert healthy.returncode == 0, (state, healthy.stderr)
+        (stub,) = _stub_pids(model)
+        os.kill(stub, signal.SIGKILL)
+        wait_for("the engine's process gone", lambda: stub not in _stub_pids(model), 30)
+        # What the default probe, /v2/health/ready, still says on 2.51; 2.72 sees a dead stub itself, not a dead
+        # engine core beside a living stub (NVIDIA's backend): docs/models/vllm.md, "The Triton release here".
+        assert server_ready(vllm_triton)
+        for kind, metrics_url, state, still in probes:
+            # Its first look may still count the tokens the other probes asked before the kill as progress.
+            _, dead = run(kind, metrics_url, state, still), run(kind, metrics_url, state, still)
+            assert dead.returncode != 0, state
+            assert dead.stderr.startswith(f"no token from {model}: "), (state, dead.stderr)

@@ -25,10 +25,12 @@ resolving the pods' headless Service, stops sending to it (``tritonft.gateway.tr
 
 The livenessProbe judges on its own reading (:func:`liveness_probe`) and never on a token that could queue: progress
 passes, busy without progress fails, known idle asks the token (an idle dead engine, unready, gets no traffic that
-would move its counters: only the token finds it) and unknown without progress passes (a token there could wait
-behind load it cannot see: the restart storm at peak). So an engine that stays dead or hung is restarted, not only
-taken out of traffic: after :func:`liveness_failures` failed probes in a row (no token for the engine's allowed
-stall while it has work, or that many one-token requests unanswered while idle) the kubelet restarts the container.
+would move its counters: only the token finds it), and unknown (no gauges) asks it only once the counters have stood
+still for the engine's whole allowed stall (no queue it cannot see is being worked on then: a busy engine moves
+them at every step, and one that has work but produced nothing for that long is the stall liveness is for), else
+passes. So an engine that stays dead or hung is restarted, not only taken out of traffic, with or without the
+gauges: after :func:`liveness_failures` failed probes in a row (no token for the engine's allowed stall while it has
+work, or that many one-token requests unanswered while idle or still) the kubelet restarts the container.
 The allowed stall is the model's first-token deadline (the gateway's ``--deadline``, which
 covers a request's wait for the engine and its prompt's prefill): an engine with work that produces no token at all
 for that long fails every request it holds anyway, while a busy engine produces tokens at every step and is never
@@ -40,6 +42,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+from tritonft.engines.vllm.compile_cache import LEASE, LEASE_ENV
 
 PERIOD_S = 10
 """How often the kubelet asks."""
@@ -67,6 +71,14 @@ import json, os, sys, time, urllib.request
 url, metrics_url, model, timeout, state = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
 mode, quiet = sys.argv[6], float(sys.argv[7])
 label = 'model="%s"' % model
+cache = os.environ.get("@CACHE_ENV@")
+if cache and os.path.isdir(cache):  # this pod's compile cache: renew its lease (the model's Job prunes unused ones)
+    try:
+        with open(os.path.join(cache, "@LEASE@"), "a"):
+            pass
+        os.utime(os.path.join(cache, "@LEASE@"))
+    except OSError:
+        pass
 
 def families():
     try:
@@ -133,21 +145,22 @@ if queued is not None and queued > 0:
         sys.exit(0)
     sys.exit(f"{model}: {queued:g} requests running or waiting and no token since the last probe")
 if queued is None:  # running and waiting unknown: a token could queue behind load the probe cannot see
-    if mode == "liveness":
-        sys.exit(0)  # judged on the counters alone: they have not moved, and nothing says there was work
+    if first and mode == "liveness":
+        sys.exit(0)  # liveness's first look may come after the pod took traffic: nothing to compare with yet
     if not first and now - since < quiet:
-        sys.exit(0)  # tokens a moment ago: not idle long enough to be sure a token would not queue
+        sys.exit(0)  # tokens a moment ago: not still long enough to be sure a token would not queue
 token()  # idle: nothing running or waiting (or, without the gauges, no token for `quiet` s)
 try:  # the token's own count is no progress at the next look (a dead engine's would pass it once)
     keep(counted(families()))
 except SystemExit:
     pass
-"""
+""".replace("@CACHE_ENV@", LEASE_ENV).replace("@LEASE@", LEASE)
 """The probe (``argv``: url, metrics url, model, timeout, state file, ``readiness`` or ``liveness``, idle-after
-seconds): exits 0 when ``model``'s engine made progress since the probe's last reading, or, known idle (or, without
-the gauges, still for ``idle-after`` s: readiness only), generated a token at ``url`` within ``timeout`` s, or,
-liveness without the gauges, nothing says it had work; else non-zero naming why. Standard library only (the
-image's ``python3``)."""
+seconds): exits 0 when ``model``'s engine made progress since the probe's last reading, or, without the gauges,
+moved less than ``idle-after`` s ago, or, known idle (or, without the gauges, still for ``idle-after`` s), generated
+a token at ``url`` within ``timeout`` s; else non-zero naming why. First it renews the lease of the pod's compile
+cache (``VLLM_CACHE_ROOT``: :mod:`tritonft.engines.vllm.compile_cache`). Standard library only (the image's
+``python3``)."""
 
 
 def state_file(model: str, probe: str = "readiness") -> str:
@@ -204,19 +217,21 @@ def liveness_failures(stall_s: float) -> int:
     return max(math.ceil(stall_s / PERIOD_S), FAILURES + 1)
 
 
-def restarted_within_s(stall_s: float) -> int:
+def restarted_within_s(stall_s: float, *, gauges: bool = True) -> int:
     """The longest a dead or hung engine's container runs on: :func:`liveness_failures` probes, each up to its
     timeout apart (an unanswered token takes the whole :data:`TIMEOUT_S`), after the period that found the last
-    progress. 60 s: 6 x 20 + 10 = 130 s."""
-    return liveness_failures(stall_s) * max(PERIOD_S, TIMEOUT_S) + PERIOD_S
+    progress. 60 s: 6 x 20 + 10 = 130 s. Without the scheduler gauges the first token waits for the counters to
+    have stood still ``stall_s``: 60 s more, 190 s."""
+    still = 0 if gauges else math.ceil(stall_s)
+    return liveness_failures(stall_s) * max(PERIOD_S, TIMEOUT_S) + PERIOD_S + still
 
 
 def liveness_probe(model: str, stall_s: float) -> dict[str, Any]:
     """The Triton container's livenessProbe for a vLLM model: judged on progress on its own reading (:func:`state_file`
-    ``liveness``), a token only when the gauges show the engine idle, failing :func:`liveness_failures` times in a row
-    before a restart."""
+    ``liveness``), a token only when the gauges show the engine idle (without them, once the counters stood still
+    ``stall_s``), failing :func:`liveness_failures` times in a row before a restart."""
     return {
-        "exec": {"command": generate_command(model, probe="liveness")},
+        "exec": {"command": generate_command(model, probe="liveness", idle_after_s=stall_s)},
         "periodSeconds": PERIOD_S,
         "timeoutSeconds": TIMEOUT_S,
         "failureThreshold": liveness_failures(stall_s),

@@ -217,14 +217,32 @@ def test_without_the_gauges_readiness_asks_a_token_only_once_the_counters_stood_
     assert len(state.tokens_asked) == 1
 
 
-def test_without_the_gauges_liveness_never_asks_a_token_that_could_queue(
+def test_without_the_gauges_liveness_asks_no_token_before_the_counters_stood_still_for_the_stall(
     triton: tuple[StandInTriton, str], tmp_path: Path
 ) -> None:
+    """Without the gauges liveness cannot see a queue: its token waits until nothing moved for the engine's allowed
+    stall (a busy engine moves its counters at every step), and its first look (the pod may already take traffic)
+    asks none."""
     state, url = triton
     state.gauges, state.engine_dead, state.generation_tokens = False, True, 1000
     for _ in range(3):
-        assert probe(url, tmp_path, "liveness", idle_after_s=0).returncode == 0
+        assert probe(url, tmp_path, "liveness", idle_after_s=60).returncode == 0
     assert state.tokens_asked == []
+
+
+def test_without_the_gauges_liveness_fails_a_dead_engine_whose_counters_stood_still_for_the_stall(
+    triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    """The dead engine an image without the gauges used to leave running: out of traffic but never restarted."""
+    state, url = triton
+    state.gauges, state.generation_tokens = False, 1000
+    assert probe(url, tmp_path, "liveness", idle_after_s=0).returncode == 0  # first look: no token
+    assert probe(url, tmp_path, "liveness", idle_after_s=0).returncode == 0  # still (window shortened): alive
+    state.engine_dead = True
+    failed = probe(url, tmp_path, "liveness", idle_after_s=0)
+    assert failed.returncode != 0
+    assert failed.stderr.startswith(f"no token from {MODEL}: ")
+    assert len(state.tokens_asked) == 2
 
 
 def test_liveness_asks_a_token_of_an_engine_the_gauges_show_idle_and_fails_a_dead_one(
@@ -260,6 +278,45 @@ def test_an_idle_engine_whose_counters_restarted_is_asked_a_token(
     assert probe(url, tmp_path).returncode == 0
     state.generation_tokens, state.engine_dead = 0, True
     assert probe(url, tmp_path).returncode != 0
+
+
+@pytest.mark.parametrize("kind", ["readiness", "liveness"])
+def test_each_probe_renews_the_lease_of_the_pods_compile_cache(
+    kind: str, triton: tuple[StandInTriton, str], tmp_path: Path
+) -> None:
+    """What keeps a running pod's compile cache from the Job's pruning (``tritonft.engines.vllm.compile_cache``),
+    whatever the probe then finds (here the engine is dead)."""
+    import os
+
+    from tritonft.engines.vllm.compile_cache import LEASE
+
+    state, url = triton
+    state.engine_dead = True
+    root = tmp_path / "compile-cache" / "llama" / "0123456789abcdef"
+    root.mkdir(parents=True)
+    command = health.generate_command(
+        MODEL, url=url, timeout_s=5, metrics_url=f"{url}/metrics", state=str(tmp_path / kind), probe=kind
+    )
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(root)}
+    subprocess.run(command, check=False, env=env, capture_output=True, timeout=health.TIMEOUT_S)
+    os.utime(root / LEASE, (0, 0))  # the first look made it; as if long ago
+    subprocess.run(command, check=False, env=env, capture_output=True, timeout=health.TIMEOUT_S)
+    assert (root / LEASE).stat().st_mtime > 0
+
+
+def test_a_probe_without_its_compile_cache_makes_none(triton: tuple[StandInTriton, str], tmp_path: Path) -> None:
+    """Before vLLM made its key's directory (or for a pod without one) the probe creates nothing on the store."""
+    import os
+
+    _, url = triton
+    root = tmp_path / "compile-cache" / "llama" / "0123456789abcdef"
+    command = health.generate_command(
+        MODEL, url=url, timeout_s=5, metrics_url=f"{url}/metrics", state=str(tmp_path / "r")
+    )
+    env = {**os.environ, "VLLM_CACHE_ROOT": str(root)}
+    passed = subprocess.run(command, check=False, env=env, capture_output=True, timeout=health.TIMEOUT_S)
+    assert passed.returncode == 0
+    assert not root.exists()
 
 
 def test_a_probe_is_readiness_or_liveness() -> None:
@@ -319,6 +376,12 @@ def test_liveness_restarts_an_engine_stalled_for_the_first_token_deadline_in_who
     probe = health.liveness_probe(MODEL, 60)
     assert (probe["periodSeconds"], probe["timeoutSeconds"], probe["failureThreshold"]) == (10, 20, 6)
     assert health.restarted_within_s(60) == 6 * 20 + 10
+
+
+def test_without_the_gauges_liveness_waits_the_stall_before_its_token_and_restarts_later() -> None:
+    command = health.liveness_probe(MODEL, 60)["exec"]["command"]
+    assert command[-2:] == ["liveness", "60"]
+    assert health.restarted_within_s(60, gauges=False) == 60 + 6 * 20 + 10
 
 
 def test_liveness_always_outlasts_readiness_so_a_stalled_pod_leaves_traffic_first() -> None:
