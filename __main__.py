@@ -77,7 +77,9 @@ def judge_for(model: ModelSpec) -> Judge:
         probe = args.judge_probe_args(settings, candidate, model, release_digest, edge=edge)
         return InClusterJudge(
             f"{name}-{model.name}-judge-{candidate.version}",
-            args.in_cluster_judge_args(settings, target, candidate, probe, images.tools_image),
+            args.in_cluster_judge_args(
+                settings, target, candidate, probe, images.tools_image, model=model, store_claim=store.k8s_name
+            ),
             opts,
         )
 

@@ -29,7 +29,7 @@ from components.common.edge import (
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
 from components.common.handoffs import ModelVolume
 from components.common.ingress import IngressArgs
-from components.common.layout import dns_label
+from components.common.layout import STORE_MOUNT, dns_label
 from components.common.sizing import MIB
 from components.common.target import ClusterTarget, GpuScheduling
 from components.gateway import GatewayArgs, GatewayBackend
@@ -56,7 +56,7 @@ from components.platform.signals import EdgeProbe
 from components.probe import IntegrationProbeArgs, probe_settings
 from components.probe.in_cluster import InClusterJudgeArgs
 from components.serving.gemm_tuning import GemmTuning
-from components.serving.judge_job import judge_job_manifest, judge_job_name
+from components.serving.judge_job import CHECKPOINT_MOUNT, judge_job_manifest, judge_job_name
 from components.serving.promotion import VERSION_LABEL, Candidate
 from components.serving.server_spec import triton_drain
 from components.serving.service import Autoscaler, TritonService, TritonServiceArgs
@@ -80,8 +80,10 @@ from components.settings.model import Settings
 from tritonft.convert.writer import CONVERTER_VERSION
 from tritonft.encoder.convert import CONVERTER_VERSION as ENCODER_CONVERTER_VERSION
 from tritonft.engines import FASTERTRANSFORMER, engine_for
+from tritonft.engines.vllm.engine import model_path as vllm_model_path
 from tritonft.engines.vllm.versions import VLLM_VERSION
 from tritonft.probe.endpoint import Protocol
+from tritonft.probe.judge_reference import has_reference
 from tritonft.quantity import quantity_value as exact_quantity
 from tritonft.rollout.verdict import NodeGrowth
 from tritonft.spec import ModelSpec
@@ -768,7 +770,7 @@ def judge_probe_args(
     the signature stays the probe's."""
     del edge
     probe = settings.probe
-    return IntegrationProbeArgs.from_specs(
+    judged = IntegrationProbeArgs.from_specs(
         candidate.internal_url,
         [model],
         image_digest=image_digest,
@@ -783,6 +785,24 @@ def judge_probe_args(
             settings.namespace, candidate
         ),
     )
+    if judged_chat_checkpoint(model) is None:
+        return judged
+    # Its chats are rendered from the version's own tokenizer_config.json, mounted in the judge's pod where the
+    # gateway would read it (in_cluster_judge_args mounts it).
+    chat = f"{CHECKPOINT_MOUNT}/{TOKENIZER_CONFIG_FILE}"
+    models = [dataclasses.replace(t, tokenizer_config=chat) if t.name == model.name else t for t in judged.models]
+    return dataclasses.replace(judged, models=models)
+
+
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+
+
+def judged_chat_checkpoint(model: ModelSpec) -> str | None:
+    """The store ``subPath`` of the checkpoint a version's judge renders its chats from (a vLLM model judged against
+    its reference: ``hf/<model>/<revision>``, the directory the gateway mounts); None for the others."""
+    if not (model.family.is_vllm and has_reference(model)):
+        return None
+    return vllm_model_path(model, STORE_MOUNT).removeprefix(f"{STORE_MOUNT}/")
 
 
 def in_cluster_judge_args(
@@ -791,13 +811,20 @@ def in_cluster_judge_args(
     candidate: Candidate,
     probe_args: IntegrationProbeArgs,
     tools_image: pulumi.Input[str],
+    *,
+    model: ModelSpec,
+    store_claim: pulumi.Input[str],
 ) -> InClusterJudgeArgs:
     """The candidate's judge Job (``components.serving.judge_job``): ``tritonft judge`` with ``probe_args``'s
-    settings (:func:`judge_probe_args`), in the tools image, its pods labelled ``candidate.judge_pods``."""
+    settings (:func:`judge_probe_args`), in the tools image, its pods labelled ``candidate.judge_pods``; a vLLM
+    ``model``'s with the version's checkpoint mounted read-only from the store (``store_claim``): its chats."""
     settings_json = pulumi.Output.from_input(probe_settings(probe_args)).apply(
         lambda s: json.dumps(s, sort_keys=True, separators=(",", ":"))
     )
-    job = pulumi.Output.all(namespace=target.namespace, image=tools_image, config=settings_json).apply(
+    subpath = judged_chat_checkpoint(model)
+    job = pulumi.Output.all(
+        namespace=target.namespace, image=tools_image, config=settings_json, claim=store_claim
+    ).apply(
         lambda v: judge_job_manifest(
             name=judge_job_name(candidate.service),
             namespace=v["namespace"],
@@ -807,6 +834,7 @@ def in_cluster_judge_args(
             cpu_node_selector=dict(target.cpu_node_selector),
             gpu_node_selector=dict(target.gpu.node_selector),
             deadline_s=probe_args.deadline_s,
+            checkpoint=(v["claim"], subpath) if subpath is not None else None,
         )
     )
     return InClusterJudgeArgs(

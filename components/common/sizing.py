@@ -152,10 +152,12 @@ JUDGED_TOKENS = 8 * 64
 
 
 def judge_reference_tokens(model: ModelSpec) -> int:
-    """Greedy steps of the judge's reference (``tritonft reference``): every judged prompt followed over its steps."""
-    from tritonft.probe.judge_reference import REFERENCE_STEPS, reference_prompts
+    """Greedy steps of the judge's reference (``tritonft reference``): every judged prompt followed over its steps,
+    and its near-ties' branches within their budget
+    (:func:`tritonft.probe.judge_reference.reference_greedy_tokens`)."""
+    from tritonft.probe.judge_reference import reference_greedy_tokens
 
-    return len(reference_prompts(model.family)) * min(REFERENCE_STEPS[model.family], model.max_output_len)
+    return reference_greedy_tokens(model.family, model.max_output_len)
 
 
 def judge_reference_seconds(model: ModelSpec, convert_bw: int) -> float:
@@ -271,16 +273,21 @@ def vllm_reference_seconds(model: ModelSpec, read_bw: int = CONVERT_BANDWIDTH) -
     """Upper estimate of a vLLM model's reference step (``tritonft reference`` on its Hugging Face files): reading
     them from the store, then 2 FLOPs per parameter for every token it runs at :data:`JUDGE_REFERENCE_FLOPS` (the
     judged prompts' own tokens, up to 16 each, and the greedy steps)."""
-    from tritonft.probe.judge_reference import REFERENCE_STEPS, reference_prompts
+    from tritonft.probe.judge_reference import CHAT_CONVERSATIONS, reference_greedy_tokens, reference_prompts
 
-    prompts = len(reference_prompts(model.family))
-    tokens = prompts * (VLLM_REFERENCE_PROMPT_TOKENS + min(REFERENCE_STEPS[model.family], model.max_output_len))
+    prompt_tokens = len(reference_prompts(model.family)) * VLLM_REFERENCE_PROMPT_TOKENS
+    prompt_tokens += len(CHAT_CONVERSATIONS) * VLLM_REFERENCE_CHAT_TOKENS
+    tokens = prompt_tokens + reference_greedy_tokens(model.family, model.max_output_len, chats=True)
     return converted_bytes(model) / read_bw + tokens * 2 * model.parameters / JUDGE_REFERENCE_FLOPS
 
 
 VLLM_REFERENCE_PROMPT_TOKENS = 16
 """Tokens of each judged prompt at most, as a Llama 3 or Qwen2 tokenizer cuts them (12-14 for the longest, BOS
 included): the reference runs them once per prompt."""
+VLLM_REFERENCE_CHAT_TOKENS = 64
+"""Tokens of the judge's conversation in its expected rendering, at most: estimated from the templates' text, Llama
+3.1 Instruct's writes it in about 55 (its system header adds the knowledge and today's dates, and each turn a header
+of 3 special tokens), Qwen2.5's in about 35. A model without a chat template runs none; counted all the same."""
 
 
 def vllm_job_sizing(model: ModelSpec, download_bw: int = DOWNLOAD_BANDWIDTH) -> JobSizing:

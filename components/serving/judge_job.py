@@ -12,7 +12,10 @@ Who reaches what:
 * the judge's pods reach cluster DNS and that model's Triton pods on 8000, nothing else (no Hub, no cloud metadata,
   no other model), and nothing reaches them (:func:`judge_network_policy_spec`);
 * the judge's pods carry no service-account token and no secret: they need neither (Triton is asked directly, not
-  through the edge's keys).
+  through the edge's keys);
+* a vLLM model's judge mounts the version's downloaded checkpoint read-only from the model store
+  (:data:`CHECKPOINT_MOUNT`, by ``subPath`` as the gateway mounts it): it renders the reference's chats from the
+  version's own ``tokenizer_config.json`` and template files, as the gateway renders a user's chat.
 
 The Job is created and read by ``components.probe.in_cluster.InClusterJudge`` (its verdict: the Job's ``Complete``
 or ``Failed``, and its pod's termination message), owned by the candidate's Deployment so that it goes with it.
@@ -36,6 +39,8 @@ JUDGE_COMPONENT = "judge"
 model's Triton selects them)."""
 JOB_START_S = 300
 """Beyond the probe's own deadline: the tools image's pull and the pod's start on a node."""
+CHECKPOINT_MOUNT = "/checkpoint"
+"""Where a vLLM model's judge pod mounts the version's checkpoint directory (read-only)."""
 JUDGE_RESOURCES = {"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"cpu": "1", "memory": "1Gi"}}
 
 
@@ -68,10 +73,19 @@ def judge_job_manifest(
     cpu_node_selector: dict[str, str],
     gpu_node_selector: dict[str, str],
     deadline_s: float,
+    checkpoint: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
     """The judge's Job: one pod, never retried on a verdict (a verdict is not retried into a pass; a disrupted pod is
     run again), on a CPU node, hardened,
-    without a service-account token; bounded by the probe's deadline plus :data:`JOB_START_S`."""
+    without a service-account token; bounded by the probe's deadline plus :data:`JOB_START_S`. ``checkpoint``: the
+    model store's claim and the version's checkpoint ``subPath`` (a vLLM model's ``hf/<model>/<revision>``), mounted
+    read-only at :data:`CHECKPOINT_MOUNT`."""
+    mounts: list[dict[str, Any]] = [{"name": "tmp", "mountPath": "/tmp"}]
+    volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
+    if checkpoint is not None:
+        claim, subpath = checkpoint
+        mounts.append({"name": "store", "mountPath": CHECKPOINT_MOUNT, "subPath": subpath, "readOnly": True})
+        volumes.append({"name": "store", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
     container = {
         "name": JUDGE_COMPONENT,
         "image": image,
@@ -82,7 +96,7 @@ def judge_job_manifest(
         "securityContext": container_security_context(),
         # A crash before the verdict is written still leaves its last log lines as the message.
         "terminationMessagePolicy": "FallbackToLogsOnError",
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": mounts,
     }
     return {
         "apiVersion": "batch/v1",
@@ -110,7 +124,7 @@ def judge_job_manifest(
                     "nodeSelector": dict(cpu_node_selector),
                     "affinity": away_from_gpu_nodes(gpu_node_selector),
                     "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
+                    "volumes": volumes,
                 },
             },
         },

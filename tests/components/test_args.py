@@ -395,3 +395,26 @@ def test_without_a_rate_limit_redis_the_chart_keeps_its_defaults_and_the_buckets
     settings = load(aws_stack())
     assert charts.envoy_gateway_values(args.aws_platform_args(settings).addons.rate_limit_redis) == {}
     assert not _edge_objects_args(settings).global_rate_limit
+
+
+def test_a_vllm_models_judge_renders_its_chats_from_the_versions_checkpoint_where_the_judge_mounts_it() -> None:
+    from components.serving.judge_job import CHECKPOINT_MOUNT
+
+    settings = vllm_settings()
+    qwen = settings.models[1]
+    candidate = Candidate(qwen.name, "0a1b2c3d", f"test-{qwen.name}-0a1b2c3d", "http://x", judge_pods={})
+
+    probe = args.judge_probe_args(settings, candidate, qwen, "sha256:abc")
+
+    (target,) = probe.models
+    assert target.tokenizer_config == f"{CHECKPOINT_MOUNT}/tokenizer_config.json"
+    assert args.judged_chat_checkpoint(qwen) == f"hf/{qwen.name}/{qwen.revision}"
+
+
+def test_a_fastertransformer_models_judge_renders_no_chat() -> None:
+    settings = vllm_settings()
+    t5 = settings.models[0]
+    candidate = Candidate(t5.name, "0a1b2c3d", f"test-{t5.name}-0a1b2c3d", "http://x", judge_pods={})
+
+    (target,) = args.judge_probe_args(settings, candidate, t5, "sha256:abc").models
+    assert target.tokenizer_config is None and args.judged_chat_checkpoint(t5) is None

@@ -174,10 +174,9 @@ def chat_prompt(model: ServedModel, messages: Any) -> str:
 
     config = json.loads(model.tokenizer_config)
     try:
-        rendered = chat.render(config, chat_messages(messages))
+        return chat.engine_prompt(config, chat_messages(messages))
     except chat.ChatTemplateError as exc:
         raise bad_parameter("messages", str(exc)) from exc
-    return chat.prompt_for_engine(config, rendered, tokenizer_adds_bos=bool(config.get("add_bos_token", True)))
 
 
 def vllm_request(body: Any, model: ServedModel, *, chat: bool = False) -> VllmRequest:

@@ -107,6 +107,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "as a stack's probe and judge do; a model that carries none fails",
     )
     parser.add_argument(
+        "--tokenizer-config",
+        action="append",
+        default=[],
+        metavar="MODEL=PATH",
+        help="with --reference, a vLLM model's tokenizer_config.json (the template files beside it read too), as the "
+        "gateway's --tokenizer-config: the reference's chats are rendered from it as the gateway renders a chat "
+        "(the judge Job reads the version's own, mounted from the store); repeatable",
+    )
+    parser.add_argument(
         "--family",
         choices=[f.value for f in Family if f.is_fastertransformer],
         default=None,
@@ -173,6 +182,7 @@ def config_from_args(args: argparse.Namespace) -> ProbeConfig:
     if args.reference and not args.spec:
         raise UserError("--reference: the reference judges the models given by --spec SPEC.json")
     targets += [_target_from_spec(path, reference=args.reference) for path in args.spec]
+    targets = with_tokenizer_configs(targets, getattr(args, "tokenizer_config", []))
     if not targets:
         raise UserError("name at least one model: --model NAME or --spec SPEC.json")
     if args.expected_answers is not None:
@@ -213,6 +223,24 @@ def _target_from_spec(path: Path, *, reference: bool = False) -> ModelTarget:
     from tritonft.probe.rendered import target_for_spec
 
     return target_for_spec(option_file.read_spec("--spec", path), reference=reference)
+
+
+def with_tokenizer_configs(targets: list[ModelTarget], values: list[str]) -> list[ModelTarget]:
+    """``targets`` with each ``--tokenizer-config MODEL=PATH``; UserError names a value that names no vLLM target."""
+    paths: dict[str, str] = {}
+    for value in values:
+        name, sep, path = value.partition("=")
+        if not sep or not name or not path:
+            raise UserError(f"--tokenizer-config {value}: give MODEL=PATH (the model's tokenizer_config.json)")
+        if not any(t.name == name and t.vllm for t in targets):
+            vllm = [t.name for t in targets if t.vllm]
+            raise UserError(
+                f"--tokenizer-config {value}: no --spec is a vLLM model named {name!r} ({', '.join(vllm) or 'none'})"
+            )
+        if not Path(path).is_file():
+            raise UserError(f"--tokenizer-config {value}: {path} is not a file")
+        paths[name] = path
+    return [replace(t, tokenizer_config=paths[t.name]) if t.name in paths else t for t in targets]
 
 
 def with_expected_answers(targets: list[ModelTarget], path: Path) -> list[ModelTarget]:

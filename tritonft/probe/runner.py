@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -32,8 +32,10 @@ from tritonft.probe.gateway import ModelStartingError, gateway_completions, gate
 from tritonft.probe.judge_reference import (
     REFERENCE_PARAMETER,
     JudgeReference,
+    ServedAnswer,
     judge_against_reference,
     reference_from_model_config,
+    rendering_problems,
 )
 from tritonft.probe.report import CheckOutcome, ModelReport, ModelStatus, ProbeReport
 from tritonft.probe.retry import (
@@ -88,6 +90,10 @@ class ModelTarget:
     reference: bool = False
     """Judged against the reference of its original weights that its served ensemble carries
     (:mod:`tritonft.probe.judge_reference`): its prompts, and the rule; a model that carries none fails."""
+    tokenizer_config: str | None = None
+    """The version's ``tokenizer_config.json`` as the gateway reads it (``--tokenizer-config``; in the judge Job's
+    pod, the version's checkpoint mounted read-only where the gateway mounts it): the reference's chats are rendered
+    from it (with the template files beside it) as the gateway renders a user's chat. None: no chat is judged."""
 
     def to_dict(self) -> dict[str, Any]:
         raw: dict[str, Any] = {
@@ -109,6 +115,8 @@ class ModelTarget:
             raw["scales_to_zero"] = True
         if self.reference:
             raw["reference"] = True
+        if self.tokenizer_config is not None:
+            raw["tokenizer_config"] = self.tokenizer_config
         return raw
 
     @classmethod
@@ -128,6 +136,7 @@ class ModelTarget:
             vllm=bool(raw.get("vllm", False)),
             scales_to_zero=bool(raw.get("scales_to_zero", False)),
             reference=bool(raw.get("reference", False)),
+            tokenizer_config=str(raw["tokenizer_config"]) if raw.get("tokenizer_config") else None,
         )
 
 
@@ -463,6 +472,9 @@ class _Run:
             if missing is not None:
                 self.record("inference", False, missing, started, target.name)
                 return self.model_report(target, ModelStatus.WRONG_ANSWER, None, None)
+        reference = self.references.get(target.name)
+        if reference is not None and target.vllm:
+            return self.check_reference_answers(target, reference)
         samples = self.samples(target)
         started = self.deadline.elapsed()
         answers: list[str] = []
@@ -476,6 +488,40 @@ class _Run:
         self.record("inference", verdict.ok, verdict.detail, started, target.name, attempts=len(samples))
         status = ModelStatus.OK if verdict.ok else ModelStatus.WRONG_ANSWER
         return self.model_report(target, status, samples[0].prompt, answers[0], bleu=verdict.score)
+
+    def check_reference_answers(self, target: ModelTarget, reference: JudgeReference) -> ModelReport:
+        """A vLLM model against its reference: each plain prompt asked as is, each chat rendered from the version's
+        chat template as the gateway renders it (:func:`chat_prompt_of`), every answer with how it ended and the
+        server's count of the prompt's tokens (:class:`~tritonft.probe.judge_reference.ServedAnswer`)."""
+        started = self.deadline.elapsed()
+        first = reference.prompts[0].prompt
+        sent: list[tuple[str, tuple[str, ...]]] = []
+        for prompt in reference.prompts:
+            if not prompt.is_chat:
+                sent.append((prompt.prompt, ()))
+                continue
+            try:
+                rendered = chat_prompt_of(target, prompt.messages, prompt.rendered_at)
+            except ChatJudgeError as exc:
+                self.record("inference", False, str(exc), started, target.name)
+                return self.model_report(target, ModelStatus.WRONG_ANSWER, first, None)
+            sent.append((rendered, tuple(rendering_problems(prompt.messages, rendered))))
+        answers: list[ServedAnswer] = []
+        try:
+            for text, problems in sent:
+
+                def ask(timeout: float, text: str = text) -> StreamedAnswer:
+                    return self.vllm_answer(target, text, timeout)
+
+                got = retry(ask, self.deadline, self.config.call_timeout_s, sleep=self.sleep).value
+                answers.append(ServedAnswer(got.text, got.finish_reason, got.prompt_tokens, problems))
+        except RetriesExhaustedError as exc:
+            self.record("inference", False, exc.reason, started, target.name, attempts=exc.attempts)
+            return self.model_report(target, ModelStatus.INFERENCE_FAILED, first, None)
+        judged = judge_against_reference(reference, answers)
+        self.record("inference", judged.ok, judged.detail, started, target.name, attempts=len(answers))
+        status = ModelStatus.OK if judged.ok else ModelStatus.WRONG_ANSWER
+        return self.model_report(target, status, first, answers[0].text)
 
     def measure_latency(self, target: ModelTarget, prompt: str) -> tuple[LatencySummary, LatencySummary | None] | None:
         """p50/p95 of ``latency_requests`` sequential requests of ``prompt`` (an encoder: one text): to the whole
@@ -691,6 +737,40 @@ class _Run:
         if self.config.gateway_url and not self.check_gateway(target, self.config.gateway_url):
             return ModelReport(**{**timed, "status": ModelStatus.GATEWAY_FAILED})
         return ModelReport(**timed)
+
+
+class ChatJudgeError(Exception):
+    """The version's chat template cannot be read or rendered for the judge's conversation (the message says which
+    and why)."""
+
+
+def chat_prompt_of(target: ModelTarget, messages: Sequence[Mapping[str, str]], rendered_at: str = "") -> str:
+    """``messages`` as the gateway sends a user's chat to ``target``: its ``tokenizer_config.json`` read as the
+    gateway's ``--tokenizer-config`` reads it (the template files beside it folded in) and rendered by the same
+    :func:`tritonft.engines.vllm.chat.engine_prompt`, at the reference's moment of rendering (``rendered_at``, ISO
+    8601; a template that writes today's date writes the reference's)."""
+    import json
+    from datetime import datetime
+    from pathlib import Path
+
+    from tritonft.engines.vllm.chat import ChatTemplateError, engine_prompt, read_template_files, with_template_files
+
+    if target.tokenizer_config is None:
+        raise ChatJudgeError(
+            f"{target.name}'s reference has a chat but the judge was given no tokenizer_config.json of the version to "
+            "render it with (the gateway's --tokenizer-config; `tritonft probe --tokenizer-config MODEL=PATH`)"
+        )
+    path = Path(target.tokenizer_config)
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(config, dict):
+            raise ChatJudgeError(f"the version's {path} is not a JSON object")
+        now = datetime.fromisoformat(rendered_at) if rendered_at else None
+        return engine_prompt(with_template_files(config, *read_template_files(path.parent)), messages, now=now)
+    except ChatTemplateError as exc:
+        raise ChatJudgeError(f"the version's chat template ({path}) cannot render the judge's chat: {exc}") from exc
+    except (OSError, ValueError) as exc:
+        raise ChatJudgeError(f"the version's {path} cannot be read: {exc}") from exc
 
 
 def encoder_hint(target: ModelTarget, metadata: Mapping[str, Any]) -> str:

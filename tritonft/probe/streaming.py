@@ -30,7 +30,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -50,6 +50,10 @@ class StreamedAnswer:
     responses: int
     first_s: float
     last_s: float
+    finish_reason: str | None = None
+    """How the answer ended, where the server says (vLLM's ``stop`` or ``length``); None otherwise."""
+    prompt_tokens: int | None = None
+    """How many tokens the server made of the prompt, where it says (vLLM's ``num_input_tokens``); None otherwise."""
 
 
 def assemble(pieces: Sequence[str], prompt: str) -> str:
@@ -116,10 +120,19 @@ class StreamRead:
     """``time.perf_counter()`` when the request was sent."""
     first: float | None
     """``time.perf_counter()`` at the first piece (None: the stream ended without one)."""
+    extras: dict[str, str] = field(default_factory=dict)
+    """The last value each of the ``extras`` outputs asked for carried (as text)."""
 
 
 def read_grpc_stream(
-    endpoint: Endpoint, request: Any, output: str, action: str, *, headers: Mapping[str, str], timeout_s: float
+    endpoint: Endpoint,
+    request: Any,
+    output: str,
+    action: str,
+    *,
+    headers: Mapping[str, str],
+    timeout_s: float,
+    extras: tuple[str, ...] = (),
 ) -> StreamRead:
     """Send the one ``request`` (a ``ModelInferRequest``) on a ``ModelStreamInfer`` stream, half-closed after it,
     and read the first value of ``output`` from every response until Triton ends the stream, within ``timeout_s``;
@@ -135,6 +148,7 @@ def read_grpc_stream(
     )
     pieces: list[str] = []
     first: float | None = None
+    seen: dict[str, str] = {}
     started = time.perf_counter()
     try:
         stub = service_pb2_grpc.GRPCInferenceServiceStub(channel)
@@ -144,7 +158,13 @@ def read_grpc_stream(
                 raise InferenceServerException(msg=answer.error_message)
             if not answer.infer_response.outputs:
                 continue
-            array = InferResult(answer.infer_response).as_numpy(output)
+            result = InferResult(answer.infer_response)
+            for name in extras:
+                extra = result.as_numpy(name)
+                if extra is not None and extra.size:
+                    value = extra.reshape(-1)[0]
+                    seen[name] = value.decode("utf-8", errors="replace") if isinstance(value, bytes) else str(value)
+            array = result.as_numpy(output)
             if array is None:
                 raise PermanentError(f"{action}: a response has no output {output!r}")
             values = array.reshape(-1).tolist()
@@ -160,7 +180,7 @@ def read_grpc_stream(
         raise classify(exc, action, timeout_s) from exc
     finally:
         channel.close()
-    return StreamRead(pieces, started, first)
+    return StreamRead(pieces, started, first, seen)
 
 
 # --- HTTP: Triton's generate extension ---------------------------------------------------------------------------

@@ -7,7 +7,9 @@ answered in one piece with its prompt in front. The probe therefore sends ``stre
 on a ``ModelStreamInfer`` stream (tensors shaped ``[1]``: the model's ``max_batch_size`` is 0), over HTTP through
 Triton's ``generate_stream`` route; each response carries only its new text (the backend's delta), so the answer is
 the responses' texts joined. Greedy, the answer is what the same prompt gets through the gateway with
-``temperature: 0`` and the same ``max_tokens``, so exact expected answers judge both.
+``temperature: 0`` and the same ``max_tokens``, so exact expected answers judge both. Every sampling knob a served
+default could change is sent (:data:`GREEDY`), and the backend is asked how the answer ended (``finish_reason``) and
+how many tokens it made of the prompt (``num_input_tokens``): the judge holds both against its reference.
 """
 
 from __future__ import annotations
@@ -38,9 +40,29 @@ PROBE_MAX_TOKENS = 16
 """The answer length the probe asks a vLLM model for (directly and through the gateway)."""
 
 
+GREEDY: Mapping[str, Any] = {
+    "temperature": 0,
+    "repetition_penalty": 1.0,
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "min_tokens": 0,
+    "ignore_eos": False,
+    "skip_special_tokens": True,
+}
+"""vLLM's ``SamplingParams`` fields that change a greedy answer, each at the value the reference computes with (no
+penalty, no forced length, stop at the end ids, special tokens left out of the text as the gateway's users get it):
+sent explicitly, so a served default (the backend's, a future vLLM's, a model's ``generation_config.json``
+``repetition_penalty`` that a server applies as its default) cannot change what is judged. ``top_p``/``top_k``/
+``min_p`` do not act at temperature 0 (vLLM samples greedily) and ``seed`` neither. Every key is a ``SamplingParams``
+field of each vLLM the images ship: NVIDIA's backend generates with *no* parameters (sampled) when one is not
+(``TritonSamplingParams.from_dict``)."""
+ASKED_OUTPUTS = ("finish_reason", "num_input_tokens")
+"""The backend's outputs the probe asks for besides the text (``return_finish_reason``, ``return_num_input_tokens``)."""
+
+
 def sampling_parameters(max_tokens: int) -> str:
-    """Greedy decoding of at most ``max_tokens`` tokens, as vLLM's ``SamplingParams`` JSON."""
-    return json.dumps({"max_tokens": max_tokens, "temperature": 0})
+    """Greedy decoding of at most ``max_tokens`` tokens, as vLLM's ``SamplingParams`` JSON (:data:`GREEDY`)."""
+    return json.dumps({"max_tokens": max_tokens, **GREEDY})
 
 
 def generate_body(prompt: str, max_tokens: int) -> dict[str, Any]:
@@ -50,13 +72,25 @@ def generate_body(prompt: str, max_tokens: int) -> dict[str, Any]:
         "stream": True,
         "exclude_input_in_output": True,
         "sampling_parameters": sampling_parameters(max_tokens),
+        **{f"return_{name}": True for name in ASKED_OUTPUTS},
     }
 
 
-def _joined(pieces: list[str], started: float, first: float | None, action: str) -> StreamedAnswer:
+def _joined(
+    pieces: list[str], started: float, first: float | None, action: str, extras: Mapping[str, str]
+) -> StreamedAnswer:
     if first is None:
         raise PermanentError(f"{action}: the stream ended without a response carrying text")
-    return StreamedAnswer("".join(pieces), len(pieces), first - started, time.perf_counter() - started)
+    reason = extras.get("finish_reason")
+    count = extras.get("num_input_tokens")
+    return StreamedAnswer(
+        "".join(pieces),
+        len(pieces),
+        first - started,
+        time.perf_counter() - started,
+        finish_reason=reason if reason not in (None, "", "None") else None,
+        prompt_tokens=int(count) if count is not None and count.isdigit() else None,
+    )
 
 
 def grpc_vllm_stream(
@@ -79,11 +113,20 @@ def grpc_vllm_stream(
             tensor(name="stream", datatype="BOOL", shape=[1]),
             tensor(name="exclude_input_in_output", datatype="BOOL", shape=[1]),
             tensor(name="sampling_parameters", datatype="BYTES", shape=[1]),
+            *(tensor(name=f"return_{name}", datatype="BOOL", shape=[1]) for name in ASKED_OUTPUTS),
         ],
-        raw_input_contents=[text(prompt), b"\x01", b"\x01", text(sampling_parameters(max_tokens))],
+        raw_input_contents=[
+            text(prompt),
+            b"\x01",
+            b"\x01",
+            text(sampling_parameters(max_tokens)),
+            *(b"\x01" for _ in ASKED_OUTPUTS),
+        ],
     )
-    read = read_grpc_stream(endpoint, request, TEXT_OUTPUT, action, headers=headers, timeout_s=timeout_s)
-    return _joined(read.pieces, read.started, read.first, action)
+    read = read_grpc_stream(
+        endpoint, request, TEXT_OUTPUT, action, headers=headers, timeout_s=timeout_s, extras=ASKED_OUTPUTS
+    )
+    return _joined(read.pieces, read.started, read.first, action, read.extras)
 
 
 def http_vllm_stream(
@@ -100,6 +143,7 @@ def http_vllm_stream(
     )
     pieces: list[str] = []
     first: float | None = None
+    extras: dict[str, str] = {}
     started = time.perf_counter()
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as answer:
@@ -109,9 +153,11 @@ def http_vllm_stream(
                     raise PermanentError(f"{action}: an event is not a JSON object: {data[:120]!r}")
                 if "error" in event:
                     raise PermanentError(f"{action}: the server sent an error event: {event['error']}")
-                value = event.get(TEXT_OUTPUT)
-                if isinstance(value, list):
-                    value = value[0] if value else None
+                for name in ASKED_OUTPUTS:
+                    extra = _first(event.get(name))
+                    if extra is not None:
+                        extras[name] = str(extra)
+                value = _first(event.get(TEXT_OUTPUT))
                 if value is not None:
                     first = first if first is not None else time.perf_counter()
                     pieces.append(str(value))
@@ -126,7 +172,14 @@ def http_vllm_stream(
         raise TransientError(f"{action}: {exc.reason}") from exc
     except OSError as exc:
         raise TransientError(f"{action}: {type(exc).__name__}: {exc}") from exc
-    return _joined(pieces, started, first, action)
+    return _joined(pieces, started, first, action, extras)
+
+
+def _first(value: Any) -> Any:
+    """An event's output value: the first element of a list (one per completion), or the value."""
+    if isinstance(value, list):
+        return value[0] if value else None
+    return value
 
 
 def vllm_stream(

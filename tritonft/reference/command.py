@@ -60,10 +60,12 @@ def run(args: argparse.Namespace) -> int:
     peak_mib = _peak_rss_mib() or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     ties = sum(len(p.near_ties) for p in reference.prompts)
     steps = sum(p.steps for p in reference.prompts)
+    branches = sum(1 for p in reference.prompts for t in p.near_ties if t.branch is not None)
     print(
         f"judge reference of {spec.hf_repo}@{spec.revision} ({spec.family}, served {reference.served_dtype}): "
-        f"{len(reference.prompts)} prompts, {steps} greedy steps, {ties} near-ties within "
-        f"{reference.tolerance_nats:g} nats, smallest top-1/top-2 gap {reference.min_gap:.3f} nats -> {args.out}"
+        f"{len(reference.prompts)} prompts ({len(reference.chats)} chat), {steps} greedy steps, {ties} near-ties "
+        f"within {reference.tolerance_nats:g} nats ({branches} followed), smallest top-1/top-2 gap "
+        f"{reference.min_gap:.3f} nats -> {args.out}"
     )
     print(
         f"load {loaded - started:.1f} s, reference {done - loaded:.1f} s ({done_cpu - loaded_cpu:.1f} CPU-s), "

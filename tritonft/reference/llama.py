@@ -271,6 +271,34 @@ def prompt_tokenizer(directory: Path, model_type: str) -> HuggingFaceTokenizer:
     return HuggingFaceTokenizer(tokenizer)
 
 
+def tokenizer_end_ids(directory: Path) -> frozenset[int]:
+    """The id of the tokenizer's own eos (``tokenizer_config.json``'s ``eos_token`` in ``tokenizer.json``): vLLM
+    stops at it besides the generation config's end ids (its ``eos_token_id`` is the tokenizer's). Empty when the
+    files name none."""
+    from tokenizers import Tokenizer
+
+    from tritonft.engines.vllm.chat import read_tokenizer_config, special_token_texts
+
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        return frozenset()
+    config = read_tokenizer_config(directory)
+    eos = config.get("eos_token")
+    texts = special_token_texts({"eos_token": eos}) if eos is not None else ()
+    tokenizer = Tokenizer.from_file(str(path))
+    return frozenset(i for i in (tokenizer.token_to_id(t) for t in texts) if i is not None)
+
+
+def template_special_tokens(directory: Path) -> tuple[str, ...]:
+    """The special added tokens of ``tokenizer.json`` as text (a chat template writes some of them: ``<|eot_id|>``,
+    ``<|im_start|>``, ...)."""
+    path = directory / "tokenizer.json"
+    if not path.is_file():
+        return ()
+    added = json.loads(path.read_text(encoding="utf-8")).get("added_tokens") or []
+    return tuple(str(t["content"]) for t in added if t.get("special") and t.get("content"))
+
+
 def load_llama(directory: Path) -> Llama:
     """The Llama-family model of the Hugging Face checkpoint in ``directory`` (``config.json``,
     ``generation_config.json`` when present, the safetensors weights), every weight at fp32."""

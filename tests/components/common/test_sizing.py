@@ -282,3 +282,21 @@ def test_a_vllm_engines_cpu_limit_is_never_below_its_request() -> None:
 
 def test_a_vllm_engine_on_a_node_not_known_keeps_twice_its_request() -> None:
     assert sizing.vllm_cpu_limit(3, None) == 6
+
+
+def test_the_reference_step_counts_its_near_ties_branches_within_their_budget() -> None:
+    from tritonft.probe.judge_reference import BRANCH_TOKENS
+
+    assert BRANCH_TOKENS[Family.GPTJ] == 32
+    assert sizing.judge_reference_tokens(GPTJ_6B) == 4 * (32 + 32), "4 prompts x (32 steps + 32 of branches)"
+
+
+def test_a_vllm_models_reference_step_counts_its_prompts_its_chat_and_their_branches() -> None:
+    from tests.tritonft.engines.vllm.test_engine import LLAMA_8B
+
+    prompts = 4 * sizing.VLLM_REFERENCE_PROMPT_TOKENS + 1 * sizing.VLLM_REFERENCE_CHAT_TOKENS
+    greedy = 4 * (16 + 16) + 1 * (16 + 16)  # each prompt's and the chat's 16 steps and 16 tokens of branches
+    seconds = sizing.converted_bytes(LLAMA_8B) / sizing.CONVERT_BANDWIDTH
+    seconds += (prompts + greedy) * 2 * LLAMA_8B.parameters / sizing.JUDGE_REFERENCE_FLOPS
+
+    assert sizing.vllm_reference_seconds(LLAMA_8B) == pytest.approx(seconds)

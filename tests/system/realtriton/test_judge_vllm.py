@@ -14,7 +14,10 @@ repo --judge-reference`` renders it (the same :func:`tritonft.engines.vllm.repos
 
 * the right model: the original weights;
 * random weights of the same shape (every tensor's values permuted);
-* another seed's weights (the same builder, another seed).
+* another seed's weights (the same builder, another seed);
+* the right weights with a chat template that drops the system message (the tiny checkpoint's template with system
+  messages left out): the judge renders the reference's conversation from the version's ``tokenizer_config.json``
+  (in the cluster, its checkpoint mounted in the judge's pod; here that file on this machine) as the gateway would.
 
 Each wrong model is served with the right model's reference (the reference of the revision it claims).
 """
@@ -31,10 +34,12 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from components.probe import IntegrationProbeProvider, ProbeFailedError
+from components.serving.judge_job import CHECKPOINT_MOUNT
 from tests.plans import StackPlans
 from tests.system.realtriton.test_judge_reference import assert_names_a_prompt_and_both_answers, planned_judge
 from tests.system.realtriton.vllm_server import OPTIONS
 from tests.tritonft.engines.vllm.checkpoints import VARIANTS, write
+from tests.tritonft.reference.test_judge_llama import drop_system_messages
 from tritonft.cli import main
 from tritonft.engines.vllm import local
 from tritonft.local_triton import LocalTriton
@@ -56,12 +61,14 @@ class Planned:
     """What its judge Job is told to check (the probe's settings), as the plan declares them."""
     spec: ModelSpec
     """The spec its Job receives (the 8B's)."""
+    job: dict[str, Any]
+    """Its judge Job's manifest."""
 
 
 @pytest.fixture(scope="module")
 def planned(stack_plan: StackPlans) -> Planned:
-    _, inputs, _, spec = planned_judge(stack_plan(STACK).out, STACK, MODEL)
-    return Planned(inputs, spec)
+    _, inputs, judge_inputs, spec = planned_judge(stack_plan(STACK).out, STACK, MODEL)
+    return Planned(inputs, spec, judge_inputs["job"])
 
 
 @dataclass(frozen=True)
@@ -127,9 +134,12 @@ def served(original: Original, tmp_path_factory: pytest.TempPathFactory) -> Iter
         server.stop()
 
 
-def judge(planned: Planned, server: LocalTriton) -> dict[str, Any]:
-    """The plan's judge inputs with ``server`` as the version it asks (what the candidate's Service leads to)."""
-    return {**planned.inputs, "endpoint": f"http://{server.http_url}"}
+def judge(planned: Planned, server: LocalTriton, checkpoint: Path) -> dict[str, Any]:
+    """The plan's judge inputs with ``server`` as the version it asks (what the candidate's Service leads to) and
+    ``checkpoint`` as the version's files its pod mounts (their ``tokenizer_config.json`` on this machine)."""
+    (target,) = planned.inputs["models"]
+    mounted = {**target, "tokenizer_config": str(checkpoint / Path(target["tokenizer_config"]).name)}
+    return {**planned.inputs, "endpoint": f"http://{server.http_url}", "models": [mounted]}
 
 
 def test_the_plans_judge_asks_the_llama_against_its_reference(planned: Planned) -> None:
@@ -138,13 +148,54 @@ def test_the_plans_judge_asks_the_llama_against_its_reference(planned: Planned) 
     assert target["max_tokens"] == REFERENCE_STEPS[Family.LLAMA]
 
 
-def test_the_right_llama_passes_its_judge(planned: Planned, served: Callable[[str], LocalTriton]) -> None:
-    done = IntegrationProbeProvider().create(judge(planned, served("right")))
+def test_the_plans_judge_renders_its_chats_from_the_versions_own_checkpoint(planned: Planned) -> None:
+    (target,) = planned.inputs["models"]
+    pod = planned.job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "store"]
+
+    assert target["tokenizer_config"] == f"{CHECKPOINT_MOUNT}/tokenizer_config.json"
+    assert mount == {
+        "name": "store",
+        "mountPath": CHECKPOINT_MOUNT,
+        "subPath": f"hf/{MODEL}/{planned.spec.revision}",
+        "readOnly": True,
+    }, "where the gateway reads the version's chat template"
+
+
+def test_the_right_llama_passes_its_judge(
+    planned: Planned, original: Original, served: Callable[[str], LocalTriton]
+) -> None:
+    done = IntegrationProbeProvider().create(judge(planned, served("right"), original.hf))
 
     assert done.outs is not None and done.outs["ok"] is True
     assert done.outs["model_status"] == {MODEL: "ok"}
     (inference,) = [c for c in done.outs["report"]["checks"] if c["check"] == "inference"]
-    assert "4 answers follow the reference of the original weights" in inference["detail"], inference["detail"]
+    assert "5 answers follow the reference of the original weights" in inference["detail"], inference["detail"]
+    assert "1 of them a chat through the candidate's chat template" in inference["detail"], inference["detail"]
+
+
+def test_a_chat_template_that_drops_the_system_message_fails_its_judge_naming_the_chat_and_both_answers(
+    planned: Planned, original: Original, served: Callable[[str], LocalTriton], tmp_path: Path
+) -> None:
+    reference = JudgeReference.from_json(original.reference.read_text())
+    dropped = drop_system_messages(original.hf, tmp_path / "dropped")
+
+    with pytest.raises(ProbeFailedError) as failed:
+        IntegrationProbeProvider().create(judge(planned, served("right"), dropped))
+
+    message = str(failed.value)
+    print(message)  # the verdict as `up` reports it (shown with -rA)
+    assert "1 of 5 answers differ" in message, "the right weights: every plain prompt still passes"
+    (chat,) = reference.chats
+    # Both answers named; the verdict does not rest on them differing (a dropped message fails whatever is answered).
+    assert f"the answer to {chat.prompt!r} is not the reference's: served '" in message
+    assert "reference " + repr(chat.answer[:100])[:-1] in message
+    assert (
+        "the candidate's chat template renders the conversation wrong: the system message's content "
+        "'Answer with exactly one word, in French.' is not in it at all" in message
+    )
+    assert "tokens of the conversation as the candidate's template renders it, the reference " in message
 
 
 @pytest.mark.parametrize("kind", WRONG)
@@ -154,7 +205,7 @@ def test_a_wrong_llama_fails_its_judge_naming_the_prompt_and_both_answers(
     reference = JudgeReference.from_json(original.reference.read_text())
 
     with pytest.raises(ProbeFailedError) as failed:
-        IntegrationProbeProvider().create(judge(planned, served(kind)))
+        IntegrationProbeProvider().create(judge(planned, served(kind), original.hf))
 
     message = str(failed.value)
     print(message)  # the verdict as `up` reports it (shown with -rA)

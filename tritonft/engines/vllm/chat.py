@@ -102,9 +102,14 @@ def template_of(tokenizer_config: Mapping[str, Any]) -> str:
 
 
 def render(
-    tokenizer_config: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True
+    tokenizer_config: Mapping[str, Any],
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    add_generation_prompt: bool = True,
+    now: datetime | None = None,
 ) -> str:
-    """The conversation as the model's template writes it (``apply_chat_template(..., tokenize=False)``)."""
+    """The conversation as the model's template writes it (``apply_chat_template(..., tokenize=False)``); a template
+    that writes today's date (``strftime_now``) writes ``now``'s (default: this moment, as transformers does)."""
     from jinja2 import TemplateError
     from jinja2.ext import loopcontrols
     from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -118,7 +123,8 @@ def render(
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)  # as transformers defines it: local time
+    # As transformers defines it: local time, unless a fixed moment is asked for (the judge renders as its reference).
+    env.globals["strftime_now"] = (now or datetime.now()).strftime
     tokens = {name: _token(tokenizer_config.get(name)) for name in SPECIAL_TOKENS}
     try:
         compiled = env.from_string(template_of(tokenizer_config))
@@ -135,3 +141,22 @@ def prompt_for_engine(tokenizer_config: Mapping[str, Any], rendered: str, *, tok
     if tokenizer_adds_bos and bos and rendered.startswith(bos):
         return rendered[len(bos) :]
     return rendered
+
+
+def engine_prompt(
+    tokenizer_config: Mapping[str, Any], messages: Sequence[Mapping[str, Any]], *, now: datetime | None = None
+) -> str:
+    """The text the vLLM engine is sent for ``messages``: the model's template's rendering with the generation
+    prompt, without the BOS the tokenizer adds itself (``add_bos_token``, default true). The gateway's chat, the
+    judge's chat and the reference's expected rendering all make it here (the last two at one fixed ``now``, so a
+    template that writes today's date renders the same text for both)."""
+    rendered = render(tokenizer_config, messages, now=now)
+    return prompt_for_engine(
+        tokenizer_config, rendered, tokenizer_adds_bos=bool(tokenizer_config.get("add_bos_token", True))
+    )
+
+
+def special_token_texts(tokenizer_config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The tokenizer configuration's special tokens as text (``bos_token``, ``eos_token``, ...), each once."""
+    found = (_token(tokenizer_config.get(name)) for name in SPECIAL_TOKENS)
+    return tuple(dict.fromkeys(t for t in found if t))
