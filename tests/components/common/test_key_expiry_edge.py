@@ -23,6 +23,7 @@ from components.common.edge import (
 from components.common.exposure import PROBE_CLIENT, EdgeObjects, EdgeObjectsArgs
 from components.settings.api_keys import ApiKey
 from tests.components.fixtures import make_target
+from tests.components.validation import check_custom_resource
 from tritonft.gateway.limits import key_expired
 from tritonft.synth.engine import RecordingMocks, run_program
 
@@ -158,6 +159,10 @@ def test_the_stack_makes_the_policy_with_the_script_of_its_live_keys(mocks: Reco
     (policy,) = made["EnvoyExtensionPolicy"]
     assert policy["spec"] == key_expiry_policy_spec(script_of(EXPIRING), GatewayRef("test-edge"))
     assert policy["metadata"]["name"] == "edge-api-keys-expiry"
+    assert check_custom_resource(policy) == []
+    untargeted = {**policy, "spec": {"lua": policy["spec"]["lua"]}}
+    (problem,) = check_custom_resource(untargeted)
+    assert problem.endswith("an EnvoyExtensionPolicy needs targetRefs or targetSelectors")
     assert _expired_alert(made)["annotations"]["summary"].endswith("the edge refuses it")
 
 
