@@ -13,8 +13,13 @@ STACK_COMMANDS: dict[str, tuple[str, str]] = {
         "stackcli.preflight",
         "check the target cluster before `pulumi up` (GPU nodes, placement, storage, ingress, CRDs, dry-run)",
     ),
+    "github-setup": (
+        "stackcli.github_setup",
+        "print the `gh api` calls that set the repository's OIDC subject and its environments' deployment branches",
+    ),
 }
-"""Commands that read a stack file through ``components`` (module, help), in the order ``--help`` lists them."""
+"""Commands that read ``components`` (a stack file's needs, the deploy roles' trust) (module, help), in the order
+``--help`` lists them."""
 
 COMMANDS: dict[str, tuple[str, str]] = {
     name: entry

@@ -40,6 +40,7 @@ before the request goes on.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from components.common.triton import GRPC_PORT, HTTP_PORT
 from components.common.workload import ENVOY_PROXY_PODS
 from components.settings.alerting import with_runbooks
 from components.settings.api_keys import EXPIRY_WARNING_DAYS, ApiKey
+from tritonft.gateway.limits import MAX_BODY_BYTES, key_expired
 from tritonft.spec import ModelSpec
 
 GATEWAY_API = "gateway.networking.k8s.io/v1"
@@ -405,10 +407,14 @@ ACME_SOLVER_SERVICE_PREFIX = "cm-acme-http-solver-"
 :data:`ACME_SOLVER_PORT` (``pkg/issuer/acme/http``: the route it makes has one exact path, the challenge's token, to
 that Service, named with the challenge's namespace, the route's own)."""
 ACME_SOLVER_PORT = 8089
+CERT_MANAGER_USER = "system:serviceaccount:cert-manager:cert-manager"
+"""Who makes the solver routes: cert-manager's controller, as its chart installs it (release ``cert-manager`` in the
+namespace ``cert-manager``: the service account ``cert-manager``), on a cluster the stack builds
+(``components.platform.aws.charts.CERT_MANAGER``) as in cert-manager's own default install."""
 PUBLIC_ROUTE_MESSAGE = (
     f"an HTTPRoute labelled {AUTH_LABEL}={AUTH_PUBLIC} is served without an API key, so only the HTTPS redirect (no "
     f"backendRefs, RequestRedirect filters to the same URL over https only: no hostname, path or port) and "
-    f"cert-manager's ACME HTTP-01 solver routes (Exact "
+    f"cert-manager's ACME HTTP-01 solver routes, made by cert-manager itself ({CERT_MANAGER_USER}: Exact "
     f"{ACME_CHALLENGE_PREFIX}<token> paths to a {ACME_SOLVER_SERVICE_PREFIX}* Service on port {ACME_SOLVER_PORT}, "
     f"no filters) may carry it: label this route {AUTH_LABEL}={AUTH_API_KEY} (clients send their key)"
 )
@@ -440,15 +446,27 @@ _SOLVER_RULE = (
     + _SOLVER_MATCH
     + "))"
 )
-PUBLIC_ROUTE_EXPRESSION = f"!has(object.spec.rules) || object.spec.rules.all(r, {_REDIRECT_RULE} || {_SOLVER_RULE})"
-"""Every rule of the route is the redirect's (reaches no backend: no ``backendRefs``, no filter but the scheme's change
-to https (:data:`_HTTPS_REDIRECT`), so no mirror, no extension and no redirect elsewhere) or a solver's (only exact
-challenge paths, only solver Services of the route's namespace on the solver's port, no filter that could rewrite or
-mirror)."""
 PUBLIC_LABEL_CONDITION = (
     f"has(object.metadata.labels) && '{AUTH_LABEL}' in object.metadata.labels"
     f" && object.metadata.labels['{AUTH_LABEL}'] == '{AUTH_PUBLIC}'"
 )
+_BY_THE_SOLVER = (
+    f"(request.userInfo.username == '{CERT_MANAGER_USER}'"
+    " || (request.operation == 'UPDATE' && oldObject.spec == object.spec"
+    f" && {PUBLIC_LABEL_CONDITION.replace('object.', 'oldObject.')}))"
+)
+"""A solver route is cert-manager's own: made (or changed) by its controller's service account. Anyone may still
+change what the exemption does not read of a route already public (its finalizers, owner references, annotations:
+the garbage collector's and Envoy Gateway's writes), never its rules or its label: the shape alone (a Service named
+``cm-acme-http-solver-*`` on port 8089) is one that whoever may write Services in the namespace could give any pod."""
+PUBLIC_ROUTE_EXPRESSION = (
+    f"!has(object.spec.rules) || object.spec.rules.all(r, {_REDIRECT_RULE})"
+    f" || (object.spec.rules.all(r, {_REDIRECT_RULE} || {_SOLVER_RULE}) && {_BY_THE_SOLVER})"
+)
+"""Every rule of the route is the redirect's (reaches no backend: no ``backendRefs``, no filter but the scheme's change
+to https (:data:`_HTTPS_REDIRECT`), so no mirror, no extension and no redirect elsewhere), or each is the redirect's
+or a solver's (only exact challenge paths, only solver Services of the route's namespace on the solver's port, no
+filter that could rewrite or mirror) and cert-manager sent it (:data:`_BY_THE_SOLVER`, evaluated once per request)."""
 
 
 def public_route_admission_policy_spec() -> dict[str, Any]:
@@ -494,6 +512,7 @@ def rate_limit_policy_spec(
     request_timeout_seconds: int = 300,
     *,
     shared: bool = False,
+    max_body_bytes: int = MAX_BODY_BYTES,
 ) -> dict[str, Any]:
     """Each API key at most ``requests_per_minute`` requests a minute: one rule whose bucket is per distinct
     :data:`CLIENT_HEADER` value, which only the auth filter sets, so every key, one added later included, is limited
@@ -510,7 +529,12 @@ def rate_limit_policy_spec(
     The same policy sets every route's request timeout, GRPCRoutes included: Gateway API's GRPCRoute has no
     ``timeouts`` field, and Envoy's 15 s default would cut a long call; Envoy Gateway applies
     ``timeout.http.requestTimeout`` of a BackendTrafficPolicy to the GRPCRoutes it targets
-    (https://gateway.envoyproxy.io/latest/tasks/traffic/grpc-timeouts/)."""
+    (https://gateway.envoyproxy.io/latest/tasks/traffic/grpc-timeouts/).
+
+    And every request body is held to ``max_body_bytes``, the OpenAI gateway's own cap, before it reaches a backend
+    (``requestBuffer``: Envoy receives the whole request, and answers 413 beyond): an encoder's own routes take text
+    that its tokenizer reads whole, and would otherwise take any size. No route streams a request (``/v1``'s streams
+    are answers; no gRPC stream is routed), so nothing waits on the buffer."""
     rule: dict[str, Any] = {
         "clientSelectors": [{"headers": [{"name": CLIENT_HEADER, "type": "Distinct"}]}],
         "limit": {"requests": requests_per_minute, "unit": "Minute"},
@@ -525,20 +549,26 @@ def rate_limit_policy_spec(
             "maxPendingRequests": max_concurrent_requests,
         },
         "rateLimit": {"global" if shared else "local": {"rules": [rule]}},
+        "requestBuffer": {"limit": str(max_body_bytes)},
     }
 
 
-def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WARNING_DAYS) -> dict[str, Any] | None:
+def api_key_expiry_rule_spec(
+    keys: Sequence[ApiKey], warn_days: int = EXPIRY_WARNING_DAYS, *, edge_check: bool = True
+) -> dict[str, Any] | None:
     """Alerts for the keys the edge accepts that carry an ``expires`` day (None when none does): ``ApiKeyExpiringSoon``
-    from ``warn_days`` before it (hand the client its next key), ``ApiKeyExpired`` from the day itself: the OpenAI
-    gateway refuses the key from that day (``tritonft gateway --api-key-expires``), but Envoy still accepts it on an
-    encoder's own routes until a ``pulumi up`` leaves it out of the Secret, and this rule, rendered by that ``up`` with
-    the live keys only, goes with it. Both read only the clock, so they fire with no ``up`` and no traffic."""
+    from ``warn_days`` before it (hand the client its next key), ``ApiKeyExpired`` from the day itself. With
+    ``edge_check`` (the stack's own Gateway) the edge refuses the key from that day on every route
+    (:func:`key_expiry_lua`; the OpenAI gateway too, ``tritonft gateway --api-key-expires``), so a client still
+    sending it gets 401; without (a cluster's own Envoy Gateway, whose Lua the stack does not control) the OpenAI
+    gateway does, but an encoder's own routes accept it until a ``pulumi up`` leaves it out of the Secret. Either
+    way this rule, rendered by that ``up`` with the live keys only, goes with it. Both read only the clock, so they
+    fire with no ``up`` and no traffic."""
     rules: list[dict[str, Any]] = []
     for key in keys:
-        if key.expires is None:
+        at = expires_at(key)
+        if key.expires is None or at is None:
             continue
-        at = int(datetime.combine(key.expires, time(), UTC).timestamp())
         labels = {"severity": "warning", "service": "edge", "api_key": key.id, "expires": key.expires.isoformat()}
         rules += [
             {
@@ -560,11 +590,17 @@ def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WAR
                 "for": "0m",
                 "labels": labels,
                 "annotations": {
-                    "summary": f"API key {key.id} expired on {key.expires.isoformat()} but the edge still accepts it",
+                    "summary": f"API key {key.id} expired on {key.expires.isoformat()}"
+                    + (": the edge refuses it" if edge_check else " but the edge still accepts it"),
                     "description": (
-                        f"API key {key.id} expired on {key.expires.isoformat()}; the OpenAI gateway refuses it (401), "
-                        "but Envoy accepts it on an encoder's own routes until a `pulumi up` of the stack leaves it "
-                        "out of the edge's Secret: run one."
+                        f"API key {key.id} expired on {key.expires.isoformat()}: every route of the edge answers it "
+                        f"401 (gRPC: UNAUTHENTICATED); a client still sending it shows as client={key.id} in Envoy's "
+                        "access log. Its entry stays in the edge's Secret until a `pulumi up` of the stack leaves it "
+                        "out, which ends this alert."
+                        if edge_check
+                        else f"API key {key.id} expired on {key.expires.isoformat()}; the OpenAI gateway refuses it "
+                        "(401), but Envoy accepts it on an encoder's own routes until a `pulumi up` of the stack "
+                        "leaves it out of the edge's Secret: run one."
                     ),
                 },
             },
@@ -572,6 +608,81 @@ def api_key_expiry_rule_spec(keys: Sequence[ApiKey], warn_days: int = EXPIRY_WAR
     if not rules:
         return None
     return with_runbooks({"groups": [{"name": "triton-ft.edge.api-keys", "rules": rules}]})
+
+
+def expires_at(key: ApiKey) -> int | None:
+    """The Unix time the key is refused from: 00:00 UTC of its ``expires`` day (None: it never expires)."""
+    if key.expires is None:
+        return None
+    return int(datetime.combine(key.expires, time(), UTC).timestamp())
+
+
+def _lua_string(text: str) -> str:
+    """``text`` as a Lua string literal (a JSON string is one for the printable ASCII the stack writes)."""
+    if not text.isascii() or not text.isprintable():
+        raise ValueError(f"{text!r}: only printable ASCII goes into the edge's Lua")
+    return json.dumps(text)
+
+
+KEY_EXPIRY_GRPC_STATUS = 16
+"""gRPC ``UNAUTHENTICATED``: what a gRPC call with an expired key gets (its trailers-only answer)."""
+
+
+def key_expiry_lua(keys: Sequence[ApiKey]) -> str | None:
+    """Envoy's Lua filter that refuses each key of ``keys`` that carries an ``expires`` day from 00:00 UTC of that
+    day, on every route of the edge, with no ``up`` (None when no key carries a day).
+
+    Envoy Gateway's API-key authentication has no expiry, and the credentials Secret changes only at an ``up``. Its
+    filter chain runs ``api_key_auth`` before any route's Lua (``internal/xds/translator/httpfilters.go``: order 7,
+    Lua 63+), so the script reads the key id the auth filter forwarded in :data:`CLIENT_HEADER` (set from the key it
+    accepted, never the caller's) and compares the proxy's clock (``os.time()``: Envoy opens Lua's standard
+    libraries) with the key's day. A refused HTTP request gets the OpenAI gateway's own 401 body
+    (``tritonft.gateway.limits.key_expired``); a gRPC call (``content-type: application/grpc...``) the trailers-only
+    status ``UNAUTHENTICATED`` with the same message. A request without the header (the public routes) passes."""
+    entries: list[str] = []
+    for key in keys:
+        if key.expires is None:
+            continue
+        error = key_expired(key.id, key.expires)
+        body = json.dumps(error.body(), separators=(",", ":"))
+        at, message = expires_at(key), _lua_string(error.message)
+        entries.append(f"  [{_lua_string(key.id)}] = {{{at}, {message}, {_lua_string(body)}}},")
+    if not entries:
+        return None
+    return "\n".join(
+        [
+            "-- triton-ft (components/common/edge.py, key_expiry_lua): each API key is refused from its expires day.",
+            "-- key id = {first refused second (00:00 UTC of the day), message, HTTP answer}",
+            "local EXPIRED = {",
+            *entries,
+            "}",
+            "",
+            "function envoy_on_request(handle)",
+            "  local headers = handle:headers()",
+            f"  local id = headers:get({_lua_string(CLIENT_HEADER)})",
+            "  if id == nil then return end",
+            "  local key = EXPIRED[id]",
+            "  if key == nil or os.time() < key[1] then return end",
+            '  local kind = headers:get("content-type") or ""',
+            '  if string.find(kind, "application/grpc", 1, true) == 1 then',
+            '    handle:respond({[":status"] = "200", ["content-type"] = "application/grpc",',
+            f'      ["grpc-status"] = "{KEY_EXPIRY_GRPC_STATUS}", ["grpc-message"] = key[2]}}, "")',
+            "  else",
+            '    handle:respond({[":status"] = "401", ["content-type"] = "application/json"}, key[3])',
+            "  end",
+            "end",
+            "",
+        ]
+    )
+
+
+def key_expiry_policy_spec(script: str, gateway: GatewayRef) -> dict[str, Any]:
+    """The ``EnvoyExtensionPolicy`` that runs :func:`key_expiry_lua` on every route of the stack's own Gateway (as the
+    API-key policy covers it: :func:`policy_targets`). Only there: Envoy Gateway v1.9 runs Lua policies only where its
+    configuration turns them on (``extensionApis.enableLua``, which the stack sets on the Envoy Gateway it installs),
+    and otherwise answers 500 on every route such a policy targets; a cluster's own Envoy Gateway is not the stack's
+    to configure."""
+    return {**policy_targets(gateway), "lua": [{"type": "Inline", "inline": script}]}
 
 
 def envoy_proxy_spec(service_annotations: dict[str, str], drain_timeout_seconds: int) -> dict[str, Any]:

@@ -31,6 +31,8 @@ from components.common.edge import (
     gateway_listeners,
     gateway_spec,
     https_redirect_route_spec,
+    key_expiry_lua,
+    key_expiry_policy_spec,
     model_grpc_route_spec,
     model_http_route_spec,
     public_route_admission_binding_spec,
@@ -244,7 +246,19 @@ class EdgeObjects(pulumi.ComponentResource):
                 api_key_policy_spec(self.credentials_secret, own_gateway),
                 opts=pulumi.ResourceOptions.merge(crds, pulumi.ResourceOptions(depends_on=[secret])),
             )
-            expiry = api_key_expiry_rule_spec(args.keys)
+            # Envoy Gateway's keys have no expiry: a Lua check after the key's, on every route of the stack's Gateway
+            # (only the Envoy Gateway the stack installs runs Lua policies: key_expiry_policy_spec).
+            script = key_expiry_lua(args.keys) if own_gateway is not None else None
+            if script is not None and own_gateway is not None:
+                custom_resource(
+                    f"{name}-key-expiry",
+                    "EnvoyExtensionPolicy",
+                    ENVOY_GATEWAY_API,
+                    object_meta(f"{base}-api-keys-expiry", ns, meta_labels),
+                    key_expiry_policy_spec(script, own_gateway),
+                    opts=crds,
+                )
+            expiry = api_key_expiry_rule_spec(args.keys, edge_check=script is not None)
             if args.monitoring and expiry is not None:
                 custom_resource(
                     f"{name}-api-key-expiry",

@@ -444,13 +444,24 @@ def conversion_pod_spec(
     }
 
 
-CLOUD_METADATA_CIDR = "169.254.169.254/32"
-"""Instance metadata endpoint (node credentials): never reachable from the Job."""
+NON_PUBLIC_CIDRS = (
+    "10.0.0.0/8",
+    "172.16.0.0/12",
+    "192.168.0.0/16",
+    "100.64.0.0/10",
+    "169.254.0.0/16",
+)
+"""What the Job's HTTPS never reaches: the private ranges (RFC 1918: the VPC, its pods and Services, the EKS API
+server's private endpoint, every Triton's and the gateway's pods), shared address space (RFC 6598: some clusters' pod
+networks) and link-local (RFC 3927: the node's instance-metadata endpoint, 169.254.169.254, among them). The
+Hugging Face Hub and its CDNs are public addresses, which change: a NetworkPolicy cannot name a host."""
 
 
 def conversion_network_policy_spec(selector_labels: dict[str, str]) -> dict[str, Any]:
-    """No inbound traffic; outbound only DNS and HTTPS (the Hugging Face Hub and its CDN), never the node's
-    instance-metadata endpoint."""
+    """No inbound traffic; outbound only DNS (the cluster's) and HTTPS to public addresses (the Hugging Face Hub and
+    its CDN): nothing of the cluster or its network (:data:`NON_PUBLIC_CIDRS`), so a Job running a bad checkpoint's
+    tokenizer or a compromised tool cannot call a Triton, the gateway, the API server's private endpoint or the
+    node's credentials."""
     return {
         "podSelector": {"matchLabels": dict(selector_labels)},
         "policyTypes": ["Ingress", "Egress"],
@@ -458,7 +469,7 @@ def conversion_network_policy_spec(selector_labels: dict[str, str]) -> dict[str,
         "egress": [
             dns_egress(),
             {
-                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": [CLOUD_METADATA_CIDR]}}],
+                "to": [{"ipBlock": {"cidr": "0.0.0.0/0", "except": list(NON_PUBLIC_CIDRS)}}],
                 "ports": [{"port": 443, "protocol": "TCP"}],
             },
         ],

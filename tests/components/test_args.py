@@ -383,17 +383,22 @@ def test_a_rate_limit_redis_turns_on_envoy_gateways_rate_limit_service_and_the_s
     flags = args.aws_platform_args(settings).addons
     assert flags.rate_limit_redis == "limits.example.com:6379"
     backend = {"type": "Redis", "redis": {"url": "limits.example.com:6379"}}
-    assert charts.envoy_gateway_values(flags.rate_limit_redis) == {
-        "config": {"envoyGateway": {"rateLimit": {"backend": backend}}}
+    assert charts.envoy_gateway_values(flags.rate_limit_redis)["config"]["envoyGateway"]["rateLimit"] == {
+        "backend": backend
     }
     assert _edge_objects_args(settings).global_rate_limit
 
 
-def test_without_a_rate_limit_redis_the_chart_keeps_its_defaults_and_the_buckets_are_local(
+def test_without_a_rate_limit_redis_envoy_gateway_runs_no_rate_limit_service_and_the_buckets_are_local(
     mocks: RecordingMocks,
 ) -> None:
     settings = load(aws_stack())
-    assert charts.envoy_gateway_values(args.aws_platform_args(settings).addons.rate_limit_redis) == {}
+    assert (
+        "rateLimit"
+        not in charts.envoy_gateway_values(args.aws_platform_args(settings).addons.rate_limit_redis)["config"][
+            "envoyGateway"
+        ]
+    )
     assert not _edge_objects_args(settings).global_rate_limit
 
 
@@ -418,3 +423,10 @@ def test_a_fastertransformer_models_judge_renders_no_chat() -> None:
 
     (target,) = args.judge_probe_args(settings, candidate, t5, "sha256:abc").models
     assert target.tokenizer_config is None and args.judged_chat_checkpoint(t5) is None
+
+
+@pytest.mark.parametrize("redis", [None, "limits.example.com:6379"])
+def test_the_envoy_gateway_the_stack_installs_runs_lua_policies(redis: str | None) -> None:
+    """The edge's key-expiry check is a Lua policy, and Envoy Gateway v1.9 answers 500 on every route a Lua policy
+    targets while Lua is off (its default)."""
+    assert charts.envoy_gateway_values(redis)["config"]["envoyGateway"]["extensionApis"] == {"enableLua": True}

@@ -72,6 +72,7 @@ CR_REQUIRED: dict[tuple[str, str], list[tuple[str, type | tuple[type, ...]]]] = 
     ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy"): [("spec", dict)],
     ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"): [("spec.rateLimit", dict)],
     ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy"): [("spec.provider.type", str)],
+    ("gateway.envoyproxy.io/v1alpha1", "EnvoyExtensionPolicy"): [("spec.lua", list)],
 }
 """Fields each CRD's schema requires or our components depend on. The Gateway API and Envoy Gateway objects are
 also applied, whole, to a real kube-apiserver with their real CRDs (``tests/system/controlplane``)."""
@@ -105,6 +106,13 @@ def check_custom_resource(body: dict[str, Any]) -> list[str]:
             problems.append("a SecurityPolicy needs targetRefs or targetSelectors")
         if "apiKeyAuth" in spec and (p := _require(body, "spec.apiKeyAuth.credentialRefs", list)) is not None:
             problems.append(p)
+    if key[1] == "EnvoyExtensionPolicy":
+        # The CRD's own rules: something targeted; each Lua extension inline or from a ConfigMap.
+        if not (spec.get("targetRefs") or spec.get("targetRef") or spec.get("targetSelectors")):
+            problems.append("an EnvoyExtensionPolicy needs targetRefs or targetSelectors")
+        for lua in spec.get("lua", []):
+            if not isinstance(lua.get("inline") or lua.get("valueRef"), str | dict):
+                problems.append(f"lua {lua} needs inline or valueRef")
     if key[1] == "BackendTrafficPolicy":
         limits = spec.get("rateLimit", {})
         if not any(isinstance(limits.get(scope, {}).get("rules"), list) for scope in ("local", "global")):

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from tritonft import option_file
 from tritonft.errors import UserError
+from tritonft.gateway.limits import MAX_BODY_BYTES
 
 if TYPE_CHECKING:
     from tritonft.gateway.config import GatewayConfig
@@ -63,7 +64,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds a request may take (default 60); a vLLM model's requests get this plus its context times its "
         "spec's vllm.time_per_output_token_s (the longest answer it may generate)",
     )
-    parser.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
+    parser.add_argument(
+        "--max-body-bytes", type=int, default=MAX_BODY_BYTES, help="largest request body (default 1 MiB)"
+    )
     parser.add_argument(
         "--coalesce",
         action=argparse.BooleanOptionalAction,

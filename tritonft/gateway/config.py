@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import date
 
 from tritonft.gateway.embeddings import EmbeddingModel
+from tritonft.gateway.limits import MAX_BODY_BYTES
 from tritonft.spec import Family, ModelSpec
 
 DEFAULT_DEADLINE_S = 60.0
@@ -104,7 +105,7 @@ class GatewayConfig:
     triton_url: str
     """``HOST:PORT`` of Triton's gRPC endpoint ("" when every model has a route)."""
     models: tuple[ServedModel, ...]
-    max_body_bytes: int = 1 << 20
+    max_body_bytes: int = MAX_BODY_BYTES
     deadline_s: float = DEFAULT_DEADLINE_S
     """The base of each model's deadline (``--deadline``; :attr:`ServedModel.deadline_s`), and the whole deadline of
     an embedding request."""

@@ -22,6 +22,9 @@ from datetime import date
 
 from tritonft.gateway.errors import ApiError
 
+MAX_BODY_BYTES = 1 << 20
+"""The largest request body the gateway reads (``--max-body-bytes``' default): 413 beyond. The edge holds every route
+to the same cap (``components.common.edge.rate_limit_policy_spec``), an encoder's own routes included."""
 RETRY_AFTER_S = 1
 """``Retry-After`` of a refusal: a slot frees when one of the client's requests ends, which is what it waits for."""
 LIMIT_KNOB = "maxConcurrentPerClient"

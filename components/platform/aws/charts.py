@@ -205,13 +205,15 @@ NLB_ANNOTATIONS = {
 
 
 def envoy_gateway_values(rate_limit_redis: str | None = None) -> dict[str, Any]:
-    """The chart's defaults: the controller in its namespace; the proxies' shape is the stack's ``EnvoyProxy``.
-    With ``rate_limit_redis`` (``host:port``), Envoy Gateway also runs its rate-limit service on that Redis, which the
-    edge's global limit needs (``rateLimitRedis``); Helm merges ``config.envoyGateway`` into the chart's own."""
-    if not rate_limit_redis:
-        return {}
-    backend = {"type": "Redis", "redis": {"url": rate_limit_redis}}
-    return {"config": {"envoyGateway": {"rateLimit": {"backend": backend}}}}
+    """The chart's defaults (the controller in its namespace; the proxies' shape is the stack's ``EnvoyProxy``), with
+    Lua extension policies on: the edge's key-expiry check is one (``components.common.edge.key_expiry_lua``), and
+    Envoy Gateway v1.9 turns them off by default, answering 500 on every route such a policy targets. With
+    ``rate_limit_redis`` (``host:port``), Envoy Gateway also runs its rate-limit service on that Redis, which the
+    edge's global limit needs (``rateLimitRedis``). Helm merges ``config.envoyGateway`` into the chart's own."""
+    envoy_gateway: dict[str, Any] = {"extensionApis": {"enableLua": True}}
+    if rate_limit_redis:
+        envoy_gateway["rateLimit"] = {"backend": {"type": "Redis", "redis": {"url": rate_limit_redis}}}
+    return {"config": {"envoyGateway": envoy_gateway}}
 
 
 EKS_UNSCRAPABLE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd", "kubeProxy")

@@ -14,6 +14,7 @@ from pulumi.runtime.rpc import _special_secret_sig, _special_sig_key
 from components.common.edge import (
     AUTH_LABEL,
     AUTH_PUBLIC,
+    CERT_MANAGER_USER,
     CLIENT_HEADER,
     GRPC_METHODS,
     HSTS,
@@ -35,6 +36,8 @@ from components.common.workload import ENVOY_PROXY_PODS
 from components.settings.api_keys import ApiKey
 from tests.components.fixtures import NAMESPACE, T5_SMALL, make_target, serve
 from tritonft.errors import UserError
+from tritonft.gateway.config import GatewayConfig
+from tritonft.gateway.limits import MAX_BODY_BYTES
 from tritonft.synth.engine import RecordingMocks, Registered, run_program
 
 GATEWAY = GatewayRef("test-edge")
@@ -160,6 +163,14 @@ def test_every_route_grpc_included_gets_the_request_timeout_from_the_traffic_pol
     assert policy["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "test-edge"}]
     on_theirs = rate_limit_policy_spec(600, 256, None, 900)
     assert {s["kind"] for s in on_theirs["targetSelectors"]} == {"HTTPRoute", "GRPCRoute"}
+
+
+def test_every_request_body_is_held_to_the_gateways_own_cap_at_the_edge() -> None:
+    """An encoder's own routes take text its tokenizer reads whole: the edge refuses (413) a body larger than the
+    OpenAI gateway would read, on every route the policy covers."""
+    assert GatewayConfig("", ()).max_body_bytes == MAX_BODY_BYTES
+    for gateway in (GATEWAY, None):
+        assert rate_limit_policy_spec(600, 256, gateway)["requestBuffer"] == {"limit": str(MAX_BODY_BYTES)}
 
 
 def test_weighted_backends_split_the_traffic_for_a_canary() -> None:
@@ -317,6 +328,24 @@ def test_the_cluster_refuses_public_routes_but_the_stacks_in_the_stacks_namespac
         "validationActions": ["Deny"],
         "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}},
     }
+
+
+def test_the_solver_routes_author_is_the_cert_manager_the_stack_installs() -> None:
+    """The admission policy admits a solver route only from this account: the chart's release in its namespace."""
+    from components.platform.aws.charts import CERT_MANAGER
+
+    assert f"system:serviceaccount:{CERT_MANAGER.namespace}:{CERT_MANAGER.release}" == CERT_MANAGER_USER
+
+
+def test_the_admission_policy_is_made_only_on_clusters_whose_api_server_serves_it() -> None:
+    """``admissionregistration.k8s.io/v1`` ValidatingAdmissionPolicy is GA from Kubernetes 1.30 (absent from 1.29).
+    The stack makes it only with its own Gateway: on a cluster it builds, whose every accepted EKS minor is 1.30 or
+    later (this test), never on an existing cluster, whose Gateway API edge must name the cluster's own Gateway
+    (rule ``gateway-edge-on-existing-cluster``: tests/components/settings/test_rules.py) and so gets no policy
+    (the next test)."""
+    from components.settings.eks import EKS_VERSIONS
+
+    assert min(tuple(int(n) for n in minor.split(".")) for minor in EKS_VERSIONS) >= (1, 30)
 
 
 def test_no_admission_policy_is_made_for_a_gateway_the_stack_does_not_make(mocks: RecordingMocks) -> None:

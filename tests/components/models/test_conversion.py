@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import replace
 from typing import Any
 
@@ -183,8 +184,30 @@ def test_the_job_pods_only_reach_dns_and_https_and_accept_nothing(mocks):
     assert spec["policyTypes"] == ["Ingress", "Egress"] and spec["ingress"] == []
     assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
     assert {p["port"] for rule in spec["egress"] for p in rule["ports"]} == {53, 443}
-    (https,) = [r for r in spec["egress"] if r["ports"] == [{"port": 443, "protocol": "TCP"}]]
-    assert https["to"][0]["ipBlock"]["except"] == ["169.254.169.254/32"]
+
+
+@pytest.mark.parametrize(
+    ("address", "reached"),
+    [
+        ("18.160.10.1", True),  # a public address (the Hub's CDN is one)
+        ("169.254.169.254", False),  # the node's instance metadata (its credentials)
+        ("10.0.12.7", False),  # a pod or node of the VPC: a Triton, the gateway
+        ("172.20.0.1", False),  # the cluster's Service network, the API server's in-cluster address
+        ("192.168.1.10", False),
+        ("100.64.3.2", False),  # shared address space some pod networks use
+    ],
+)
+def test_the_jobs_https_reaches_public_addresses_only(mocks, address, reached):
+    _job(mocks)
+    (policy,) = [p for p in mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy") if p.name == "m-job-netpol"]
+    (https,) = [r for r in policy.inputs["spec"]["egress"] if r["ports"] == [{"port": 443, "protocol": "TCP"}]]
+    ip = ipaddress.ip_address(address)
+    blocks = [peer["ipBlock"] for peer in https["to"]]
+    admitted = any(
+        ip in ipaddress.ip_network(b["cidr"]) and not any(ip in ipaddress.ip_network(e) for e in b.get("except", []))
+        for b in blocks
+    )
+    assert admitted is reached
 
 
 def _convert_with(**kwargs: Any) -> None:

@@ -137,18 +137,31 @@ def crd_established(kube: Kube, name: str) -> bool:
 
 
 @functools.cache
-def gateway_api_crds() -> tuple[dict[str, Any], ...]:
-    """The real CRDs of the Gateway API (standard channel) and of Envoy Gateway, read from their Go modules at the
-    versions the stack installs (fetched once by ``scripts/setup/gateway_api.sh``)."""
-    from components.platform.aws.charts import ENVOY_GATEWAY, GATEWAY_API_VERSION
-
-    modules = Path(
+def gateway_api_modules() -> Path:
+    """The Go module cache holding the Gateway API's and Envoy Gateway's sources at the versions the stack installs
+    (fetched once by ``scripts/setup/gateway_api.sh``)."""
+    return Path(
         subprocess.run(
             ["bash", str(REPO / "scripts/setup/gateway_api.sh")], check=True, capture_output=True, text=True
         ).stdout.strip()
     )
-    gateway_api = modules / f"sigs.k8s.io/gateway-api@{GATEWAY_API_VERSION}/config/crd/standard"
-    envoy = modules / f"github.com/envoyproxy/gateway@{ENVOY_GATEWAY.version}/charts/gateway-helm/charts/crds/crds"
+
+
+def envoy_gateway_source() -> Path:
+    """Envoy Gateway's source tree at the release the stack installs."""
+    from components.platform.aws.charts import ENVOY_GATEWAY
+
+    return gateway_api_modules() / f"github.com/envoyproxy/gateway@{ENVOY_GATEWAY.version}"
+
+
+@functools.cache
+def gateway_api_crds() -> tuple[dict[str, Any], ...]:
+    """The real CRDs of the Gateway API (standard channel) and of Envoy Gateway, read from their Go modules at the
+    versions the stack installs (fetched once by ``scripts/setup/gateway_api.sh``)."""
+    from components.platform.aws.charts import GATEWAY_API_VERSION
+
+    gateway_api = gateway_api_modules() / f"sigs.k8s.io/gateway-api@{GATEWAY_API_VERSION}/config/crd/standard"
+    envoy = envoy_gateway_source() / "charts/gateway-helm/charts/crds/crds"
     files = sorted(gateway_api.glob("gateway.networking.k8s.io_*.yaml")) + sorted(envoy.glob("generated/*.yaml"))
     crds = [
         d for f in files for d in yaml.safe_load_all(f.read_text()) if d and d["kind"] == "CustomResourceDefinition"

@@ -2,7 +2,7 @@
 the plan's ValidatingAdmissionPolicy (``components.common.edge.public_route_admission_policy_spec``) refuses an
 HTTPRoute labelled ``triton-ft.io/edge-auth: public`` that reaches anything but cert-manager's ACME solver, whether
 the label comes with the route or is added to it later, and admits the two routes the stack means: the HTTPS
-redirect and the solver's challenge route (issue 51)."""
+redirect and the solver's challenge route, the latter only from cert-manager's own service account (issue 51)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from components.common.edge import (
     AUTH_API_KEY,
     AUTH_LABEL,
     AUTH_PUBLIC,
+    CERT_MANAGER_USER,
     PUBLIC_ROUTE_MESSAGE,
 )
 from components.common.triton import HTTP_PORT
@@ -27,7 +28,7 @@ from tests.plans import StackPlans, deploy_secrets
 from tests.system.controlplane.fixtures import Cluster
 from tests.system.controlplane.plan import ADMISSION_KINDS, REAL_CRD_GROUPS, install_crds, load_plan, retarget
 from tests.system.controlplane.server import REPO
-from tritonft.kube import ApiError, wait_for
+from tritonft.kube import ApiError, Kube, wait_for
 
 Objects = dict[str, Any]
 
@@ -112,6 +113,55 @@ def guarded(cluster: Cluster, stack_plan: StackPlans) -> list[Objects]:
     return objs
 
 
+@pytest.fixture
+def cert_manager(cluster: Cluster) -> Kube:
+    """A client holding a token of cert-manager's controller's service account (:data:`CERT_MANAGER_USER`), allowed to
+    write HTTPRoutes in the test's namespace, as cert-manager's chart allows its controller."""
+    namespace, account = CERT_MANAGER_USER.removeprefix("system:serviceaccount:").split(":")
+    kube = cluster.kube
+    kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    kube.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account, "namespace": namespace}})
+    rbac = "rbac.authorization.k8s.io/v1"
+    kube.apply(
+        {
+            "apiVersion": rbac,
+            "kind": "Role",
+            "metadata": {"name": "solver-routes", "namespace": cluster.namespace},
+            "rules": [
+                {
+                    "apiGroups": ["gateway.networking.k8s.io"],
+                    "resources": ["httproutes"],
+                    "verbs": ["get", "list", "create", "update", "patch"],
+                }
+            ],
+        }
+    )
+    kube.apply(
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": {"name": "solver-routes", "namespace": cluster.namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "solver-routes"},
+            "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": namespace}],
+        }
+    )
+    request = {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}}
+    answer = kube.request("POST", f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token", body=request)
+    client = Kube(kube.server, token=answer["status"]["token"])
+
+    def allowed() -> bool:  # RBAC's informer picks the binding up within a second or so
+        try:
+            client.request("GET", f"/apis/gateway.networking.k8s.io/v1/namespaces/{cluster.namespace}/httproutes")
+        except ApiError as exc:
+            if exc.status != 403:
+                raise
+            return False
+        return True
+
+    wait_for("cert-manager's role to be in force", allowed, 30)
+    return client
+
+
 def refusal(apply: Callable[[], Any]) -> str:
     with pytest.raises(ApiError) as refused:
         apply()
@@ -146,10 +196,32 @@ def test_the_https_redirect_of_the_plan_is_admitted_with_the_public_label(
 
 
 def test_cert_managers_acme_solver_route_is_admitted_with_the_public_label(
-    cluster: Cluster, guarded: list[Objects]
+    cluster: Cluster, guarded: list[Objects], cert_manager: Kube
 ) -> None:
     gateway = triton_route(guarded)["spec"]["parentRefs"][0]["name"]
-    assert cluster.kube.apply(solver_route(cluster.namespace, gateway))["metadata"]["uid"]
+    assert cert_manager.apply(solver_route(cluster.namespace, gateway))["metadata"]["uid"]
+
+
+def test_the_solvers_route_made_by_anyone_but_cert_manager_is_refused(cluster: Cluster, guarded: list[Objects]) -> None:
+    """Whoever may write Services and routes in the namespace could name a Service ``cm-acme-http-solver-*`` with
+    port 8089 and point it at any pod: the shape alone is no proof, the author is."""
+    gateway = triton_route(guarded)["spec"]["parentRefs"][0]["name"]
+    message = refusal(lambda: cluster.kube.apply(solver_route(cluster.namespace, gateway)))
+    assert PUBLIC_ROUTE_MESSAGE in message
+
+
+def test_anyone_may_annotate_the_solvers_route_but_not_change_its_rules(
+    cluster: Cluster, guarded: list[Objects], cert_manager: Kube
+) -> None:
+    """The garbage collector and Envoy Gateway write routes too; they never change what the exemption reads."""
+    gateway = triton_route(guarded)["spec"]["parentRefs"][0]["name"]
+    route = solver_route(cluster.namespace, gateway)
+    cert_manager.apply(route)
+    annotated = copy.deepcopy(route)
+    annotated["metadata"]["annotations"] = {"example.com/seen": "yes"}
+    assert cluster.kube.apply(annotated)["metadata"]["annotations"] == {"example.com/seen": "yes"}
+    widened = solver_route(cluster.namespace, gateway, path=f"{ACME_CHALLENGE_PREFIX}other")
+    assert PUBLIC_ROUTE_MESSAGE in refusal(lambda: cluster.kube.apply(widened))
 
 
 def forged(objs: list[Objects], namespace: str) -> dict[str, Objects]:
@@ -202,7 +274,8 @@ def forged(objs: list[Objects], namespace: str) -> dict[str, Objects]:
     ],
 )
 def test_a_public_route_that_reaches_further_than_the_stack_means_is_refused(
-    cluster: Cluster, guarded: list[Objects], shape: str
+    cluster: Cluster, guarded: list[Objects], cert_manager: Kube, shape: str
 ) -> None:
+    """Refused even from cert-manager's own account: the shape is checked whoever sends it."""
     route = forged(guarded, cluster.namespace)[shape]
-    assert PUBLIC_ROUTE_MESSAGE in refusal(lambda: cluster.kube.apply(route, dry_run=True))
+    assert PUBLIC_ROUTE_MESSAGE in refusal(lambda: cert_manager.apply(route, dry_run=True))
