@@ -25,16 +25,39 @@ case "${1:-}" in
 esac
 
 UV_VERSION=0.13.9
-if ! command -v uv >/dev/null 2>&1 || [ "$(uv --version | awk '{print $2}')" != "$UV_VERSION" ]; then
+uv_is_pinned() { command -v uv >/dev/null 2>&1 && [ "$(uv --version | awk '{print $2}')" = "$UV_VERSION" ]; }
+if ! uv_is_pinned; then
   echo "bootstrap: installing uv $UV_VERSION" >&2
-  python3 -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"
+  # pip where the system Python allows it; otherwise (no pip, or an externally-managed Python: Debian 12, Ubuntu
+  # 24.04, Homebrew) uv's own installer of that version into ~/.local/bin.
+  if ! python3 -m pip install --quiet --disable-pip-version-check "uv==$UV_VERSION"; then
+    echo "bootstrap: this Python's pip cannot install uv (above); using uv's own installer" >&2
+    if ! command -v curl >/dev/null 2>&1; then
+      echo "bootstrap: cannot install uv $UV_VERSION: this Python has no usable pip and curl is missing;" \
+        "install curl, or uv $UV_VERSION yourself (https://docs.astral.sh/uv/getting-started/installation/)" >&2
+      exit 1
+    fi
+    curl -LsSf "https://astral.sh/uv/$UV_VERSION/install.sh" | env UV_INSTALL_DIR="$HOME/.local/bin" \
+      UV_NO_MODIFY_PATH=1 sh
+    export PATH="$HOME/.local/bin:$PATH"
+  fi
+  if ! uv_is_pinned; then
+    echo "bootstrap: uv $UV_VERSION was installed but \`uv\` on PATH is $(command -v uv || echo missing);" \
+      "put its folder first on PATH (pip: \`python3 -m site --user-base\`/bin; installer: ~/.local/bin)" >&2
+    exit 1
+  fi
 fi
 
 echo "bootstrap: syncing .venv from uv.lock" >&2
 # Bytecode is compiled at install time: environments with PYTHONDONTWRITEBYTECODE would otherwise recompile
 # pulumi_aws (thousands of modules) on every run, tripling the time of `tritonft synth`.
+if [ "$mode" = deploy ]; then
+  # A deployer's machine needs what `pulumi up` runs, not the test tools (export UV_NO_DEV=1 too: Pulumi's uv
+  # toolchain syncs the environment again before each run).
+  uv sync --frozen --quiet --compile-bytecode --no-dev
+  exit 0
+fi
 uv sync --frozen --quiet --compile-bytecode
-[ "$mode" = deploy ] && exit 0
 bash scripts/setup/triton.sh
 [ "$mode" = runtime ] && exit 0
 
