@@ -33,7 +33,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "judge": (
         "tritonft.probe.in_cluster",
         "judge a candidate version from inside the cluster (the judge Job's command: the probe, its verdict kept by "
-        "Kubernetes)",
+        "Kubernetes); with --config and --endpoint, reproduce that verdict anywhere",
+    ),
+    "judge-inputs": (
+        "tritonft.probe.judge_inputs",
+        "write what a synthesized plan gives one model's judge: its Jobs' spec and its judge Job's settings (to "
+        "reproduce a verdict)",
     ),
     "bench": (
         "tritonft.bench.cli",

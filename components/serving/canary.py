@@ -94,9 +94,13 @@ def handover_step(target: int, *, candidate_replicas: int, candidate_ready: int,
     candidate grows by one pod (never shrunk: its autoscaler may have raised it), the stable shrinks so the two
     together hold at most ``target + 1`` pods, the one surge pod per model the capacity rules count
     (``components.settings.capacity``). The pods serving users (the stable's pinned ones and the candidate's ready
-    ones) stay at ``target`` or more throughout; the stable keeps one pod until the candidate has ``target`` ready."""
+    ones) stay at ``target`` or more throughout: when the candidate's autoscaler raised it beyond its ready pods + 1
+    (its floor at the switch), the stable shrinks only as far as the candidate's *ready* pods replace it, and the
+    pods beyond the surge wait for the nodes the stable frees; the stable keeps one pod until the candidate has
+    ``target`` ready."""
     grow = max(candidate_replicas, min(target, candidate_ready + 1))
-    return HandoverStep(candidate=grow, stable=min(stable_replicas, max(1, target + 1 - grow)))
+    keep = max(1, target + 1 - grow, target - candidate_ready)
+    return HandoverStep(candidate=grow, stable=min(stable_replicas, keep))
 
 
 # -- the comparison ---------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ Import-safe (classes and functions only). Pulumi pickles the provider by referen
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 import json
 import time
@@ -562,31 +563,50 @@ def _shrink_stable(
     _scale(kube, namespace, stable_deployment, replicas)
 
 
-def _run(props: dict[str, Any]) -> dict[str, Any]:
-    from components.rollout_watch import _kube
-
-    kube = _kube(props.get("kubeconfig"), props.get("context"))
-    outs = {k: v for k, v in props.items() if k != "kubeconfig"}
-    return {**outs, **run_gate(kube, GateConfig.of(props))}
-
-
-class PromotionGateProvider(ResourceProvider):
-    """create runs the gate (once per version: the resource is keyed by it); nothing remote, delete is a no-op."""
+class PromotionStepProvider(ResourceProvider, abc.ABC):
+    """A step of a judged promotion, run once per serving version (its resource is keyed by the version): ``create``,
+    and ``update`` when one of :attr:`inputs` changed, runs :meth:`step` against the cluster and returns the inputs
+    with what the step did. The gate and the handover differ only by these two (:class:`PromotionGateProvider`,
+    :class:`PromotionHandoverProvider`: Pulumi pickles a provider by its class, which stacks' states name, so each
+    keeps its own class and name)."""
 
     serialize_as_secret_always = False
+    inputs: tuple[str, ...] = ()
+    """The inputs whose change runs the step again (``tritonft diff`` reads the same: ``tritonft.rollout.verdict``)."""
+
+    @abc.abstractmethod
+    def step(self, kube: Any, props: dict[str, Any]) -> dict[str, Any]:
+        """What the step did: its outputs beside the inputs."""
+
+    def _outs(self, props: dict[str, Any]) -> dict[str, Any]:
+        from components.rollout_watch import _kube
+
+        kube = _kube(props.get("kubeconfig"), props.get("context"))
+        outs = {k: v for k, v in props.items() if k != "kubeconfig"}
+        return {**outs, **self.step(kube, props)}
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in PROMOTION_GATE_INPUTS if olds.get(k) != news.get(k)]
+        changed = [k for k in self.inputs if olds.get(k) != news.get(k)]
         return DiffResult(changes=bool(changed), replaces=[], stables=[], delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(id_=f"{props['namespace']}/{props['candidate_deployment']}", outs=_run(props))
+        return CreateResult(id_=f"{props['namespace']}/{props['candidate_deployment']}", outs=self._outs(props))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=_run(news))
+        return UpdateResult(outs=self._outs(news))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        """The gate leaves nothing behind (the routes are back on the stable Service when it ends)."""
+        """Nothing remote belongs to a step: the routes are back on the stable Service when a gate ends, and the
+        pinned EndpointSlices belong to the stable Deployment."""
+
+
+class PromotionGateProvider(PromotionStepProvider):
+    """The gate (:func:`run_gate`)."""
+
+    inputs = PROMOTION_GATE_INPUTS
+
+    def step(self, kube: Any, props: dict[str, Any]) -> dict[str, Any]:
+        return run_gate(kube, GateConfig.of(props))
 
 
 @dataclass(frozen=True)
@@ -642,33 +662,14 @@ class PromotionGate(pulumi.dynamic.Resource, module="tritonft", name="PromotionG
 # -- the handover after the switch ----------------------------------------------------------------------------------
 
 
-def _run_handover(props: dict[str, Any]) -> dict[str, Any]:
-    from components.rollout_watch import _kube
+class PromotionHandoverProvider(PromotionStepProvider):
+    """The handover (:func:`run_handover`), each step bounded by ``replicas_deadline_s``."""
 
-    kube = _kube(props.get("kubeconfig"), props.get("context"))
-    outs = {k: v for k, v in props.items() if k != "kubeconfig"}
-    config = GateConfig.of({**props, "routes": [], "canary": None})
-    return {**outs, **run_handover(kube, config, step_deadline_s=float(props["replicas_deadline_s"]))}
+    inputs = PROMOTION_HANDOVER_INPUTS
 
-
-class PromotionHandoverProvider(ResourceProvider):
-    """create runs the handover (once per version: the resource is keyed by it); nothing remote belongs to it (the
-    pinned EndpointSlices belong to the stable Deployment), delete is a no-op."""
-
-    serialize_as_secret_always = False
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in PROMOTION_HANDOVER_INPUTS if olds.get(k) != news.get(k)]
-        return DiffResult(changes=bool(changed), replaces=[], stables=[], delete_before_replace=False)
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(id_=f"{props['namespace']}/{props['candidate_deployment']}", outs=_run_handover(props))
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(outs=_run_handover(news))
-
-    def delete(self, _id: str, _props: dict[str, Any]) -> None:
-        """Nothing to remove: the pinned slices go with the stable Deployment."""
+    def step(self, kube: Any, props: dict[str, Any]) -> dict[str, Any]:
+        config = GateConfig.of({**props, "routes": [], "canary": None})
+        return run_handover(kube, config, step_deadline_s=float(props["replicas_deadline_s"]))
 
 
 class PromotionHandover(pulumi.dynamic.Resource, module="tritonft", name="PromotionHandover"):

@@ -96,6 +96,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"environment variable holding the probe's settings as JSON (default {CONFIG_ENV})",
     )
     parser.add_argument(
+        "--config",
+        type=Path,
+        help="a file holding the probe's settings as JSON instead (`tritonft judge-inputs` writes the plan's: to "
+        "reproduce a verdict outside the cluster)",
+    )
+    parser.add_argument(
+        "--endpoint",
+        help="ask this endpoint (http://host:port) instead of the settings' (the candidate's Service: reach it by "
+        "`kubectl port-forward`, or serve the same repository elsewhere)",
+    )
+    parser.add_argument(
         "--termination-log",
         type=Path,
         default=Path(TERMINATION_LOG),
@@ -103,13 +114,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    raw = os.environ.get(args.config_env)
-    if not raw:
-        raise UserError(f"{args.config_env} is not set: the judge Job's pod gives the probe's settings there")
+def settings_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The probe's settings the command runs: ``--config``'s file, else the ``--config-env`` variable (the Job's), with
+    ``--endpoint`` as the endpoint when given."""
+    if args.config is not None:
+        where = f"--config {args.config}"
+        try:
+            raw = args.config.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{where}: {exc.strerror}; give the judge.json `tritonft judge-inputs` wrote") from None
+    else:
+        where, raw = args.config_env, os.environ.get(args.config_env, "")
+        if not raw:
+            raise UserError(
+                f"{args.config_env} is not set: the judge Job's pod gives the probe's settings there (outside the "
+                "cluster: --config FILE)"
+            )
     try:
-        props = json.loads(raw)
+        props = dict(json.loads(raw))
+        if args.endpoint:
+            props["endpoint"] = args.endpoint
         config_from_props(props)
     except (ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{args.config_env} does not hold the probe's settings: {exc}") from None
-    return judge(props, args.termination_log)
+        raise UserError(f"{where} does not hold the probe's settings: {exc}") from None
+    return props
+
+
+def run(args: argparse.Namespace) -> int:
+    return judge(settings_of(args), args.termination_log)

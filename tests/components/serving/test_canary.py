@@ -186,8 +186,28 @@ def test_the_pods_serving_users_never_drop_below_the_target_during_the_handover(
 
 
 def test_the_handover_keeps_a_candidate_its_autoscaler_raised_and_shrinks_the_stable_to_make_room() -> None:
-    step = handover_step(5, candidate_replicas=3, candidate_ready=1, stable_replicas=5)
+    step = handover_step(5, candidate_replicas=3, candidate_ready=2, stable_replicas=5)
     assert (step.candidate, step.stable) == (3, 3)
+
+
+def test_the_stable_shrinks_only_as_far_as_the_candidates_ready_pods_replace_it() -> None:
+    # The autoscaler raised the candidate to its floor of 3 at the switch; one of its pods is ready so far.
+    step = handover_step(5, candidate_replicas=3, candidate_ready=1, stable_replicas=5)
+    assert (step.candidate, step.stable) == (3, 4)
+    assert step.stable + 1 >= 5, "the stable's pinned pods and the candidate's ready one still serve 5"
+
+
+def test_with_an_autoscaler_raised_candidate_users_are_served_by_the_target_at_every_step() -> None:
+    for target in range(1, 8):
+        for floor in range(1, target + 1):
+            candidate, ready, stable = floor, 1, target
+            while ready < target:
+                step = handover_step(
+                    target, candidate_replicas=candidate, candidate_ready=ready, stable_replicas=stable
+                )
+                assert step.stable + ready >= target, (target, floor, candidate, ready, stable)
+                # The next step starts once one more candidate pod is ready.
+                candidate, ready, stable = step.candidate, ready + 1, step.stable
 
 
 def test_the_stable_keeps_one_pod_until_the_candidate_is_complete() -> None:
