@@ -126,11 +126,14 @@ def model_paths(model: ModelSpec, converter_version: str) -> ModelPaths:
 
 
 def reference_key(model: ModelSpec, converter_version: str) -> str:
-    """Content key of the judge's reference: the conversion key (the original weights, the served dtype whose
-    tolerance it records) plus the lengths it depends on (the prompts' tokenization, the steps it follows), so a
-    serving knob that leaves them alone keeps the reference and its finished Job."""
+    """Content key of the judge's reference: the conversion key (the original weights), the served precision whose
+    tolerance it records (FT: the files' dtype and the compute type; vLLM: its dtypes), plus the lengths it depends
+    on (the prompts' tokenization, the steps it follows), so a serving knob that leaves them alone keeps the
+    reference and its finished Job."""
     material = f"{model.conversion_key(converter_version)}\n{model.max_input_len}\n{model.max_output_len}"
-    if model.vllm is not None:  # its conversion key names only the files; the served dtype sets the tolerance
+    if model.vllm is None:  # FT computes in data_type: with the files' dtype it sets the tolerance
+        material += f"\n{model.data_type}"
+    else:  # its conversion key names only the files; the served dtype sets the tolerance
         material += f"\n{converter_version}\n{model.vllm.dtype}\n{model.vllm.checkpoint_dtype}"
     return hashlib.sha256(material.encode()).hexdigest()[:10]
 

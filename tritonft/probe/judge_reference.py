@@ -468,11 +468,11 @@ def chat_problems(
     reference: PromptReference, served: ServedAnswer, template_tokens: Sequence[str], *, path_ended: bool | None
 ) -> list[str]:
     """What a chat's served answer does wrong besides its words: asked without a message of the conversation, cut by
-    its length where the reference path it followed (``path_ended``; the main path's when it followed none) ended at
-    the model's end-of-turn, or carrying a template token."""
+    its length where the reference path it followed (``path_ended``) ended at the model's end-of-turn, or carrying a
+    template token. ``path_ended`` None: where the path goes after a near-tie no branch followed is not known, so a
+    right model that took it may well be cut by its length there: not checked."""
     problems = [f"the candidate's chat template renders the conversation wrong: {p}" for p in served.prompt_problems]
-    ends = reference.ended if path_ended is None else path_ended
-    if ends and served.finish_reason not in (None, "stop"):
+    if path_ended and served.finish_reason not in (None, "stop"):
         problems.append(
             f"the answer did not end at the model's end-of-turn (finish_reason {served.finish_reason!r}) where the "
             "reference's answer ended"

@@ -25,6 +25,7 @@ from tritonft.probe.judge_reference import (
     CHAT_STEPS,
     MAX_NEAR_TIES,
     REFERENCE_STEPS,
+    TOLERANCE_NATS,
     VLLM_DTYPES,
     Branch,
     JudgeReference,
@@ -240,7 +241,8 @@ def judge_reference(model: T5 | Gpt | Llama, tokenizer_dir: Path, spec: ModelSpe
             f"the tokenizer in {tokenizer_dir} produces token id {int(ids.max())} but the checkpoint's vocab_size is "
             f"{model.vocab_size}: pass the tokenizer of the model"
         )
-    tolerance = tolerance_for(str(spec.weight_dtype))
+    served = ft_served_dtype(spec)
+    tolerance = tolerance_for(served)
     followed = tuple(
         follow(
             model,
@@ -253,7 +255,14 @@ def judge_reference(model: T5 | Gpt | Llama, tokenizer_dir: Path, spec: ModelSpe
         )
         for prompt, row, n in zip(prompts, ids, lengths[:, 0], strict=True)
     )
-    return JudgeReference(family, spec.hf_repo, spec.revision, str(spec.weight_dtype), tolerance, followed)
+    return JudgeReference(family, spec.hf_repo, spec.revision, served, tolerance, followed)
+
+
+def ft_served_dtype(spec: ModelSpec) -> str:
+    """The precision a FasterTransformer model's answers carry: the coarser of its files' (``weight_dtype``, what the
+    weights were rounded to) and its compute type's (``data_type``, what FT computes in on the GPU; fp32 files are
+    cast to it at load). prod's t5-3b keeps fp32 files and computes in fp16: its near-ties are fp16's."""
+    return max((str(spec.weight_dtype), str(spec.data_type)), key=TOLERANCE_NATS.__getitem__)
 
 
 def llama_served_dtype(spec: ModelSpec) -> str:

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from components.common.layout import conversion_job_name, dns_label, model_paths
+from components.common.layout import conversion_job_name, dns_label, model_paths, reference_key
 from tests.components.fixtures import CONVERTER, GPTJ_6B, T5_SMALL
-from tritonft.spec import Batching
+from tritonft.spec import Batching, DataType, WeightDType
 
 
 def test_dns_label_lowercases_replaces_symbols_and_trims():
@@ -69,3 +69,10 @@ def test_a_compile_cache_key_that_is_not_one_plain_segment_is_refused(key: str) 
 
     with pytest.raises(ValueError, match="not a compile cache key"):
         compile_cache_root("/models/compile-cache/llama", key)
+
+
+def test_an_ft_models_compute_type_keys_its_judge_reference_as_its_tolerance_depends_on_it():
+    fp16_compute = replace(T5_SMALL, weight_dtype=WeightDType.FP32, data_type=DataType.FP16)
+    fp32_compute = replace(fp16_compute, data_type=DataType.FP32)
+    assert reference_key(fp16_compute, CONVERTER) != reference_key(fp32_compute, CONVERTER)
+    assert model_paths(fp16_compute, CONVERTER).checkpoint_dir == model_paths(fp32_compute, CONVERTER).checkpoint_dir

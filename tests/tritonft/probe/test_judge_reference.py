@@ -241,6 +241,16 @@ def test_a_chat_cut_by_its_length_where_the_reference_ended_fails() -> None:
     assert "did not end at the model's end-of-turn (finish_reason 'length')" in verdict.detail
 
 
+def test_a_chat_that_took_a_near_tie_no_branch_followed_may_be_cut_by_its_length() -> None:
+    """Past a near-tie beyond the branch budget the reference does not know where the answer ends: a right bf16
+    model that took it and ran to its length is not refused for ending late."""
+    unbranched = dataclasses.replace(CHAT, near_ties=(NearTie(0, 0.4, "Blue"),))
+
+    verdict = judge_against_reference(chat_reference(unbranched), [ServedAnswer("Blue sky, clear and", "length", 40)])
+
+    assert verdict.ok, verdict.detail
+
+
 def test_a_chat_answer_carrying_a_template_token_fails() -> None:
     verdict = judge_against_reference(chat_reference(CHAT), [ServedAnswer("Bleu.<|eot_id|>", "stop", 40)])
 

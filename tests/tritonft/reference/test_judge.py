@@ -23,9 +23,9 @@ from tritonft.probe.judge_reference import (
 )
 from tritonft.reference import GenerationRequest, generate
 from tritonft.reference.check import decode_known
-from tritonft.reference.judge import load_original
+from tritonft.reference.judge import ft_served_dtype, load_original
 from tritonft.repo.tokenization import load_tokenizer
-from tritonft.spec import Family, WeightDType
+from tritonft.spec import DataType, Family, WeightDType
 
 NAMES = {Family.T5: "t5", Family.GPT2: "gpt2", Family.GPTJ: "gptj"}
 
@@ -82,6 +82,18 @@ def test_near_ties_are_the_tokens_within_the_served_dtypes_tolerance(
     assert all(np.isfinite(p.min_gap) for p in reference.prompts)
     for prompt in reference.prompts:
         assert all(prompt.min_gap <= t.gap + 1e-3 for t in prompt.near_ties)
+
+
+@pytest.mark.parametrize(
+    ("files", "compute", "served"),
+    [("fp32", "fp32", "fp32"), ("fp32", "fp16", "fp16"), ("fp16", "fp32", "fp16"), ("fp32", "bf16", "bf16")],
+)
+def test_an_ft_models_near_ties_are_those_of_the_coarser_of_its_files_and_its_compute_type(
+    files: str, compute: str, served: str
+) -> None:
+    # prod's t5-3b keeps fp32 files and computes in fp16 on the GPU: a right model flips fp16's near-ties, not fp32's.
+    spec = make_spec(Family.T5, weight_dtype=WeightDType(files), data_type=DataType(compute))
+    assert ft_served_dtype(spec) == served
 
 
 @pytest.mark.parametrize("family", list(NAMES), ids=str)
