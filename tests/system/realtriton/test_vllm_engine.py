@@ -402,7 +402,8 @@ def test_the_probes_fail_once_the_engine_process_is_killed_with_or_without_the_g
         os.kill(stub, signal.SIGKILL)
         wait_for("the engine's process gone", lambda: stub not in _stub_pids(model), 30)
         # What the default probe, /v2/health/ready, still says on 2.51; 2.72 sees a dead stub itself, not a dead
-        # engine core beside a living stub (NVIDIA's backend): docs/models/vllm.md, "The Triton release here".
+        # engine core beside a living stub (NVIDIA's backend): docs/contributing/real-triton.md, "The Triton
+        # release here".
         assert server_ready(vllm_triton)
         for kind, metrics_url, state, still in probes:
             # Its first look may still count the tokens the other probes asked before the kill as progress.
