@@ -37,24 +37,31 @@ def shell_lines(body: str) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
-def page_commands(page: str, test: str) -> list[list[str]]:
-    """Every command of the shell blocks of ``page`` (relative to the repository) whose first line is
-    ``# run-by: <test>``, in order, each split as the shell splits it (``a && b`` is two commands).
+def page_blocks(page: str, test: str) -> list[str]:
+    """The shell blocks of ``page`` (relative to the repository) whose first line is ``# run-by: <test>``, in order,
+    as written: for a test that runs each block with bash, as a reader pastes it (variables and quoting included).
 
     ``test`` is the calling test's ``__file__``: a block names the test that runs it, and that test runs what this
     returns, so the commands a page shows are the commands the test runs."""
     marker = str(Path(test).resolve().relative_to(ROOT))
     text = (ROOT / page).read_text(encoding="utf-8")
-    found: list[list[str]] = []
+    found: list[str] = []
     for match in FENCE.finditer(text):
         body = match.group(2)
         first = body.strip().splitlines()[0] if body.strip() else ""
         run_by = RUN_BY.match(first)
         if match.group(1) in SHELLS and run_by and run_by.group(1) == marker:
-            for line in shell_lines(body):
-                found += [shlex.split(part) for part in line.split("&&")]
+            found.append(body)
     assert found, f"{page} has no shell block marked `# run-by: {marker}`"
     return found
+
+
+def page_commands(page: str, test: str) -> list[list[str]]:
+    """Every command of :func:`page_blocks`, in order, each split as the shell splits it (``a && b`` is two
+    commands)."""
+    return [
+        shlex.split(part) for body in page_blocks(page, test) for line in shell_lines(body) for part in line.split("&&")
+    ]
 
 
 def checkout(tmp_path: Path) -> Path:

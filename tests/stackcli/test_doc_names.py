@@ -110,7 +110,10 @@ OTHER_SYSTEMS = {
         "maxUnavailable minAvailable preStop preemptionPolicy progressDeadlineSeconds startedAt subPath "
         "terminationGracePeriodSeconds topologySpreadConstraints ttlSecondsAfterFinished unhealthyPodEvictionPolicy"
     ),
-    "Gateway API and Envoy Gateway fields": "backendRefs apiKeyAuth basicAuth extAuth requestTimeout",
+    "Gateway API and Envoy Gateway fields": (
+        "backendRefs apiKeyAuth basicAuth extAuth requestTimeout requestBuffer connectionLimit mergeType extensionApis "
+        "enableLua"
+    ),
     "Pulumi resource options, provider and policy-pack terms": (
         "customTimeouts dependsOn ignoreChanges replaceOnChanges forceNew skipAwait hashBuildContext policyPackConfigs"
     ),

@@ -149,9 +149,9 @@ def test_every_shell_snippet_is_run_by_a_test_or_says_what_it_needs(where: str, 
 
 def reads_the_page(page: str, source: str) -> bool:
     """Whether a test's source takes ``page``'s commands from the page itself (:func:`page_commands`, which hands it
-    every command of the blocks marked with that test, split as the shell splits them, and fails when there is
-    none), rather than writing its own copy of them."""
-    return "page_commands(" in source and f'"{page}"' in source
+    every command of the blocks marked with that test, split as the shell splits them, or :func:`page_blocks`, the
+    blocks as written for bash; both fail when there is none), rather than writing its own copy of them."""
+    return ("page_commands(" in source or "page_blocks(" in source) and f'"{page}"' in source
 
 
 def test_the_convention_catches_an_unmarked_snippet_and_a_test_that_does_not_read_the_page() -> None:

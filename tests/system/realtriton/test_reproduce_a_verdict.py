@@ -15,7 +15,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import shlex
 import shutil
 import subprocess
@@ -26,6 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.stackcli.doc_commands import page_blocks
 from tests.system.realtriton.conftest import ServeTriton
 from tests.system.realtriton.test_judge_reference import OTHER_SEED, assert_names_a_prompt_and_both_answers, seeded
 from tests.tritonft.reference.checkpoints import word_tokenizer
@@ -36,24 +36,17 @@ from tritonft.spec import Family
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 REPO = Path(__file__).resolve().parents[3]
-MARKER = "# run-by: tests/system/realtriton/test_reproduce_a_verdict.py"
-FENCE = re.compile(r"^```bash\n(.*?)^```", re.S | re.M)
 INPUTS, REFERENCE, SERVED, JUDGE = range(4)
 """The page's blocks, in order: the plan's inputs, the reference step, the served model, the judge."""
 MODEL = "gpt2"
 CHECKPOINT = "gpt2-hf"
 
 
-def marked_blocks(text: str) -> list[str]:
-    """The bash blocks of ``text`` marked as run by this test, in order."""
-    return [m.group(1) for m in FENCE.finditer(text) if m.group(1).startswith(MARKER + "\n")]
-
-
 def command_lines(block: str) -> list[str]:
     return [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
-DOCUMENTED = marked_blocks((REPO / "docs/judge.md").read_text(encoding="utf-8"))
+DOCUMENTED = page_blocks("docs/judge.md", __file__)
 
 
 def run(block: str, cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -124,7 +117,7 @@ def test_the_page_documents_the_four_steps_as_tritonft_commands() -> None:
 
 
 def test_the_readme_gives_the_pages_commands_verbatim() -> None:
-    (readme,) = marked_blocks((REPO / "README.md").read_text(encoding="utf-8"))
+    (readme,) = page_blocks("README.md", __file__)
     assert command_lines(readme) == [line for block in DOCUMENTED for line in command_lines(block)]
 
 
