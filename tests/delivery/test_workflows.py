@@ -287,7 +287,7 @@ def test_each_stage_requires_every_promoted_image_and_marks_them_before_up(stage
     assert config["env"]["REQUIRE_PROMOTED_IMAGES"] == "true"
     lines = [line.split()[1] for line in config["run"].splitlines()]
     assert lines == [".github/scripts/stack-config.sh", ".github/scripts/mark-promoted.sh"]
-    assert config["run"].splitlines()[1].split()[-1] == stage
+    assert config["run"].splitlines()[1].split()[-2:] == [stage, "try"]
     up = next(i for i, s in enumerate(stage_steps) if s.get("with", {}).get("command") == "up")
     assert stage_steps.index(config) < up
 
