@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# Mark each image a stage is about to run, before its `up`: the tag `<stage>-<run tag>` added in its ECR repository to
-# the very manifest the stage deploys by digest (ECR's PutImage with the image's own manifest: no bytes move).
-#   mark-promoted.sh STAGE   (SERVER_IMAGE, TOOLS_IMAGE, ENGINE_IMAGES: the references stack-config.sh promotes)
+# Mark the images a stage deploys by digest, in their ECR repositories: the tag `<stage>-<mark>-<run tag>` added to the
+# very manifest (ECR's PutImage with the image's own manifest: no bytes move).
+#   mark-promoted.sh STAGE try    before the stage's `up`: the stage may run them from now on, even if `up` fails
+#   mark-promoted.sh STAGE live   after its `up` and probe succeeded: the stage runs them
+# (SERVER_IMAGE, TOOLS_IMAGE, ENGINE_IMAGES: the references stack-config.sh promotes.)
 # The repositories' lifecycle policy (`python -m components.platform.promotion_lifecycle`, docs/aws.md) keeps the
-# newest images of each stage's tag, so an image a stack runs never expires, however many pushes follow. RUN_TAG
-# defaults to `r<GITHUB_RUN_ID>.<GITHUB_RUN_ATTEMPT>`. A tag this step already added to this digest (the step re-run)
-# is fine; a tag holding another digest stops the job (ECR's IMMUTABLE tags refuse it).
+# newest `live` images of each stage, so an image a stack runs never expires however many pushes follow, failed ones
+# included (a failed `up` adds only `try`, which is kept by age and never counted). RUN_TAG defaults to
+# `r<GITHUB_RUN_ID>.<GITHUB_RUN_ATTEMPT>`. A tag this step already added to this digest (the step re-run) is fine; a
+# tag holding another digest stops the job (ECR's IMMUTABLE tags refuse it).
 set -euo pipefail
-stage="${1:?usage: mark-promoted.sh STAGE}"
+usage="usage: mark-promoted.sh STAGE try|live"
+stage="${1:?$usage}"
+mark="${2:?$usage}"
+case "$mark" in
+  try) kept="kept while $stage may run it" ;;
+  live) kept="kept among $stage's newest live images" ;;
+  *) echo "::error::$usage (not $mark)"; exit 2 ;;
+esac
 run_tag="${RUN_TAG:-r${GITHUB_RUN_ID:?set RUN_TAG or GITHUB_RUN_ID}.${GITHUB_RUN_ATTEMPT:-1}}"
-tag="$stage-$run_tag"
+tag="$stage-$mark-$run_tag"
 refs=()
 for ref in "${SERVER_IMAGE:-}" "${TOOLS_IMAGE:-}"; do
   [ -z "$ref" ] || refs+=("$ref")
@@ -40,5 +50,5 @@ for ref in "${refs[@]}"; do
       exit 1
     fi
   fi
-  echo "$repository@$digest: tagged $tag (kept while $stage may run it)"
+  echo "$repository@$digest: tagged $tag ($kept)"
 done

@@ -289,20 +289,31 @@ def pushed(tmp_path: Path) -> None:
     )
 
 
-def test_mark_promoted_tags_each_promoted_digest_with_its_stage_and_run(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mark", ["try", "live"])
+def test_mark_promoted_tags_each_promoted_digest_with_its_stage_mark_and_run(tmp_path: Path, mark: str) -> None:
     pushed(tmp_path)
-    proc = run_script(tmp_path, "mark-promoted.sh", "prod", **PROMOTED)
+    proc = run_script(tmp_path, "mark-promoted.sh", "prod", mark, **PROMOTED)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    tags = {tag: digest for tag, digest in registry(tmp_path).items() if tag.endswith(":prod-r7.1")}
+    tags = {tag: digest for tag, digest in registry(tmp_path).items() if tag.endswith(f":prod-{mark}-r7.1")}
     refs = [PROMOTED["SERVER_IMAGE"], PROMOTED["TOOLS_IMAGE"], *json.loads(PROMOTED["ENGINE_IMAGES"]).values()]
-    assert tags == {f"{ref.split('@')[0]}:prod-r7.1": ref.split("@")[1] for ref in refs}
+    assert tags == {f"{ref.split('@')[0]}:prod-{mark}-r7.1": ref.split("@")[1] for ref in refs}
+    assert len(registry(tmp_path)) == 2 * len(refs), "the run tag and the one mark, nothing else"
+
+
+def test_mark_promoted_refuses_a_mark_it_does_not_know(tmp_path: Path) -> None:
+    pushed(tmp_path)
+    before = registry(tmp_path)
+    proc = run_script(tmp_path, "mark-promoted.sh", "dev", "promoted", **PROMOTED)
+    assert proc.returncode == 2
+    assert "::error::usage: mark-promoted.sh STAGE try|live (not promoted)" in proc.stdout
+    assert registry(tmp_path) == before
 
 
 def test_mark_promoted_run_again_on_the_same_run_is_a_no_op(tmp_path: Path) -> None:
     pushed(tmp_path)
-    assert run_script(tmp_path, "mark-promoted.sh", "dev", **PROMOTED).returncode == 0
+    assert run_script(tmp_path, "mark-promoted.sh", "dev", "try", **PROMOTED).returncode == 0
     before = registry(tmp_path)
-    proc = run_script(tmp_path, "mark-promoted.sh", "dev", **PROMOTED)
+    proc = run_script(tmp_path, "mark-promoted.sh", "dev", "try", **PROMOTED)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert registry(tmp_path) == before
 
@@ -310,13 +321,88 @@ def test_mark_promoted_run_again_on_the_same_run_is_a_no_op(tmp_path: Path) -> N
 def test_mark_promoted_stops_on_an_image_the_registry_does_not_hold(tmp_path: Path) -> None:
     pushed(tmp_path)
     never = f"{ECR}/tools@sha256:{'9' * 64}"
-    proc = run_script(tmp_path, "mark-promoted.sh", "dev", **(PROMOTED | {"TOOLS_IMAGE": never}))
+    proc = run_script(tmp_path, "mark-promoted.sh", "dev", "try", **(PROMOTED | {"TOOLS_IMAGE": never}))
     assert proc.returncode == 1
     assert f"::error::triton-ft/tools@sha256:{'9' * 64} is not in the registry" in proc.stdout
 
 
 def test_mark_promoted_refuses_a_reference_that_is_not_an_ecr_digest(tmp_path: Path) -> None:
     pushed(tmp_path)
-    proc = run_script(tmp_path, "mark-promoted.sh", "dev", **(PROMOTED | {"SERVER_IMAGE": f"{ECR}/server:latest"}))
+    proc = run_script(
+        tmp_path, "mark-promoted.sh", "dev", "try", **(PROMOTED | {"SERVER_IMAGE": f"{ECR}/server:latest"})
+    )
     assert proc.returncode == 1
     assert "is not an ECR image pinned by digest" in proc.stdout
+
+
+# pending-operations.sh, with a stand-in `pulumi` whose `stack export` prints a given state
+
+CLUSTER_URN = "urn:pulumi:prod::triton-ft::triton-ft:platform:EksCluster$eks:index:Cluster$aws:eks/cluster:Cluster::tft"
+ROLE_URN = "urn:pulumi:prod::triton-ft::aws:iam/role:Role::tft-nodes"
+
+
+def export(*pending: dict[str, Any]) -> dict[str, Any]:
+    """What `pulumi stack export` prints (a v3 deployment), with ``pending`` as its pending operations."""
+    resources = [{"urn": "urn:pulumi:prod::triton-ft::pulumi:pulumi:Stack::triton-ft-prod", "custom": False}]
+    deployment: dict[str, Any] = {"manifest": {"time": "2026-11-29T17:00:00Z"}, "resources": resources}
+    if pending:
+        deployment["pending_operations"] = list(pending)
+    return {"version": 3, "deployment": deployment}
+
+
+def pending_operations(tmp_path: Path, state: dict[str, Any] | None) -> tuple[subprocess.CompletedProcess[str], str]:
+    """The script against a stand-in `pulumi` printing ``state`` (None: the export fails); its output and summary."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (tmp_path / "state.json").write_text(json.dumps(state))
+    pulumi = bin_dir / "pulumi"
+    fail = "" if state is not None else 'echo "error: [401] Unauthorized" >&2; exit 255\n'
+    pulumi.write_text(f'#!/bin/sh\necho "$@" >> "{tmp_path}/pulumi-args"\n{fail}cat "{tmp_path}/state.json"\n')
+    pulumi.chmod(0o755)
+    summary = tmp_path / "summary.md"
+    proc = subprocess.run(
+        ["bash", str(REPO / ".github" / "scripts" / "pending-operations.sh"), "acme/triton-ft/prod"],
+        cwd=tmp_path,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "GITHUB_STEP_SUMMARY": str(summary)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return proc, summary.read_text() if summary.exists() else ""
+
+
+def test_a_stack_without_pending_operations_passes_and_writes_no_summary(tmp_path: Path) -> None:
+    proc, summary = pending_operations(tmp_path, export())
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == "stack acme/triton-ft/prod: no pending operations\n"
+    assert summary == ""
+    assert (tmp_path / "pulumi-args").read_text() == "stack export --stack acme/triton-ft/prod\n"
+
+
+def test_pending_creates_fail_the_job_naming_each_with_its_repair_in_the_summary(tmp_path: Path) -> None:
+    state = export(
+        {"resource": {"urn": CLUSTER_URN, "type": "aws:eks/cluster:Cluster", "custom": True}, "type": "creating"},
+        {"resource": {"urn": ROLE_URN, "type": "aws:iam/role:Role", "id": "tft-nodes"}, "type": "updating"},
+    )
+    proc, summary = pending_operations(tmp_path, state)
+    assert proc.returncode == 1
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("::error::")]
+    assert errors == [
+        f"::error::stack acme/triton-ft/prod: pending creating of aws:eks/cluster:Cluster {CLUSTER_URN}: repair it"
+        " before the next deploy (docs/day2.md; the job's summary)",
+        f"::error::stack acme/triton-ft/prod: pending updating of aws:iam/role:Role {ROLE_URN} (ID tft-nodes): repair"
+        " it before the next deploy (docs/day2.md; the job's summary)",
+    ]
+    assert summary.startswith("## Stack `acme/triton-ft/prod`: 2 pending operation(s) left by the interrupted `up`")
+    assert f"| creating | `aws:eks/cluster:Cluster` | `{CLUSTER_URN}` |  |" in summary
+    assert f"| updating | `aws:iam/role:Role` | `{ROLE_URN}` | `tft-nodes` |" in summary
+    assert "--import-pending-creates <URN> --import-pending-creates <its ID>" in summary
+    assert "pulumi refresh -s acme/triton-ft/prod --clear-pending-creates" in summary
+
+
+def test_a_state_that_cannot_be_read_fails_the_job_rather_than_passing_it(tmp_path: Path) -> None:
+    proc, summary = pending_operations(tmp_path, None)
+    assert proc.returncode == 1
+    assert "::error::stack acme/triton-ft/prod: could not read its state (pulumi stack export)" in proc.stdout
+    assert summary == ""

@@ -14,7 +14,8 @@ What this cannot rehearse: the real builds (the FT compile, NGC's pulls, their t
 manifest read and a tag added to it (the lifecycle policy is judged by ECR's evaluation rules in
 ``tests/components/platform/test_promotion_lifecycle.py``) and IAM (the roles' MaxSessionDuration, the repositories'
 existence); GitHub's step timeouts and the lock release after a failed `up` (their sums and conditions are checked in
-``tests/delivery/test_runner_limits.py``); the EKS API and AWS's side of the cluster (VPC, EFS, the managed add-ons,
+``tests/delivery/test_runner_limits.py``; the pending operations it names, in
+``tests/delivery/test_ci_scripts.py``); the EKS API and AWS's side of the cluster (VPC, EFS, the managed add-ons,
 node groups rolling; the node groups are kwok nodes of the stack's shape at `gpuNodesDesired` and `systemNodesMin`, with
 no cluster-autoscaler and no capacity shortage; the first `up`'s Jobs all at once on the system group at its maximum:
 ``tests/system/controlplane/test_first_up_jobs.py``, the scale-out to it not); the Helm charts the stack installs (not
@@ -198,8 +199,10 @@ def test_a_missing_output_stops_the_probe(tmp_path: Path) -> None:
     rehearsal.edit("__main__.py", 'pulumi.export("endpoints", endpoints)\n', "")
     with pytest.raises(StepFailedError) as failed:
         rehearsal.run(only=["build", "dev"])
-    assert (failed.value.job, failed.value.step) == ("dev", "Probe dev")
+    assert (failed.value.job, failed.value.step) == ("dev", "Probe dev, then mark the images it runs live")
     assert "the stack exports no `endpoints` output" in failed.value.output
+    tags = {key.rsplit(":", 1)[1] for key in rehearsal.read("registry.json")}
+    assert "dev-try-r4242.1" in tags and "dev-live-r4242.1" not in tags, "a failed probe marks nothing live"
 
 
 def test_a_probe_without_the_edges_api_key_is_refused(tmp_path: Path) -> None:
@@ -207,7 +210,7 @@ def test_a_probe_without_the_edges_api_key_is_refused(tmp_path: Path) -> None:
     rehearsal.edit(".github/scripts/probe-stack.sh", ' "${headers[@]}" "${gateway_args[@]}"', ' "${gateway_args[@]}"')
     with pytest.raises(StepFailedError) as failed:
         rehearsal.run(only=["build", "dev"])
-    assert (failed.value.job, failed.value.step) == ("dev", "Probe dev")
+    assert (failed.value.job, failed.value.step) == ("dev", "Probe dev, then mark the images it runs live")
     assert "HTTP 401 Unauthorized" in failed.value.output
 
 
@@ -238,15 +241,16 @@ def test_the_default_one_hour_aws_session_stops_a_long_up(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
-def test_each_stage_tags_every_image_it_promotes_with_its_run_before_up(
-    push: tuple[Rehearsal, Any], stage: str
+@pytest.mark.parametrize("mark", ["try", "live"])
+def test_each_stage_tags_every_image_it_promotes_try_before_up_and_live_after_its_probe(
+    push: tuple[Rehearsal, Any], stage: str, mark: str
 ) -> None:
     """What the repositories' lifecycle policy keeps (components/platform/promotion_lifecycle.py)."""
     rehearsal, _ = push
     promoted = rehearsal.jobs["build"].outputs
     refs = [promoted["server-image"], promoted["tools-image"], *yaml.safe_load(promoted["engine-images"]).values()]
     registry = rehearsal.read("registry.json")
-    assert {ref: registry.get(f"{ref.split('@')[0]}:{stage}-r4242.1") for ref in refs} == {
+    assert {ref: registry.get(f"{ref.split('@')[0]}:{stage}-{mark}-r4242.1") for ref in refs} == {
         ref: ref.split("@")[1] for ref in refs
     }
 

@@ -275,6 +275,32 @@ def test_each_deploy_stage_releases_the_stack_lock_of_its_own_stack_after_up(sta
     assert "--yes" in cancel["run"] and cancel["run"].split("--stack", 1)[1].split()[0].endswith(f'{stage}"')
 
 
+@pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
+def test_each_deploy_stage_names_its_stacks_pending_operations_after_releasing_the_lock(stage: str) -> None:
+    """A killed `up` may leave pending creates the next `up` would drop (docs/day2.md): the script fails the job."""
+    cancel = next(s for s in steps(load("deploy.yml"), stage) if "pulumi cancel" in str(s.get("run", "")))
+    assert cancel["run"].splitlines() == [
+        f'pulumi cancel --yes --stack "${{STACK_PREFIX}}{stage}" || true',
+        f'bash .github/scripts/pending-operations.sh "${{STACK_PREFIX}}{stage}"',
+    ]
+
+
+@pytest.mark.parametrize("stage", ["dev", "staging", "prod"])
+def test_each_stage_marks_its_images_live_only_after_its_probe(stage: str) -> None:
+    """In the probe's own step, after it: a failed `up` skips it, a failed probe stops before it."""
+    probe = next(s for s in steps(load("deploy.yml"), stage) if "probe-stack.sh" in str(s.get("run", "")))
+    assert probe["run"].splitlines() == [
+        f'bash .github/scripts/probe-stack.sh "${{STACK_PREFIX}}{stage}"',
+        f"bash .github/scripts/mark-promoted.sh {stage} live",
+    ]
+    assert "if" not in probe
+    assert {k: probe["env"][k] for k in ("SERVER_IMAGE", "TOOLS_IMAGE", "ENGINE_IMAGES")} == {
+        "SERVER_IMAGE": "${{ needs.build.outputs.server-image }}",
+        "TOOLS_IMAGE": "${{ needs.build.outputs.tools-image }}",
+        "ENGINE_IMAGES": "${{ needs.build.outputs.engine-images }}",
+    }
+
+
 def test_the_deploy_jobs_install_the_project_without_its_dev_group() -> None:
     """UV_NO_DEV reaches both `uv sync`s of a job: the setup action's and the Pulumi CLI's own before the program."""
     assert load("deploy.yml")["env"]["UV_NO_DEV"] == "1"
@@ -287,7 +313,7 @@ def test_each_stage_requires_every_promoted_image_and_marks_them_before_up(stage
     assert config["env"]["REQUIRE_PROMOTED_IMAGES"] == "true"
     lines = [line.split()[1] for line in config["run"].splitlines()]
     assert lines == [".github/scripts/stack-config.sh", ".github/scripts/mark-promoted.sh"]
-    assert config["run"].splitlines()[1].split()[-1] == stage
+    assert config["run"].splitlines()[1].split()[-2:] == [stage, "try"]
     up = next(i for i, s in enumerate(stage_steps) if s.get("with", {}).get("command") == "up")
     assert stage_steps.index(config) < up
 
