@@ -26,6 +26,7 @@ EDGE_KINDS = (
     "GRPCRoute",
     "SecurityPolicy",
     "BackendTrafficPolicy",
+    "ClientTrafficPolicy",
     "EnvoyProxy",
 )
 
@@ -91,7 +92,7 @@ def test_the_shared_global_rate_limit_is_a_policy_envoy_gateway_accepts(
     objs = edge_objects(stack_plan("prod"), cluster.namespace)
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
     install_crds(cluster.kube, (), REAL_CRD_GROUPS)
-    (policy,) = [copy.deepcopy(o) for o in objs if o["kind"] == "BackendTrafficPolicy"]
+    (policy,) = [copy.deepcopy(o) for o in objs if o["kind"] == "BackendTrafficPolicy" and "rateLimit" in o["spec"]]
     gateway = GatewayRef(policy["spec"]["targetRefs"][0]["name"])
     policy["spec"]["rateLimit"] = rate_limit_policy_spec(600, 256, gateway, shared=True)["rateLimit"]
     stored = cluster.kube.apply(policy, dry_run=True)
