@@ -15,7 +15,8 @@ STACK_COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "github-setup": (
         "stackcli.github_setup",
-        "print the `gh api` calls that set the repository's OIDC subject and its environments' deployment branches",
+        "print the `gh api` calls that set the repository's OIDC subject, its environments' deployment branches "
+        "and production's required reviewers",
     ),
 }
 """Commands that read ``components`` (a stack file's needs, the deploy roles' trust) (module, help), in the order

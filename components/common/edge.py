@@ -396,6 +396,46 @@ def public_routes_policy_spec() -> dict[str, Any]:
     return {"targetSelectors": _selectors(("HTTPRoute",), AUTH_PUBLIC)}
 
 
+PUBLIC_REQUEST_BUFFER_BYTES = 1024
+"""The most a public route's request may carry (:func:`public_routes_traffic_policy_spec`): the HTTPS redirect and
+cert-manager's challenges are answered to bodiless GETs, so 1 KiB is room for any such request and no more."""
+
+
+def public_routes_traffic_policy_spec() -> dict[str, Any]:
+    """The public routes' own ``BackendTrafficPolicy``: a request buffer of :data:`PUBLIC_REQUEST_BUFFER_BYTES`
+    instead of the Gateway's 1 MiB (:func:`rate_limit_policy_spec`).
+
+    Envoy Gateway v1.9's HTTP filters run API-key auth (7) before Buffer (12) and Lua (13+): on a keyed route a request
+    without a key is refused at its headers, before any body is held; on a public route nothing refuses it, so the
+    Gateway's buffer would hold up to 1 MiB of anyone's body per request before the redirect answers. Envoy Gateway
+    applies a route's own ``BackendTrafficPolicy`` instead of its Gateway's: with ``mergeType`` unset "no merging
+    occurs, and only the most specific configuration takes effect" (``api/v1alpha1/backendtrafficpolicy_types.go``,
+    ``BackendTrafficPolicySpec.MergeType``, v1.9.1), so these routes get this buffer and none of the Gateway's other
+    settings, which they do not need (their rate-limit rule counts only keyed requests; they reach no backend of the
+    stack). The label is the exemption's own (:func:`public_routes_policy_spec`), so a route that escapes the key
+    never escapes this cap."""
+    return {
+        "targetSelectors": _selectors(("HTTPRoute",), AUTH_PUBLIC),
+        "requestBuffer": {"limit": str(PUBLIC_REQUEST_BUFFER_BYTES)},
+    }
+
+
+CONNECTION_LIMIT = 1024
+"""Most connections one Gateway listener of one proxy replica holds at once (:func:`client_traffic_policy_spec`)."""
+
+
+def client_traffic_policy_spec(gateway: GatewayRef, connection_limit: int = CONNECTION_LIMIT) -> dict[str, Any]:
+    """The ``ClientTrafficPolicy`` of the stack's Gateway: each of its listeners holds at most ``connection_limit``
+    connections per proxy replica (Envoy's ``connection_limit`` network filter on the listener's filter chain); one
+    beyond is closed at once. Each connection holds up to Envoy Gateway's default connection buffer (32 KiB), so
+    connections opened by anyone, with no key, cannot grow a proxy's memory past what :data:`ENVOY_MEMORY_LIMIT`
+    allows (the sizing: ``docs/security/edge.md``)."""
+    return {
+        "targetRefs": [{"group": GATEWAY_GROUP, "kind": "Gateway", "name": gateway.name}],
+        "connection": {"connectionLimit": {"value": connection_limit}},
+    }
+
+
 # -- the exemption held in the cluster: who may carry the public label ---------------------------------------------
 
 ADMISSION_API = "admissionregistration.k8s.io/v1"
@@ -633,12 +673,15 @@ def key_expiry_lua(keys: Sequence[ApiKey]) -> str | None:
     day, on every route of the edge, with no ``up`` (None when no key carries a day).
 
     Envoy Gateway's API-key authentication has no expiry, and the credentials Secret changes only at an ``up``. Its
-    filter chain runs ``api_key_auth`` before any route's Lua (``internal/xds/translator/httpfilters.go``: order 7,
-    Lua 63+), so the script reads the key id the auth filter forwarded in :data:`CLIENT_HEADER` (set from the key it
-    accepted, never the caller's) and compares the proxy's clock (``os.time()``: Envoy opens Lua's standard
-    libraries) with the key's day. A refused HTTP request gets the OpenAI gateway's own 401 body
-    (``tritonft.gateway.limits.key_expired``); a gRPC call (``content-type: application/grpc...``) the trailers-only
-    status ``UNAUTHENTICATED`` with the same message. A request without the header (the public routes) passes."""
+    filter chain runs ``api_key_auth`` before any route's Lua (``internal/xds/translator/httpfilters.go`` in v1.9:
+    order 7, then Buffer 12, then Lua 13+), so the script reads the key id the auth filter forwarded in
+    :data:`CLIENT_HEADER` (set from the key it accepted, never the caller's) and compares the proxy's clock
+    (``os.time()``: Envoy opens Lua's standard libraries) with the key's day. A refused HTTP request gets the OpenAI
+    gateway's own 401 body (``tritonft.gateway.limits.key_expired``); a gRPC call (``content-type:
+    application/grpc...``) the trailers-only status ``UNAUTHENTICATED`` with the same message. A request without the
+    header (the public routes) passes.
+    Buffer runs before Lua, so an expired key's request body is received whole (at most the Gateway's 1 MiB
+    ``requestBuffer``, :func:`rate_limit_policy_spec`) before this refusal."""
     entries: list[str] = []
     for key in keys:
         if key.expires is None:
@@ -685,11 +728,25 @@ def key_expiry_policy_spec(script: str, gateway: GatewayRef) -> dict[str, Any]:
     return {**policy_targets(gateway), "lua": [{"type": "Inline", "inline": script}]}
 
 
+ENVOY_CPU_REQUEST = "100m"
+ENVOY_MEMORY_REQUEST = "512Mi"
+"""What a proxy replica is scheduled with: Envoy Gateway's own default request (100m, 512Mi), which ``resources``
+replaces whole, so both are stated: Envoy's own ~100 MiB, its connections' buffers and a few hundred requests' bodies
+in flight (``docs/security/edge.md``)."""
+ENVOY_MEMORY_LIMIT = "1Gi"
+"""A proxy replica's memory ceiling. It also turns on Envoy's overload manager: Envoy Gateway v1.9 gives Envoy a heap
+monitor of 80% of the container's memory limit (``calculateMaxHeapSizeBytes``), past 98% of which Envoy stops
+accepting requests; past the limit itself the kernel ends that replica (the other serves; the PDB and the spread keep
+one), not the node under it. The sizing: ``docs/security/edge.md``."""
+
+
 def envoy_proxy_spec(service_annotations: dict[str, str], drain_timeout_seconds: int) -> dict[str, Any]:
     """The proxy fleet of the stack's Gateway: two replicas behind an internet-facing NLB, an access log line per
     request naming the authenticated client (never a header that carries a key), and a drain as long as the longest
     request the edge allows (``drain_timeout_seconds``: the routes' request timeout), so a proxy pod replaced by an
-    Envoy Gateway upgrade or a node drain lets its streams end (Envoy Gateway's default drain is 60 s)."""
+    Envoy Gateway upgrade or a node drain lets its streams end (Envoy Gateway's default drain is 60 s). The Envoy
+    container asks :data:`ENVOY_MEMORY_REQUEST` and may use no more than :data:`ENVOY_MEMORY_LIMIT` (Envoy Gateway
+    sets neither by default)."""
     log_format = (
         '[%START_TIME%] "%REQ(:METHOD)% %REQ(X-ENVOY-ORIGINAL-PATH?:PATH)% %PROTOCOL%" %RESPONSE_CODE% '
         f"%RESPONSE_FLAGS% client=%REQ({CLIENT_HEADER.upper()})% host=%REQ(:AUTHORITY)% "
@@ -699,7 +756,15 @@ def envoy_proxy_spec(service_annotations: dict[str, str], drain_timeout_seconds:
         "provider": {
             "type": "Kubernetes",
             "kubernetes": {
-                "envoyDeployment": {"replicas": 2},
+                "envoyDeployment": {
+                    "replicas": 2,
+                    "container": {
+                        "resources": {
+                            "requests": {"cpu": ENVOY_CPU_REQUEST, "memory": ENVOY_MEMORY_REQUEST},
+                            "limits": {"memory": ENVOY_MEMORY_LIMIT},
+                        }
+                    },
+                },
                 "envoyService": {"type": "LoadBalancer", "annotations": dict(service_annotations)},
             },
         },

@@ -26,6 +26,7 @@ from components.common.edge import (
     api_http_route_spec,
     api_key_expiry_rule_spec,
     api_key_policy_spec,
+    client_traffic_policy_spec,
     envoy_proxy_spec,
     gateway_annotations,
     gateway_listeners,
@@ -38,6 +39,7 @@ from components.common.edge import (
     public_route_admission_binding_spec,
     public_route_admission_policy_spec,
     public_routes_policy_spec,
+    public_routes_traffic_policy_spec,
     rate_limit_policy_spec,
     route_labels,
 )
@@ -277,6 +279,15 @@ class EdgeObjects(pulumi.ComponentResource):
                     public_routes_policy_spec(),
                     opts=crds,
                 )
+                # The Gateway's 1 MiB buffer would hold any body on the routes no key guards: theirs is 1 KiB.
+                custom_resource(
+                    f"{name}-public-traffic",
+                    "BackendTrafficPolicy",
+                    ENVOY_GATEWAY_API,
+                    object_meta(f"{base}-public-routes", ns, meta_labels),
+                    public_routes_traffic_policy_spec(),
+                    opts=crds,
+                )
                 self._public_route_admission(name, base, ns, meta_labels, child)
             custom_resource(
                 f"{name}-rate-limit",
@@ -315,6 +326,14 @@ class EdgeObjects(pulumi.ComponentResource):
                         namespace,
                     )
                 ),
+                opts=crds,
+            )
+            custom_resource(
+                f"{name}-connections",
+                "ClientTrafficPolicy",
+                ENVOY_GATEWAY_API,
+                object_meta(f"{base}-connections", ns, meta_labels),
+                client_traffic_policy_spec(args.gateway),
                 opts=crds,
             )
             listeners = gateway_listeners(args.base_host, args.models, api=args.api)

@@ -95,7 +95,9 @@ def trust_policy_json(repo: str, provider_arn: str, role: DeployRole) -> str:
 
 def environment_settings(role: DeployRole) -> dict[str, Any] | None:
     """The GitHub environment's protection (REST ``PUT /repos/{owner}/{repo}/environments/{name}``): deployments
-    only from the branch its role trusts (``main``); production also waits for a reviewer. None: no environment."""
+    only from the branch its role trusts (``main``); production also waits for a reviewer, never the one who pushed
+    (its reviewers are people, given to ``tritonft github-setup`` and added to its PUT by
+    ``components.delivery.github.production_reviewers``: a PUT without them could remove them). None: no environment."""
     if role.environment is None:
         return None
     if role.ref != MAIN:

@@ -70,7 +70,8 @@ CR_REQUIRED: dict[tuple[str, str], list[tuple[str, type | tuple[type, ...]]]] = 
     ("gateway.networking.k8s.io/v1", "HTTPRoute"): [("spec.parentRefs", list), ("spec.rules", list)],
     ("gateway.networking.k8s.io/v1", "GRPCRoute"): [("spec.parentRefs", list), ("spec.rules", list)],
     ("gateway.envoyproxy.io/v1alpha1", "SecurityPolicy"): [("spec", dict)],
-    ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"): [("spec.rateLimit", dict)],
+    ("gateway.envoyproxy.io/v1alpha1", "BackendTrafficPolicy"): [("spec", dict)],
+    ("gateway.envoyproxy.io/v1alpha1", "ClientTrafficPolicy"): [("spec.targetRefs", list)],
     ("gateway.envoyproxy.io/v1alpha1", "EnvoyProxy"): [("spec.provider.type", str)],
     ("gateway.envoyproxy.io/v1alpha1", "EnvoyExtensionPolicy"): [("spec.lua", list)],
 }
@@ -114,8 +115,13 @@ def check_custom_resource(body: dict[str, Any]) -> list[str]:
             if not isinstance(lua.get("inline") or lua.get("valueRef"), str | dict):
                 problems.append(f"lua {lua} needs inline or valueRef")
     if key[1] == "BackendTrafficPolicy":
+        # The CRD's own rule: something targeted; a rate limit has its rules.
+        if not (spec.get("targetRefs") or spec.get("targetRef") or spec.get("targetSelectors")):
+            problems.append("a BackendTrafficPolicy needs targetRefs or targetSelectors")
         limits = spec.get("rateLimit", {})
-        if not any(isinstance(limits.get(scope, {}).get("rules"), list) for scope in ("local", "global")):
+        if "rateLimit" in spec and not any(
+            isinstance(limits.get(scope, {}).get("rules"), list) for scope in ("local", "global")
+        ):
             problems.append("rateLimit needs local.rules or global.rules")
     if key[1] == "ServiceMonitor":
         for endpoint in spec.get("endpoints", []):

@@ -16,8 +16,12 @@ from components.common.edge import (
     AUTH_PUBLIC,
     CERT_MANAGER_USER,
     CLIENT_HEADER,
+    CONNECTION_LIMIT,
+    ENVOY_MEMORY_LIMIT,
+    ENVOY_MEMORY_REQUEST,
     GRPC_METHODS,
     HSTS,
+    PUBLIC_REQUEST_BUFFER_BYTES,
     PUBLIC_ROUTE_MESSAGE,
     AcmeIssuer,
     EdgeArgs,
@@ -286,7 +290,7 @@ def test_on_the_stacks_gateway_the_key_is_asked_of_every_route_a_new_one_include
     spec = _api_key_policy(mocks).inputs["spec"]
     assert spec["targetRefs"] == [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "test-edge"}]
     assert "targetSelectors" not in spec
-    (traffic,) = _of_kind(mocks, "BackendTrafficPolicy").values()
+    traffic = _of_kind(mocks, "BackendTrafficPolicy")["test-edge-rate-limit"]
     assert traffic.inputs["spec"]["targetRefs"] == spec["targetRefs"]
 
 
@@ -311,6 +315,51 @@ def test_the_https_redirect_and_the_acme_challenges_are_the_public_routes(mocks:
     assert redirects == [{"scheme": "https", "statusCode": 301}], "the only redirect the admission policy admits"
     challenge = gateway_http01_solver(GATEWAY)["http01"]["gatewayHTTPRoute"]
     assert challenge["labels"] == {AUTH_LABEL: AUTH_PUBLIC}, "cert-manager labels each challenge route so"
+
+
+def test_the_public_routes_buffer_1_kib_not_the_gateways_1_mib(mocks: RecordingMocks) -> None:
+    """No key guards them, so no auth refuses a body before the buffer holds it (review S3): their own policy, on
+    the exemption's label, replaces the Gateway's (no ``mergeType``: the most specific one alone applies)."""
+    _edge_objects(mocks)
+    policies = _of_kind(mocks, "BackendTrafficPolicy")
+    public = policies["test-edge-public-routes"].inputs["spec"]
+    assert public == {
+        "targetSelectors": [
+            {"group": "gateway.networking.k8s.io", "kind": "HTTPRoute", "matchLabels": {AUTH_LABEL: AUTH_PUBLIC}}
+        ],
+        "requestBuffer": {"limit": "1024"},
+    }
+    assert "mergeType" not in public, "merged, the Gateway's 1 MiB would not be replaced for certain"
+    gateway_wide = policies["test-edge-rate-limit"].inputs["spec"]["requestBuffer"]["limit"]
+    assert PUBLIC_REQUEST_BUFFER_BYTES == 1024 < int(gateway_wide) == MAX_BODY_BYTES
+
+
+def test_each_listener_of_the_stacks_gateway_holds_a_bounded_number_of_connections(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks)
+    (policy,) = _of_kind(mocks, "ClientTrafficPolicy").values()
+    assert policy.inputs["spec"] == {
+        "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "test-edge"}],
+        "connection": {"connectionLimit": {"value": CONNECTION_LIMIT}},
+    }
+    assert CONNECTION_LIMIT == 1024
+
+
+def test_the_proxy_container_asks_memory_and_may_not_exceed_a_ceiling(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks)
+    (proxy,) = _of_kind(mocks, "EnvoyProxy").values()
+    deployment = proxy.inputs["spec"]["provider"]["kubernetes"]["envoyDeployment"]
+    assert deployment["container"]["resources"] == {
+        "requests": {"cpu": "100m", "memory": "512Mi"},
+        "limits": {"memory": "1Gi"},
+    }
+    assert (ENVOY_MEMORY_REQUEST, ENVOY_MEMORY_LIMIT) == ("512Mi", "1Gi")
+    assert deployment["replicas"] == 2 and deployment["pod"]["topologySpreadConstraints"], "the rest kept"
+
+
+def test_no_traffic_limits_of_the_stacks_own_are_put_on_a_gateway_it_does_not_make(mocks: RecordingMocks) -> None:
+    _edge_objects(mocks, make_gateway=False)
+    assert not _of_kind(mocks, "ClientTrafficPolicy")
+    assert list(_of_kind(mocks, "BackendTrafficPolicy")) == ["test-edge-rate-limit"]
 
 
 ADMISSION = "kubernetes:admissionregistration.k8s.io/v1:"
@@ -366,7 +415,7 @@ def test_on_a_clusters_own_gateway_the_policies_select_the_stacks_labelled_route
 def test_one_rate_limit_rule_gives_every_key_its_own_bucket(mocks: RecordingMocks) -> None:
     """One rule whatever the number of keys (Envoy Gateway allows 16 local rules), a key added later included."""
     _edge_objects(mocks, keys=(ApiKey(PROBE_CLIENT), ApiKey("webapp")), requests_per_minute=120)
-    (policy,) = _of_kind(mocks, "BackendTrafficPolicy").values()
+    policy = _of_kind(mocks, "BackendTrafficPolicy")["test-edge-rate-limit"]
     (rule,) = policy.inputs["spec"]["rateLimit"]["local"]["rules"]
     assert rule["clientSelectors"] == [{"headers": [{"name": CLIENT_HEADER, "type": "Distinct"}]}]
     assert rule["limit"] == {"requests": 120, "unit": "Minute"}
@@ -375,7 +424,7 @@ def test_one_rate_limit_rule_gives_every_key_its_own_bucket(mocks: RecordingMock
 def test_with_the_rate_limit_service_a_keys_bucket_is_shared_by_every_route_and_replica(mocks: RecordingMocks) -> None:
     """Envoy Gateway's global limit with ``shared: true`` on the Gateway-wide policy: one bucket per key per stack."""
     _edge_objects(mocks, global_rate_limit=True, requests_per_minute=120)
-    (policy,) = _of_kind(mocks, "BackendTrafficPolicy").values()
+    policy = _of_kind(mocks, "BackendTrafficPolicy")["test-edge-rate-limit"]
     limits = policy.inputs["spec"]["rateLimit"]
     assert "local" not in limits
     (rule,) = limits["global"]["rules"]
@@ -386,7 +435,7 @@ def test_with_the_rate_limit_service_a_keys_bucket_is_shared_by_every_route_and_
 
 def test_concurrent_requests_to_a_backend_are_capped_over_http1_and_http2(mocks: RecordingMocks) -> None:
     _edge_objects(mocks, max_concurrent_requests=64)
-    (policy,) = _of_kind(mocks, "BackendTrafficPolicy").values()
+    policy = _of_kind(mocks, "BackendTrafficPolicy")["test-edge-rate-limit"]
     assert policy.inputs["spec"]["circuitBreaker"] == {
         "maxConnections": 64,
         "maxParallelRequests": 64,

@@ -67,7 +67,8 @@ def test_the_v1_route_and_the_edges_policy_outlast_llamas_deadline(prod: SynthRe
     routes = [r for r in _of_type(prod, "kubernetes:gateway.networking.k8s.io/v1:HTTPRoute") if "gateway" in r.name]
     (api,) = [r for r in routes if r.inputs["spec"]["rules"][0]["matches"][0]["path"]["value"] == "/v1"]
     route_timeout = _seconds(api.inputs["spec"]["rules"][0]["timeouts"]["request"])
-    (policy,) = _of_type(prod, "kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy")
+    policies = _of_type(prod, "kubernetes:gateway.envoyproxy.io/v1alpha1:BackendTrafficPolicy")
+    (policy,) = [p for p in policies if "timeout" in p.inputs["spec"]]  # the Gateway's (the public routes' has none)
     policy_timeout = _seconds(policy.inputs["spec"]["timeout"]["http"]["requestTimeout"])
     assert route_timeout == policy_timeout > LLAMA_DEADLINE_S
 

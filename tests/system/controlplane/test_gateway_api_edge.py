@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from components.common.edge import GatewayRef, exposes_triton, rate_limit_policy_spec
+from components.common.edge import AUTH_LABEL, AUTH_PUBLIC, GatewayRef, exposes_triton, rate_limit_policy_spec
 from components.settings.stack_file import settings_from_stack_file
 from tests.plans import StackPlans, deploy_secrets
 from tests.system.controlplane.fixtures import Cluster
@@ -26,6 +26,7 @@ EDGE_KINDS = (
     "GRPCRoute",
     "SecurityPolicy",
     "BackendTrafficPolicy",
+    "ClientTrafficPolicy",
     "EnvoyProxy",
 )
 
@@ -91,9 +92,29 @@ def test_the_shared_global_rate_limit_is_a_policy_envoy_gateway_accepts(
     objs = edge_objects(stack_plan("prod"), cluster.namespace)
     cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
     install_crds(cluster.kube, (), REAL_CRD_GROUPS)
-    (policy,) = [copy.deepcopy(o) for o in objs if o["kind"] == "BackendTrafficPolicy"]
+    (policy,) = [copy.deepcopy(o) for o in objs if o["kind"] == "BackendTrafficPolicy" and "rateLimit" in o["spec"]]
     gateway = GatewayRef(policy["spec"]["targetRefs"][0]["name"])
     policy["spec"]["rateLimit"] = rate_limit_policy_spec(600, 256, gateway, shared=True)["rateLimit"]
     stored = cluster.kube.apply(policy, dry_run=True)
     (rule,) = stored["spec"]["rateLimit"]["global"]["rules"]
     assert rule["shared"] is True and rule["clientSelectors"][0]["headers"][0]["type"] == "Distinct"
+
+
+def test_the_edges_memory_bounds_are_fields_envoy_gateway_keeps(cluster: Cluster, stack_plan: StackPlans) -> None:
+    """Review S3: the public routes' 1 KiB buffer, the listeners' connection limit and the proxy container's memory
+    survive the real CRDs (a field they did not know would be pruned from the stored object)."""
+    objs = edge_objects(stack_plan("prod"), cluster.namespace)
+    cluster.kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": cluster.namespace}})
+    install_crds(cluster.kube, (), REAL_CRD_GROUPS)
+    (public,) = [o for o in objs if o["kind"] == "BackendTrafficPolicy" and "rateLimit" not in o["spec"]]
+    stored = cluster.kube.apply(public, dry_run=True)["spec"]
+    assert stored["requestBuffer"] == {"limit": "1024"} and "mergeType" not in stored
+    assert stored["targetSelectors"][0]["matchLabels"] == {AUTH_LABEL: AUTH_PUBLIC}
+    (connections,) = [o for o in objs if o["kind"] == "ClientTrafficPolicy"]
+    stored = cluster.kube.apply(connections, dry_run=True)["spec"]
+    assert stored["connection"]["connectionLimit"] == {"value": 1024}
+    (proxy,) = [o for o in objs if o["kind"] == "EnvoyProxy"]
+    container = cluster.kube.apply(proxy, dry_run=True)["spec"]["provider"]["kubernetes"]["envoyDeployment"][
+        "container"
+    ]
+    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "512Mi"}, "limits": {"memory": "1Gi"}}

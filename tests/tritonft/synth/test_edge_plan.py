@@ -63,7 +63,7 @@ def test_every_object_a_route_listener_or_policy_refers_to_is_in_the_plan(plans:
     secrets = named(objs, "Secret")
     for policy in (o for o in objs if o["kind"] == "SecurityPolicy" and "apiKeyAuth" in o["spec"]):
         assert {r["name"] for r in policy["spec"]["apiKeyAuth"]["credentialRefs"]} <= secrets
-    for policy in (o for o in objs if o["kind"] in ("SecurityPolicy", "BackendTrafficPolicy")):
+    for policy in (o for o in objs if o["kind"] in ("SecurityPolicy", "BackendTrafficPolicy", "ClientTrafficPolicy")):
         assert {t["name"] for t in policy["spec"].get("targetRefs", [])} <= gateways
     # The one kind of Secret a stack names instead of making: a model's `hfTokenSecret` (its token, created by hand).
     secrets |= set(settings_from_stack_file(REPO, stack, deploy_secrets(stack)).token_secrets.values())
