@@ -112,7 +112,7 @@ OTHER_SYSTEMS = {
     ),
     "Gateway API and Envoy Gateway fields": (
         "backendRefs apiKeyAuth basicAuth extAuth requestTimeout requestBuffer connectionLimit mergeType extensionApis "
-        "enableLua"
+        "enableLua calculateMaxHeapSizeBytes"
     ),
     "Pulumi resource options, provider and policy-pack terms": (
         "customTimeouts dependsOn ignoreChanges replaceOnChanges forceNew skipAwait hashBuildContext policyPackConfigs"
