@@ -68,7 +68,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "prune-compile-cache": (
         "tritonft.engines.vllm.compile_cache",
-        "remove the directories of a vLLM model's compile cache that no pod has used for a day",
+        "remove the key directories of a vLLM model's compile cache whose lease no pod has renewed for a day",
     ),
     "gateway": ("tritonft.gateway.command", "serve an OpenAI-compatible HTTP API (/v1/completions) in front of Triton"),
 }

@@ -220,9 +220,10 @@ echo "triton-ft: done"
 """A vLLM model's Job (``ENGINE=vllm``): download -> the judge's reference -> repo, each skipped when its output is
 already complete; first it makes the model's compile cache directory (``COMPILE_CACHE_DIR``, ``compile-cache/<model>``),
 owned by the workloads' user, which its Triton pods mount writable by ``subPath`` (a directory the kubelet made for a
-missing ``subPath`` could be root's), and removes the directories in it that no pod has used for a day
-(``tritonft prune-compile-cache``: :mod:`tritonft.engines.vllm.compile_cache`; a running pod's probes renew its
-directory's lease every 10 s, so the stable version's stays through a promotion).
+missing ``subPath`` could be root's), and removes the key directories in it whose lease no pod has renewed for a
+day (``tritonft prune-compile-cache``: :mod:`tritonft.engines.vllm.compile_cache`; a running pod renews its key's
+lease every minute, so the stable version's stays through a promotion; a directory without a lease, such as the
+old layout's ``<revision>``, is never removed).
 
 No conversion: ``tritonft download`` (pinned revision, every file hashed and each LFS weight compared with the sha256
 the Hub published, the token of a gated repo read from the mounted Secret through ``HF_TOKEN_PATH``) writes the

@@ -27,7 +27,7 @@ from components.common.workload import (
 from components.settings.capacity import spread_affinity, zone_spread
 from tritonft.engines.fastertransformer.versions import TRITON_VERSION
 from tritonft.engines.vllm import health
-from tritonft.engines.vllm.compile_cache import LEASE_ENV
+from tritonft.engines.vllm.compile_cache import LEASE_ENV, renewing_lease
 from tritonft.engines.vllm.health import readiness_probe
 from tritonft.gateway.triton import REFRESH_S
 from tritonft.spec import ModelSpec
@@ -211,7 +211,8 @@ def compile_cache_volume(model: ModelSpec, pod: ServerPod) -> tuple[dict[str, An
     """(env, volumeMount, volume) putting a vLLM model's compile cache on the store: a restarted or added pod, or a
     rebuild of the same server image, finds what an earlier one compiled (torch.compile and the kernels take minutes
     at each start otherwise). Only the model's own ``compile-cache/<model>`` is writable (the rest of the store stays
-    read-only); ``VLLM_CACHE_ROOT`` is the pod's key directory in it, which vLLM makes."""
+    read-only); ``VLLM_CACHE_ROOT`` is the pod's key directory in it, whose lease a loop beside Triton renews (the
+    container's command: ``tritonft.engines.vllm.compile_cache.renewing_lease``)."""
     if not (model.family.is_vllm and pod.compile_cache):
         raise ValueError(f"model {model.name!r}: only a vLLM model with its compile cache directory has one")
     if posixpath.dirname(pod.compile_cache_root) != pod.compile_cache:
@@ -287,11 +288,12 @@ def server_pod_spec(
     elif not model.family.is_encoder:
         # FTB's default: GROUP is safe; PARALLEL is faster but may hang (FTB README).
         env.append({"name": "NCCL_LAUNCH_MODE", "value": "GROUP"})
+    server = server_command(model, repository_dir, pod.triton_release, latency_summaries=pod.latency_summaries)
     container = {
         "name": "triton",
         "image": pod.image,
         "imagePullPolicy": "Always",
-        "command": server_command(model, repository_dir, pod.triton_release, latency_summaries=pod.latency_summaries),
+        "command": renewing_lease(server, pod.compile_cache_root) if cache is not None else server,
         "env": env,
         "ports": [
             {"name": "http", "containerPort": HTTP_PORT, "protocol": "TCP"},

@@ -219,21 +219,24 @@ def test_the_job_makes_the_models_compile_cache_directory_for_its_triton_pods(
 def test_the_job_removes_the_models_compile_cache_directories_no_pod_used_for_a_day(
     tmp_path: Path, checkpoint: Path, spec: ModelSpec
 ) -> None:
-    """A key's directory goes once neither it nor its lease (renewed by the pods' probes) changed for a day: the
-    stable version's pods keep theirs through a promotion, a directory vLLM made minutes ago stays."""
+    """A key's directory goes once neither it nor its lease (renewed by its pods) changed for a day: the stable
+    version's pods keep theirs through a promotion, a key without a lease stays, and so does the old layout's
+    ``<revision>`` directory that pods of before the key still mount, however old."""
     from tritonft.engines.vllm.compile_cache import LEASE, UNUSED_FOR_S
 
     cache = _compile_cache(tmp_path, spec)
     long_ago = time.time() - UNUSED_FOR_S - 3600
-    for name in ("unused", "leased", "new"):
+    unused, leased, new, revision = "0" * 16, "1" * 16, "2" * 16, spec.revision
+    for name in (unused, leased, new, revision):
         (cache / name / "torch_compile_cache").mkdir(parents=True)
-    (cache / "leased" / LEASE).touch()  # a running pod's probe renewed it just now
-    for name in ("unused", "leased"):
-        os.utime(cache / name, (long_ago, long_ago))
+    for name in (unused, leased):
+        (cache / name / LEASE).touch()
+    for path in (cache / unused / LEASE, cache / unused, cache / leased, cache / new, cache / revision):
+        os.utime(path, (long_ago, long_ago))  # only the leased key's lease was renewed (just now)
     proc = _run(tmp_path, checkpoint, spec)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert sorted(p.name for p in cache.iterdir()) == ["leased", "new"]
-    assert f"removed the compile cache {cache}/unused (unused for {UNUSED_FOR_S} s)" in proc.stdout
+    assert sorted(p.name for p in cache.iterdir()) == sorted([leased, new, revision])
+    assert f"removed the compile cache {cache}/{unused} (unused for {UNUSED_FOR_S} s)" in proc.stdout
 
 
 def test_a_rerun_after_a_complete_repository_still_makes_the_compile_cache_directory(

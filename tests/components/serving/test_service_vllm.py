@@ -35,18 +35,30 @@ def _triton(mocks: Any, model: ModelSpec = LLAMA, **kwargs: Any) -> dict[str, An
     return triton_container(served_deployment(mocks, model, triton_release=VLLM_RELEASE, **kwargs))
 
 
+def _server(container: dict[str, Any]) -> list[str]:
+    """What the container's command runs as its main process: the command after the lease's launcher
+    (``tritonft.engines.vllm.compile_cache.renewing_lease``), asserted to be that launcher."""
+    from tritonft.engines.vllm.compile_cache import renewing_lease
+
+    command: list[str] = container["command"]
+    launcher = len(renewing_lease(["server"], "root")) - 1
+    root = {e["name"]: e.get("value") for e in container["env"]}["VLLM_CACHE_ROOT"]
+    assert command == renewing_lease(command[launcher:], root)
+    return command[launcher:]
+
+
 def test_gpus_are_the_tensor_parallel_size(mocks):
     resources = _triton(mocks, LLAMA_TP2)["resources"]
     assert resources["limits"]["nvidia.com/gpu"] == resources["requests"]["nvidia.com/gpu"] == "2"
 
 
 def test_tensor_parallel_runs_plain_tritonserver_since_vllm_starts_its_own_workers(mocks):
-    command = _triton(mocks, LLAMA_TP2)["command"]
+    command = _server(_triton(mocks, LLAMA_TP2))
     assert command[0] == TRITONSERVER and "mpirun" not in command
 
 
 def test_the_vllm_images_release_restricts_the_http_apis_too(mocks):
-    command = _triton(mocks)["command"]
+    command = _server(_triton(mocks))
     assert any(arg.startswith("--http-restricted-api=") for arg in command)
 
 
@@ -96,6 +108,16 @@ def test_vllms_compile_cache_is_its_keys_directory_in_the_models_own_on_the_stor
     assert mount == {"name": "compile-cache", "mountPath": cache, "subPath": "compile-cache/llama"}
     (volume,) = [v for v in pod_spec(run)["volumes"] if v["name"] == "compile-cache"]
     assert volume == {"name": "compile-cache", "persistentVolumeClaim": {"claimName": "m-store-models"}}
+
+
+def test_the_pods_command_renews_its_compile_caches_lease_beside_tritonserver_not_in_its_probes(mocks):
+    """A stalled store never touches the probes (``tritonft.engines.vllm.health``); the container's command starts
+    the lease's loop and then execs ``tritonserver`` (the loop itself: ``tests/tritonft/engines/vllm``)."""
+    container = _triton(mocks)
+    assert container["command"][:2] == ["/bin/sh", "-c"]
+    assert _server(container)[0] == TRITONSERVER
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert "VLLM_CACHE_ROOT" not in " ".join(container[probe]["exec"]["command"])
 
 
 def _cache_roots(mocks: Any, *stacks: dict[str, Any]) -> list[str]:

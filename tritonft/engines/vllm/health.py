@@ -43,8 +43,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tritonft.engines.vllm.compile_cache import LEASE, LEASE_ENV
-
 PERIOD_S = 10
 """How often the kubelet asks."""
 TIMEOUT_S = 20
@@ -71,14 +69,6 @@ import json, os, sys, time, urllib.request
 url, metrics_url, model, timeout, state = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
 mode, quiet = sys.argv[6], float(sys.argv[7])
 label = 'model="%s"' % model
-cache = os.environ.get("@CACHE_ENV@")
-if cache and os.path.isdir(cache):  # this pod's compile cache: renew its lease (the model's Job prunes unused ones)
-    try:
-        with open(os.path.join(cache, "@LEASE@"), "a"):
-            pass
-        os.utime(os.path.join(cache, "@LEASE@"))
-    except OSError:
-        pass
 
 def families():
     try:
@@ -154,12 +144,13 @@ try:  # the token's own count is no progress at the next look (a dead engine's w
     keep(counted(families()))
 except SystemExit:
     pass
-""".replace("@CACHE_ENV@", LEASE_ENV).replace("@LEASE@", LEASE)
+"""
 """The probe (``argv``: url, metrics url, model, timeout, state file, ``readiness`` or ``liveness``, idle-after
 seconds): exits 0 when ``model``'s engine made progress since the probe's last reading, or, without the gauges,
 moved less than ``idle-after`` s ago, or, known idle (or, without the gauges, still for ``idle-after`` s), generated
-a token at ``url`` within ``timeout`` s; else non-zero naming why. First it renews the lease of the pod's compile
-cache (``VLLM_CACHE_ROOT``: :mod:`tritonft.engines.vllm.compile_cache`). Standard library only (the image's
+a token at ``url`` within ``timeout`` s; else non-zero naming why. It never touches the store (the compile cache's
+lease is renewed beside the server: :func:`tritonft.engines.vllm.compile_cache.renewing_lease`, so a stalled store
+never slows or fails a probe). Standard library only (the image's
 ``python3``)."""
 
 
