@@ -6,6 +6,7 @@ repository names them and carries the reference."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -19,7 +20,7 @@ from google.protobuf import text_format  # type: ignore[import-untyped]  # no ty
 from tritonclient.grpc import model_config_pb2 as mc
 
 from components.common.layout import model_paths
-from components.common.sizing import job_sizing, quantity_mi
+from components.common.sizing import NODE_SCALE_UP_SECONDS, job_sizing, quantity_mi
 from components.models.conversion_spec import (
     COMPLETE_MARKER,
     VLLM_SCRIPT,
@@ -31,7 +32,13 @@ from components.models.conversion_spec import (
 from tests.components.models.test_conversion_script_encoder import DOWNLOAD_STAND_IN
 from tests.tritonft.engines.vllm.checkpoints import variant, write
 from tritonft.engines.vllm.rules import read_checkpoint
-from tritonft.probe.judge_reference import GPT_REFERENCE_PROMPTS, REFERENCE_FILE, REFERENCE_PARAMETER, JudgeReference
+from tritonft.probe.judge_reference import (
+    CHAT_CONVERSATIONS,
+    GPT_REFERENCE_PROMPTS,
+    REFERENCE_FILE,
+    REFERENCE_PARAMETER,
+    JudgeReference,
+)
 from tritonft.reference_memory import reference_memory_bytes
 from tritonft.repo.check import check_repository
 from tritonft.spec import Architecture, Family, ModelSpec, VllmSpec, WeightDType
@@ -182,7 +189,9 @@ def test_the_repository_carries_the_judges_reference_of_the_downloaded_weights(
     assert carried == written
     assert (repo / REFERENCE_FILE).read_text() == _reference(tmp_path, spec).read_text()
     assert written.family is Family.LLAMA and written.revision == spec.revision
-    assert [p.prompt for p in written.prompts] == list(GPT_REFERENCE_PROMPTS)
+    assert [p.prompt for p in written.prompts if not p.is_chat] == list(GPT_REFERENCE_PROMPTS)
+    chats = [[dict(m) for m in p.messages] for p in written.prompts if p.is_chat]
+    assert chats == [[dict(m) for m in c] for c in CHAT_CONVERSATIONS]  # the checkpoint has a chat template
 
 
 def test_a_repository_rendered_before_references_is_rendered_again_without_downloading(
@@ -355,9 +364,11 @@ def test_the_llama_job_is_sized_for_its_reference_step_not_a_conversion(spec: Mo
     assert reference_memory_bytes(llama) > llama.parameters * 4
     assert sizing.cpu_request == "2"
     assert sizing.verify_generation is False
-    # One retry, as a reference Job: Pulumi waits less than for the download alone with its two retries.
+    # One retry, as a reference Job (its deadline covers the reference's greedy steps and branches): Pulumi waits
+    # for both tries and a node's scale-up, no more.
     assert sizing.backoff_limit == 1
+    assert sizing.pulumi_timeout_minutes == math.ceil((2 * sizing.active_deadline_seconds + NODE_SCALE_UP_SECONDS) / 60)
     mistral = replace(llama, vllm=replace(entry.facts, architecture="MistralForCausalLM"))
-    assert sizing.pulumi_timeout_minutes < job_sizing(mistral).pulumi_timeout_minutes
+    assert job_sizing(mistral).backoff_limit == 2  # no reference step: the download's retries
     files_gib = llama.parameters * 2 / 2**30  # bfloat16 as published: 14.96 GiB
     assert sizing.scratch_size == f"{int(files_gib * 1.2 + 1) + 1}Gi"
