@@ -151,11 +151,19 @@ def failed_up(rehearsal: Rehearsal, stage: str = "dev") -> StepFailedError:
     return failed.value
 
 
-def test_an_image_the_build_never_pushed_fails_devs_pods_at_the_pull(rehearsal: Rehearsal) -> None:
+def test_an_image_the_build_never_pushed_stops_dev_before_its_up_naming_the_digest(rehearsal: Rehearsal) -> None:
+    """Tagging the promoted images before `up` (``mark-promoted.sh``) reads each one from the registry: an image the
+    build never pushed stops the stage there, before anything is applied (without that step its pods would fail at the
+    pull: the cluster half's check, ``tests/delivery/test_cluster_half.py``)."""
     rehearsal.edit(".github/scripts/build-images.sh", ' --tag "$ref" --push ', ' --tag "$ref" ')
-    failure = failed_up(rehearsal)
-    assert "/server@sha256:" in failure.output
-    assert "which the registry does not hold (never pushed): its pods fail with ErrImagePull" in failure.output
+    with pytest.raises(StepFailedError) as failed:
+        rehearsal.run(only=["build", "dev"])
+    assert failed.value.job == "dev" and failed.value.step == "Stack secrets, ESC environment and the promoted images"
+    assert (
+        '"failureCode": "ImageNotFound"' in failed.value.output
+        or '"failureCode":"ImageNotFound"' in failed.value.output
+    )
+    assert '"imageDigest":"sha256:' in failed.value.output.replace(" ", "")
 
 
 def test_a_secret_nothing_creates_stops_prods_up_before_its_gated_download_would_hang(rehearsal: Rehearsal) -> None:
