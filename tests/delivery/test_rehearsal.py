@@ -153,15 +153,17 @@ def test_prods_up_completes_and_is_probed(push: tuple[Rehearsal, StepFailedError
 # --- each blocker, reintroduced, stops the chain ---------------------------------------------------------------
 
 
-def test_ci_building_only_server_and_tools_stops_prods_up_at_the_pinned_base_guard(tmp_path: Path) -> None:
+def test_ci_building_only_server_and_tools_stops_prod_before_its_up_naming_the_engine_images(tmp_path: Path) -> None:
+    """The first review's blocker (prod's `up` building the engines' images itself, stopped by the pinned-base guard
+    hours in) is now stopped at the stage's configuration, before any Pulumi call: deploy.yml requires every image a
+    stack runs to be promoted (``REQUIRE_PROMOTED_IMAGES``)."""
     rehearsal = Rehearsal(tmp_path)
     rehearsal.edit(".github/scripts/build-images.sh", """$(jq -r '.[].name' <<<"$plan")""", "server tools")
     with pytest.raises(StepFailedError) as failed:
         rehearsal.run(only=["build", "prod"])
-    assert failed.value.job == "prod"
-    assert "base image nvcr.io/nvidia/tritonserver:25.12" in failed.value.output
-    assert "is not pinned by digest" in failed.value.output
-    assert rehearsal.read("ups.json")["prod"]["built"] == ["prod-images-server-onnxruntime", "prod-images-server-vllm"]
+    assert failed.value.job == "prod" and failed.value.step == "Stack secrets, ESC environment and the promoted images"
+    assert "promoted no engine server images (engineImages) (ENGINE_IMAGES is empty)" in failed.value.output
+    assert "prod" not in (rehearsal.read("ups.json") or {})
 
 
 def test_a_build_on_an_unpinned_base_or_through_the_registry_cache_is_caught(tmp_path: Path) -> None:
